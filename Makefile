@@ -1,0 +1,44 @@
+# train_miras: CPU trainer, tests, data tools; the GPU trainer when nvcc is there.
+# make            build everything for the CPU (OMP=0 builds without OpenMP)
+# make train      make the default corpus from this repo's own sources and train the default model
+# make test       all tests; the last line says "N passed, N failed"
+CC ?= gcc
+OMP ?= 1
+CFLAGS ?= -O3 -march=native -Wall -Wno-unused-function
+ifeq ($(OMP),1)
+  CFLAGS += -fopenmp
+endif
+LDLIBS = -lm
+NVCC ?= nvcc
+GPU_COMPUTE_CAPABILITY ?= 90
+
+.PHONY: all test train data clean
+all: train_miras test_miras test_miras_fp64 data_prep
+
+train_miras: train_miras.c
+	$(CC) $(CFLAGS) -o $@ $< $(LDLIBS)
+
+# the test driver includes train_miras.c; the fp64 build also runs the finite-difference checks
+test_miras: test_miras.c train_miras.c
+	$(CC) $(CFLAGS) -o $@ $< $(LDLIBS)
+test_miras_fp64: test_miras.c train_miras.c
+	$(CC) $(CFLAGS) -DMIRAS_DOUBLE -o $@ $< $(LDLIBS)
+
+-include data_prep/data_prep.mk
+
+test: train_miras test_miras test_miras_fp64 data_prep
+	@bash dev/test_all.sh
+
+# the default corpus: this repository's own text, byte-level (no download); the val split is its first 10%
+CORPUS_FILES = train_miras.c test_miras.c README.md Makefile dev/reference.py $(wildcard data_prep/*.c data_prep/*.h)
+build/data/repo_tokenizer.bin: $(CORPUS_FILES) data_prep
+	@mkdir -p build/data
+	data_prep/text2shards -t byte -v 0.1 -o build/data/repo $(CORPUS_FILES)
+data: build/data/repo_tokenizer.bin
+
+# the quick start: a small titans model, a few minutes on 2 cores
+train: train_miras data
+	./train_miras -p titans -x 400 -v 50 -o build/run
+
+clean:
+	rm -rf train_miras test_miras test_miras_fp64 train_miras_cu $(DATA_PREP_BINS) build

@@ -1,0 +1,370 @@
+/*
+test_miras.c: checks train_miras.c against the PyTorch reference, against finite differences,
+against an independent per-token implementation of the online rule, and against itself
+(decode vs parallel forward, save/load/continue, bad input). `make test` builds it twice:
+with float (test_miras) and with double (test_miras_fp64, which also runs the gradient checks).
+Errors are norm-relative: |a - b| / |b| over a whole tensor.
+*/
+#define TESTING
+#include "train_miras.c"
+#include <stdarg.h>
+#include <sys/wait.h>
+
+#ifdef MIRAS_DOUBLE
+#define TOL_LOGITS 1e-10
+#define TOL_GRADS 1e-9
+#define TOL_STEPS 1e-9
+#define TOL_SELF 1e-11
+#define BUILD "fp64"
+#else
+#define TOL_LOGITS 1e-5
+#define TOL_GRADS 1e-4
+#define TOL_STEPS 1e-4
+#define TOL_SELF 1e-5
+#define BUILD "fp32"
+#endif
+
+static int n_pass = 0, n_fail = 0;
+static void check(int ok, const char* fmt, ...) {
+    va_list ap; va_start(ap, fmt);
+    printf("%s - ", ok ? "ok" : "FAIL"); vprintf(fmt, ap); printf("\n"); va_end(ap);
+    if (ok) n_pass++; else n_fail++;
+}
+static double relerr(const real* a, const double* b, size_t n) {
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++) { double e = (double)a[i] - b[i]; num += e * e; den += b[i] * b[i]; }
+    return sqrt(num / (den > 0 ? den : 1e-300));
+}
+static double relerr_rr(const real* a, const real* b, size_t n) {
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++) { double e = (double)a[i] - b[i]; num += e * e; den += (double)b[i] * b[i]; }
+    return sqrt(num / (den > 0 ? den : 1e-300));
+}
+
+// ---------------------------------------------------------------------------
+// fixtures from dev/reference.py (layout in dev/CONTRACT.md and the README)
+typedef struct {
+    Config cfg; int B, T, nsteps; float lr, beta1, beta2, eps, wd, clip; size_t np;
+    float* params; int* tokens; double *logits, loss, *grads, *losses;
+} Fixture;
+
+static int fixture_load(Fixture* fx, const char* path) {
+    FILE* f = fopen(path, "rb"); if (!f) return 0;
+    int h[256]; if (fread(h, 4, 256, f) != 256 || h[0] != 20261103) { fclose(f); return 0; }
+    header_to_config(&fx->cfg, h);
+    fx->B = h[100]; fx->T = h[101]; fx->nsteps = h[102];
+    fx->lr = bits_f32(h[103]); fx->beta1 = bits_f32(h[104]); fx->beta2 = bits_f32(h[105]);
+    fx->eps = bits_f32(h[106]); fx->wd = bits_f32(h[107]); fx->clip = bits_f32(h[108]); fx->np = (size_t)h[19];
+    size_t nt = (size_t)fx->B * (fx->T + 1), nl = (size_t)fx->B * fx->T * fx->cfg.V;
+    fx->params = malloc(fx->np * 4); fx->tokens = malloc(nt * 4); fx->logits = malloc(nl * 8);
+    fx->grads = malloc(fx->np * 8); fx->losses = malloc(fx->nsteps * 8);
+    int ok = fread(fx->params, 4, fx->np, f) == fx->np && fread(fx->tokens, 4, nt, f) == nt && fread(fx->logits, 8, nl, f) == nl
+          && fread(&fx->loss, 8, 1, f) == 1 && fread(fx->grads, 8, fx->np, f) == fx->np && fread(fx->losses, 8, fx->nsteps, f) == (size_t)fx->nsteps;
+    fclose(f); return ok;
+}
+static void fixture_free(Fixture* fx) { free(fx->params); free(fx->tokens); free(fx->logits); free(fx->grads); free(fx->losses); }
+static void fixture_model(Model* M, const Fixture* fx) {
+    model_build(M, &fx->cfg);
+    if (M->num_params != fx->np) { printf("FAIL - parameter count %zu vs fixture %zu\n", M->num_params, fx->np); exit(1); }
+    for (size_t i = 0; i < fx->np; i++) M->params_memory[i] = fx->params[i];
+}
+static void fixture_batch(const Fixture* fx, int* in, int* tg) {
+    for (int r = 0; r < fx->B; r++) for (int t = 0; t < fx->T; t++) {
+        in[r * fx->T + t] = fx->tokens[r * (fx->T + 1) + t]; tg[r * fx->T + t] = fx->tokens[r * (fx->T + 1) + t + 1];
+    }
+}
+
+static const char* FIXTURES[] = {"titans", "ttt_mlp", "linear_attn", "deltanet", "gated_deltanet", "deep_noln", "deep_nores_gd"};
+#define NFIX 7
+
+// 1. logits, loss, every gradient and 10 AdamW steps against the PyTorch reference
+static void test_fixture(const char* dir, const char* name) {
+    char path[1024]; snprintf(path, sizeof path, "%s/%s.bin", dir, name);
+    Fixture fx; if (!fixture_load(&fx, path)) { check(0, "fixture %s: cannot read %s", name, path); return; }
+    Model M; fixture_model(&M, &fx);
+    int N = fx.B * fx.T, V = fx.cfg.V, Vp = fx.cfg.Vp; int* in = malloc(N * 4); int* tg = malloc(N * 4); fixture_batch(&fx, in, tg);
+    model_forward(&M, in, tg, fx.B, fx.T);
+    real* lg = malloc((size_t)N * V * sizeof(real));
+    for (int n = 0; n < N; n++) for (int v = 0; v < V; v++) lg[(size_t)n * V + v] = M.acts.logits[(size_t)n * Vp + v];
+    double el = relerr(lg, fx.logits, (size_t)N * V), eloss = fabs(M.mean_loss - fx.loss) / fabs(fx.loss);
+    check(el < TOL_LOGITS && eloss < TOL_LOGITS, "%s %s: logits err %.2e, loss err %.2e (tol %.0e)", BUILD, name, el, eloss, TOL_LOGITS);
+    model_zero_grad(&M); model_backward(&M, 1);
+    double worst = 0; const char* wname = ""; size_t off = 0;
+    for (int t = 0; t < NUM_PARAM_TENSORS; t++) {
+        size_t n = M.param_sizes[t]; if (!n) continue;
+        double e = relerr(M.grads_memory + off, fx.grads + off, n);
+        double gn = 0; for (size_t i = 0; i < n; i++) gn += fx.grads[off + i] * fx.grads[off + i];
+        if (gn == 0) { e = 0; for (size_t i = 0; i < n; i++) e += fabs((double)M.grads_memory[off + i]); } // an exactly-zero gradient stays zero
+        if (e > worst) { worst = e; wname = PARAM_NAMES[t]; }
+        off += n;
+    }
+    check(worst < TOL_GRADS, "%s %s: every gradient, worst err %.2e (%s) (tol %.0e)", BUILD, name, worst, wname, TOL_GRADS);
+    real* losses = malloc(fx.nsteps * sizeof(real));
+    for (int s = 0; s < fx.nsteps; s++) {
+        model_forward(&M, in, tg, fx.B, fx.T); losses[s] = M.mean_loss;
+        model_zero_grad(&M); model_backward(&M, 1);
+        grad_clip(&M, grad_norm(&M), fx.clip);
+        model_update(&M, fx.lr, fx.beta1, fx.beta2, fx.eps, fx.wd);
+    }
+    double es = relerr(losses, fx.losses, fx.nsteps);
+    check(es < TOL_STEPS, "%s %s: %d AdamW step losses err %.2e (%.4f -> %.4f) (tol %.0e)", BUILD, name, fx.nsteps, es, (double)losses[0], (double)losses[fx.nsteps - 1], TOL_STEPS);
+    free(losses); free(lg); free(in); free(tg); model_free(&M); fixture_free(&fx);
+}
+
+// 2. finite differences (double build): Richardson-extrapolated central differences on sampled
+// entries of every parameter tensor, norm-relative error per tensor
+static double loss_at(Model* M, const int* in, const int* tg, int B, int T) { model_forward(M, in, tg, B, T); return M->mean_loss; }
+static double fd_model(Model* M, const int* in, const int* tg, int B, int T, int samples, uint64_t seed, const char** wname) {
+    model_forward(M, in, tg, B, T); model_zero_grad(M); model_backward(M, 1);
+    real* an = malloc(M->num_params * sizeof(real)); memcpy(an, M->grads_memory, M->num_params * sizeof(real));
+    uint64_t r = seed; size_t off = 0; double worst = 0;
+    for (int t = 0; t < NUM_PARAM_TENSORS; t++) {
+        size_t n = M->param_sizes[t]; if (!n) continue;
+        double num = 0, den = 0;
+        for (int s = 0; s < samples; s++) {
+            size_t i = off + (t == 0 ? (size_t)in[s % (B * T)] * M->cfg.D + rng_u64(&r) % M->cfg.D : rng_u64(&r) % n); // wte: rows in use
+            real save = M->params_memory[i]; double h = 1e-4, dh[2];
+            for (int k = 0; k < 2; k++, h /= 2) {
+                M->params_memory[i] = save + h; double lp = loss_at(M, in, tg, B, T);
+                M->params_memory[i] = save - h; double lm = loss_at(M, in, tg, B, T);
+                dh[k] = (lp - lm) / (2 * h);
+            }
+            M->params_memory[i] = save;
+            double fd = (4 * dh[1] - dh[0]) / 3;
+            num += (fd - an[i]) * (fd - an[i]); den += fd * fd;
+        }
+        double e = den > 0 ? sqrt(num / den) : sqrt(num);
+        if (e > worst) { worst = e; *wname = PARAM_NAMES[t]; }
+        off += n;
+    }
+    free(an); return worst;
+}
+static void test_fd(const char* dir, const char* name, int ln, int resid, int b) {
+    char path[1024]; snprintf(path, sizeof path, "%s/%s.bin", dir, name);
+    Fixture fx; if (!fixture_load(&fx, path)) { check(0, "fd %s: cannot read %s", name, path); return; }
+    Model M; fixture_model(&M, &fx);
+    Config c = fx.cfg; int same = 1;
+    if (ln >= 0 && c.mem_depth == 2 && (ln != c.mem_ln || resid != c.mem_resid)) same = 0;
+    if (b > 0 && b != c.b) same = 0;
+    if (!same) {  // a switch variant: same params where they exist, fresh LN affine
+        model_free(&M); if (ln >= 0) { c.mem_ln = ln; c.mem_resid = resid; } if (b > 0) c.b = b;
+        model_build(&M, &c); Model F; fixture_model(&F, &fx);
+        size_t o1 = 0, o2 = 0;
+        for (int t = 0; t < NUM_PARAM_TENSORS; t++) {
+            if (M.param_sizes[t] == F.param_sizes[t]) memcpy(M.params_memory + o1, F.params_memory + o2, M.param_sizes[t] * sizeof(real));
+            else fill_const(M.params_memory + o1, M.param_sizes[t], t == 15 ? 1.1 : 0.05);
+            o1 += M.param_sizes[t]; o2 += F.param_sizes[t];
+        }
+        model_free(&F);
+    }
+    int N = fx.B * fx.T; int* in = malloc(N * 4); int* tg = malloc(N * 4); fixture_batch(&fx, in, tg);
+    const char* wn = "";
+    double e = fd_model(&M, in, tg, fx.B, fx.T, 6, 42, &wn);
+    check(e < 1e-6, "fp64 finite differences %s (ln %d resid %d b %d): worst tensor err %.2e (%s) (tol 1e-6)", name, c.mem_ln, c.mem_resid, c.b, e, wn);
+    free(in); free(tg); model_free(&M); fixture_free(&fx);
+}
+
+// 3. b = 1 against a direct per-token implementation of the online rule (SPEC §5.1, §5.2),
+// written independently: per-token weights, the inner gradient by explicit backprop.
+static void online_memory(const MemCfg* m, const real* P0, const real* q, const real* k, const real* v,
+                          const real* ga, const real* ge, const real* gt, const real* lng, const real* lnb,
+                          int T, int stride, int gstride, real* y) {
+    int d = m->d, dm = m->dm, nP = m->nP;
+    double* P = calloc(nP, 8); double* S = calloc(nP, 8); double* G = calloc(nP, 8);
+    double *z = calloc(dm, 8), *hh = calloc(dm, 8), *o = calloc(d, 8), *r = calloc(d, 8), *dO = calloc(d, 8), *dz = calloc(dm, 8);
+    for (int i = 0; i < nP; i++) P[i] = P0[i];
+    for (int t = 0; t <= T; t++) {  // token t: gradient at P_{t-1}, step, then read (the extra pass reads nothing)
+        for (int pass = 0; pass < 2 && t < T; pass++) {
+            const real* x = pass == 0 ? k + (size_t)t * stride : q + (size_t)t * stride;
+            // forward of M(x; P)
+            double mu = 0, var = 0, rs = 1;
+            if (m->depth == 1) { for (int i = 0; i < d; i++) { o[i] = 0; for (int j = 0; j < d; j++) o[i] += P[i * d + j] * x[j]; } }
+            else {
+                for (int a = 0; a < dm; a++) { z[a] = 0; for (int j = 0; j < d; j++) z[a] += P[d * dm + a * d + j] * x[j]; hh[a] = gelu(z[a]); }
+                for (int i = 0; i < d; i++) { o[i] = 0; for (int a = 0; a < dm; a++) o[i] += P[i * dm + a] * hh[a]; }
+                if (m->ln) {
+                    for (int i = 0; i < d; i++) mu += o[i];
+                    mu /= d; for (int i = 0; i < d; i++) var += (o[i] - mu) * (o[i] - mu);
+                    rs = 1 / sqrt(var / d + 1e-5);
+                }
+            }
+            double out[256];
+            for (int i = 0; i < d; i++) {
+                double nn = m->depth == 2 && m->ln ? (o[i] - mu) * rs * lng[i] + lnb[i] : o[i];
+                out[i] = (m->depth == 2 && m->resid ? x[i] : 0) + nn;
+            }
+            if (pass == 1) { for (int i = 0; i < d; i++) y[(size_t)t * stride + i] = out[i]; continue; }
+            // inner gradient g_t at P_{t-1}
+            for (int i = 0; i < d; i++) r[i] = m->bias == 0 ? out[i] - v[(size_t)t * stride + i] : -v[(size_t)t * stride + i];
+            if (m->depth == 1) { for (int i = 0; i < d; i++) for (int j = 0; j < d; j++) G[i * d + j] = r[i] * x[j]; }
+            else {
+                if (m->ln) {
+                    double mu_u = 0, mux = 0;
+                    for (int i = 0; i < d; i++) { double u = r[i] * lng[i], xh = (o[i] - mu) * rs; mu_u += u; mux += u * xh; }
+                    mu_u /= d; mux /= d;
+                    for (int i = 0; i < d; i++) dO[i] = rs * (r[i] * lng[i] - mu_u - (o[i] - mu) * rs * mux);
+                } else for (int i = 0; i < d; i++) dO[i] = r[i];
+                for (int i = 0; i < d; i++) for (int a = 0; a < dm; a++) G[i * dm + a] = dO[i] * hh[a];
+                for (int a = 0; a < dm; a++) { double s = 0; for (int i = 0; i < d; i++) s += P[i * dm + a] * dO[i]; dz[a] = s * gelu_d1(z[a]); }
+                for (int a = 0; a < dm; a++) for (int j = 0; j < d; j++) G[d * dm + a * d + j] = dz[a] * x[j];
+            }
+            double a_ = ga[(size_t)t * gstride], e_ = ge[(size_t)t * gstride], th = gt[(size_t)t * gstride];
+            for (int i = 0; i < nP; i++) {
+                if (m->momentum) { S[i] = th * S[i] - e_ * G[i]; P[i] = a_ * P[i] + S[i]; }
+                else P[i] = a_ * P[i] - e_ * G[i];
+            }
+        }
+    }
+    free(P); free(S); free(G); free(z); free(hh); free(o); free(r); free(dO); free(dz);
+}
+static void test_online(const char* label, int depth, int ln, int resid, int bias, int momentum) {
+    Config c; memset(&c, 0, sizeof c);
+    c.V = 7; c.Vp = 64; c.D = 16; c.L = 1; c.H = 2; c.E = 2; c.F = 64; c.K = 4; c.b = 1; strcpy(c.pattern, "M");
+    c.mem_depth = depth; c.mem_ln = ln; c.mem_resid = resid; c.bias = bias; c.algo = momentum; c.gate_a = c.gate_eta = 1; c.eta_max = 1;
+    int B = 2, T = 13;
+    double worst = 0, diff_b = 0;
+    for (int bsz = 1; bsz <= 4; bsz += 3) {
+        c.b = bsz;
+        Model M; model_build(&M, &c); uint64_t r = 99;
+        fill_normal(M.params_memory, M.num_params, 0.5, &r);
+        if (M.mem.ln) fill_normal(M.params.mem_ln_g, c.H * M.mem.d, 0.2, &r);
+        model_alloc_acts(&M, B, T);
+        size_t N = (size_t)B * T;
+        fill_normal(M.acts.q, N * c.D, 1, &r); fill_normal(M.acts.k, N * c.D, 1, &r); fill_normal(M.acts.v, N * c.D, 1, &r);
+        l2norm_forward(M.acts.q, M.acts.qrn, M.acts.q, N, c.H, M.mem.d); l2norm_forward(M.acts.k, M.acts.krn, M.acts.k, N, c.H, M.mem.d);
+        for (size_t i = 0; i < N * c.H; i++) { M.acts.ga[i] = 0.7 + 0.3 * rng_f64(&r); M.acts.geta[i] = 0.5 * rng_f64(&r); M.acts.gth[i] = momentum ? 0.9 * rng_f64(&r) : 0; }
+        memory_forward(&M, 0);
+        real* ref = calloc(N * c.D, sizeof(real));
+        for (int bb = 0; bb < B; bb++) for (int h = 0; h < c.H; h++) {
+            size_t o = (size_t)bb * T * c.D + h * M.mem.d, og = (size_t)bb * T * c.H + h;
+            online_memory(&M.mem, M.params.mem_p0 + (size_t)h * M.mem.nP, M.acts.q + o, M.acts.k + o, M.acts.v + o,
+                          M.acts.ga + og, M.acts.geta + og, M.acts.gth + og,
+                          M.mem.ln ? M.params.mem_ln_g + h * M.mem.d : NULL, M.mem.ln ? M.params.mem_ln_b + h * M.mem.d : NULL,
+                          T, c.D, c.H, ref + o);
+        }
+        double e = relerr_rr(M.acts.y, ref, N * c.D);
+        if (bsz == 1) worst = e; else diff_b = e;
+        free(ref); model_free(&M);
+    }
+    // the linear dot memory's gradient -v k^T does not depend on the state: every b gives the same result
+    int chunk_invariant = depth == 1 && bias == 1;
+    check(worst < TOL_SELF && (chunk_invariant ? diff_b < TOL_SELF : diff_b > 1e-3),
+          "%s b=1 equals the per-token online rule: %s err %.2e (b=4 differs by %.2e: %s)", BUILD, label, worst, diff_b,
+          chunk_invariant ? "must not, the rule is chunk-invariant" : "must, so the check bites");
+}
+
+// 4. token-by-token decode equals the parallel forward, for prompt lengths 1, b-1, b+1 and T
+static void test_decode(const char* dir, const char* name) {
+    char path[1024]; snprintf(path, sizeof path, "%s/%s.bin", dir, name);
+    Fixture fx; if (!fixture_load(&fx, path)) { check(0, "decode %s: cannot read %s", name, path); return; }
+    Model M; fixture_model(&M, &fx);
+    int b = fx.cfg.b, Vp = fx.cfg.Vp, lens[4] = {1, b - 1, b + 1, 2 * b + 3 > fx.T ? 2 * b + 3 : fx.T};
+    double worst = 0; char which[64] = "";
+    for (int li = 0; li < 4; li++) {
+        int T = lens[li]; if (T < 1) continue;
+        int* tok = malloc(T * 4); for (int t = 0; t < T; t++) tok[t] = fx.tokens[t % (fx.T + 1)];
+        model_forward(&M, tok, NULL, 1, T);
+        real* par = malloc((size_t)T * Vp * sizeof(real)); memcpy(par, M.acts.logits, (size_t)T * Vp * sizeof(real));
+        Decoder dec; decoder_init(&dec, &M);
+        real* seq = malloc((size_t)T * Vp * sizeof(real));
+        for (int t = 0; t < T; t++) memcpy(seq + (size_t)t * Vp, decoder_step(&dec, tok[t]), Vp * sizeof(real));
+        double e = relerr_rr(seq, par, (size_t)T * Vp);
+        if (e > worst || !strcmp(which, "")) { if (e >= worst) { worst = e; snprintf(which, sizeof which, "T=%d", T); } }
+        decoder_free(&dec); free(seq); free(par); free(tok);
+    }
+    check(worst < TOL_SELF, "%s %s: decode equals parallel forward for prompt lengths 1, b-1, b+1, long: worst err %.2e at %s", BUILD, name, worst, which);
+    model_free(&M); fixture_free(&fx);
+}
+
+// ---------------------------------------------------------------------------
+// 5, 6: the trainer binary end to end (float build only): resume bit-for-bit, bad input
+
+static const char* BIN = "./train_miras";
+static char TMP[256];
+
+static void write_shard(const char* path, int ntok, int magic, int claim, uint64_t seed) {
+    FILE* f = fopen(path, "wb"); int h[256] = {0}; h[0] = magic; h[1] = 1; h[2] = claim;
+    fwrite(h, 4, 256, f); uint64_t r = seed;
+    for (int i = 0; i < ntok; i++) { uint16_t t = (uint16_t)(i % 7 == 0 ? rng_u64(&r) % 256 : 'a' + (i * 3 + i / 5) % 26); fwrite(&t, 2, 1, f); }
+    fclose(f);
+}
+// run a command; returns its exit status and the number of lines it wrote to stderr (copied into err)
+static int run(const char* args, int* err_lines, char* err, size_t cap) {
+    char cmd[4096]; snprintf(cmd, sizeof cmd, "%s %s >%s/out.txt 2>%s/err.txt", BIN, args, TMP, TMP);
+    int st = system(cmd); int code = WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+    char p[512]; snprintf(p, sizeof p, "%s/err.txt", TMP); FILE* f = fopen(p, "r"); int lines = 0; size_t n = 0; err[0] = 0;
+    if (f) { int ch; while ((ch = fgetc(f)) != EOF) { if (ch == '\n') lines++; if (n + 1 < cap) { err[n++] = (char)ch; err[n] = 0; } } fclose(f); }
+    if (err_lines) *err_lines = lines;
+    return code;
+}
+static int files_equal(const char* a, const char* b) {
+    FILE *f = fopen(a, "rb"), *g = fopen(b, "rb"); if (!f || !g) { if (f) fclose(f); if (g) fclose(g); return 0; }
+    int eq = 1, x, y; do { x = fgetc(f); y = fgetc(g); if (x != y) { eq = 0; break; } } while (x != EOF);
+    fclose(f); fclose(g); return eq;
+}
+
+static void test_binary(void) {
+    if (access(BIN, X_OK) != 0) { check(0, "the trainer binary %s exists (build it with make)", BIN); return; }
+    snprintf(TMP, sizeof TMP, "/tmp/test_miras_%d", (int)getpid());
+    char cmd[1024]; snprintf(cmd, sizeof cmd, "rm -rf %s && mkdir -p %s/a %s/b", TMP, TMP, TMP); if (system(cmd)) return;
+    char p[512], args[4096], err[2048]; int lines;
+    snprintf(p, sizeof p, "%s/d_train_000000.bin", TMP); write_shard(p, 3000, 20240520, 3000, 1);
+    snprintf(p, sizeof p, "%s/d_val_000000.bin", TMP); write_shard(p, 1000, 20240520, 1000, 2);
+    const char* model = "-p titans -D 32 -L 2 -H 2 -k 4 -b 2 -t 16 -d 64 -v 3 -m 2 -g 0 -u 2";
+    // 5. resume: 6 steps straight vs 3 steps, stop, resume for 3 more: checkpoints must be byte-identical
+    snprintf(args, sizeof args, "%s -i '%s/d_train_*.bin' -j '%s/d_val_*.bin' -o %s/a -x 6", model, TMP, TMP, TMP);
+    int c1 = run(args, NULL, err, sizeof err);
+    snprintf(args, sizeof args, "%s -i '%s/d_train_*.bin' -j '%s/d_val_*.bin' -o %s/b -x 6 -S 3", model, TMP, TMP, TMP);
+    int c2 = run(args, NULL, err, sizeof err);
+    char ca[512], cb[512]; snprintf(ca, sizeof ca, "%s/a/ckpt.bin", TMP); snprintf(cb, sizeof cb, "%s/b/ckpt.bin", TMP);
+    int differ_midway = !files_equal(ca, cb);
+    snprintf(args, sizeof args, "%s -i '%s/d_train_*.bin' -j '%s/d_val_*.bin' -o %s/b -x 6 -r 1", model, TMP, TMP, TMP);
+    int c3 = run(args, NULL, err, sizeof err);
+    check(c1 == 0 && c2 == 0 && c3 == 0 && differ_midway && files_equal(ca, cb),
+          "save at step 3, load and continue to step 6 is bit-identical to an uninterrupted run (exit codes %d %d %d)", c1, c2, c3);
+    // 6. bad input: a clear one-line error and a non-zero exit
+    struct { const char* what; char args[1024]; const char* expect; } cases[8]; int nc = 0;
+#define CASE(w, e, ...) do { cases[nc].what = w; cases[nc].expect = e; snprintf(cases[nc].args, 1024, __VA_ARGS__); nc++; } while (0)
+    CASE("missing shard", "no token shards match", "%s -i '%s/nothing_*.bin' -o %s/c -x 2", model, TMP, TMP);
+    snprintf(p, sizeof p, "%s/m_train_000000.bin", TMP); write_shard(p, 3000, 12345, 3000, 1);
+    CASE("wrong magic", "magic", "%s -i '%s/m_train_*.bin' -j none -o %s/c -x 2", model, TMP, TMP);
+    snprintf(p, sizeof p, "%s/t_train_000000.bin", TMP); write_shard(p, 2000, 20240520, 3000, 1);
+    CASE("truncated shard", "truncated", "%s -i '%s/t_train_*.bin' -j none -o %s/c -x 2", model, TMP, TMP);
+    snprintf(cmd, sizeof cmd, "head -c 5000 %s > %s/short.bin", ca, TMP); if (system(cmd)) {}
+    CASE("truncated checkpoint", "truncated", "%s -e %s/short.bin -i '%s/d_train_*.bin' -j none -o %s/c -x 2", model, TMP, TMP, TMP);
+    CASE("checkpoint config disagrees with the flags", "flags say", "%s -e %s -D 64 -i '%s/d_train_*.bin' -j none -o %s/c -x 2", model, ca, TMP, TMP);
+    CASE("NaN (learning rate blows up)", "not finite", "%s -l 1e30 -a 0 -i '%s/d_train_*.bin' -j none -o %s/c -x 5", model, TMP, TMP);
+    CASE("unknown preset", "unknown preset", "-p nosuch -x 1");
+    for (int i = 0; i < nc; i++) {
+        int code = run(cases[i].args, &lines, err, sizeof err);
+        int ok = code != 0 && lines == 1 && !strncmp(err, "error: ", 7) && strstr(err, cases[i].expect) && strstr(err, "(hint:");
+        char* nl = strchr(err, '\n'); if (nl) *nl = 0;
+        check(ok, "bad input, %s: exit %d, '%s'", cases[i].what, code, err);
+    }
+#undef CASE
+    snprintf(cmd, sizeof cmd, "rm -rf %s", TMP); if (system(cmd)) {}
+}
+
+int main(int argc, char** argv) {
+    const char* dir = argc > 1 ? argv[1] : "dev/fixtures";
+    printf("test_miras (%s build, %d threads)\n", BUILD, max_threads());
+    for (int i = 0; i < NFIX; i++) test_fixture(dir, FIXTURES[i]);
+#ifdef MIRAS_DOUBLE
+    for (int i = 0; i < NFIX; i++) test_fd(dir, FIXTURES[i], -1, -1, 0);
+    test_fd(dir, "titans", 1, 0, 0); test_fd(dir, "titans", 0, 0, 0); test_fd(dir, "titans", 1, 1, 1); test_fd(dir, "ttt_mlp", 1, 1, 11);
+#endif
+    test_online("deep l2 momentum", 2, 1, 1, 0, 1);
+    test_online("deep l2 gd", 2, 1, 1, 0, 0);
+    test_online("deep no-LN", 2, 0, 1, 0, 1);
+    test_online("deep no-residual", 2, 1, 0, 0, 0);
+    test_online("deep dot", 2, 1, 1, 1, 0);
+    test_online("linear l2 (delta rule)", 1, 0, 0, 0, 0);
+    test_online("linear l2 momentum", 1, 0, 0, 0, 1);
+    test_online("linear dot", 1, 0, 0, 1, 0);
+    for (int i = 0; i < NFIX; i++) test_decode(dir, FIXTURES[i]);
+#ifndef MIRAS_DOUBLE
+    test_binary();
+#endif
+    printf("%d passed, %d failed\n", n_pass, n_fail);
+    return n_fail ? 1 : 0;
+}

@@ -1,0 +1,1492 @@
+/*
+train_miras.c: a reference trainer, on the CPU, for Llama-style language models whose
+sequence mixer is a test-time memory (Titans, MIRAS, ATLAS family; ../shared/SPEC.md).
+
+A memory is a small network M(x; P). While a layer reads the sequence it *trains* P
+on the pairs (k_t, v_t) by gradient steps, then reads it with the query q_t. We train
+the whole model (the outer loop) by differentiating through every one of those inner
+steps, second-order terms included, with a hand-written backward.
+
+The file reads top to bottom:
+  1. basics: the `real` type (float, or double with -DMIRAS_DOUBLE for gradient checks)
+  2. backbone layers, each forward next to its backward
+  3. the memory: chunk coefficients, the dual-form chunk, its backward, the layer
+  4. the model: config, presets, parameters, activations, forward, backward, AdamW
+  5. token-by-token decoding (the test-time recurrence)
+  6. files: checkpoints, token shards, tokenizer; the sampler
+  7. main: the training loop (hidden when TESTING is defined)
+Shapes are written (B, T, C) row-major. Matrices are (out, in): y = x W^T.
+*/
+#include <stdio.h>
+#include <stdlib.h>
+#include <stdint.h>
+#include <string.h>
+#include <math.h>
+#include <time.h>
+#include <errno.h>
+#include <glob.h>
+#include <unistd.h>
+#include <sys/stat.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#ifdef MIRAS_DOUBLE
+typedef double real;
+#else
+typedef float real;
+#endif
+
+// ----------------------------------------------------------------------------
+// 1. basics: errors that say what went wrong and what to do, checked allocation
+
+static void die(const char* msg, const char* hint) {
+    fprintf(stderr, "error: %s%s%s%s\n", msg, hint ? " (hint: " : "", hint ? hint : "", hint ? ")" : "");
+    exit(1);
+}
+#define DIE(hint, ...) do { char _m[8192]; snprintf(_m, sizeof _m, __VA_ARGS__); die(_m, hint); } while (0)
+
+static void* xmalloc(size_t n) {
+    void* p = calloc(n ? n : 1, 1);
+    if (!p) DIE("use a smaller model or batch", "out of memory allocating %zu bytes", n);
+    return p;
+}
+
+static int thread_id(void) {
+#ifdef _OPENMP
+    return omp_get_thread_num();
+#else
+    return 0;
+#endif
+}
+static int max_threads(void) {
+#ifdef _OPENMP
+    return omp_get_max_threads();
+#else
+    return 1;
+#endif
+}
+
+static real dotv(const real* a, const real* b, int n) { real s = 0; for (int i = 0; i < n; i++) s += a[i] * b[i]; return s; }
+static real sigmoidr(real x) { return 1 / (1 + exp(-x)); }
+static real silur(real x) { return x * sigmoidr(x); }
+static real silu_grad(real x) { real s = sigmoidr(x); return s * (1 + x * (1 - s)); }
+
+// GELU, tanh approximation (SPEC §4): g(x) = x/2 (1 + tanh(c (x + 0.044715 x^3))), c = sqrt(2/pi).
+// The memory's inner gradient uses g'; training through it (SPEC §6) needs g'' too.
+#define GELU_C 0.7978845608028654
+static real gelu(real x) { return 0.5 * x * (1 + tanh(GELU_C * (x + 0.044715 * x * x * x))); }
+static real gelu_d1(real x) {
+    real th = tanh(GELU_C * (x + 0.044715 * x * x * x)), du = GELU_C * (1 + 3 * 0.044715 * x * x);
+    return 0.5 * (1 + th) + 0.5 * x * (1 - th * th) * du;
+}
+static real gelu_d2(real x) { // g'' = sech^2(u) [u' - x tanh(u) u'^2 + x u''/2]
+    real th = tanh(GELU_C * (x + 0.044715 * x * x * x)), du = GELU_C * (1 + 3 * 0.044715 * x * x);
+    real ddu = GELU_C * 6 * 0.044715 * x;
+    return (1 - th * th) * (du - x * th * du * du + 0.5 * x * ddu);
+}
+
+// Small dense products used inside a memory chunk. out = (acc ? out : 0) + s * op.
+static void mm_nt(real* out, const real* A, const real* Bm, int M, int N, int K, real s, int acc) { // A (M,K) B (N,K)^T
+    for (int i = 0; i < M; i++) for (int j = 0; j < N; j++) {
+        real v = s * dotv(A + (size_t)i * K, Bm + (size_t)j * K, K);
+        out[(size_t)i * N + j] = acc ? out[(size_t)i * N + j] + v : v;
+    }
+}
+static void mm_nn(real* out, const real* A, const real* Bm, int M, int N, int K, real s, int acc) { // A (M,K) B (K,N)
+    for (int i = 0; i < M; i++) {
+        real* o = out + (size_t)i * N;
+        if (!acc) for (int j = 0; j < N; j++) o[j] = 0;
+        for (int k = 0; k < K; k++) { real a = s * A[(size_t)i * K + k]; const real* b = Bm + (size_t)k * N; for (int j = 0; j < N; j++) o[j] += a * b[j]; }
+    }
+}
+static void mm_tn(real* out, const real* A, const real* Bm, int M, int N, int K, real s, int acc) { // A (K,M)^T B (K,N)
+    if (!acc) for (size_t i = 0; i < (size_t)M * N; i++) out[i] = 0;
+    for (int k = 0; k < K; k++) for (int i = 0; i < M; i++) {
+        real a = s * A[(size_t)k * M + i]; const real* b = Bm + (size_t)k * N; real* o = out + (size_t)i * N;
+        for (int j = 0; j < N; j++) o[j] += a * b[j];
+    }
+}
+
+// ----------------------------------------------------------------------------
+// 2. backbone layers (SPEC §2, §3). N = B*T rows unless said otherwise.
+
+// token embedding: out[n] = wte[tok[n]]
+static void encoder_forward(real* out, const int* tok, const real* wte, int N, int C) {
+    for (int n = 0; n < N; n++) memcpy(out + (size_t)n * C, wte + (size_t)tok[n] * C, C * sizeof(real));
+}
+static void encoder_backward(real* dwte, const real* dout, const int* tok, int N, int C) {
+    for (int n = 0; n < N; n++) for (int c = 0; c < C; c++) dwte[(size_t)tok[n] * C + c] += dout[(size_t)n * C + c];
+}
+
+// RMSNorm over groups of C channels (G groups per row, weight of G*C):
+// y = x / sqrt(mean(x^2) + 1e-6) * w. G = 1 for the block norms, G = H for RMSNorm_head.
+static void rmsnorm_forward(real* out, real* rstd, const real* x, const real* w, int N, int G, int C) {
+    #pragma omp parallel for
+    for (int n = 0; n < N; n++) for (int g = 0; g < G; g++) {
+        const real* xr = x + ((size_t)n * G + g) * C; real* o = out + ((size_t)n * G + g) * C;
+        real r = 1 / sqrt(dotv(xr, xr, C) / C + 1e-6);
+        for (int i = 0; i < C; i++) o[i] = xr[i] * r * w[g * C + i];
+        rstd[(size_t)n * G + g] = r;
+    }
+}
+// dx = r w dy - x r^3 mean(x w dy);  dw += dy x r
+static void rmsnorm_backward(real* dx, real* dw, const real* dout, const real* x, const real* w, const real* rstd, int N, int G, int C) {
+    for (int n = 0; n < N; n++) for (int g = 0; g < G; g++) {
+        const real* xr = x + ((size_t)n * G + g) * C; const real* dy = dout + ((size_t)n * G + g) * C;
+        real* dxr = dx + ((size_t)n * G + g) * C; real r = rstd[(size_t)n * G + g], m = 0;
+        for (int i = 0; i < C; i++) m += xr[i] * w[g * C + i] * dy[i];
+        m /= C;
+        for (int i = 0; i < C; i++) {
+            dxr[i] += r * w[g * C + i] * dy[i] - xr[i] * r * r * r * m;
+            dw[g * C + i] += dy[i] * xr[i] * r;
+        }
+    }
+}
+
+// out (N, OC) = x (N, C) W^T + bias, W (OC, C)
+static void matmul_forward(real* out, const real* x, const real* W, const real* bias, int N, int C, int OC) {
+    #pragma omp parallel for
+    for (int n = 0; n < N; n++) {
+        const real* xr = x + (size_t)n * C; real* o = out + (size_t)n * OC;
+        for (int j = 0; j < OC; j++) o[j] = (bias ? bias[j] : 0) + dotv(xr, W + (size_t)j * C, C);
+    }
+}
+// dx += dout W ; dW += dout^T x ; dbias += sum dout
+static void matmul_backward(real* dx, real* dW, real* dbias, const real* dout, const real* x, const real* W, int N, int C, int OC) {
+    #pragma omp parallel for
+    for (int n = 0; n < N; n++) {
+        const real* d = dout + (size_t)n * OC; real* dxr = dx + (size_t)n * C;
+        for (int j = 0; j < OC; j++) { real g = d[j]; if (g == 0) continue; const real* w = W + (size_t)j * C; for (int c = 0; c < C; c++) dxr[c] += g * w[c]; }
+    }
+    #pragma omp parallel for
+    for (int j = 0; j < OC; j++) {
+        real* dw = dW + (size_t)j * C; real db = 0;
+        for (int n = 0; n < N; n++) {
+            real g = dout[(size_t)n * OC + j]; db += g; if (g == 0) continue;
+            const real* xr = x + (size_t)n * C; for (int c = 0; c < C; c++) dw[c] += g * xr[c];
+        }
+        if (dbias) dbias[j] += db;
+    }
+}
+
+// causal depthwise conv (SPEC §3): c_t[i] = sum_j w[i][j] x_{t-K+1+j}[i], zero before t = 0
+static void conv_forward(real* out, const real* x, const real* w, int B, int T, int C, int K) {
+    #pragma omp parallel for
+    for (int bt = 0; bt < B * T; bt++) {
+        int b = bt / T, t = bt % T;
+        for (int i = 0; i < C; i++) {
+            real s = 0;
+            for (int j = 0; j < K; j++) { int tt = t - K + 1 + j; if (tt >= 0) s += w[i * K + j] * x[((size_t)b * T + tt) * C + i]; }
+            out[(size_t)bt * C + i] = s;
+        }
+    }
+}
+static void conv_backward(real* dx, real* dw, const real* dout, const real* x, const real* w, int B, int T, int C, int K) {
+    #pragma omp parallel for
+    for (int i = 0; i < C; i++) for (int b = 0; b < B; b++) for (int t = 0; t < T; t++) {
+        real g = dout[((size_t)b * T + t) * C + i];
+        for (int j = 0; j < K; j++) {
+            int tt = t - K + 1 + j; if (tt < 0) continue;
+            dx[((size_t)b * T + tt) * C + i] += w[i * K + j] * g;
+            dw[i * K + j] += g * x[((size_t)b * T + tt) * C + i];
+        }
+    }
+}
+
+static void silu_forward(real* out, const real* x, size_t n) { for (size_t i = 0; i < n; i++) out[i] = silur(x[i]); }
+static void silu_backward(real* dx, const real* dout, const real* x, size_t n) { for (size_t i = 0; i < n; i++) dx[i] += dout[i] * silu_grad(x[i]); }
+
+// l2 norm per head (SPEC §3): y = x / sqrt(|x|^2 + 1e-6); rn holds the 1/sqrt(...) per (row, head)
+static void l2norm_forward(real* out, real* rn, const real* x, int N, int G, int C) {
+    for (size_t r = 0; r < (size_t)N * G; r++) {
+        real s = 1 / sqrt(dotv(x + r * C, x + r * C, C) + 1e-6);
+        for (int i = 0; i < C; i++) out[r * C + i] = x[r * C + i] * s;
+        rn[r] = s;
+    }
+}
+// dx = rn (dy - y <y, dy>)
+static void l2norm_backward(real* dx, const real* dout, const real* y, const real* rn, int N, int G, int C) {
+    for (size_t r = 0; r < (size_t)N * G; r++) {
+        real p = dotv(y + r * C, dout + r * C, C);
+        for (int i = 0; i < C; i++) dx[r * C + i] += rn[r] * (dout[r * C + i] - y[r * C + i] * p);
+    }
+}
+
+// SwiGLU inner product: h = SiLU(h1) * h3
+static void swiglu_forward(real* out, const real* h1, const real* h3, size_t n) { for (size_t i = 0; i < n; i++) out[i] = silur(h1[i]) * h3[i]; }
+static void swiglu_backward(real* dh1, real* dh3, const real* dout, const real* h1, const real* h3, size_t n) {
+    for (size_t i = 0; i < n; i++) { dh1[i] += dout[i] * h3[i] * silu_grad(h1[i]); dh3[i] += dout[i] * silur(h1[i]); }
+}
+
+// gated output of the mixer: z = yn * SiLU(gp)
+static void gate_mul_forward(real* out, const real* yn, const real* gp, size_t n) { for (size_t i = 0; i < n; i++) out[i] = yn[i] * silur(gp[i]); }
+static void gate_mul_backward(real* dyn, real* dgp, const real* dout, const real* yn, const real* gp, size_t n) {
+    for (size_t i = 0; i < n; i++) { dyn[i] += dout[i] * silur(gp[i]); dgp[i] += dout[i] * yn[i] * silu_grad(gp[i]); }
+}
+
+// memory gates (SPEC §3), in place on the pre-activation: kind 0 a = sigmoid, 1 eta = eta_max sigmoid, 2 theta = sigmoid
+static void gate_act_forward(real* g, size_t n, real scale) { for (size_t i = 0; i < n; i++) g[i] = scale * sigmoidr(g[i]); }
+// d(pre) = d(gate) * gate * (1 - gate/scale)
+static void gate_act_backward(real* dpre, const real* dg, const real* g, size_t n, real scale) {
+    for (size_t i = 0; i < n; i++) dpre[i] = dg[i] * g[i] * (1 - g[i] / scale);
+}
+
+static void residual_forward(real* out, const real* a, const real* b, size_t n) { for (size_t i = 0; i < n; i++) out[i] = a[i] + b[i]; }
+
+// cross-entropy over the first V of Vp logits; losses[n] = -log softmax(logits[n])[target]
+static void crossentropy_forward(real* losses, real* probs, const real* logits, const int* targets, int N, int V, int Vp) {
+    #pragma omp parallel for
+    for (int n = 0; n < N; n++) {
+        const real* l = logits + (size_t)n * Vp; real* p = probs + (size_t)n * Vp; real mx = -1e30, s = 0;
+        for (int i = 0; i < V; i++) if (l[i] > mx) mx = l[i];
+        for (int i = 0; i < V; i++) { p[i] = exp(l[i] - mx); s += p[i]; }
+        for (int i = 0; i < V; i++) p[i] /= s;
+        for (int i = V; i < Vp; i++) p[i] = 0;
+        losses[n] = -log(p[targets[n]]);
+    }
+}
+// dlogits = (probs - onehot) * dloss; padded columns get no gradient
+static void crossentropy_backward(real* dlogits, const real* probs, const int* targets, real dloss, int N, int V, int Vp) {
+    for (int n = 0; n < N; n++) for (int i = 0; i < V; i++)
+        dlogits[(size_t)n * Vp + i] += (probs[(size_t)n * Vp + i] - (i == targets[n])) * dloss;
+}
+
+// ----------------------------------------------------------------------------
+// 3. the memory (SPEC §4, §5)
+//
+// One head of one layer reads its sequence chunk by chunk (chunk size b). Inside a chunk
+// every inner gradient g_i is taken at the chunk-start state P_s, and the state then
+// evolves token by token (read after write). With momentum (S_t = theta_t S_{t-1} - eta_t g_t,
+// P_t = a_t P_{t-1} + S_t) and gd as the special case theta = 0 (no S carried), unrolling gives
+//     P_t = alpha_t P_s + beta_t S_s - sum_{i<=t} C[t][i] g_i        S_end = sigma S_s - sum_i s[i] g_i
+// with scalar coefficients per head (computed below). Every g_i is a sum of outer products
+// (delta_i x_i^T per memory matrix), so a read W_t x = alpha_t W_s x + beta_t S_s x
+// - sum_i C[t][i] (x_i . x) delta_i is a few small matrix products: the "dual form".
+// Nothing per-token is ever materialised.
+
+typedef struct {
+    int d, dm;       // head width; memory hidden width (d for the linear memory)
+    int depth;       // 1 linear M(x) = W x ; 2 deep M(x) = x + LN(W1 GELU(W2 x))
+    int resid, ln;   // deep memory switches
+    int bias;        // 0 l2: r = M(k) - v ; 1 dot: r = -v   (r = dloss/dM(k), SPEC §4)
+    int momentum;    // algorithm: 0 gd, 1 momentum
+    int nP;          // state size per head: deep W1 (d, dm) then W2 (dm, d); linear W (d, d)
+} MemCfg;
+
+// Scratch for one chunk of one head, n <= b rows. One per thread, carved from one allocation.
+typedef struct {
+    real *q, *k, *v, *a, *eta, *theta, *dy;            // chunk inputs (n, d) and (n); dy the output gradient
+    real *alpha, *beta, *sigma, *C, *s;                // coefficients: (n), (n), (n), (n, n), (n, n)
+    real *zk, *hk, *nk, *rk, *r, *u, *d1, *gk, *d2;    // inner gradients at P_s, one row per key
+    real *xw1, *xs1, *xx1, *zq, *hq, *xw2, *xs2, *xx2, *nq, *rq, *y; // reads
+    real *grad0; size_t ngrad;                         // all gradients below, zeroed per chunk
+    real *dq, *dk, *dv, *da, *deta, *dtheta, *dalpha, *dbeta, *dC, *ds, *dsig;
+    real *dzk, *dhk, *dnk, *drk, *dr, *du, *dd1, *dgk, *dd2, *dzq, *dhq, *doq, *dok;
+    real *Pa, *Pb, *Sa, *Sb;                           // state / state-gradient carries (nP each)
+    real *dlng, *dlnb;                                 // LN affine gradients of this head (d each)
+} MemChunk;
+
+static size_t memchunk_carve(MemChunk* c, real* base, int b, int d, int dm, int nP) {
+    real* p = base; size_t nd = (size_t)b * d, nm = (size_t)b * dm, nn = (size_t)b * b;
+#define TAKE(f, sz) do { c->f = base ? p : NULL; p += (sz); } while (0)
+    TAKE(q, nd); TAKE(k, nd); TAKE(v, nd); TAKE(a, b); TAKE(eta, b); TAKE(theta, b); TAKE(dy, nd);
+    TAKE(alpha, b); TAKE(beta, b); TAKE(sigma, b); TAKE(C, nn); TAKE(s, nn);
+    TAKE(zk, nm); TAKE(hk, nm); TAKE(nk, nd); TAKE(rk, b); TAKE(r, nd); TAKE(u, nd); TAKE(d1, nd); TAKE(gk, nm); TAKE(d2, nm);
+    TAKE(xw1, nm); TAKE(xs1, nm); TAKE(xx1, nn); TAKE(zq, nm); TAKE(hq, nm);
+    TAKE(xw2, nd); TAKE(xs2, nd); TAKE(xx2, nn); TAKE(nq, nd); TAKE(rq, b); TAKE(y, nd);
+    real* g0 = p;
+    TAKE(dq, nd); TAKE(dk, nd); TAKE(dv, nd); TAKE(da, b); TAKE(deta, b); TAKE(dtheta, b);
+    TAKE(dalpha, b); TAKE(dbeta, b); TAKE(dC, nn); TAKE(ds, b); TAKE(dsig, 1);
+    TAKE(dzk, nm); TAKE(dhk, nm); TAKE(dnk, nd); TAKE(drk, b); TAKE(dr, nd); TAKE(du, nd); TAKE(dd1, nd);
+    TAKE(dgk, nm); TAKE(dd2, nm); TAKE(dzq, nm); TAKE(dhq, nm); TAKE(doq, nd); TAKE(dok, nd);
+    c->grad0 = base ? g0 : NULL; c->ngrad = (size_t)(p - g0);
+    TAKE(Pa, nP); TAKE(Pb, nP); TAKE(Sa, nP); TAKE(Sb, nP); TAKE(dlng, d); TAKE(dlnb, d);
+#undef TAKE
+    return (size_t)(p - base);
+}
+
+// Chunk coefficients by the recurrences (t, i local, 0-based; sigma_{-1} = alpha_{-1} = 1):
+//   alpha_t = a_t alpha_{t-1}          sigma_t = theta_t sigma_{t-1}      beta_t = a_t beta_{t-1} + sigma_t
+//   s[t][i] = eta_i (t = i), theta_t s[t-1][i] (t > i)       C[t][i] = a_t C[t-1][i] + s[t][i]
+static void mem_coef_forward(MemChunk* c, int n, int momentum) {
+    for (int t = 0; t < n; t++) {
+        real th = momentum ? c->theta[t] : 0;
+        c->alpha[t] = c->a[t] * (t ? c->alpha[t - 1] : 1);
+        c->sigma[t] = th * (t ? c->sigma[t - 1] : 1);
+        c->beta[t] = c->a[t] * (t ? c->beta[t - 1] : 0) + c->sigma[t];
+        for (int i = 0; i < n; i++) {
+            real s = i == t ? c->eta[i] : (i < t ? th * c->s[(t - 1) * n + i] : 0);
+            c->s[t * n + i] = s;
+            c->C[t * n + i] = i <= t ? c->a[t] * (i < t ? c->C[(t - 1) * n + i] : 0) + s : 0;
+        }
+    }
+}
+// Reverse mode through the recurrences: from dalpha, dbeta, dC (all rows) and dsigma, ds (last row)
+// to da, deta, dtheta.
+static void mem_coef_backward(MemChunk* c, int n, int momentum) {
+    real ga = 0, gb = 0, gs = 0;            // adjoints of alpha_{t+1}, beta_{t+1}, sigma_{t+1}
+    real* gC = c->dzq; real* gS = c->dhq;  // per-source adjoints of C[t+1][i], s[t+1][i]; borrowed scratch (n each)
+    for (int i = 0; i < n; i++) gC[i] = gS[i] = 0;
+    for (int t = n - 1; t >= 0; t--) {
+        real an = t + 1 < n ? c->a[t + 1] : 0, thn = (momentum && t + 1 < n) ? c->theta[t + 1] : 0;
+        ga = c->dalpha[t] + an * ga;
+        c->da[t] += ga * (t ? c->alpha[t - 1] : 1);
+        gb = c->dbeta[t] + an * gb;
+        c->da[t] += gb * (t ? c->beta[t - 1] : 0);
+        gs = (t == n - 1 ? c->dsig[0] : 0) + gb + thn * gs;
+        if (momentum) c->dtheta[t] += gs * (t ? c->sigma[t - 1] : 1);
+        for (int i = 0; i <= t; i++) {
+            real g = c->dC[t * n + i] + an * gC[i];
+            c->da[t] += g * (i < t ? c->C[(t - 1) * n + i] : 0);
+            real h = (t == n - 1 ? c->ds[i] : 0) + g + thn * gS[i];
+            if (i == t) c->deta[i] += h;
+            else if (momentum) c->dtheta[t] += h * c->s[(t - 1) * n + i];
+            gC[i] = g; gS[i] = h;
+        }
+    }
+}
+
+// A read through one memory matrix W (m, p) as it evolves inside the chunk (dual form):
+//   out_t = alpha_t W x_t + beta_t S x_t - sum_{i<=t} C[t][i] (x_t . xk_i) dl_i
+// x (n, p) the read inputs, xk (n, p) the write inputs, dl (n, m) the error rows of the writes.
+// Keeps xw = x W^T, xs = x S^T, xx = x xk^T for the backward.
+static void mem_read_forward(real* out, real* xw, real* xs, real* xx, const real* x, const real* xk, const real* dl,
+                             const real* W, const real* S, const MemChunk* c, int n, int m, int p) {
+    mm_nt(xw, x, W, n, m, p, 1, 0);
+    if (S) mm_nt(xs, x, S, n, m, p, 1, 0);
+    mm_nt(xx, x, xk, n, n, p, 1, 0);
+    for (int t = 0; t < n; t++) {
+        real* o = out + (size_t)t * m;
+        for (int j = 0; j < m; j++) o[j] = c->alpha[t] * xw[(size_t)t * m + j] + (S ? c->beta[t] * xs[(size_t)t * m + j] : 0);
+        for (int i = 0; i <= t; i++) {
+            real w = c->C[t * n + i] * xx[t * n + i];
+            for (int j = 0; j < m; j++) o[j] -= w * dl[(size_t)i * m + j];
+        }
+    }
+}
+static void mem_read_backward(real* dx, real* dxk, real* ddl, real* dW, real* dS, MemChunk* c, const real* dout,
+                              const real* x, const real* xk, const real* dl, const real* W, const real* S,
+                              const real* xw, const real* xs, const real* xx, int n, int m, int p) {
+    for (int t = 0; t < n; t++) {
+        const real* g = dout + (size_t)t * m;
+        c->dalpha[t] += dotv(g, xw + (size_t)t * m, m);
+        if (S) c->dbeta[t] += dotv(g, xs + (size_t)t * m, m);
+        for (int j = 0; j < m; j++) {                 // through alpha_t W x_t and beta_t S x_t
+            real ga = c->alpha[t] * g[j], gb = S ? c->beta[t] * g[j] : 0;
+            for (int q = 0; q < p; q++) {
+                dx[(size_t)t * p + q] += ga * W[(size_t)j * p + q] + (S ? gb * S[(size_t)j * p + q] : 0);
+                dW[(size_t)j * p + q] += ga * x[(size_t)t * p + q];
+                if (S) dS[(size_t)j * p + q] += gb * x[(size_t)t * p + q];
+            }
+        }
+        for (int i = 0; i <= t; i++) {                // through - C[t][i] (x_t . xk_i) dl_i
+            real cti = c->C[t * n + i], dA = -dotv(g, dl + (size_t)i * m, m);
+            c->dC[t * n + i] += dA * xx[t * n + i];
+            real gx = dA * cti, w = cti * xx[t * n + i];
+            for (int q = 0; q < p; q++) { dx[(size_t)t * p + q] += gx * xk[(size_t)i * p + q]; dxk[(size_t)i * p + q] += gx * x[(size_t)t * p + q]; }
+            for (int j = 0; j < m; j++) ddl[(size_t)i * m + j] -= w * g[j];
+        }
+    }
+}
+
+// The chunk-end state of one memory matrix: Wn = ca W + cb S - sum_i c_i dl_i xk_i^T   (m, p)
+static void mem_update_forward(real* Wn, const real* W, real ca, const real* S, real cb,
+                               const real* dl, const real* xk, const real* cv, int n, int m, int p) {
+    for (size_t e = 0; e < (size_t)m * p; e++) Wn[e] = ca * W[e] + (S ? cb * S[e] : 0);
+    for (int i = 0; i < n; i++) for (int j = 0; j < m; j++) {
+        real w = cv[i] * dl[(size_t)i * m + j];
+        for (int q = 0; q < p; q++) Wn[(size_t)j * p + q] -= w * xk[(size_t)i * p + q];
+    }
+}
+static void mem_update_backward(real* dW, real* dS, real* dca, real* dcb, real* ddl, real* dxk, real* dcv,
+                                const real* dWn, const real* W, real ca, const real* S, real cb,
+                                const real* dl, const real* xk, const real* cv, int n, int m, int p) {
+    for (size_t e = 0; e < (size_t)m * p; e++) {
+        dW[e] += ca * dWn[e]; *dca += dWn[e] * W[e];
+        if (S) { dS[e] += cb * dWn[e]; *dcb += dWn[e] * S[e]; }
+    }
+    for (int i = 0; i < n; i++) for (int j = 0; j < m; j++) {
+        const real* g = dWn + (size_t)j * p; real gx = dotv(g, xk + (size_t)i * p, p), dlij = dl[(size_t)i * m + j];
+        ddl[(size_t)i * m + j] -= cv[i] * gx;
+        dcv[i] -= dlij * gx;
+        for (int q = 0; q < p; q++) dxk[(size_t)i * p + q] -= cv[i] * dlij * g[q];
+    }
+}
+
+// LayerNorm of the deep memory, without its affine (applied by the caller), rows of d:
+// x^ = (o - mean) * rstd, rstd = 1/sqrt(var + 1e-5), biased variance; in place.
+static void ln_forward(real* o, real* rstd, int n, int d) {
+    for (int t = 0; t < n; t++) {
+        real* x = o + (size_t)t * d, mu = 0, var = 0;
+        for (int i = 0; i < d; i++) mu += x[i];
+        mu /= d;
+        for (int i = 0; i < d; i++) var += (x[i] - mu) * (x[i] - mu);
+        rstd[t] = 1 / sqrt(var / d + 1e-5);
+        for (int i = 0; i < d; i++) x[i] = (x[i] - mu) * rstd[t];
+    }
+}
+// do += rstd (dx^ - mean(dx^) - x^ mean(dx^ x^)) - drstd rstd^2 x^ / d   (drstd may be NULL)
+static void ln_backward(real* dox, const real* dxh, const real* drstd, const real* xh, const real* rstd, int n, int d) {
+    for (int t = 0; t < n; t++) {
+        const real* g = dxh + (size_t)t * d; const real* x = xh + (size_t)t * d; real m1 = 0, m2 = 0, r = rstd[t];
+        for (int i = 0; i < d; i++) { m1 += g[i]; m2 += g[i] * x[i]; }
+        m1 /= d; m2 /= d;
+        for (int i = 0; i < d; i++) dox[(size_t)t * d + i] += r * (g[i] - m1 - x[i] * m2) - (drstd ? drstd[t] * r * r * x[i] / d : 0);
+    }
+}
+// The memory's inner gradient passes r back through the LN: d1 = rstd (u - mean(u) - x^ mean(u x^)),
+// u = r * g (done with ln_backward). Training through d1 needs its backward (the LN double-backward):
+//   du = rstd (G - mean(G) - x^ mean(G x^)),  dx^ += -rstd (G mean(u x^) + u mean(G x^)),  drstd += <G, d1>/rstd
+static void ln_backward_backward(real* du, real* dxh, real* drstd, const real* G, const real* u, const real* xh,
+                                 const real* rstd, const real* d1, int n, int d) {
+    ln_backward(du, G, NULL, xh, rstd, n, d);
+    for (int t = 0; t < n; t++) {
+        const real *g = G + (size_t)t * d, *uu = u + (size_t)t * d, *x = xh + (size_t)t * d; real r = rstd[t];
+        real mux = 0, mgx = 0;
+        for (int i = 0; i < d; i++) { mux += uu[i] * x[i]; mgx += g[i] * x[i]; }
+        mux /= d; mgx /= d;
+        for (int i = 0; i < d; i++) dxh[(size_t)t * d + i] -= r * (g[i] * mux + uu[i] * mgx);
+        drstd[t] += dotv(g, d1 + (size_t)t * d, d) / r;
+    }
+}
+
+// out = (resid ? x : 0) + (ln ? x^ g + beta : o)   -- the deep memory's output from its normalised MLP output
+static void mem_out_forward(real* out, const real* x, const real* nx, const real* g, const real* bt, const MemCfg* m, int n) {
+    for (int t = 0; t < n; t++) for (int i = 0; i < m->d; i++) {
+        size_t e = (size_t)t * m->d + i;
+        out[e] = (m->resid ? x[e] : 0) + (m->ln ? nx[e] * g[i] + bt[i] : nx[e]);
+    }
+}
+// from dout to dx (resid), dg, dbeta and d(nx) (the normalised output, or o without LN)
+static void mem_out_backward(real* dx, real* dnx, real* dg, real* dbt, const real* dout, const real* nx, const real* g, const MemCfg* m, int n) {
+    for (int t = 0; t < n; t++) for (int i = 0; i < m->d; i++) {
+        size_t e = (size_t)t * m->d + i;
+        if (m->resid) dx[e] += dout[e];
+        if (m->ln) { dg[i] += dout[e] * nx[e]; dbt[i] += dout[e]; dnx[e] += dout[e] * g[i]; } else dnx[e] += dout[e];
+    }
+}
+
+// One chunk of n tokens (SPEC §5.1, §5.2) from state (P, S); writes y and, if Pn, the chunk-end state.
+static void mem_chunk_forward(const MemCfg* m, MemChunk* c, int n, const real* P, const real* S,
+                              real* Pn, real* Sn, const real* lng, const real* lnb) {
+    int d = m->d, dm = m->dm; size_t nd = (size_t)n * d;
+    const real* Sx = m->momentum ? S : NULL;
+    mem_coef_forward(c, n, m->momentum);
+    const real* crow = c->C + (size_t)(n - 1) * n; const real* srow = c->s + (size_t)(n - 1) * n;
+    if (m->depth == 1) {                                    // linear memory M(x) = W x, g_i = r_i k_i^T
+        mm_nt(c->zk, c->k, P, n, d, d, 1, 0);               // M(k_i) = W_s k_i
+        for (size_t e = 0; e < nd; e++) c->r[e] = m->bias == 0 ? c->zk[e] - c->v[e] : -c->v[e];
+        mem_read_forward(c->y, c->xw1, c->xs1, c->xx1, c->q, c->k, c->r, P, Sx, c, n, d, d);
+        if (Pn) mem_update_forward(Pn, P, c->alpha[n - 1], Sx, c->beta[n - 1], c->r, c->k, crow, n, d, d);
+        if (Pn && Sx) mem_update_forward(Sn, Sx, c->sigma[n - 1], NULL, 0, c->r, c->k, srow, n, d, d);
+        return;
+    }
+    // deep memory: W1 (d, dm), W2 (dm, d); g_i = (d1_i hk_i^T, d2_i k_i^T)
+    const real *W1 = P, *W2 = P + (size_t)d * dm, *S1 = Sx, *S2 = Sx ? Sx + (size_t)d * dm : NULL;
+    mm_nt(c->zk, c->k, W2, n, dm, d, 1, 0);                 // z = W2 k
+    for (size_t e = 0; e < (size_t)n * dm; e++) c->hk[e] = gelu(c->zk[e]);
+    mm_nt(c->nk, c->hk, W1, n, d, dm, 1, 0);                // o = W1 h
+    if (m->ln) ln_forward(c->nk, c->rk, n, d);              // x^ = LN(o)
+    mem_out_forward(c->r, c->k, c->nk, lng, lnb, m, n);    // M(k)
+    for (size_t e = 0; e < nd; e++) c->r[e] = m->bias == 0 ? c->r[e] - c->v[e] : -c->v[e]; // r = dloss/dM(k)
+    if (m->ln) {                                            // d1 = dloss/do: r back through the LN affine and norm
+        for (int t = 0; t < n; t++) for (int i = 0; i < d; i++) c->u[(size_t)t * d + i] = c->r[(size_t)t * d + i] * lng[i];
+        memset(c->d1, 0, nd * sizeof(real));
+        ln_backward(c->d1, c->u, NULL, c->nk, c->rk, n, d);
+    } else memcpy(c->d1, c->r, nd * sizeof(real));
+    mm_nn(c->gk, c->d1, W1, n, dm, d, 1, 0);                // dloss/dh = W1^T d1
+    for (size_t e = 0; e < (size_t)n * dm; e++) c->d2[e] = c->gk[e] * gelu_d1(c->zk[e]); // d2 = dloss/dz
+    // reads, after the write: y_t = q_t + LN(W1_t GELU(W2_t q_t))
+    mem_read_forward(c->zq, c->xw1, c->xs1, c->xx1, c->q, c->k, c->d2, W2, S2, c, n, dm, d);
+    for (size_t e = 0; e < (size_t)n * dm; e++) c->hq[e] = gelu(c->zq[e]);
+    mem_read_forward(c->nq, c->xw2, c->xs2, c->xx2, c->hq, c->hk, c->d1, W1, S1, c, n, d, dm);
+    if (m->ln) ln_forward(c->nq, c->rq, n, d);
+    mem_out_forward(c->y, c->q, c->nq, lng, lnb, m, n);
+    if (Pn) {
+        mem_update_forward(Pn, W1, c->alpha[n - 1], S1, c->beta[n - 1], c->d1, c->hk, crow, n, d, dm);
+        mem_update_forward(Pn + (size_t)d * dm, W2, c->alpha[n - 1], S2, c->beta[n - 1], c->d2, c->k, crow, n, dm, d);
+    }
+    if (Pn && Sx) {
+        mem_update_forward(Sn, S1, c->sigma[n - 1], NULL, 0, c->d1, c->hk, srow, n, d, dm);
+        mem_update_forward(Sn + (size_t)d * dm, S2, c->sigma[n - 1], NULL, 0, c->d2, c->k, srow, n, dm, d);
+    }
+}
+
+// Backward of one chunk. Needs the forward's intermediates in c (run mem_chunk_forward first).
+// In: dy (n, d); dPn, dSn, the gradients of the chunk-end state (NULL for the last chunk).
+// Out: c->dq, dk, dv, da, deta, dtheta (this chunk), c->dlng, dlnb (accumulated);
+// dPs, dSs, the gradients of the chunk-start state (overwritten).
+static void mem_chunk_backward(const MemCfg* m, MemChunk* c, int n, const real* dy, const real* P, const real* S,
+                               const real* dPn, const real* dSn, real* dPs, real* dSs, const real* lng) {
+    int d = m->d, dm = m->dm; size_t nd = (size_t)n * d, nm = (size_t)n * dm;
+    const real* Sx = m->momentum ? S : NULL;
+    const real* crow = c->C + (size_t)(n - 1) * n; const real* srow = c->s + (size_t)(n - 1) * n;
+    real* dcrow = c->dC + (size_t)(n - 1) * n;
+    memset(c->grad0, 0, c->ngrad * sizeof(real));
+    memset(dPs, 0, m->nP * sizeof(real));
+    if (Sx) memset(dSs, 0, m->nP * sizeof(real));
+    real* dSx = Sx ? dSs : NULL;
+    if (m->depth == 1) {
+        if (dPn) mem_update_backward(dPs, dSx, &c->dalpha[n - 1], &c->dbeta[n - 1], c->dr, c->dk, dcrow,
+                                     dPn, P, c->alpha[n - 1], Sx, c->beta[n - 1], c->r, c->k, crow, n, d, d);
+        if (dPn && Sx) mem_update_backward(dSs, NULL, c->dsig, NULL, c->dr, c->dk, c->ds,
+                                           dSn, Sx, c->sigma[n - 1], NULL, 0, c->r, c->k, srow, n, d, d);
+        mem_read_backward(c->dq, c->dk, c->dr, dPs, dSx, c, dy, c->q, c->k, c->r, P, Sx, c->xw1, c->xs1, c->xx1, n, d, d);
+        for (size_t e = 0; e < nd; e++) c->dv[e] -= c->dr[e];  // l2: r = Wk - v ; dot: r = -v
+        if (m->bias == 0) {                                    // through M(k_i) = W k_i
+            mm_nn(c->dk, c->dr, P, n, d, d, 1, 1);
+            mm_tn(dPs, c->dr, c->k, d, d, n, 1, 1);
+        }
+        mem_coef_backward(c, n, m->momentum);
+        return;
+    }
+    const real *W1 = P, *W2 = P + (size_t)d * dm, *S1 = Sx, *S2 = Sx ? Sx + (size_t)d * dm : NULL;
+    real *dW1 = dPs, *dW2 = dPs + (size_t)d * dm, *dS1 = dSx, *dS2 = dSx ? dSx + (size_t)d * dm : NULL;
+    // chunk-end state
+    if (dPn) {
+        mem_update_backward(dW1, dS1, &c->dalpha[n - 1], &c->dbeta[n - 1], c->dd1, c->dhk, dcrow,
+                            dPn, W1, c->alpha[n - 1], S1, c->beta[n - 1], c->d1, c->hk, crow, n, d, dm);
+        mem_update_backward(dW2, dS2, &c->dalpha[n - 1], &c->dbeta[n - 1], c->dd2, c->dk, dcrow,
+                            dPn + (size_t)d * dm, W2, c->alpha[n - 1], S2, c->beta[n - 1], c->d2, c->k, crow, n, dm, d);
+    }
+    if (dPn && Sx) {
+        mem_update_backward(dS1, NULL, c->dsig, NULL, c->dd1, c->dhk, c->ds, dSn, S1, c->sigma[n - 1], NULL, 0, c->d1, c->hk, srow, n, d, dm);
+        mem_update_backward(dS2, NULL, c->dsig, NULL, c->dd2, c->dk, c->ds, dSn + (size_t)d * dm, S2, c->sigma[n - 1], NULL, 0, c->d2, c->k, srow, n, dm, d);
+    }
+    // reads: y = q + LN(o_q) g + beta, o_q = read(W1, hq), hq = GELU(zq), zq = read(W2, q)
+    mem_out_backward(c->dq, c->doq, c->dlng, c->dlnb, dy, c->nq, lng, m, n);
+    if (m->ln) { memcpy(c->dnk, c->doq, nd * sizeof(real)); memset(c->doq, 0, nd * sizeof(real)); ln_backward(c->doq, c->dnk, NULL, c->nq, c->rq, n, d); memset(c->dnk, 0, nd * sizeof(real)); }
+    mem_read_backward(c->dhq, c->dhk, c->dd1, dW1, dS1, c, c->doq, c->hq, c->hk, c->d1, W1, S1, c->xw2, c->xs2, c->xx2, n, d, dm);
+    for (size_t e = 0; e < nm; e++) c->dzq[e] = c->dhq[e] * gelu_d1(c->zq[e]);
+    mem_read_backward(c->dq, c->dk, c->dd2, dW2, dS2, c, c->dzq, c->q, c->k, c->d2, W2, S2, c->xw1, c->xs1, c->xx1, n, dm, d);
+    // second order: back through the inner gradient d2 = (W1^T d1) * GELU'(zk), d1 = LN-back(r g), r = M(k) - v
+    for (size_t e = 0; e < nm; e++) {
+        c->dgk[e] = c->dd2[e] * gelu_d1(c->zk[e]);
+        c->dzk[e] += c->dd2[e] * c->gk[e] * gelu_d2(c->zk[e]);
+    }
+    mm_nt(c->dd1, c->dgk, W1, n, d, dm, 1, 1);
+    mm_tn(dW1, c->d1, c->dgk, d, dm, n, 1, 1);
+    if (m->ln) {
+        ln_backward_backward(c->du, c->dnk, c->drk, c->dd1, c->u, c->nk, c->rk, c->d1, n, d);
+        for (int t = 0; t < n; t++) for (int i = 0; i < d; i++) {
+            size_t e = (size_t)t * d + i;
+            c->dr[e] += c->du[e] * lng[i]; c->dlng[i] += c->du[e] * c->r[e];
+        }
+    } else for (size_t e = 0; e < nd; e++) c->dr[e] += c->dd1[e];
+    for (size_t e = 0; e < nd; e++) c->dv[e] -= c->dr[e];      // l2: r = M(k) - v ; dot: r = -v
+    if (m->bias == 0) mem_out_backward(c->dk, c->dnk, c->dlng, c->dlnb, c->dr, c->nk, lng, m, n); // r through M(k)
+    if (m->ln) ln_backward(c->dok, c->dnk, c->drk, c->nk, c->rk, n, d);
+    else memcpy(c->dok, c->dnk, nd * sizeof(real));
+    mm_nn(c->dhk, c->dok, W1, n, dm, d, 1, 1);                  // o = W1 hk
+    mm_tn(dW1, c->dok, c->hk, d, dm, n, 1, 1);
+    for (size_t e = 0; e < nm; e++) c->dzk[e] += c->dhk[e] * gelu_d1(c->zk[e]);
+    mm_nn(c->dk, c->dzk, W2, n, d, dm, 1, 1);                   // zk = W2 k
+    mm_tn(dW2, c->dzk, c->k, dm, d, n, 1, 1);
+    mem_coef_backward(c, n, m->momentum);
+}
+
+// ----------------------------------------------------------------------------
+// 4. the model
+
+typedef struct {
+    int V, Vp, D, L, H, E, F, b, K;   // vocab, padded vocab, width, layers, heads, mem expansion, SwiGLU width, chunk, conv
+    int mem_depth, mem_resid, mem_ln; // memory network (SPEC §4)
+    int bias, algo;                   // 0 l2 / 1 dot ; 0 gd / 1 momentum
+    int gate_a, gate_eta;             // learned gates (1) or fixed a = 1, eta = 1 (0)
+    float eta_max;
+    char pattern[129];                // mixer per layer: 'M' memory (attention comes later)
+} Config;
+
+// SPEC §5.9 presets: the memory part of the config; sizes come from the command line.
+static int preset_config(Config* c, const char* name) {
+    c->mem_depth = 2; c->mem_resid = 1; c->mem_ln = 1; c->bias = 0; c->algo = 0; c->gate_a = 1; c->gate_eta = 1;
+    c->eta_max = 1.0f; c->b = 16;
+    if (!strcmp(name, "titans")) { c->algo = 1; }
+    else if (!strcmp(name, "ttt_mlp")) { c->gate_a = 0; }
+    else if (!strcmp(name, "linear_attn")) { c->mem_depth = 1; c->mem_resid = c->mem_ln = 0; c->bias = 1; c->gate_a = c->gate_eta = 0; }
+    else if (!strcmp(name, "deltanet")) { c->mem_depth = 1; c->mem_resid = c->mem_ln = 0; c->gate_a = 0; c->b = 1; }
+    else if (!strcmp(name, "gated_deltanet")) { c->mem_depth = 1; c->mem_resid = c->mem_ln = 0; c->b = 1; }
+    else return 0;
+    return 1;
+}
+static const char* PRESETS = "titans, ttt_mlp, linear_attn, deltanet, gated_deltanet";
+
+static MemCfg mem_config(const Config* c) {
+    MemCfg m; int d = c->D / c->H;
+    m.d = d; m.depth = c->mem_depth; m.dm = c->mem_depth == 2 ? c->E * d : d;
+    m.resid = c->mem_depth == 2 && c->mem_resid; m.ln = c->mem_depth == 2 && c->mem_ln;
+    m.bias = c->bias; m.momentum = c->algo == 1;
+    m.nP = c->mem_depth == 2 ? 2 * d * m.dm : d * d;
+    return m;
+}
+
+// Parameters: one allocation, tensors back to back in this order (the checkpoint layout).
+#define NUM_PARAM_TENSORS 25
+typedef struct {
+    real *wte, *rms1_w, *wq, *wk, *wv, *conv_q, *conv_k, *conv_v;
+    real *gate_a_w, *gate_a_b, *gate_eta_w, *gate_eta_b, *gate_theta_w, *gate_theta_b;
+    real *mem_p0, *mem_ln_g, *mem_ln_b, *wg, *rmsh_w, *wo, *rms2_w, *mlp_w1, *mlp_w3, *mlp_w2, *rmsf_w;
+} ParameterTensors;
+static const char* PARAM_NAMES[NUM_PARAM_TENSORS] = {
+    "wte", "rms1_w", "wq", "wk", "wv", "conv_q", "conv_k", "conv_v", "gate_a_w", "gate_a_b", "gate_eta_w", "gate_eta_b",
+    "gate_theta_w", "gate_theta_b", "mem_p0", "mem_ln_g", "mem_ln_b", "wg", "rmsh_w", "wo", "rms2_w", "mlp_w1", "mlp_w3", "mlp_w2", "rmsf_w"};
+// AdamW weight decay on matrices only (SPEC §8): not norms, conv filters, gate biases, P_0, the memory LN
+static const int PARAM_DECAY[NUM_PARAM_TENSORS] = {1, 0, 1, 1, 1, 0, 0, 0, 1, 0, 1, 0, 1, 0, 0, 0, 0, 1, 0, 1, 0, 1, 1, 1, 0};
+
+static void fill_in_parameter_sizes(size_t* s, const Config* c) {
+    size_t L = c->L, D = c->D, H = c->H, d = D / H, K = c->K, F = c->F; MemCfg m = mem_config(c);
+    size_t ga = c->gate_a, ge = c->gate_eta, gt = c->algo == 1, ln = m.ln;
+    size_t v[NUM_PARAM_TENSORS] = {
+        (size_t)c->Vp * D, L * D, L * D * D, L * D * D, L * D * D, L * D * K, L * D * K, L * D * K,
+        ga * L * H * D, ga * L * H, ge * L * H * D, ge * L * H, gt * L * H * D, gt * L * H,
+        L * H * m.nP, ln * L * H * d, ln * L * H * d, L * D * D, L * D, L * D * D, L * D, L * F * D, L * F * D, L * D * F, D};
+    memcpy(s, v, sizeof v);
+}
+static void point_parameters(ParameterTensors* p, real* mem, const size_t* sizes) {
+    real** ptrs[NUM_PARAM_TENSORS] = {
+        &p->wte, &p->rms1_w, &p->wq, &p->wk, &p->wv, &p->conv_q, &p->conv_k, &p->conv_v, &p->gate_a_w, &p->gate_a_b,
+        &p->gate_eta_w, &p->gate_eta_b, &p->gate_theta_w, &p->gate_theta_b, &p->mem_p0, &p->mem_ln_g, &p->mem_ln_b,
+        &p->wg, &p->rmsh_w, &p->wo, &p->rms2_w, &p->mlp_w1, &p->mlp_w3, &p->mlp_w2, &p->rmsf_w};
+    for (int i = 0; i < NUM_PARAM_TENSORS; i++) { *ptrs[i] = mem; mem += sizes[i]; }
+}
+
+// Activations: one allocation; every per-layer tensor stacked as (L, ...). N = B*T.
+#define NUM_ACT_TENSORS 33
+typedef struct {
+    real *encoded;                          // (N, D) token embeddings
+    real *ln1, *ln1_rstd;                   // (L, N, D), (L, N)   u = RMSNorm(x)
+    real *qp, *kp, *vp;                     // (L, N, D) u Wq^T ... before the conv
+    real *qc, *kc, *vc;                     // (L, N, D) after the conv
+    real *qs, *ks;                          // (L, N, D) SiLU(qc), SiLU(kc)
+    real *q, *k, *qrn, *krn, *v;            // (L, N, D) l2-normed q, k; (L, N, H) their 1/norm; v = SiLU(vc)
+    real *ga, *geta, *gth;                  // (L, N, H) gates a, eta, theta
+    real *y, *yrstd, *yn;                   // (L, N, D) memory read, (L, N, H), RMSNorm_head(y)
+    real *gp, *z, *mo, *res2;               // (L, N, D) u Wg^T, yn*SiLU(gp), z Wo^T, x + mo
+    real *ln2, *ln2_rstd;                   // (L, N, D), (L, N)
+    real *h1, *h3, *hg;                     // (L, N, F) SwiGLU branches and product
+    real *mlpo, *res3;                      // (L, N, D) hg W2^T, res2 + mlpo (the layer output)
+    real *lnf, *lnf_rstd, *logits, *probs, *losses; // (N, D), (N), (N, Vp), (N, Vp), (N)
+} ActivationTensors;
+
+static void fill_in_activation_sizes(size_t* s, const Config* c, int B, int T) {
+    size_t N = (size_t)B * T, L = c->L, D = c->D, H = c->H, F = c->F;
+    size_t v[NUM_ACT_TENSORS] = {N * D, L * N * D, L * N, L * N * D, L * N * D, L * N * D, L * N * D, L * N * D, L * N * D,
+        L * N * D, L * N * D, L * N * D, L * N * D, L * N * H, L * N * H, L * N * D, L * N * H, L * N * H, L * N * H,
+        L * N * D, L * N * H, L * N * D, L * N * D, L * N * D, L * N * D, L * N * D, L * N * D, L * N,
+        L * N * F, L * N * F, L * N * F, L * N * D, L * N * D};
+    memcpy(s, v, sizeof v);
+}
+static void point_activations(ActivationTensors* a, real* mem, const size_t* sizes, const Config* c, int B, int T) {
+    real** ptrs[NUM_ACT_TENSORS] = {&a->encoded, &a->ln1, &a->ln1_rstd, &a->qp, &a->kp, &a->vp, &a->qc, &a->kc, &a->vc,
+        &a->qs, &a->ks, &a->q, &a->k, &a->qrn, &a->krn, &a->v, &a->ga, &a->geta, &a->gth, &a->y, &a->yrstd, &a->yn,
+        &a->gp, &a->z, &a->mo, &a->res2, &a->ln2, &a->ln2_rstd, &a->h1, &a->h3, &a->hg, &a->mlpo, &a->res3};
+    for (int i = 0; i < NUM_ACT_TENSORS; i++) { *ptrs[i] = mem; mem += sizes[i]; }
+    size_t N = (size_t)B * T; // the head: not layer-stacked
+    a->lnf = mem; mem += N * c->D; a->lnf_rstd = mem; mem += N; a->logits = mem; mem += N * c->Vp;
+    a->probs = mem; mem += N * c->Vp; a->losses = mem;
+}
+static size_t head_act_size(const Config* c, int B, int T) { size_t N = (size_t)B * T; return N * c->D + N + 2 * N * c->Vp + N; }
+
+typedef struct {
+    Config cfg; MemCfg mem;
+    size_t param_sizes[NUM_PARAM_TENSORS], num_params;
+    ParameterTensors params, grads;
+    real *params_memory, *grads_memory, *m_memory, *v_memory;   // v_memory: AdamW second moment
+    int B, T;                                                   // fixed at the first forward
+    size_t act_sizes[NUM_ACT_TENSORS], num_acts;
+    ActivationTensors acts, grads_acts;
+    real *acts_memory, *grads_acts_memory;
+    real *mem_P, *mem_S;        // (L, B, H, nchunks, nP) memory state at every chunk start (S: momentum only)
+    real *mem_dbh;              // (B, H, nP + 2d) per-sequence gradients of P_0 and the memory LN, summed over B after
+    MemChunk* chunks; real* chunk_memory;  // one chunk scratch per thread
+    int* inputs; int* targets;  // (B, T)
+    real mean_loss;             // -1 when the last forward had no targets
+    long adam_t;                // AdamW step count (bias correction)
+} Model;
+
+static int nchunks(const Model* M, int T) { return (T + M->cfg.b - 1) / M->cfg.b; }
+
+// copy rows [t0, t0+n) of head h of sequence bb from a (B, T, G*w) tensor into dst (n, w), and back
+static void gather_rows(real* dst, const real* src, int bb, int h, int t0, int n, int T, int G, int w) {
+    for (int t = 0; t < n; t++) memcpy(dst + (size_t)t * w, src + (((size_t)bb * T + t0 + t) * G + h) * w, w * sizeof(real));
+}
+static void scatter_rows(real* dst, const real* src, int bb, int h, int t0, int n, int T, int G, int w) {
+    for (int t = 0; t < n; t++) memcpy(dst + (((size_t)bb * T + t0 + t) * G + h) * w, src + (size_t)t * w, w * sizeof(real));
+}
+static void load_chunk_inputs(MemChunk* c, const Model* M, int l, int bb, int h, int t0, int n) {
+    const ActivationTensors* a = &M->acts; int B = M->B, T = M->T, H = M->cfg.H, d = M->mem.d; size_t o = (size_t)l * B * T;
+    gather_rows(c->q, a->q + o * M->cfg.D, bb, h, t0, n, T, H, d);
+    gather_rows(c->k, a->k + o * M->cfg.D, bb, h, t0, n, T, H, d);
+    gather_rows(c->v, a->v + o * M->cfg.D, bb, h, t0, n, T, H, d);
+    gather_rows(c->a, a->ga + o * H, bb, h, t0, n, T, H, 1);
+    gather_rows(c->eta, a->geta + o * H, bb, h, t0, n, T, H, 1);
+    gather_rows(c->theta, a->gth + o * H, bb, h, t0, n, T, H, 1);
+}
+
+// The memory read of layer l for all sequences and heads (SPEC §5): y = MemoryRead(q, k, v, gates).
+// Each (sequence, head) runs its chunks in order; every chunk-start state is kept for the backward.
+static void memory_forward(Model* M, int l) {
+    const MemCfg* m = &M->mem; int B = M->B, T = M->T, H = M->cfg.H, b = M->cfg.b, nch = nchunks(M, T), nP = m->nP;
+    #pragma omp parallel for collapse(2) schedule(dynamic)
+    for (int bb = 0; bb < B; bb++) for (int h = 0; h < H; h++) {
+        MemChunk* c = &M->chunks[thread_id()];
+        size_t base = ((((size_t)l * B + bb) * H + h) * nch) * nP;
+        real* P = M->mem_P + base; real* S = m->momentum ? M->mem_S + base : NULL;
+        memcpy(P, M->params.mem_p0 + ((size_t)l * H + h) * nP, nP * sizeof(real)); // P_0, restored every sequence
+        if (S) memset(S, 0, nP * sizeof(real));
+        const real* lng = m->ln ? M->params.mem_ln_g + ((size_t)l * H + h) * m->d : NULL;
+        const real* lnb = m->ln ? M->params.mem_ln_b + ((size_t)l * H + h) * m->d : NULL;
+        for (int ch = 0; ch < nch; ch++) {
+            int t0 = ch * b, n = T - t0 < b ? T - t0 : b, last = ch == nch - 1;
+            load_chunk_inputs(c, M, l, bb, h, t0, n);
+            mem_chunk_forward(m, c, n, P + (size_t)ch * nP, S ? S + (size_t)ch * nP : NULL,
+                              last ? NULL : P + (size_t)(ch + 1) * nP, (S && !last) ? S + (size_t)(ch + 1) * nP : NULL, lng, lnb);
+            scatter_rows(M->acts.y + (size_t)l * B * T * M->cfg.D, c->y, bb, h, t0, n, T, H, m->d);
+        }
+    }
+}
+
+// Backward through all chunks in reverse, carrying dL/dP and dL/dS across chunk boundaries
+// (each chunk's intermediates are recomputed from its stored start state).
+static void memory_backward(Model* M, int l) {
+    const MemCfg* m = &M->mem; int B = M->B, T = M->T, H = M->cfg.H, D = M->cfg.D, b = M->cfg.b, nch = nchunks(M, T), nP = m->nP, d = m->d;
+    ActivationTensors* g = &M->grads_acts; size_t o = (size_t)l * B * T;
+    #pragma omp parallel for collapse(2) schedule(dynamic)
+    for (int bb = 0; bb < B; bb++) for (int h = 0; h < H; h++) {
+        MemChunk* c = &M->chunks[thread_id()];
+        size_t base = ((((size_t)l * B + bb) * H + h) * nch) * nP;
+        real* P = M->mem_P + base; real* S = m->momentum ? M->mem_S + base : NULL;
+        const real* lng = m->ln ? M->params.mem_ln_g + ((size_t)l * H + h) * d : NULL;
+        const real* lnb = m->ln ? M->params.mem_ln_b + ((size_t)l * H + h) * d : NULL;
+        memset(c->dlng, 0, d * sizeof(real)); memset(c->dlnb, 0, d * sizeof(real));
+        real *dPn = NULL, *dSn = NULL, *dPs = c->Pa, *dSs = c->Sa;
+        for (int ch = nch - 1; ch >= 0; ch--) {
+            int t0 = ch * b, n = T - t0 < b ? T - t0 : b;
+            real* Pc = P + (size_t)ch * nP; real* Sc = S ? S + (size_t)ch * nP : NULL;
+            load_chunk_inputs(c, M, l, bb, h, t0, n);
+            mem_chunk_forward(m, c, n, Pc, Sc, NULL, NULL, lng, lnb);
+            gather_rows(c->dy, g->y + o * D, bb, h, t0, n, T, H, d);
+            mem_chunk_backward(m, c, n, c->dy, Pc, Sc, dPn, dSn, dPs, dSs, lng);
+            scatter_rows(g->q + o * D, c->dq, bb, h, t0, n, T, H, d);
+            scatter_rows(g->k + o * D, c->dk, bb, h, t0, n, T, H, d);
+            scatter_rows(g->v + o * D, c->dv, bb, h, t0, n, T, H, d);
+            scatter_rows(g->ga + o * H, c->da, bb, h, t0, n, T, H, 1);
+            scatter_rows(g->geta + o * H, c->deta, bb, h, t0, n, T, H, 1);
+            scatter_rows(g->gth + o * H, c->dtheta, bb, h, t0, n, T, H, 1);
+            dPn = dPs; dSn = dSs;                                // this chunk's start is the previous chunk's end
+            dPs = dPs == c->Pa ? c->Pb : c->Pa; dSs = dSs == c->Sa ? c->Sb : c->Sa;
+        }
+        real* out = M->mem_dbh + ((size_t)bb * H + h) * (nP + 2 * d);  // dL/dP_0 and the LN affine of this sequence
+        memcpy(out, dPn, nP * sizeof(real));
+        memcpy(out + nP, c->dlng, d * sizeof(real)); memcpy(out + nP + d, c->dlnb, d * sizeof(real));
+    }
+    for (int h = 0; h < H; h++) for (int bb = 0; bb < B; bb++) {  // sum over the batch in a fixed order
+        const real* src = M->mem_dbh + ((size_t)bb * H + h) * (nP + 2 * d);
+        real* dp0 = M->grads.mem_p0 + ((size_t)l * H + h) * nP;
+        for (int i = 0; i < nP; i++) dp0[i] += src[i];
+        if (m->ln) for (int i = 0; i < d; i++) {
+            M->grads.mem_ln_g[((size_t)l * H + h) * d + i] += src[nP + i];
+            M->grads.mem_ln_b[((size_t)l * H + h) * d + i] += src[nP + d + i];
+        }
+    }
+}
+
+// random numbers: xorshift64*, Box-Muller normals; deterministic for a seed
+static uint64_t rng_u64(uint64_t* s) { *s ^= *s >> 12; *s ^= *s << 25; *s ^= *s >> 27; return *s * 2685821657736338717ULL; }
+static double rng_f64(uint64_t* s) { return (rng_u64(s) >> 11) * (1.0 / 9007199254740992.0); }
+static double rng_normal(uint64_t* s) { double u = rng_f64(s) + 1e-300, v = rng_f64(s); return sqrt(-2 * log(u)) * cos(6.283185307179586 * v); }
+
+static void fill_normal(real* p, size_t n, double std, uint64_t* rng) { for (size_t i = 0; i < n; i++) p[i] = (real)(std * rng_normal(rng)); }
+static void fill_const(real* p, size_t n, double v) { for (size_t i = 0; i < n; i++) p[i] = (real)v; }
+
+static void config_check(const Config* c) {
+    if (c->D % c->H) DIE("pick -D a multiple of -H", "width D = %d is not divisible by heads H = %d", c->D, c->H);
+    if (c->V < 1 || c->V > 65536) DIE("token shards hold uint16 ids", "vocab size %d out of range 1..65536", c->V);
+    if (c->b < 1 || c->L < 1 || c->L > 128 || c->F < 1 || c->E < 1 || c->K < 1)
+        DIE("check -k, -L, -F, -E", "bad config: b=%d L=%d F=%d E=%d K=%d", c->b, c->L, c->F, c->E, c->K);
+    if ((int)strlen(c->pattern) != c->L) DIE("one letter per layer", "layer pattern '%s' has %d letters for %d layers", c->pattern, (int)strlen(c->pattern), c->L);
+    for (int l = 0; l < c->L; l++) if (c->pattern[l] != 'M')
+        DIE("only memory layers 'M' exist in this version", "layer pattern '%s': '%c' is not implemented", c->pattern, c->pattern[l]);
+}
+
+// Allocate the parameters of a config (zeros). The caller fills them (init or checkpoint).
+static void model_build(Model* M, const Config* cfg) {
+    memset(M, 0, sizeof *M);
+    M->cfg = *cfg; config_check(cfg); M->mem = mem_config(cfg);
+    fill_in_parameter_sizes(M->param_sizes, cfg);
+    for (int i = 0; i < NUM_PARAM_TENSORS; i++) M->num_params += M->param_sizes[i];
+    M->params_memory = xmalloc(M->num_params * sizeof(real));
+    point_parameters(&M->params, M->params_memory, M->param_sizes);
+    M->mean_loss = -1;
+}
+
+// Fresh initialisation (SPEC §3 recommendations; other choices in the README's model definition).
+static void model_init(Model* M, uint64_t seed) {
+    const Config* c = &M->cfg; ParameterTensors* p = &M->params; uint64_t r = seed * 2654435761ULL + 1;
+    size_t L = c->L, D = c->D, H = c->H, d = D / H, F = c->F; MemCfg* m = &M->mem;
+    double s_res = 0.02 / sqrt(2.0 * c->L);  // output projections into the residual stream, GPT-2 style
+    fill_normal(p->wte, (size_t)c->V * D, 0.02, &r);          // padded rows stay zero
+    fill_const(p->rms1_w, L * D, 1); fill_const(p->rms2_w, L * D, 1); fill_const(p->rmsf_w, D, 1); fill_const(p->rmsh_w, L * D, 1);
+    fill_normal(p->wq, L * D * D, 0.02, &r); fill_normal(p->wk, L * D * D, 0.02, &r); fill_normal(p->wv, L * D * D, 0.02, &r);
+    for (size_t i = 0; i < L * D * c->K; i++) { // like a depthwise Conv1d: uniform(-1/sqrt(K), 1/sqrt(K))
+        p->conv_q[i] = (real)((2 * rng_f64(&r) - 1) / sqrt(c->K)); p->conv_k[i] = (real)((2 * rng_f64(&r) - 1) / sqrt(c->K));
+        p->conv_v[i] = (real)((2 * rng_f64(&r) - 1) / sqrt(c->K));
+    }
+    if (c->gate_a) { fill_normal(p->gate_a_w, L * H * D, 0.02, &r); fill_const(p->gate_a_b, L * H, log(0.99 / 0.01)); }        // a = 0.99
+    if (c->gate_eta) { fill_normal(p->gate_eta_w, L * H * D, 0.02, &r); fill_const(p->gate_eta_b, L * H, log(0.1 / 0.9)); }  // eta = 0.1 eta_max
+    if (c->algo == 1) { fill_normal(p->gate_theta_w, L * H * D, 0.02, &r); fill_const(p->gate_theta_b, L * H, log(0.9 / 0.1)); } // theta = 0.9
+    for (size_t lh = 0; lh < L * H; lh++) {     // P_0: deep W1, W2 ~ N(0, 1/fan_in); linear W = 0
+        real* P0 = p->mem_p0 + lh * m->nP;
+        if (m->depth == 2) { fill_normal(P0, d * m->dm, 1 / sqrt((double)m->dm), &r); fill_normal(P0 + d * m->dm, d * m->dm, 1 / sqrt((double)d), &r); }
+    }
+    if (m->ln) { fill_const(p->mem_ln_g, L * H * d, 1); fill_const(p->mem_ln_b, L * H * d, 0); }
+    fill_normal(p->wg, L * D * D, 0.02, &r); fill_normal(p->wo, L * D * D, s_res, &r);
+    fill_normal(p->mlp_w1, L * F * D, 0.02, &r); fill_normal(p->mlp_w3, L * F * D, 0.02, &r); fill_normal(p->mlp_w2, L * D * F, s_res, &r);
+}
+
+// (Re)allocate activations for batch B, length T (lazily, like llm.c; a new shape reallocates).
+static void model_alloc_acts(Model* M, int B, int T) {
+    if (M->acts_memory && M->B == B && M->T == T) return;
+    free(M->acts_memory); free(M->grads_acts_memory); free(M->mem_P); free(M->mem_S); free(M->mem_dbh);
+    free(M->chunk_memory); free(M->chunks); free(M->inputs); free(M->targets);
+    M->B = B; M->T = T;
+    fill_in_activation_sizes(M->act_sizes, &M->cfg, B, T);
+    M->num_acts = head_act_size(&M->cfg, B, T);
+    for (int i = 0; i < NUM_ACT_TENSORS; i++) M->num_acts += M->act_sizes[i];
+    M->acts_memory = xmalloc(M->num_acts * sizeof(real));
+    M->grads_acts_memory = xmalloc(M->num_acts * sizeof(real));
+    point_activations(&M->acts, M->acts_memory, M->act_sizes, &M->cfg, B, T);
+    point_activations(&M->grads_acts, M->grads_acts_memory, M->act_sizes, &M->cfg, B, T);
+    size_t nstate = (size_t)M->cfg.L * B * M->cfg.H * nchunks(M, T) * M->mem.nP;
+    M->mem_P = xmalloc(nstate * sizeof(real));
+    M->mem_S = M->mem.momentum ? xmalloc(nstate * sizeof(real)) : NULL;
+    M->mem_dbh = xmalloc((size_t)B * M->cfg.H * (M->mem.nP + 2 * M->mem.d) * sizeof(real));
+    int nt = max_threads(); MemChunk tmp;
+    size_t per = memchunk_carve(&tmp, NULL, M->cfg.b, M->mem.d, M->mem.dm, M->mem.nP);
+    M->chunk_memory = xmalloc((size_t)nt * per * sizeof(real));
+    M->chunks = xmalloc((size_t)nt * sizeof(MemChunk));
+    for (int i = 0; i < nt; i++) memchunk_carve(&M->chunks[i], M->chunk_memory + (size_t)i * per, M->cfg.b, M->mem.d, M->mem.dm, M->mem.nP);
+    M->inputs = xmalloc((size_t)B * T * sizeof(int)); M->targets = xmalloc((size_t)B * T * sizeof(int));
+}
+
+// The forward pass (SPEC §2, §3). targets may be NULL (no loss).
+static void model_forward(Model* M, const int* inputs, const int* targets, int B, int T) {
+    const Config* c = &M->cfg; int L = c->L, D = c->D, H = c->H, F = c->F, Vp = c->Vp, d = M->mem.d; size_t N = (size_t)B * T;
+    for (size_t i = 0; i < N; i++) if (inputs[i] < 0 || inputs[i] >= c->V || (targets && (targets[i] < 0 || targets[i] >= c->V)))
+        DIE("the data's tokenizer must match the model's vocab (-V)", "token id %d out of range for vocab size %d", targets && (targets[i] < 0 || targets[i] >= c->V) ? targets[i] : inputs[i], c->V);
+    model_alloc_acts(M, B, T);
+    memcpy(M->inputs, inputs, N * sizeof(int));
+    if (targets) memcpy(M->targets, targets, N * sizeof(int));
+    ParameterTensors* p = &M->params; ActivationTensors* a = &M->acts;
+    encoder_forward(a->encoded, inputs, p->wte, N, D);
+    for (int l = 0; l < L; l++) {
+        size_t oD = (size_t)l * N * D, oH = (size_t)l * N * H, oF = (size_t)l * N * F;
+        real* x = l == 0 ? a->encoded : a->res3 + oD - N * D;
+        real* u = a->ln1 + oD;
+        // mixer (SPEC §3): u = RMSNorm(x); q, k, v = SiLU(conv(u W^T)); q, k l2-normed per head
+        rmsnorm_forward(u, a->ln1_rstd + (size_t)l * N, x, p->rms1_w + (size_t)l * D, N, 1, D);
+        matmul_forward(a->qp + oD, u, p->wq + (size_t)l * D * D, NULL, N, D, D);
+        matmul_forward(a->kp + oD, u, p->wk + (size_t)l * D * D, NULL, N, D, D);
+        matmul_forward(a->vp + oD, u, p->wv + (size_t)l * D * D, NULL, N, D, D);
+        conv_forward(a->qc + oD, a->qp + oD, p->conv_q + (size_t)l * D * c->K, B, T, D, c->K);
+        conv_forward(a->kc + oD, a->kp + oD, p->conv_k + (size_t)l * D * c->K, B, T, D, c->K);
+        conv_forward(a->vc + oD, a->vp + oD, p->conv_v + (size_t)l * D * c->K, B, T, D, c->K);
+        silu_forward(a->qs + oD, a->qc + oD, N * D); silu_forward(a->ks + oD, a->kc + oD, N * D); silu_forward(a->v + oD, a->vc + oD, N * D);
+        l2norm_forward(a->q + oD, a->qrn + oH, a->qs + oD, N, H, d);
+        l2norm_forward(a->k + oD, a->krn + oH, a->ks + oD, N, H, d);
+        // gates, per head and token: a = sigmoid, eta = eta_max sigmoid, theta = sigmoid (fixed 1 when absent)
+        if (c->gate_a) { matmul_forward(a->ga + oH, u, p->gate_a_w + (size_t)l * H * D, p->gate_a_b + (size_t)l * H, N, D, H); gate_act_forward(a->ga + oH, N * H, 1); }
+        else fill_const(a->ga + oH, N * H, 1);
+        if (c->gate_eta) { matmul_forward(a->geta + oH, u, p->gate_eta_w + (size_t)l * H * D, p->gate_eta_b + (size_t)l * H, N, D, H); gate_act_forward(a->geta + oH, N * H, c->eta_max); }
+        else fill_const(a->geta + oH, N * H, 1);
+        if (c->algo == 1) { matmul_forward(a->gth + oH, u, p->gate_theta_w + (size_t)l * H * D, p->gate_theta_b + (size_t)l * H, N, D, H); gate_act_forward(a->gth + oH, N * H, 1); }
+        else fill_const(a->gth + oH, N * H, 0);
+        memory_forward(M, l);
+        // out = (RMSNorm_head(y) * SiLU(u Wg^T)) Wo^T ; x = x + out
+        rmsnorm_forward(a->yn + oD, a->yrstd + oH, a->y + oD, p->rmsh_w + (size_t)l * D, N, H, d);
+        matmul_forward(a->gp + oD, u, p->wg + (size_t)l * D * D, NULL, N, D, D);
+        gate_mul_forward(a->z + oD, a->yn + oD, a->gp + oD, N * D);
+        matmul_forward(a->mo + oD, a->z + oD, p->wo + (size_t)l * D * D, NULL, N, D, D);
+        residual_forward(a->res2 + oD, x, a->mo + oD, N * D);
+        // x = x + SwiGLU(RMSNorm(x))
+        rmsnorm_forward(a->ln2 + oD, a->ln2_rstd + (size_t)l * N, a->res2 + oD, p->rms2_w + (size_t)l * D, N, 1, D);
+        matmul_forward(a->h1 + oF, a->ln2 + oD, p->mlp_w1 + (size_t)l * F * D, NULL, N, D, F);
+        matmul_forward(a->h3 + oF, a->ln2 + oD, p->mlp_w3 + (size_t)l * F * D, NULL, N, D, F);
+        swiglu_forward(a->hg + oF, a->h1 + oF, a->h3 + oF, N * F);
+        matmul_forward(a->mlpo + oD, a->hg + oF, p->mlp_w2 + (size_t)l * D * F, NULL, N, F, D);
+        residual_forward(a->res3 + oD, a->res2 + oD, a->mlpo + oD, N * D);
+    }
+    rmsnorm_forward(a->lnf, a->lnf_rstd, a->res3 + (size_t)(L - 1) * N * D, p->rmsf_w, N, 1, D);
+    matmul_forward(a->logits, a->lnf, p->wte, NULL, N, D, Vp);
+    if (!targets) { M->mean_loss = -1; return; }
+    crossentropy_forward(a->losses, a->probs, a->logits, targets, N, c->V, Vp);
+    double s = 0; for (size_t i = 0; i < N; i++) s += a->losses[i];
+    M->mean_loss = (real)(s / N);
+}
+
+static void model_zero_grad(Model* M) {
+    if (!M->grads_memory) {
+        M->grads_memory = xmalloc(M->num_params * sizeof(real));
+        point_parameters(&M->grads, M->grads_memory, M->param_sizes);
+    }
+    memset(M->grads_memory, 0, M->num_params * sizeof(real));
+}
+
+// The backward pass: accumulates d(mean loss * loss_scale)/d(params) into M->grads.
+static void model_backward(Model* M, real loss_scale) {
+    if (M->mean_loss == -1) DIE(NULL, "internal: backward called without a forward with targets");
+    if (!M->grads_memory) model_zero_grad(M);
+    const Config* c = &M->cfg; int B = M->B, T = M->T, L = c->L, D = c->D, H = c->H, F = c->F, Vp = c->Vp, d = M->mem.d; size_t N = (size_t)B * T;
+    ParameterTensors *p = &M->params, *dp = &M->grads; ActivationTensors *a = &M->acts, *g = &M->grads_acts;
+    memset(M->grads_acts_memory, 0, M->num_acts * sizeof(real));
+    crossentropy_backward(g->logits, a->probs, M->targets, loss_scale / N, N, c->V, Vp);
+    matmul_backward(g->lnf, dp->wte, NULL, g->logits, a->lnf, p->wte, N, D, Vp);
+    rmsnorm_backward(g->res3 + (size_t)(L - 1) * N * D, dp->rmsf_w, g->lnf, a->res3 + (size_t)(L - 1) * N * D, p->rmsf_w, a->lnf_rstd, N, 1, D);
+    for (int l = L - 1; l >= 0; l--) {
+        size_t oD = (size_t)l * N * D, oH = (size_t)l * N * H, oF = (size_t)l * N * F;
+        real* x = l == 0 ? a->encoded : a->res3 + oD - N * D;
+        real* dx = l == 0 ? g->encoded : g->res3 + oD - N * D;
+        real *u = a->ln1 + oD, *du = g->ln1 + oD;
+        // x = res2 + SwiGLU(RMSNorm(res2))
+        residual_forward(g->res2 + oD, g->res2 + oD, g->res3 + oD, N * D);
+        matmul_backward(g->hg + oF, dp->mlp_w2 + (size_t)l * D * F, NULL, g->res3 + oD, a->hg + oF, p->mlp_w2 + (size_t)l * D * F, N, F, D);
+        swiglu_backward(g->h1 + oF, g->h3 + oF, g->hg + oF, a->h1 + oF, a->h3 + oF, N * F);
+        matmul_backward(g->ln2 + oD, dp->mlp_w1 + (size_t)l * F * D, NULL, g->h1 + oF, a->ln2 + oD, p->mlp_w1 + (size_t)l * F * D, N, D, F);
+        matmul_backward(g->ln2 + oD, dp->mlp_w3 + (size_t)l * F * D, NULL, g->h3 + oF, a->ln2 + oD, p->mlp_w3 + (size_t)l * F * D, N, D, F);
+        rmsnorm_backward(g->res2 + oD, dp->rms2_w + (size_t)l * D, g->ln2 + oD, a->res2 + oD, p->rms2_w + (size_t)l * D, a->ln2_rstd + (size_t)l * N, N, 1, D);
+        // res2 = x + (RMSNorm_head(y) * SiLU(u Wg^T)) Wo^T
+        residual_forward(dx, dx, g->res2 + oD, N * D);
+        matmul_backward(g->z + oD, dp->wo + (size_t)l * D * D, NULL, g->res2 + oD, a->z + oD, p->wo + (size_t)l * D * D, N, D, D);
+        gate_mul_backward(g->yn + oD, g->gp + oD, g->z + oD, a->yn + oD, a->gp + oD, N * D);
+        matmul_backward(du, dp->wg + (size_t)l * D * D, NULL, g->gp + oD, u, p->wg + (size_t)l * D * D, N, D, D);
+        rmsnorm_backward(g->y + oD, dp->rmsh_w + (size_t)l * D, g->yn + oD, a->y + oD, p->rmsh_w + (size_t)l * D, a->yrstd + oH, N, H, d);
+        memory_backward(M, l);
+        // gates
+        if (c->gate_a) { gate_act_backward(g->ga + oH, g->ga + oH, a->ga + oH, N * H, 1);
+            matmul_backward(du, dp->gate_a_w + (size_t)l * H * D, dp->gate_a_b + (size_t)l * H, g->ga + oH, u, p->gate_a_w + (size_t)l * H * D, N, D, H); }
+        if (c->gate_eta) { gate_act_backward(g->geta + oH, g->geta + oH, a->geta + oH, N * H, c->eta_max);
+            matmul_backward(du, dp->gate_eta_w + (size_t)l * H * D, dp->gate_eta_b + (size_t)l * H, g->geta + oH, u, p->gate_eta_w + (size_t)l * H * D, N, D, H); }
+        if (c->algo == 1) { gate_act_backward(g->gth + oH, g->gth + oH, a->gth + oH, N * H, 1);
+            matmul_backward(du, dp->gate_theta_w + (size_t)l * H * D, dp->gate_theta_b + (size_t)l * H, g->gth + oH, u, p->gate_theta_w + (size_t)l * H * D, N, D, H); }
+        // q, k, v
+        l2norm_backward(g->qs + oD, g->q + oD, a->q + oD, a->qrn + oH, N, H, d);
+        l2norm_backward(g->ks + oD, g->k + oD, a->k + oD, a->krn + oH, N, H, d);
+        silu_backward(g->qc + oD, g->qs + oD, a->qc + oD, N * D); silu_backward(g->kc + oD, g->ks + oD, a->kc + oD, N * D);
+        silu_backward(g->vc + oD, g->v + oD, a->vc + oD, N * D);
+        conv_backward(g->qp + oD, dp->conv_q + (size_t)l * D * c->K, g->qc + oD, a->qp + oD, p->conv_q + (size_t)l * D * c->K, B, T, D, c->K);
+        conv_backward(g->kp + oD, dp->conv_k + (size_t)l * D * c->K, g->kc + oD, a->kp + oD, p->conv_k + (size_t)l * D * c->K, B, T, D, c->K);
+        conv_backward(g->vp + oD, dp->conv_v + (size_t)l * D * c->K, g->vc + oD, a->vp + oD, p->conv_v + (size_t)l * D * c->K, B, T, D, c->K);
+        matmul_backward(du, dp->wq + (size_t)l * D * D, NULL, g->qp + oD, u, p->wq + (size_t)l * D * D, N, D, D);
+        matmul_backward(du, dp->wk + (size_t)l * D * D, NULL, g->kp + oD, u, p->wk + (size_t)l * D * D, N, D, D);
+        matmul_backward(du, dp->wv + (size_t)l * D * D, NULL, g->vp + oD, u, p->wv + (size_t)l * D * D, N, D, D);
+        rmsnorm_backward(dx, dp->rms1_w + (size_t)l * D, du, x, p->rms1_w + (size_t)l * D, a->ln1_rstd + (size_t)l * N, N, 1, D);
+    }
+    encoder_backward(dp->wte, g->encoded, M->inputs, N, D);
+}
+
+// global gradient norm, and clipping to it (SPEC §8): if |g| > clip, g *= clip/|g|
+static real grad_norm(const Model* M) { double s = 0; for (size_t i = 0; i < M->num_params; i++) s += (double)M->grads_memory[i] * M->grads_memory[i]; return (real)sqrt(s); }
+static void grad_clip(Model* M, real norm, real clip) {
+    if (clip > 0 && norm > clip) { real sc = clip / norm; for (size_t i = 0; i < M->num_params; i++) M->grads_memory[i] *= sc; }
+}
+
+// AdamW as torch.optim.AdamW: decoupled decay (on PARAM_DECAY tensors), bias-corrected moments.
+static void model_update(Model* M, real lr, real beta1, real beta2, real eps, real wd) {
+    if (!M->m_memory) { M->m_memory = xmalloc(M->num_params * sizeof(real)); M->v_memory = xmalloc(M->num_params * sizeof(real)); }
+    M->adam_t++;
+    real bc1 = 1 - pow(beta1, M->adam_t), bc2 = 1 - pow(beta2, M->adam_t);
+    size_t off = 0;
+    for (int t = 0; t < NUM_PARAM_TENSORS; t++) {
+        real decay = PARAM_DECAY[t] ? wd : 0;
+        #pragma omp parallel for
+        for (size_t i = off; i < off + M->param_sizes[t]; i++) {
+            real gr = M->grads_memory[i], *w = &M->params_memory[i];
+            real m = beta1 * M->m_memory[i] + (1 - beta1) * gr, v = beta2 * M->v_memory[i] + (1 - beta2) * gr * gr;
+            M->m_memory[i] = m; M->v_memory[i] = v;
+            *w -= lr * decay * *w;
+            *w -= lr * (m / bc1) / (sqrt(v / bc2) + eps);
+        }
+        off += M->param_sizes[t];
+    }
+}
+
+static void model_free(Model* M) {
+    free(M->params_memory); free(M->grads_memory); free(M->m_memory); free(M->v_memory);
+    free(M->acts_memory); free(M->grads_acts_memory); free(M->mem_P); free(M->mem_S); free(M->mem_dbh);
+    free(M->chunk_memory); free(M->chunks); free(M->inputs); free(M->targets);
+}
+
+// ----------------------------------------------------------------------------
+// 5. token-by-token decoding (SPEC §7): the test-time recurrence
+//
+// Per layer we keep the last K-1 rows before the conv, the memory state at the last chunk
+// boundary, and the q, k, v and gates of the tokens of the current, partial chunk. A new token
+// is read by the same chunk function over the partial chunk (its last row is the new output);
+// when the chunk is full its end state becomes the new boundary state. Row for row this is the
+// computation of the parallel forward, so the logits agree to float precision.
+
+typedef struct {
+    Model* M; int pos;
+    ActivationTensors a; real* acts_memory; size_t act_sizes[NUM_ACT_TENSORS];  // one row (B = T = 1)
+    real *conv_hist;        // (L, 3, K-1, D) inputs of the q, k, v convs at the previous K-1 positions
+    real *P, *S, *Pn, *Sn;  // (L, H, nP) boundary state; chunk-end scratch (nP)
+    real *part;             // (L, H, b, 3d+3) q, k, v, a, eta, theta rows of the current chunk
+    MemChunk c; real* chunk_memory;
+} Decoder;
+
+static void decoder_init(Decoder* dec, Model* M) {
+    const Config* c = &M->cfg; MemCfg* m = &M->mem; memset(dec, 0, sizeof *dec); dec->M = M;
+    fill_in_activation_sizes(dec->act_sizes, c, 1, 1);
+    size_t n = head_act_size(c, 1, 1); for (int i = 0; i < NUM_ACT_TENSORS; i++) n += dec->act_sizes[i];
+    dec->acts_memory = xmalloc(n * sizeof(real));
+    point_activations(&dec->a, dec->acts_memory, dec->act_sizes, c, 1, 1);
+    size_t LH = (size_t)c->L * c->H;
+    dec->conv_hist = xmalloc((size_t)c->L * 3 * (c->K - 1 + 1) * c->D * sizeof(real));
+    dec->P = xmalloc(LH * m->nP * sizeof(real)); dec->S = xmalloc(LH * m->nP * sizeof(real));
+    dec->Pn = xmalloc(m->nP * sizeof(real)); dec->Sn = xmalloc(m->nP * sizeof(real));
+    dec->part = xmalloc(LH * c->b * (3 * m->d + 3) * sizeof(real));
+    dec->chunk_memory = xmalloc(memchunk_carve(&dec->c, NULL, c->b, m->d, m->dm, m->nP) * sizeof(real));
+    memchunk_carve(&dec->c, dec->chunk_memory, c->b, m->d, m->dm, m->nP);
+    memcpy(dec->P, M->params.mem_p0, LH * m->nP * sizeof(real));
+}
+static void decoder_free(Decoder* dec) {
+    free(dec->acts_memory); free(dec->conv_hist); free(dec->P); free(dec->S); free(dec->Pn); free(dec->Sn); free(dec->part); free(dec->chunk_memory);
+}
+
+// one conv output row from the history of K-1 rows and the current row x; then shift the history
+static void conv_step(real* out, real* hist, const real* x, const real* w, int C, int K) {
+    for (int i = 0; i < C; i++) {
+        real s = w[i * K + K - 1] * x[i];
+        for (int j = 0; j < K - 1; j++) s += w[i * K + j] * hist[(size_t)j * C + i];
+        out[i] = s;
+    }
+    if (K > 1) { memmove(hist, hist + C, (size_t)(K - 2) * C * sizeof(real)); memcpy(hist + (size_t)(K - 2) * C, x, C * sizeof(real)); }
+}
+
+// Feed one token; returns the Vp logits of the next-token distribution (valid until the next call).
+static const real* decoder_step(Decoder* dec, int token) {
+    Model* M = dec->M; const Config* c = &M->cfg; const MemCfg* m = &M->mem; ParameterTensors* p = &M->params;
+    ActivationTensors* a = &dec->a; int D = c->D, H = c->H, F = c->F, d = m->d, K = c->K, nP = m->nP, b = c->b;
+    int cnt = dec->pos % b, rw = 3 * d + 3;  // rows already in the partial chunk; floats per row
+    if (token < 0 || token >= c->V) DIE("prompt tokens must be < vocab size", "token %d out of range for vocab %d", token, c->V);
+    encoder_forward(a->encoded, &token, p->wte, 1, D);
+    real* x = a->encoded;
+    for (int l = 0; l < c->L; l++) {
+        // with one row, the layer-stacked activations of dec->a hold one layer; reuse them per layer
+        real* u = a->ln1; real* hist = dec->conv_hist + (size_t)l * 3 * (K - 1) * D;
+        rmsnorm_forward(u, a->ln1_rstd, x, p->rms1_w + (size_t)l * D, 1, 1, D);
+        matmul_forward(a->qp, u, p->wq + (size_t)l * D * D, NULL, 1, D, D);
+        matmul_forward(a->kp, u, p->wk + (size_t)l * D * D, NULL, 1, D, D);
+        matmul_forward(a->vp, u, p->wv + (size_t)l * D * D, NULL, 1, D, D);
+        conv_step(a->qc, hist, a->qp, p->conv_q + (size_t)l * D * K, D, K);
+        conv_step(a->kc, hist + (size_t)(K - 1) * D, a->kp, p->conv_k + (size_t)l * D * K, D, K);
+        conv_step(a->vc, hist + (size_t)2 * (K - 1) * D, a->vp, p->conv_v + (size_t)l * D * K, D, K);
+        silu_forward(a->qs, a->qc, D); silu_forward(a->ks, a->kc, D); silu_forward(a->v, a->vc, D);
+        l2norm_forward(a->q, a->qrn, a->qs, 1, H, d); l2norm_forward(a->k, a->krn, a->ks, 1, H, d);
+        if (c->gate_a) { matmul_forward(a->ga, u, p->gate_a_w + (size_t)l * H * D, p->gate_a_b + (size_t)l * H, 1, D, H); gate_act_forward(a->ga, H, 1); }
+        else fill_const(a->ga, H, 1);
+        if (c->gate_eta) { matmul_forward(a->geta, u, p->gate_eta_w + (size_t)l * H * D, p->gate_eta_b + (size_t)l * H, 1, D, H); gate_act_forward(a->geta, H, c->eta_max); }
+        else fill_const(a->geta, H, 1);
+        if (c->algo == 1) { matmul_forward(a->gth, u, p->gate_theta_w + (size_t)l * H * D, p->gate_theta_b + (size_t)l * H, 1, D, H); gate_act_forward(a->gth, H, 1); }
+        else fill_const(a->gth, H, 0);
+        for (int h = 0; h < H; h++) {
+            size_t lh = (size_t)l * H + h; real* part = dec->part + lh * b * rw; real* row = part + (size_t)cnt * rw;
+            memcpy(row, a->q + h * d, d * sizeof(real)); memcpy(row + d, a->k + h * d, d * sizeof(real));
+            memcpy(row + 2 * d, a->v + h * d, d * sizeof(real));
+            row[3 * d] = a->ga[h]; row[3 * d + 1] = a->geta[h]; row[3 * d + 2] = a->gth[h];
+            MemChunk* ch = &dec->c; int n = cnt + 1;
+            for (int t = 0; t < n; t++) {
+                const real* r = part + (size_t)t * rw;
+                memcpy(ch->q + (size_t)t * d, r, d * sizeof(real)); memcpy(ch->k + (size_t)t * d, r + d, d * sizeof(real));
+                memcpy(ch->v + (size_t)t * d, r + 2 * d, d * sizeof(real));
+                ch->a[t] = r[3 * d]; ch->eta[t] = r[3 * d + 1]; ch->theta[t] = r[3 * d + 2];
+            }
+            real* P = dec->P + lh * nP; real* S = dec->S + lh * nP; int full = n == b;
+            mem_chunk_forward(m, ch, n, P, S, full ? dec->Pn : NULL, full ? dec->Sn : NULL,
+                              m->ln ? p->mem_ln_g + lh * d : NULL, m->ln ? p->mem_ln_b + lh * d : NULL);
+            memcpy(a->y + h * d, ch->y + (size_t)(n - 1) * d, d * sizeof(real));
+            if (full) { memcpy(P, dec->Pn, nP * sizeof(real)); if (m->momentum) memcpy(S, dec->Sn, nP * sizeof(real)); }
+        }
+        rmsnorm_forward(a->yn, a->yrstd, a->y, p->rmsh_w + (size_t)l * D, 1, H, d);
+        matmul_forward(a->gp, u, p->wg + (size_t)l * D * D, NULL, 1, D, D);
+        gate_mul_forward(a->z, a->yn, a->gp, D);
+        matmul_forward(a->mo, a->z, p->wo + (size_t)l * D * D, NULL, 1, D, D);
+        residual_forward(a->res2, x, a->mo, D);
+        rmsnorm_forward(a->ln2, a->ln2_rstd, a->res2, p->rms2_w + (size_t)l * D, 1, 1, D);
+        matmul_forward(a->h1, a->ln2, p->mlp_w1 + (size_t)l * F * D, NULL, 1, D, F);
+        matmul_forward(a->h3, a->ln2, p->mlp_w3 + (size_t)l * F * D, NULL, 1, D, F);
+        swiglu_forward(a->hg, a->h1, a->h3, F);
+        matmul_forward(a->mlpo, a->hg, p->mlp_w2 + (size_t)l * D * F, NULL, 1, F, D);
+        residual_forward(a->res3, a->res2, a->mlpo, D);
+        memcpy(a->encoded, a->res3, D * sizeof(real)); x = a->encoded;  // the next layer's input
+    }
+    rmsnorm_forward(a->lnf, a->lnf_rstd, x, p->rmsf_w, 1, 1, D);
+    matmul_forward(a->logits, a->lnf, p->wte, NULL, 1, D, c->Vp);
+    dec->pos++;
+    return a->logits;
+}
+
+// ----------------------------------------------------------------------------
+// 6. files. All binary files start with 256 int32 (llm.c style); see the README for the layouts.
+
+#define MODEL_MAGIC 20261101
+#define STATE_MAGIC 20261102
+#define SHARD_MAGIC 20240520
+#define MASK_MAGIC 20261110
+#define TOKENIZER_MAGIC 20240328
+
+static int f32_bits(float f) { int i; memcpy(&i, &f, 4); return i; }
+static float bits_f32(int i) { float f; memcpy(&f, &i, 4); return f; }
+
+static void config_to_header(int* h, const Config* c, size_t num_params) {
+    h[2] = c->V; h[3] = c->Vp; h[4] = c->D; h[5] = c->L; h[6] = c->H; h[7] = c->E; h[8] = c->F; h[9] = c->b; h[10] = c->K;
+    h[11] = c->mem_depth; h[12] = c->mem_resid; h[13] = c->mem_ln; h[14] = c->bias; h[15] = c->algo;
+    h[16] = c->gate_a; h[17] = c->gate_eta; h[18] = f32_bits(c->eta_max); h[19] = (int)num_params;
+    for (int l = 0; l < c->L; l++) h[64 + l] = c->pattern[l];
+}
+static void header_to_config(Config* c, const int* h) {
+    memset(c, 0, sizeof *c);
+    c->V = h[2]; c->Vp = h[3]; c->D = h[4]; c->L = h[5]; c->H = h[6]; c->E = h[7]; c->F = h[8]; c->b = h[9]; c->K = h[10];
+    c->mem_depth = h[11]; c->mem_resid = h[12]; c->mem_ln = h[13]; c->bias = h[14]; c->algo = h[15];
+    c->gate_a = h[16]; c->gate_eta = h[17]; c->eta_max = bits_f32(h[18]);
+    for (int l = 0; l < c->L && l < 128; l++) c->pattern[l] = (char)h[64 + l];
+}
+
+// reals are stored as float32 whatever `real` is
+static int write_reals(FILE* f, const real* x, size_t n) {
+    float buf[4096];
+    for (size_t i = 0; i < n; i += 4096) {
+        size_t k = n - i < 4096 ? n - i : 4096;
+        for (size_t j = 0; j < k; j++) buf[j] = (float)x[i + j];
+        if (fwrite(buf, 4, k, f) != k) return 0;
+    }
+    return 1;
+}
+static int read_reals(FILE* f, real* x, size_t n) {
+    float buf[4096];
+    for (size_t i = 0; i < n; i += 4096) {
+        size_t k = n - i < 4096 ? n - i : 4096;
+        if (fread(buf, 4, k, f) != k) return 0;
+        for (size_t j = 0; j < k; j++) x[i + j] = buf[j];
+    }
+    return 1;
+}
+static long file_size(const char* path) { struct stat st; return stat(path, &st) ? -1 : (long)st.st_size; }
+
+// Training state saved with a checkpoint, so that a resumed run continues bit for bit.
+typedef struct { long step; int shard; long pos; uint64_t rng; } TrainState;
+
+// Checkpoint: model header + params [+ state header + AdamW m, v]. Written to PATH.tmp, then renamed.
+static void save_checkpoint(const Model* M, const char* path, const TrainState* st) {
+    char tmp[4096]; snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE* f = fopen(tmp, "wb");
+    if (!f) DIE("check that the output directory exists and is writable", "cannot write checkpoint %s: %s", tmp, strerror(errno));
+    int h[256] = {0}; h[0] = MODEL_MAGIC; h[1] = 1; config_to_header(h, &M->cfg, M->num_params);
+    int ok = fwrite(h, 4, 256, f) == 256 && write_reals(f, M->params_memory, M->num_params);
+    if (st && M->m_memory) {
+        int s[256] = {0}; s[0] = STATE_MAGIC; s[1] = 1;
+        s[2] = (int)st->step; s[3] = st->shard; s[4] = (int)(st->pos & 0x7fffffff); s[5] = (int)(st->pos >> 31);
+        s[6] = (int)(st->rng & 0xffffffffu); s[7] = (int)(st->rng >> 32); s[8] = (int)M->adam_t;
+        ok = ok && fwrite(s, 4, 256, f) == 256 && write_reals(f, M->m_memory, M->num_params) && write_reals(f, M->v_memory, M->num_params);
+    }
+    ok = fflush(f) == 0 && ok; if (ok) fsync(fileno(f));
+    if (fclose(f) != 0 || !ok) { remove(tmp); DIE("is the disk full?", "failed writing checkpoint %s", tmp); }
+    if (rename(tmp, path) != 0) DIE(NULL, "cannot rename %s to %s: %s", tmp, path, strerror(errno));
+}
+
+// Read a checkpoint's header into cfg (returns 1 if it also carries a training state).
+static int peek_checkpoint(const char* path, Config* cfg) {
+    FILE* f = fopen(path, "rb");
+    if (!f) DIE("give an existing checkpoint with -e, or drop -r to start fresh", "cannot open checkpoint %s: %s", path, strerror(errno));
+    int h[256];
+    if (fread(h, 4, 256, f) != 256) DIE("the file was cut short; use an older checkpoint", "checkpoint %s is truncated (no full header)", path);
+    fclose(f);
+    if (h[0] != MODEL_MAGIC) DIE("is this a train_miras checkpoint?", "%s has magic %d, expected %d", path, h[0], MODEL_MAGIC);
+    if (h[1] != 1) DIE("written by another version of train_miras", "%s has version %d, expected 1", path, h[1]);
+    header_to_config(cfg, h);
+    long np = h[19], need = 1024 + 4 * np, have = file_size(path);
+    if (have < need) DIE("the file was cut short; use an older checkpoint", "checkpoint %s is truncated (%ld bytes, expected %ld)", path, have, need);
+    if (have == need) return 0;
+    if (have != need + 1024 + 8 * np) DIE("the file was cut short; use an older checkpoint", "checkpoint %s is truncated or has trailing bytes (%ld bytes, expected %ld)", path, have, need + 1024 + 8 * np);
+    return 1;
+}
+// Load the parameters (and, if st, the optimizer and data position) of a checkpoint into a built model.
+static void load_checkpoint(Model* M, const char* path, TrainState* st) {
+    FILE* f = fopen(path, "rb");
+    if (!f) DIE(NULL, "cannot open checkpoint %s: %s", path, strerror(errno));
+    int h[256];
+    if (fread(h, 4, 256, f) != 256 || h[19] != (int)M->num_params) DIE(NULL, "checkpoint %s does not match the model (%d params, model has %zu)", path, h[19], M->num_params);
+    if (!read_reals(f, M->params_memory, M->num_params)) DIE("the file was cut short", "checkpoint %s is truncated", path);
+    if (st) {
+        int s[256];
+        if (fread(s, 4, 256, f) != 256 || s[0] != STATE_MAGIC) DIE("this file holds a model only; start a run from it with -e instead of -r", "checkpoint %s has no training state", path);
+        st->step = s[2]; st->shard = s[3]; st->pos = (long)s[4] | ((long)s[5] << 31);
+        st->rng = (uint64_t)(uint32_t)s[6] | ((uint64_t)(uint32_t)s[7] << 32); M->adam_t = s[8];
+        M->m_memory = xmalloc(M->num_params * sizeof(real)); M->v_memory = xmalloc(M->num_params * sizeof(real));
+        if (!read_reals(f, M->m_memory, M->num_params) || !read_reals(f, M->v_memory, M->num_params)) DIE("the file was cut short", "checkpoint %s is truncated", path);
+    }
+    fclose(f);
+}
+
+// Token shards (llm.c): 256 int32 header (20240520, 1, ntok), then uint16 tokens. The loader reads
+// B*T+1 consecutive tokens per batch; row r has inputs tokens[rT .. rT+T-1] and targets shifted by one.
+typedef struct {
+    glob_t g; int nfiles, B, T; int shard; long pos; long* ntok;
+    uint16_t* buf; int* inputs; int* targets; uint8_t* mask; int has_mask;
+} DataLoader;
+
+static long shard_check(const char* path, int B, int T) {
+    FILE* f = fopen(path, "rb");
+    if (!f) DIE(NULL, "cannot open shard %s: %s", path, strerror(errno));
+    int h[256];
+    if (fread(h, 4, 256, f) != 256) DIE("re-create it with data_prep/text2shards", "shard %s is truncated (no full 1024-byte header)", path);
+    fclose(f);
+    if (h[0] != SHARD_MAGIC) DIE("token shards are made by data_prep/text2shards (llm.c format)", "shard %s has magic %d, expected %d", path, h[0], SHARD_MAGIC);
+    if (h[1] != 1) DIE("only llm.c's GPT-2 style uint16 shards are read", "shard %s has version %d, expected 1", path, h[1]);
+    long n = h[2], sz = file_size(path);
+    if (sz != 1024 + 2 * n) DIE("re-create it with data_prep/text2shards", "shard %s is truncated or corrupt (%ld bytes, header says %ld tokens = %ld bytes)", path, sz, n, 1024 + 2 * n);
+    if (n < (long)B * T + 1) DIE("use a smaller -b or -t, or more data", "shard %s has %ld tokens, fewer than one batch needs (B*T+1 = %ld)", path, n, (long)B * T + 1);
+    return n;
+}
+static void mask_path(char* out, size_t cap, const char* shard) {
+    snprintf(out, cap, "%s", shard); size_t n = strlen(out);
+    if (n > 4 && !strcmp(out + n - 4, ".bin")) strcpy(out + n - 4, ".mask");
+}
+static void dataloader_init(DataLoader* dl, const char* pattern, int B, int T) {
+    memset(dl, 0, sizeof *dl); dl->B = B; dl->T = T;
+    if (glob(pattern, 0, NULL, &dl->g) != 0 || dl->g.gl_pathc == 0)
+        DIE("make the default corpus with `make data`, or shards with data_prep/text2shards", "no token shards match '%s'", pattern);
+    dl->nfiles = (int)dl->g.gl_pathc; dl->ntok = xmalloc(dl->nfiles * sizeof(long));
+    dl->has_mask = 1;
+    for (int i = 0; i < dl->nfiles; i++) {
+        dl->ntok[i] = shard_check(dl->g.gl_pathv[i], B, T);
+        char mp[4096]; mask_path(mp, sizeof mp, dl->g.gl_pathv[i]);
+        if (file_size(mp) != 1024 + dl->ntok[i]) dl->has_mask = 0;
+    }
+    dl->buf = xmalloc(((size_t)B * T + 1) * sizeof(uint16_t));
+    dl->inputs = xmalloc((size_t)B * T * sizeof(int)); dl->targets = xmalloc((size_t)B * T * sizeof(int));
+    dl->mask = xmalloc((size_t)B * T + 1);
+}
+static void dataloader_reset(DataLoader* dl) { dl->shard = 0; dl->pos = 0; }
+static void dataloader_next(DataLoader* dl) {
+    long need = (long)dl->B * dl->T + 1;
+    if (dl->pos + need > dl->ntok[dl->shard]) { dl->shard = (dl->shard + 1) % dl->nfiles; dl->pos = 0; }
+    const char* path = dl->g.gl_pathv[dl->shard];
+    FILE* f = fopen(path, "rb");
+    if (!f || fseek(f, 1024 + 2 * dl->pos, SEEK_SET) || fread(dl->buf, 2, need, f) != (size_t)need) DIE(NULL, "failed reading shard %s", path);
+    fclose(f);
+    if (dl->has_mask) {
+        char mp[4096]; mask_path(mp, sizeof mp, path); FILE* g = fopen(mp, "rb");
+        if (!g || fseek(g, 1024 + dl->pos, SEEK_SET) || fread(dl->mask, 1, need, g) != (size_t)need) DIE(NULL, "failed reading mask %s", mp);
+        fclose(g);
+    }
+    for (long i = 0; i < need - 1; i++) { dl->inputs[i] = dl->buf[i]; dl->targets[i] = dl->buf[i + 1]; }
+    dl->pos += need - 1;
+}
+static void dataloader_free(DataLoader* dl) { globfree(&dl->g); free(dl->ntok); free(dl->buf); free(dl->inputs); free(dl->targets); free(dl->mask); }
+
+// Tokenizer (llm.c): 256 uint32 header (20240328, 2, vocab, eot), then per token a uint8 length and bytes.
+typedef struct { int n, eot; char** tok; } Tokenizer;
+static int tokenizer_load(Tokenizer* tk, const char* path) {
+    memset(tk, 0, sizeof *tk); tk->eot = -1;
+    FILE* f = path ? fopen(path, "rb") : NULL;
+    if (!f) return 0;
+    uint32_t h[256];
+    if (fread(h, 4, 256, f) != 256 || h[0] != TOKENIZER_MAGIC) { fclose(f); fprintf(stderr, "warning: %s is not a tokenizer file; samples print as ids\n", path); return 0; }
+    tk->n = (int)h[2]; tk->eot = h[1] >= 2 ? (int)h[3] : -1; tk->tok = xmalloc(tk->n * sizeof(char*));
+    for (int i = 0; i < tk->n; i++) {
+        unsigned char len;
+        if (fread(&len, 1, 1, f) != 1) { fclose(f); fprintf(stderr, "warning: tokenizer %s is truncated; samples print as ids\n", path); tk->n = i; return 0; }
+        tk->tok[i] = xmalloc(len + 1);
+        if (fread(tk->tok[i], 1, len, f) != len) { fclose(f); tk->n = i + 1; return 0; }
+    }
+    fclose(f); return 1;
+}
+// print a token as text: through the tokenizer, or as a byte when the model is byte-level, else as <id>
+static void print_token(const Tokenizer* tk, int id, int V) {
+    const char* s = NULL; char one[2] = {0, 0};
+    if (tk->n && id < tk->n) s = tk->tok[id];
+    else if (V == 256) { one[0] = (char)id; s = one; }
+    if (!s) { printf("<%d>", id); return; }
+    for (const unsigned char* p = (const unsigned char*)s; *p; p++)
+        if (*p >= 32 || *p == '\n' || *p == '\t' || *p >= 128) putchar(*p); else printf("\\x%02x", *p);
+}
+
+// sample from softmax(logits[:V] / temperature); returns a token id
+static int sample_token(const real* logits, int V, real temperature, uint64_t* rng) {
+    real mx = -1e30; for (int i = 0; i < V; i++) if (logits[i] > mx) mx = logits[i];
+    double s = 0; for (int i = 0; i < V; i++) s += exp((logits[i] - mx) / temperature);
+    double u = rng_f64(rng) * s, cum = 0;
+    for (int i = 0; i < V; i++) { cum += exp((logits[i] - mx) / temperature); if (u < cum) return i; }
+    return V - 1;
+}
+
+// validation: mean loss over nb batches from the start of the val shards; with answer masks
+// (synthetic tasks) also the accuracy of argmax predictions on the answer tokens only
+static real evaluate(Model* M, DataLoader* dl, int nb, real* acc) {
+    dataloader_reset(dl); double loss = 0; long right = 0, total = 0; int N = dl->B * dl->T, V = M->cfg.V, Vp = M->cfg.Vp;
+    for (int i = 0; i < nb; i++) {
+        dataloader_next(dl); model_forward(M, dl->inputs, dl->targets, dl->B, dl->T); loss += M->mean_loss;
+        if (dl->has_mask) for (int n = 0; n < N; n++) {
+            if (!dl->mask[n + 1]) continue;  // mask marks the answer token; it is the target of position n
+            const real* lg = M->acts.logits + (size_t)n * Vp; int best = 0;
+            for (int v = 1; v < V; v++) if (lg[v] > lg[best]) best = v;
+            right += best == dl->targets[n]; total++;
+        }
+    }
+    *acc = total ? (real)right / total : -1;
+    return (real)(loss / nb);
+}
+
+static void generate(Model* M, const Tokenizer* tk, const int* prompt, int np, int ngen, uint64_t* rng) {
+    Decoder dec; decoder_init(&dec, M); const real* logits = NULL;
+    for (int i = 0; i < np; i++) { logits = decoder_step(&dec, prompt[i]); print_token(tk, prompt[i], M->cfg.V); }
+    for (int i = 0; i < ngen; i++) {
+        int t = sample_token(logits, M->cfg.V, 1.0, rng);
+        print_token(tk, t, M->cfg.V); fflush(stdout);
+        if (i + 1 < ngen) logits = decoder_step(&dec, t);
+    }
+    printf("\n"); decoder_free(&dec);
+}
+
+// linear warmup, then cosine decay to final_frac * lr (SPEC §8)
+static real lr_at(long step, long max_steps, real lr, int warmup, real final_frac) {
+    if (step < warmup) return lr * (step + 1) / warmup;
+    if (max_steps <= warmup) return lr;
+    double p = (double)(step - warmup) / (max_steps - warmup), c = 0.5 * (1 + cos(3.141592653589793 * p));
+    return (real)(lr * (final_frac + (1 - final_frac) * c));
+}
+
+static double now_s(void) { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return t.tv_sec + 1e-9 * t.tv_nsec; }
+
+#ifndef TESTING
+static void usage(void) {
+    printf("usage: train_miras [flags]   (defaults in brackets)\n"
+           " data:  -i train shards glob [build/data/repo_train_*.bin]  -j val shards glob [build/data/repo_val_*.bin]\n"
+           "        -z tokenizer file [build/data/repo_tokenizer.bin]\n"
+           " model: -p preset (%s) [titans]\n"
+           "        -V vocab [256] -D width [128] -L layers [4] -H heads [4] -E memory expansion [2]\n"
+           "        -F SwiGLU width [8D/3 rounded up to 64] -k chunk size b [preset] -P layer pattern [all M]\n"
+           " train: -b batch [8] -t seq len [128] -d tokens per step, via gradient accumulation [B*T]\n"
+           "        -l lr [3e-3] -u warmup steps [20] -q final lr fraction [0.1] -c weight decay [0.1] -a grad clip [1.0]\n"
+           "        -x steps [300] -y seed [1337] -S stop after this step, as if preempted (the schedule still runs to -x)\n"
+           " eval:  -v val every [50] -m val batches [8] -s sample every [0 = at the end] -g sample tokens [128]\n"
+           " files: -o output dir for log.txt and ckpt.bin [build/run] -n checkpoint every [100] -e init from checkpoint\n"
+           "        -r 1 resume from <out>/ckpt.bin (model, optimizer and data position; bit-for-bit)\n"
+           " -x 0 with -e evaluates once (loss, and answer accuracy when the val shards have .mask files)\n", PRESETS);
+}
+
+int main(int argc, char** argv) {
+    const char *train_glob = "build/data/repo_train_*.bin", *val_glob = "build/data/repo_val_*.bin";
+    const char *tok_path = "build/data/repo_tokenizer.bin", *out_dir = "build/run", *init_ckpt = NULL, *preset = "titans", *pattern = NULL;
+    int B = 8, T = 128, V = 256, D = 128, L = 4, H = 4, E = 2, F = 0, chunk = 0, warmup = 20, val_every = 50, val_batches = 8;
+    int sample_every = 0, gen_tokens = 128, ckpt_every = 100, resume = 0; long tokens_per_step = 0, max_steps = 300, stop_at = -1;
+    real lr = 3e-3, final_frac = 0.1, wd = 0.1, clip = 1.0; uint64_t seed = 1337;
+    unsigned given = 0; enum { G_P = 1, G_V = 2, G_D = 4, G_L = 8, G_H = 16, G_E = 32, G_F = 64, G_K = 128, G_PAT = 256 };
+    for (int i = 1; i < argc; i += 2) {
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) { usage(); return 0; }
+        if (argv[i][0] != '-' || strlen(argv[i]) != 2 || i + 1 >= argc) { usage(); DIE("flags come in pairs like -x 100", "bad argument '%s'", argv[i]); }
+        char f = argv[i][1]; const char* v = argv[i + 1];
+        switch (f) {
+            case 'i': train_glob = v; break; case 'j': val_glob = v; break; case 'z': tok_path = v; break;
+            case 'o': out_dir = v; break; case 'e': init_ckpt = v; break; case 'r': resume = atoi(v); break;
+            case 'p': preset = v; given |= G_P; break; case 'P': pattern = v; given |= G_PAT; break;
+            case 'V': V = atoi(v); given |= G_V; break; case 'D': D = atoi(v); given |= G_D; break;
+            case 'L': L = atoi(v); given |= G_L; break; case 'H': H = atoi(v); given |= G_H; break;
+            case 'E': E = atoi(v); given |= G_E; break; case 'F': F = atoi(v); given |= G_F; break;
+            case 'k': chunk = atoi(v); given |= G_K; break;
+            case 'b': B = atoi(v); break; case 't': T = atoi(v); break; case 'd': tokens_per_step = atol(v); break;
+            case 'l': lr = atof(v); break; case 'u': warmup = atoi(v); break; case 'q': final_frac = atof(v); break;
+            case 'c': wd = atof(v); break; case 'a': clip = atof(v); break; case 'x': max_steps = atol(v); break; case 'S': stop_at = atol(v); break;
+            case 'y': seed = strtoull(v, NULL, 10); break; case 'v': val_every = atoi(v); break; case 'm': val_batches = atoi(v); break;
+            case 's': sample_every = atoi(v); break; case 'g': gen_tokens = atoi(v); break; case 'n': ckpt_every = atoi(v); break;
+            default: usage(); DIE("see the flags above", "unknown flag -%c", f);
+        }
+    }
+    if (B < 1 || T < 1 || max_steps < 0) DIE("use positive -b, -t and -x", "bad batch %d, length %d or steps %ld", B, T, max_steps);
+    // the model: from the flags, or from a checkpoint (whose config must agree with any given flag)
+    Config cfg; memset(&cfg, 0, sizeof cfg);
+    if (!preset_config(&cfg, preset)) DIE(PRESETS, "unknown preset '%s'", preset);
+    cfg.V = V; cfg.Vp = (V + 63) / 64 * 64; cfg.D = D; cfg.L = L; cfg.H = H; cfg.E = E; cfg.K = 4;
+    cfg.F = F ? F : ((8 * D / 3) + 63) / 64 * 64;
+    if (chunk) cfg.b = chunk;
+    if (pattern) snprintf(cfg.pattern, sizeof cfg.pattern, "%s", pattern); else { memset(cfg.pattern, 'M', L < 128 ? L : 128); cfg.pattern[L < 128 ? L : 128] = 0; }
+    char ckpt_path[4096]; snprintf(ckpt_path, sizeof ckpt_path, "%s/ckpt.bin", out_dir);
+    const char* load_path = resume ? ckpt_path : init_ckpt;
+    if (load_path) {
+        Config cc; int has_state = peek_checkpoint(load_path, &cc);
+        if (resume && !has_state) DIE("it holds a model only; start from it with -e instead", "%s has no training state to resume", load_path);
+#define AGREE(flag, field, name) if ((given & flag) && cc.field != cfg.field) \
+            DIE("drop the flag or make it match the checkpoint", "checkpoint %s has " name " = %d but the flags say %d", load_path, (int)cc.field, (int)cfg.field)
+        AGREE(G_V, V, "vocab -V"); AGREE(G_D, D, "width -D"); AGREE(G_L, L, "layers -L"); AGREE(G_H, H, "heads -H");
+        AGREE(G_E, E, "memory expansion -E"); AGREE(G_F, F, "SwiGLU width -F"); AGREE(G_K, b, "chunk size -k");
+        AGREE(G_P, mem_depth, "memory depth (preset -p)"); AGREE(G_P, bias, "attentional bias (preset -p)"); AGREE(G_P, algo, "algorithm (preset -p)");
+        AGREE(G_P, gate_a, "gate a (preset -p)"); AGREE(G_P, gate_eta, "gate eta (preset -p)"); AGREE(G_P, mem_ln, "memory LN (preset -p)");
+#undef AGREE
+        if ((given & G_PAT) && strcmp(cc.pattern, cfg.pattern)) DIE("drop -P or make it match", "checkpoint %s has layer pattern %s but the flags say %s", load_path, cc.pattern, cfg.pattern);
+        cfg = cc;
+    }
+    Model model; model_build(&model, &cfg);
+    TrainState st = {0, 0, 0, seed * 0x9E3779B97F4A7C15ULL + 1};
+    if (load_path) load_checkpoint(&model, load_path, resume ? &st : NULL); else model_init(&model, seed);
+    if (tokens_per_step <= 0) tokens_per_step = (long)B * T;
+    if (tokens_per_step % ((long)B * T)) DIE("make -d a multiple of B*T", "tokens per step %ld is not a multiple of B*T = %d", tokens_per_step, B * T);
+    int accum = (int)(tokens_per_step / ((long)B * T));
+
+    DataLoader train, val; int have_val = 0;
+    if (max_steps > 0) { dataloader_init(&train, train_glob, B, T); train.shard = st.shard; train.pos = st.pos;
+        if (train.shard >= train.nfiles) DIE("resume with the same -i shards", "checkpoint data position (shard %d) is past the %d train shards", train.shard, train.nfiles); }
+    glob_t vg; if (glob(val_glob, 0, NULL, &vg) == 0 && vg.gl_pathc > 0) { dataloader_init(&val, val_glob, B, T); have_val = 1; } globfree(&vg);
+    if (max_steps == 0 && !have_val) DIE("give val shards with -j", "nothing to evaluate: no val shards match '%s'", val_glob);
+    Tokenizer tk; tokenizer_load(&tk, tok_path);
+    if (tk.n && tk.n != cfg.V) fprintf(stderr, "warning: tokenizer has %d tokens, model vocab is %d\n", tk.n, cfg.V);
+    mkdir(out_dir, 0755);
+    char log_path[4096]; snprintf(log_path, sizeof log_path, "%s/log.txt", out_dir);
+    FILE* logf = max_steps > 0 ? fopen(log_path, st.step ? "a" : "w") : NULL;
+    printf("train_miras | preset %s | V %d D %d L %d H %d E %d F %d b %d | %zu params | B %d T %d accum %d | threads %d\n",
+           load_path && !(given & G_P) ? "(from checkpoint)" : preset, cfg.V, cfg.D, cfg.L, cfg.H, cfg.E, cfg.F, cfg.b, model.num_params, B, T, accum, max_threads());
+    if (max_steps == 0) {
+        real acc, vl = evaluate(&model, &val, val_batches, &acc);
+        printf("val loss %.4f", vl); if (acc >= 0) printf(" | answer accuracy %.4f", acc); printf("\n");
+        return 0;
+    }
+    double tokens_per_sec = 0;
+    for (long step = st.step; step < max_steps; step++) {
+        if (have_val && val_every > 0 && (step % val_every == 0)) {
+            real acc, vl = evaluate(&model, &val, val_batches, &acc);
+            printf("step %5ld | val loss %.4f", step, vl); if (acc >= 0) printf(" | answer accuracy %.4f", acc); printf("\n");
+            if (logf) { fprintf(logf, "s:%ld vl:%.6f", step, vl); if (acc >= 0) fprintf(logf, " acc:%.6f", acc); fprintf(logf, "\n"); fflush(logf); }
+        }
+        if (sample_every > 0 && step > 0 && step % sample_every == 0) { int p0 = train.inputs[0]; printf("sample: "); generate(&model, &tk, &p0, 1, gen_tokens, &st.rng); }
+        double t0 = now_s(); real loss = 0;
+        model_zero_grad(&model);
+        for (int a = 0; a < accum; a++) {
+            dataloader_next(&train);
+            model_forward(&model, train.inputs, train.targets, B, T);
+            if (!isfinite(model.mean_loss)) DIE("lower the learning rate -l or raise warmup -u", "loss is not finite (%s) at step %ld", isnan(model.mean_loss) ? "nan" : "inf", step + 1);
+            model_backward(&model, (real)1 / accum); loss += model.mean_loss / accum;
+        }
+        real norm = grad_norm(&model);
+        if (!isfinite(norm)) DIE("lower the learning rate -l", "gradient norm is not finite (%s) at step %ld", isnan(norm) ? "nan" : "inf", step + 1);
+        grad_clip(&model, norm, clip);
+        real lrs = lr_at(step, max_steps, lr, warmup, final_frac);
+        model_update(&model, lrs, 0.9, 0.95, 1e-8, wd);
+        double dt = now_s() - t0; tokens_per_sec = tokens_per_step / dt;
+        printf("step %5ld/%ld | loss %.4f | lr %.2e | norm %.3f | %.1f ms | %.0f tok/s\n", step + 1, max_steps, loss, lrs, norm, 1e3 * dt, tokens_per_sec);
+        fprintf(logf, "s:%ld trl:%.6f lr:%.6e norm:%.4f ms:%.1f tok/s:%.0f\n", step + 1, loss, lrs, norm, 1e3 * dt, tokens_per_sec); fflush(logf);
+        st.step = step + 1; st.shard = train.shard; st.pos = train.pos;
+        if ((ckpt_every > 0 && st.step % ckpt_every == 0) || st.step == max_steps || st.step == stop_at) save_checkpoint(&model, ckpt_path, &st);
+        if (st.step == stop_at) { printf("stopped after step %ld (-S); continue with -r 1\n", st.step); return 0; }
+    }
+    if (have_val) {
+        real acc, vl = evaluate(&model, &val, val_batches, &acc);
+        printf("step %5ld | val loss %.4f", max_steps, vl); if (acc >= 0) printf(" | answer accuracy %.4f", acc); printf("\n");
+        fprintf(logf, "s:%ld vl:%.6f", max_steps, vl); if (acc >= 0) fprintf(logf, " acc:%.6f", acc); fprintf(logf, "\n");
+    }
+    if (gen_tokens > 0 && st.step > 0) { int p0 = train.inputs[0]; printf("sample: "); uint64_t r = st.rng; generate(&model, &tk, &p0, 1, gen_tokens, &r); }
+    fclose(logf);
+    dataloader_free(&train); if (have_val) dataloader_free(&val); model_free(&model);
+    return 0;
+}
+#endif
