@@ -4,7 +4,7 @@
 # make test       all tests; the last line says "N passed, N failed"
 CC ?= gcc
 OMP ?= 1
-CFLAGS ?= -O3 -march=native -Wall -Wno-unused-function
+CFLAGS ?= -O3 -march=native -fopenmp-simd -Wall -Wno-unused-function -Wno-format-truncation
 ifeq ($(OMP),1)
   CFLAGS += -fopenmp
 endif
@@ -30,7 +30,7 @@ test: train_miras test_miras test_miras_fp64 data_prep
 	@bash dev/test_all.sh
 
 # the default corpus: this repository's own text, byte-level (no download); the val split is its first 10%
-CORPUS_FILES = train_miras.c test_miras.c README.md Makefile dev/reference.py $(wildcard data_prep/*.c data_prep/*.h)
+CORPUS_FILES = $(wildcard train_miras.c test_miras.c README.md Makefile dev/*.py data_prep/*.c data_prep/*.h)
 build/data/repo_tokenizer.bin: $(CORPUS_FILES) data_prep
 	@mkdir -p build/data
 	data_prep/text2shards -t byte -v 0.1 -o build/data/repo $(CORPUS_FILES)

@@ -180,7 +180,7 @@ static void online_memory(const MemCfg* m, const real* P0, const real* q, const 
             double mu = 0, var = 0, rs = 1;
             if (m->depth == 1) { for (int i = 0; i < d; i++) { o[i] = 0; for (int j = 0; j < d; j++) o[i] += P[i * d + j] * x[j]; } }
             else {
-                for (int a = 0; a < dm; a++) { z[a] = 0; for (int j = 0; j < d; j++) z[a] += P[d * dm + a * d + j] * x[j]; hh[a] = gelu(z[a]); }
+                for (int a = 0; a < dm; a++) { z[a] = 0; for (int j = 0; j < d; j++) z[a] += P[d * dm + a * d + j] * x[j]; hh[a] = gelu(z[a], gelu_tanh(z[a])); }
                 for (int i = 0; i < d; i++) { o[i] = 0; for (int a = 0; a < dm; a++) o[i] += P[i * dm + a] * hh[a]; }
                 if (m->ln) {
                     for (int i = 0; i < d; i++) mu += o[i];
@@ -205,7 +205,7 @@ static void online_memory(const MemCfg* m, const real* P0, const real* q, const 
                     for (int i = 0; i < d; i++) dO[i] = rs * (r[i] * lng[i] - mu_u - (o[i] - mu) * rs * mux);
                 } else for (int i = 0; i < d; i++) dO[i] = r[i];
                 for (int i = 0; i < d; i++) for (int a = 0; a < dm; a++) G[i * dm + a] = dO[i] * hh[a];
-                for (int a = 0; a < dm; a++) { double s = 0; for (int i = 0; i < d; i++) s += P[i * dm + a] * dO[i]; dz[a] = s * gelu_d1(z[a]); }
+                for (int a = 0; a < dm; a++) { double s = 0; for (int i = 0; i < d; i++) s += P[i * dm + a] * dO[i]; dz[a] = s * gelu_d1(z[a], gelu_tanh(z[a])); }
                 for (int a = 0; a < dm; a++) for (int j = 0; j < d; j++) G[d * dm + a * d + j] = dz[a] * x[j];
             }
             double a_ = ga[(size_t)t * gstride], e_ = ge[(size_t)t * gstride], th = gt[(size_t)t * gstride];

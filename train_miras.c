@@ -21,7 +21,7 @@ Shapes are written (B, T, C) row-major. Matrices are (out, in): y = x W^T.
 #include <stdlib.h>
 #include <stdint.h>
 #include <string.h>
-#include <math.h>
+#include <tgmath.h>   // sqrt, exp, tanh ... in the precision of their argument (float or double)
 #include <time.h>
 #include <errno.h>
 #include <glob.h>
@@ -67,23 +67,28 @@ static int max_threads(void) {
 #endif
 }
 
-static real dotv(const real* a, const real* b, int n) { real s = 0; for (int i = 0; i < n; i++) s += a[i] * b[i]; return s; }
-static real sigmoidr(real x) { return 1 / (1 + exp(-x)); }
+// dot product; `omp simd` lets the compiler split the sum into vector lanes (a fixed order for a
+// given build, so results stay deterministic)
+static real dotv(const real* a, const real* b, int n) {
+    real s = 0;
+    #pragma omp simd reduction(+:s)
+    for (int i = 0; i < n; i++) s += a[i] * b[i];
+    return s;
+}
+static real sigmoidr(real x) { return (real)1 / (1 + exp(-x)); }
 static real silur(real x) { return x * sigmoidr(x); }
 static real silu_grad(real x) { real s = sigmoidr(x); return s * (1 + x * (1 - s)); }
 
 // GELU, tanh approximation (SPEC §4): g(x) = x/2 (1 + tanh(c (x + 0.044715 x^3))), c = sqrt(2/pi).
 // The memory's inner gradient uses g'; training through it (SPEC §6) needs g'' too.
-#define GELU_C 0.7978845608028654
-static real gelu(real x) { return 0.5 * x * (1 + tanh(GELU_C * (x + 0.044715 * x * x * x))); }
-static real gelu_d1(real x) {
-    real th = tanh(GELU_C * (x + 0.044715 * x * x * x)), du = GELU_C * (1 + 3 * 0.044715 * x * x);
-    return 0.5 * (1 + th) + 0.5 * x * (1 - th * th) * du;
-}
-static real gelu_d2(real x) { // g'' = sech^2(u) [u' - x tanh(u) u'^2 + x u''/2]
-    real th = tanh(GELU_C * (x + 0.044715 * x * x * x)), du = GELU_C * (1 + 3 * 0.044715 * x * x);
-    real ddu = GELU_C * 6 * 0.044715 * x;
-    return (1 - th * th) * (du - x * th * du * du + 0.5 * x * ddu);
+static const real GELU_C = 0.7978845608028654, GELU_A = 0.044715;
+// the memory calls these many times per element, so they share th = tanh(c (x + 0.044715 x^3))
+static real gelu_tanh(real x) { return tanh(GELU_C * (x + GELU_A * x * x * x)); }
+static real gelu(real x, real th) { return (real)0.5 * x * (1 + th); }
+static real gelu_d1(real x, real th) { return (real)0.5 * (1 + th) + (real)0.5 * x * (1 - th * th) * GELU_C * (1 + 3 * GELU_A * x * x); }
+static real gelu_d2(real x, real th) { // g'' = sech^2(u) [u' - x tanh(u) u'^2 + x u''/2]
+    real du = GELU_C * (1 + 3 * GELU_A * x * x), ddu = GELU_C * 6 * GELU_A * x;
+    return (1 - th * th) * (du - x * th * du * du + (real)0.5 * x * ddu);
 }
 
 // Small dense products used inside a memory chunk. out = (acc ? out : 0) + s * op.
@@ -144,12 +149,24 @@ static void rmsnorm_backward(real* dx, real* dw, const real* dout, const real* x
     }
 }
 
-// out (N, OC) = x (N, C) W^T + bias, W (OC, C)
+// out (N, OC) = x (N, C) W^T + bias, W (OC, C). Four rows at a time share each weight row load.
 static void matmul_forward(real* out, const real* x, const real* W, const real* bias, int N, int C, int OC) {
     #pragma omp parallel for
-    for (int n = 0; n < N; n++) {
-        const real* xr = x + (size_t)n * C; real* o = out + (size_t)n * OC;
-        for (int j = 0; j < OC; j++) o[j] = (bias ? bias[j] : 0) + dotv(xr, W + (size_t)j * C, C);
+    for (int n0 = 0; n0 < N; n0 += 4) {
+        if (n0 + 4 > N) {  // the last rows, one by one
+            for (int n = n0; n < N; n++) for (int j = 0; j < OC; j++)
+                out[(size_t)n * OC + j] = (bias ? bias[j] : 0) + dotv(x + (size_t)n * C, W + (size_t)j * C, C);
+            continue;
+        }
+        const real *x0 = x + (size_t)n0 * C, *x1 = x0 + C, *x2 = x1 + C, *x3 = x2 + C;
+        for (int j = 0; j < OC; j++) {
+            const real* w = W + (size_t)j * C; real s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+            #pragma omp simd reduction(+:s0, s1, s2, s3)
+            for (int c = 0; c < C; c++) { s0 += x0[c] * w[c]; s1 += x1[c] * w[c]; s2 += x2[c] * w[c]; s3 += x3[c] * w[c]; }
+            real bj = bias ? bias[j] : 0;
+            out[(size_t)n0 * OC + j] = bj + s0; out[(size_t)(n0 + 1) * OC + j] = bj + s1;
+            out[(size_t)(n0 + 2) * OC + j] = bj + s2; out[(size_t)(n0 + 3) * OC + j] = bj + s3;
+        }
     }
 }
 // dx += dout W ; dW += dout^T x ; dbias += sum dout
@@ -278,8 +295,8 @@ typedef struct {
 typedef struct {
     real *q, *k, *v, *a, *eta, *theta, *dy;            // chunk inputs (n, d) and (n); dy the output gradient
     real *alpha, *beta, *sigma, *C, *s;                // coefficients: (n), (n), (n), (n, n), (n, n)
-    real *zk, *hk, *nk, *rk, *r, *u, *d1, *gk, *d2;    // inner gradients at P_s, one row per key
-    real *xw1, *xs1, *xx1, *zq, *hq, *xw2, *xs2, *xx2, *nq, *rq, *y; // reads
+    real *zk, *tk, *hk, *nk, *rk, *r, *u, *d1, *gk, *d2; // inner gradients at P_s, one row per key (tk: GELU's tanh)
+    real *xw1, *xs1, *xx1, *zq, *tq, *hq, *xw2, *xs2, *xx2, *nq, *rq, *y; // reads
     real *grad0; size_t ngrad;                         // all gradients below, zeroed per chunk
     real *dq, *dk, *dv, *da, *deta, *dtheta, *dalpha, *dbeta, *dC, *ds, *dsig;
     real *dzk, *dhk, *dnk, *drk, *dr, *du, *dd1, *dgk, *dd2, *dzq, *dhq, *doq, *dok;
@@ -292,8 +309,8 @@ static size_t memchunk_carve(MemChunk* c, real* base, int b, int d, int dm, int 
 #define TAKE(f, sz) do { c->f = base ? p : NULL; p += (sz); } while (0)
     TAKE(q, nd); TAKE(k, nd); TAKE(v, nd); TAKE(a, b); TAKE(eta, b); TAKE(theta, b); TAKE(dy, nd);
     TAKE(alpha, b); TAKE(beta, b); TAKE(sigma, b); TAKE(C, nn); TAKE(s, nn);
-    TAKE(zk, nm); TAKE(hk, nm); TAKE(nk, nd); TAKE(rk, b); TAKE(r, nd); TAKE(u, nd); TAKE(d1, nd); TAKE(gk, nm); TAKE(d2, nm);
-    TAKE(xw1, nm); TAKE(xs1, nm); TAKE(xx1, nn); TAKE(zq, nm); TAKE(hq, nm);
+    TAKE(zk, nm); TAKE(tk, nm); TAKE(hk, nm); TAKE(nk, nd); TAKE(rk, b); TAKE(r, nd); TAKE(u, nd); TAKE(d1, nd); TAKE(gk, nm); TAKE(d2, nm);
+    TAKE(xw1, nm); TAKE(xs1, nm); TAKE(xx1, nn); TAKE(zq, nm); TAKE(tq, nm); TAKE(hq, nm);
     TAKE(xw2, nd); TAKE(xs2, nd); TAKE(xx2, nn); TAKE(nq, nd); TAKE(rq, b); TAKE(y, nd);
     real* g0 = p;
     TAKE(dq, nd); TAKE(dk, nd); TAKE(dv, nd); TAKE(da, b); TAKE(deta, b); TAKE(dtheta, b);
@@ -485,7 +502,7 @@ static void mem_chunk_forward(const MemCfg* m, MemChunk* c, int n, const real* P
     // deep memory: W1 (d, dm), W2 (dm, d); g_i = (d1_i hk_i^T, d2_i k_i^T)
     const real *W1 = P, *W2 = P + (size_t)d * dm, *S1 = Sx, *S2 = Sx ? Sx + (size_t)d * dm : NULL;
     mm_nt(c->zk, c->k, W2, n, dm, d, 1, 0);                 // z = W2 k
-    for (size_t e = 0; e < (size_t)n * dm; e++) c->hk[e] = gelu(c->zk[e]);
+    for (size_t e = 0; e < (size_t)n * dm; e++) { c->tk[e] = gelu_tanh(c->zk[e]); c->hk[e] = gelu(c->zk[e], c->tk[e]); }
     mm_nt(c->nk, c->hk, W1, n, d, dm, 1, 0);                // o = W1 h
     if (m->ln) ln_forward(c->nk, c->rk, n, d);              // x^ = LN(o)
     mem_out_forward(c->r, c->k, c->nk, lng, lnb, m, n);    // M(k)
@@ -496,10 +513,10 @@ static void mem_chunk_forward(const MemCfg* m, MemChunk* c, int n, const real* P
         ln_backward(c->d1, c->u, NULL, c->nk, c->rk, n, d);
     } else memcpy(c->d1, c->r, nd * sizeof(real));
     mm_nn(c->gk, c->d1, W1, n, dm, d, 1, 0);                // dloss/dh = W1^T d1
-    for (size_t e = 0; e < (size_t)n * dm; e++) c->d2[e] = c->gk[e] * gelu_d1(c->zk[e]); // d2 = dloss/dz
+    for (size_t e = 0; e < (size_t)n * dm; e++) c->d2[e] = c->gk[e] * gelu_d1(c->zk[e], c->tk[e]); // d2 = dloss/dz
     // reads, after the write: y_t = q_t + LN(W1_t GELU(W2_t q_t))
     mem_read_forward(c->zq, c->xw1, c->xs1, c->xx1, c->q, c->k, c->d2, W2, S2, c, n, dm, d);
-    for (size_t e = 0; e < (size_t)n * dm; e++) c->hq[e] = gelu(c->zq[e]);
+    for (size_t e = 0; e < (size_t)n * dm; e++) { c->tq[e] = gelu_tanh(c->zq[e]); c->hq[e] = gelu(c->zq[e], c->tq[e]); }
     mem_read_forward(c->nq, c->xw2, c->xs2, c->xx2, c->hq, c->hk, c->d1, W1, S1, c, n, d, dm);
     if (m->ln) ln_forward(c->nq, c->rq, n, d);
     mem_out_forward(c->y, c->q, c->nq, lng, lnb, m, n);
@@ -558,12 +575,12 @@ static void mem_chunk_backward(const MemCfg* m, MemChunk* c, int n, const real* 
     mem_out_backward(c->dq, c->doq, c->dlng, c->dlnb, dy, c->nq, lng, m, n);
     if (m->ln) { memcpy(c->dnk, c->doq, nd * sizeof(real)); memset(c->doq, 0, nd * sizeof(real)); ln_backward(c->doq, c->dnk, NULL, c->nq, c->rq, n, d); memset(c->dnk, 0, nd * sizeof(real)); }
     mem_read_backward(c->dhq, c->dhk, c->dd1, dW1, dS1, c, c->doq, c->hq, c->hk, c->d1, W1, S1, c->xw2, c->xs2, c->xx2, n, d, dm);
-    for (size_t e = 0; e < nm; e++) c->dzq[e] = c->dhq[e] * gelu_d1(c->zq[e]);
+    for (size_t e = 0; e < nm; e++) c->dzq[e] = c->dhq[e] * gelu_d1(c->zq[e], c->tq[e]);
     mem_read_backward(c->dq, c->dk, c->dd2, dW2, dS2, c, c->dzq, c->q, c->k, c->d2, W2, S2, c->xw1, c->xs1, c->xx1, n, dm, d);
     // second order: back through the inner gradient d2 = (W1^T d1) * GELU'(zk), d1 = LN-back(r g), r = M(k) - v
     for (size_t e = 0; e < nm; e++) {
-        c->dgk[e] = c->dd2[e] * gelu_d1(c->zk[e]);
-        c->dzk[e] += c->dd2[e] * c->gk[e] * gelu_d2(c->zk[e]);
+        c->dgk[e] = c->dd2[e] * gelu_d1(c->zk[e], c->tk[e]);
+        c->dzk[e] += c->dd2[e] * c->gk[e] * gelu_d2(c->zk[e], c->tk[e]);
     }
     mm_nt(c->dd1, c->dgk, W1, n, d, dm, 1, 1);
     mm_tn(dW1, c->d1, c->dgk, d, dm, n, 1, 1);
@@ -580,7 +597,7 @@ static void mem_chunk_backward(const MemCfg* m, MemChunk* c, int n, const real* 
     else memcpy(c->dok, c->dnk, nd * sizeof(real));
     mm_nn(c->dhk, c->dok, W1, n, dm, d, 1, 1);                  // o = W1 hk
     mm_tn(dW1, c->dok, c->hk, d, dm, n, 1, 1);
-    for (size_t e = 0; e < nm; e++) c->dzk[e] += c->dhk[e] * gelu_d1(c->zk[e]);
+    for (size_t e = 0; e < nm; e++) c->dzk[e] += c->dhk[e] * gelu_d1(c->zk[e], c->tk[e]);
     mm_nn(c->dk, c->dzk, W2, n, d, dm, 1, 1);                   // zk = W2 k
     mm_tn(dW2, c->dzk, c->k, dm, d, n, 1, 1);
     mem_coef_backward(c, n, m->momentum);
@@ -836,9 +853,12 @@ static void model_init(Model* M, uint64_t seed) {
     if (c->gate_a) { fill_normal(p->gate_a_w, L * H * D, 0.02, &r); fill_const(p->gate_a_b, L * H, log(0.99 / 0.01)); }        // a = 0.99
     if (c->gate_eta) { fill_normal(p->gate_eta_w, L * H * D, 0.02, &r); fill_const(p->gate_eta_b, L * H, log(0.1 / 0.9)); }  // eta = 0.1 eta_max
     if (c->algo == 1) { fill_normal(p->gate_theta_w, L * H * D, 0.02, &r); fill_const(p->gate_theta_b, L * H, log(0.9 / 0.1)); } // theta = 0.9
-    for (size_t lh = 0; lh < L * H; lh++) {     // P_0: deep W1, W2 ~ N(0, 1/fan_in); linear W = 0
+    // P_0: linear W = 0. Deep W2 ~ N(0, 1) so that W2 k (k unit-norm) is O(1) at the GELU; W1 ~ N(0, 1) with
+    // the LN (which makes the inner step on W1 scale like eta/|W1|^2: small W1 would make it unstable),
+    // N(0, 1/d_m) without it.
+    for (size_t lh = 0; lh < L * H; lh++) {
         real* P0 = p->mem_p0 + lh * m->nP;
-        if (m->depth == 2) { fill_normal(P0, d * m->dm, 1 / sqrt((double)m->dm), &r); fill_normal(P0 + d * m->dm, d * m->dm, 1 / sqrt((double)d), &r); }
+        if (m->depth == 2) { fill_normal(P0, d * m->dm, m->ln ? 1 : 1 / sqrt((double)m->dm), &r); fill_normal(P0 + d * m->dm, d * m->dm, 1, &r); }
     }
     if (m->ln) { fill_const(p->mem_ln_g, L * H * d, 1); fill_const(p->mem_ln_b, L * H * d, 0); }
     fill_normal(p->wg, L * D * D, 0.02, &r); fill_normal(p->wo, L * D * D, s_res, &r);
