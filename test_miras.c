@@ -164,24 +164,47 @@ static void test_fd(const char* dir, const char* name, int ln, int resid, int b)
     free(in); free(tg); model_free(&M); fixture_free(&fx);
 }
 
-// 3. b = 1 against a direct per-token implementation of the online rule (SPEC §5.1, §5.2),
+// 3. b = 1 against a direct per-token implementation of the online rule (SPEC §5.1-5.4),
 // written independently: per-token weights, the inner gradient by explicit backprop.
+// The carried state X is the weights (no retention), A (lq: weights A / s, s from the previous A) or Z (kl: softmax rows).
+static void online_weights(const MemCfg* m, const double* X, double* W) {
+    int nm = m->depth == 2 ? 2 : 1;
+    for (int k = 0; k < nm; k++) {
+        int rows = k == 0 ? m->d : m->dm, cols = m->depth == 1 ? m->d : (k == 0 ? m->dm : m->d);
+        size_t off = k == 0 ? 0 : (size_t)m->d * m->dm, n = (size_t)rows * cols;
+        if (m->retention == 1) { double q4 = 0; for (size_t i = 0; i < n; i++) q4 += pow(X[off + i], 4);
+            double sc = pow(pow(q4, 0.25) + 1e-6, 2); for (size_t i = 0; i < n; i++) W[off + i] = X[off + i] / sc; }
+        else if (m->retention == 2) for (int r = 0; r < rows; r++) {
+            const double* z = X + off + (size_t)r * cols; double mx = z[0], sum = 0;
+            for (int j = 0; j < cols; j++) mx = z[j] > mx ? z[j] : mx;
+            for (int j = 0; j < cols; j++) sum += exp(z[j] - mx);
+            for (int j = 0; j < cols; j++) W[off + (size_t)r * cols + j] = exp(z[j] - mx) / sum;
+        } else for (size_t i = 0; i < n; i++) W[off + i] = X[off + i];
+    }
+}
 static void online_memory(const MemCfg* m, const real* P0, const real* q, const real* k, const real* v,
-                          const real* ga, const real* ge, const real* gt, const real* lng, const real* lnb,
-                          int T, int stride, int gstride, real* y) {
-    int d = m->d, dm = m->dm, nP = m->nP;
-    double* P = calloc(nP, 8); double* S = calloc(nP, 8); double* G = calloc(nP, 8);
+                          const real* ga, const real* ge, const real* gt, const real* gd, const real* lng, const real* lnb,
+                          int T, int stride, int gstride, int estride, real* y) {
+    int d = m->d, dm = m->dm, nP = m->nP, ew = m->cw ? d : 1;
+    double *X = calloc(nP, 8), *P = calloc(nP, 8), *S = calloc(nP, 8), *G = calloc(nP, 8), *R = calloc(nP, 8), sprev[2];
     double *z = calloc(dm, 8), *hh = calloc(dm, 8), *o = calloc(d, 8), *r = calloc(d, 8), *dO = calloc(d, 8), *dz = calloc(dm, 8);
-    for (int i = 0; i < nP; i++) P[i] = P0[i];
-    for (int t = 0; t <= T; t++) {  // token t: gradient at P_{t-1}, step, then read (the extra pass reads nothing)
-        for (int pass = 0; pass < 2 && t < T; pass++) {
+    for (int i = 0; i < nP; i++) X[i] = P0[i];
+    for (int t = 0; t < T; t++) {
+        online_weights(m, X, P);                      // weights at which token t's gradient is taken
+        for (int kk = 0; kk < (m->depth == 2 ? 2 : 1); kk++) {  // lq: the scale s(A_{t-1}) of each matrix
+            size_t off = kk == 0 ? 0 : (size_t)d * dm, n = m->depth == 2 ? (size_t)d * dm : (size_t)d * d; double q4 = 0;
+            for (size_t i = 0; i < n; i++) q4 += pow(X[off + i], 4);
+            sprev[kk] = pow(pow(q4, 0.25) + 1e-6, 2);
+        }
+        double* Pread = P;
+        for (int pass = 0; pass < 2; pass++) {        // 0: the write (gradient, step), 1: the read
             const real* x = pass == 0 ? k + (size_t)t * stride : q + (size_t)t * stride;
             // forward of M(x; P)
             double mu = 0, var = 0, rs = 1;
-            if (m->depth == 1) { for (int i = 0; i < d; i++) { o[i] = 0; for (int j = 0; j < d; j++) o[i] += P[i * d + j] * x[j]; } }
+            if (m->depth == 1) { for (int i = 0; i < d; i++) { o[i] = 0; for (int j = 0; j < d; j++) o[i] += Pread[i * d + j] * x[j]; } }
             else {
-                for (int a = 0; a < dm; a++) { z[a] = 0; for (int j = 0; j < d; j++) z[a] += P[d * dm + a * d + j] * x[j]; hh[a] = gelu(z[a], gelu_tanh(z[a])); }
-                for (int i = 0; i < d; i++) { o[i] = 0; for (int a = 0; a < dm; a++) o[i] += P[i * dm + a] * hh[a]; }
+                for (int a = 0; a < dm; a++) { z[a] = 0; for (int j = 0; j < d; j++) z[a] += Pread[d * dm + a * d + j] * x[j]; hh[a] = gelu(z[a], gelu_tanh(z[a])); }
+                for (int i = 0; i < d; i++) { o[i] = 0; for (int a = 0; a < dm; a++) o[i] += Pread[i * dm + a] * hh[a]; }
                 if (m->ln) {
                     for (int i = 0; i < d; i++) mu += o[i];
                     mu /= d; for (int i = 0; i < d; i++) var += (o[i] - mu) * (o[i] - mu);
@@ -194,8 +217,15 @@ static void online_memory(const MemCfg* m, const real* P0, const real* q, const 
                 out[i] = (m->depth == 2 && m->resid ? x[i] : 0) + nn;
             }
             if (pass == 1) { for (int i = 0; i < d; i++) y[(size_t)t * stride + i] = out[i]; continue; }
-            // inner gradient g_t at P_{t-1}
-            for (int i = 0; i < d; i++) r[i] = m->bias == 0 ? out[i] - v[(size_t)t * stride + i] : -v[(size_t)t * stride + i];
+            // inner gradient g_t: the bias' dloss/dM(k), times channel-wise eta, back through M
+            const real* et = ge + (size_t)t * estride; const real* dl = gd + (size_t)t * estride;
+            for (int i = 0; i < d; i++) {
+                double e = out[i] - v[(size_t)t * stride + i], ps;
+                if (m->bias == 0) ps = e; else if (m->bias == 1) ps = -v[(size_t)t * stride + i];
+                else if (m->bias == 2) ps = 3 * tanh(10 * e) * (e * e + 1e-6);
+                else { double de = dl[m->cw ? i : 0]; ps = e > de ? de : (e < -de ? -de : e); }
+                r[i] = m->cw ? et[i] * ps : ps;
+            }
             if (m->depth == 1) { for (int i = 0; i < d; i++) for (int j = 0; j < d; j++) G[i * d + j] = r[i] * x[j]; }
             else {
                 if (m->ln) {
@@ -205,49 +235,59 @@ static void online_memory(const MemCfg* m, const real* P0, const real* q, const 
                     for (int i = 0; i < d; i++) dO[i] = rs * (r[i] * lng[i] - mu_u - (o[i] - mu) * rs * mux);
                 } else for (int i = 0; i < d; i++) dO[i] = r[i];
                 for (int i = 0; i < d; i++) for (int a = 0; a < dm; a++) G[i * dm + a] = dO[i] * hh[a];
-                for (int a = 0; a < dm; a++) { double s = 0; for (int i = 0; i < d; i++) s += P[i * dm + a] * dO[i]; dz[a] = s * gelu_d1(z[a], gelu_tanh(z[a])); }
+                for (int a = 0; a < dm; a++) { double s2 = 0; for (int i = 0; i < d; i++) s2 += P[i * dm + a] * dO[i]; dz[a] = s2 * gelu_d1(z[a], gelu_tanh(z[a])); }
                 for (int a = 0; a < dm; a++) for (int j = 0; j < d; j++) G[d * dm + a * d + j] = dz[a] * x[j];
             }
-            double a_ = ga[(size_t)t * gstride], e_ = ge[(size_t)t * gstride], th = gt[(size_t)t * gstride];
+            double a_ = ga[(size_t)t * gstride], e_ = m->cw ? 1 : et[0], th = gt[(size_t)t * gstride];
             for (int i = 0; i < nP; i++) {
-                if (m->momentum) { S[i] = th * S[i] - e_ * G[i]; P[i] = a_ * P[i] + S[i]; }
-                else P[i] = a_ * P[i] - e_ * G[i];
+                if (m->momentum) { S[i] = th * S[i] - e_ * G[i]; X[i] = a_ * X[i] + S[i]; }
+                else X[i] = a_ * X[i] - e_ * G[i];
             }
+            // the read: lq divides the new A by the previous scale s(A_{t-1}); the others read the new state's weights
+            size_t n0 = m->depth == 2 ? (size_t)d * dm : (size_t)nP;
+            if (m->retention == 1) for (size_t i = 0; i < (size_t)nP; i++) R[i] = X[i] / sprev[i < n0 ? 0 : 1];
+            else online_weights(m, X, R);
+            Pread = R;
         }
     }
-    free(P); free(S); free(G); free(z); free(hh); free(o); free(r); free(dO); free(dz);
+    free(X); free(P); free(S); free(G); free(R); free(z); free(hh); free(o); free(r); free(dO); free(dz);
 }
-static void test_online(const char* label, int depth, int ln, int resid, int bias, int momentum) {
+
+static void test_online(const char* label, int depth, int ln, int resid, int bias, int momentum, int retention, int rank) {
     Config c; memset(&c, 0, sizeof c);
     c.V = 7; c.Vp = 64; c.D = 16; c.L = 1; c.H = 2; c.E = 2; c.F = 64; c.K = 4; c.b = 1; strcpy(c.pattern, "M");
     c.mem_depth = depth; c.mem_ln = ln; c.mem_resid = resid; c.bias = bias; c.algo = momentum; c.gate_a = c.gate_eta = 1; c.eta_max = 1;
-    int B = 2, T = 13;
+    c.retention = retention; c.gate_rank = rank;
+    int B = 2, T = 13, Ge = rank ? c.D : c.H;
     double worst = 0, diff_b = 0;
     for (int bsz = 1; bsz <= 4; bsz += 3) {
         c.b = bsz;
         Model M; model_build(&M, &c); uint64_t r = 99;
         fill_normal(M.params_memory, M.num_params, 0.5, &r);
         if (M.mem.ln) fill_normal(M.params.mem_ln_g, c.H * M.mem.d, 0.2, &r);
+        if (retention == 2) fill_normal(M.params.mem_p0, c.H * M.mem.nP, 1, &r);
         model_alloc_acts(&M, B, T);
         size_t N = (size_t)B * T;
         fill_normal(M.acts.q, N * c.D, 1, &r); fill_normal(M.acts.k, N * c.D, 1, &r); fill_normal(M.acts.v, N * c.D, 1, &r);
         l2norm_forward(M.acts.q, M.acts.qrn, M.acts.q, N, c.H, M.mem.d); l2norm_forward(M.acts.k, M.acts.krn, M.acts.k, N, c.H, M.mem.d);
-        for (size_t i = 0; i < N * c.H; i++) { M.acts.ga[i] = 0.7 + 0.3 * rng_f64(&r); M.acts.geta[i] = 0.5 * rng_f64(&r); M.acts.gth[i] = momentum ? 0.9 * rng_f64(&r) : 0; }
+        for (size_t i = 0; i < N * c.H; i++) { M.acts.ga[i] = 0.7 + 0.3 * rng_f64(&r); M.acts.gth[i] = momentum ? 0.9 * rng_f64(&r) : 0; }
+        for (size_t i = 0; i < N * Ge; i++) { M.acts.geta[i] = 0.5 * rng_f64(&r); M.acts.gdel[i] = 0.05 + 0.5 * rng_f64(&r); }
         memory_forward(&M, 0);
         real* ref = calloc(N * c.D, sizeof(real));
+        int ew = rank ? M.mem.d : 1;
         for (int bb = 0; bb < B; bb++) for (int h = 0; h < c.H; h++) {
-            size_t o = (size_t)bb * T * c.D + h * M.mem.d, og = (size_t)bb * T * c.H + h;
+            size_t o = (size_t)bb * T * c.D + h * M.mem.d, og = (size_t)bb * T * c.H + h, oe = (size_t)bb * T * Ge + h * ew;
             online_memory(&M.mem, M.params.mem_p0 + (size_t)h * M.mem.nP, M.acts.q + o, M.acts.k + o, M.acts.v + o,
-                          M.acts.ga + og, M.acts.geta + og, M.acts.gth + og,
+                          M.acts.ga + og, M.acts.geta + oe, M.acts.gth + og, M.acts.gdel + oe,
                           M.mem.ln ? M.params.mem_ln_g + h * M.mem.d : NULL, M.mem.ln ? M.params.mem_ln_b + h * M.mem.d : NULL,
-                          T, c.D, c.H, ref + o);
+                          T, c.D, c.H, Ge, ref + o);
         }
         double e = relerr_rr(M.acts.y, ref, N * c.D);
         if (bsz == 1) worst = e; else diff_b = e;
         free(ref); model_free(&M);
     }
     // the linear dot memory's gradient -v k^T does not depend on the state: every b gives the same result
-    int chunk_invariant = depth == 1 && bias == 1;
+    int chunk_invariant = depth == 1 && bias == 1 && retention == 0;
     check(worst < TOL_SELF && (chunk_invariant ? diff_b < TOL_SELF : diff_b > 1e-3),
           "%s b=1 equals the per-token online rule: %s err %.2e (b=4 differs by %.2e: %s)", BUILD, label, worst, diff_b,
           chunk_invariant ? "must not, the rule is chunk-invariant" : "must, so the check bites");
@@ -353,14 +393,21 @@ int main(int argc, char** argv) {
     for (int i = 0; i < NFIX; i++) test_fd(dir, FIXTURES[i], -1, -1, 0);
     test_fd(dir, "titans", 1, 0, 0); test_fd(dir, "titans", 0, 0, 0); test_fd(dir, "titans", 1, 1, 1); test_fd(dir, "ttt_mlp", 1, 1, 11);
 #endif
-    test_online("deep l2 momentum", 2, 1, 1, 0, 1);
-    test_online("deep l2 gd", 2, 1, 1, 0, 0);
-    test_online("deep no-LN", 2, 0, 1, 0, 1);
-    test_online("deep no-residual", 2, 1, 0, 0, 0);
-    test_online("deep dot", 2, 1, 1, 1, 0);
-    test_online("linear l2 (delta rule)", 1, 0, 0, 0, 0);
-    test_online("linear l2 momentum", 1, 0, 0, 0, 1);
-    test_online("linear dot", 1, 0, 0, 1, 0);
+    test_online("deep l2 momentum", 2, 1, 1, 0, 1, 0, 0);
+    test_online("deep l2 gd", 2, 1, 1, 0, 0, 0, 0);
+    test_online("deep no-LN", 2, 0, 1, 0, 1, 0, 0);
+    test_online("deep no-residual", 2, 1, 0, 0, 0, 0, 0);
+    test_online("deep dot", 2, 1, 1, 1, 0, 0, 0);
+    test_online("linear l2 (delta rule)", 1, 0, 0, 0, 0, 0, 0);
+    test_online("linear l2 momentum", 1, 0, 0, 0, 1, 0, 0);
+    test_online("linear dot", 1, 0, 0, 1, 0, 0, 0);
+    test_online("Moneta: lp bias, lq retention (per-token normalisation)", 2, 1, 1, 2, 0, 1, 0);
+    test_online("Yaad: Huber bias", 2, 1, 1, 3, 0, 0, 0);
+    test_online("Memora: KL retention (the softmax rule)", 2, 1, 1, 0, 0, 2, 0);
+    test_online("Yaad, channel-wise eta and delta", 2, 1, 1, 3, 0, 0, 3);
+    test_online("Moneta, channel-wise eta", 2, 1, 1, 2, 0, 1, 3);
+    test_online("Memora, channel-wise eta", 2, 1, 1, 0, 0, 2, 3);
+    test_online("linear Huber, channel-wise", 1, 0, 0, 3, 0, 0, 2);
     for (int i = 0; i < NFIX; i++) test_decode(dir, FIXTURES[i]);
 #ifndef MIRAS_DOUBLE
     test_binary();

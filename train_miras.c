@@ -67,6 +67,14 @@ static int max_threads(void) {
 #endif
 }
 
+// random numbers: xorshift64*, Box-Muller normals; deterministic for a seed
+static uint64_t rng_u64(uint64_t* s) { *s ^= *s >> 12; *s ^= *s << 25; *s ^= *s >> 27; return *s * 2685821657736338717ULL; }
+static double rng_f64(uint64_t* s) { return (rng_u64(s) >> 11) * (1.0 / 9007199254740992.0); }
+static double rng_normal(uint64_t* s) { double u = rng_f64(s) + 1e-300, v = rng_f64(s); return sqrt(-2 * log(u)) * cos(6.283185307179586 * v); }
+
+static void fill_normal(real* p, size_t n, double std, uint64_t* rng) { for (size_t i = 0; i < n; i++) p[i] = (real)(std * rng_normal(rng)); }
+static void fill_const(real* p, size_t n, double v) { for (size_t i = 0; i < n; i++) p[i] = (real)v; }
+
 // dot product; `omp simd` lets the compiler split the sum into vector lanes (a fixed order for a
 // given build, so results stay deterministic)
 static real dotv(const real* a, const real* b, int n) {
@@ -249,6 +257,10 @@ static void gate_act_backward(real* dpre, const real* dg, const real* g, size_t 
     for (size_t i = 0; i < n; i++) dpre[i] = dg[i] * g[i] * (1 - g[i] / scale);
 }
 
+// Huber threshold delta = softplus(pre), in place; d(pre) = d(delta) * (1 - exp(-delta))
+static void softplus_forward(real* g, size_t n) { for (size_t i = 0; i < n; i++) g[i] = g[i] > 20 ? g[i] : log1p(exp(g[i])); }
+static void softplus_backward(real* dpre, const real* dg, const real* g, size_t n) { for (size_t i = 0; i < n; i++) dpre[i] = dg[i] * (1 - exp(-g[i])); }
+
 static void residual_forward(real* out, const real* a, const real* b, size_t n) { for (size_t i = 0; i < n; i++) out[i] = a[i] + b[i]; }
 
 // cross-entropy over the first V of Vp logits; losses[n] = -log softmax(logits[n])[target]
@@ -286,30 +298,37 @@ typedef struct {
     int d, dm;       // head width; memory hidden width (d for the linear memory)
     int depth;       // 1 linear M(x) = W x ; 2 deep M(x) = x + LN(W1 GELU(W2 x))
     int resid, ln;   // deep memory switches
-    int bias;        // 0 l2: r = M(k) - v ; 1 dot: r = -v   (r = dloss/dM(k), SPEC §4)
+    int bias;        // r = dloss/dM(k) from e = M(k) - v (SPEC §4): 0 l2 r = e; 1 dot r = -v;
+                     // 2 lp (Moneta) r = 3 tanh(10 e)(e^2 + 1e-6); 3 huber (Yaad) r = clamp(e, -delta, delta)
     int momentum;    // algorithm: 0 gd, 1 momentum
+    int retention;   // 0 none; 1 lq (Moneta, SPEC §5.3); 2 kl (Memora, SPEC §5.4)
+    int cw;          // channel-wise eta (and delta): eta scales the error per output channel
     int nP;          // state size per head: deep W1 (d, dm) then W2 (dm, d); linear W (d, d)
 } MemCfg;
 
 // Scratch for one chunk of one head, n <= b rows. One per thread, carved from one allocation.
 typedef struct {
     real *q, *k, *v, *a, *eta, *theta, *dy;            // chunk inputs (n, d) and (n); dy the output gradient
+    real *etac, *delta;                                // channel-wise eta (n, d); Huber threshold (n, d)
     real *alpha, *beta, *sigma, *C, *s;                // coefficients: (n), (n), (n), (n, n), (n, n)
     real *zk, *tk, *hk, *nk, *rk, *r, *u, *d1, *gk, *d2; // inner gradients at P_s, one row per key (tk: GELU's tanh)
+    real *e, *psi;                                     // e = M(k) - v, psi = the bias' dloss/dM(k) before channel-wise eta
     real *xw1, *xs1, *xx1, *zq, *tq, *hq, *xw2, *xs2, *xx2, *nq, *rq, *y; // reads
     real *grad0; size_t ngrad;                         // all gradients below, zeroed per chunk
     real *dq, *dk, *dv, *da, *deta, *dtheta, *dalpha, *dbeta, *dC, *ds, *dsig;
     real *dzk, *dhk, *dnk, *drk, *dr, *du, *dd1, *dgk, *dd2, *dzq, *dhq, *doq, *dok;
+    real *detac, *ddelta, *dmk, *dcs;                  // dcs: the lq read scales (2)
     real *Pa, *Pb, *Sa, *Sb;                           // state / state-gradient carries (nP each)
+    real *Wa, *Wb, *Wc, *dWa, *dWb, *save, *zero;      // retention scratch: (nP) each, a copy of the gradients, zeros (b, d)
     real *dlng, *dlnb;                                 // LN affine gradients of this head (d each)
 } MemChunk;
 
 static size_t memchunk_carve(MemChunk* c, real* base, int b, int d, int dm, int nP) {
     real* p = base; size_t nd = (size_t)b * d, nm = (size_t)b * dm, nn = (size_t)b * b;
 #define TAKE(f, sz) do { c->f = base ? p : NULL; p += (sz); } while (0)
-    TAKE(q, nd); TAKE(k, nd); TAKE(v, nd); TAKE(a, b); TAKE(eta, b); TAKE(theta, b); TAKE(dy, nd);
+    TAKE(q, nd); TAKE(k, nd); TAKE(v, nd); TAKE(a, b); TAKE(eta, b); TAKE(theta, b); TAKE(dy, nd); TAKE(etac, nd); TAKE(delta, nd);
     TAKE(alpha, b); TAKE(beta, b); TAKE(sigma, b); TAKE(C, nn); TAKE(s, nn);
-    TAKE(zk, nm); TAKE(tk, nm); TAKE(hk, nm); TAKE(nk, nd); TAKE(rk, b); TAKE(r, nd); TAKE(u, nd); TAKE(d1, nd); TAKE(gk, nm); TAKE(d2, nm);
+    TAKE(zk, nm); TAKE(tk, nm); TAKE(hk, nm); TAKE(nk, nd); TAKE(rk, b); TAKE(r, nd); TAKE(u, nd); TAKE(d1, nd); TAKE(gk, nm); TAKE(d2, nm); TAKE(e, nd); TAKE(psi, nd);
     TAKE(xw1, nm); TAKE(xs1, nm); TAKE(xx1, nn); TAKE(zq, nm); TAKE(tq, nm); TAKE(hq, nm);
     TAKE(xw2, nd); TAKE(xs2, nd); TAKE(xx2, nn); TAKE(nq, nd); TAKE(rq, b); TAKE(y, nd);
     real* g0 = p;
@@ -317,8 +336,10 @@ static size_t memchunk_carve(MemChunk* c, real* base, int b, int d, int dm, int 
     TAKE(dalpha, b); TAKE(dbeta, b); TAKE(dC, nn); TAKE(ds, b); TAKE(dsig, 1);
     TAKE(dzk, nm); TAKE(dhk, nm); TAKE(dnk, nd); TAKE(drk, b); TAKE(dr, nd); TAKE(du, nd); TAKE(dd1, nd);
     TAKE(dgk, nm); TAKE(dd2, nm); TAKE(dzq, nm); TAKE(dhq, nm); TAKE(doq, nd); TAKE(dok, nd);
+    TAKE(detac, nd); TAKE(ddelta, nd); TAKE(dmk, nd); TAKE(dcs, 2);
     c->grad0 = base ? g0 : NULL; c->ngrad = (size_t)(p - g0);
     TAKE(Pa, nP); TAKE(Pb, nP); TAKE(Sa, nP); TAKE(Sb, nP); TAKE(dlng, d); TAKE(dlnb, d);
+    TAKE(Wa, nP); TAKE(Wb, nP); TAKE(Wc, nP); TAKE(dWa, nP); TAKE(dWb, nP); TAKE(save, c->ngrad); TAKE(zero, nd);
 #undef TAKE
     return (size_t)(p - base);
 }
@@ -365,11 +386,12 @@ static void mem_coef_backward(MemChunk* c, int n, int momentum) {
 }
 
 // A read through one memory matrix W (m, p) as it evolves inside the chunk (dual form):
-//   out_t = alpha_t W x_t + beta_t S x_t - sum_{i<=t} C[t][i] (x_t . xk_i) dl_i
+//   out_t = alpha_t W x_t + beta_t S x_t - cs sum_{i<=t} C[t][i] (x_t . xk_i) dl_i
+// (cs = 1, except 1/s for Moneta's lq retention, whose reads are A_t / s)
 // x (n, p) the read inputs, xk (n, p) the write inputs, dl (n, m) the error rows of the writes.
 // Keeps xw = x W^T, xs = x S^T, xx = x xk^T for the backward.
 static void mem_read_forward(real* out, real* xw, real* xs, real* xx, const real* x, const real* xk, const real* dl,
-                             const real* W, const real* S, const MemChunk* c, int n, int m, int p) {
+                             const real* W, const real* S, real cs, const MemChunk* c, int n, int m, int p) {
     mm_nt(xw, x, W, n, m, p, 1, 0);
     if (S) mm_nt(xs, x, S, n, m, p, 1, 0);
     mm_nt(xx, x, xk, n, n, p, 1, 0);
@@ -377,13 +399,13 @@ static void mem_read_forward(real* out, real* xw, real* xs, real* xx, const real
         real* o = out + (size_t)t * m;
         for (int j = 0; j < m; j++) o[j] = c->alpha[t] * xw[(size_t)t * m + j] + (S ? c->beta[t] * xs[(size_t)t * m + j] : 0);
         for (int i = 0; i <= t; i++) {
-            real w = c->C[t * n + i] * xx[t * n + i];
+            real w = cs * c->C[t * n + i] * xx[t * n + i];
             for (int j = 0; j < m; j++) o[j] -= w * dl[(size_t)i * m + j];
         }
     }
 }
-static void mem_read_backward(real* dx, real* dxk, real* ddl, real* dW, real* dS, MemChunk* c, const real* dout,
-                              const real* x, const real* xk, const real* dl, const real* W, const real* S,
+static void mem_read_backward(real* dx, real* dxk, real* ddl, real* dW, real* dS, real* dcs, MemChunk* c, const real* dout,
+                              const real* x, const real* xk, const real* dl, const real* W, const real* S, real cs,
                               const real* xw, const real* xs, const real* xx, int n, int m, int p) {
     for (int t = 0; t < n; t++) {
         const real* g = dout + (size_t)t * m;
@@ -397,10 +419,11 @@ static void mem_read_backward(real* dx, real* dxk, real* ddl, real* dW, real* dS
                 if (S) dS[(size_t)j * p + q] += gb * x[(size_t)t * p + q];
             }
         }
-        for (int i = 0; i <= t; i++) {                // through - C[t][i] (x_t . xk_i) dl_i
+        for (int i = 0; i <= t; i++) {                // through - cs C[t][i] (x_t . xk_i) dl_i
             real cti = c->C[t * n + i], dA = -dotv(g, dl + (size_t)i * m, m);
-            c->dC[t * n + i] += dA * xx[t * n + i];
-            real gx = dA * cti, w = cti * xx[t * n + i];
+            c->dC[t * n + i] += cs * dA * xx[t * n + i];
+            *dcs += dA * cti * xx[t * n + i];
+            real gx = cs * dA * cti, w = cs * cti * xx[t * n + i];
             for (int q = 0; q < p; q++) { dx[(size_t)t * p + q] += gx * xk[(size_t)i * p + q]; dxk[(size_t)i * p + q] += gx * x[(size_t)t * p + q]; }
             for (int j = 0; j < m; j++) ddl[(size_t)i * m + j] -= w * g[j];
         }
@@ -484,18 +507,54 @@ static void mem_out_backward(real* dx, real* dnx, real* dg, real* dbt, const rea
     }
 }
 
+// The attentional bias (SPEC §4): from e = M(k) - v to r = dloss/dM(k). Moneta's lp (p = 3) is smoothed as
+// 3 tanh(10 e)(e^2 + 1e-6); Yaad's Huber gives clamp(e, -delta, delta). With channel-wise gates the error is
+// then scaled per output channel by eta (and the scalar eta of the recurrences is 1). In: c->r holds M(k).
+static real psi_lp(real e) { return 3 * tanh(10 * e) * (e * e + (real)1e-6); }
+static real psi_lp_d(real e) { real th = tanh(10 * e); return 3 * (10 * (1 - th * th) * (e * e + (real)1e-6) + 2 * e * th); }
+static void mem_bias_forward(const MemCfg* m, MemChunk* c, int n) {
+    for (size_t j = 0; j < (size_t)n * m->d; j++) {
+        real e = c->r[j] - c->v[j], ps;
+        switch (m->bias) {
+            case 0: ps = e; break;
+            case 1: ps = -c->v[j]; break;
+            case 2: ps = psi_lp(e); break;
+            default: ps = e < -c->delta[j] ? -c->delta[j] : (e > c->delta[j] ? c->delta[j] : e);
+        }
+        c->e[j] = e; c->psi[j] = ps; c->r[j] = m->cw ? c->etac[j] * ps : ps;
+    }
+}
+// from dr to dmk = dloss/dM(k) (overwritten), and dv, detac, ddelta (accumulated)
+static void mem_bias_backward(const MemCfg* m, MemChunk* c, int n) {
+    for (size_t j = 0; j < (size_t)n * m->d; j++) {
+        real dps = m->cw ? c->dr[j] * c->etac[j] : c->dr[j], de = 0, e = c->e[j];
+        if (m->cw) c->detac[j] += c->dr[j] * c->psi[j];
+        switch (m->bias) {
+            case 0: de = dps; break;
+            case 1: c->dv[j] -= dps; break;
+            case 2: de = dps * psi_lp_d(e); break;
+            default: if (fabs(e) <= c->delta[j]) de = dps; else c->ddelta[j] += e > 0 ? dps : -dps;
+        }
+        c->dmk[j] = de; c->dv[j] -= de;
+    }
+}
+
 // One chunk of n tokens (SPEC §5.1, §5.2) from state (P, S); writes y and, if Pn, the chunk-end state.
-static void mem_chunk_forward(const MemCfg* m, MemChunk* c, int n, const real* P, const real* S,
-                              real* Pn, real* Sn, const real* lng, const real* lnb) {
+// The chunk-end state is base's (P when base is NULL): Pn = alpha_n base + beta_n S - sum_i c_i g_i. The reads of
+// W1 and W2 (or W) scale their write terms by cs[0], cs[1] (NULL: 1). Both are for the retentions below.
+static void mem_chunk_forward(const MemCfg* m, MemChunk* c, int n, const real* P, const real* S, real* Pn, real* Sn,
+                              const real* lng, const real* lnb, const real* base, const real* cs) {
     int d = m->d, dm = m->dm; size_t nd = (size_t)n * d;
     const real* Sx = m->momentum ? S : NULL;
+    const real* B0 = base ? base : P;
+    real cs0 = cs ? cs[0] : 1, cs1 = cs ? cs[1] : 1;
     mem_coef_forward(c, n, m->momentum);
     const real* crow = c->C + (size_t)(n - 1) * n; const real* srow = c->s + (size_t)(n - 1) * n;
     if (m->depth == 1) {                                    // linear memory M(x) = W x, g_i = r_i k_i^T
-        mm_nt(c->zk, c->k, P, n, d, d, 1, 0);               // M(k_i) = W_s k_i
-        for (size_t e = 0; e < nd; e++) c->r[e] = m->bias == 0 ? c->zk[e] - c->v[e] : -c->v[e];
-        mem_read_forward(c->y, c->xw1, c->xs1, c->xx1, c->q, c->k, c->r, P, Sx, c, n, d, d);
-        if (Pn) mem_update_forward(Pn, P, c->alpha[n - 1], Sx, c->beta[n - 1], c->r, c->k, crow, n, d, d);
+        mm_nt(c->r, c->k, P, n, d, d, 1, 0);                // M(k_i) = W_s k_i
+        mem_bias_forward(m, c, n);
+        mem_read_forward(c->y, c->xw1, c->xs1, c->xx1, c->q, c->k, c->r, P, Sx, cs0, c, n, d, d);
+        if (Pn) mem_update_forward(Pn, B0, c->alpha[n - 1], Sx, c->beta[n - 1], c->r, c->k, crow, n, d, d);
         if (Pn && Sx) mem_update_forward(Sn, Sx, c->sigma[n - 1], NULL, 0, c->r, c->k, srow, n, d, d);
         return;
     }
@@ -506,7 +565,7 @@ static void mem_chunk_forward(const MemCfg* m, MemChunk* c, int n, const real* P
     mm_nt(c->nk, c->hk, W1, n, d, dm, 1, 0);                // o = W1 h
     if (m->ln) ln_forward(c->nk, c->rk, n, d);              // x^ = LN(o)
     mem_out_forward(c->r, c->k, c->nk, lng, lnb, m, n);    // M(k)
-    for (size_t e = 0; e < nd; e++) c->r[e] = m->bias == 0 ? c->r[e] - c->v[e] : -c->v[e]; // r = dloss/dM(k)
+    mem_bias_forward(m, c, n);                              // r = dloss/dM(k)
     if (m->ln) {                                            // d1 = dloss/do: r back through the LN affine and norm
         for (int t = 0; t < n; t++) for (int i = 0; i < d; i++) c->u[(size_t)t * d + i] = c->r[(size_t)t * d + i] * lng[i];
         memset(c->d1, 0, nd * sizeof(real));
@@ -515,14 +574,14 @@ static void mem_chunk_forward(const MemCfg* m, MemChunk* c, int n, const real* P
     mm_nn(c->gk, c->d1, W1, n, dm, d, 1, 0);                // dloss/dh = W1^T d1
     for (size_t e = 0; e < (size_t)n * dm; e++) c->d2[e] = c->gk[e] * gelu_d1(c->zk[e], c->tk[e]); // d2 = dloss/dz
     // reads, after the write: y_t = q_t + LN(W1_t GELU(W2_t q_t))
-    mem_read_forward(c->zq, c->xw1, c->xs1, c->xx1, c->q, c->k, c->d2, W2, S2, c, n, dm, d);
+    mem_read_forward(c->zq, c->xw1, c->xs1, c->xx1, c->q, c->k, c->d2, W2, S2, cs1, c, n, dm, d);
     for (size_t e = 0; e < (size_t)n * dm; e++) { c->tq[e] = gelu_tanh(c->zq[e]); c->hq[e] = gelu(c->zq[e], c->tq[e]); }
-    mem_read_forward(c->nq, c->xw2, c->xs2, c->xx2, c->hq, c->hk, c->d1, W1, S1, c, n, d, dm);
+    mem_read_forward(c->nq, c->xw2, c->xs2, c->xx2, c->hq, c->hk, c->d1, W1, S1, cs0, c, n, d, dm);
     if (m->ln) ln_forward(c->nq, c->rq, n, d);
     mem_out_forward(c->y, c->q, c->nq, lng, lnb, m, n);
     if (Pn) {
-        mem_update_forward(Pn, W1, c->alpha[n - 1], S1, c->beta[n - 1], c->d1, c->hk, crow, n, d, dm);
-        mem_update_forward(Pn + (size_t)d * dm, W2, c->alpha[n - 1], S2, c->beta[n - 1], c->d2, c->k, crow, n, dm, d);
+        mem_update_forward(Pn, B0, c->alpha[n - 1], S1, c->beta[n - 1], c->d1, c->hk, crow, n, d, dm);
+        mem_update_forward(Pn + (size_t)d * dm, B0 + (size_t)d * dm, c->alpha[n - 1], S2, c->beta[n - 1], c->d2, c->k, crow, n, dm, d);
     }
     if (Pn && Sx) {
         mem_update_forward(Sn, S1, c->sigma[n - 1], NULL, 0, c->d1, c->hk, srow, n, d, dm);
@@ -532,29 +591,30 @@ static void mem_chunk_forward(const MemCfg* m, MemChunk* c, int n, const real* P
 
 // Backward of one chunk. Needs the forward's intermediates in c (run mem_chunk_forward first).
 // In: dy (n, d); dPn, dSn, the gradients of the chunk-end state (NULL for the last chunk).
-// Out: c->dq, dk, dv, da, deta, dtheta (this chunk), c->dlng, dlnb (accumulated);
-// dPs, dSs, the gradients of the chunk-start state (overwritten).
+// Out: c->dq, dk, dv, da, deta, dtheta, detac, ddelta, dcs (this chunk), c->dlng, dlnb (accumulated);
+// dPs, dSs, dBase: the gradients of P, S and base (overwritten; dBase may be dPs when base is P).
 static void mem_chunk_backward(const MemCfg* m, MemChunk* c, int n, const real* dy, const real* P, const real* S,
-                               const real* dPn, const real* dSn, real* dPs, real* dSs, const real* lng) {
+                               const real* dPn, const real* dSn, real* dPs, real* dSs, const real* lng,
+                               const real* base, real* dBase, const real* cs) {
     int d = m->d, dm = m->dm; size_t nd = (size_t)n * d, nm = (size_t)n * dm;
     const real* Sx = m->momentum ? S : NULL;
+    const real* B0 = base ? base : P;
+    real cs0 = cs ? cs[0] : 1, cs1 = cs ? cs[1] : 1;
     const real* crow = c->C + (size_t)(n - 1) * n; const real* srow = c->s + (size_t)(n - 1) * n;
     real* dcrow = c->dC + (size_t)(n - 1) * n;
     memset(c->grad0, 0, c->ngrad * sizeof(real));
-    memset(dPs, 0, m->nP * sizeof(real));
+    memset(dPs, 0, m->nP * sizeof(real)); memset(dBase, 0, m->nP * sizeof(real));
     if (Sx) memset(dSs, 0, m->nP * sizeof(real));
     real* dSx = Sx ? dSs : NULL;
     if (m->depth == 1) {
-        if (dPn) mem_update_backward(dPs, dSx, &c->dalpha[n - 1], &c->dbeta[n - 1], c->dr, c->dk, dcrow,
-                                     dPn, P, c->alpha[n - 1], Sx, c->beta[n - 1], c->r, c->k, crow, n, d, d);
+        if (dPn) mem_update_backward(dBase, dSx, &c->dalpha[n - 1], &c->dbeta[n - 1], c->dr, c->dk, dcrow,
+                                     dPn, B0, c->alpha[n - 1], Sx, c->beta[n - 1], c->r, c->k, crow, n, d, d);
         if (dPn && Sx) mem_update_backward(dSs, NULL, c->dsig, NULL, c->dr, c->dk, c->ds,
                                            dSn, Sx, c->sigma[n - 1], NULL, 0, c->r, c->k, srow, n, d, d);
-        mem_read_backward(c->dq, c->dk, c->dr, dPs, dSx, c, dy, c->q, c->k, c->r, P, Sx, c->xw1, c->xs1, c->xx1, n, d, d);
-        for (size_t e = 0; e < nd; e++) c->dv[e] -= c->dr[e];  // l2: r = Wk - v ; dot: r = -v
-        if (m->bias == 0) {                                    // through M(k_i) = W k_i
-            mm_nn(c->dk, c->dr, P, n, d, d, 1, 1);
-            mm_tn(dPs, c->dr, c->k, d, d, n, 1, 1);
-        }
+        mem_read_backward(c->dq, c->dk, c->dr, dPs, dSx, &c->dcs[0], c, dy, c->q, c->k, c->r, P, Sx, cs0, c->xw1, c->xs1, c->xx1, n, d, d);
+        mem_bias_backward(m, c, n);                            // r -> M(k_i) = W k_i
+        mm_nn(c->dk, c->dmk, P, n, d, d, 1, 1);
+        mm_tn(dPs, c->dmk, c->k, d, d, n, 1, 1);
         mem_coef_backward(c, n, m->momentum);
         return;
     }
@@ -562,10 +622,10 @@ static void mem_chunk_backward(const MemCfg* m, MemChunk* c, int n, const real* 
     real *dW1 = dPs, *dW2 = dPs + (size_t)d * dm, *dS1 = dSx, *dS2 = dSx ? dSx + (size_t)d * dm : NULL;
     // chunk-end state
     if (dPn) {
-        mem_update_backward(dW1, dS1, &c->dalpha[n - 1], &c->dbeta[n - 1], c->dd1, c->dhk, dcrow,
-                            dPn, W1, c->alpha[n - 1], S1, c->beta[n - 1], c->d1, c->hk, crow, n, d, dm);
-        mem_update_backward(dW2, dS2, &c->dalpha[n - 1], &c->dbeta[n - 1], c->dd2, c->dk, dcrow,
-                            dPn + (size_t)d * dm, W2, c->alpha[n - 1], S2, c->beta[n - 1], c->d2, c->k, crow, n, dm, d);
+        mem_update_backward(dBase, dS1, &c->dalpha[n - 1], &c->dbeta[n - 1], c->dd1, c->dhk, dcrow,
+                            dPn, B0, c->alpha[n - 1], S1, c->beta[n - 1], c->d1, c->hk, crow, n, d, dm);
+        mem_update_backward(dBase + (size_t)d * dm, dS2, &c->dalpha[n - 1], &c->dbeta[n - 1], c->dd2, c->dk, dcrow,
+                            dPn + (size_t)d * dm, B0 + (size_t)d * dm, c->alpha[n - 1], S2, c->beta[n - 1], c->d2, c->k, crow, n, dm, d);
     }
     if (dPn && Sx) {
         mem_update_backward(dS1, NULL, c->dsig, NULL, c->dd1, c->dhk, c->ds, dSn, S1, c->sigma[n - 1], NULL, 0, c->d1, c->hk, srow, n, d, dm);
@@ -574,10 +634,10 @@ static void mem_chunk_backward(const MemCfg* m, MemChunk* c, int n, const real* 
     // reads: y = q + LN(o_q) g + beta, o_q = read(W1, hq), hq = GELU(zq), zq = read(W2, q)
     mem_out_backward(c->dq, c->doq, c->dlng, c->dlnb, dy, c->nq, lng, m, n);
     if (m->ln) { memcpy(c->dnk, c->doq, nd * sizeof(real)); memset(c->doq, 0, nd * sizeof(real)); ln_backward(c->doq, c->dnk, NULL, c->nq, c->rq, n, d); memset(c->dnk, 0, nd * sizeof(real)); }
-    mem_read_backward(c->dhq, c->dhk, c->dd1, dW1, dS1, c, c->doq, c->hq, c->hk, c->d1, W1, S1, c->xw2, c->xs2, c->xx2, n, d, dm);
+    mem_read_backward(c->dhq, c->dhk, c->dd1, dW1, dS1, &c->dcs[0], c, c->doq, c->hq, c->hk, c->d1, W1, S1, cs0, c->xw2, c->xs2, c->xx2, n, d, dm);
     for (size_t e = 0; e < nm; e++) c->dzq[e] = c->dhq[e] * gelu_d1(c->zq[e], c->tq[e]);
-    mem_read_backward(c->dq, c->dk, c->dd2, dW2, dS2, c, c->dzq, c->q, c->k, c->d2, W2, S2, c->xw1, c->xs1, c->xx1, n, dm, d);
-    // second order: back through the inner gradient d2 = (W1^T d1) * GELU'(zk), d1 = LN-back(r g), r = M(k) - v
+    mem_read_backward(c->dq, c->dk, c->dd2, dW2, dS2, &c->dcs[1], c, c->dzq, c->q, c->k, c->d2, W2, S2, cs1, c->xw1, c->xs1, c->xx1, n, dm, d);
+    // second order: back through the inner gradient d2 = (W1^T d1) * GELU'(zk), d1 = LN-back(r g), r = bias(M(k), v)
     for (size_t e = 0; e < nm; e++) {
         c->dgk[e] = c->dd2[e] * gelu_d1(c->zk[e], c->tk[e]);
         c->dzk[e] += c->dd2[e] * c->gk[e] * gelu_d2(c->zk[e], c->tk[e]);
@@ -591,8 +651,8 @@ static void mem_chunk_backward(const MemCfg* m, MemChunk* c, int n, const real* 
             c->dr[e] += c->du[e] * lng[i]; c->dlng[i] += c->du[e] * c->r[e];
         }
     } else for (size_t e = 0; e < nd; e++) c->dr[e] += c->dd1[e];
-    for (size_t e = 0; e < nd; e++) c->dv[e] -= c->dr[e];      // l2: r = M(k) - v ; dot: r = -v
-    if (m->bias == 0) mem_out_backward(c->dk, c->dnk, c->dlng, c->dlnb, c->dr, c->nk, lng, m, n); // r through M(k)
+    mem_bias_backward(m, c, n);                                 // r -> M(k)
+    mem_out_backward(c->dk, c->dnk, c->dlng, c->dlnb, c->dmk, c->nk, lng, m, n);
     if (m->ln) ln_backward(c->dok, c->dnk, c->drk, c->nk, c->rk, n, d);
     else memcpy(c->dok, c->dnk, nd * sizeof(real));
     mm_nn(c->dhk, c->dok, W1, n, dm, d, 1, 1);                  // o = W1 hk
@@ -603,6 +663,108 @@ static void mem_chunk_backward(const MemCfg* m, MemChunk* c, int n, const real* 
     mem_coef_backward(c, n, m->momentum);
 }
 
+// ---- retentions (SPEC §5.3, §5.4) around the chunk. The carried state is P itself (none), A (lq) or Z (kl).
+
+// the state's matrices: deep W1 (d, dm) then W2 (dm, d); linear W (d, d)
+static int mem_matrices(const MemCfg* m, size_t* off, int* rows, int* cols) {
+    off[0] = 0; rows[0] = m->d; cols[0] = m->depth == 2 ? m->dm : m->d;
+    if (m->depth == 1) return 1;
+    off[1] = (size_t)m->d * m->dm; rows[1] = m->dm; cols[1] = m->d; return 2;
+}
+// Moneta: s = (|A|_4 + 1e-6)^2 per matrix; P_s = A / s; the reads' write terms scale by 1/s
+static void lq_scales(const MemCfg* m, const real* A, real* P, real* cs) {
+    size_t off[2]; int rows[2], cols[2], nm = mem_matrices(m, off, rows, cols);
+    cs[0] = cs[1] = 1;
+    for (int k = 0; k < nm; k++) {
+        size_t n = (size_t)rows[k] * cols[k]; double q4 = 0;
+        for (size_t i = 0; i < n; i++) { double x = A[off[k] + i]; q4 += x * x * x * x; }
+        real s = (real)((pow(q4, 0.25) + 1e-6) * (pow(q4, 0.25) + 1e-6));
+        for (size_t i = 0; i < n; i++) P[off[k] + i] = A[off[k] + i] / s;
+        cs[k] = 1 / s;
+    }
+}
+// dA += dP / s + ds ds/dA with ds = -(<dP, A> + dcs) / s^2 and ds/dA = 2 (|A|_4 + 1e-6) A^3 / |A|_4^3
+static void lq_scales_backward(const MemCfg* m, const real* A, const real* dP, const real* dcs, real* dA) {
+    size_t off[2]; int rows[2], cols[2], nm = mem_matrices(m, off, rows, cols);
+    for (int k = 0; k < nm; k++) {
+        size_t n = (size_t)rows[k] * cols[k]; double q4 = 0, pa = 0;
+        for (size_t i = 0; i < n; i++) { double x = A[off[k] + i]; q4 += x * x * x * x; pa += (double)dP[off[k] + i] * x; }
+        double nrm = pow(q4, 0.25), s = (nrm + 1e-6) * (nrm + 1e-6), ds = -(pa + dcs[k]) / (s * s);
+        double f = nrm > 0 ? ds * 2 * (nrm + 1e-6) / (nrm * nrm * nrm) : 0;
+        for (size_t i = 0; i < n; i++) { double x = A[off[k] + i]; dA[off[k] + i] += (real)(dP[off[k] + i] / s + f * x * x * x); }
+    }
+}
+// Memora: W = softmax over each row of each matrix; backward dZ = W (dW - <dW, W>) per row (accumulated)
+static void softmax_rows(const MemCfg* m, const real* Z, real* W) {
+    size_t off[2]; int rows[2], cols[2], nm = mem_matrices(m, off, rows, cols);
+    for (int k = 0; k < nm; k++) for (int r = 0; r < rows[k]; r++) {
+        const real* z = Z + off[k] + (size_t)r * cols[k]; real* w = W + off[k] + (size_t)r * cols[k]; real mx = z[0], sum = 0;
+        for (int j = 1; j < cols[k]; j++) if (z[j] > mx) mx = z[j];
+        for (int j = 0; j < cols[k]; j++) { w[j] = exp(z[j] - mx); sum += w[j]; }
+        for (int j = 0; j < cols[k]; j++) w[j] /= sum;
+    }
+}
+static void softmax_rows_backward(const MemCfg* m, const real* W, const real* dW, real* dZ) {
+    size_t off[2]; int rows[2], cols[2], nm = mem_matrices(m, off, rows, cols);
+    for (int k = 0; k < nm; k++) for (int r = 0; r < rows[k]; r++) {
+        size_t o = off[k] + (size_t)r * cols[k]; real p = dotv(dW + o, W + o, cols[k]);
+        for (int j = 0; j < cols[k]; j++) dZ[o + j] += W[o + j] * (dW[o + j] - p);
+    }
+}
+// Memora's chunk: token 0 is the lag token, exact in logit space: Z_1 = a_0 Z_s - eta_0 g_0(W_s), W_1 = softmax(Z_1).
+// The rest is the linear chunk from W_1 whose carry is applied to Z_1; token 0 joins it with a = 1, eta = 0
+// (no write), so that it is read at W_1 like the others are read at W_t.
+static void kl_gates(const MemCfg* m, MemChunk* c, int lag, real* keep) {
+    if (lag) { keep[0] = c->a[0]; keep[1] = c->eta[0]; c->a[0] = 1; c->eta[0] = 0; if (m->cw) memcpy(keep + 2, c->etac, m->d * sizeof(real)), memset(c->etac, 0, m->d * sizeof(real)); }
+    else { c->a[0] = keep[0]; c->eta[0] = keep[1]; if (m->cw) memcpy(c->etac, keep + 2, m->d * sizeof(real)); }
+}
+
+// The chunk as the model runs it: carried state St (and momentum S) in; y; the next carried state if Stn.
+static void mem_step_forward(const MemCfg* m, MemChunk* c, int n, const real* St, const real* S, real* Stn, real* Sn,
+                             const real* lng, const real* lnb) {
+    if (m->retention == 0) { mem_chunk_forward(m, c, n, St, S, Stn, Sn, lng, lnb, NULL, NULL); return; }
+    if (m->retention == 1) { real cs[2]; lq_scales(m, St, c->Wa, cs); mem_chunk_forward(m, c, n, c->Wa, NULL, Stn, NULL, lng, lnb, St, cs); return; }
+    real keep[2 + 256];
+    softmax_rows(m, St, c->Wa);                                              // W_s
+    mem_chunk_forward(m, c, 1, c->Wa, NULL, c->Wb, NULL, lng, lnb, St, NULL); // Z_1
+    softmax_rows(m, c->Wb, c->Wc);                                           // W_1
+    kl_gates(m, c, 1, keep);
+    mem_chunk_forward(m, c, n, c->Wc, NULL, Stn, NULL, lng, lnb, c->Wb, NULL);
+    kl_gates(m, c, 0, keep);
+}
+// Its backward (recomputes the forward). dSt, dSs: gradients of the carried state(s) at the chunk start.
+static void mem_step_backward(const MemCfg* m, MemChunk* c, int n, const real* dy, const real* St, const real* S,
+                              const real* dStn, const real* dSn, real* dSt, real* dSs, const real* lng, const real* lnb) {
+    if (m->retention == 0) {
+        mem_chunk_forward(m, c, n, St, S, NULL, NULL, lng, lnb, NULL, NULL);
+        mem_chunk_backward(m, c, n, dy, St, S, dStn, dSn, dSt, dSs, lng, NULL, dSt, NULL);
+        return;
+    }
+    if (m->retention == 1) {
+        real cs[2]; lq_scales(m, St, c->Wa, cs);
+        mem_chunk_forward(m, c, n, c->Wa, NULL, NULL, NULL, lng, lnb, St, cs);
+        mem_chunk_backward(m, c, n, dy, c->Wa, NULL, dStn, NULL, c->dWa, NULL, lng, St, dSt, cs);
+        lq_scales_backward(m, St, c->dWa, c->dcs, dSt);
+        return;
+    }
+    real keep[2 + 256]; size_t nP = m->nP;
+    softmax_rows(m, St, c->Wa);
+    mem_chunk_forward(m, c, 1, c->Wa, NULL, c->Wb, NULL, lng, lnb, St, NULL);
+    softmax_rows(m, c->Wb, c->Wc);
+    kl_gates(m, c, 1, keep);
+    mem_chunk_forward(m, c, n, c->Wc, NULL, NULL, NULL, lng, lnb, c->Wb, NULL);
+    mem_chunk_backward(m, c, n, dy, c->Wc, NULL, dStn, NULL, c->dWa, NULL, lng, c->Wb, c->dWb, NULL); // dW_1, dZ_1
+    kl_gates(m, c, 0, keep);
+    c->da[0] = c->deta[0] = 0; if (m->cw) memset(c->detac, 0, m->d * sizeof(real));  // token 0's gates were constants here
+    memcpy(c->save, c->grad0, c->ngrad * sizeof(real));
+    softmax_rows_backward(m, c->Wc, c->dWa, c->dWb);                         // dZ_1 += through W_1 = softmax(Z_1)
+    mem_chunk_forward(m, c, 1, c->Wa, NULL, c->Wb, NULL, lng, lnb, St, NULL);
+    mem_chunk_backward(m, c, 1, c->zero, c->Wa, NULL, c->dWb, NULL, c->dWa, NULL, lng, St, dSt, NULL); // dW_s, dZ_s
+    softmax_rows_backward(m, c->Wa, c->dWa, dSt);
+    for (size_t i = 0; i < c->ngrad; i++) c->grad0[i] += c->save[i];
+    (void)nP;
+}
+
 // ----------------------------------------------------------------------------
 // 4. the model
 
@@ -611,6 +773,8 @@ typedef struct {
     int mem_depth, mem_resid, mem_ln; // memory network (SPEC §4)
     int bias, algo;                   // 0 l2 / 1 dot ; 0 gd / 1 momentum
     int gate_a, gate_eta;             // learned gates (1) or fixed a = 1, eta = 1 (0)
+    int retention;                    // 0 none, 1 lq (Moneta), 2 kl (Memora)
+    int gate_rank;                    // 0: eta, delta per head; r > 0: per channel through a rank-r projection
     float eta_max;
     char pattern[129];                // mixer per layer: 'M' memory (attention comes later)
 } Config;
@@ -618,8 +782,11 @@ typedef struct {
 // SPEC §5.9 presets: the memory part of the config; sizes come from the command line.
 static int preset_config(Config* c, const char* name) {
     c->mem_depth = 2; c->mem_resid = 1; c->mem_ln = 1; c->bias = 0; c->algo = 0; c->gate_a = 1; c->gate_eta = 1;
-    c->eta_max = 1.0f; c->b = 16;
+    c->retention = 0; c->gate_rank = 0; c->eta_max = 1.0f; c->b = 16;
     if (!strcmp(name, "titans")) { c->algo = 1; }
+    else if (!strcmp(name, "moneta")) { c->bias = 2; c->retention = 1; }
+    else if (!strcmp(name, "yaad")) { c->bias = 3; }
+    else if (!strcmp(name, "memora")) { c->retention = 2; }
     else if (!strcmp(name, "ttt_mlp")) { c->gate_a = 0; }
     else if (!strcmp(name, "linear_attn")) { c->mem_depth = 1; c->mem_resid = c->mem_ln = 0; c->bias = 1; c->gate_a = c->gate_eta = 0; }
     else if (!strcmp(name, "deltanet")) { c->mem_depth = 1; c->mem_resid = c->mem_ln = 0; c->gate_a = 0; c->b = 1; }
@@ -627,49 +794,54 @@ static int preset_config(Config* c, const char* name) {
     else return 0;
     return 1;
 }
-static const char* PRESETS = "titans, ttt_mlp, linear_attn, deltanet, gated_deltanet";
+static const char* PRESETS = "titans, moneta, yaad, memora, ttt_mlp, linear_attn, deltanet, gated_deltanet";
 
 static MemCfg mem_config(const Config* c) {
     MemCfg m; int d = c->D / c->H;
     m.d = d; m.depth = c->mem_depth; m.dm = c->mem_depth == 2 ? c->E * d : d;
     m.resid = c->mem_depth == 2 && c->mem_resid; m.ln = c->mem_depth == 2 && c->mem_ln;
-    m.bias = c->bias; m.momentum = c->algo == 1;
+    m.bias = c->bias; m.momentum = c->algo == 1; m.retention = c->retention; m.cw = c->gate_rank > 0;
     m.nP = c->mem_depth == 2 ? 2 * d * m.dm : d * d;
     return m;
 }
 
 // Parameters: one allocation, tensors back to back in this order (the checkpoint layout).
-#define NUM_PARAM_TENSORS 25
+#define NUM_PARAM_TENSORS 29
 typedef struct {
     real *wte, *rms1_w, *wq, *wk, *wv, *conv_q, *conv_k, *conv_v;
     real *gate_a_w, *gate_a_b, *gate_eta_w, *gate_eta_b, *gate_theta_w, *gate_theta_b;
     real *mem_p0, *mem_ln_g, *mem_ln_b, *wg, *rmsh_w, *wo, *rms2_w, *mlp_w1, *mlp_w3, *mlp_w2, *rmsf_w;
+    real *gate_eta_up, *gate_delta_w, *gate_delta_b, *gate_delta_up;  // channel-wise eta; Yaad's delta (after rmsf_w: older layouts stay valid)
 } ParameterTensors;
 static const char* PARAM_NAMES[NUM_PARAM_TENSORS] = {
     "wte", "rms1_w", "wq", "wk", "wv", "conv_q", "conv_k", "conv_v", "gate_a_w", "gate_a_b", "gate_eta_w", "gate_eta_b",
-    "gate_theta_w", "gate_theta_b", "mem_p0", "mem_ln_g", "mem_ln_b", "wg", "rmsh_w", "wo", "rms2_w", "mlp_w1", "mlp_w3", "mlp_w2", "rmsf_w"};
+    "gate_theta_w", "gate_theta_b", "mem_p0", "mem_ln_g", "mem_ln_b", "wg", "rmsh_w", "wo", "rms2_w", "mlp_w1", "mlp_w3", "mlp_w2", "rmsf_w",
+    "gate_eta_up", "gate_delta_w", "gate_delta_b", "gate_delta_up"};
 // AdamW weight decay on matrices only (SPEC §8): not norms, conv filters, gate biases, P_0, the memory LN
-static const int PARAM_DECAY[NUM_PARAM_TENSORS] = {1, 0, 1, 1, 1, 0, 0, 0, 1, 0, 1, 0, 1, 0, 0, 0, 0, 1, 0, 1, 0, 1, 1, 1, 0};
+static const int PARAM_DECAY[NUM_PARAM_TENSORS] = {1, 0, 1, 1, 1, 0, 0, 0, 1, 0, 1, 0, 1, 0, 0, 0, 0, 1, 0, 1, 0, 1, 1, 1, 0, 1, 1, 0, 1};
 
 static void fill_in_parameter_sizes(size_t* s, const Config* c) {
     size_t L = c->L, D = c->D, H = c->H, d = D / H, K = c->K, F = c->F; MemCfg m = mem_config(c);
-    size_t ga = c->gate_a, ge = c->gate_eta, gt = c->algo == 1, ln = m.ln;
+    size_t ga = c->gate_a, ge = c->gate_eta, gt = c->algo == 1, ln = m.ln, hu = c->bias == 3, R = c->gate_rank;
+    size_t gw = R ? R * D : H * D, gb = R ? D : H;  // a gate's first matrix and its bias: per head, or rank R per channel
     size_t v[NUM_PARAM_TENSORS] = {
         (size_t)c->Vp * D, L * D, L * D * D, L * D * D, L * D * D, L * D * K, L * D * K, L * D * K,
-        ga * L * H * D, ga * L * H, ge * L * H * D, ge * L * H, gt * L * H * D, gt * L * H,
-        L * H * m.nP, ln * L * H * d, ln * L * H * d, L * D * D, L * D, L * D * D, L * D, L * F * D, L * F * D, L * D * F, D};
+        ga * L * H * D, ga * L * H, ge * L * gw, ge * L * gb, gt * L * H * D, gt * L * H,
+        L * H * m.nP, ln * L * H * d, ln * L * H * d, L * D * D, L * D, L * D * D, L * D, L * F * D, L * F * D, L * D * F, D,
+        ge * L * D * R, hu * L * gw, hu * L * gb, hu * L * D * R};
     memcpy(s, v, sizeof v);
 }
 static void point_parameters(ParameterTensors* p, real* mem, const size_t* sizes) {
     real** ptrs[NUM_PARAM_TENSORS] = {
         &p->wte, &p->rms1_w, &p->wq, &p->wk, &p->wv, &p->conv_q, &p->conv_k, &p->conv_v, &p->gate_a_w, &p->gate_a_b,
         &p->gate_eta_w, &p->gate_eta_b, &p->gate_theta_w, &p->gate_theta_b, &p->mem_p0, &p->mem_ln_g, &p->mem_ln_b,
-        &p->wg, &p->rmsh_w, &p->wo, &p->rms2_w, &p->mlp_w1, &p->mlp_w3, &p->mlp_w2, &p->rmsf_w};
+        &p->wg, &p->rmsh_w, &p->wo, &p->rms2_w, &p->mlp_w1, &p->mlp_w3, &p->mlp_w2, &p->rmsf_w,
+        &p->gate_eta_up, &p->gate_delta_w, &p->gate_delta_b, &p->gate_delta_up};
     for (int i = 0; i < NUM_PARAM_TENSORS; i++) { *ptrs[i] = mem; mem += sizes[i]; }
 }
 
 // Activations: one allocation; every per-layer tensor stacked as (L, ...). N = B*T.
-#define NUM_ACT_TENSORS 33
+#define NUM_ACT_TENSORS 36
 typedef struct {
     real *encoded;                          // (N, D) token embeddings
     real *ln1, *ln1_rstd;                   // (L, N, D), (L, N)   u = RMSNorm(x)
@@ -677,7 +849,8 @@ typedef struct {
     real *qc, *kc, *vc;                     // (L, N, D) after the conv
     real *qs, *ks;                          // (L, N, D) SiLU(qc), SiLU(kc)
     real *q, *k, *qrn, *krn, *v;            // (L, N, D) l2-normed q, k; (L, N, H) their 1/norm; v = SiLU(vc)
-    real *ga, *geta, *gth;                  // (L, N, H) gates a, eta, theta
+    real *ga, *geta, *gth, *gdel;           // (L, N, H) gates a, theta; (L, N, Ge) eta, delta (Ge = D channel-wise, else H)
+    real *geta_lr, *gdel_lr;                // (L, N, R) the rank-R projections of channel-wise eta and delta
     real *y, *yrstd, *yn;                   // (L, N, D) memory read, (L, N, H), RMSNorm_head(y)
     real *gp, *z, *mo, *res2;               // (L, N, D) u Wg^T, yn*SiLU(gp), z Wo^T, x + mo
     real *ln2, *ln2_rstd;                   // (L, N, D), (L, N)
@@ -687,16 +860,17 @@ typedef struct {
 } ActivationTensors;
 
 static void fill_in_activation_sizes(size_t* s, const Config* c, int B, int T) {
-    size_t N = (size_t)B * T, L = c->L, D = c->D, H = c->H, F = c->F;
+    size_t N = (size_t)B * T, L = c->L, D = c->D, H = c->H, F = c->F, Ge = c->gate_rank ? D : H, R = c->gate_rank;
     size_t v[NUM_ACT_TENSORS] = {N * D, L * N * D, L * N, L * N * D, L * N * D, L * N * D, L * N * D, L * N * D, L * N * D,
-        L * N * D, L * N * D, L * N * D, L * N * D, L * N * H, L * N * H, L * N * D, L * N * H, L * N * H, L * N * H,
+        L * N * D, L * N * D, L * N * D, L * N * D, L * N * H, L * N * H, L * N * D, L * N * H, L * N * Ge, L * N * H,
+        L * N * Ge, L * N * R, L * N * R,
         L * N * D, L * N * H, L * N * D, L * N * D, L * N * D, L * N * D, L * N * D, L * N * D, L * N,
         L * N * F, L * N * F, L * N * F, L * N * D, L * N * D};
     memcpy(s, v, sizeof v);
 }
 static void point_activations(ActivationTensors* a, real* mem, const size_t* sizes, const Config* c, int B, int T) {
     real** ptrs[NUM_ACT_TENSORS] = {&a->encoded, &a->ln1, &a->ln1_rstd, &a->qp, &a->kp, &a->vp, &a->qc, &a->kc, &a->vc,
-        &a->qs, &a->ks, &a->q, &a->k, &a->qrn, &a->krn, &a->v, &a->ga, &a->geta, &a->gth, &a->y, &a->yrstd, &a->yn,
+        &a->qs, &a->ks, &a->q, &a->k, &a->qrn, &a->krn, &a->v, &a->ga, &a->geta, &a->gth, &a->gdel, &a->geta_lr, &a->gdel_lr, &a->y, &a->yrstd, &a->yn,
         &a->gp, &a->z, &a->mo, &a->res2, &a->ln2, &a->ln2_rstd, &a->h1, &a->h3, &a->hg, &a->mlpo, &a->res3};
     for (int i = 0; i < NUM_ACT_TENSORS; i++) { *ptrs[i] = mem; mem += sizes[i]; }
     size_t N = (size_t)B * T; // the head: not layer-stacked
@@ -731,14 +905,87 @@ static void gather_rows(real* dst, const real* src, int bb, int h, int t0, int n
 static void scatter_rows(real* dst, const real* src, int bb, int h, int t0, int n, int T, int G, int w) {
     for (int t = 0; t < n; t++) memcpy(dst + (((size_t)bb * T + t0 + t) * G + h) * w, src + (size_t)t * w, w * sizeof(real));
 }
+// One token's memory inputs into row t of a chunk: q, k, v (d each), a, theta, and eta, delta (d values each
+// when channel-wise, else one). Channel-wise eta scales the error, so the recurrences' scalar eta is then 1.
+static void chunk_set_row(const MemCfg* m, MemChunk* c, int t, const real* q, const real* k, const real* v,
+                          real a, real theta, const real* eta, const real* delta) {
+    int d = m->d;
+    memcpy(c->q + (size_t)t * d, q, d * sizeof(real)); memcpy(c->k + (size_t)t * d, k, d * sizeof(real));
+    memcpy(c->v + (size_t)t * d, v, d * sizeof(real));
+    c->a[t] = a; c->theta[t] = theta;
+    if (m->cw) { c->eta[t] = 1; memcpy(c->etac + (size_t)t * d, eta, d * sizeof(real)); } else c->eta[t] = eta[0];
+    if (m->bias == 3) for (int i = 0; i < d; i++) c->delta[(size_t)t * d + i] = delta[m->cw ? i : 0];
+}
+// and the gradients of row t back (a per-head delta gets the sum over the head's channels)
+static void chunk_get_row_grads(const MemCfg* m, const MemChunk* c, int t, real* dq, real* dk, real* dv,
+                                real* da, real* dtheta, real* deta, real* ddelta) {
+    int d = m->d;
+    memcpy(dq, c->dq + (size_t)t * d, d * sizeof(real)); memcpy(dk, c->dk + (size_t)t * d, d * sizeof(real));
+    memcpy(dv, c->dv + (size_t)t * d, d * sizeof(real));
+    *da = c->da[t]; *dtheta = c->dtheta[t];
+    if (m->cw) memcpy(deta, c->detac + (size_t)t * d, d * sizeof(real)); else *deta = c->deta[t];
+    if (m->bias == 3) {
+        if (m->cw) memcpy(ddelta, c->ddelta + (size_t)t * d, d * sizeof(real));
+        else { real s = 0; for (int i = 0; i < d; i++) s += c->ddelta[(size_t)t * d + i]; *ddelta = s; }
+    }
+}
+// rows [t0, t0+n) of sequence bb, head h of layer l (from a, the activations) into the chunk, and gradients back (into g)
 static void load_chunk_inputs(MemChunk* c, const Model* M, int l, int bb, int h, int t0, int n) {
-    const ActivationTensors* a = &M->acts; int B = M->B, T = M->T, H = M->cfg.H, d = M->mem.d; size_t o = (size_t)l * B * T;
-    gather_rows(c->q, a->q + o * M->cfg.D, bb, h, t0, n, T, H, d);
-    gather_rows(c->k, a->k + o * M->cfg.D, bb, h, t0, n, T, H, d);
-    gather_rows(c->v, a->v + o * M->cfg.D, bb, h, t0, n, T, H, d);
-    gather_rows(c->a, a->ga + o * H, bb, h, t0, n, T, H, 1);
-    gather_rows(c->eta, a->geta + o * H, bb, h, t0, n, T, H, 1);
-    gather_rows(c->theta, a->gth + o * H, bb, h, t0, n, T, H, 1);
+    const ActivationTensors* a = &M->acts; int T = M->T, H = M->cfg.H, D = M->cfg.D, d = M->mem.d, ew = M->mem.cw ? d : 1, Ge = M->mem.cw ? D : H;
+    for (int t = 0; t < n; t++) {
+        size_t r = (size_t)l * M->B * T + (size_t)bb * T + t0 + t;   // row in the layer-stacked (L, B*T, .) tensors
+        chunk_set_row(&M->mem, c, t, a->q + r * D + h * d, a->k + r * D + h * d, a->v + r * D + h * d, a->ga[r * H + h], a->gth[r * H + h],
+                      a->geta + r * Ge + h * ew, a->gdel + r * Ge + h * ew);
+    }
+}
+static void store_chunk_grads(const MemChunk* c, Model* M, int l, int bb, int h, int t0, int n) {
+    ActivationTensors* g = &M->grads_acts; int T = M->T, H = M->cfg.H, D = M->cfg.D, d = M->mem.d, ew = M->mem.cw ? d : 1, Ge = M->mem.cw ? D : H;
+    for (int t = 0; t < n; t++) {
+        size_t r = (size_t)l * M->B * T + (size_t)bb * T + t0 + t;
+        chunk_get_row_grads(&M->mem, c, t, g->q + r * D + h * d, g->k + r * D + h * d, g->v + r * D + h * d, &g->ga[r * H + h], &g->gth[r * H + h],
+                            g->geta + r * Ge + h * ew, g->gdel + r * Ge + h * ew);
+    }
+}
+
+// The gates of layer l for N rows of u (SPEC §3): a, theta per head (sigmoid); eta = eta_max sigmoid and
+// Yaad's delta = softplus, per head, or per channel through a rank-R projection u -> R^R -> R^D.
+// Gates a preset does not learn are constants: a = 1, eta = 1, theta = 0 (gd).
+static void gate_forward(real* out, real* lr, const real* u, const real* w, const real* bias, const real* up, int N, int D, int G, int R) {
+    if (R) { matmul_forward(lr, u, w, NULL, N, D, R); matmul_forward(out, lr, up, bias, N, R, G); }
+    else matmul_forward(out, u, w, bias, N, D, G);
+}
+static void gate_backward(real* du, real* dw, real* dbias, real* dup, real* dlr, const real* dout, const real* u,
+                          const real* w, const real* up, const real* lr, int N, int D, int G, int R) {
+    if (R) { matmul_backward(dlr, dup, dbias, dout, lr, up, N, R, G); matmul_backward(du, dw, NULL, dlr, u, w, N, D, R); }
+    else matmul_backward(du, dw, dbias, dout, u, w, N, D, G);
+}
+static void gates_forward(const Model* M, int l, const real* u, int N, real* ga, real* geta, real* gth, real* gdel, real* eta_lr, real* del_lr) {
+    const Config* c = &M->cfg; const ParameterTensors* p = &M->params; int D = c->D, H = c->H, R = c->gate_rank, Ge = R ? D : H;
+    size_t gw = R ? (size_t)R * D : (size_t)H * D;
+    if (c->gate_a) { matmul_forward(ga, u, p->gate_a_w + (size_t)l * H * D, p->gate_a_b + (size_t)l * H, N, D, H); gate_act_forward(ga, (size_t)N * H, 1); }
+    else fill_const(ga, (size_t)N * H, 1);
+    if (c->gate_eta) { gate_forward(geta, eta_lr, u, p->gate_eta_w + l * gw, p->gate_eta_b + (size_t)l * Ge, R ? p->gate_eta_up + (size_t)l * D * R : NULL, N, D, Ge, R);
+                       gate_act_forward(geta, (size_t)N * Ge, c->eta_max); }
+    else fill_const(geta, (size_t)N * Ge, 1);
+    if (c->algo == 1) { matmul_forward(gth, u, p->gate_theta_w + (size_t)l * H * D, p->gate_theta_b + (size_t)l * H, N, D, H); gate_act_forward(gth, (size_t)N * H, 1); }
+    else fill_const(gth, (size_t)N * H, 0);
+    if (c->bias == 3) { gate_forward(gdel, del_lr, u, p->gate_delta_w + l * gw, p->gate_delta_b + (size_t)l * Ge, R ? p->gate_delta_up + (size_t)l * D * R : NULL, N, D, Ge, R);
+                        softplus_forward(gdel, (size_t)N * Ge); }
+}
+// from the gates' gradients (turned into pre-activation gradients in place) to du and the gate parameters
+static void gates_backward(Model* M, int l, real* du, const real* u, int N, const ActivationTensors* a, ActivationTensors* g, size_t oH, size_t oG, size_t oR) {
+    const Config* c = &M->cfg; const ParameterTensors* p = &M->params; ParameterTensors* dp = &M->grads;
+    int D = c->D, H = c->H, R = c->gate_rank, Ge = R ? D : H; size_t gw = R ? (size_t)R * D : (size_t)H * D, nH = (size_t)N * H, nG = (size_t)N * Ge;
+    if (c->gate_a) { gate_act_backward(g->ga + oH, g->ga + oH, a->ga + oH, nH, 1);
+        matmul_backward(du, dp->gate_a_w + (size_t)l * H * D, dp->gate_a_b + (size_t)l * H, g->ga + oH, u, p->gate_a_w + (size_t)l * H * D, N, D, H); }
+    if (c->gate_eta) { gate_act_backward(g->geta + oG, g->geta + oG, a->geta + oG, nG, c->eta_max);
+        gate_backward(du, dp->gate_eta_w + l * gw, dp->gate_eta_b + (size_t)l * Ge, R ? dp->gate_eta_up + (size_t)l * D * R : NULL, g->geta_lr + oR,
+                      g->geta + oG, u, p->gate_eta_w + l * gw, R ? p->gate_eta_up + (size_t)l * D * R : NULL, a->geta_lr + oR, N, D, Ge, R); }
+    if (c->algo == 1) { gate_act_backward(g->gth + oH, g->gth + oH, a->gth + oH, nH, 1);
+        matmul_backward(du, dp->gate_theta_w + (size_t)l * H * D, dp->gate_theta_b + (size_t)l * H, g->gth + oH, u, p->gate_theta_w + (size_t)l * H * D, N, D, H); }
+    if (c->bias == 3) { softplus_backward(g->gdel + oG, g->gdel + oG, a->gdel + oG, nG);
+        gate_backward(du, dp->gate_delta_w + l * gw, dp->gate_delta_b + (size_t)l * Ge, R ? dp->gate_delta_up + (size_t)l * D * R : NULL, g->gdel_lr + oR,
+                      g->gdel + oG, u, p->gate_delta_w + l * gw, R ? p->gate_delta_up + (size_t)l * D * R : NULL, a->gdel_lr + oR, N, D, Ge, R); }
 }
 
 // The memory read of layer l for all sequences and heads (SPEC §5): y = MemoryRead(q, k, v, gates).
@@ -757,8 +1004,8 @@ static void memory_forward(Model* M, int l) {
         for (int ch = 0; ch < nch; ch++) {
             int t0 = ch * b, n = T - t0 < b ? T - t0 : b, last = ch == nch - 1;
             load_chunk_inputs(c, M, l, bb, h, t0, n);
-            mem_chunk_forward(m, c, n, P + (size_t)ch * nP, S ? S + (size_t)ch * nP : NULL,
-                              last ? NULL : P + (size_t)(ch + 1) * nP, (S && !last) ? S + (size_t)(ch + 1) * nP : NULL, lng, lnb);
+            mem_step_forward(m, c, n, P + (size_t)ch * nP, S ? S + (size_t)ch * nP : NULL,
+                             last ? NULL : P + (size_t)(ch + 1) * nP, (S && !last) ? S + (size_t)(ch + 1) * nP : NULL, lng, lnb);
             scatter_rows(M->acts.y + (size_t)l * B * T * M->cfg.D, c->y, bb, h, t0, n, T, H, m->d);
         }
     }
@@ -782,15 +1029,9 @@ static void memory_backward(Model* M, int l) {
             int t0 = ch * b, n = T - t0 < b ? T - t0 : b;
             real* Pc = P + (size_t)ch * nP; real* Sc = S ? S + (size_t)ch * nP : NULL;
             load_chunk_inputs(c, M, l, bb, h, t0, n);
-            mem_chunk_forward(m, c, n, Pc, Sc, NULL, NULL, lng, lnb);
             gather_rows(c->dy, g->y + o * D, bb, h, t0, n, T, H, d);
-            mem_chunk_backward(m, c, n, c->dy, Pc, Sc, dPn, dSn, dPs, dSs, lng);
-            scatter_rows(g->q + o * D, c->dq, bb, h, t0, n, T, H, d);
-            scatter_rows(g->k + o * D, c->dk, bb, h, t0, n, T, H, d);
-            scatter_rows(g->v + o * D, c->dv, bb, h, t0, n, T, H, d);
-            scatter_rows(g->ga + o * H, c->da, bb, h, t0, n, T, H, 1);
-            scatter_rows(g->geta + o * H, c->deta, bb, h, t0, n, T, H, 1);
-            scatter_rows(g->gth + o * H, c->dtheta, bb, h, t0, n, T, H, 1);
+            mem_step_backward(m, c, n, c->dy, Pc, Sc, dPn, dSn, dPs, dSs, lng, lnb);
+            store_chunk_grads(c, M, l, bb, h, t0, n);
             dPn = dPs; dSn = dSs;                                // this chunk's start is the previous chunk's end
             dPs = dPs == c->Pa ? c->Pb : c->Pa; dSs = dSs == c->Sa ? c->Sb : c->Sa;
         }
@@ -809,19 +1050,15 @@ static void memory_backward(Model* M, int l) {
     }
 }
 
-// random numbers: xorshift64*, Box-Muller normals; deterministic for a seed
-static uint64_t rng_u64(uint64_t* s) { *s ^= *s >> 12; *s ^= *s << 25; *s ^= *s >> 27; return *s * 2685821657736338717ULL; }
-static double rng_f64(uint64_t* s) { return (rng_u64(s) >> 11) * (1.0 / 9007199254740992.0); }
-static double rng_normal(uint64_t* s) { double u = rng_f64(s) + 1e-300, v = rng_f64(s); return sqrt(-2 * log(u)) * cos(6.283185307179586 * v); }
-
-static void fill_normal(real* p, size_t n, double std, uint64_t* rng) { for (size_t i = 0; i < n; i++) p[i] = (real)(std * rng_normal(rng)); }
-static void fill_const(real* p, size_t n, double v) { for (size_t i = 0; i < n; i++) p[i] = (real)v; }
-
 static void config_check(const Config* c) {
     if (c->D % c->H) DIE("pick -D a multiple of -H", "width D = %d is not divisible by heads H = %d", c->D, c->H);
     if (c->V < 1 || c->V > 65536) DIE("token shards hold uint16 ids", "vocab size %d out of range 1..65536", c->V);
     if (c->b < 1 || c->L < 1 || c->L > 128 || c->F < 1 || c->E < 1 || c->K < 1)
         DIE("check -k, -L, -F, -E", "bad config: b=%d L=%d F=%d E=%d K=%d", c->b, c->L, c->F, c->E, c->K);
+    if (c->bias < 0 || c->bias > 3 || c->algo < 0 || c->algo > 1 || c->retention < 0 || c->retention > 2 || c->gate_rank < 0)
+        DIE("is this file from a newer train_miras?", "bad memory config: bias %d, algo %d, retention %d, gate rank %d", c->bias, c->algo, c->retention, c->gate_rank);
+    if (c->retention && c->algo) DIE("use gd with the lq and kl retentions", "momentum with retention %d is not implemented", c->retention);
+    if (c->D / c->H > 256) DIE("use more heads", "head width %d above 256", c->D / c->H);
     if ((int)strlen(c->pattern) != c->L) DIE("one letter per layer", "layer pattern '%s' has %d letters for %d layers", c->pattern, (int)strlen(c->pattern), c->L);
     for (int l = 0; l < c->L; l++) if (c->pattern[l] != 'M')
         DIE("only memory layers 'M' exist in this version", "layer pattern '%s': '%c' is not implemented", c->pattern, c->pattern[l]);
@@ -851,14 +1088,22 @@ static void model_init(Model* M, uint64_t seed) {
         p->conv_v[i] = (real)((2 * rng_f64(&r) - 1) / sqrt(c->K));
     }
     if (c->gate_a) { fill_normal(p->gate_a_w, L * H * D, 0.02, &r); fill_const(p->gate_a_b, L * H, log(0.99 / 0.01)); }        // a = 0.99
-    if (c->gate_eta) { fill_normal(p->gate_eta_w, L * H * D, 0.02, &r); fill_const(p->gate_eta_b, L * H, log(0.1 / 0.9)); }  // eta = 0.1 eta_max
+    size_t R = c->gate_rank, gw = R ? R * D : H * D, Ge = R ? D : H;  // per head, or rank R per channel
+    if (c->gate_eta) { fill_normal(p->gate_eta_w, L * gw, 0.02, &r); fill_const(p->gate_eta_b, L * Ge, log(0.1 / 0.9));  // eta = 0.1 eta_max
+                       if (R) fill_normal(p->gate_eta_up, L * D * R, 0.02, &r); }
+    if (c->bias == 3) { fill_normal(p->gate_delta_w, L * gw, 0.02, &r); fill_const(p->gate_delta_b, L * Ge, log(exp(1.0) - 1));  // delta = 1
+                        if (R) fill_normal(p->gate_delta_up, L * D * R, 0.02, &r); }
     if (c->algo == 1) { fill_normal(p->gate_theta_w, L * H * D, 0.02, &r); fill_const(p->gate_theta_b, L * H, log(0.9 / 0.1)); } // theta = 0.9
     // P_0: linear W = 0. Deep W2 ~ N(0, 1) so that W2 k (k unit-norm) is O(1) at the GELU; W1 ~ N(0, 1) with
     // the LN (which makes the inner step on W1 scale like eta/|W1|^2: small W1 would make it unstable),
     // N(0, 1/d_m) without it.
+    // Memora's state is logits: N(0, 1) (a uniform start would keep all hidden units alike). Moneta's state A is
+    // scaled so that its weights A / s start like the other deep memories' (each matrix divided by |A|_4^2).
     for (size_t lh = 0; lh < L * H; lh++) {
         real* P0 = p->mem_p0 + lh * m->nP;
-        if (m->depth == 2) { fill_normal(P0, d * m->dm, m->ln ? 1 : 1 / sqrt((double)m->dm), &r); fill_normal(P0 + d * m->dm, d * m->dm, 1, &r); }
+        if (m->retention == 2) fill_normal(P0, m->nP, 1, &r);
+        else if (m->depth == 2) { fill_normal(P0, d * m->dm, m->ln ? 1 : 1 / sqrt((double)m->dm), &r); fill_normal(P0 + d * m->dm, d * m->dm, 1, &r); }
+        if (m->retention == 1) { real cs[2]; lq_scales(m, P0, P0, cs); lq_scales(m, P0, P0, cs); }
     }
     if (m->ln) { fill_const(p->mem_ln_g, L * H * d, 1); fill_const(p->mem_ln_b, L * H * d, 0); }
     fill_normal(p->wg, L * D * D, 0.02, &r); fill_normal(p->wo, L * D * D, s_res, &r);
@@ -915,13 +1160,8 @@ static void model_forward(Model* M, const int* inputs, const int* targets, int B
         silu_forward(a->qs + oD, a->qc + oD, N * D); silu_forward(a->ks + oD, a->kc + oD, N * D); silu_forward(a->v + oD, a->vc + oD, N * D);
         l2norm_forward(a->q + oD, a->qrn + oH, a->qs + oD, N, H, d);
         l2norm_forward(a->k + oD, a->krn + oH, a->ks + oD, N, H, d);
-        // gates, per head and token: a = sigmoid, eta = eta_max sigmoid, theta = sigmoid (fixed 1 when absent)
-        if (c->gate_a) { matmul_forward(a->ga + oH, u, p->gate_a_w + (size_t)l * H * D, p->gate_a_b + (size_t)l * H, N, D, H); gate_act_forward(a->ga + oH, N * H, 1); }
-        else fill_const(a->ga + oH, N * H, 1);
-        if (c->gate_eta) { matmul_forward(a->geta + oH, u, p->gate_eta_w + (size_t)l * H * D, p->gate_eta_b + (size_t)l * H, N, D, H); gate_act_forward(a->geta + oH, N * H, c->eta_max); }
-        else fill_const(a->geta + oH, N * H, 1);
-        if (c->algo == 1) { matmul_forward(a->gth + oH, u, p->gate_theta_w + (size_t)l * H * D, p->gate_theta_b + (size_t)l * H, N, D, H); gate_act_forward(a->gth + oH, N * H, 1); }
-        else fill_const(a->gth + oH, N * H, 0);
+        size_t oG = (size_t)l * N * (c->gate_rank ? D : H), oR = (size_t)l * N * c->gate_rank;
+        gates_forward(M, l, u, N, a->ga + oH, a->geta + oG, a->gth + oH, a->gdel + oG, a->geta_lr + oR, a->gdel_lr + oR);
         memory_forward(M, l);
         // out = (RMSNorm_head(y) * SiLU(u Wg^T)) Wo^T ; x = x + out
         rmsnorm_forward(a->yn + oD, a->yrstd + oH, a->y + oD, p->rmsh_w + (size_t)l * D, N, H, d);
@@ -982,13 +1222,7 @@ static void model_backward(Model* M, real loss_scale) {
         matmul_backward(du, dp->wg + (size_t)l * D * D, NULL, g->gp + oD, u, p->wg + (size_t)l * D * D, N, D, D);
         rmsnorm_backward(g->y + oD, dp->rmsh_w + (size_t)l * D, g->yn + oD, a->y + oD, p->rmsh_w + (size_t)l * D, a->yrstd + oH, N, H, d);
         memory_backward(M, l);
-        // gates
-        if (c->gate_a) { gate_act_backward(g->ga + oH, g->ga + oH, a->ga + oH, N * H, 1);
-            matmul_backward(du, dp->gate_a_w + (size_t)l * H * D, dp->gate_a_b + (size_t)l * H, g->ga + oH, u, p->gate_a_w + (size_t)l * H * D, N, D, H); }
-        if (c->gate_eta) { gate_act_backward(g->geta + oH, g->geta + oH, a->geta + oH, N * H, c->eta_max);
-            matmul_backward(du, dp->gate_eta_w + (size_t)l * H * D, dp->gate_eta_b + (size_t)l * H, g->geta + oH, u, p->gate_eta_w + (size_t)l * H * D, N, D, H); }
-        if (c->algo == 1) { gate_act_backward(g->gth + oH, g->gth + oH, a->gth + oH, N * H, 1);
-            matmul_backward(du, dp->gate_theta_w + (size_t)l * H * D, dp->gate_theta_b + (size_t)l * H, g->gth + oH, u, p->gate_theta_w + (size_t)l * H * D, N, D, H); }
+        gates_backward(M, l, du, u, N, a, g, oH, (size_t)l * N * (c->gate_rank ? D : H), (size_t)l * N * c->gate_rank);
         // q, k, v
         l2norm_backward(g->qs + oD, g->q + oD, a->q + oD, a->qrn + oH, N, H, d);
         l2norm_backward(g->ks + oD, g->k + oD, a->k + oD, a->krn + oH, N, H, d);
@@ -1051,10 +1285,11 @@ typedef struct {
     ActivationTensors a; real* acts_memory; size_t act_sizes[NUM_ACT_TENSORS];  // one row (B = T = 1)
     real *conv_hist;        // (L, 3, K-1, D) inputs of the q, k, v convs at the previous K-1 positions
     real *P, *S, *Pn, *Sn;  // (L, H, nP) boundary state; chunk-end scratch (nP)
-    real *part;             // (L, H, b, 3d+3) q, k, v, a, eta, theta rows of the current chunk
+    real *part;             // (L, H, b, rw) q, k, v, a, theta, eta, delta of the current chunk's tokens (decoder_row_width)
     MemChunk c; real* chunk_memory;
 } Decoder;
 
+static int decoder_row_width(const MemCfg* m) { return 3 * m->d + 2 + 2 * (m->cw ? m->d : 1); }
 static void decoder_init(Decoder* dec, Model* M) {
     const Config* c = &M->cfg; MemCfg* m = &M->mem; memset(dec, 0, sizeof *dec); dec->M = M;
     fill_in_activation_sizes(dec->act_sizes, c, 1, 1);
@@ -1065,7 +1300,7 @@ static void decoder_init(Decoder* dec, Model* M) {
     dec->conv_hist = xmalloc((size_t)c->L * 3 * (c->K - 1 + 1) * c->D * sizeof(real));
     dec->P = xmalloc(LH * m->nP * sizeof(real)); dec->S = xmalloc(LH * m->nP * sizeof(real));
     dec->Pn = xmalloc(m->nP * sizeof(real)); dec->Sn = xmalloc(m->nP * sizeof(real));
-    dec->part = xmalloc(LH * c->b * (3 * m->d + 3) * sizeof(real));
+    dec->part = xmalloc(LH * c->b * decoder_row_width(m) * sizeof(real));
     dec->chunk_memory = xmalloc(memchunk_carve(&dec->c, NULL, c->b, m->d, m->dm, m->nP) * sizeof(real));
     memchunk_carve(&dec->c, dec->chunk_memory, c->b, m->d, m->dm, m->nP);
     memcpy(dec->P, M->params.mem_p0, LH * m->nP * sizeof(real));
@@ -1088,7 +1323,7 @@ static void conv_step(real* out, real* hist, const real* x, const real* w, int C
 static const real* decoder_step(Decoder* dec, int token) {
     Model* M = dec->M; const Config* c = &M->cfg; const MemCfg* m = &M->mem; ParameterTensors* p = &M->params;
     ActivationTensors* a = &dec->a; int D = c->D, H = c->H, F = c->F, d = m->d, K = c->K, nP = m->nP, b = c->b;
-    int cnt = dec->pos % b, rw = 3 * d + 3;  // rows already in the partial chunk; floats per row
+    int cnt = dec->pos % b, rw = decoder_row_width(m);  // rows already in the partial chunk; floats per row
     if (token < 0 || token >= c->V) DIE("prompt tokens must be < vocab size", "token %d out of range for vocab %d", token, c->V);
     encoder_forward(a->encoded, &token, p->wte, 1, D);
     real* x = a->encoded;
@@ -1104,27 +1339,22 @@ static const real* decoder_step(Decoder* dec, int token) {
         conv_step(a->vc, hist + (size_t)2 * (K - 1) * D, a->vp, p->conv_v + (size_t)l * D * K, D, K);
         silu_forward(a->qs, a->qc, D); silu_forward(a->ks, a->kc, D); silu_forward(a->v, a->vc, D);
         l2norm_forward(a->q, a->qrn, a->qs, 1, H, d); l2norm_forward(a->k, a->krn, a->ks, 1, H, d);
-        if (c->gate_a) { matmul_forward(a->ga, u, p->gate_a_w + (size_t)l * H * D, p->gate_a_b + (size_t)l * H, 1, D, H); gate_act_forward(a->ga, H, 1); }
-        else fill_const(a->ga, H, 1);
-        if (c->gate_eta) { matmul_forward(a->geta, u, p->gate_eta_w + (size_t)l * H * D, p->gate_eta_b + (size_t)l * H, 1, D, H); gate_act_forward(a->geta, H, c->eta_max); }
-        else fill_const(a->geta, H, 1);
-        if (c->algo == 1) { matmul_forward(a->gth, u, p->gate_theta_w + (size_t)l * H * D, p->gate_theta_b + (size_t)l * H, 1, D, H); gate_act_forward(a->gth, H, 1); }
-        else fill_const(a->gth, H, 0);
+        gates_forward(M, l, u, 1, a->ga, a->geta, a->gth, a->gdel, a->geta_lr, a->gdel_lr);
         for (int h = 0; h < H; h++) {
             size_t lh = (size_t)l * H + h; real* part = dec->part + lh * b * rw; real* row = part + (size_t)cnt * rw;
+            int ew = m->cw ? d : 1;   // this token's row: q, k, v, a, theta, eta, delta
             memcpy(row, a->q + h * d, d * sizeof(real)); memcpy(row + d, a->k + h * d, d * sizeof(real));
-            memcpy(row + 2 * d, a->v + h * d, d * sizeof(real));
-            row[3 * d] = a->ga[h]; row[3 * d + 1] = a->geta[h]; row[3 * d + 2] = a->gth[h];
+            memcpy(row + 2 * d, a->v + h * d, d * sizeof(real)); row[3 * d] = a->ga[h]; row[3 * d + 1] = a->gth[h];
+            memcpy(row + 3 * d + 2, a->geta + h * ew, ew * sizeof(real));
+            if (m->bias == 3) memcpy(row + 3 * d + 2 + ew, a->gdel + h * ew, ew * sizeof(real));
             MemChunk* ch = &dec->c; int n = cnt + 1;
             for (int t = 0; t < n; t++) {
                 const real* r = part + (size_t)t * rw;
-                memcpy(ch->q + (size_t)t * d, r, d * sizeof(real)); memcpy(ch->k + (size_t)t * d, r + d, d * sizeof(real));
-                memcpy(ch->v + (size_t)t * d, r + 2 * d, d * sizeof(real));
-                ch->a[t] = r[3 * d]; ch->eta[t] = r[3 * d + 1]; ch->theta[t] = r[3 * d + 2];
+                chunk_set_row(m, ch, t, r, r + d, r + 2 * d, r[3 * d], r[3 * d + 1], r + 3 * d + 2, r + 3 * d + 2 + ew);
             }
             real* P = dec->P + lh * nP; real* S = dec->S + lh * nP; int full = n == b;
-            mem_chunk_forward(m, ch, n, P, S, full ? dec->Pn : NULL, full ? dec->Sn : NULL,
-                              m->ln ? p->mem_ln_g + lh * d : NULL, m->ln ? p->mem_ln_b + lh * d : NULL);
+            mem_step_forward(m, ch, n, P, S, full ? dec->Pn : NULL, full ? dec->Sn : NULL,
+                             m->ln ? p->mem_ln_g + lh * d : NULL, m->ln ? p->mem_ln_b + lh * d : NULL);
             memcpy(a->y + h * d, ch->y + (size_t)(n - 1) * d, d * sizeof(real));
             if (full) { memcpy(P, dec->Pn, nP * sizeof(real)); if (m->momentum) memcpy(S, dec->Sn, nP * sizeof(real)); }
         }
@@ -1163,13 +1393,14 @@ static void config_to_header(int* h, const Config* c, size_t num_params) {
     h[2] = c->V; h[3] = c->Vp; h[4] = c->D; h[5] = c->L; h[6] = c->H; h[7] = c->E; h[8] = c->F; h[9] = c->b; h[10] = c->K;
     h[11] = c->mem_depth; h[12] = c->mem_resid; h[13] = c->mem_ln; h[14] = c->bias; h[15] = c->algo;
     h[16] = c->gate_a; h[17] = c->gate_eta; h[18] = f32_bits(c->eta_max); h[19] = (int)num_params;
+    h[20] = c->retention; h[21] = c->gate_rank;
     for (int l = 0; l < c->L; l++) h[64 + l] = c->pattern[l];
 }
 static void header_to_config(Config* c, const int* h) {
     memset(c, 0, sizeof *c);
     c->V = h[2]; c->Vp = h[3]; c->D = h[4]; c->L = h[5]; c->H = h[6]; c->E = h[7]; c->F = h[8]; c->b = h[9]; c->K = h[10];
     c->mem_depth = h[11]; c->mem_resid = h[12]; c->mem_ln = h[13]; c->bias = h[14]; c->algo = h[15];
-    c->gate_a = h[16]; c->gate_eta = h[17]; c->eta_max = bits_f32(h[18]);
+    c->gate_a = h[16]; c->gate_eta = h[17]; c->eta_max = bits_f32(h[18]); c->retention = h[20]; c->gate_rank = h[21];
     for (int l = 0; l < c->L && l < 128; l++) c->pattern[l] = (char)h[64 + l];
 }
 
@@ -1388,6 +1619,7 @@ static void usage(void) {
            " model: -p preset (%s) [titans]\n"
            "        -V vocab [256] -D width [128] -L layers [4] -H heads [4] -E memory expansion [2]\n"
            "        -F SwiGLU width [8D/3 rounded up to 64] -k chunk size b [preset] -P layer pattern [all M]\n"
+           "        -R rank of channel-wise eta/delta gates, 0 = per head [0]\n"
            " train: -b batch [8] -t seq len [128] -d tokens per step, via gradient accumulation [B*T]\n"
            "        -l lr [3e-3] -u warmup steps [20] -q final lr fraction [0.1] -c weight decay [0.1] -a grad clip [1.0]\n"
            "        -x steps [300] -y seed [1337] -S stop after this step, as if preempted (the schedule still runs to -x)\n"
@@ -1403,7 +1635,8 @@ int main(int argc, char** argv) {
     int B = 8, T = 128, V = 256, D = 128, L = 4, H = 4, E = 2, F = 0, chunk = 0, warmup = 20, val_every = 50, val_batches = 8;
     int sample_every = 0, gen_tokens = 128, ckpt_every = 100, resume = 0; long tokens_per_step = 0, max_steps = 300, stop_at = -1;
     real lr = 3e-3, final_frac = 0.1, wd = 0.1, clip = 1.0; uint64_t seed = 1337;
-    unsigned given = 0; enum { G_P = 1, G_V = 2, G_D = 4, G_L = 8, G_H = 16, G_E = 32, G_F = 64, G_K = 128, G_PAT = 256 };
+    int gate_rank = -1;
+    unsigned given = 0; enum { G_P = 1, G_V = 2, G_D = 4, G_L = 8, G_H = 16, G_E = 32, G_F = 64, G_K = 128, G_PAT = 256, G_R = 512 };
     for (int i = 1; i < argc; i += 2) {
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) { usage(); return 0; }
         if (argv[i][0] != '-' || strlen(argv[i]) != 2 || i + 1 >= argc) { usage(); DIE("flags come in pairs like -x 100", "bad argument '%s'", argv[i]); }
@@ -1416,6 +1649,7 @@ int main(int argc, char** argv) {
             case 'L': L = atoi(v); given |= G_L; break; case 'H': H = atoi(v); given |= G_H; break;
             case 'E': E = atoi(v); given |= G_E; break; case 'F': F = atoi(v); given |= G_F; break;
             case 'k': chunk = atoi(v); given |= G_K; break;
+            case 'R': gate_rank = atoi(v); given |= G_R; break;
             case 'b': B = atoi(v); break; case 't': T = atoi(v); break; case 'd': tokens_per_step = atol(v); break;
             case 'l': lr = atof(v); break; case 'u': warmup = atoi(v); break; case 'q': final_frac = atof(v); break;
             case 'c': wd = atof(v); break; case 'a': clip = atof(v); break; case 'x': max_steps = atol(v); break; case 'S': stop_at = atol(v); break;
@@ -1431,6 +1665,7 @@ int main(int argc, char** argv) {
     cfg.V = V; cfg.Vp = (V + 63) / 64 * 64; cfg.D = D; cfg.L = L; cfg.H = H; cfg.E = E; cfg.K = 4;
     cfg.F = F ? F : ((8 * D / 3) + 63) / 64 * 64;
     if (chunk) cfg.b = chunk;
+    if (gate_rank >= 0) cfg.gate_rank = gate_rank;
     if (pattern) snprintf(cfg.pattern, sizeof cfg.pattern, "%s", pattern); else { memset(cfg.pattern, 'M', L < 128 ? L : 128); cfg.pattern[L < 128 ? L : 128] = 0; }
     char ckpt_path[4096]; snprintf(ckpt_path, sizeof ckpt_path, "%s/ckpt.bin", out_dir);
     const char* load_path = resume ? ckpt_path : init_ckpt;
@@ -1443,6 +1678,7 @@ int main(int argc, char** argv) {
         AGREE(G_E, E, "memory expansion -E"); AGREE(G_F, F, "SwiGLU width -F"); AGREE(G_K, b, "chunk size -k");
         AGREE(G_P, mem_depth, "memory depth (preset -p)"); AGREE(G_P, bias, "attentional bias (preset -p)"); AGREE(G_P, algo, "algorithm (preset -p)");
         AGREE(G_P, gate_a, "gate a (preset -p)"); AGREE(G_P, gate_eta, "gate eta (preset -p)"); AGREE(G_P, mem_ln, "memory LN (preset -p)");
+        AGREE(G_P, retention, "retention (preset -p)"); AGREE(G_R, gate_rank, "gate rank -R");
 #undef AGREE
         if ((given & G_PAT) && strcmp(cc.pattern, cfg.pattern)) DIE("drop -P or make it match", "checkpoint %s has layer pattern %s but the flags say %s", load_path, cc.pattern, cfg.pattern);
         cfg = cc;
