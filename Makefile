@@ -40,5 +40,12 @@ data: build/data/repo_tokenizer.bin
 train: train_miras data
 	./train_miras -p titans -x 400 -v 50 -o build/run
 
+# the GPU trainer (train_miras.cu includes train_miras.c for the host side: config, files, the CPU model)
+train_miras_cu: train_miras.cu train_miras.c
+	$(NVCC) -O3 -arch=sm_$(GPU_COMPUTE_CAPABILITY) -Xcompiler -fopenmp -o $@ $< -lcublas
+# CPU vs GPU on every fixture (dump mode), and decode vs parallel on the GPU; needs a GPU
+test_gpu: train_miras train_miras_cu test_miras
+	@bash dev/test_gpu.sh
+
 clean:
 	rm -rf train_miras test_miras test_miras_fp64 train_miras_cu $(DATA_PREP_BINS) build

@@ -385,7 +385,37 @@ static void test_binary(void) {
     snprintf(cmd, sizeof cmd, "rm -rf %s", TMP); if (system(cmd)) {}
 }
 
+// --compare CPU GPU: diff two dump files of `train_miras -J IN -O OUT` (and of train_miras.cu): logits and loss
+// within 1e-5, gradients within 1e-4, the AdamW step losses and the final parameters within 1e-4
+static float* read_dump(const char* path, int* h) {
+    FILE* f = fopen(path, "rb"); if (!f || fread(h, 4, 256, f) != 256 || h[0] != DUMP_MAGIC) { if (f) fclose(f); return NULL; }
+    size_t n = (size_t)h[2] * h[3] * h[4] + 1 + 2 * (size_t)h[5] + h[6];
+    float* x = malloc(n * 4); size_t got = fread(x, 4, n, f); fclose(f);
+    if (got != n) { free(x); return NULL; }
+    return x;
+}
+static double relerr_ff(const float* a, const float* b, size_t n) {
+    double num = 0, den = 0; for (size_t i = 0; i < n; i++) { double e = (double)a[i] - b[i]; num += e * e; den += (double)b[i] * b[i]; }
+    return sqrt(num / (den > 0 ? den : 1e-300));
+}
+static int compare_dumps(const char* name, const char* a, const char* b) {
+    int ha[256], hb[256]; float *x = read_dump(a, ha), *y = read_dump(b, hb);
+    if (!x || !y || memcmp(ha, hb, 7 * sizeof(int))) { check(0, "%s: dumps %s and %s unreadable or of different shapes", name, a, b); return 1; }
+    size_t nl = (size_t)ha[2] * ha[3] * ha[4], np = ha[5], ns = ha[6];
+    double el = relerr_ff(x, y, nl), eo = relerr_ff(x + nl, y + nl, 1), eg = relerr_ff(x + nl + 1, y + nl + 1, np);
+    double es = relerr_ff(x + nl + 1 + np, y + nl + 1 + np, ns), ep = relerr_ff(x + nl + 1 + np + ns, y + nl + 1 + np + ns, np);
+    check(el < 1e-5 && eo < 1e-5, "%s: logits err %.2e, loss err %.2e (tol 1e-5)", name, el, eo);
+    check(eg < 1e-4, "%s: gradients err %.2e (tol 1e-4)", name, eg);
+    check(es < 1e-4 && ep < 1e-4, "%s: %zu AdamW step losses err %.2e, final params err %.2e (tol 1e-4)", name, ns, es, ep);
+    free(x); free(y); return 0;
+}
+
 int main(int argc, char** argv) {
+    if (argc == 5 && !strcmp(argv[1], "--compare")) {  // test_miras --compare NAME CPU.bin GPU.bin
+        compare_dumps(argv[2], argv[3], argv[4]);
+        printf("%d passed, %d failed\n", n_pass, n_fail);
+        return n_fail ? 1 : 0;
+    }
     const char* dir = argc > 1 ? argv[1] : "dev/fixtures";
     printf("test_miras (%s build, %d threads)\n", BUILD, max_threads());
     for (int i = 0; i < NFIX; i++) test_fixture(dir, FIXTURES[i]);

@@ -51,6 +51,11 @@ static void* xmalloc(size_t n) {
     if (!p) DIE("use a smaller model or batch", "out of memory allocating %zu bytes", n);
     return p;
 }
+#ifdef __cplusplus
+// train_miras.cu includes this file (nvcc compiles it as C++, where void* does not convert by itself)
+struct AnyPtr { void* p; template <class T> operator T*() const { return (T*)p; } };
+#define xmalloc(n) (AnyPtr{xmalloc(n)})
+#endif
 
 static int thread_id(void) {
 #ifdef _OPENMP
@@ -1125,7 +1130,7 @@ static void model_alloc_acts(Model* M, int B, int T) {
     point_activations(&M->grads_acts, M->grads_acts_memory, M->act_sizes, &M->cfg, B, T);
     size_t nstate = (size_t)M->cfg.L * B * M->cfg.H * nchunks(M, T) * M->mem.nP;
     M->mem_P = xmalloc(nstate * sizeof(real));
-    M->mem_S = M->mem.momentum ? xmalloc(nstate * sizeof(real)) : NULL;
+    M->mem_S = NULL; if (M->mem.momentum) M->mem_S = xmalloc(nstate * sizeof(real));
     M->mem_dbh = xmalloc((size_t)B * M->cfg.H * (M->mem.nP + 2 * M->mem.d) * sizeof(real));
     int nt = max_threads(); MemChunk tmp;
     size_t per = memchunk_carve(&tmp, NULL, M->cfg.b, M->mem.d, M->mem.dm, M->mem.nP);
@@ -1611,6 +1616,43 @@ static real lr_at(long step, long max_steps, real lr, int warmup, real final_fra
 
 static double now_s(void) { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return t.tv_sec + 1e-9 * t.tv_nsec; }
 
+// Dump mode, shared with train_miras.cu so that the two can be diffed: IN is a fixture-layout file (model header
+// with B, T, nsteps and the AdamW settings in slots 100..108, then float32 params and int32 tokens; anything after
+// is ignored). OUT: 256 int32 (20261104, 1, B, T, V, num_params, nsteps), then float32 logits (B*T*V), loss, every
+// gradient, the losses of nsteps AdamW steps on the batch (the first is the loss above), and the params after them.
+#define DUMP_MAGIC 20261104
+static void dump_run(const char* in, const char* out) {
+    FILE* f = fopen(in, "rb"); int h[256];
+    if (!f || fread(h, 4, 256, f) != 256) DIE("give a fixture file from dev/fixtures", "cannot read dump input %s", in);
+    Config cfg; header_to_config(&cfg, h);
+    int B = h[100], T = h[101], nsteps = h[102];
+    real lr = bits_f32(h[103]), b1 = bits_f32(h[104]), b2 = bits_f32(h[105]), eps = bits_f32(h[106]), wd = bits_f32(h[107]), clip = bits_f32(h[108]);
+    if (B < 1 || T < 1 || nsteps < 0) DIE("give a fixture file from dev/fixtures", "dump input %s has a bad batch header", in);
+    Model M; model_build(&M, &cfg);
+    if ((size_t)h[19] != M.num_params) DIE(NULL, "dump input %s: %d params, its config makes %zu", in, h[19], M.num_params);
+    size_t N = (size_t)B * T; int* tok = xmalloc(((size_t)B * (T + 1)) * sizeof(int)); int* inp = xmalloc(N * sizeof(int)); int* tgt = xmalloc(N * sizeof(int));
+    if (!read_reals(f, M.params_memory, M.num_params) || fread(tok, 4, (size_t)B * (T + 1), f) != (size_t)B * (T + 1)) DIE(NULL, "dump input %s is truncated", in);
+    fclose(f);
+    for (int r = 0; r < B; r++) for (int t = 0; t < T; t++) { inp[r * T + t] = tok[r * (T + 1) + t]; tgt[r * T + t] = tok[r * (T + 1) + t + 1]; }
+    FILE* g = fopen(out, "wb"); if (!g) DIE(NULL, "cannot write %s", out);
+    int oh[256] = {0}; oh[0] = DUMP_MAGIC; oh[1] = 1; oh[2] = B; oh[3] = T; oh[4] = cfg.V; oh[5] = (int)M.num_params; oh[6] = nsteps;
+    fwrite(oh, 4, 256, g);
+    real* losses = xmalloc((nsteps + 1) * sizeof(real));
+    for (int s = 0; s <= nsteps; s++) {
+        model_forward(&M, inp, tgt, B, T); model_zero_grad(&M); model_backward(&M, 1);
+        if (s == 0) {
+            for (size_t n = 0; n < N; n++) write_reals(g, M.acts.logits + n * cfg.Vp, cfg.V);
+            write_reals(g, &M.mean_loss, 1); write_reals(g, M.grads_memory, M.num_params);
+        }
+        losses[s] = M.mean_loss;
+        if (s == nsteps) break;
+        grad_clip(&M, grad_norm(&M), clip); model_update(&M, lr, b1, b2, eps, wd);
+    }
+    write_reals(g, losses, nsteps); write_reals(g, M.params_memory, M.num_params);
+    if (fclose(g) != 0) DIE(NULL, "failed writing %s", out);
+    free(losses); free(tok); free(inp); free(tgt); model_free(&M);
+}
+
 #ifndef TESTING
 static void usage(void) {
     printf("usage: train_miras [flags]   (defaults in brackets)\n"
@@ -1626,7 +1668,8 @@ static void usage(void) {
            " eval:  -v val every [50] -m val batches [8] -s sample every [0 = at the end] -g sample tokens [128]\n"
            " files: -o output dir for log.txt and ckpt.bin [build/run] -n checkpoint every [100] -e init from checkpoint\n"
            "        -r 1 resume from <out>/ckpt.bin (model, optimizer and data position; bit-for-bit)\n"
-           " -x 0 with -e evaluates once (loss, and answer accuracy when the val shards have .mask files)\n", PRESETS);
+           " -x 0 with -e evaluates once (loss, and answer accuracy when the val shards have .mask files)\n"
+           " -J IN -O OUT: dump mode (logits, loss, gradients, AdamW steps of a fixture-layout file), to diff CPU and GPU\n", PRESETS);
 }
 
 int main(int argc, char** argv) {
@@ -1636,6 +1679,7 @@ int main(int argc, char** argv) {
     int sample_every = 0, gen_tokens = 128, ckpt_every = 100, resume = 0; long tokens_per_step = 0, max_steps = 300, stop_at = -1;
     real lr = 3e-3, final_frac = 0.1, wd = 0.1, clip = 1.0; uint64_t seed = 1337;
     int gate_rank = -1;
+    const char *dump_in = NULL, *dump_out = NULL;
     unsigned given = 0; enum { G_P = 1, G_V = 2, G_D = 4, G_L = 8, G_H = 16, G_E = 32, G_F = 64, G_K = 128, G_PAT = 256, G_R = 512 };
     for (int i = 1; i < argc; i += 2) {
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) { usage(); return 0; }
@@ -1650,6 +1694,7 @@ int main(int argc, char** argv) {
             case 'E': E = atoi(v); given |= G_E; break; case 'F': F = atoi(v); given |= G_F; break;
             case 'k': chunk = atoi(v); given |= G_K; break;
             case 'R': gate_rank = atoi(v); given |= G_R; break;
+            case 'J': dump_in = v; break; case 'O': dump_out = v; break;
             case 'b': B = atoi(v); break; case 't': T = atoi(v); break; case 'd': tokens_per_step = atol(v); break;
             case 'l': lr = atof(v); break; case 'u': warmup = atoi(v); break; case 'q': final_frac = atof(v); break;
             case 'c': wd = atof(v); break; case 'a': clip = atof(v); break; case 'x': max_steps = atol(v); break; case 'S': stop_at = atol(v); break;
@@ -1657,6 +1702,10 @@ int main(int argc, char** argv) {
             case 's': sample_every = atoi(v); break; case 'g': gen_tokens = atoi(v); break; case 'n': ckpt_every = atoi(v); break;
             default: usage(); DIE("see the flags above", "unknown flag -%c", f);
         }
+    }
+    if (dump_in || dump_out) {
+        if (!dump_in || !dump_out) DIE("give both -J IN and -O OUT", "dump mode needs an input and an output file");
+        dump_run(dump_in, dump_out); return 0;
     }
     if (B < 1 || T < 1 || max_steps < 0) DIE("use positive -b, -t and -x", "bad batch %d, length %d or steps %ld", B, T, max_steps);
     // the model: from the flags, or from a checkpoint (whose config must agree with any given flag)
