@@ -167,6 +167,22 @@ static void test_fd(const char* dir, const char* name, int ln, int resid, int b)
     free(in); free(tg); model_free(&M); fixture_free(&fx);
 }
 
+// the answers-only loss (-A 1): the mean over masked positions, and its gradient by finite differences
+static void test_fd_masked(const char* dir) {
+    char path[1024]; snprintf(path, sizeof path, "%s/titans.bin", dir);
+    Fixture fx; if (!fixture_load(&fx, path)) { check(0, "masked loss: cannot read %s", path); return; }
+    Model M; fixture_model(&M, &fx);
+    int N = fx.B * fx.T; int* in = malloc(N * 4); int* tg = malloc(N * 4); fixture_batch(&fx, in, tg);
+    uint8_t* mask = calloc(N, 1); for (int n = 0; n < N; n++) mask[n] = n % 3 == 1;
+    model_forward(&M, in, tg, fx.B, fx.T);
+    double s = 0, k = 0; for (int n = 0; n < N; n++) if (mask[n]) { s += M.acts.losses[n]; k++; }
+    M.loss_mask = mask; model_forward(&M, in, tg, fx.B, fx.T);
+    double e_mean = fabs(M.mean_loss - s / k) / (s / k);
+    const char* wn = ""; double e = fd_model(&M, in, tg, fx.B, fx.T, 6, 7, &wn);
+    check(e_mean < 1e-12 && e < 1e-6, "fp64 answers-only loss: masked mean err %.2e, finite differences worst err %.2e (%s) (tol 1e-6)", e_mean, e, wn);
+    free(mask); free(in); free(tg); model_free(&M); fixture_free(&fx);
+}
+
 // 3. b = 1 against a direct per-token implementation of the online rule (SPEC §5.1-5.4),
 // written independently: per-token weights, the inner gradient by explicit backprop.
 // The carried state X is the weights (no retention), A (lq: weights A / s, s from the previous A) or Z (kl: softmax rows).
@@ -425,6 +441,7 @@ int main(int argc, char** argv) {
 #ifdef MIRAS_DOUBLE
     for (int i = 0; i < NFIX; i++) test_fd(dir, FIXTURES[i], -1, -1, 0);
     test_fd(dir, "titans", 1, 0, 0); test_fd(dir, "titans", 0, 0, 0); test_fd(dir, "titans", 1, 1, 1); test_fd(dir, "ttt_mlp", 1, 1, 11);
+    test_fd_masked(dir);
     test_fd(dir, "memora_cw", -1, -1, 5); test_fd(dir, "memora", -1, -1, 1); test_fd(dir, "moneta", -1, -1, 1);  // a 1-token last chunk; b = 1
 #endif
     test_online("deep l2 momentum", 2, 1, 1, 0, 1, 0, 0);

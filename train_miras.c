@@ -280,9 +280,9 @@ static void crossentropy_forward(real* losses, real* probs, const real* logits, 
         losses[n] = -log(p[targets[n]]);
     }
 }
-// dlogits = (probs - onehot) * dloss; padded columns get no gradient
-static void crossentropy_backward(real* dlogits, const real* probs, const int* targets, real dloss, int N, int V, int Vp) {
-    for (int n = 0; n < N; n++) for (int i = 0; i < V; i++)
+// dlogits = (probs - onehot) * dloss, for the positions in mask (NULL: all); padded columns get no gradient
+static void crossentropy_backward(real* dlogits, const real* probs, const int* targets, const uint8_t* mask, real dloss, int N, int V, int Vp) {
+    for (int n = 0; n < N; n++) if (!mask || mask[n]) for (int i = 0; i < V; i++)
         dlogits[(size_t)n * Vp + i] += (probs[(size_t)n * Vp + i] - (i == targets[n])) * dloss;
 }
 
@@ -898,6 +898,7 @@ typedef struct {
     MemChunk* chunks; real* chunk_memory;  // one chunk scratch per thread
     int* inputs; int* targets;  // (B, T)
     real mean_loss;             // -1 when the last forward had no targets
+    const uint8_t* loss_mask;   // (B, T) 1 where a position's loss counts (answers of a synthetic task); NULL: all
     long adam_t;                // AdamW step count (bias correction)
 } Model;
 
@@ -1186,8 +1187,9 @@ static void model_forward(Model* M, const int* inputs, const int* targets, int B
     matmul_forward(a->logits, a->lnf, p->wte, NULL, N, D, Vp);
     if (!targets) { M->mean_loss = -1; return; }
     crossentropy_forward(a->losses, a->probs, a->logits, targets, N, c->V, Vp);
-    double s = 0; for (size_t i = 0; i < N; i++) s += a->losses[i];
-    M->mean_loss = (real)(s / N);
+    double s = 0, cnt = 0;
+    for (size_t i = 0; i < N; i++) if (!M->loss_mask || M->loss_mask[i]) { s += a->losses[i]; cnt++; }
+    M->mean_loss = (real)(cnt ? s / cnt : 0);
 }
 
 static void model_zero_grad(Model* M) {
@@ -1205,7 +1207,8 @@ static void model_backward(Model* M, real loss_scale) {
     const Config* c = &M->cfg; int B = M->B, T = M->T, L = c->L, D = c->D, H = c->H, F = c->F, Vp = c->Vp, d = M->mem.d; size_t N = (size_t)B * T;
     ParameterTensors *p = &M->params, *dp = &M->grads; ActivationTensors *a = &M->acts, *g = &M->grads_acts;
     memset(M->grads_acts_memory, 0, M->num_acts * sizeof(real));
-    crossentropy_backward(g->logits, a->probs, M->targets, loss_scale / N, N, c->V, Vp);
+    size_t cnt = N; if (M->loss_mask) { cnt = 0; for (size_t i = 0; i < N; i++) cnt += M->loss_mask[i] != 0; }
+    crossentropy_backward(g->logits, a->probs, M->targets, M->loss_mask, cnt ? loss_scale / cnt : 0, N, c->V, Vp);
     matmul_backward(g->lnf, dp->wte, NULL, g->logits, a->lnf, p->wte, N, D, Vp);
     rmsnorm_backward(g->res3 + (size_t)(L - 1) * N * D, dp->rmsf_w, g->lnf, a->res3 + (size_t)(L - 1) * N * D, p->rmsf_w, a->lnf_rstd, N, 1, D);
     for (int l = L - 1; l >= 0; l--) {
@@ -1582,8 +1585,10 @@ static int sample_token(const real* logits, int V, real temperature, uint64_t* r
 // (synthetic tasks) also the accuracy of argmax predictions on the answer tokens only
 static real evaluate(Model* M, DataLoader* dl, int nb, real* acc) {
     dataloader_reset(dl); double loss = 0; long right = 0, total = 0; int N = dl->B * dl->T, V = M->cfg.V, Vp = M->cfg.Vp;
+    const uint8_t* keep = M->loss_mask;
     for (int i = 0; i < nb; i++) {
-        dataloader_next(dl); model_forward(M, dl->inputs, dl->targets, dl->B, dl->T); loss += M->mean_loss;
+        dataloader_next(dl); if (M->loss_mask) M->loss_mask = dl->mask + 1;  // answers-only runs score val on answers too
+        model_forward(M, dl->inputs, dl->targets, dl->B, dl->T); loss += M->mean_loss;
         if (dl->has_mask) for (int n = 0; n < N; n++) {
             if (!dl->mask[n + 1]) continue;  // mask marks the answer token; it is the target of position n
             const real* lg = M->acts.logits + (size_t)n * Vp; int best = 0;
@@ -1592,6 +1597,7 @@ static real evaluate(Model* M, DataLoader* dl, int nb, real* acc) {
         }
     }
     *acc = total ? (real)right / total : -1;
+    M->loss_mask = keep;
     return (real)(loss / nb);
 }
 
@@ -1669,6 +1675,7 @@ static void usage(void) {
            " files: -o output dir for log.txt and ckpt.bin [build/run] -n checkpoint every [100] -e init from checkpoint\n"
            "        -r 1 resume from <out>/ckpt.bin (model, optimizer and data position; bit-for-bit)\n"
            " -x 0 with -e evaluates once (loss, and answer accuracy when the val shards have .mask files)\n"
+           " -A 1 train (and score val loss) on answer tokens only, from the shards' .mask files (synthetic tasks)\n"
            " -J IN -O OUT: dump mode (logits, loss, gradients, AdamW steps of a fixture-layout file), to diff CPU and GPU\n", PRESETS);
 }
 
@@ -1679,7 +1686,7 @@ int main(int argc, char** argv) {
     int sample_every = 0, gen_tokens = 128, ckpt_every = 100, resume = 0; long tokens_per_step = 0, max_steps = 300, stop_at = -1;
     real lr = 3e-3, final_frac = 0.1, wd = 0.1, clip = 1.0; uint64_t seed = 1337;
     int gate_rank = -1;
-    const char *dump_in = NULL, *dump_out = NULL;
+    const char *dump_in = NULL, *dump_out = NULL; int answers_only = 0;
     unsigned given = 0; enum { G_P = 1, G_V = 2, G_D = 4, G_L = 8, G_H = 16, G_E = 32, G_F = 64, G_K = 128, G_PAT = 256, G_R = 512 };
     for (int i = 1; i < argc; i += 2) {
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) { usage(); return 0; }
@@ -1694,7 +1701,7 @@ int main(int argc, char** argv) {
             case 'E': E = atoi(v); given |= G_E; break; case 'F': F = atoi(v); given |= G_F; break;
             case 'k': chunk = atoi(v); given |= G_K; break;
             case 'R': gate_rank = atoi(v); given |= G_R; break;
-            case 'J': dump_in = v; break; case 'O': dump_out = v; break;
+            case 'J': dump_in = v; break; case 'O': dump_out = v; break; case 'A': answers_only = atoi(v); break;
             case 'b': B = atoi(v); break; case 't': T = atoi(v); break; case 'd': tokens_per_step = atol(v); break;
             case 'l': lr = atof(v); break; case 'u': warmup = atoi(v); break; case 'q': final_frac = atof(v); break;
             case 'c': wd = atof(v); break; case 'a': clip = atof(v); break; case 'x': max_steps = atol(v); break; case 'S': stop_at = atol(v); break;
@@ -1743,6 +1750,9 @@ int main(int argc, char** argv) {
     if (max_steps > 0) { dataloader_init(&train, train_glob, B, T); train.shard = st.shard; train.pos = st.pos;
         if (train.shard >= train.nfiles) DIE("resume with the same -i shards", "checkpoint data position (shard %d) is past the %d train shards", train.shard, train.nfiles); }
     glob_t vg; if (glob(val_glob, 0, NULL, &vg) == 0 && vg.gl_pathc > 0) { dataloader_init(&val, val_glob, B, T); have_val = 1; } globfree(&vg);
+    if (answers_only && ((max_steps > 0 && !train.has_mask) || (have_val && !val.has_mask)))
+        DIE("-A 1 needs shards with .mask files beside them (data_prep/synth)", "no answer masks for the %s shards", max_steps > 0 && !train.has_mask ? "train" : "val");
+    if (answers_only) model.loss_mask = max_steps > 0 ? train.mask + 1 : val.mask + 1;  // mask[n+1] marks the target of position n
     if (max_steps == 0 && !have_val) DIE("give val shards with -j", "nothing to evaluate: no val shards match '%s'", val_glob);
     Tokenizer tk; tokenizer_load(&tk, tok_path);
     if (tk.n && tk.n != cfg.V) fprintf(stderr, "warning: tokenizer has %d tokens, model vocab is %d\n", tk.n, cfg.V);
