@@ -204,7 +204,7 @@ static void online_weights(const MemCfg* m, const double* X, double* W) {
 static void online_memory(const MemCfg* m, const real* P0, const real* q, const real* k, const real* v,
                           const real* ga, const real* ge, const real* gt, const real* gd, const real* lng, const real* lnb,
                           int T, int stride, int gstride, int estride, real* y) {
-    int d = m->d, dm = m->dm, nP = m->nP, ew = m->cw ? d : 1;
+    int d = m->d, dm = m->dm, nP = m->nP;
     double *X = calloc(nP, 8), *P = calloc(nP, 8), *S = calloc(nP, 8), *G = calloc(nP, 8), *R = calloc(nP, 8), sprev[2];
     double *z = calloc(dm, 8), *hh = calloc(dm, 8), *o = calloc(d, 8), *r = calloc(d, 8), *dO = calloc(d, 8), *dz = calloc(dm, 8);
     for (int i = 0; i < nP; i++) X[i] = P0[i];

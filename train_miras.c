@@ -719,9 +719,15 @@ static void softmax_rows_backward(const MemCfg* m, const real* W, const real* dW
 // Memora's chunk: token 0 is the lag token, exact in logit space: Z_1 = a_0 Z_s - eta_0 g_0(W_s), W_1 = softmax(Z_1).
 // The rest is the linear chunk from W_1 whose carry is applied to Z_1; token 0 joins it with a = 1, eta = 0
 // (no write), so that it is read at W_1 like the others are read at W_t.
+// lag = 1: keep token 0's a, eta (and eta per channel) and make its step nothing; lag = 0: put them back
 static void kl_gates(const MemCfg* m, MemChunk* c, int lag, real* keep) {
-    if (lag) { keep[0] = c->a[0]; keep[1] = c->eta[0]; c->a[0] = 1; c->eta[0] = 0; if (m->cw) memcpy(keep + 2, c->etac, m->d * sizeof(real)), memset(c->etac, 0, m->d * sizeof(real)); }
-    else { c->a[0] = keep[0]; c->eta[0] = keep[1]; if (m->cw) memcpy(c->etac, keep + 2, m->d * sizeof(real)); }
+    if (lag) {
+        keep[0] = c->a[0]; keep[1] = c->eta[0]; c->a[0] = 1; c->eta[0] = 0;
+        if (m->cw) { memcpy(keep + 2, c->etac, m->d * sizeof(real)); memset(c->etac, 0, m->d * sizeof(real)); }
+    } else {
+        c->a[0] = keep[0]; c->eta[0] = keep[1];
+        if (m->cw) memcpy(c->etac, keep + 2, m->d * sizeof(real));
+    }
 }
 
 // The chunk as the model runs it: carried state St (and momentum S) in; y; the next carried state if Stn.
@@ -752,7 +758,7 @@ static void mem_step_backward(const MemCfg* m, MemChunk* c, int n, const real* d
         lq_scales_backward(m, St, c->dWa, c->dcs, dSt);
         return;
     }
-    real keep[2 + 256]; size_t nP = m->nP;
+    real keep[2 + 256];
     softmax_rows(m, St, c->Wa);
     mem_chunk_forward(m, c, 1, c->Wa, NULL, c->Wb, NULL, lng, lnb, St, NULL);
     softmax_rows(m, c->Wb, c->Wc);
@@ -767,7 +773,6 @@ static void mem_step_backward(const MemCfg* m, MemChunk* c, int n, const real* d
     mem_chunk_backward(m, c, 1, c->zero, c->Wa, NULL, c->dWb, NULL, c->dWa, NULL, lng, St, dSt, NULL); // dW_s, dZ_s
     softmax_rows_backward(m, c->Wa, c->dWa, dSt);
     for (size_t i = 0; i < c->ngrad; i++) c->grad0[i] += c->save[i];
-    (void)nP;
 }
 
 // ----------------------------------------------------------------------------
@@ -799,7 +804,7 @@ static int preset_config(Config* c, const char* name) {
     else return 0;
     return 1;
 }
-static const char* PRESETS = "titans, moneta, yaad, memora, ttt_mlp, linear_attn, deltanet, gated_deltanet";
+static const char* const PRESETS = "titans, moneta, yaad, memora, ttt_mlp, linear_attn, deltanet, gated_deltanet";
 
 static MemCfg mem_config(const Config* c) {
     MemCfg m; int d = c->D / c->H;
@@ -818,7 +823,7 @@ typedef struct {
     real *mem_p0, *mem_ln_g, *mem_ln_b, *wg, *rmsh_w, *wo, *rms2_w, *mlp_w1, *mlp_w3, *mlp_w2, *rmsf_w;
     real *gate_eta_up, *gate_delta_w, *gate_delta_b, *gate_delta_up;  // channel-wise eta; Yaad's delta (after rmsf_w: older layouts stay valid)
 } ParameterTensors;
-static const char* PARAM_NAMES[NUM_PARAM_TENSORS] = {
+static const char* const PARAM_NAMES[NUM_PARAM_TENSORS] = {
     "wte", "rms1_w", "wq", "wk", "wv", "conv_q", "conv_k", "conv_v", "gate_a_w", "gate_a_b", "gate_eta_w", "gate_eta_b",
     "gate_theta_w", "gate_theta_b", "mem_p0", "mem_ln_g", "mem_ln_b", "wg", "rmsh_w", "wo", "rms2_w", "mlp_w1", "mlp_w3", "mlp_w2", "rmsf_w",
     "gate_eta_up", "gate_delta_w", "gate_delta_b", "gate_delta_up"};
@@ -1249,6 +1254,15 @@ static void model_backward(Model* M, real loss_scale) {
 
 // global gradient norm, and clipping to it (SPEC §8): if |g| > clip, g *= clip/|g|
 static real grad_norm(const Model* M) { double s = 0; for (size_t i = 0; i < M->num_params; i++) s += (double)M->grads_memory[i] * M->grads_memory[i]; return (real)sqrt(s); }
+// the first parameter tensor whose gradient holds a NaN or infinity (for the error message), or NULL
+static const char* nonfinite_grad_tensor(const Model* M) {
+    size_t off = 0;
+    for (int t = 0; t < NUM_PARAM_TENSORS; t++) {
+        for (size_t i = off; i < off + M->param_sizes[t]; i++) if (!isfinite(M->grads_memory[i])) return PARAM_NAMES[t];
+        off += M->param_sizes[t];
+    }
+    return NULL;
+}
 static void grad_clip(Model* M, real norm, real clip) {
     if (clip > 0 && norm > clip) { real sc = clip / norm; for (size_t i = 0; i < M->num_params; i++) M->grads_memory[i] *= sc; }
 }
@@ -1783,7 +1797,8 @@ int main(int argc, char** argv) {
             model_backward(&model, (real)1 / accum); loss += model.mean_loss / accum;
         }
         real norm = grad_norm(&model);
-        if (!isfinite(norm)) DIE("lower the learning rate -l", "gradient norm is not finite (%s) at step %ld", isnan(norm) ? "nan" : "inf", step + 1);
+        if (!isfinite(norm)) { const char* t = nonfinite_grad_tensor(&model);
+            DIE("lower the learning rate -l", "gradient norm is not finite (%s) at step %ld, first in %s", isnan(norm) ? "nan" : "inf", step + 1, t ? t : "?"); }
         grad_clip(&model, norm, clip);
         real lrs = lr_at(step, max_steps, lr, warmup, final_frac);
         model_update(&model, lrs, 0.9, 0.95, 1e-8, wd);
