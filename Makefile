@@ -46,6 +46,9 @@ train_miras_cu: train_miras.cu train_miras.c
 # CPU vs GPU on every fixture (dump mode), and decode vs parallel on the GPU; needs a GPU
 test_gpu: train_miras train_miras_cu test_miras
 	@bash dev/test_gpu.sh
+# the same checks without a GPU: train_miras.cu run thread by thread in a CPU emulator of CUDA (slow; see dev/cuda)
+test_gpu_emu: train_miras test_miras
+	@bash dev/cuda/emu_build.sh && GPU_BIN=build/emu/train_miras_emu SYNTH=0 bash dev/test_gpu.sh
 
 clean:
 	rm -rf train_miras test_miras test_miras_fp64 train_miras_cu $(DATA_PREP_BINS) build

@@ -1,0 +1,123 @@
+// A CPU emulator of the part of CUDA that train_miras.cu uses, to check its kernels' logic on a machine
+// without a GPU (dev/cuda/emu_build.sh builds train_miras.cu with it). Not a simulator of performance.
+//
+// Each CUDA thread of a block is a coroutine (ucontext) on one OS thread; blocks run one after another, so
+// __shared__ can be `static`. A thread runs until it reaches __syncthreads(), a warp shuffle or its end; when
+// every thread is waiting, the barriers whose groups have all arrived (the block for __syncthreads, the warp
+// for a shuffle) are released. Threads run in the order EMU_ORDER says (asc, desc, or rand:SEED), so a missing
+// barrier (a thread reading what another writes in the same phase) changes the result with the order: compare
+// the outputs of two orders. A shuffle where part of a warp waits at __syncthreads is reported (a deadlock on
+// a GPU).
+#pragma once
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <vector>
+#include <algorithm>
+#include <ucontext.h>
+#include <setjmp.h>
+
+using std::isfinite; using std::isnan; using std::isinf;  // nvcc puts these in the global namespace
+#define __global__
+#define __device__
+#define __host__
+#define __forceinline__ inline
+#define __noinline__ __attribute__((noinline))
+#define __launch_bounds__(x)
+#define __shared__ static
+
+struct dim3 { unsigned x, y, z; dim3(unsigned a = 1, unsigned b = 1, unsigned c = 1) : x(a), y(b), z(c) {} };
+struct uint3 { unsigned x, y, z; };
+inline uint3 threadIdx, blockIdx; inline dim3 blockDim, gridDim;   // the running thread's (set by the scheduler)
+
+
+namespace emu {
+enum { RUN, AT_BLOCK, AT_WARP, DONE };
+struct Thread { ucontext_t ctx; jmp_buf jb; int state, started; char* stack; };  // entered by swapcontext once, then by _longjmp (no syscalls)
+struct State {
+    std::vector<Thread> th; ucontext_t sched; jmp_buf sjb; int cur = -1; const std::function<void()>* fn = nullptr;
+    std::vector<int> order; uint64_t rng = 0; int mode = 0;  // 0 asc, 1 desc, 2 random
+    uint64_t xbuf[32][32];
+    long launches = 0;
+};
+inline State& S() { static State s; return s; }
+static const size_t STACK = 256 * 1024;
+inline void trampoline() {
+    State& s = S(); (*s.fn)(); s.th[s.cur].state = DONE;
+    _longjmp(s.sjb, 1);
+}
+inline void wait(int st) {  // park the current thread at a barrier, back to the scheduler
+    State& s = S(); s.th[s.cur].state = st;
+    if (!_setjmp(s.th[s.cur].jb)) _longjmp(s.sjb, 1);
+}
+inline void init_order() {
+    State& s = S(); if (s.launches++) return;
+    const char* o = getenv("EMU_ORDER");
+    if (o && !strcmp(o, "desc")) s.mode = 1;
+    else if (o && !strncmp(o, "rand", 4)) { s.mode = 2; s.rng = (o[4] == ':' ? strtoull(o + 5, NULL, 10) : 1) * 2654435761ULL + 12345; }
+}
+inline uint64_t rnd() { State& s = S(); s.rng ^= s.rng << 13; s.rng ^= s.rng >> 7; s.rng ^= s.rng << 17; return s.rng; }
+inline void run_block(int nt) {
+    State& s = S();
+    if ((int)s.th.size() < nt) { size_t o = s.th.size(); s.th.resize(nt); for (size_t i = o; i < (size_t)nt; i++) s.th[i].stack = (char*)malloc(STACK); }
+    for (int i = 0; i < nt; i++) {
+        Thread& t = s.th[i]; getcontext(&t.ctx); t.ctx.uc_stack.ss_sp = t.stack; t.ctx.uc_stack.ss_size = STACK; t.ctx.uc_link = NULL;
+        makecontext(&t.ctx, trampoline, 0); t.state = RUN; t.started = 0;
+    }
+    s.order.resize(nt); for (int i = 0; i < nt; i++) s.order[i] = s.mode == 1 ? nt - 1 - i : i;
+    for (;;) {
+        if (s.mode == 2) for (int i = nt - 1; i > 0; i--) std::swap(s.order[i], s.order[rnd() % (i + 1)]);
+        for (int k = 0; k < nt; k++) {
+            int i = s.order[k]; if (s.th[i].state != RUN) continue;
+            s.cur = i; threadIdx.x = i; threadIdx.y = threadIdx.z = 0;
+            if (!_setjmp(s.sjb)) { if (!s.th[i].started) { s.th[i].started = 1; swapcontext(&s.sched, &s.th[i].ctx); } else _longjmp(s.th[i].jb, 1); }
+        }
+        int done = 0, at_block = 0, released = 0;
+        for (int i = 0; i < nt; i++) { done += s.th[i].state == DONE; at_block += s.th[i].state == AT_BLOCK; }
+        if (done == nt) break;
+        for (int w = 0; w * 32 < nt; w++) {  // a warp barrier opens when every lane of the warp is at it (or done)
+            int lanes = std::min(32, nt - w * 32), at = 0, fin = 0;
+            for (int l = 0; l < lanes; l++) { int st = s.th[w * 32 + l].state; at += st == AT_WARP; fin += st == DONE; }
+            if (at && at + fin == lanes) { for (int l = 0; l < lanes; l++) if (s.th[w * 32 + l].state == AT_WARP) s.th[w * 32 + l].state = RUN; released = 1; }
+        }
+        if (!released && at_block + done == nt) { for (int i = 0; i < nt; i++) if (s.th[i].state == AT_BLOCK) s.th[i].state = RUN; released = 1; }
+        if (!released) { fprintf(stderr, "emu: deadlock in block %u: threads wait at different barriers (divergent __syncthreads or shuffle)\n", blockIdx.x); abort(); }
+    }
+}
+inline void launch(dim3 grid, dim3 block, const std::function<void()>& fn) {
+    State& s = S(); init_order();
+    if (block.x % 32 || block.x > 1024) { fprintf(stderr, "emu: block size %u\n", block.x); abort(); }
+    gridDim = grid; blockDim = block; s.fn = &fn;
+    for (unsigned b = 0; b < grid.x; b++) { blockIdx.x = b; blockIdx.y = blockIdx.z = 0; run_block((int)block.x); }
+}
+} // namespace emu
+
+inline void __syncthreads() { emu::wait(emu::AT_BLOCK); }
+template <class T> inline T __shfl_xor_sync(unsigned, T v, int o) {
+    emu::State& s = emu::S(); int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+    static_assert(sizeof(T) <= 8, "shuffle of a type wider than 8 bytes");
+    memcpy(&s.xbuf[w][lane], &v, sizeof v);
+    emu::wait(emu::AT_WARP);
+    T r; memcpy(&r, &s.xbuf[w][lane ^ o], sizeof r);
+    emu::wait(emu::AT_WARP);
+    return r;
+}
+
+// ---- the runtime API subset
+typedef enum { cudaSuccess = 0, cudaErrorMemoryAllocation = 2 } cudaError_t;
+enum cudaMemcpyKind { cudaMemcpyHostToHost, cudaMemcpyHostToDevice, cudaMemcpyDeviceToHost, cudaMemcpyDeviceToDevice };
+struct cudaDeviceProp { char name[256]; };
+inline cudaError_t cudaMalloc(void** p, size_t n) { *p = malloc(n); return *p ? cudaSuccess : cudaErrorMemoryAllocation; }
+inline cudaError_t cudaFree(void* p) { free(p); return cudaSuccess; }
+inline cudaError_t cudaMemset(void* p, int v, size_t n) { memset(p, v, n); return cudaSuccess; }
+inline cudaError_t cudaMemcpy(void* d, const void* s, size_t n, cudaMemcpyKind) { memmove(d, s, n); return cudaSuccess; }
+inline cudaError_t cudaGetLastError() { return cudaSuccess; }
+inline cudaError_t cudaDeviceSynchronize() { return cudaSuccess; }
+inline cudaError_t cudaGetDeviceCount(int* n) { *n = 1; return cudaSuccess; }
+inline cudaError_t cudaSetDevice(int) { return cudaSuccess; }
+inline cudaError_t cudaGetDeviceProperties(cudaDeviceProp* p, int) { snprintf(p->name, sizeof p->name, "CPU emulator (dev/cuda/emu)"); return cudaSuccess; }
+inline const char* cudaGetErrorString(cudaError_t e) { return e ? "out of memory" : "no error"; }
+inline const char* cudaGetErrorName(cudaError_t e) { return e ? "cudaErrorMemoryAllocation" : "cudaSuccess"; }

@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# The GPU trainer against the CPU trainer (`make test_gpu`; needs a GPU). For every dev/fixtures/*.bin and for
+# synthetic inputs at larger shapes (head width 64, memory width 256, partial chunks, channel-wise gates, every
+# preset): train_miras -J and train_miras_cu -J dump logits, loss, gradients and 3-10 AdamW steps, and
+# `test_miras --compare` diffs them (3 checks each); then `train_miras_cu --decode-test` checks token-by-token
+# decoding against the parallel forward on the GPU (1 check each). The last line is "N passed, N failed".
+#
+# GPU_BIN=build/emu/train_miras_emu dev/test_gpu.sh runs the same checks on the CPU emulator of dev/cuda/emu
+# (build it with dev/cuda/emu_build.sh; slow: SYNTH=0 skips the synthetic inputs; ONLY=REGEX keeps the inputs
+# whose names match).
+set -u
+cd "$(dirname "$0")/.."
+GPU=${GPU_BIN:-./train_miras_cu}
+SYNTH=${SYNTH:-1}
+ONLY=${ONLY:-.}
+out=build/gpu_test
+mkdir -p "$out"
+echo "device: $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1 || true) (GPU binary: $GPU)"
+for b in ./train_miras ./test_miras "$GPU"; do
+    [ -x "$b" ] || { echo "missing $b (make test_gpu builds train_miras, test_miras and train_miras_cu)"; echo "0 passed, 1 failed"; exit 1; }
+done
+pass=0; fail=0
+
+# synthetic inputs: name and flags (model and batch); written by the GPU binary's host code (--make-input).
+# Each is well conditioned in float: the float CPU trainer is within ~1e-6 (logits) and ~1e-5 (gradients) of its
+# fp64 build on it. (Memora at some shapes is not: with -D 64 -E 4 -k 4 the float CPU's gradients are 3e-4 from
+# fp64, and any two float implementations then differ by that much.)
+synth=(
+  "syn_titans_d64   -p titans -V 256 -D 128 -L 2 -H 2 -E 4 -k 16 -b 2 -t 40"
+  "syn_titans_d48   -p titans -V 300 -D 96 -L 3 -H 2 -E 2 -k 7 -b 3 -t 19"
+  "syn_ttt_d96      -p ttt_mlp -V 256 -D 96 -L 1 -H 1 -E 3 -k 5 -b 2 -t 23"
+  "syn_moneta_cw    -p moneta -R 4 -V 256 -D 128 -L 2 -H 2 -E 2 -k 8 -b 2 -t 27"
+  "syn_yaad_cw      -p yaad -R 4 -V 256 -D 128 -L 2 -H 2 -E 2 -k 8 -b 2 -t 27"
+  "syn_yaad         -p yaad -V 256 -D 64 -L 2 -H 2 -E 2 -k 6 -b 2 -t 17"
+  "syn_memora       -p memora -V 256 -D 128 -L 1 -H 2 -E 2 -k 8 -b 2 -t 21"
+  "syn_memora_cw    -p memora -R 3 -V 256 -D 64 -L 1 -H 2 -E 2 -k 5 -b 2 -t 13"
+  "syn_moneta       -p moneta -V 256 -D 64 -L 2 -H 1 -E 2 -k 6 -b 2 -t 15"
+  "syn_linear_attn  -p linear_attn -V 256 -D 128 -L 2 -H 2 -k 16 -b 2 -t 37"
+  "syn_deltanet     -p deltanet -V 256 -D 128 -L 2 -H 2 -b 2 -t 20"
+  "syn_gdn_cw       -p gated_deltanet -R 2 -V 256 -D 128 -L 2 -H 2 -b 2 -t 20"
+)
+inputs=()
+for f in dev/fixtures/*.bin; do inputs+=("$f"); done
+if [ "$SYNTH" = 1 ]; then
+    for s in "${synth[@]}"; do
+        set -- $s; name=$1; shift
+        echo "$name" | grep -Eq -- "$ONLY" || continue
+        if "$GPU" --make-input "$out/$name.bin" "$@" -y 7 >/dev/null 2>"$out/$name.err"; then inputs+=("$out/$name.bin")
+        else echo "FAIL - $name: --make-input failed: $(head -n 1 "$out/$name.err")"; fail=$((fail + 1)); fi
+    done
+fi
+
+for f in "${inputs[@]}"; do
+    name=$(basename "$f" .bin)
+    echo "$name" | grep -Eq -- "$ONLY" || continue
+    echo "=== $name"
+    if ! ./train_miras -J "$f" -O "$out/cpu_$name.bin" 2>"$out/cpu_$name.err"; then
+        echo "FAIL - $name: train_miras -J failed: $(head -n 1 "$out/cpu_$name.err")"; fail=$((fail + 1)); continue
+    fi
+    if ! "$GPU" -J "$f" -O "$out/gpu_$name.bin" 2>"$out/gpu_$name.err"; then
+        echo "FAIL - $name: $GPU -J failed: $(head -n 1 "$out/gpu_$name.err")"; fail=$((fail + 3)); continue
+    fi
+    res=$(./test_miras --compare "$name" "$out/cpu_$name.bin" "$out/gpu_$name.bin" 2>&1)
+    printf '%s\n' "$res" | grep -E '^(ok|FAIL)'
+    last=$(printf '%s\n' "$res" | grep -E '^[0-9]+ passed, [0-9]+ failed' | tail -n 1)
+    if [ -z "$last" ]; then echo "FAIL - $name: test_miras --compare printed no summary"; fail=$((fail + 1))
+    else pass=$((pass + $(echo "$last" | awk '{print $1}'))); fail=$((fail + $(echo "$last" | awk '{print $3}'))); fi
+    if "$GPU" --decode-test "$f" >"$out/dec_$name.txt" 2>&1; then pass=$((pass + 1))
+    else fail=$((fail + 1)); fi
+    grep -E '^(ok|FAIL)|error' "$out/dec_$name.txt" | sed "s|^\(ok\|FAIL\) - $f|\1 - $name|"
+done
+echo "${pass} passed, ${fail} failed"
+[ "$fail" -eq 0 ]

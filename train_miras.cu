@@ -1,0 +1,1840 @@
+/*
+train_miras.cu: the GPU trainer. Same model, flags and files as train_miras.c (../shared/SPEC.md, README.md).
+
+The host side is train_miras.c itself, included below with TESTING (which hides its main): the config, the
+presets, the parameter layout, checkpoints, shards, the tokenizer, the dump format and the AdamW schedule are
+the CPU trainer's own code. This file adds the device side, in fp32 throughout:
+  1. CUDA basics: error checks, allocation, launch helpers
+  2. backbone kernels (embedding, RMSNorm, causal conv, SiLU, l2 norm, gates, SwiGLU, cross-entropy, AdamW)
+     and their host wrappers; every matrix product goes through cuBLAS (fp32; TF32 only with -f 1)
+  3. the memory: the chunk functions of train_miras.c section 3 as block-cooperative device functions with
+     the same names, arguments and comments (namespace gpu), one thread block per (sequence, head)
+  4. the GPU model: parameters, activations (the CPU's layouts), forward, backward, AdamW
+  5. token-by-token decoding on the GPU
+  6. dump mode, the decode test, evaluation, sampling
+  7. main: the training loop of train_miras.c, on the GPU
+Everything under namespace gpu mirrors the function of the same name in train_miras.c; inside the namespace
+the GPU versions hide the CPU ones, so the bodies read like the CPU's. The CPU's are called as ::name.
+
+Conventions for the memory's device functions (section 3): every one is called by all threads of the block
+with the same arguments, and ends with __syncthreads(), so that its outputs are visible to all threads.
+Inside, each output element is owned by one thread (or one warp for row reductions): no atomics, and the
+summation order is fixed, so runs are deterministic (not bitwise equal to the CPU's: sums are ordered
+differently; the tests compare norm-relative errors).
+*/
+#define TESTING
+#include "train_miras.c"
+#include <cuda_runtime.h>
+#include <cublas_v2.h>
+
+#ifdef MIRAS_DOUBLE
+#error "train_miras.cu is float32 only (the CPU trainer has the fp64 build)"
+#endif
+
+// ----------------------------------------------------------------------------
+// 1. CUDA basics
+
+static int g_sync = 0;  // MIRAS_SYNC=1: synchronise after every kernel, so that an error names its launch
+static void cuda_check(cudaError_t e, const char* what, const char* file, int line) {
+    if (e != cudaSuccess)
+        DIE("is a GPU visible (nvidia-smi)? out of memory: use a smaller -b or -t; MIRAS_SYNC=1 locates a failing kernel",
+            "CUDA error %s (%s) at %s:%d in %s", cudaGetErrorName(e), cudaGetErrorString(e), file, line, what);
+}
+#define cudaCheck(x) cuda_check((x), #x, __FILE__, __LINE__)
+#define KCHECK(name) do { cuda_check(cudaGetLastError(), name, __FILE__, __LINE__); if (g_sync) cuda_check(cudaDeviceSynchronize(), name, __FILE__, __LINE__); } while (0)
+static void cublas_check(cublasStatus_t s, const char* file, int line) {
+    if (s != CUBLAS_STATUS_SUCCESS) DIE("is the CUDA toolkit's cuBLAS usable on this GPU?", "cuBLAS error %d at %s:%d", (int)s, file, line);
+}
+#define cublasCheck(x) cublas_check((x), __FILE__, __LINE__)
+
+static cublasHandle_t g_blas;
+static real* g_ones; static size_t g_ones_n;   // a vector of ones: column sums as cuBLAS gemv
+static real* g_scratch; static size_t g_scratch_n;  // (N, D) products for parameter-gradient column sums
+static double* g_partials;                       // per-block partial sums of the gradient norm
+#define NORM_BLOCKS 1024
+
+static void* dmalloc(size_t bytes) {  // zeroed, like the CPU's calloc
+    void* p = NULL; bytes = bytes ? bytes : 4;
+    cudaCheck(cudaMalloc(&p, bytes)); cudaCheck(cudaMemset(p, 0, bytes));
+    return p;
+}
+static void dfree(void* p) { if (p) cudaCheck(cudaFree(p)); }
+static void h2d(void* dst, const void* src, size_t bytes) { if (bytes) cudaCheck(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice)); }
+static void d2h(void* dst, const void* src, size_t bytes) { if (bytes) cudaCheck(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost)); }
+static void d2d(void* dst, const void* src, size_t bytes) { if (bytes) cudaCheck(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToDevice)); }
+
+static void gpu_init(int tf32) {
+    int n = 0; cudaCheck(cudaGetDeviceCount(&n));
+    if (n < 1) DIE("run train_miras (the CPU trainer) instead", "no CUDA device found");
+    cudaCheck(cudaSetDevice(0));
+    cublasCheck(cublasCreate(&g_blas));
+    cublasCheck(cublasSetMathMode(g_blas, tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
+    g_partials = (double*)dmalloc(NORM_BLOCKS * sizeof(double));
+    const char* s = getenv("MIRAS_SYNC"); g_sync = s && atoi(s) > 0;
+}
+static const char* gpu_name(void) { static cudaDeviceProp p; cudaCheck(cudaGetDeviceProperties(&p, 0)); return p.name; }
+// the shared buffers, grown on demand
+static void gpu_buffers(size_t N, size_t scratch) {
+    if (N > g_ones_n) {
+        dfree(g_ones); g_ones = (real*)dmalloc(N * sizeof(real)); g_ones_n = N;
+        real* h = xmalloc(N * sizeof(real)); for (size_t i = 0; i < N; i++) h[i] = 1;
+        h2d(g_ones, h, N * sizeof(real)); free(h);
+    }
+    if (scratch > g_scratch_n) { dfree(g_scratch); g_scratch = (real*)dmalloc(scratch * sizeof(real)); g_scratch_n = scratch; }
+}
+
+#define NT 256  // threads per block of the elementwise and row kernels
+static unsigned nblocks(size_t n, int per = NT) { size_t b = (n + per - 1) / per; return (unsigned)(b < 1 ? 1 : (b > (1u << 20) ? (1u << 20) : b)); }
+#define GRID_FOR(i, n) for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < (size_t)(n); i += (size_t)gridDim.x * blockDim.x)
+// a warp per row: rows r = global warp index, grid-strided; lane j walks the row's columns
+#define WARP_ROWS_FOR(r, n) for (size_t r = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) / 32; r < (size_t)(n); r += (size_t)gridDim.x * blockDim.x / 32)
+#define LANE ((int)(threadIdx.x & 31))
+static unsigned warp_blocks(size_t rows) { return nblocks(rows * 32); }
+
+namespace gpu {
+
+// ---- device math, as in train_miras.c section 1 (float; no fast-math)
+__device__ __forceinline__ real warp_sum(real v) { for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o); return v; }
+__device__ __forceinline__ double warp_sumd(double v) { for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o); return v; }
+__device__ __forceinline__ real warp_max(real v) { for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o)); return v; }
+// block-wide sum (every thread gets the same value: the warp partials are added in a fixed order)
+__device__ real block_sum(real v) {
+    __shared__ real sh[32];
+    v = warp_sum(v);
+    __syncthreads();                       // a previous call may still be reading sh
+    if (LANE == 0) sh[threadIdx.x >> 5] = v;
+    __syncthreads();
+    real s = 0; for (int i = 0; i < (int)(blockDim.x >> 5); i++) s += sh[i];
+    return s;
+}
+__device__ double block_sumd(double v) {
+    __shared__ double sh[32];
+    v = warp_sumd(v);
+    __syncthreads();
+    if (LANE == 0) sh[threadIdx.x >> 5] = v;
+    __syncthreads();
+    double s = 0; for (int i = 0; i < (int)(blockDim.x >> 5); i++) s += sh[i];
+    return s;
+}
+__device__ real block_max(real v) {
+    __shared__ real sh[32];
+    v = warp_max(v);
+    __syncthreads();
+    if (LANE == 0) sh[threadIdx.x >> 5] = v;
+    __syncthreads();
+    real s = sh[0]; for (int i = 1; i < (int)(blockDim.x >> 5); i++) s = fmaxf(s, sh[i]);
+    return s;
+}
+
+__device__ __forceinline__ real sigmoidr(real x) { return (real)1 / (1 + expf(-x)); }
+__device__ __forceinline__ real silur(real x) { return x * sigmoidr(x); }
+__device__ __forceinline__ real silu_grad(real x) { real s = sigmoidr(x); return s * (1 + x * (1 - s)); }
+constexpr real GELU_C = 0.7978845608028654, GELU_A = 0.044715;
+__device__ __forceinline__ real gelu_tanh(real x) { return tanhf(GELU_C * (x + GELU_A * x * x * x)); }
+__device__ __forceinline__ real gelu(real x, real th) { return (real)0.5 * x * (1 + th); }
+__device__ __forceinline__ real gelu_d1(real x, real th) { return (real)0.5 * (1 + th) + (real)0.5 * x * (1 - th * th) * GELU_C * (1 + 3 * GELU_A * x * x); }
+__device__ __forceinline__ real gelu_d2(real x, real th) {
+    real du = GELU_C * (1 + 3 * GELU_A * x * x), ddu = GELU_C * 6 * GELU_A * x;
+    return (1 - th * th) * (du - x * th * du * du + (real)0.5 * x * ddu);
+}
+__device__ __forceinline__ real psi_lp(real e) { return 3 * tanhf(10 * e) * (e * e + (real)1e-6); }
+__device__ __forceinline__ real psi_lp_d(real e) { real th = tanhf(10 * e); return 3 * (10 * (1 - th * th) * (e * e + (real)1e-6) + 2 * e * th); }
+
+// ----------------------------------------------------------------------------
+// 2. backbone kernels (train_miras.c section 2) and their host wrappers (same names and arguments)
+
+__global__ void encoder_forward_kernel(real* out, const int* tok, const real* wte, int N, int C) {
+    GRID_FOR(e, (size_t)N * C) { size_t n = e / C; int c = (int)(e % C); out[e] = wte[(size_t)tok[n] * C + c]; }
+}
+static void encoder_forward(real* out, const int* tok, const real* wte, int N, int C) {
+    encoder_forward_kernel<<<nblocks((size_t)N * C), NT>>>(out, tok, wte, N, C); KCHECK("encoder_forward");
+}
+// dwte[tok] += dout, deterministic: the rows of each distinct token are added in position order (as the CPU
+// does) by the thread that owns that (token, channel); uniq/off/pos bucket the positions by token (host-built)
+__global__ void encoder_backward_kernel(real* dwte, const real* dout, const int* uniq, const int* off, const int* pos, int nu, int C) {
+    GRID_FOR(e, (size_t)nu * C) {
+        int u = (int)(e / C), c = (int)(e % C); real* w = dwte + (size_t)uniq[u] * C + c; real acc = *w;
+        for (int p = off[u]; p < off[u + 1]; p++) acc += dout[(size_t)pos[p] * C + c];
+        *w = acc;
+    }
+}
+
+// RMSNorm over groups of C channels; a warp per (row, group). rstd as the CPU computes it (in double, rounded)
+__global__ void rmsnorm_forward_kernel(real* out, real* rstd, const real* x, const real* w, int N, int G, int C) {
+    WARP_ROWS_FOR(r, (size_t)N * G) {
+        int g = (int)(r % G); const real* xr = x + r * C; real* o = out + r * C; real ss = 0;
+        for (int i = LANE; i < C; i += 32) ss += xr[i] * xr[i];
+        ss = warp_sum(ss);
+        real rs = (real)(1 / sqrt((double)(ss / C) + 1e-6));
+        for (int i = LANE; i < C; i += 32) o[i] = xr[i] * rs * w[g * C + i];
+        if (LANE == 0) rstd[r] = rs;
+    }
+}
+static void rmsnorm_forward(real* out, real* rstd, const real* x, const real* w, int N, int G, int C) {
+    rmsnorm_forward_kernel<<<warp_blocks((size_t)N * G), NT>>>(out, rstd, x, w, N, G, C); KCHECK("rmsnorm_forward");
+}
+__global__ void rmsnorm_backward_kernel(real* dx, real* dwp, const real* dout, const real* x, const real* w, const real* rstd, int N, int G, int C) {
+    WARP_ROWS_FOR(r, (size_t)N * G) {
+        int g = (int)(r % G); const real* xr = x + r * C; const real* dy = dout + r * C; real* dxr = dx + r * C; real rs = rstd[r], m = 0;
+        for (int i = LANE; i < C; i += 32) m += xr[i] * w[g * C + i] * dy[i];
+        m = warp_sum(m) / C;
+        for (int i = LANE; i < C; i += 32) {
+            dxr[i] += rs * w[g * C + i] * dy[i] - xr[i] * rs * rs * rs * m;
+            dwp[r * C + i] = dy[i] * xr[i] * rs;   // summed over rows below
+        }
+    }
+}
+// out[c * incy] += sum_n X[n][c]   (X (N, C) row-major = column-major (C, N): y = X^T ones)
+static void colsum_add(real* out, const real* X, int N, int C, int incy) {
+    const real one = 1;
+    cublasCheck(cublasSgemv(g_blas, CUBLAS_OP_N, C, N, &one, X, C, g_ones, 1, &one, out, incy));
+}
+// dx = r w dy - x r^3 mean(x w dy);  dw += dy x r
+static void rmsnorm_backward(real* dx, real* dw, const real* dout, const real* x, const real* w, const real* rstd, int N, int G, int C) {
+    rmsnorm_backward_kernel<<<warp_blocks((size_t)N * G), NT>>>(dx, g_scratch, dout, x, w, rstd, N, G, C); KCHECK("rmsnorm_backward");
+    colsum_add(dw, g_scratch, N, G * C, 1);
+}
+
+__global__ void add_bias_kernel(real* out, const real* bias, int N, int OC) {
+    GRID_FOR(e, (size_t)N * OC) out[e] += bias[e % OC];
+}
+// out (N, OC) = x (N, C) W^T + bias, W (OC, C). Row-major x is column-major x^T (C, N), so cuBLAS computes
+// out^T (OC, N) = op(W) x^T with W read as the column-major (C, OC) matrix W^T, transposed.
+static void matmul_forward(real* out, const real* x, const real* W, const real* bias, int N, int C, int OC) {
+    const real one = 1, zero = 0;
+    cublasCheck(cublasSgemm(g_blas, CUBLAS_OP_T, CUBLAS_OP_N, OC, N, C, &one, W, C, x, C, &zero, out, OC));
+    if (bias) { add_bias_kernel<<<nblocks((size_t)N * OC), NT>>>(out, bias, N, OC); KCHECK("add_bias"); }
+}
+// dx += dout W ; dW += dout^T x ; dbias += sum dout
+static void matmul_backward(real* dx, real* dW, real* dbias, const real* dout, const real* x, const real* W, int N, int C, int OC) {
+    const real one = 1;
+    // dx^T (C, N) += W^T (C, OC) dout^T (OC, N)
+    cublasCheck(cublasSgemm(g_blas, CUBLAS_OP_N, CUBLAS_OP_N, C, N, OC, &one, W, C, dout, OC, &one, dx, C));
+    // dW^T (C, OC) += x^T (C, N) dout (N, OC)
+    cublasCheck(cublasSgemm(g_blas, CUBLAS_OP_N, CUBLAS_OP_T, C, OC, N, &one, x, C, dout, OC, &one, dW, C));
+    if (dbias) colsum_add(dbias, dout, N, OC, 1);
+}
+
+// causal depthwise conv: c_t[i] = sum_j w[i][j] x_{t-K+1+j}[i], zero before t = 0
+__global__ void conv_forward_kernel(real* out, const real* x, const real* w, int B, int T, int C, int K) {
+    GRID_FOR(e, (size_t)B * T * C) {
+        int i = (int)(e % C); size_t bt = e / C; int t = (int)(bt % T); size_t b = bt / T; real s = 0;
+        for (int j = 0; j < K; j++) { int tt = t - K + 1 + j; if (tt >= 0) s += w[i * K + j] * x[(b * T + tt) * C + i]; }
+        out[e] = s;
+    }
+}
+static void conv_forward(real* out, const real* x, const real* w, int B, int T, int C, int K) {
+    conv_forward_kernel<<<nblocks((size_t)B * T * C), NT>>>(out, x, w, B, T, C, K); KCHECK("conv_forward");
+}
+// dx_tt[i] += sum_j w[i][j] dout_{tt+K-1-j}[i]  (a gather: each dx element owned by one thread)
+__global__ void conv_backward_dx_kernel(real* dx, const real* dout, const real* w, int B, int T, int C, int K) {
+    GRID_FOR(e, (size_t)B * T * C) {
+        int i = (int)(e % C); size_t bt = e / C; int tt = (int)(bt % T); size_t b = bt / T; real s = 0;
+        for (int j = 0; j < K; j++) { int t = tt + K - 1 - j; if (t < T) s += w[i * K + j] * dout[(b * T + t) * C + i]; }
+        dx[e] += s;
+    }
+}
+// tap j's products dout_t[i] x_{t-K+1+j}[i], summed over (b, t) by colsum_add
+__global__ void conv_dw_prod_kernel(real* prod, const real* dout, const real* x, int B, int T, int C, int K, int j) {
+    GRID_FOR(e, (size_t)B * T * C) {
+        int i = (int)(e % C); size_t bt = e / C; int t = (int)(bt % T); size_t b = bt / T; int tt = t - K + 1 + j;
+        prod[e] = tt >= 0 ? dout[e] * x[(b * T + tt) * C + i] : 0;
+    }
+}
+static void conv_backward(real* dx, real* dw, const real* dout, const real* x, const real* w, int B, int T, int C, int K) {
+    conv_backward_dx_kernel<<<nblocks((size_t)B * T * C), NT>>>(dx, dout, w, B, T, C, K); KCHECK("conv_backward_dx");
+    for (int j = 0; j < K; j++) {
+        conv_dw_prod_kernel<<<nblocks((size_t)B * T * C), NT>>>(g_scratch, dout, x, B, T, C, K, j); KCHECK("conv_dw_prod");
+        colsum_add(dw + j, g_scratch, B * T, C, K);
+    }
+}
+
+__global__ void silu_forward_kernel(real* out, const real* x, size_t n) { GRID_FOR(i, n) out[i] = silur(x[i]); }
+__global__ void silu_backward_kernel(real* dx, const real* dout, const real* x, size_t n) { GRID_FOR(i, n) dx[i] += dout[i] * silu_grad(x[i]); }
+static void silu_forward(real* out, const real* x, size_t n) { silu_forward_kernel<<<nblocks(n), NT>>>(out, x, n); KCHECK("silu_forward"); }
+static void silu_backward(real* dx, const real* dout, const real* x, size_t n) { silu_backward_kernel<<<nblocks(n), NT>>>(dx, dout, x, n); KCHECK("silu_backward"); }
+
+// l2 norm per head: y = x / sqrt(|x|^2 + 1e-6); a warp per (row, head)
+__global__ void l2norm_forward_kernel(real* out, real* rn, const real* x, int N, int G, int C) {
+    WARP_ROWS_FOR(r, (size_t)N * G) {
+        real ss = 0; for (int i = LANE; i < C; i += 32) ss += x[r * C + i] * x[r * C + i];
+        ss = warp_sum(ss);
+        real s = (real)(1 / sqrt((double)ss + 1e-6));
+        for (int i = LANE; i < C; i += 32) out[r * C + i] = x[r * C + i] * s;
+        if (LANE == 0) rn[r] = s;
+    }
+}
+__global__ void l2norm_backward_kernel(real* dx, const real* dout, const real* y, const real* rn, int N, int G, int C) {
+    WARP_ROWS_FOR(r, (size_t)N * G) {
+        real p = 0; for (int i = LANE; i < C; i += 32) p += y[r * C + i] * dout[r * C + i];
+        p = warp_sum(p);
+        for (int i = LANE; i < C; i += 32) dx[r * C + i] += rn[r] * (dout[r * C + i] - y[r * C + i] * p);
+    }
+}
+static void l2norm_forward(real* out, real* rn, const real* x, int N, int G, int C) {
+    l2norm_forward_kernel<<<warp_blocks((size_t)N * G), NT>>>(out, rn, x, N, G, C); KCHECK("l2norm_forward");
+}
+static void l2norm_backward(real* dx, const real* dout, const real* y, const real* rn, int N, int G, int C) {
+    l2norm_backward_kernel<<<warp_blocks((size_t)N * G), NT>>>(dx, dout, y, rn, N, G, C); KCHECK("l2norm_backward");
+}
+
+__global__ void swiglu_forward_kernel(real* out, const real* h1, const real* h3, size_t n) { GRID_FOR(i, n) out[i] = silur(h1[i]) * h3[i]; }
+__global__ void swiglu_backward_kernel(real* dh1, real* dh3, const real* dout, const real* h1, const real* h3, size_t n) {
+    GRID_FOR(i, n) { dh1[i] += dout[i] * h3[i] * silu_grad(h1[i]); dh3[i] += dout[i] * silur(h1[i]); }
+}
+static void swiglu_forward(real* out, const real* h1, const real* h3, size_t n) { swiglu_forward_kernel<<<nblocks(n), NT>>>(out, h1, h3, n); KCHECK("swiglu_forward"); }
+static void swiglu_backward(real* dh1, real* dh3, const real* dout, const real* h1, const real* h3, size_t n) {
+    swiglu_backward_kernel<<<nblocks(n), NT>>>(dh1, dh3, dout, h1, h3, n); KCHECK("swiglu_backward");
+}
+
+__global__ void gate_mul_forward_kernel(real* out, const real* yn, const real* gp, size_t n) { GRID_FOR(i, n) out[i] = yn[i] * silur(gp[i]); }
+__global__ void gate_mul_backward_kernel(real* dyn, real* dgp, const real* dout, const real* yn, const real* gp, size_t n) {
+    GRID_FOR(i, n) { dyn[i] += dout[i] * silur(gp[i]); dgp[i] += dout[i] * yn[i] * silu_grad(gp[i]); }
+}
+static void gate_mul_forward(real* out, const real* yn, const real* gp, size_t n) { gate_mul_forward_kernel<<<nblocks(n), NT>>>(out, yn, gp, n); KCHECK("gate_mul_forward"); }
+static void gate_mul_backward(real* dyn, real* dgp, const real* dout, const real* yn, const real* gp, size_t n) {
+    gate_mul_backward_kernel<<<nblocks(n), NT>>>(dyn, dgp, dout, yn, gp, n); KCHECK("gate_mul_backward");
+}
+
+__global__ void gate_act_forward_kernel(real* g, size_t n, real scale) { GRID_FOR(i, n) g[i] = scale * sigmoidr(g[i]); }
+__global__ void gate_act_backward_kernel(real* dpre, const real* dg, const real* g, size_t n, real scale) { GRID_FOR(i, n) dpre[i] = dg[i] * g[i] * (1 - g[i] / scale); }
+__global__ void softplus_forward_kernel(real* g, size_t n) { GRID_FOR(i, n) g[i] = g[i] > 20 ? g[i] : log1pf(expf(g[i])); }
+__global__ void softplus_backward_kernel(real* dpre, const real* dg, const real* g, size_t n) { GRID_FOR(i, n) dpre[i] = dg[i] * (1 - expf(-g[i])); }
+__global__ void fill_const_kernel(real* p, size_t n, real v) { GRID_FOR(i, n) p[i] = v; }
+__global__ void residual_forward_kernel(real* out, const real* a, const real* b, size_t n) { GRID_FOR(i, n) out[i] = a[i] + b[i]; }
+__global__ void scale_kernel(real* p, size_t n, real s) { GRID_FOR(i, n) p[i] *= s; }
+static void gate_act_forward(real* g, size_t n, real scale) { gate_act_forward_kernel<<<nblocks(n), NT>>>(g, n, scale); KCHECK("gate_act_forward"); }
+static void gate_act_backward(real* dpre, const real* dg, const real* g, size_t n, real scale) { gate_act_backward_kernel<<<nblocks(n), NT>>>(dpre, dg, g, n, scale); KCHECK("gate_act_backward"); }
+static void softplus_forward(real* g, size_t n) { softplus_forward_kernel<<<nblocks(n), NT>>>(g, n); KCHECK("softplus_forward"); }
+static void softplus_backward(real* dpre, const real* dg, const real* g, size_t n) { softplus_backward_kernel<<<nblocks(n), NT>>>(dpre, dg, g, n); KCHECK("softplus_backward"); }
+static void fill_const(real* p, size_t n, double v) { fill_const_kernel<<<nblocks(n), NT>>>(p, n, (real)v); KCHECK("fill_const"); }
+static void residual_forward(real* out, const real* a, const real* b, size_t n) { residual_forward_kernel<<<nblocks(n), NT>>>(out, a, b, n); KCHECK("residual_forward"); }
+
+// cross-entropy over the first V of Vp logits; a block per row. probs as the CPU keeps them.
+__global__ void crossentropy_forward_kernel(real* losses, real* probs, const real* logits, const int* targets, int N, int V, int Vp) {
+    for (int n = blockIdx.x; n < N; n += gridDim.x) {
+        const real* l = logits + (size_t)n * Vp; real* p = probs + (size_t)n * Vp; real mx = -1e30f, s = 0;
+        for (int i = threadIdx.x; i < V; i += blockDim.x) mx = fmaxf(mx, l[i]);
+        mx = block_max(mx);
+        for (int i = threadIdx.x; i < V; i += blockDim.x) { real e = expf(l[i] - mx); p[i] = e; s += e; }
+        s = block_sum(s);
+        for (int i = threadIdx.x; i < Vp; i += blockDim.x) p[i] = i < V ? p[i] / s : 0;
+        if (threadIdx.x == 0) losses[n] = -logf(expf(l[targets[n]] - mx) / s);
+    }
+}
+static void crossentropy_forward(real* losses, real* probs, const real* logits, const int* targets, int N, int V, int Vp) {
+    crossentropy_forward_kernel<<<N < 65536 ? N : 65536, 512>>>(losses, probs, logits, targets, N, V, Vp); KCHECK("crossentropy_forward");
+}
+// dlogits = (probs - onehot) * dloss, for the positions in mask (NULL: all); padded columns get no gradient
+__global__ void crossentropy_backward_kernel(real* dlogits, const real* probs, const int* targets, const uint8_t* mask, real dloss, int N, int V, int Vp) {
+    GRID_FOR(e, (size_t)N * V) {
+        size_t n = e / V; int i = (int)(e % V);
+        if (!mask || mask[n]) dlogits[n * Vp + i] += (probs[n * Vp + i] - (i == targets[n])) * dloss;
+    }
+}
+static void crossentropy_backward(real* dlogits, const real* probs, const int* targets, const uint8_t* mask, real dloss, int N, int V, int Vp) {
+    crossentropy_backward_kernel<<<nblocks((size_t)N * V), NT>>>(dlogits, probs, targets, mask, dloss, N, V, Vp); KCHECK("crossentropy_backward");
+}
+// argmax over the first V logits of each row (answer accuracy); ties go to the lowest index, as on the CPU
+__global__ void argmax_kernel(int* out, const real* logits, int N, int V, int Vp) {
+    WARP_ROWS_FOR(n, N) {
+        const real* l = logits + n * Vp; real bv = -INFINITY; int bi = V;
+        for (int i = LANE; i < V; i += 32) if (l[i] > bv || (l[i] == bv && i < bi)) { bv = l[i]; bi = i; }
+        for (int o = 16; o > 0; o >>= 1) {
+            real ov = __shfl_xor_sync(0xffffffffu, bv, o); int oi = __shfl_xor_sync(0xffffffffu, bi, o);
+            if (ov > bv || (ov == bv && oi < bi)) { bv = ov; bi = oi; }
+        }
+        if (LANE == 0) out[n] = bi < V ? bi : 0;
+    }
+}
+
+// AdamW (torch.optim.AdamW): decoupled decay, bias-corrected moments; bc1, bc2 computed on the host as the CPU does
+__global__ void adamw_kernel(real* w, const real* g, real* mm, real* vv, size_t n, real lr, real beta1, real beta2, real eps, real decay, real bc1, real bc2) {
+    GRID_FOR(i, n) {
+        real gr = g[i], m = beta1 * mm[i] + (1 - beta1) * gr, v = beta2 * vv[i] + (1 - beta2) * gr * gr;
+        mm[i] = m; vv[i] = v;
+        real x = w[i];
+        x -= lr * decay * x;
+        x -= lr * (m / bc1) / (sqrtf(v / bc2) + eps);
+        w[i] = x;
+    }
+}
+// sum of squares in double, one partial per block (summed on the host in block order: deterministic)
+__global__ void sumsq_kernel(double* partial, const real* g, size_t n) {
+    double s = 0;
+    GRID_FOR(i, n) s += (double)g[i] * g[i];
+    s = block_sumd(s);
+    if (threadIdx.x == 0) partial[blockIdx.x] = s;
+}
+
+// ----------------------------------------------------------------------------
+// 3. the memory (train_miras.c section 3, SPEC §4, §5), one thread block per (sequence, head)
+//
+// The chunk scratch is the CPU's MemChunk (carved by memchunk_carve, in global memory, one per block) plus a
+// few GPU-only buffers for the parallel reductions. Every function below has the CPU's name and arguments
+// (mem_update_backward takes the chunk as one more argument, for its scratch) and the CPU's comment; the
+// loops are split so that each output element has one owner thread. MEM_THREADS must be a multiple of 32.
+#ifndef MEM_THREADS
+#define MEM_THREADS 512   // threads per (sequence, head) block, a multiple of 32 (at most 128 registers either way); make NVCC="nvcc -DMEM_THREADS=256" to try fewer
+#endif
+#define MEMFN __device__ __noinline__  // separate functions: inlining them all makes compile times of minutes
+#define FOR(i, n) for (int i = threadIdx.x; i < (int)(n); i += blockDim.x)
+#define WARP_FOR(t, n) for (int t = threadIdx.x >> 5; t < (int)(n); t += blockDim.x >> 5)
+
+// The CPU's types, derived so that these functions are the exact match for their arguments (argument-dependent
+// lookup also sees the CPU's functions of the same names; a derived-to-base conversion loses to an exact match).
+struct MemCfg : ::MemCfg {};
+struct MemChunk : ::MemChunk {
+    real *nn1, *nn2;   // (b, b) each: per-(t, i) terms of mem_coef_backward and mem_read_backward
+    real *nm1;         // (b, dm): per-(i, j) terms of mem_update_backward
+    real *keep;        // (2 + d): kl_gates' saved gates (the CPU keeps them on its stack)
+};
+static size_t memchunk_carve(MemChunk* c, real* base, int b, int d, int dm, int nP) {
+    size_t n = ::memchunk_carve(c, base, b, d, dm, nP); real* p = base ? base + n : NULL;
+    size_t nn = (size_t)b * b, nm = (size_t)b * dm;
+    c->nn1 = p; c->nn2 = p ? p + nn : NULL; c->nm1 = p ? p + 2 * nn : NULL; c->keep = p ? p + 2 * nn + nm : NULL;
+    return n + 2 * nn + nm + 2 + d;
+}
+
+MEMFN void block_zero(real* p, size_t n) { for (size_t i = threadIdx.x; i < n; i += blockDim.x) p[i] = 0; __syncthreads(); }
+MEMFN void block_copy(real* dst, const real* src, size_t n) { for (size_t i = threadIdx.x; i < n; i += blockDim.x) dst[i] = src[i]; __syncthreads(); }
+
+// Small dense products used inside a memory chunk. out = (acc ? out : 0) + s * op.
+// A dot product of two rows, by a whole warp: the lanes split the row (coalesced loads), then a fixed-order
+// warp sum; every lane gets the result. (A thread per output would read 32 different rows per load.)
+__device__ __forceinline__ real warp_dot(const real* a, const real* b, int n) {
+    real v = 0; for (int k = LANE; k < n; k += 32) v += a[k] * b[k];
+    return warp_sum(v);
+}
+MEMFN void mm_nt(real* out, const real* A, const real* Bm, int M, int N, int K, real s, int acc) { // A (M,K) B (N,K)^T; a warp per output
+    WARP_FOR(e, M * N) {
+        int i = e / N, j = e % N; real v = s * warp_dot(A + (size_t)i * K, Bm + (size_t)j * K, K);
+        if (LANE == 0) out[e] = acc ? out[e] + v : v;
+    }
+    __syncthreads();
+}
+MEMFN void mm_nn(real* out, const real* A, const real* Bm, int M, int N, int K, real s, int acc) { // A (M,K) B (K,N)
+    FOR(e, M * N) {
+        int i = e / N, j = e % N; real o = acc ? out[e] : 0;
+        for (int k = 0; k < K; k++) o += s * A[(size_t)i * K + k] * Bm[(size_t)k * N + j];
+        out[e] = o;
+    }
+    __syncthreads();
+}
+MEMFN void mm_tn(real* out, const real* A, const real* Bm, int M, int N, int K, real s, int acc) { // A (K,M)^T B (K,N)
+    FOR(e, M * N) {
+        int i = e / N, j = e % N; real o = acc ? out[e] : 0;
+        for (int k = 0; k < K; k++) o += s * A[(size_t)k * M + i] * Bm[(size_t)k * N + j];
+        out[e] = o;
+    }
+    __syncthreads();
+}
+
+// Chunk coefficients by the recurrences (t, i local, 0-based; sigma_{-1} = alpha_{-1} = 1):
+//   alpha_t = a_t alpha_{t-1}          sigma_t = theta_t sigma_{t-1}      beta_t = a_t beta_{t-1} + sigma_t
+//   s[t][i] = eta_i (t = i), theta_t s[t-1][i] (t > i)       C[t][i] = a_t C[t-1][i] + s[t][i]
+// Column i of s and C depends on column i only: a thread per column; thread 0 runs the scalar chains.
+MEMFN void mem_coef_forward(MemChunk* c, int n, int momentum) {
+    if (threadIdx.x == 0) for (int t = 0; t < n; t++) {
+        real th = momentum ? c->theta[t] : 0;
+        c->alpha[t] = c->a[t] * (t ? c->alpha[t - 1] : 1);
+        c->sigma[t] = th * (t ? c->sigma[t - 1] : 1);
+        c->beta[t] = c->a[t] * (t ? c->beta[t - 1] : 0) + c->sigma[t];
+    }
+    FOR(i, n) for (int t = 0; t < n; t++) {
+        real th = momentum ? c->theta[t] : 0;
+        real s = i == t ? c->eta[i] : (i < t ? th * c->s[(t - 1) * n + i] : 0);
+        c->s[t * n + i] = s;
+        c->C[t * n + i] = i <= t ? c->a[t] * (i < t ? c->C[(t - 1) * n + i] : 0) + s : 0;
+    }
+    __syncthreads();
+}
+// Reverse mode through the recurrences: from dalpha, dbeta, dC (all rows) and dsigma, ds (last row)
+// to da, deta, dtheta. Thread 0: the scalar chains (ga, gb, gs); thread i: column i (the CPU's gC[i], gS[i]),
+// whose terms for da[t] and dtheta[t] go to nn1, nn2 and are summed per row after a barrier.
+MEMFN void mem_coef_backward(MemChunk* c, int n, int momentum) {
+    real *tA = c->nn1, *tT = c->nn2;
+    if (threadIdx.x == 0) {
+        real ga = 0, gb = 0, gs = 0;        // adjoints of alpha_{t+1}, beta_{t+1}, sigma_{t+1}
+        for (int t = n - 1; t >= 0; t--) {
+            real an = t + 1 < n ? c->a[t + 1] : 0, thn = (momentum && t + 1 < n) ? c->theta[t + 1] : 0;
+            ga = c->dalpha[t] + an * ga;
+            c->da[t] += ga * (t ? c->alpha[t - 1] : 1);
+            gb = c->dbeta[t] + an * gb;
+            c->da[t] += gb * (t ? c->beta[t - 1] : 0);
+            gs = (t == n - 1 ? c->dsig[0] : 0) + gb + thn * gs;
+            if (momentum) c->dtheta[t] += gs * (t ? c->sigma[t - 1] : 1);
+        }
+    }
+    FOR(i, n) {
+        real gC = 0, gS = 0;                // adjoints of C[t+1][i], s[t+1][i]
+        for (int t = n - 1; t >= i; t--) {
+            real an = t + 1 < n ? c->a[t + 1] : 0, thn = (momentum && t + 1 < n) ? c->theta[t + 1] : 0;
+            real g = c->dC[t * n + i] + an * gC;
+            tA[t * n + i] = g * (i < t ? c->C[(t - 1) * n + i] : 0);
+            real h = (t == n - 1 ? c->ds[i] : 0) + g + thn * gS;
+            if (i == t) { c->deta[i] += h; tT[t * n + i] = 0; }
+            else tT[t * n + i] = momentum ? h * c->s[(t - 1) * n + i] : 0;
+            gC = g; gS = h;
+        }
+    }
+    __syncthreads();
+    FOR(t, n) {
+        real sa = 0, st = 0;
+        for (int i = 0; i <= t; i++) { sa += tA[t * n + i]; st += tT[t * n + i]; }
+        c->da[t] += sa;
+        if (momentum) c->dtheta[t] += st;
+    }
+    __syncthreads();
+}
+
+// A read through one memory matrix W (m, p) as it evolves inside the chunk (dual form):
+//   out_t = alpha_t W x_t + beta_t S x_t - cs sum_{i<=t} C[t][i] (x_t . xk_i) dl_i
+// (cs = 1, except 1/s for Moneta's lq retention, whose reads are A_t / s)
+// x (n, p) the read inputs, xk (n, p) the write inputs, dl (n, m) the error rows of the writes.
+// Keeps xw = x W^T, xs = x S^T, xx = x xk^T for the backward.
+MEMFN void mem_read_forward(real* out, real* xw, real* xs, real* xx, const real* x, const real* xk, const real* dl,
+                                 const real* W, const real* S, real cs, const MemChunk* c, int n, int m, int p) {
+    mm_nt(xw, x, W, n, m, p, 1, 0);
+    if (S) mm_nt(xs, x, S, n, m, p, 1, 0);
+    mm_nt(xx, x, xk, n, n, p, 1, 0);
+    FOR(e, n * m) {
+        int t = e / m, j = e % m;
+        real o = c->alpha[t] * xw[e] + (S ? c->beta[t] * xs[e] : 0);
+        for (int i = 0; i <= t; i++) { real w = cs * c->C[t * n + i] * xx[t * n + i]; o -= w * dl[(size_t)i * m + j]; }
+        out[e] = o;
+    }
+    __syncthreads();
+}
+// Its backward. With dA[t][i] = -(dout_t . dl_i), gx = cs C dA and w = cs C xx (both (n, n), lower):
+//   dalpha_t += dout_t . xw_t   dbeta_t += dout_t . xs_t   dC += cs dA xx   dcs += sum dA C xx
+//   dx_t += alpha_t W^T dout_t + beta_t S^T dout_t + sum_{i<=t} gx[t][i] xk_i
+//   dW += sum_t alpha_t dout_t x_t^T   dS += sum_t beta_t dout_t x_t^T
+//   dxk_i += sum_{t>=i} gx[t][i] x_t   ddl_i -= sum_{t>=i} w[t][i] dout_t
+MEMFN void mem_read_backward(real* dx, real* dxk, real* ddl, real* dW, real* dS, real* dcs, MemChunk* c, const real* dout,
+                                  const real* x, const real* xk, const real* dl, const real* W, const real* S, real cs,
+                                  const real* xw, const real* xs, const real* xx, int n, int m, int p) {
+    real *gx = c->nn1, *wx = c->nn2;
+    WARP_FOR(t, n) {
+        const real* g = dout + (size_t)t * m; real sa = 0, sb = 0;
+        for (int j = LANE; j < m; j += 32) { sa += g[j] * xw[(size_t)t * m + j]; if (S) sb += g[j] * xs[(size_t)t * m + j]; }
+        sa = warp_sum(sa); sb = warp_sum(sb);
+        if (LANE == 0) { c->dalpha[t] += sa; if (S) c->dbeta[t] += sb; }
+    }
+    real scs = 0;
+    WARP_FOR(e, n * n) {                            // a warp per (t, i)
+        int t = e / n, i = e % n; real gxe = 0, wxe = 0;
+        if (i <= t) {
+            real cti = c->C[e], dA = -warp_dot(dout + (size_t)t * m, dl + (size_t)i * m, m);
+            if (LANE == 0) { c->dC[e] += cs * dA * xx[e]; scs += dA * cti * xx[e]; }
+            gxe = cs * dA * cti; wxe = cs * cti * xx[e];
+        }
+        if (LANE == 0) { gx[e] = gxe; wx[e] = wxe; }
+    }
+    scs = block_sum(scs);                           // (its barriers also publish gx, wx)
+    if (threadIdx.x == 0) *dcs += scs;
+    FOR(e, n * p) {                                 // through alpha_t W x_t, beta_t S x_t and the write terms
+        int t = e / p, q = e % p; const real* g = dout + (size_t)t * m; real v = 0;
+        for (int j = 0; j < m; j++) {
+            real ga = c->alpha[t] * g[j], gb = S ? c->beta[t] * g[j] : 0;
+            v += ga * W[(size_t)j * p + q] + (S ? gb * S[(size_t)j * p + q] : 0);
+        }
+        for (int i = 0; i <= t; i++) v += gx[t * n + i] * xk[(size_t)i * p + q];
+        dx[e] += v;
+    }
+    FOR(e, m * p) {
+        int j = e / p, q = e % p; real vw = 0, vs = 0;
+        for (int t = 0; t < n; t++) {
+            real gj = dout[(size_t)t * m + j], xq = x[(size_t)t * p + q];
+            vw += c->alpha[t] * gj * xq;
+            if (S) vs += c->beta[t] * gj * xq;
+        }
+        dW[e] += vw;
+        if (S) dS[e] += vs;
+    }
+    FOR(e, n * p) {
+        int i = e / p, q = e % p; real v = 0;
+        for (int t = i; t < n; t++) v += gx[t * n + i] * x[(size_t)t * p + q];
+        dxk[e] += v;
+    }
+    FOR(e, n * m) {
+        int i = e / m, j = e % m; real v = 0;
+        for (int t = i; t < n; t++) v += wx[t * n + i] * dout[(size_t)t * m + j];
+        ddl[e] -= v;
+    }
+    __syncthreads();
+}
+
+// The chunk-end state of one memory matrix: Wn = ca W + cb S - sum_i c_i dl_i xk_i^T   (m, p)
+MEMFN void mem_update_forward(real* Wn, const real* W, real ca, const real* S, real cb,
+                                   const real* dl, const real* xk, const real* cv, int n, int m, int p) {
+    FOR(e, m * p) {
+        int j = e / p, q = e % p; real v = ca * W[e] + (S ? cb * S[e] : 0);
+        for (int i = 0; i < n; i++) { real w = cv[i] * dl[(size_t)i * m + j]; v -= w * xk[(size_t)i * p + q]; }
+        Wn[e] = v;
+    }
+    __syncthreads();
+}
+// dW += ca dWn; dS += cb dWn; dca += <dWn, W>; dcb += <dWn, S>;
+// with gx[i][j] = dWn_j . xk_i:  ddl[i][j] -= c_i gx[i][j];  dc_i -= sum_j dl[i][j] gx[i][j];  dxk_i -= c_i dl_i^T dWn
+MEMFN void mem_update_backward(real* dW, real* dS, real* dca, real* dcb, real* ddl, real* dxk, real* dcv,
+                                    const real* dWn, const real* W, real ca, const real* S, real cb,
+                                    const real* dl, const real* xk, const real* cv, int n, int m, int p, const MemChunk* c) {
+    real sa = 0, sb = 0;
+    FOR(e, m * p) {
+        dW[e] += ca * dWn[e]; sa += dWn[e] * W[e];
+        if (S) { dS[e] += cb * dWn[e]; sb += dWn[e] * S[e]; }
+    }
+    sa = block_sum(sa);
+    if (S) sb = block_sum(sb);
+    if (threadIdx.x == 0) { *dca += sa; if (S) *dcb += sb; }
+    real* gl = c->nm1;                              // dl[i][j] gx[i][j], summed over j below
+    WARP_FOR(e, n * m) {                            // a warp per (i, j)
+        int i = e / m, j = e % m; real gx = warp_dot(dWn + (size_t)j * p, xk + (size_t)i * p, p);
+        if (LANE == 0) { ddl[e] -= cv[i] * gx; gl[e] = dl[e] * gx; }
+    }
+    FOR(e, n * p) {
+        int i = e / p, q = e % p; real v = 0;
+        for (int j = 0; j < m; j++) v += dl[(size_t)i * m + j] * dWn[(size_t)j * p + q];
+        dxk[e] -= cv[i] * v;
+    }
+    __syncthreads();
+    WARP_FOR(i, n) {
+        real s = 0; for (int j = LANE; j < m; j += 32) s += gl[(size_t)i * m + j];
+        s = warp_sum(s);
+        if (LANE == 0) dcv[i] -= s;
+    }
+    __syncthreads();
+}
+
+// LayerNorm of the deep memory, without its affine (applied by the caller), rows of d:
+// x^ = (o - mean) * rstd, rstd = 1/sqrt(var + 1e-5), biased variance; in place. A warp per row.
+MEMFN void ln_forward(real* o, real* rstd, int n, int d) {
+    WARP_FOR(t, n) {
+        real* x = o + (size_t)t * d; real mu = 0, var = 0;
+        for (int i = LANE; i < d; i += 32) mu += x[i];
+        mu = warp_sum(mu) / d;
+        for (int i = LANE; i < d; i += 32) var += (x[i] - mu) * (x[i] - mu);
+        var = warp_sum(var);
+        real r = (real)(1 / sqrt((double)(var / d) + 1e-5));
+        for (int i = LANE; i < d; i += 32) x[i] = (x[i] - mu) * r;
+        if (LANE == 0) rstd[t] = r;
+    }
+    __syncthreads();
+}
+// do += rstd (dx^ - mean(dx^) - x^ mean(dx^ x^)) - drstd rstd^2 x^ / d   (drstd may be NULL)
+MEMFN void ln_backward(real* dox, const real* dxh, const real* drstd, const real* xh, const real* rstd, int n, int d) {
+    WARP_FOR(t, n) {
+        const real* g = dxh + (size_t)t * d; const real* x = xh + (size_t)t * d; real m1 = 0, m2 = 0, r = rstd[t];
+        for (int i = LANE; i < d; i += 32) { m1 += g[i]; m2 += g[i] * x[i]; }
+        m1 = warp_sum(m1) / d; m2 = warp_sum(m2) / d;
+        for (int i = LANE; i < d; i += 32) dox[(size_t)t * d + i] += r * (g[i] - m1 - x[i] * m2) - (drstd ? drstd[t] * r * r * x[i] / d : 0);
+    }
+    __syncthreads();
+}
+// The memory's inner gradient passes r back through the LN: d1 = rstd (u - mean(u) - x^ mean(u x^)),
+// u = r * g (done with ln_backward). Training through d1 needs its backward (the LN double-backward):
+//   du = rstd (G - mean(G) - x^ mean(G x^)),  dx^ += -rstd (G mean(u x^) + u mean(G x^)),  drstd += <G, d1>/rstd
+MEMFN void ln_backward_backward(real* du, real* dxh, real* drstd, const real* G, const real* u, const real* xh,
+                                     const real* rstd, const real* d1, int n, int d) {
+    ln_backward(du, G, NULL, xh, rstd, n, d);
+    WARP_FOR(t, n) {
+        const real *g = G + (size_t)t * d, *uu = u + (size_t)t * d, *x = xh + (size_t)t * d; real r = rstd[t];
+        real mux = 0, mgx = 0, gd = 0;
+        for (int i = LANE; i < d; i += 32) { mux += uu[i] * x[i]; mgx += g[i] * x[i]; gd += g[i] * d1[(size_t)t * d + i]; }
+        mux = warp_sum(mux) / d; mgx = warp_sum(mgx) / d; gd = warp_sum(gd);
+        for (int i = LANE; i < d; i += 32) dxh[(size_t)t * d + i] -= r * (g[i] * mux + uu[i] * mgx);
+        if (LANE == 0) drstd[t] += gd / r;
+    }
+    __syncthreads();
+}
+
+// out = (resid ? x : 0) + (ln ? x^ g + beta : o)   -- the deep memory's output from its normalised MLP output
+MEMFN void mem_out_forward(real* out, const real* x, const real* nx, const real* g, const real* bt, const MemCfg* m, int n) {
+    FOR(e, n * m->d) {
+        int i = e % m->d;
+        out[e] = (m->resid ? x[e] : 0) + (m->ln ? nx[e] * g[i] + bt[i] : nx[e]);
+    }
+    __syncthreads();
+}
+// from dout to dx (resid), dg, dbeta and d(nx) (the normalised output, or o without LN); a thread per channel
+MEMFN void mem_out_backward(real* dx, real* dnx, real* dg, real* dbt, const real* dout, const real* nx, const real* g, const MemCfg* m, int n) {
+    FOR(i, m->d) for (int t = 0; t < n; t++) {
+        size_t e = (size_t)t * m->d + i;
+        if (m->resid) dx[e] += dout[e];
+        if (m->ln) { dg[i] += dout[e] * nx[e]; dbt[i] += dout[e]; dnx[e] += dout[e] * g[i]; } else dnx[e] += dout[e];
+    }
+    __syncthreads();
+}
+
+// The attentional bias (SPEC §4): from e = M(k) - v to r = dloss/dM(k). Moneta's lp (p = 3) is smoothed as
+// 3 tanh(10 e)(e^2 + 1e-6); Yaad's Huber gives clamp(e, -delta, delta). With channel-wise gates the error is
+// then scaled per output channel by eta (and the scalar eta of the recurrences is 1). In: c->r holds M(k).
+MEMFN void mem_bias_forward(const MemCfg* m, MemChunk* c, int n) {
+    FOR(j, n * m->d) {
+        real e = c->r[j] - c->v[j], ps;
+        switch (m->bias) {
+            case 0: ps = e; break;
+            case 1: ps = -c->v[j]; break;
+            case 2: ps = psi_lp(e); break;
+            default: ps = e < -c->delta[j] ? -c->delta[j] : (e > c->delta[j] ? c->delta[j] : e);
+        }
+        c->e[j] = e; c->psi[j] = ps; c->r[j] = m->cw ? c->etac[j] * ps : ps;
+    }
+    __syncthreads();
+}
+// from dr to dmk = dloss/dM(k) (overwritten), and dv, detac, ddelta (accumulated)
+MEMFN void mem_bias_backward(const MemCfg* m, MemChunk* c, int n) {
+    FOR(j, n * m->d) {
+        real dps = m->cw ? c->dr[j] * c->etac[j] : c->dr[j], de = 0, e = c->e[j];
+        if (m->cw) c->detac[j] += c->dr[j] * c->psi[j];
+        switch (m->bias) {
+            case 0: de = dps; break;
+            case 1: c->dv[j] -= dps; break;
+            case 2: de = dps * psi_lp_d(e); break;
+            default: if (fabsf(e) <= c->delta[j]) de = dps; else c->ddelta[j] += e > 0 ? dps : -dps;
+        }
+        c->dmk[j] = de; c->dv[j] -= de;
+    }
+    __syncthreads();
+}
+
+// One chunk of n tokens (SPEC §5.1, §5.2) from state (P, S); writes y and, if Pn, the chunk-end state.
+// The chunk-end state is base's (P when base is NULL): Pn = alpha_n base + beta_n S - sum_i c_i g_i. The reads of
+// W1 and W2 (or W) scale their write terms by cs[0], cs[1] (NULL: 1). Both are for the retentions below.
+MEMFN void mem_chunk_forward(const MemCfg* m, MemChunk* c, int n, const real* P, const real* S, real* Pn, real* Sn,
+                                  const real* lng, const real* lnb, const real* base, const real* cs) {
+    int d = m->d, dm = m->dm; size_t nd = (size_t)n * d;
+    const real* Sx = m->momentum ? S : NULL;
+    const real* B0 = base ? base : P;
+    real cs0 = cs ? cs[0] : 1, cs1 = cs ? cs[1] : 1;
+    mem_coef_forward(c, n, m->momentum);
+    const real* crow = c->C + (size_t)(n - 1) * n; const real* srow = c->s + (size_t)(n - 1) * n;
+    if (m->depth == 1) {                                    // linear memory M(x) = W x, g_i = r_i k_i^T
+        mm_nt(c->r, c->k, P, n, d, d, 1, 0);                // M(k_i) = W_s k_i
+        mem_bias_forward(m, c, n);
+        mem_read_forward(c->y, c->xw1, c->xs1, c->xx1, c->q, c->k, c->r, P, Sx, cs0, c, n, d, d);
+        if (Pn) mem_update_forward(Pn, B0, c->alpha[n - 1], Sx, c->beta[n - 1], c->r, c->k, crow, n, d, d);
+        if (Pn && Sx) mem_update_forward(Sn, Sx, c->sigma[n - 1], NULL, 0, c->r, c->k, srow, n, d, d);
+        return;
+    }
+    // deep memory: W1 (d, dm), W2 (dm, d); g_i = (d1_i hk_i^T, d2_i k_i^T)
+    const real *W1 = P, *W2 = P + (size_t)d * dm, *S1 = Sx, *S2 = Sx ? Sx + (size_t)d * dm : NULL;
+    mm_nt(c->zk, c->k, W2, n, dm, d, 1, 0);                 // z = W2 k
+    FOR(e, n * dm) { c->tk[e] = gelu_tanh(c->zk[e]); c->hk[e] = gelu(c->zk[e], c->tk[e]); }
+    __syncthreads();
+    mm_nt(c->nk, c->hk, W1, n, d, dm, 1, 0);                // o = W1 h
+    if (m->ln) ln_forward(c->nk, c->rk, n, d);              // x^ = LN(o)
+    mem_out_forward(c->r, c->k, c->nk, lng, lnb, m, n);    // M(k)
+    mem_bias_forward(m, c, n);                              // r = dloss/dM(k)
+    if (m->ln) {                                            // d1 = dloss/do: r back through the LN affine and norm
+        FOR(e, nd) c->u[e] = c->r[e] * lng[e % d];
+        __syncthreads();
+        block_zero(c->d1, nd);
+        ln_backward(c->d1, c->u, NULL, c->nk, c->rk, n, d);
+    } else block_copy(c->d1, c->r, nd);
+    mm_nn(c->gk, c->d1, W1, n, dm, d, 1, 0);                // dloss/dh = W1^T d1
+    FOR(e, n * dm) c->d2[e] = c->gk[e] * gelu_d1(c->zk[e], c->tk[e]); // d2 = dloss/dz
+    __syncthreads();
+    // reads, after the write: y_t = q_t + LN(W1_t GELU(W2_t q_t))
+    mem_read_forward(c->zq, c->xw1, c->xs1, c->xx1, c->q, c->k, c->d2, W2, S2, cs1, c, n, dm, d);
+    FOR(e, n * dm) { c->tq[e] = gelu_tanh(c->zq[e]); c->hq[e] = gelu(c->zq[e], c->tq[e]); }
+    __syncthreads();
+    mem_read_forward(c->nq, c->xw2, c->xs2, c->xx2, c->hq, c->hk, c->d1, W1, S1, cs0, c, n, d, dm);
+    if (m->ln) ln_forward(c->nq, c->rq, n, d);
+    mem_out_forward(c->y, c->q, c->nq, lng, lnb, m, n);
+    if (Pn) {
+        mem_update_forward(Pn, B0, c->alpha[n - 1], S1, c->beta[n - 1], c->d1, c->hk, crow, n, d, dm);
+        mem_update_forward(Pn + (size_t)d * dm, B0 + (size_t)d * dm, c->alpha[n - 1], S2, c->beta[n - 1], c->d2, c->k, crow, n, dm, d);
+    }
+    if (Pn && Sx) {
+        mem_update_forward(Sn, S1, c->sigma[n - 1], NULL, 0, c->d1, c->hk, srow, n, d, dm);
+        mem_update_forward(Sn + (size_t)d * dm, S2, c->sigma[n - 1], NULL, 0, c->d2, c->k, srow, n, dm, d);
+    }
+}
+
+// Backward of one chunk. Needs the forward's intermediates in c (run mem_chunk_forward first).
+// In: dy (n, d); dPn, dSn, the gradients of the chunk-end state (NULL for the last chunk).
+// Out: c->dq, dk, dv, da, deta, dtheta, detac, ddelta, dcs (this chunk), c->dlng, dlnb (accumulated);
+// dPs, dSs, dBase: the gradients of P, S and base (overwritten; dBase may be dPs when base is P).
+MEMFN void mem_chunk_backward(const MemCfg* m, MemChunk* c, int n, const real* dy, const real* P, const real* S,
+                                   const real* dPn, const real* dSn, real* dPs, real* dSs, const real* lng,
+                                   const real* base, real* dBase, const real* cs) {
+    int d = m->d, dm = m->dm; size_t nd = (size_t)n * d, nm = (size_t)n * dm;
+    const real* Sx = m->momentum ? S : NULL;
+    const real* B0 = base ? base : P;
+    real cs0 = cs ? cs[0] : 1, cs1 = cs ? cs[1] : 1;
+    const real* crow = c->C + (size_t)(n - 1) * n; const real* srow = c->s + (size_t)(n - 1) * n;
+    real* dcrow = c->dC + (size_t)(n - 1) * n;
+    block_zero(c->grad0, c->ngrad);
+    block_zero(dPs, m->nP); block_zero(dBase, m->nP);
+    if (Sx) block_zero(dSs, m->nP);
+    real* dSx = Sx ? dSs : NULL;
+    if (m->depth == 1) {
+        if (dPn) mem_update_backward(dBase, dSx, &c->dalpha[n - 1], &c->dbeta[n - 1], c->dr, c->dk, dcrow,
+                                     dPn, B0, c->alpha[n - 1], Sx, c->beta[n - 1], c->r, c->k, crow, n, d, d, c);
+        if (dPn && Sx) mem_update_backward(dSs, NULL, c->dsig, NULL, c->dr, c->dk, c->ds,
+                                           dSn, Sx, c->sigma[n - 1], NULL, 0, c->r, c->k, srow, n, d, d, c);
+        mem_read_backward(c->dq, c->dk, c->dr, dPs, dSx, &c->dcs[0], c, dy, c->q, c->k, c->r, P, Sx, cs0, c->xw1, c->xs1, c->xx1, n, d, d);
+        mem_bias_backward(m, c, n);                            // r -> M(k_i) = W k_i
+        mm_nn(c->dk, c->dmk, P, n, d, d, 1, 1);
+        mm_tn(dPs, c->dmk, c->k, d, d, n, 1, 1);
+        mem_coef_backward(c, n, m->momentum);
+        return;
+    }
+    const real *W1 = P, *W2 = P + (size_t)d * dm, *S1 = Sx, *S2 = Sx ? Sx + (size_t)d * dm : NULL;
+    real *dW1 = dPs, *dW2 = dPs + (size_t)d * dm, *dS1 = dSx, *dS2 = dSx ? dSx + (size_t)d * dm : NULL;
+    // chunk-end state
+    if (dPn) {
+        mem_update_backward(dBase, dS1, &c->dalpha[n - 1], &c->dbeta[n - 1], c->dd1, c->dhk, dcrow,
+                            dPn, B0, c->alpha[n - 1], S1, c->beta[n - 1], c->d1, c->hk, crow, n, d, dm, c);
+        mem_update_backward(dBase + (size_t)d * dm, dS2, &c->dalpha[n - 1], &c->dbeta[n - 1], c->dd2, c->dk, dcrow,
+                            dPn + (size_t)d * dm, B0 + (size_t)d * dm, c->alpha[n - 1], S2, c->beta[n - 1], c->d2, c->k, crow, n, dm, d, c);
+    }
+    if (dPn && Sx) {
+        mem_update_backward(dS1, NULL, c->dsig, NULL, c->dd1, c->dhk, c->ds, dSn, S1, c->sigma[n - 1], NULL, 0, c->d1, c->hk, srow, n, d, dm, c);
+        mem_update_backward(dS2, NULL, c->dsig, NULL, c->dd2, c->dk, c->ds, dSn + (size_t)d * dm, S2, c->sigma[n - 1], NULL, 0, c->d2, c->k, srow, n, dm, d, c);
+    }
+    // reads: y = q + LN(o_q) g + beta, o_q = read(W1, hq), hq = GELU(zq), zq = read(W2, q)
+    mem_out_backward(c->dq, c->doq, c->dlng, c->dlnb, dy, c->nq, lng, m, n);
+    if (m->ln) { block_copy(c->dnk, c->doq, nd); block_zero(c->doq, nd); ln_backward(c->doq, c->dnk, NULL, c->nq, c->rq, n, d); block_zero(c->dnk, nd); }
+    mem_read_backward(c->dhq, c->dhk, c->dd1, dW1, dS1, &c->dcs[0], c, c->doq, c->hq, c->hk, c->d1, W1, S1, cs0, c->xw2, c->xs2, c->xx2, n, d, dm);
+    FOR(e, nm) c->dzq[e] = c->dhq[e] * gelu_d1(c->zq[e], c->tq[e]);
+    __syncthreads();
+    mem_read_backward(c->dq, c->dk, c->dd2, dW2, dS2, &c->dcs[1], c, c->dzq, c->q, c->k, c->d2, W2, S2, cs1, c->xw1, c->xs1, c->xx1, n, dm, d);
+    // second order: back through the inner gradient d2 = (W1^T d1) * GELU'(zk), d1 = LN-back(r g), r = bias(M(k), v)
+    FOR(e, nm) {
+        c->dgk[e] = c->dd2[e] * gelu_d1(c->zk[e], c->tk[e]);
+        c->dzk[e] += c->dd2[e] * c->gk[e] * gelu_d2(c->zk[e], c->tk[e]);
+    }
+    __syncthreads();
+    mm_nt(c->dd1, c->dgk, W1, n, d, dm, 1, 1);
+    mm_tn(dW1, c->d1, c->dgk, d, dm, n, 1, 1);
+    if (m->ln) {
+        ln_backward_backward(c->du, c->dnk, c->drk, c->dd1, c->u, c->nk, c->rk, c->d1, n, d);
+        FOR(i, d) for (int t = 0; t < n; t++) {               // a thread per channel: it owns dlng[i]
+            size_t e = (size_t)t * d + i;
+            c->dr[e] += c->du[e] * lng[i]; c->dlng[i] += c->du[e] * c->r[e];
+        }
+        __syncthreads();
+    } else { FOR(e, nd) c->dr[e] += c->dd1[e]; __syncthreads(); }
+    mem_bias_backward(m, c, n);                                 // r -> M(k)
+    mem_out_backward(c->dk, c->dnk, c->dlng, c->dlnb, c->dmk, c->nk, lng, m, n);
+    if (m->ln) ln_backward(c->dok, c->dnk, c->drk, c->nk, c->rk, n, d);
+    else block_copy(c->dok, c->dnk, nd);
+    mm_nn(c->dhk, c->dok, W1, n, dm, d, 1, 1);                  // o = W1 hk
+    mm_tn(dW1, c->dok, c->hk, d, dm, n, 1, 1);
+    FOR(e, nm) c->dzk[e] += c->dhk[e] * gelu_d1(c->zk[e], c->tk[e]);
+    __syncthreads();
+    mm_nn(c->dk, c->dzk, W2, n, d, dm, 1, 1);                   // zk = W2 k
+    mm_tn(dW2, c->dzk, c->k, dm, d, n, 1, 1);
+    mem_coef_backward(c, n, m->momentum);
+}
+
+// ---- retentions (SPEC §5.3, §5.4) around the chunk. The carried state is P itself (none), A (lq) or Z (kl).
+
+// the state's matrices: deep W1 (d, dm) then W2 (dm, d); linear W (d, d)
+MEMFN int mem_matrices(const MemCfg* m, size_t* off, int* rows, int* cols) {
+    off[0] = 0; rows[0] = m->d; cols[0] = m->depth == 2 ? m->dm : m->d;
+    if (m->depth == 1) return 1;
+    off[1] = (size_t)m->d * m->dm; rows[1] = m->dm; cols[1] = m->d; return 2;
+}
+// Moneta: s = (|A|_4 + 1e-6)^2 per matrix; P_s = A / s; the reads' write terms scale by 1/s
+// (every thread gets the same cs: block_sumd adds the partials in a fixed order)
+MEMFN void lq_scales(const MemCfg* m, const real* A, real* P, real* cs) {
+    size_t off[2]; int rows[2], cols[2], nm = mem_matrices(m, off, rows, cols);
+    cs[0] = cs[1] = 1;
+    for (int k = 0; k < nm; k++) {
+        int n = rows[k] * cols[k]; double q4 = 0;
+        FOR(i, n) { double x = A[off[k] + i]; q4 += x * x * x * x; }
+        q4 = block_sumd(q4);
+        real s = (real)((pow(q4, 0.25) + 1e-6) * (pow(q4, 0.25) + 1e-6));
+        FOR(i, n) P[off[k] + i] = A[off[k] + i] / s;
+        cs[k] = 1 / s;
+        __syncthreads();
+    }
+}
+// dA += dP / s + ds ds/dA with ds = -(<dP, A> + dcs) / s^2 and ds/dA = 2 (|A|_4 + 1e-6) A^3 / |A|_4^3
+MEMFN void lq_scales_backward(const MemCfg* m, const real* A, const real* dP, const real* dcs, real* dA) {
+    size_t off[2]; int rows[2], cols[2], nm = mem_matrices(m, off, rows, cols);
+    for (int k = 0; k < nm; k++) {
+        int n = rows[k] * cols[k]; double q4 = 0, pa = 0;
+        FOR(i, n) { double x = A[off[k] + i]; q4 += x * x * x * x; pa += (double)dP[off[k] + i] * x; }
+        q4 = block_sumd(q4); pa = block_sumd(pa);
+        double nrm = pow(q4, 0.25), s = (nrm + 1e-6) * (nrm + 1e-6), ds = -(pa + dcs[k]) / (s * s);
+        double f = nrm > 0 ? ds * 2 * (nrm + 1e-6) / (nrm * nrm * nrm) : 0;
+        FOR(i, n) { double x = A[off[k] + i]; dA[off[k] + i] += (real)(dP[off[k] + i] / s + f * x * x * x); }
+        __syncthreads();
+    }
+}
+// Memora: W = softmax over each row of each matrix (a warp per row); backward dZ = W (dW - <dW, W>) per row (accumulated)
+MEMFN void softmax_rows(const MemCfg* m, const real* Z, real* W) {
+    size_t off[2]; int rows[2], cols[2], nm = mem_matrices(m, off, rows, cols);
+    for (int k = 0; k < nm; k++) WARP_FOR(r, rows[k]) {
+        const real* z = Z + off[k] + (size_t)r * cols[k]; real* w = W + off[k] + (size_t)r * cols[k]; real mx = -INFINITY, sum = 0;
+        for (int j = LANE; j < cols[k]; j += 32) mx = fmaxf(mx, z[j]);
+        mx = warp_max(mx);
+        for (int j = LANE; j < cols[k]; j += 32) { w[j] = expf(z[j] - mx); sum += w[j]; }
+        sum = warp_sum(sum);
+        for (int j = LANE; j < cols[k]; j += 32) w[j] /= sum;
+    }
+    __syncthreads();
+}
+MEMFN void softmax_rows_backward(const MemCfg* m, const real* W, const real* dW, real* dZ) {
+    size_t off[2]; int rows[2], cols[2], nm = mem_matrices(m, off, rows, cols);
+    for (int k = 0; k < nm; k++) WARP_FOR(r, rows[k]) {
+        size_t o = off[k] + (size_t)r * cols[k]; real p = 0;
+        for (int j = LANE; j < cols[k]; j += 32) p += dW[o + j] * W[o + j];
+        p = warp_sum(p);
+        for (int j = LANE; j < cols[k]; j += 32) dZ[o + j] += W[o + j] * (dW[o + j] - p);
+    }
+    __syncthreads();
+}
+// Memora's chunk: token 0 is the lag token, exact in logit space: Z_1 = a_0 Z_s - eta_0 g_0(W_s), W_1 = softmax(Z_1).
+// The rest is the linear chunk from W_1 whose carry is applied to Z_1; token 0 joins it with a = 1, eta = 0
+// (no write), so that it is read at W_1 like the others are read at W_t. (keep: the chunk's GPU scratch)
+MEMFN void kl_gates(const MemCfg* m, MemChunk* c, int lag, real* keep) {
+    if (lag) {
+        if (threadIdx.x == 0) { keep[0] = c->a[0]; keep[1] = c->eta[0]; c->a[0] = 1; c->eta[0] = 0; }
+        if (m->cw) FOR(i, m->d) { keep[2 + i] = c->etac[i]; c->etac[i] = 0; }
+    } else {
+        if (threadIdx.x == 0) { c->a[0] = keep[0]; c->eta[0] = keep[1]; }
+        if (m->cw) FOR(i, m->d) c->etac[i] = keep[2 + i];
+    }
+    __syncthreads();
+}
+
+// The chunk as the model runs it: carried state St (and momentum S) in; y; the next carried state if Stn.
+MEMFN void mem_step_forward(const MemCfg* m, MemChunk* c, int n, const real* St, const real* S, real* Stn, real* Sn,
+                                 const real* lng, const real* lnb) {
+    if (m->retention == 0) { mem_chunk_forward(m, c, n, St, S, Stn, Sn, lng, lnb, NULL, NULL); return; }
+    if (m->retention == 1) { real cs[2]; lq_scales(m, St, c->Wa, cs); mem_chunk_forward(m, c, n, c->Wa, NULL, Stn, NULL, lng, lnb, St, cs); return; }
+    real* keep = c->keep;
+    softmax_rows(m, St, c->Wa);                                              // W_s
+    mem_chunk_forward(m, c, 1, c->Wa, NULL, c->Wb, NULL, lng, lnb, St, NULL); // Z_1
+    softmax_rows(m, c->Wb, c->Wc);                                           // W_1
+    kl_gates(m, c, 1, keep);
+    mem_chunk_forward(m, c, n, c->Wc, NULL, Stn, NULL, lng, lnb, c->Wb, NULL);
+    kl_gates(m, c, 0, keep);
+}
+// Its backward (recomputes the forward). dSt, dSs: gradients of the carried state(s) at the chunk start.
+MEMFN void mem_step_backward(const MemCfg* m, MemChunk* c, int n, const real* dy, const real* St, const real* S,
+                                  const real* dStn, const real* dSn, real* dSt, real* dSs, const real* lng, const real* lnb) {
+    if (m->retention == 0) {
+        mem_chunk_forward(m, c, n, St, S, NULL, NULL, lng, lnb, NULL, NULL);
+        mem_chunk_backward(m, c, n, dy, St, S, dStn, dSn, dSt, dSs, lng, NULL, dSt, NULL);
+        return;
+    }
+    if (m->retention == 1) {
+        real cs[2]; lq_scales(m, St, c->Wa, cs);
+        mem_chunk_forward(m, c, n, c->Wa, NULL, NULL, NULL, lng, lnb, St, cs);
+        mem_chunk_backward(m, c, n, dy, c->Wa, NULL, dStn, NULL, c->dWa, NULL, lng, St, dSt, cs);
+        lq_scales_backward(m, St, c->dWa, c->dcs, dSt);
+        return;
+    }
+    real* keep = c->keep;
+    softmax_rows(m, St, c->Wa);
+    mem_chunk_forward(m, c, 1, c->Wa, NULL, c->Wb, NULL, lng, lnb, St, NULL);
+    softmax_rows(m, c->Wb, c->Wc);
+    kl_gates(m, c, 1, keep);
+    mem_chunk_forward(m, c, n, c->Wc, NULL, NULL, NULL, lng, lnb, c->Wb, NULL);
+    mem_chunk_backward(m, c, n, dy, c->Wc, NULL, dStn, NULL, c->dWa, NULL, lng, c->Wb, c->dWb, NULL); // dW_1, dZ_1
+    kl_gates(m, c, 0, keep);
+    if (threadIdx.x == 0) c->da[0] = c->deta[0] = 0;                         // token 0's gates were constants here
+    if (m->cw) FOR(i, m->d) c->detac[i] = 0;
+    __syncthreads();
+    block_copy(c->save, c->grad0, c->ngrad);
+    softmax_rows_backward(m, c->Wc, c->dWa, c->dWb);                         // dZ_1 += through W_1 = softmax(Z_1)
+    mem_chunk_forward(m, c, 1, c->Wa, NULL, c->Wb, NULL, lng, lnb, St, NULL);
+    mem_chunk_backward(m, c, 1, c->zero, c->Wa, NULL, c->dWb, NULL, c->dWa, NULL, lng, St, dSt, NULL); // dW_s, dZ_s
+    softmax_rows_backward(m, c->Wa, c->dWa, dSt);
+    for (size_t i = threadIdx.x; i < c->ngrad; i += blockDim.x) c->grad0[i] += c->save[i];
+    __syncthreads();
+}
+
+// ---- the layer's memory over all sequences and heads: a kernel with one block per (sequence, head)
+
+typedef struct {
+    MemCfg m; int B, T, H, D, b, nch;
+    const real *q, *k, *v, *ga, *gth, *geta, *gdel;   // this layer's memory inputs, rows (B*T, .)
+    real* y;                                          // this layer's memory output (B*T, D)
+    real *P, *S;                                      // this layer's chunk-start states (B, H, nch, nP); S: momentum only
+    const real *p0, *lng, *lnb;                       // this layer's P_0 (H, nP) and memory LN (H, d)
+    MemChunk* chunks;                                 // chunk scratch, one per block
+    const real* dy;                                   // backward: dL/dy, and the gradients of the inputs (written)
+    real *dq, *dk, *dv, *dga, *dgth, *dgeta, *dgdel;
+    real* dbh;                                        // (B, H, nP + 2d): per-sequence dL/dP_0 and LN affine
+} MemArgs;
+
+// copy rows [t0, t0+n) of head h of sequence bb from a (B, T, G*w) tensor into dst (n, w), and back
+__device__ void gather_rows(real* dst, const real* src, int bb, int h, int t0, int n, int T, int G, int w) {
+    FOR(e, n * w) { int t = e / w, i = e % w; dst[e] = src[(((size_t)bb * T + t0 + t) * G + h) * w + i]; }
+    __syncthreads();
+}
+__device__ void scatter_rows(real* dst, const real* src, int bb, int h, int t0, int n, int T, int G, int w) {
+    FOR(e, n * w) { int t = e / w, i = e % w; dst[(((size_t)bb * T + t0 + t) * G + h) * w + i] = src[e]; }
+    __syncthreads();
+}
+// rows [t0, t0+n) of sequence bb, head h into the chunk (chunk_set_row of every row: q, k, v, a, theta, and eta,
+// delta, per channel when channel-wise; channel-wise eta scales the error, so the recurrences' scalar eta is 1)
+__device__ void load_chunk_inputs(MemChunk* c, const MemArgs* A, int bb, int h, int t0, int n) {
+    const MemCfg* m = &A->m; int d = m->d, H = A->H, D = A->D, ew = m->cw ? d : 1, Ge = m->cw ? D : H;
+    FOR(e, n * d) {
+        int t = e / d, i = e % d; size_t r = (size_t)bb * A->T + t0 + t;
+        c->q[e] = A->q[r * D + h * d + i]; c->k[e] = A->k[r * D + h * d + i]; c->v[e] = A->v[r * D + h * d + i];
+        if (m->cw) c->etac[e] = A->geta[r * Ge + h * ew + i];
+        if (m->bias == 3) c->delta[e] = A->gdel[r * Ge + h * ew + (m->cw ? i : 0)];
+    }
+    FOR(t, n) {
+        size_t r = (size_t)bb * A->T + t0 + t;
+        c->a[t] = A->ga[r * H + h]; c->theta[t] = A->gth[r * H + h];
+        c->eta[t] = m->cw ? 1 : A->geta[r * Ge + h * ew];
+    }
+    __syncthreads();
+}
+// and the gradients of those rows back (chunk_get_row_grads; a per-head delta gets the sum over the head's channels)
+__device__ void store_chunk_grads(const MemChunk* c, const MemArgs* A, int bb, int h, int t0, int n) {
+    const MemCfg* m = &A->m; int d = m->d, H = A->H, D = A->D, ew = m->cw ? d : 1, Ge = m->cw ? D : H;
+    FOR(e, n * d) {
+        int t = e / d, i = e % d; size_t r = (size_t)bb * A->T + t0 + t;
+        A->dq[r * D + h * d + i] = c->dq[e]; A->dk[r * D + h * d + i] = c->dk[e]; A->dv[r * D + h * d + i] = c->dv[e];
+        if (m->cw) A->dgeta[r * Ge + h * ew + i] = c->detac[e];
+        if (m->bias == 3 && m->cw) A->dgdel[r * Ge + h * ew + i] = c->ddelta[e];
+    }
+    FOR(t, n) {
+        size_t r = (size_t)bb * A->T + t0 + t;
+        A->dga[r * H + h] = c->da[t]; A->dgth[r * H + h] = c->dtheta[t];
+        if (!m->cw) A->dgeta[r * Ge + h * ew] = c->deta[t];
+        if (m->bias == 3 && !m->cw) { real s = 0; for (int i = 0; i < d; i++) s += c->ddelta[(size_t)t * d + i]; A->dgdel[r * Ge + h * ew] = s; }
+    }
+    __syncthreads();
+}
+
+// The memory read of one layer (SPEC §5): each (sequence, head) runs its chunks in order; every chunk-start
+// state is kept for the backward.
+__global__ void __launch_bounds__(MEM_THREADS) memory_forward_kernel(MemArgs A) {
+    __shared__ MemChunk c; __shared__ MemCfg m;
+    if (threadIdx.x == 0) { c = A.chunks[blockIdx.x]; m = A.m; }
+    __syncthreads();
+    int bb = blockIdx.x / A.H, h = blockIdx.x % A.H, nch = A.nch, nP = m.nP, b = A.b, T = A.T;
+    size_t base = (((size_t)bb * A.H + h) * nch) * nP;
+    real* P = A.P + base; real* S = m.momentum ? A.S + base : NULL;
+    block_copy(P, A.p0 + (size_t)h * nP, nP);      // P_0, restored every sequence
+    if (S) block_zero(S, nP);
+    const real* lng = m.ln ? A.lng + (size_t)h * m.d : NULL;
+    const real* lnb = m.ln ? A.lnb + (size_t)h * m.d : NULL;
+    for (int ch = 0; ch < nch; ch++) {
+        int t0 = ch * b, n = T - t0 < b ? T - t0 : b, last = ch == nch - 1;
+        load_chunk_inputs(&c, &A, bb, h, t0, n);
+        mem_step_forward(&m, &c, n, P + (size_t)ch * nP, S ? S + (size_t)ch * nP : NULL,
+                         last ? NULL : P + (size_t)(ch + 1) * nP, (S && !last) ? S + (size_t)(ch + 1) * nP : NULL, lng, lnb);
+        scatter_rows(A.y, c.y, bb, h, t0, n, T, A.H, m.d);
+    }
+}
+// Backward through all chunks in reverse, carrying dL/dP and dL/dS across chunk boundaries
+// (each chunk's intermediates are recomputed from its stored start state).
+__global__ void __launch_bounds__(MEM_THREADS) memory_backward_kernel(MemArgs A) {
+    __shared__ MemChunk c; __shared__ MemCfg m;
+    if (threadIdx.x == 0) { c = A.chunks[blockIdx.x]; m = A.m; }
+    __syncthreads();
+    int bb = blockIdx.x / A.H, h = blockIdx.x % A.H, nch = A.nch, nP = m.nP, b = A.b, T = A.T, d = m.d;
+    size_t base = (((size_t)bb * A.H + h) * nch) * nP;
+    real* P = A.P + base; real* S = m.momentum ? A.S + base : NULL;
+    const real* lng = m.ln ? A.lng + (size_t)h * d : NULL;
+    const real* lnb = m.ln ? A.lnb + (size_t)h * d : NULL;
+    block_zero(c.dlng, d); block_zero(c.dlnb, d);
+    real *dPn = NULL, *dSn = NULL, *dPs = c.Pa, *dSs = c.Sa;
+    for (int ch = nch - 1; ch >= 0; ch--) {
+        int t0 = ch * b, n = T - t0 < b ? T - t0 : b;
+        real* Pc = P + (size_t)ch * nP; real* Sc = S ? S + (size_t)ch * nP : NULL;
+        load_chunk_inputs(&c, &A, bb, h, t0, n);
+        gather_rows(c.dy, A.dy, bb, h, t0, n, T, A.H, d);
+        mem_step_backward(&m, &c, n, c.dy, Pc, Sc, dPn, dSn, dPs, dSs, lng, lnb);
+        store_chunk_grads(&c, &A, bb, h, t0, n);
+        dPn = dPs; dSn = dSs;                                // this chunk's start is the previous chunk's end
+        dPs = dPs == c.Pa ? c.Pb : c.Pa; dSs = dSs == c.Sa ? c.Sb : c.Sa;
+    }
+    real* out = A.dbh + ((size_t)bb * A.H + h) * (nP + 2 * d);  // dL/dP_0 and the LN affine of this sequence
+    block_copy(out, dPn, nP);
+    block_copy(out + nP, c.dlng, d); block_copy(out + nP + d, c.dlnb, d);
+}
+// sum over the batch in a fixed order (a thread per element of P_0 and the LN affine)
+__global__ void memory_dbh_reduce_kernel(real* dp0, real* dlng, real* dlnb, const real* dbh, int B, int H, int nP, int d, int ln) {
+    GRID_FOR(e, (size_t)H * (nP + 2 * d)) {
+        int h = (int)(e / (nP + 2 * d)), i = (int)(e % (nP + 2 * d));
+        real* dst = i < nP ? dp0 + (size_t)h * nP + i : (!ln ? NULL : i < nP + d ? dlng + (size_t)h * d + (i - nP) : dlnb + (size_t)h * d + (i - nP - d));
+        if (!dst) continue;
+        real acc = *dst;
+        for (int bb = 0; bb < B; bb++) acc += dbh[((size_t)bb * H + h) * (nP + 2 * d) + i];
+        *dst = acc;
+    }
+}
+
+} // namespace gpu
+
+// ----------------------------------------------------------------------------
+// 4. the GPU model (train_miras.c section 4): the CPU's parameter and activation layouts, in device memory
+
+namespace gpu {
+
+typedef struct {
+    ::Model* hm;                // the host model: config, parameter sizes, and the parameters for the files
+    Config cfg; MemCfg mem;
+    size_t param_sizes[NUM_PARAM_TENSORS], num_params;
+    ParameterTensors params, grads;                             // device pointers
+    real *params_memory, *grads_memory, *m_memory, *v_memory;   // v_memory: AdamW second moment
+    int B, T;                                                   // fixed at the first forward
+    size_t act_sizes[NUM_ACT_TENSORS], num_acts;
+    ActivationTensors acts, grads_acts;
+    real *acts_memory, *grads_acts_memory;
+    real *mem_P, *mem_S;        // (L, B, H, nchunks, nP) memory state at every chunk start (S: momentum only)
+    real *mem_dbh;              // (B, H, nP + 2d) per-sequence gradients of P_0 and the memory LN, summed over B after
+    MemChunk* chunks; real* chunk_memory;  // one chunk scratch per (sequence, head), device
+    int *inputs, *targets;      // (B, T) device
+    int *h_inputs, *h_targets;  // and their host copies
+    int *enc_uniq, *enc_off, *enc_pos, *h_cnt, *h_cur, *h_uniq, *h_off, *h_pos;  // encoder_backward's buckets
+    int *argmax, *h_argmax;     // (B, T) argmax predictions (answer accuracy)
+    real* h_losses;             // (B, T) host copy of the losses
+    real mean_loss;             // -1 when the last forward had no targets
+    const uint8_t* loss_mask;   // (B, T) host: 1 where a position's loss counts (answers of a synthetic task); NULL: all
+    uint8_t *mask, *h_mask;     // the forward's copy of it, device and host (used by the backward); has_mask: whether one was given
+    int has_mask;
+    long adam_t;                // AdamW step count (bias correction)
+} Model;
+
+static int nchunks(const Model* M, int T) { return (T + M->cfg.b - 1) / M->cfg.b; }
+
+// The GPU model of a built host model: parameters (and AdamW moments, if the host has them) copied over.
+static void model_build(Model* M, ::Model* host) {
+    memset(M, 0, sizeof *M);
+    M->hm = host; M->cfg = host->cfg; ::MemCfg* mb = &M->mem; *mb = host->mem;
+    memcpy(M->param_sizes, host->param_sizes, sizeof M->param_sizes); M->num_params = host->num_params;
+    M->params_memory = (real*)dmalloc(M->num_params * sizeof(real));
+    h2d(M->params_memory, host->params_memory, M->num_params * sizeof(real));
+    point_parameters(&M->params, M->params_memory, M->param_sizes);
+    if (host->m_memory) {
+        M->m_memory = (real*)dmalloc(M->num_params * sizeof(real)); M->v_memory = (real*)dmalloc(M->num_params * sizeof(real));
+        h2d(M->m_memory, host->m_memory, M->num_params * sizeof(real)); h2d(M->v_memory, host->v_memory, M->num_params * sizeof(real));
+    }
+    M->adam_t = host->adam_t;
+    M->mean_loss = -1;
+}
+// parameters, AdamW moments and step count back into the host model (for save_checkpoint and the dumps)
+static void model_to_host(Model* M) {
+    ::Model* H = M->hm;
+    d2h(H->params_memory, M->params_memory, M->num_params * sizeof(real));
+    if (M->m_memory) {
+        if (!H->m_memory) { H->m_memory = xmalloc(M->num_params * sizeof(real)); H->v_memory = xmalloc(M->num_params * sizeof(real)); }
+        d2h(H->m_memory, M->m_memory, M->num_params * sizeof(real)); d2h(H->v_memory, M->v_memory, M->num_params * sizeof(real));
+    }
+    H->adam_t = M->adam_t;
+}
+
+static void model_free_acts(Model* M) {
+    dfree(M->acts_memory); dfree(M->grads_acts_memory); dfree(M->mem_P); dfree(M->mem_S); dfree(M->mem_dbh);
+    dfree(M->chunk_memory); dfree(M->chunks); dfree(M->inputs); dfree(M->targets);
+    dfree(M->enc_uniq); dfree(M->enc_off); dfree(M->enc_pos); dfree(M->argmax);
+    free(M->h_inputs); free(M->h_targets); free(M->h_cnt); free(M->h_cur); free(M->h_uniq); free(M->h_off); free(M->h_pos);
+    free(M->h_argmax); free(M->h_losses); dfree(M->mask); free(M->h_mask);
+}
+// (Re)allocate activations for batch B, length T (lazily, like llm.c; a new shape reallocates).
+static void model_alloc_acts(Model* M, int B, int T) {
+    if (M->acts_memory && M->B == B && M->T == T) return;
+    model_free_acts(M);
+    M->B = B; M->T = T;
+    const Config* c = &M->cfg; size_t N = (size_t)B * T;
+    fill_in_activation_sizes(M->act_sizes, c, B, T);
+    M->num_acts = head_act_size(c, B, T);
+    for (int i = 0; i < NUM_ACT_TENSORS; i++) M->num_acts += M->act_sizes[i];
+    M->acts_memory = (real*)dmalloc(M->num_acts * sizeof(real));
+    M->grads_acts_memory = (real*)dmalloc(M->num_acts * sizeof(real));
+    point_activations(&M->acts, M->acts_memory, M->act_sizes, c, B, T);
+    point_activations(&M->grads_acts, M->grads_acts_memory, M->act_sizes, c, B, T);
+    size_t nstate = (size_t)c->L * B * c->H * nchunks(M, T) * M->mem.nP;
+    M->mem_P = (real*)dmalloc(nstate * sizeof(real));
+    M->mem_S = NULL; if (M->mem.momentum) M->mem_S = (real*)dmalloc(nstate * sizeof(real));
+    M->mem_dbh = (real*)dmalloc((size_t)B * c->H * (M->mem.nP + 2 * M->mem.d) * sizeof(real));
+    int nb = B * c->H; MemChunk tmp;
+    size_t per = memchunk_carve(&tmp, NULL, c->b, M->mem.d, M->mem.dm, M->mem.nP);
+    M->chunk_memory = (real*)dmalloc((size_t)nb * per * sizeof(real));
+    MemChunk* hc = xmalloc((size_t)nb * sizeof(MemChunk));
+    for (int i = 0; i < nb; i++) memchunk_carve(&hc[i], M->chunk_memory + (size_t)i * per, c->b, M->mem.d, M->mem.dm, M->mem.nP);
+    M->chunks = (MemChunk*)dmalloc((size_t)nb * sizeof(MemChunk)); h2d(M->chunks, hc, (size_t)nb * sizeof(MemChunk)); free(hc);
+    M->inputs = (int*)dmalloc(N * sizeof(int)); M->targets = (int*)dmalloc(N * sizeof(int));
+    M->h_inputs = xmalloc(N * sizeof(int)); M->h_targets = xmalloc(N * sizeof(int));
+    M->enc_uniq = (int*)dmalloc(N * sizeof(int)); M->enc_off = (int*)dmalloc((N + 1) * sizeof(int)); M->enc_pos = (int*)dmalloc(N * sizeof(int));
+    M->h_cnt = xmalloc((c->V + 1) * sizeof(int)); M->h_cur = xmalloc((c->V + 1) * sizeof(int));
+    M->h_uniq = xmalloc(N * sizeof(int)); M->h_off = xmalloc((N + 1) * sizeof(int)); M->h_pos = xmalloc(N * sizeof(int));
+    M->argmax = (int*)dmalloc(N * sizeof(int)); M->h_argmax = xmalloc(N * sizeof(int));
+    M->h_losses = xmalloc(N * sizeof(real));
+    M->mask = (uint8_t*)dmalloc(N); M->h_mask = xmalloc(N);
+    gpu_buffers(N, N * c->D);   // ones for column sums; scratch for the (N, D) gradient products
+}
+
+// embedding backward: the positions of each distinct token, in order (host-built buckets), then one thread per (token, channel)
+static void encoder_backward(Model* M, real* dwte, const real* dout, int N, int C) {
+    int V = M->cfg.V, *tok = M->h_inputs, *cnt = M->h_cnt, *cur = M->h_cur, nu = 0;
+    memset(cnt, 0, (V + 1) * sizeof(int));
+    for (int n = 0; n < N; n++) cnt[tok[n] + 1]++;
+    for (int v = 0; v < V; v++) cnt[v + 1] += cnt[v];          // cnt[v]: first slot of token v
+    memcpy(cur, cnt, (V + 1) * sizeof(int));
+    for (int n = 0; n < N; n++) M->h_pos[cur[tok[n]]++] = n;
+    for (int v = 0; v < V; v++) if (cnt[v + 1] > cnt[v]) { M->h_uniq[nu] = v; M->h_off[nu] = cnt[v]; nu++; }
+    M->h_off[nu] = N;
+    h2d(M->enc_uniq, M->h_uniq, nu * sizeof(int)); h2d(M->enc_off, M->h_off, (nu + 1) * sizeof(int)); h2d(M->enc_pos, M->h_pos, N * sizeof(int));
+    encoder_backward_kernel<<<nblocks((size_t)nu * C), NT>>>(dwte, dout, M->enc_uniq, M->enc_off, M->enc_pos, nu, C); KCHECK("encoder_backward");
+}
+
+// the memory kernels' arguments for layer l
+static MemArgs mem_args(Model* M, int l) {
+    const Config* c = &M->cfg; int B = M->B, T = M->T, H = c->H, D = c->D, d = M->mem.d, nP = M->mem.nP, nch = nchunks(M, T);
+    size_t N = (size_t)B * T, oD = (size_t)l * N * D, oH = (size_t)l * N * H, oG = (size_t)l * N * (c->gate_rank ? D : H);
+    ActivationTensors *a = &M->acts, *g = &M->grads_acts; MemArgs A; memset(&A, 0, sizeof A);
+    A.m = M->mem; A.B = B; A.T = T; A.H = H; A.D = D; A.b = c->b; A.nch = nch;
+    A.q = a->q + oD; A.k = a->k + oD; A.v = a->v + oD; A.ga = a->ga + oH; A.gth = a->gth + oH; A.geta = a->geta + oG; A.gdel = a->gdel + oG;
+    A.y = a->y + oD;
+    size_t so = (size_t)l * B * H * nch * nP;
+    A.P = M->mem_P + so; A.S = M->mem_S ? M->mem_S + so : NULL;
+    A.p0 = M->params.mem_p0 + (size_t)l * H * nP;
+    A.lng = M->mem.ln ? M->params.mem_ln_g + (size_t)l * H * d : NULL; A.lnb = M->mem.ln ? M->params.mem_ln_b + (size_t)l * H * d : NULL;
+    A.chunks = M->chunks;
+    A.dy = g->y + oD; A.dq = g->q + oD; A.dk = g->k + oD; A.dv = g->v + oD;
+    A.dga = g->ga + oH; A.dgth = g->gth + oH; A.dgeta = g->geta + oG; A.dgdel = g->gdel + oG;
+    A.dbh = M->mem_dbh;
+    return A;
+}
+// The memory read of layer l for all sequences and heads (SPEC §5): y = MemoryRead(q, k, v, gates).
+static void memory_forward(Model* M, int l) {
+    MemArgs A = mem_args(M, l);
+    memory_forward_kernel<<<M->B * M->cfg.H, MEM_THREADS>>>(A); KCHECK("memory_forward");
+}
+// Backward through all chunks in reverse; then dL/dP_0 and the LN affine summed over the batch in a fixed order.
+static void memory_backward(Model* M, int l) {
+    MemArgs A = mem_args(M, l); const Config* c = &M->cfg; int H = c->H, d = M->mem.d, nP = M->mem.nP;
+    memory_backward_kernel<<<M->B * H, MEM_THREADS>>>(A); KCHECK("memory_backward");
+    memory_dbh_reduce_kernel<<<nblocks((size_t)H * (nP + 2 * d)), NT>>>(M->grads.mem_p0 + (size_t)l * H * nP,
+        M->mem.ln ? M->grads.mem_ln_g + (size_t)l * H * d : NULL, M->mem.ln ? M->grads.mem_ln_b + (size_t)l * H * d : NULL,
+        M->mem_dbh, M->B, H, nP, d, M->mem.ln); KCHECK("memory_dbh_reduce");
+}
+
+// The gates of layer l for N rows of u (SPEC §3): a, theta per head (sigmoid); eta = eta_max sigmoid and
+// Yaad's delta = softplus, per head, or per channel through a rank-R projection u -> R^R -> R^D.
+// Gates a preset does not learn are constants: a = 1, eta = 1, theta = 0 (gd).
+static void gate_forward(real* out, real* lr, const real* u, const real* w, const real* bias, const real* up, int N, int D, int G, int R) {
+    if (R) { matmul_forward(lr, u, w, NULL, N, D, R); matmul_forward(out, lr, up, bias, N, R, G); }
+    else matmul_forward(out, u, w, bias, N, D, G);
+}
+static void gate_backward(real* du, real* dw, real* dbias, real* dup, real* dlr, const real* dout, const real* u,
+                          const real* w, const real* up, const real* lr, int N, int D, int G, int R) {
+    if (R) { matmul_backward(dlr, dup, dbias, dout, lr, up, N, R, G); matmul_backward(du, dw, NULL, dlr, u, w, N, D, R); }
+    else matmul_backward(du, dw, dbias, dout, u, w, N, D, G);
+}
+static void gates_forward(const Model* M, int l, const real* u, int N, real* ga, real* geta, real* gth, real* gdel, real* eta_lr, real* del_lr) {
+    const Config* c = &M->cfg; const ParameterTensors* p = &M->params; int D = c->D, H = c->H, R = c->gate_rank, Ge = R ? D : H;
+    size_t gw = R ? (size_t)R * D : (size_t)H * D;
+    if (c->gate_a) { matmul_forward(ga, u, p->gate_a_w + (size_t)l * H * D, p->gate_a_b + (size_t)l * H, N, D, H); gate_act_forward(ga, (size_t)N * H, 1); }
+    else fill_const(ga, (size_t)N * H, 1);
+    if (c->gate_eta) { gate_forward(geta, eta_lr, u, p->gate_eta_w + l * gw, p->gate_eta_b + (size_t)l * Ge, R ? p->gate_eta_up + (size_t)l * D * R : NULL, N, D, Ge, R);
+                       gate_act_forward(geta, (size_t)N * Ge, c->eta_max); }
+    else fill_const(geta, (size_t)N * Ge, 1);
+    if (c->algo == 1) { matmul_forward(gth, u, p->gate_theta_w + (size_t)l * H * D, p->gate_theta_b + (size_t)l * H, N, D, H); gate_act_forward(gth, (size_t)N * H, 1); }
+    else fill_const(gth, (size_t)N * H, 0);
+    if (c->bias == 3) { gate_forward(gdel, del_lr, u, p->gate_delta_w + l * gw, p->gate_delta_b + (size_t)l * Ge, R ? p->gate_delta_up + (size_t)l * D * R : NULL, N, D, Ge, R);
+                        softplus_forward(gdel, (size_t)N * Ge); }
+}
+// from the gates' gradients (turned into pre-activation gradients in place) to du and the gate parameters
+static void gates_backward(Model* M, int l, real* du, const real* u, int N, const ActivationTensors* a, ActivationTensors* g, size_t oH, size_t oG, size_t oR) {
+    const Config* c = &M->cfg; const ParameterTensors* p = &M->params; ParameterTensors* dp = &M->grads;
+    int D = c->D, H = c->H, R = c->gate_rank, Ge = R ? D : H; size_t gw = R ? (size_t)R * D : (size_t)H * D, nH = (size_t)N * H, nG = (size_t)N * Ge;
+    if (c->gate_a) { gate_act_backward(g->ga + oH, g->ga + oH, a->ga + oH, nH, 1);
+        matmul_backward(du, dp->gate_a_w + (size_t)l * H * D, dp->gate_a_b + (size_t)l * H, g->ga + oH, u, p->gate_a_w + (size_t)l * H * D, N, D, H); }
+    if (c->gate_eta) { gate_act_backward(g->geta + oG, g->geta + oG, a->geta + oG, nG, c->eta_max);
+        gate_backward(du, dp->gate_eta_w + l * gw, dp->gate_eta_b + (size_t)l * Ge, R ? dp->gate_eta_up + (size_t)l * D * R : NULL, g->geta_lr + oR,
+                      g->geta + oG, u, p->gate_eta_w + l * gw, R ? p->gate_eta_up + (size_t)l * D * R : NULL, a->geta_lr + oR, N, D, Ge, R); }
+    if (c->algo == 1) { gate_act_backward(g->gth + oH, g->gth + oH, a->gth + oH, nH, 1);
+        matmul_backward(du, dp->gate_theta_w + (size_t)l * H * D, dp->gate_theta_b + (size_t)l * H, g->gth + oH, u, p->gate_theta_w + (size_t)l * H * D, N, D, H); }
+    if (c->bias == 3) { softplus_backward(g->gdel + oG, g->gdel + oG, a->gdel + oG, nG);
+        gate_backward(du, dp->gate_delta_w + l * gw, dp->gate_delta_b + (size_t)l * Ge, R ? dp->gate_delta_up + (size_t)l * D * R : NULL, g->gdel_lr + oR,
+                      g->gdel + oG, u, p->gate_delta_w + l * gw, R ? p->gate_delta_up + (size_t)l * D * R : NULL, a->gdel_lr + oR, N, D, Ge, R); }
+}
+
+// The forward pass (SPEC §2, §3). targets may be NULL (no loss). inputs, targets: host arrays.
+static void model_forward(Model* M, const int* inputs, const int* targets, int B, int T) {
+    const Config* c = &M->cfg; int L = c->L, D = c->D, H = c->H, F = c->F, Vp = c->Vp, d = M->mem.d; size_t N = (size_t)B * T;
+    for (size_t i = 0; i < N; i++) if (inputs[i] < 0 || inputs[i] >= c->V || (targets && (targets[i] < 0 || targets[i] >= c->V)))
+        DIE("the data's tokenizer must match the model's vocab (-V)", "token id %d out of range for vocab size %d", targets && (targets[i] < 0 || targets[i] >= c->V) ? targets[i] : inputs[i], c->V);
+    model_alloc_acts(M, B, T);
+    memcpy(M->h_inputs, inputs, N * sizeof(int)); h2d(M->inputs, inputs, N * sizeof(int));
+    if (targets) { memcpy(M->h_targets, targets, N * sizeof(int)); h2d(M->targets, targets, N * sizeof(int)); }
+    ParameterTensors* p = &M->params; ActivationTensors* a = &M->acts;
+    encoder_forward(a->encoded, M->inputs, p->wte, N, D);
+    for (int l = 0; l < L; l++) {
+        size_t oD = (size_t)l * N * D, oH = (size_t)l * N * H, oF = (size_t)l * N * F;
+        real* x = l == 0 ? a->encoded : a->res3 + oD - N * D;
+        real* u = a->ln1 + oD;
+        // mixer (SPEC §3): u = RMSNorm(x); q, k, v = SiLU(conv(u W^T)); q, k l2-normed per head
+        rmsnorm_forward(u, a->ln1_rstd + (size_t)l * N, x, p->rms1_w + (size_t)l * D, N, 1, D);
+        matmul_forward(a->qp + oD, u, p->wq + (size_t)l * D * D, NULL, N, D, D);
+        matmul_forward(a->kp + oD, u, p->wk + (size_t)l * D * D, NULL, N, D, D);
+        matmul_forward(a->vp + oD, u, p->wv + (size_t)l * D * D, NULL, N, D, D);
+        conv_forward(a->qc + oD, a->qp + oD, p->conv_q + (size_t)l * D * c->K, B, T, D, c->K);
+        conv_forward(a->kc + oD, a->kp + oD, p->conv_k + (size_t)l * D * c->K, B, T, D, c->K);
+        conv_forward(a->vc + oD, a->vp + oD, p->conv_v + (size_t)l * D * c->K, B, T, D, c->K);
+        silu_forward(a->qs + oD, a->qc + oD, N * D); silu_forward(a->ks + oD, a->kc + oD, N * D); silu_forward(a->v + oD, a->vc + oD, N * D);
+        l2norm_forward(a->q + oD, a->qrn + oH, a->qs + oD, N, H, d);
+        l2norm_forward(a->k + oD, a->krn + oH, a->ks + oD, N, H, d);
+        size_t oG = (size_t)l * N * (c->gate_rank ? D : H), oR = (size_t)l * N * c->gate_rank;
+        gates_forward(M, l, u, N, a->ga + oH, a->geta + oG, a->gth + oH, a->gdel + oG, a->geta_lr + oR, a->gdel_lr + oR);
+        memory_forward(M, l);
+        // out = (RMSNorm_head(y) * SiLU(u Wg^T)) Wo^T ; x = x + out
+        rmsnorm_forward(a->yn + oD, a->yrstd + oH, a->y + oD, p->rmsh_w + (size_t)l * D, N, H, d);
+        matmul_forward(a->gp + oD, u, p->wg + (size_t)l * D * D, NULL, N, D, D);
+        gate_mul_forward(a->z + oD, a->yn + oD, a->gp + oD, N * D);
+        matmul_forward(a->mo + oD, a->z + oD, p->wo + (size_t)l * D * D, NULL, N, D, D);
+        residual_forward(a->res2 + oD, x, a->mo + oD, N * D);
+        // x = x + SwiGLU(RMSNorm(x))
+        rmsnorm_forward(a->ln2 + oD, a->ln2_rstd + (size_t)l * N, a->res2 + oD, p->rms2_w + (size_t)l * D, N, 1, D);
+        matmul_forward(a->h1 + oF, a->ln2 + oD, p->mlp_w1 + (size_t)l * F * D, NULL, N, D, F);
+        matmul_forward(a->h3 + oF, a->ln2 + oD, p->mlp_w3 + (size_t)l * F * D, NULL, N, D, F);
+        swiglu_forward(a->hg + oF, a->h1 + oF, a->h3 + oF, N * F);
+        matmul_forward(a->mlpo + oD, a->hg + oF, p->mlp_w2 + (size_t)l * D * F, NULL, N, F, D);
+        residual_forward(a->res3 + oD, a->res2 + oD, a->mlpo + oD, N * D);
+    }
+    rmsnorm_forward(a->lnf, a->lnf_rstd, a->res3 + (size_t)(L - 1) * N * D, p->rmsf_w, N, 1, D);
+    matmul_forward(a->logits, a->lnf, p->wte, NULL, N, D, Vp);
+    if (!targets) { M->mean_loss = -1; return; }
+    crossentropy_forward(a->losses, a->probs, a->logits, M->targets, N, c->V, Vp);
+    M->has_mask = M->loss_mask != NULL;   // the backward uses this forward's mask
+    if (M->has_mask) { memcpy(M->h_mask, M->loss_mask, N); h2d(M->mask, M->h_mask, N); }
+    d2h(M->h_losses, a->losses, N * sizeof(real));
+    double s = 0, cnt = 0;
+    for (size_t i = 0; i < N; i++) if (!M->has_mask || M->h_mask[i]) { s += M->h_losses[i]; cnt++; }
+    M->mean_loss = (real)(cnt ? s / cnt : 0);
+}
+
+static void model_zero_grad(Model* M) {
+    if (!M->grads_memory) {
+        M->grads_memory = (real*)dmalloc(M->num_params * sizeof(real));
+        point_parameters(&M->grads, M->grads_memory, M->param_sizes);
+    }
+    cudaCheck(cudaMemset(M->grads_memory, 0, M->num_params * sizeof(real)));
+}
+
+// The backward pass: accumulates d(mean loss * loss_scale)/d(params) into M->grads.
+static void model_backward(Model* M, real loss_scale) {
+    if (M->mean_loss == -1) DIE(NULL, "internal: backward called without a forward with targets");
+    if (!M->grads_memory) model_zero_grad(M);
+    const Config* c = &M->cfg; int B = M->B, T = M->T, L = c->L, D = c->D, H = c->H, F = c->F, Vp = c->Vp, d = M->mem.d; size_t N = (size_t)B * T;
+    ParameterTensors *p = &M->params, *dp = &M->grads; ActivationTensors *a = &M->acts, *g = &M->grads_acts;
+    cudaCheck(cudaMemset(M->grads_acts_memory, 0, M->num_acts * sizeof(real)));
+    size_t cnt = N; if (M->has_mask) { cnt = 0; for (size_t i = 0; i < N; i++) cnt += M->h_mask[i] != 0; }
+    crossentropy_backward(g->logits, a->probs, M->targets, M->has_mask ? M->mask : NULL, cnt ? loss_scale / cnt : 0, N, c->V, Vp);
+    matmul_backward(g->lnf, dp->wte, NULL, g->logits, a->lnf, p->wte, N, D, Vp);
+    rmsnorm_backward(g->res3 + (size_t)(L - 1) * N * D, dp->rmsf_w, g->lnf, a->res3 + (size_t)(L - 1) * N * D, p->rmsf_w, a->lnf_rstd, N, 1, D);
+    for (int l = L - 1; l >= 0; l--) {
+        size_t oD = (size_t)l * N * D, oH = (size_t)l * N * H, oF = (size_t)l * N * F;
+        real* x = l == 0 ? a->encoded : a->res3 + oD - N * D;
+        real* dx = l == 0 ? g->encoded : g->res3 + oD - N * D;
+        real *u = a->ln1 + oD, *du = g->ln1 + oD;
+        // x = res2 + SwiGLU(RMSNorm(res2))
+        residual_forward(g->res2 + oD, g->res2 + oD, g->res3 + oD, N * D);
+        matmul_backward(g->hg + oF, dp->mlp_w2 + (size_t)l * D * F, NULL, g->res3 + oD, a->hg + oF, p->mlp_w2 + (size_t)l * D * F, N, F, D);
+        swiglu_backward(g->h1 + oF, g->h3 + oF, g->hg + oF, a->h1 + oF, a->h3 + oF, N * F);
+        matmul_backward(g->ln2 + oD, dp->mlp_w1 + (size_t)l * F * D, NULL, g->h1 + oF, a->ln2 + oD, p->mlp_w1 + (size_t)l * F * D, N, D, F);
+        matmul_backward(g->ln2 + oD, dp->mlp_w3 + (size_t)l * F * D, NULL, g->h3 + oF, a->ln2 + oD, p->mlp_w3 + (size_t)l * F * D, N, D, F);
+        rmsnorm_backward(g->res2 + oD, dp->rms2_w + (size_t)l * D, g->ln2 + oD, a->res2 + oD, p->rms2_w + (size_t)l * D, a->ln2_rstd + (size_t)l * N, N, 1, D);
+        // res2 = x + (RMSNorm_head(y) * SiLU(u Wg^T)) Wo^T
+        residual_forward(dx, dx, g->res2 + oD, N * D);
+        matmul_backward(g->z + oD, dp->wo + (size_t)l * D * D, NULL, g->res2 + oD, a->z + oD, p->wo + (size_t)l * D * D, N, D, D);
+        gate_mul_backward(g->yn + oD, g->gp + oD, g->z + oD, a->yn + oD, a->gp + oD, N * D);
+        matmul_backward(du, dp->wg + (size_t)l * D * D, NULL, g->gp + oD, u, p->wg + (size_t)l * D * D, N, D, D);
+        rmsnorm_backward(g->y + oD, dp->rmsh_w + (size_t)l * D, g->yn + oD, a->y + oD, p->rmsh_w + (size_t)l * D, a->yrstd + oH, N, H, d);
+        memory_backward(M, l);
+        gates_backward(M, l, du, u, N, a, g, oH, (size_t)l * N * (c->gate_rank ? D : H), (size_t)l * N * c->gate_rank);
+        // q, k, v
+        l2norm_backward(g->qs + oD, g->q + oD, a->q + oD, a->qrn + oH, N, H, d);
+        l2norm_backward(g->ks + oD, g->k + oD, a->k + oD, a->krn + oH, N, H, d);
+        silu_backward(g->qc + oD, g->qs + oD, a->qc + oD, N * D); silu_backward(g->kc + oD, g->ks + oD, a->kc + oD, N * D);
+        silu_backward(g->vc + oD, g->v + oD, a->vc + oD, N * D);
+        conv_backward(g->qp + oD, dp->conv_q + (size_t)l * D * c->K, g->qc + oD, a->qp + oD, p->conv_q + (size_t)l * D * c->K, B, T, D, c->K);
+        conv_backward(g->kp + oD, dp->conv_k + (size_t)l * D * c->K, g->kc + oD, a->kp + oD, p->conv_k + (size_t)l * D * c->K, B, T, D, c->K);
+        conv_backward(g->vp + oD, dp->conv_v + (size_t)l * D * c->K, g->vc + oD, a->vp + oD, p->conv_v + (size_t)l * D * c->K, B, T, D, c->K);
+        matmul_backward(du, dp->wq + (size_t)l * D * D, NULL, g->qp + oD, u, p->wq + (size_t)l * D * D, N, D, D);
+        matmul_backward(du, dp->wk + (size_t)l * D * D, NULL, g->kp + oD, u, p->wk + (size_t)l * D * D, N, D, D);
+        matmul_backward(du, dp->wv + (size_t)l * D * D, NULL, g->vp + oD, u, p->wv + (size_t)l * D * D, N, D, D);
+        rmsnorm_backward(dx, dp->rms1_w + (size_t)l * D, du, x, p->rms1_w + (size_t)l * D, a->ln1_rstd + (size_t)l * N, N, 1, D);
+    }
+    encoder_backward(M, dp->wte, g->encoded, N, D);
+}
+
+// global gradient norm (double, fixed order), and clipping to it (SPEC §8): if |g| > clip, g *= clip/|g|
+static real grad_norm(const Model* M) {
+    sumsq_kernel<<<NORM_BLOCKS, NT>>>(g_partials, M->grads_memory, M->num_params); KCHECK("sumsq");
+    double h[NORM_BLOCKS]; d2h(h, g_partials, sizeof h);
+    double s = 0; for (int i = 0; i < NORM_BLOCKS; i++) s += h[i];
+    return (real)sqrt(s);
+}
+// the first parameter tensor whose gradient holds a NaN or infinity (for the error message), or NULL
+static const char* nonfinite_grad_tensor(const Model* M) {
+    real* g = xmalloc(M->num_params * sizeof(real)); d2h(g, M->grads_memory, M->num_params * sizeof(real));
+    size_t off = 0; const char* name = NULL;
+    for (int t = 0; t < NUM_PARAM_TENSORS && !name; t++) {
+        for (size_t i = off; i < off + M->param_sizes[t]; i++) if (!isfinite(g[i])) { name = PARAM_NAMES[t]; break; }
+        off += M->param_sizes[t];
+    }
+    free(g); return name;
+}
+static void grad_clip(Model* M, real norm, real clip) {
+    if (clip > 0 && norm > clip) { real sc = clip / norm; scale_kernel<<<nblocks(M->num_params), NT>>>(M->grads_memory, M->num_params, sc); KCHECK("grad_clip"); }
+}
+
+// AdamW as torch.optim.AdamW: decoupled decay (on PARAM_DECAY tensors), bias-corrected moments.
+static void model_update(Model* M, real lr, real beta1, real beta2, real eps, real wd) {
+    if (!M->m_memory) { M->m_memory = (real*)dmalloc(M->num_params * sizeof(real)); M->v_memory = (real*)dmalloc(M->num_params * sizeof(real)); }
+    M->adam_t++;
+    real bc1 = (real)(1 - pow((double)beta1, (double)M->adam_t)), bc2 = (real)(1 - pow((double)beta2, (double)M->adam_t));
+    size_t off = 0;
+    for (int t = 0; t < NUM_PARAM_TENSORS; t++) {
+        real decay = PARAM_DECAY[t] ? wd : 0; size_t n = M->param_sizes[t];
+        if (n) { adamw_kernel<<<nblocks(n), NT>>>(M->params_memory + off, M->grads_memory + off, M->m_memory + off, M->v_memory + off, n,
+                                                 lr, beta1, beta2, eps, decay, bc1, bc2); KCHECK("adamw"); }
+        off += n;
+    }
+}
+
+static void model_free(Model* M) {
+    dfree(M->params_memory); dfree(M->grads_memory); dfree(M->m_memory); dfree(M->v_memory);
+    model_free_acts(M);
+}
+
+// ----------------------------------------------------------------------------
+// 5. token-by-token decoding (SPEC §7) on the GPU, the scheme of train_miras.c's Decoder
+//
+// Per layer we keep the last K-1 rows before the conv, the memory state at the last chunk boundary, and the
+// q, k, v and gates of the tokens of the current, partial chunk. A new token is read by the same chunk function
+// over the partial chunk (its last row is the new output); when the chunk is full its end state becomes the new
+// boundary state. Row for row this is the computation of the parallel forward.
+
+typedef struct {
+    Model* M; int pos;
+    ActivationTensors a; real* acts_memory; size_t act_sizes[NUM_ACT_TENSORS];  // one row (B = T = 1), device
+    real *conv_hist;        // (L, 3, K-1, D) inputs of the q, k, v convs at the previous K-1 positions
+    real *P, *S, *Pn, *Sn;  // (L, H, nP) boundary state; (H, nP) chunk-end scratch, one per head
+    real *part;             // (L, H, b, rw) q, k, v, a, theta, eta, delta of the current chunk's tokens (decoder_row_width)
+    MemChunk* chunks; real* chunk_memory;  // one chunk scratch per head
+    int* tok; real* logits; // the token on the device; the logits on the host
+} Decoder;
+
+typedef struct {
+    MemCfg m; int H, b, cnt, rw;
+    const real *q, *k, *v, *ga, *gth, *geta, *gdel;   // this token's row of the layer's memory inputs
+    real *y, *part, *P, *S, *Pn, *Sn;                 // part, P, S: this layer's
+    const real *lng, *lnb; MemChunk* chunks;
+} DecArgs;
+
+// one block per head: append this token's row to the partial chunk, re-run the chunk, keep its last row
+__global__ void __launch_bounds__(MEM_THREADS) decoder_memory_kernel(DecArgs A) {
+    __shared__ MemChunk c; __shared__ MemCfg m;
+    if (threadIdx.x == 0) { c = A.chunks[blockIdx.x]; m = A.m; }
+    __syncthreads();
+    int h = blockIdx.x, d = m.d, nP = m.nP, rw = A.rw, ew = m.cw ? d : 1, n = A.cnt + 1;
+    real* part = A.part + (size_t)h * A.b * rw; real* row = part + (size_t)A.cnt * rw;   // this token's row: q, k, v, a, theta, eta, delta
+    FOR(i, d) { row[i] = A.q[h * d + i]; row[d + i] = A.k[h * d + i]; row[2 * d + i] = A.v[h * d + i]; }
+    if (threadIdx.x == 0) { row[3 * d] = A.ga[h]; row[3 * d + 1] = A.gth[h]; }
+    FOR(i, ew) { row[3 * d + 2 + i] = A.geta[h * ew + i]; if (m.bias == 3) row[3 * d + 2 + ew + i] = A.gdel[h * ew + i]; }
+    __syncthreads();
+    FOR(e, n * d) {                                  // chunk_set_row of rows 0..n-1
+        int t = e / d, i = e % d; const real* r = part + (size_t)t * rw;
+        c.q[e] = r[i]; c.k[e] = r[d + i]; c.v[e] = r[2 * d + i];
+        if (m.cw) c.etac[e] = r[3 * d + 2 + i];
+        if (m.bias == 3) c.delta[e] = r[3 * d + 2 + ew + (m.cw ? i : 0)];
+    }
+    FOR(t, n) { const real* r = part + (size_t)t * rw; c.a[t] = r[3 * d]; c.theta[t] = r[3 * d + 1]; c.eta[t] = m.cw ? 1 : r[3 * d + 2]; }
+    __syncthreads();
+    real* P = A.P + (size_t)h * nP; real* S = A.S + (size_t)h * nP; int full = n == A.b;
+    real* Pn = A.Pn + (size_t)h * nP; real* Sn = A.Sn + (size_t)h * nP;
+    mem_step_forward(&m, &c, n, P, S, full ? Pn : NULL, full ? Sn : NULL,
+                     m.ln ? A.lng + (size_t)h * d : NULL, m.ln ? A.lnb + (size_t)h * d : NULL);
+    FOR(i, d) A.y[h * d + i] = c.y[(size_t)(n - 1) * d + i];
+    if (full) { block_copy(P, Pn, nP); if (m.momentum) block_copy(S, Sn, nP); }
+}
+
+// one conv output row from the history of K-1 rows and the current row x; then shift the history (a thread per channel)
+__global__ void conv_step_kernel(real* out, real* hist, const real* x, const real* w, int C, int K) {
+    GRID_FOR(ii, C) {
+        int i = (int)ii; real s = w[i * K + K - 1] * x[i];
+        for (int j = 0; j < K - 1; j++) s += w[i * K + j] * hist[(size_t)j * C + i];
+        out[i] = s;
+        if (K > 1) { for (int j = 0; j < K - 2; j++) hist[(size_t)j * C + i] = hist[(size_t)(j + 1) * C + i]; hist[(size_t)(K - 2) * C + i] = x[i]; }
+    }
+}
+static void conv_step(real* out, real* hist, const real* x, const real* w, int C, int K) {
+    conv_step_kernel<<<nblocks(C), NT>>>(out, hist, x, w, C, K); KCHECK("conv_step");
+}
+
+static void decoder_init(Decoder* dec, Model* M) {
+    const Config* c = &M->cfg; MemCfg* m = &M->mem; memset(dec, 0, sizeof *dec); dec->M = M;
+    fill_in_activation_sizes(dec->act_sizes, c, 1, 1);
+    size_t n = head_act_size(c, 1, 1); for (int i = 0; i < NUM_ACT_TENSORS; i++) n += dec->act_sizes[i];
+    dec->acts_memory = (real*)dmalloc(n * sizeof(real));
+    point_activations(&dec->a, dec->acts_memory, dec->act_sizes, c, 1, 1);
+    size_t LH = (size_t)c->L * c->H;
+    dec->conv_hist = (real*)dmalloc((size_t)c->L * 3 * (c->K - 1 + 1) * c->D * sizeof(real));
+    dec->P = (real*)dmalloc(LH * m->nP * sizeof(real)); dec->S = (real*)dmalloc(LH * m->nP * sizeof(real));
+    dec->Pn = (real*)dmalloc((size_t)c->H * m->nP * sizeof(real)); dec->Sn = (real*)dmalloc((size_t)c->H * m->nP * sizeof(real));
+    dec->part = (real*)dmalloc(LH * c->b * decoder_row_width(m) * sizeof(real));
+    MemChunk tmp; size_t per = memchunk_carve(&tmp, NULL, c->b, m->d, m->dm, m->nP);
+    dec->chunk_memory = (real*)dmalloc((size_t)c->H * per * sizeof(real));
+    MemChunk* hc = xmalloc((size_t)c->H * sizeof(MemChunk));
+    for (int h = 0; h < c->H; h++) memchunk_carve(&hc[h], dec->chunk_memory + (size_t)h * per, c->b, m->d, m->dm, m->nP);
+    dec->chunks = (MemChunk*)dmalloc((size_t)c->H * sizeof(MemChunk)); h2d(dec->chunks, hc, (size_t)c->H * sizeof(MemChunk)); free(hc);
+    d2d(dec->P, M->params.mem_p0, LH * m->nP * sizeof(real));
+    dec->tok = (int*)dmalloc(sizeof(int)); dec->logits = xmalloc((size_t)c->Vp * sizeof(real));
+}
+static void decoder_free(Decoder* dec) {
+    dfree(dec->acts_memory); dfree(dec->conv_hist); dfree(dec->P); dfree(dec->S); dfree(dec->Pn); dfree(dec->Sn); dfree(dec->part);
+    dfree(dec->chunk_memory); dfree(dec->chunks); dfree(dec->tok); free(dec->logits);
+}
+
+// Feed one token; returns the Vp logits of the next-token distribution (host memory, valid until the next call).
+static const real* decoder_step(Decoder* dec, int token) {
+    Model* M = dec->M; const Config* c = &M->cfg; const MemCfg* m = &M->mem; ParameterTensors* p = &M->params;
+    ActivationTensors* a = &dec->a; int D = c->D, H = c->H, F = c->F, d = m->d, K = c->K, nP = m->nP, b = c->b;
+    int cnt = dec->pos % b, rw = decoder_row_width(m);  // rows already in the partial chunk; floats per row
+    if (token < 0 || token >= c->V) DIE("prompt tokens must be < vocab size", "token %d out of range for vocab %d", token, c->V);
+    h2d(dec->tok, &token, sizeof(int));
+    encoder_forward(a->encoded, dec->tok, p->wte, 1, D);
+    real* x = a->encoded;
+    for (int l = 0; l < c->L; l++) {
+        // with one row, the layer-stacked activations of dec->a hold one layer; reuse them per layer
+        real* u = a->ln1; real* hist = dec->conv_hist + (size_t)l * 3 * (K - 1) * D;
+        rmsnorm_forward(u, a->ln1_rstd, x, p->rms1_w + (size_t)l * D, 1, 1, D);
+        matmul_forward(a->qp, u, p->wq + (size_t)l * D * D, NULL, 1, D, D);
+        matmul_forward(a->kp, u, p->wk + (size_t)l * D * D, NULL, 1, D, D);
+        matmul_forward(a->vp, u, p->wv + (size_t)l * D * D, NULL, 1, D, D);
+        conv_step(a->qc, hist, a->qp, p->conv_q + (size_t)l * D * K, D, K);
+        conv_step(a->kc, hist + (size_t)(K - 1) * D, a->kp, p->conv_k + (size_t)l * D * K, D, K);
+        conv_step(a->vc, hist + (size_t)2 * (K - 1) * D, a->vp, p->conv_v + (size_t)l * D * K, D, K);
+        silu_forward(a->qs, a->qc, D); silu_forward(a->ks, a->kc, D); silu_forward(a->v, a->vc, D);
+        l2norm_forward(a->q, a->qrn, a->qs, 1, H, d); l2norm_forward(a->k, a->krn, a->ks, 1, H, d);
+        gates_forward(M, l, u, 1, a->ga, a->geta, a->gth, a->gdel, a->geta_lr, a->gdel_lr);
+        DecArgs A; memset(&A, 0, sizeof A);
+        A.m = *m; A.H = H; A.b = b; A.cnt = cnt; A.rw = rw;
+        A.q = a->q; A.k = a->k; A.v = a->v; A.ga = a->ga; A.gth = a->gth; A.geta = a->geta; A.gdel = a->gdel; A.y = a->y;
+        A.part = dec->part + (size_t)l * H * b * rw; A.P = dec->P + (size_t)l * H * nP; A.S = dec->S + (size_t)l * H * nP;
+        A.Pn = dec->Pn; A.Sn = dec->Sn;
+        A.lng = m->ln ? p->mem_ln_g + (size_t)l * H * d : NULL; A.lnb = m->ln ? p->mem_ln_b + (size_t)l * H * d : NULL;
+        A.chunks = dec->chunks;
+        decoder_memory_kernel<<<H, MEM_THREADS>>>(A); KCHECK("decoder_memory");
+        rmsnorm_forward(a->yn, a->yrstd, a->y, p->rmsh_w + (size_t)l * D, 1, H, d);
+        matmul_forward(a->gp, u, p->wg + (size_t)l * D * D, NULL, 1, D, D);
+        gate_mul_forward(a->z, a->yn, a->gp, D);
+        matmul_forward(a->mo, a->z, p->wo + (size_t)l * D * D, NULL, 1, D, D);
+        residual_forward(a->res2, x, a->mo, D);
+        rmsnorm_forward(a->ln2, a->ln2_rstd, a->res2, p->rms2_w + (size_t)l * D, 1, 1, D);
+        matmul_forward(a->h1, a->ln2, p->mlp_w1 + (size_t)l * F * D, NULL, 1, D, F);
+        matmul_forward(a->h3, a->ln2, p->mlp_w3 + (size_t)l * F * D, NULL, 1, D, F);
+        swiglu_forward(a->hg, a->h1, a->h3, F);
+        matmul_forward(a->mlpo, a->hg, p->mlp_w2 + (size_t)l * D * F, NULL, 1, F, D);
+        residual_forward(a->res3, a->res2, a->mlpo, D);
+        d2d(a->encoded, a->res3, D * sizeof(real)); x = a->encoded;  // the next layer's input
+    }
+    rmsnorm_forward(a->lnf, a->lnf_rstd, x, p->rmsf_w, 1, 1, D);
+    matmul_forward(a->logits, a->lnf, p->wte, NULL, 1, D, c->Vp);
+    d2h(dec->logits, a->logits, (size_t)c->Vp * sizeof(real));
+    dec->pos++;
+    return dec->logits;
+}
+
+// ----------------------------------------------------------------------------
+// 6. dump mode, the decode test, evaluation, sampling
+
+// Dump mode, the layout of train_miras.c's dump_run (test_miras --compare diffs the two): IN is a fixture-layout
+// file; OUT: 256 int32 (20261104, 1, B, T, V, num_params, nsteps), then float32 logits (B*T*V), loss, every
+// gradient, the losses of nsteps AdamW steps on the batch (the first is the loss above), and the params after them.
+static void read_dump_input(const char* in, ::Model* HM, Config* cfg, int* hdr, int** inp, int** tgt) {
+    FILE* f = fopen(in, "rb"); int* h = hdr;
+    if (!f || fread(h, 4, 256, f) != 256) DIE("give a fixture file from dev/fixtures", "cannot read dump input %s", in);
+    header_to_config(cfg, h);
+    int B = h[100], T = h[101], nsteps = h[102];
+    if (B < 1 || T < 1 || nsteps < 0) DIE("give a fixture file from dev/fixtures", "dump input %s has a bad batch header", in);
+    ::model_build(HM, cfg);
+    if ((size_t)h[19] != HM->num_params) DIE(NULL, "dump input %s: %d params, its config makes %zu", in, h[19], HM->num_params);
+    size_t N = (size_t)B * T; int* tok = xmalloc(((size_t)B * (T + 1)) * sizeof(int)); *inp = xmalloc(N * sizeof(int)); *tgt = xmalloc(N * sizeof(int));
+    if (!read_reals(f, HM->params_memory, HM->num_params) || fread(tok, 4, (size_t)B * (T + 1), f) != (size_t)B * (T + 1)) DIE(NULL, "dump input %s is truncated", in);
+    fclose(f);
+    for (int r = 0; r < B; r++) for (int t = 0; t < T; t++) { (*inp)[r * T + t] = tok[r * (T + 1) + t]; (*tgt)[r * T + t] = tok[r * (T + 1) + t + 1]; }
+    free(tok);
+}
+static void dump_run(const char* in, const char* out) {
+    int h[256]; Config cfg; ::Model HM; int *inp, *tgt;
+    read_dump_input(in, &HM, &cfg, h, &inp, &tgt);
+    int B = h[100], T = h[101], nsteps = h[102];
+    real lr = bits_f32(h[103]), b1 = bits_f32(h[104]), b2 = bits_f32(h[105]), eps = bits_f32(h[106]), wd = bits_f32(h[107]), clip = bits_f32(h[108]);
+    Model M; model_build(&M, &HM);
+    size_t N = (size_t)B * T;
+    FILE* g = fopen(out, "wb"); if (!g) DIE(NULL, "cannot write %s", out);
+    int oh[256] = {0}; oh[0] = DUMP_MAGIC; oh[1] = 1; oh[2] = B; oh[3] = T; oh[4] = cfg.V; oh[5] = (int)M.num_params; oh[6] = nsteps;
+    fwrite(oh, 4, 256, g);
+    real* losses = xmalloc((nsteps + 1) * sizeof(real));
+    real* logits = xmalloc(N * cfg.Vp * sizeof(real)); real* grads = xmalloc(M.num_params * sizeof(real));
+    for (int s = 0; s <= nsteps; s++) {
+        model_forward(&M, inp, tgt, B, T); model_zero_grad(&M); model_backward(&M, 1);
+        if (s == 0) {
+            d2h(logits, M.acts.logits, N * cfg.Vp * sizeof(real)); d2h(grads, M.grads_memory, M.num_params * sizeof(real));
+            for (size_t n = 0; n < N; n++) write_reals(g, logits + n * cfg.Vp, cfg.V);
+            write_reals(g, &M.mean_loss, 1); write_reals(g, grads, M.num_params);
+        }
+        losses[s] = M.mean_loss;
+        if (s == nsteps) break;
+        grad_clip(&M, grad_norm(&M), clip); model_update(&M, lr, b1, b2, eps, wd);
+    }
+    model_to_host(&M);
+    write_reals(g, losses, nsteps); write_reals(g, HM.params_memory, M.num_params);
+    if (fclose(g) != 0) DIE(NULL, "failed writing %s", out);
+    free(losses); free(logits); free(grads); free(inp); free(tgt); model_free(&M); ::model_free(&HM);
+}
+
+// --decode-test IN: token-by-token logits on the GPU against the GPU's parallel forward, for prompt lengths
+// 1, b-1, b+1, 2b+3 and T (the rows of the file's first sequence, repeated). Exit code 1 if any error > 1e-5.
+static int decode_test(const char* in) {
+    int h[256]; Config cfg; ::Model HM; int *inp, *tgt;
+    read_dump_input(in, &HM, &cfg, h, &inp, &tgt);
+    int T0 = h[101], b = cfg.b, Vp = cfg.Vp, lens[5] = {1, b - 1, b + 1, 2 * b + 3, T0};
+    Model M; model_build(&M, &HM);
+    double worst = 0; int worst_T = 0;
+    for (int li = 0; li < 5; li++) {
+        int T = lens[li]; if (T < 1) continue;
+        int* tok = xmalloc(T * sizeof(int)); for (int t = 0; t < T; t++) tok[t] = t < T0 ? inp[t] : inp[t % T0];
+        model_forward(&M, tok, NULL, 1, T);
+        real* par = xmalloc((size_t)T * Vp * sizeof(real)); d2h(par, M.acts.logits, (size_t)T * Vp * sizeof(real));
+        Decoder dec; decoder_init(&dec, &M);
+        real* seq = xmalloc((size_t)T * Vp * sizeof(real));
+        for (int t = 0; t < T; t++) memcpy(seq + (size_t)t * Vp, decoder_step(&dec, tok[t]), Vp * sizeof(real));
+        double num = 0, den = 0;
+        for (size_t i = 0; i < (size_t)T * Vp; i++) { double e = (double)seq[i] - par[i]; num += e * e; den += (double)par[i] * par[i]; }
+        double err = sqrt(num / (den > 0 ? den : 1e-300));
+        printf("  decode T=%d: err %.2e\n", T, err);
+        if (err > worst || !(err == err)) { worst = err == err ? err : INFINITY; worst_T = T; }
+        decoder_free(&dec); free(seq); free(par); free(tok);
+    }
+    int ok = worst <= 1e-5;
+    printf("%s - %s: GPU decode equals the GPU parallel forward for prompt lengths 1, b-1, b+1, 2b+3, T: worst err %.2e at T=%d (tol 1e-5)\n",
+           ok ? "ok" : "FAIL", in, worst, worst_T);
+    model_free(&M); ::model_free(&HM); free(inp); free(tgt);
+    return ok ? 0 : 1;
+}
+
+// validation: mean loss over nb batches from the start of the val shards; with answer masks
+// (synthetic tasks) also the accuracy of argmax predictions on the answer tokens only
+static real evaluate(Model* M, DataLoader* dl, int nb, real* acc) {
+    dataloader_reset(dl); double loss = 0; long right = 0, total = 0; int N = dl->B * dl->T, V = M->cfg.V, Vp = M->cfg.Vp;
+    const uint8_t* keep = M->loss_mask;
+    for (int i = 0; i < nb; i++) {
+        dataloader_next(dl); if (M->loss_mask) M->loss_mask = dl->mask + 1;  // answers-only runs score val on answers too
+        model_forward(M, dl->inputs, dl->targets, dl->B, dl->T); loss += M->mean_loss;
+        if (dl->has_mask) {
+            argmax_kernel<<<warp_blocks(N), NT>>>(M->argmax, M->acts.logits, N, V, Vp); KCHECK("argmax");
+            d2h(M->h_argmax, M->argmax, N * sizeof(int));
+            for (int n = 0; n < N; n++) {
+                if (!dl->mask[n + 1]) continue;  // mask marks the answer token; it is the target of position n
+                right += M->h_argmax[n] == dl->targets[n]; total++;
+            }
+        }
+    }
+    *acc = total ? (real)right / total : -1;
+    M->loss_mask = keep;
+    return (real)(loss / nb);
+}
+
+static void generate(Model* M, const Tokenizer* tk, const int* prompt, int np, int ngen, uint64_t* rng) {
+    Decoder dec; decoder_init(&dec, M); const real* logits = NULL;
+    for (int i = 0; i < np; i++) { logits = decoder_step(&dec, prompt[i]); print_token(tk, prompt[i], M->cfg.V); }
+    for (int i = 0; i < ngen; i++) {
+        int t = sample_token(logits, M->cfg.V, 1.0, rng);
+        print_token(tk, t, M->cfg.V); fflush(stdout);
+        if (i + 1 < ngen) logits = decoder_step(&dec, t);
+    }
+    printf("\n"); decoder_free(&dec);
+}
+
+} // namespace gpu
+
+// --make-input OUT (host only, no GPU needed): a fixture-layout dump input for the model of the flags, freshly
+// initialised (model_init with -y), with random tokens; B, T from -b, -t; 3 AdamW steps at lr 1e-3. For testing
+// CPU against GPU (-J) at shapes and presets that dev/fixtures does not cover.
+static void make_input(const char* out, const Config* cfg, int B, int T, uint64_t seed) {
+    Model M; model_build(&M, cfg); model_init(&M, seed);
+    int h[256] = {0}; h[0] = 20261103; h[1] = 1; config_to_header(h, cfg, M.num_params);
+    h[100] = B; h[101] = T; h[102] = 3;
+    h[103] = f32_bits(1e-3f); h[104] = f32_bits(0.9f); h[105] = f32_bits(0.95f); h[106] = f32_bits(1e-8f); h[107] = f32_bits(0.1f); h[108] = f32_bits(1.0f);
+    FILE* f = fopen(out, "wb"); if (!f) DIE(NULL, "cannot write %s", out);
+    fwrite(h, 4, 256, f); write_reals(f, M.params_memory, M.num_params);
+    uint64_t r = seed * 0x9E3779B97F4A7C15ULL + 7;
+    for (size_t i = 0; i < (size_t)B * (T + 1); i++) { int t = (int)(rng_u64(&r) % (uint64_t)cfg->V); fwrite(&t, 4, 1, f); }
+    if (fclose(f) != 0) DIE(NULL, "failed writing %s", out);
+    model_free(&M);
+}
+
+// ----------------------------------------------------------------------------
+// 7. main: train_miras.c's training loop with the model on the GPU (the host Model keeps the files' side)
+
+static void usage(void) {
+    printf("usage: train_miras_cu [flags]   (defaults in brackets; the flags of train_miras, plus -f)\n"
+           " data:  -i train shards glob [build/data/repo_train_*.bin]  -j val shards glob [build/data/repo_val_*.bin]\n"
+           "        -z tokenizer file [build/data/repo_tokenizer.bin]\n"
+           " model: -p preset (%s) [titans]\n"
+           "        -V vocab [256] -D width [128] -L layers [4] -H heads [4] -E memory expansion [2]\n"
+           "        -F SwiGLU width [8D/3 rounded up to 64] -k chunk size b [preset] -P layer pattern [all M]\n"
+           "        -R rank of channel-wise eta/delta gates, 0 = per head [0]\n"
+           " train: -b batch [8] -t seq len [128] -d tokens per step, via gradient accumulation [B*T]\n"
+           "        -l lr [3e-3] -u warmup steps [20] -q final lr fraction [0.1] -c weight decay [0.1] -a grad clip [1.0]\n"
+           "        -x steps [300] -y seed [1337] -S stop after this step, as if preempted (the schedule still runs to -x)\n"
+           " eval:  -v val every [50] -m val batches [8] -s sample every [0 = at the end] -g sample tokens [128]\n"
+           " files: -o output dir for log.txt and ckpt.bin [build/run] -n checkpoint every [100] -e init from checkpoint\n"
+           "        -r 1 resume from <out>/ckpt.bin (model, optimizer and data position)\n"
+           " gpu:   -f 1 allow TF32 tensor cores in the matrix products (faster, ~1e-3 relative error) [0: fp32]\n"
+           " -x 0 with -e evaluates once (loss, and answer accuracy when the val shards have .mask files)\n"
+           " -A 1 train (and score val loss) on answer tokens only, from the shards' .mask files (synthetic tasks)\n"
+           " -J IN -O OUT: dump mode (logits, loss, gradients, AdamW steps of a fixture-layout file), to diff with train_miras -J\n"
+           " --decode-test IN: token-by-token decoding against the parallel forward on the GPU (exit 1 above 1e-5)\n"
+           " --make-input OUT: write a dump input (fixture layout) for the model of the flags, initialised with -y, B x T random tokens\n"
+           " MIRAS_SYNC=1 in the environment synchronises after every kernel (to locate a failing one)\n", PRESETS);
+}
+
+int main(int argc, char** argv) {
+    const char *train_glob = "build/data/repo_train_*.bin", *val_glob = "build/data/repo_val_*.bin";
+    const char *tok_path = "build/data/repo_tokenizer.bin", *out_dir = "build/run", *init_ckpt = NULL, *preset = "titans", *pattern = NULL;
+    int B = 8, T = 128, V = 256, D = 128, L = 4, H = 4, E = 2, F = 0, chunk = 0, warmup = 20, val_every = 50, val_batches = 8;
+    int sample_every = 0, gen_tokens = 128, ckpt_every = 100, resume = 0, tf32 = 0; long tokens_per_step = 0, max_steps = 300, stop_at = -1;
+    real lr = 3e-3, final_frac = 0.1, wd = 0.1, clip = 1.0; uint64_t seed = 1337;
+    int gate_rank = -1;
+    const char *dump_in = NULL, *dump_out = NULL, *decode_in = NULL, *make_out = NULL; int answers_only = 0;
+    unsigned given = 0; enum { G_P = 1, G_V = 2, G_D = 4, G_L = 8, G_H = 16, G_E = 32, G_F = 64, G_K = 128, G_PAT = 256, G_R = 512 };
+    for (int i = 1; i < argc; i += 2) {
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) { usage(); return 0; }
+        if (!strcmp(argv[i], "--decode-test") && i + 1 < argc) { decode_in = argv[i + 1]; continue; }
+        if (!strcmp(argv[i], "--make-input") && i + 1 < argc) { make_out = argv[i + 1]; continue; }
+        if (argv[i][0] != '-' || strlen(argv[i]) != 2 || i + 1 >= argc) { usage(); DIE("flags come in pairs like -x 100", "bad argument '%s'", argv[i]); }
+        char f = argv[i][1]; const char* v = argv[i + 1];
+        switch (f) {
+            case 'i': train_glob = v; break; case 'j': val_glob = v; break; case 'z': tok_path = v; break;
+            case 'o': out_dir = v; break; case 'e': init_ckpt = v; break; case 'r': resume = atoi(v); break;
+            case 'p': preset = v; given |= G_P; break; case 'P': pattern = v; given |= G_PAT; break;
+            case 'V': V = atoi(v); given |= G_V; break; case 'D': D = atoi(v); given |= G_D; break;
+            case 'L': L = atoi(v); given |= G_L; break; case 'H': H = atoi(v); given |= G_H; break;
+            case 'E': E = atoi(v); given |= G_E; break; case 'F': F = atoi(v); given |= G_F; break;
+            case 'k': chunk = atoi(v); given |= G_K; break;
+            case 'R': gate_rank = atoi(v); given |= G_R; break;
+            case 'J': dump_in = v; break; case 'O': dump_out = v; break; case 'A': answers_only = atoi(v); break;
+            case 'f': tf32 = atoi(v); break;
+            case 'b': B = atoi(v); break; case 't': T = atoi(v); break; case 'd': tokens_per_step = atol(v); break;
+            case 'l': lr = atof(v); break; case 'u': warmup = atoi(v); break; case 'q': final_frac = atof(v); break;
+            case 'c': wd = atof(v); break; case 'a': clip = atof(v); break; case 'x': max_steps = atol(v); break; case 'S': stop_at = atol(v); break;
+            case 'y': seed = strtoull(v, NULL, 10); break; case 'v': val_every = atoi(v); break; case 'm': val_batches = atoi(v); break;
+            case 's': sample_every = atoi(v); break; case 'g': gen_tokens = atoi(v); break; case 'n': ckpt_every = atoi(v); break;
+            default: usage(); DIE("see the flags above", "unknown flag -%c", f);
+        }
+    }
+    if (dump_in || dump_out) {
+        if (!dump_in || !dump_out) DIE("give both -J IN and -O OUT", "dump mode needs an input and an output file");
+        gpu_init(tf32); gpu::dump_run(dump_in, dump_out); return 0;
+    }
+    if (decode_in) { gpu_init(tf32); return gpu::decode_test(decode_in); }
+    if (B < 1 || T < 1 || max_steps < 0) DIE("use positive -b, -t and -x", "bad batch %d, length %d or steps %ld", B, T, max_steps);
+    // the model: from the flags, or from a checkpoint (whose config must agree with any given flag)
+    Config cfg; memset(&cfg, 0, sizeof cfg);
+    if (!preset_config(&cfg, preset)) DIE(PRESETS, "unknown preset '%s'", preset);
+    cfg.V = V; cfg.Vp = (V + 63) / 64 * 64; cfg.D = D; cfg.L = L; cfg.H = H; cfg.E = E; cfg.K = 4;
+    cfg.F = F ? F : ((8 * D / 3) + 63) / 64 * 64;
+    if (chunk) cfg.b = chunk;
+    if (gate_rank >= 0) cfg.gate_rank = gate_rank;
+    if (pattern) snprintf(cfg.pattern, sizeof cfg.pattern, "%s", pattern); else { memset(cfg.pattern, 'M', L < 128 ? L : 128); cfg.pattern[L < 128 ? L : 128] = 0; }
+    if (make_out) { config_check(&cfg); make_input(make_out, &cfg, B, T, seed); return 0; }
+    gpu_init(tf32);
+    char ckpt_path[4096]; snprintf(ckpt_path, sizeof ckpt_path, "%s/ckpt.bin", out_dir);
+    const char* load_path = resume ? ckpt_path : init_ckpt;
+    if (load_path) {
+        Config cc; int has_state = peek_checkpoint(load_path, &cc);
+        if (resume && !has_state) DIE("it holds a model only; start from it with -e instead", "%s has no training state to resume", load_path);
+#define AGREE(flag, field, name) if ((given & flag) && cc.field != cfg.field) \
+            DIE("drop the flag or make it match the checkpoint", "checkpoint %s has " name " = %d but the flags say %d", load_path, (int)cc.field, (int)cfg.field)
+        AGREE(G_V, V, "vocab -V"); AGREE(G_D, D, "width -D"); AGREE(G_L, L, "layers -L"); AGREE(G_H, H, "heads -H");
+        AGREE(G_E, E, "memory expansion -E"); AGREE(G_F, F, "SwiGLU width -F"); AGREE(G_K, b, "chunk size -k");
+        AGREE(G_P, mem_depth, "memory depth (preset -p)"); AGREE(G_P, bias, "attentional bias (preset -p)"); AGREE(G_P, algo, "algorithm (preset -p)");
+        AGREE(G_P, gate_a, "gate a (preset -p)"); AGREE(G_P, gate_eta, "gate eta (preset -p)"); AGREE(G_P, mem_ln, "memory LN (preset -p)");
+        AGREE(G_P, retention, "retention (preset -p)"); AGREE(G_R, gate_rank, "gate rank -R");
+#undef AGREE
+        if ((given & G_PAT) && strcmp(cc.pattern, cfg.pattern)) DIE("drop -P or make it match", "checkpoint %s has layer pattern %s but the flags say %s", load_path, cc.pattern, cfg.pattern);
+        cfg = cc;
+    }
+    Model model; model_build(&model, &cfg);   // the host model: initialisation and the checkpoint files
+    TrainState st = {0, 0, 0, seed * 0x9E3779B97F4A7C15ULL + 1};
+    if (load_path) load_checkpoint(&model, load_path, resume ? &st : NULL); else model_init(&model, seed);
+    gpu::Model gm; gpu::model_build(&gm, &model);
+    if (tokens_per_step <= 0) tokens_per_step = (long)B * T;
+    if (tokens_per_step % ((long)B * T)) DIE("make -d a multiple of B*T", "tokens per step %ld is not a multiple of B*T = %d", tokens_per_step, B * T);
+    int accum = (int)(tokens_per_step / ((long)B * T));
+
+    DataLoader train, val; int have_val = 0;
+    if (max_steps > 0) { dataloader_init(&train, train_glob, B, T); train.shard = st.shard; train.pos = st.pos;
+        if (train.shard >= train.nfiles) DIE("resume with the same -i shards", "checkpoint data position (shard %d) is past the %d train shards", train.shard, train.nfiles); }
+    glob_t vg; if (glob(val_glob, 0, NULL, &vg) == 0 && vg.gl_pathc > 0) { dataloader_init(&val, val_glob, B, T); have_val = 1; } globfree(&vg);
+    if (answers_only && ((max_steps > 0 && !train.has_mask) || (have_val && !val.has_mask)))
+        DIE("-A 1 needs shards with .mask files beside them (data_prep/synth)", "no answer masks for the %s shards", max_steps > 0 && !train.has_mask ? "train" : "val");
+    if (answers_only) gm.loss_mask = max_steps > 0 ? train.mask + 1 : val.mask + 1;  // mask[n+1] marks the target of position n
+    if (max_steps == 0 && !have_val) DIE("give val shards with -j", "nothing to evaluate: no val shards match '%s'", val_glob);
+    Tokenizer tk; tokenizer_load(&tk, tok_path);
+    if (tk.n && tk.n != cfg.V) fprintf(stderr, "warning: tokenizer has %d tokens, model vocab is %d\n", tk.n, cfg.V);
+    mkdir(out_dir, 0755);
+    char log_path[4096]; snprintf(log_path, sizeof log_path, "%s/log.txt", out_dir);
+    FILE* logf = max_steps > 0 ? fopen(log_path, st.step ? "a" : "w") : NULL;
+    printf("train_miras_cu | preset %s | V %d D %d L %d H %d E %d F %d b %d | %zu params | B %d T %d accum %d | %s%s\n",
+           load_path && !(given & G_P) ? "(from checkpoint)" : preset, cfg.V, cfg.D, cfg.L, cfg.H, cfg.E, cfg.F, cfg.b, model.num_params, B, T, accum,
+           gpu_name(), tf32 ? " (TF32)" : "");
+    if (max_steps == 0) {
+        real acc, vl = gpu::evaluate(&gm, &val, val_batches, &acc);
+        printf("val loss %.4f", vl); if (acc >= 0) printf(" | answer accuracy %.4f", acc); printf("\n");
+        return 0;
+    }
+    double tokens_per_sec = 0;
+    for (long step = st.step; step < max_steps; step++) {
+        if (have_val && val_every > 0 && (step % val_every == 0)) {
+            real acc, vl = gpu::evaluate(&gm, &val, val_batches, &acc);
+            printf("step %5ld | val loss %.4f", step, vl); if (acc >= 0) printf(" | answer accuracy %.4f", acc); printf("\n");
+            if (logf) { fprintf(logf, "s:%ld vl:%.6f", step, vl); if (acc >= 0) fprintf(logf, " acc:%.6f", acc); fprintf(logf, "\n"); fflush(logf); }
+        }
+        if (sample_every > 0 && step > 0 && step % sample_every == 0) { int p0 = train.inputs[0]; printf("sample: "); gpu::generate(&gm, &tk, &p0, 1, gen_tokens, &st.rng); }
+        cudaCheck(cudaDeviceSynchronize());
+        double t0 = now_s(); real loss = 0;
+        gpu::model_zero_grad(&gm);
+        for (int a = 0; a < accum; a++) {
+            dataloader_next(&train);
+            gpu::model_forward(&gm, train.inputs, train.targets, B, T);
+            if (!isfinite(gm.mean_loss)) DIE("lower the learning rate -l or raise warmup -u", "loss is not finite (%s) at step %ld", isnan(gm.mean_loss) ? "nan" : "inf", step + 1);
+            gpu::model_backward(&gm, (real)1 / accum); loss += gm.mean_loss / accum;
+        }
+        real norm = gpu::grad_norm(&gm);
+        if (!isfinite(norm)) { const char* t = gpu::nonfinite_grad_tensor(&gm);
+            DIE("lower the learning rate -l", "gradient norm is not finite (%s) at step %ld, first in %s", isnan(norm) ? "nan" : "inf", step + 1, t ? t : "?"); }
+        gpu::grad_clip(&gm, norm, clip);
+        real lrs = lr_at(step, max_steps, lr, warmup, final_frac);
+        gpu::model_update(&gm, lrs, 0.9, 0.95, 1e-8, wd);
+        cudaCheck(cudaDeviceSynchronize());
+        double dt = now_s() - t0; tokens_per_sec = tokens_per_step / dt;
+        printf("step %5ld/%ld | loss %.4f | lr %.2e | norm %.3f | %.1f ms | %.0f tok/s\n", step + 1, max_steps, loss, lrs, norm, 1e3 * dt, tokens_per_sec);
+        fprintf(logf, "s:%ld trl:%.6f lr:%.6e norm:%.4f ms:%.1f tok/s:%.0f\n", step + 1, loss, lrs, norm, 1e3 * dt, tokens_per_sec); fflush(logf);
+        st.step = step + 1; st.shard = train.shard; st.pos = train.pos;
+        if ((ckpt_every > 0 && st.step % ckpt_every == 0) || st.step == max_steps || st.step == stop_at) { gpu::model_to_host(&gm); save_checkpoint(&model, ckpt_path, &st); }
+        if (st.step == stop_at) { printf("stopped after step %ld (-S); continue with -r 1\n", st.step); return 0; }
+    }
+    if (have_val) {
+        real acc, vl = gpu::evaluate(&gm, &val, val_batches, &acc);
+        printf("step %5ld | val loss %.4f", max_steps, vl); if (acc >= 0) printf(" | answer accuracy %.4f", acc); printf("\n");
+        fprintf(logf, "s:%ld vl:%.6f", max_steps, vl); if (acc >= 0) fprintf(logf, " acc:%.6f", acc); fprintf(logf, "\n");
+    }
+    if (gen_tokens > 0 && st.step > 0) { int p0 = train.inputs[0]; printf("sample: "); uint64_t r = st.rng; gpu::generate(&gm, &tk, &p0, 1, gen_tokens, &r); }
+    fclose(logf);
+    dataloader_free(&train); if (have_val) dataloader_free(&val); gpu::model_free(&gm); model_free(&model);
+    return 0;
+}
