@@ -1673,150 +1673,182 @@ static void dump_run(const char* in, const char* out) {
     free(losses); free(tok); free(inp); free(tgt); model_free(&M);
 }
 
-#ifndef TESTING
-static void usage(void) {
-    printf("usage: train_miras [flags]   (defaults in brackets)\n"
-           " data:  -i train shards glob [build/data/repo_train_*.bin]  -j val shards glob [build/data/repo_val_*.bin]\n"
-           "        -z tokenizer file [build/data/repo_tokenizer.bin]\n"
-           " model: -p preset (%s) [titans]\n"
-           "        -V vocab [256] -D width [128] -L layers [4] -H heads [4] -E memory expansion [2]\n"
-           "        -F SwiGLU width [8D/3 rounded up to 64] -k chunk size b [preset] -P layer pattern [all M]\n"
-           "        -R rank of channel-wise eta/delta gates, 0 = per head [0]\n"
-           " train: -b batch [8] -t seq len [128] -d tokens per step, via gradient accumulation [B*T]\n"
-           "        -l lr [3e-3] -u warmup steps [20] -q final lr fraction [0.1] -c weight decay [0.1] -a grad clip [1.0]\n"
-           "        -x steps [300] -y seed [1337] -S stop after this step, as if preempted (the schedule still runs to -x)\n"
-           " eval:  -v val every [50] -m val batches [8] -s sample every [0 = at the end] -g sample tokens [128]\n"
-           " files: -o output dir for log.txt and ckpt.bin [build/run] -n checkpoint every [100] -e init from checkpoint\n"
-           "        -r 1 resume from <out>/ckpt.bin (model, optimizer and data position; bit-for-bit)\n"
-           " -x 0 with -e evaluates once (loss, and answer accuracy when the val shards have .mask files)\n"
-           " -A 1 train (and score val loss) on answer tokens only, from the shards' .mask files (synthetic tasks)\n"
-           " -J IN -O OUT: dump mode (logits, loss, gradients, AdamW steps of a fixture-layout file), to diff CPU and GPU\n", PRESETS);
+// ---- the command line and the run's files, shared with train_miras.cu (whose main differs only in the model calls)
+typedef struct {
+    const char *train_glob, *val_glob, *tok_path, *out_dir, *init_ckpt, *preset, *pattern, *dump_in, *dump_out;
+    int B, T, V, D, L, H, E, F, chunk, gate_rank, warmup, val_every, val_batches, sample_every, gen_tokens, ckpt_every, resume, answers_only;
+    long tokens_per_step, max_steps, stop_at; real lr, final_frac, wd, clip; uint64_t seed;
+    unsigned given;  // which model flags were given (a checkpoint's config must agree with those)
+} Args;
+enum { G_P = 1, G_V = 2, G_D = 4, G_L = 8, G_H = 16, G_E = 32, G_F = 64, G_K = 128, G_PAT = 256, G_R = 512 };
+
+static const char* const USAGE =  // a printf format: %s is PRESETS
+    " data:  -i train shards glob [build/data/repo_train_*.bin]  -j val shards glob [build/data/repo_val_*.bin]\n"
+    "        -z tokenizer file [build/data/repo_tokenizer.bin]\n"
+    " model: -p preset (%s) [titans]\n"
+    "        -V vocab [256] -D width [128] -L layers [4] -H heads [4] -E memory expansion [2]\n"
+    "        -F SwiGLU width [8D/3 rounded up to 64] -k chunk size b [preset] -P layer pattern [all M]\n"
+    "        -R rank of channel-wise eta/delta gates, 0 = per head [0]\n"
+    " train: -b batch [8] -t seq len [128] -d tokens per step, via gradient accumulation [B*T]\n"
+    "        -l lr [3e-3] -u warmup steps [20] -q final lr fraction [0.1] -c weight decay [0.1] -a grad clip [1.0]\n"
+    "        -x steps [300] -y seed [1337] -S stop after this step, as if preempted (the schedule still runs to -x)\n"
+    " eval:  -v val every [50] -m val batches [8] -s sample every [0 = at the end] -g sample tokens [128]\n"
+    " files: -o output dir for log.txt and ckpt.bin [build/run] -n checkpoint every [100] -e init from checkpoint\n"
+    "        -r 1 resume from <out>/ckpt.bin (model, optimizer and data position; bit-for-bit)\n"
+    " -x 0 with -e evaluates once (loss, and answer accuracy when the val shards have .mask files)\n"
+    " -A 1 train (and score val loss) on answer tokens only, from the shards' .mask files (synthetic tasks)\n"
+    " -J IN -O OUT: dump mode (logits, loss, gradients, AdamW steps of a fixture-layout file), to diff CPU and GPU\n";
+
+// Parse the flags (pairs like -x 100). extra, if given, is asked first and returns 1 for a flag it takes
+// (the GPU trainer's own flags); usage is printed for -h and for a bad flag.
+static void args_parse(Args* a, int argc, char** argv, void (*usage)(void), int (*extra)(const char* flag, const char* value)) {
+    Args d = {"build/data/repo_train_*.bin", "build/data/repo_val_*.bin", "build/data/repo_tokenizer.bin", "build/run", NULL, "titans", NULL, NULL, NULL,
+              8, 128, 256, 128, 4, 4, 2, 0, 0, -1, 20, 50, 8, 0, 128, 100, 0, 0,
+              0, 300, -1, (real)3e-3, (real)0.1, (real)0.1, (real)1.0, 1337, 0};
+    *a = d;
+    for (int i = 1; i < argc; i += 2) {
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) { usage(); exit(0); }
+        if (i + 1 >= argc) { usage(); DIE("flags come in pairs like -x 100", "flag '%s' has no value", argv[i]); }
+        const char* v = argv[i + 1];
+        if (extra && extra(argv[i], v)) continue;
+        if (argv[i][0] != '-' || strlen(argv[i]) != 2) { usage(); DIE("flags come in pairs like -x 100", "bad argument '%s'", argv[i]); }
+        switch (argv[i][1]) {
+            case 'i': a->train_glob = v; break; case 'j': a->val_glob = v; break; case 'z': a->tok_path = v; break;
+            case 'o': a->out_dir = v; break; case 'e': a->init_ckpt = v; break; case 'r': a->resume = atoi(v); break;
+            case 'p': a->preset = v; a->given |= G_P; break; case 'P': a->pattern = v; a->given |= G_PAT; break;
+            case 'V': a->V = atoi(v); a->given |= G_V; break; case 'D': a->D = atoi(v); a->given |= G_D; break;
+            case 'L': a->L = atoi(v); a->given |= G_L; break; case 'H': a->H = atoi(v); a->given |= G_H; break;
+            case 'E': a->E = atoi(v); a->given |= G_E; break; case 'F': a->F = atoi(v); a->given |= G_F; break;
+            case 'k': a->chunk = atoi(v); a->given |= G_K; break; case 'R': a->gate_rank = atoi(v); a->given |= G_R; break;
+            case 'J': a->dump_in = v; break; case 'O': a->dump_out = v; break; case 'A': a->answers_only = atoi(v); break;
+            case 'b': a->B = atoi(v); break; case 't': a->T = atoi(v); break; case 'd': a->tokens_per_step = atol(v); break;
+            case 'l': a->lr = atof(v); break; case 'u': a->warmup = atoi(v); break; case 'q': a->final_frac = atof(v); break;
+            case 'c': a->wd = atof(v); break; case 'a': a->clip = atof(v); break; case 'x': a->max_steps = atol(v); break;
+            case 'S': a->stop_at = atol(v); break; case 'y': a->seed = strtoull(v, NULL, 10); break;
+            case 'v': a->val_every = atoi(v); break; case 'm': a->val_batches = atoi(v); break;
+            case 's': a->sample_every = atoi(v); break; case 'g': a->gen_tokens = atoi(v); break; case 'n': a->ckpt_every = atoi(v); break;
+            default: usage(); DIE("see the flags above", "unknown flag %s", argv[i]);
+        }
+    }
+    if (a->dump_in || a->dump_out) { if (!a->dump_in || !a->dump_out) DIE("give both -J IN and -O OUT", "dump mode needs an input and an output file"); return; }
+    if (a->B < 1 || a->T < 1 || a->max_steps < 0) DIE("use positive -b, -t and -x", "bad batch %d, length %d or steps %ld", a->B, a->T, a->max_steps);
+    if (a->tokens_per_step <= 0) a->tokens_per_step = (long)a->B * a->T;
+    if (a->tokens_per_step % ((long)a->B * a->T)) DIE("make -d a multiple of B*T", "tokens per step %ld is not a multiple of B*T = %d", a->tokens_per_step, a->B * a->T);
 }
 
-int main(int argc, char** argv) {
-    const char *train_glob = "build/data/repo_train_*.bin", *val_glob = "build/data/repo_val_*.bin";
-    const char *tok_path = "build/data/repo_tokenizer.bin", *out_dir = "build/run", *init_ckpt = NULL, *preset = "titans", *pattern = NULL;
-    int B = 8, T = 128, V = 256, D = 128, L = 4, H = 4, E = 2, F = 0, chunk = 0, warmup = 20, val_every = 50, val_batches = 8;
-    int sample_every = 0, gen_tokens = 128, ckpt_every = 100, resume = 0; long tokens_per_step = 0, max_steps = 300, stop_at = -1;
-    real lr = 3e-3, final_frac = 0.1, wd = 0.1, clip = 1.0; uint64_t seed = 1337;
-    int gate_rank = -1;
-    const char *dump_in = NULL, *dump_out = NULL; int answers_only = 0;
-    unsigned given = 0; enum { G_P = 1, G_V = 2, G_D = 4, G_L = 8, G_H = 16, G_E = 32, G_F = 64, G_K = 128, G_PAT = 256, G_R = 512 };
-    for (int i = 1; i < argc; i += 2) {
-        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) { usage(); return 0; }
-        if (argv[i][0] != '-' || strlen(argv[i]) != 2 || i + 1 >= argc) { usage(); DIE("flags come in pairs like -x 100", "bad argument '%s'", argv[i]); }
-        char f = argv[i][1]; const char* v = argv[i + 1];
-        switch (f) {
-            case 'i': train_glob = v; break; case 'j': val_glob = v; break; case 'z': tok_path = v; break;
-            case 'o': out_dir = v; break; case 'e': init_ckpt = v; break; case 'r': resume = atoi(v); break;
-            case 'p': preset = v; given |= G_P; break; case 'P': pattern = v; given |= G_PAT; break;
-            case 'V': V = atoi(v); given |= G_V; break; case 'D': D = atoi(v); given |= G_D; break;
-            case 'L': L = atoi(v); given |= G_L; break; case 'H': H = atoi(v); given |= G_H; break;
-            case 'E': E = atoi(v); given |= G_E; break; case 'F': F = atoi(v); given |= G_F; break;
-            case 'k': chunk = atoi(v); given |= G_K; break;
-            case 'R': gate_rank = atoi(v); given |= G_R; break;
-            case 'J': dump_in = v; break; case 'O': dump_out = v; break; case 'A': answers_only = atoi(v); break;
-            case 'b': B = atoi(v); break; case 't': T = atoi(v); break; case 'd': tokens_per_step = atol(v); break;
-            case 'l': lr = atof(v); break; case 'u': warmup = atoi(v); break; case 'q': final_frac = atof(v); break;
-            case 'c': wd = atof(v); break; case 'a': clip = atof(v); break; case 'x': max_steps = atol(v); break; case 'S': stop_at = atol(v); break;
-            case 'y': seed = strtoull(v, NULL, 10); break; case 'v': val_every = atoi(v); break; case 'm': val_batches = atoi(v); break;
-            case 's': sample_every = atoi(v); break; case 'g': gen_tokens = atoi(v); break; case 'n': ckpt_every = atoi(v); break;
-            default: usage(); DIE("see the flags above", "unknown flag -%c", f);
-        }
-    }
-    if (dump_in || dump_out) {
-        if (!dump_in || !dump_out) DIE("give both -J IN and -O OUT", "dump mode needs an input and an output file");
-        dump_run(dump_in, dump_out); return 0;
-    }
-    if (B < 1 || T < 1 || max_steps < 0) DIE("use positive -b, -t and -x", "bad batch %d, length %d or steps %ld", B, T, max_steps);
-    // the model: from the flags, or from a checkpoint (whose config must agree with any given flag)
+// the model the flags describe (preset, then sizes)
+static Config args_config(const Args* a) {
     Config cfg; memset(&cfg, 0, sizeof cfg);
-    if (!preset_config(&cfg, preset)) DIE(PRESETS, "unknown preset '%s'", preset);
-    cfg.V = V; cfg.Vp = (V + 63) / 64 * 64; cfg.D = D; cfg.L = L; cfg.H = H; cfg.E = E; cfg.K = 4;
-    cfg.F = F ? F : ((8 * D / 3) + 63) / 64 * 64;
-    if (chunk) cfg.b = chunk;
-    if (gate_rank >= 0) cfg.gate_rank = gate_rank;
-    if (pattern) snprintf(cfg.pattern, sizeof cfg.pattern, "%s", pattern); else { memset(cfg.pattern, 'M', L < 128 ? L : 128); cfg.pattern[L < 128 ? L : 128] = 0; }
-    char ckpt_path[4096]; snprintf(ckpt_path, sizeof ckpt_path, "%s/ckpt.bin", out_dir);
-    const char* load_path = resume ? ckpt_path : init_ckpt;
-    if (load_path) {
-        Config cc; int has_state = peek_checkpoint(load_path, &cc);
-        if (resume && !has_state) DIE("it holds a model only; start from it with -e instead", "%s has no training state to resume", load_path);
-#define AGREE(flag, field, name) if ((given & flag) && cc.field != cfg.field) \
-            DIE("drop the flag or make it match the checkpoint", "checkpoint %s has " name " = %d but the flags say %d", load_path, (int)cc.field, (int)cfg.field)
-        AGREE(G_V, V, "vocab -V"); AGREE(G_D, D, "width -D"); AGREE(G_L, L, "layers -L"); AGREE(G_H, H, "heads -H");
-        AGREE(G_E, E, "memory expansion -E"); AGREE(G_F, F, "SwiGLU width -F"); AGREE(G_K, b, "chunk size -k");
-        AGREE(G_P, mem_depth, "memory depth (preset -p)"); AGREE(G_P, bias, "attentional bias (preset -p)"); AGREE(G_P, algo, "algorithm (preset -p)");
-        AGREE(G_P, gate_a, "gate a (preset -p)"); AGREE(G_P, gate_eta, "gate eta (preset -p)"); AGREE(G_P, mem_ln, "memory LN (preset -p)");
-        AGREE(G_P, retention, "retention (preset -p)"); AGREE(G_R, gate_rank, "gate rank -R");
-#undef AGREE
-        if ((given & G_PAT) && strcmp(cc.pattern, cfg.pattern)) DIE("drop -P or make it match", "checkpoint %s has layer pattern %s but the flags say %s", load_path, cc.pattern, cfg.pattern);
-        cfg = cc;
-    }
-    Model model; model_build(&model, &cfg);
-    TrainState st = {0, 0, 0, seed * 0x9E3779B97F4A7C15ULL + 1};
-    if (load_path) load_checkpoint(&model, load_path, resume ? &st : NULL); else model_init(&model, seed);
-    if (tokens_per_step <= 0) tokens_per_step = (long)B * T;
-    if (tokens_per_step % ((long)B * T)) DIE("make -d a multiple of B*T", "tokens per step %ld is not a multiple of B*T = %d", tokens_per_step, B * T);
-    int accum = (int)(tokens_per_step / ((long)B * T));
+    if (!preset_config(&cfg, a->preset)) DIE(PRESETS, "unknown preset '%s'", a->preset);
+    cfg.V = a->V; cfg.Vp = (a->V + 63) / 64 * 64; cfg.D = a->D; cfg.L = a->L; cfg.H = a->H; cfg.E = a->E; cfg.K = 4;
+    cfg.F = a->F ? a->F : ((8 * a->D / 3) + 63) / 64 * 64;
+    if (a->chunk) cfg.b = a->chunk;
+    if (a->gate_rank >= 0) cfg.gate_rank = a->gate_rank;
+    int L = a->L < 128 ? (a->L > 0 ? a->L : 0) : 128;
+    if (a->pattern) snprintf(cfg.pattern, sizeof cfg.pattern, "%s", a->pattern); else { memset(cfg.pattern, 'M', L); cfg.pattern[L] = 0; }
+    return cfg;
+}
 
-    DataLoader train, val; int have_val = 0;
-    if (max_steps > 0) { dataloader_init(&train, train_glob, B, T); train.shard = st.shard; train.pos = st.pos;
-        if (train.shard >= train.nfiles) DIE("resume with the same -i shards", "checkpoint data position (shard %d) is past the %d train shards", train.shard, train.nfiles); }
-    glob_t vg; if (glob(val_glob, 0, NULL, &vg) == 0 && vg.gl_pathc > 0) { dataloader_init(&val, val_glob, B, T); have_val = 1; } globfree(&vg);
-    if (answers_only && ((max_steps > 0 && !train.has_mask) || (have_val && !val.has_mask)))
-        DIE("-A 1 needs shards with .mask files beside them (data_prep/synth)", "no answer masks for the %s shards", max_steps > 0 && !train.has_mask ? "train" : "val");
-    if (answers_only) model.loss_mask = max_steps > 0 ? train.mask + 1 : val.mask + 1;  // mask[n+1] marks the target of position n
-    if (max_steps == 0 && !have_val) DIE("give val shards with -j", "nothing to evaluate: no val shards match '%s'", val_glob);
-    Tokenizer tk; tokenizer_load(&tk, tok_path);
-    if (tk.n && tk.n != cfg.V) fprintf(stderr, "warning: tokenizer has %d tokens, model vocab is %d\n", tk.n, cfg.V);
-    mkdir(out_dir, 0755);
-    char log_path[4096]; snprintf(log_path, sizeof log_path, "%s/log.txt", out_dir);
-    FILE* logf = max_steps > 0 ? fopen(log_path, st.step ? "a" : "w") : NULL;
+// The model of the run: from the flags, or from the checkpoint to load (-e, or <out>/ckpt.bin with -r 1),
+// whose config must agree with every model flag that was given. Returns the checkpoint path or NULL.
+static const char* args_resolve(const Args* a, Config* cfg, char* ckpt_path, size_t cap) {
+    *cfg = args_config(a);
+    snprintf(ckpt_path, cap, "%s/ckpt.bin", a->out_dir);
+    const char* load_path = a->resume ? ckpt_path : a->init_ckpt;
+    if (!load_path) return NULL;
+    Config cc; int has_state = peek_checkpoint(load_path, &cc);
+    if (a->resume && !has_state) DIE("it holds a model only; start from it with -e instead", "%s has no training state to resume", load_path);
+#define AGREE(flag, field, name) if ((a->given & flag) && cc.field != cfg->field) \
+        DIE("drop the flag or make it match the checkpoint", "checkpoint %s has " name " = %d but the flags say %d", load_path, (int)cc.field, (int)cfg->field)
+    AGREE(G_V, V, "vocab -V"); AGREE(G_D, D, "width -D"); AGREE(G_L, L, "layers -L"); AGREE(G_H, H, "heads -H");
+    AGREE(G_E, E, "memory expansion -E"); AGREE(G_F, F, "SwiGLU width -F"); AGREE(G_K, b, "chunk size -k");
+    AGREE(G_P, mem_depth, "memory depth (preset -p)"); AGREE(G_P, bias, "attentional bias (preset -p)"); AGREE(G_P, algo, "algorithm (preset -p)");
+    AGREE(G_P, gate_a, "gate a (preset -p)"); AGREE(G_P, gate_eta, "gate eta (preset -p)"); AGREE(G_P, mem_ln, "memory LN (preset -p)");
+    AGREE(G_P, retention, "retention (preset -p)"); AGREE(G_R, gate_rank, "gate rank -R");
+#undef AGREE
+    if ((a->given & G_PAT) && strcmp(cc.pattern, cfg->pattern)) DIE("drop -P or make it match", "checkpoint %s has layer pattern %s but the flags say %s", load_path, cc.pattern, cfg->pattern);
+    *cfg = cc;
+    return load_path;
+}
+
+// The run's data and files: the loaders (train resumed at st's position), the tokenizer, the log file.
+// Returns the loss mask for -A 1 (NULL otherwise): mask[n+1] marks the target of position n.
+typedef struct { DataLoader train, val; int have_val; Tokenizer tk; FILE* logf; } Run;
+static const uint8_t* run_open(Run* r, const Args* a, const Config* cfg, const TrainState* st) {
+    memset(r, 0, sizeof *r);
+    if (a->max_steps > 0) { dataloader_init(&r->train, a->train_glob, a->B, a->T); r->train.shard = st->shard; r->train.pos = st->pos;
+        if (r->train.shard >= r->train.nfiles) DIE("resume with the same -i shards", "checkpoint data position (shard %d) is past the %d train shards", r->train.shard, r->train.nfiles); }
+    glob_t vg; if (glob(a->val_glob, 0, NULL, &vg) == 0 && vg.gl_pathc > 0) { dataloader_init(&r->val, a->val_glob, a->B, a->T); r->have_val = 1; } globfree(&vg);
+    if (a->max_steps == 0 && !r->have_val) DIE("give val shards with -j", "nothing to evaluate: no val shards match '%s'", a->val_glob);
+    if (a->answers_only && ((a->max_steps > 0 && !r->train.has_mask) || (r->have_val && !r->val.has_mask)))
+        DIE("-A 1 needs shards with .mask files beside them (data_prep/synth)", "no answer masks for the %s shards", a->max_steps > 0 && !r->train.has_mask ? "train" : "val");
+    tokenizer_load(&r->tk, a->tok_path);
+    if (r->tk.n && r->tk.n != cfg->V) fprintf(stderr, "warning: tokenizer has %d tokens, model vocab is %d\n", r->tk.n, cfg->V);
+    mkdir(a->out_dir, 0755);
+    char log_path[4096]; snprintf(log_path, sizeof log_path, "%s/log.txt", a->out_dir);
+    r->logf = a->max_steps > 0 ? fopen(log_path, st->step ? "a" : "w") : NULL;
+    if (a->max_steps > 0 && !r->logf) DIE("check that the output directory is writable", "cannot write %s", log_path);
+    if (!a->answers_only) return NULL;
+    return a->max_steps > 0 ? r->train.mask + 1 : r->val.mask + 1;
+}
+static void run_close(Run* r) {
+    if (r->logf) fclose(r->logf);
+    if (r->train.nfiles) dataloader_free(&r->train);
+    if (r->have_val) dataloader_free(&r->val);
+}
+// one validation line on stdout and in the log (step < 0: a lone evaluation, no log)
+static void report_val(const Run* r, long step, real vl, real acc) {
+    if (step >= 0) printf("step %5ld | ", step);
+    printf("val loss %.4f", vl); if (acc >= 0) printf(" | answer accuracy %.4f", acc); printf("\n");
+    if (step >= 0 && r->logf) { fprintf(r->logf, "s:%ld vl:%.6f", step, vl); if (acc >= 0) fprintf(r->logf, " acc:%.6f", acc); fprintf(r->logf, "\n"); fflush(r->logf); }
+}
+static void report_step(const Run* r, long step, long max_steps, real loss, real lr, real norm, double dt, double tps) {
+    printf("step %5ld/%ld | loss %.4f | lr %.2e | norm %.3f | %.1f ms | %.0f tok/s\n", step, max_steps, loss, lr, norm, 1e3 * dt, tps);
+    fprintf(r->logf, "s:%ld trl:%.6f lr:%.6e norm:%.4f ms:%.1f tok/s:%.0f\n", step, loss, lr, norm, 1e3 * dt, tps); fflush(r->logf);
+}
+
+#ifndef TESTING
+static void usage(void) { printf("usage: train_miras [flags]   (defaults in brackets)\n"); printf(USAGE, PRESETS); }
+
+int main(int argc, char** argv) {
+    Args a; args_parse(&a, argc, argv, usage, NULL);
+    if (a.dump_in) { dump_run(a.dump_in, a.dump_out); return 0; }
+    Config cfg; char ckpt_path[4096]; const char* load_path = args_resolve(&a, &cfg, ckpt_path, sizeof ckpt_path);
+    Model model; model_build(&model, &cfg);
+    TrainState st = {0, 0, 0, a.seed * 0x9E3779B97F4A7C15ULL + 1};
+    if (load_path) load_checkpoint(&model, load_path, a.resume ? &st : NULL); else model_init(&model, a.seed);
+    Run run; model.loss_mask = run_open(&run, &a, &cfg, &st);
+    int accum = (int)(a.tokens_per_step / ((long)a.B * a.T)), B = a.B, T = a.T; long max_steps = a.max_steps;
+    DataLoader* train = &run.train;
     printf("train_miras | preset %s | V %d D %d L %d H %d E %d F %d b %d | %zu params | B %d T %d accum %d | threads %d\n",
-           load_path && !(given & G_P) ? "(from checkpoint)" : preset, cfg.V, cfg.D, cfg.L, cfg.H, cfg.E, cfg.F, cfg.b, model.num_params, B, T, accum, max_threads());
-    if (max_steps == 0) {
-        real acc, vl = evaluate(&model, &val, val_batches, &acc);
-        printf("val loss %.4f", vl); if (acc >= 0) printf(" | answer accuracy %.4f", acc); printf("\n");
-        return 0;
-    }
-    double tokens_per_sec = 0;
+           load_path && !(a.given & G_P) ? "(from checkpoint)" : a.preset, cfg.V, cfg.D, cfg.L, cfg.H, cfg.E, cfg.F, cfg.b, model.num_params, B, T, accum, max_threads());
+    if (max_steps == 0) { real acc, vl = evaluate(&model, &run.val, a.val_batches, &acc); report_val(&run, -1, vl, acc); return 0; }
     for (long step = st.step; step < max_steps; step++) {
-        if (have_val && val_every > 0 && (step % val_every == 0)) {
-            real acc, vl = evaluate(&model, &val, val_batches, &acc);
-            printf("step %5ld | val loss %.4f", step, vl); if (acc >= 0) printf(" | answer accuracy %.4f", acc); printf("\n");
-            if (logf) { fprintf(logf, "s:%ld vl:%.6f", step, vl); if (acc >= 0) fprintf(logf, " acc:%.6f", acc); fprintf(logf, "\n"); fflush(logf); }
-        }
-        if (sample_every > 0 && step > 0 && step % sample_every == 0) { int p0 = train.inputs[0]; printf("sample: "); generate(&model, &tk, &p0, 1, gen_tokens, &st.rng); }
+        if (run.have_val && a.val_every > 0 && step % a.val_every == 0) { real acc, vl = evaluate(&model, &run.val, a.val_batches, &acc); report_val(&run, step, vl, acc); }
+        if (a.sample_every > 0 && step > 0 && step % a.sample_every == 0) { int p0 = train->inputs[0]; printf("sample: "); generate(&model, &run.tk, &p0, 1, a.gen_tokens, &st.rng); }
         double t0 = now_s(); real loss = 0;
         model_zero_grad(&model);
-        for (int a = 0; a < accum; a++) {
-            dataloader_next(&train);
-            model_forward(&model, train.inputs, train.targets, B, T);
+        for (int k = 0; k < accum; k++) {
+            dataloader_next(train);
+            model_forward(&model, train->inputs, train->targets, B, T);
             if (!isfinite(model.mean_loss)) DIE("lower the learning rate -l or raise warmup -u", "loss is not finite (%s) at step %ld", isnan(model.mean_loss) ? "nan" : "inf", step + 1);
             model_backward(&model, (real)1 / accum); loss += model.mean_loss / accum;
         }
         real norm = grad_norm(&model);
         if (!isfinite(norm)) { const char* t = nonfinite_grad_tensor(&model);
             DIE("lower the learning rate -l", "gradient norm is not finite (%s) at step %ld, first in %s", isnan(norm) ? "nan" : "inf", step + 1, t ? t : "?"); }
-        grad_clip(&model, norm, clip);
-        real lrs = lr_at(step, max_steps, lr, warmup, final_frac);
-        model_update(&model, lrs, 0.9, 0.95, 1e-8, wd);
-        double dt = now_s() - t0; tokens_per_sec = tokens_per_step / dt;
-        printf("step %5ld/%ld | loss %.4f | lr %.2e | norm %.3f | %.1f ms | %.0f tok/s\n", step + 1, max_steps, loss, lrs, norm, 1e3 * dt, tokens_per_sec);
-        fprintf(logf, "s:%ld trl:%.6f lr:%.6e norm:%.4f ms:%.1f tok/s:%.0f\n", step + 1, loss, lrs, norm, 1e3 * dt, tokens_per_sec); fflush(logf);
-        st.step = step + 1; st.shard = train.shard; st.pos = train.pos;
-        if ((ckpt_every > 0 && st.step % ckpt_every == 0) || st.step == max_steps || st.step == stop_at) save_checkpoint(&model, ckpt_path, &st);
-        if (st.step == stop_at) { printf("stopped after step %ld (-S); continue with -r 1\n", st.step); return 0; }
+        grad_clip(&model, norm, a.clip);
+        real lrs = lr_at(step, max_steps, a.lr, a.warmup, a.final_frac);
+        model_update(&model, lrs, 0.9, 0.95, 1e-8, a.wd);
+        double dt = now_s() - t0;
+        report_step(&run, step + 1, max_steps, loss, lrs, norm, dt, a.tokens_per_step / dt);
+        st.step = step + 1; st.shard = train->shard; st.pos = train->pos;
+        if ((a.ckpt_every > 0 && st.step % a.ckpt_every == 0) || st.step == max_steps || st.step == a.stop_at) save_checkpoint(&model, ckpt_path, &st);
+        if (st.step == a.stop_at) { printf("stopped after step %ld (-S); continue with -r 1\n", st.step); return 0; }
     }
-    if (have_val) {
-        real acc, vl = evaluate(&model, &val, val_batches, &acc);
-        printf("step %5ld | val loss %.4f", max_steps, vl); if (acc >= 0) printf(" | answer accuracy %.4f", acc); printf("\n");
-        fprintf(logf, "s:%ld vl:%.6f", max_steps, vl); if (acc >= 0) fprintf(logf, " acc:%.6f", acc); fprintf(logf, "\n");
-    }
-    if (gen_tokens > 0 && st.step > 0) { int p0 = train.inputs[0]; printf("sample: "); uint64_t r = st.rng; generate(&model, &tk, &p0, 1, gen_tokens, &r); }
-    fclose(logf);
-    dataloader_free(&train); if (have_val) dataloader_free(&val); model_free(&model);
+    if (run.have_val) { real acc, vl = evaluate(&model, &run.val, a.val_batches, &acc); report_val(&run, max_steps, vl, acc); }
+    if (a.gen_tokens > 0 && st.step > 0) { int p0 = train->inputs[0]; printf("sample: "); uint64_t r = st.rng; generate(&model, &run.tk, &p0, 1, a.gen_tokens, &r); }
+    run_close(&run); model_free(&model);
     return 0;
 }
 #endif

@@ -1680,161 +1680,67 @@ static void make_input(const char* out, const Config* cfg, int B, int T, uint64_
 // 7. main: train_miras.c's training loop with the model on the GPU (the host Model keeps the files' side)
 
 static void usage(void) {
-    printf("usage: train_miras_cu [flags]   (defaults in brackets; the flags of train_miras, plus -f)\n"
-           " data:  -i train shards glob [build/data/repo_train_*.bin]  -j val shards glob [build/data/repo_val_*.bin]\n"
-           "        -z tokenizer file [build/data/repo_tokenizer.bin]\n"
-           " model: -p preset (%s) [titans]\n"
-           "        -V vocab [256] -D width [128] -L layers [4] -H heads [4] -E memory expansion [2]\n"
-           "        -F SwiGLU width [8D/3 rounded up to 64] -k chunk size b [preset] -P layer pattern [all M]\n"
-           "        -R rank of channel-wise eta/delta gates, 0 = per head [0]\n"
-           " train: -b batch [8] -t seq len [128] -d tokens per step, via gradient accumulation [B*T]\n"
-           "        -l lr [3e-3] -u warmup steps [20] -q final lr fraction [0.1] -c weight decay [0.1] -a grad clip [1.0]\n"
-           "        -x steps [300] -y seed [1337] -S stop after this step, as if preempted (the schedule still runs to -x)\n"
-           " eval:  -v val every [50] -m val batches [8] -s sample every [0 = at the end] -g sample tokens [128]\n"
-           " files: -o output dir for log.txt and ckpt.bin [build/run] -n checkpoint every [100] -e init from checkpoint\n"
-           "        -r 1 resume from <out>/ckpt.bin (model, optimizer and data position)\n"
-           " gpu:   -f 1 allow TF32 tensor cores in the matrix products (faster, ~1e-3 relative error) [0: fp32]\n"
-           " -x 0 with -e evaluates once (loss, and answer accuracy when the val shards have .mask files)\n"
-           " -A 1 train (and score val loss) on answer tokens only, from the shards' .mask files (synthetic tasks)\n"
-           " -J IN -O OUT: dump mode (logits, loss, gradients, AdamW steps of a fixture-layout file), to diff with train_miras -J\n"
+    printf("usage: train_miras_cu [flags]   (defaults in brackets; the flags of train_miras, plus the GPU's)\n");
+    printf(USAGE, PRESETS);
+    printf(" gpu:   -f 1 allow TF32 tensor cores in the matrix products (faster, ~1e-3 relative error) [0: fp32]\n"
            " --decode-test IN: token-by-token decoding against the parallel forward on the GPU (exit 1 above 1e-5)\n"
            " --make-input OUT: write a dump input (fixture layout) for the model of the flags, initialised with -y, B x T random tokens\n"
-           " MIRAS_SYNC=1 in the environment synchronises after every kernel (to locate a failing one)\n", PRESETS);
+           " MIRAS_SYNC=1 in the environment synchronises after every kernel (to locate a failing one)\n");
+}
+// the GPU trainer's own flags, taken before the shared ones
+static int g_tf32 = 0; static const char *g_decode_in = NULL, *g_make_out = NULL;
+static int gpu_flag(const char* f, const char* v) {
+    if (!strcmp(f, "-f")) { g_tf32 = atoi(v); return 1; }
+    if (!strcmp(f, "--decode-test")) { g_decode_in = v; return 1; }
+    if (!strcmp(f, "--make-input")) { g_make_out = v; return 1; }
+    return 0;
 }
 
 int main(int argc, char** argv) {
-    const char *train_glob = "build/data/repo_train_*.bin", *val_glob = "build/data/repo_val_*.bin";
-    const char *tok_path = "build/data/repo_tokenizer.bin", *out_dir = "build/run", *init_ckpt = NULL, *preset = "titans", *pattern = NULL;
-    int B = 8, T = 128, V = 256, D = 128, L = 4, H = 4, E = 2, F = 0, chunk = 0, warmup = 20, val_every = 50, val_batches = 8;
-    int sample_every = 0, gen_tokens = 128, ckpt_every = 100, resume = 0, tf32 = 0; long tokens_per_step = 0, max_steps = 300, stop_at = -1;
-    real lr = 3e-3, final_frac = 0.1, wd = 0.1, clip = 1.0; uint64_t seed = 1337;
-    int gate_rank = -1;
-    const char *dump_in = NULL, *dump_out = NULL, *decode_in = NULL, *make_out = NULL; int answers_only = 0;
-    unsigned given = 0; enum { G_P = 1, G_V = 2, G_D = 4, G_L = 8, G_H = 16, G_E = 32, G_F = 64, G_K = 128, G_PAT = 256, G_R = 512 };
-    for (int i = 1; i < argc; i += 2) {
-        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) { usage(); return 0; }
-        if (!strcmp(argv[i], "--decode-test") && i + 1 < argc) { decode_in = argv[i + 1]; continue; }
-        if (!strcmp(argv[i], "--make-input") && i + 1 < argc) { make_out = argv[i + 1]; continue; }
-        if (argv[i][0] != '-' || strlen(argv[i]) != 2 || i + 1 >= argc) { usage(); DIE("flags come in pairs like -x 100", "bad argument '%s'", argv[i]); }
-        char f = argv[i][1]; const char* v = argv[i + 1];
-        switch (f) {
-            case 'i': train_glob = v; break; case 'j': val_glob = v; break; case 'z': tok_path = v; break;
-            case 'o': out_dir = v; break; case 'e': init_ckpt = v; break; case 'r': resume = atoi(v); break;
-            case 'p': preset = v; given |= G_P; break; case 'P': pattern = v; given |= G_PAT; break;
-            case 'V': V = atoi(v); given |= G_V; break; case 'D': D = atoi(v); given |= G_D; break;
-            case 'L': L = atoi(v); given |= G_L; break; case 'H': H = atoi(v); given |= G_H; break;
-            case 'E': E = atoi(v); given |= G_E; break; case 'F': F = atoi(v); given |= G_F; break;
-            case 'k': chunk = atoi(v); given |= G_K; break;
-            case 'R': gate_rank = atoi(v); given |= G_R; break;
-            case 'J': dump_in = v; break; case 'O': dump_out = v; break; case 'A': answers_only = atoi(v); break;
-            case 'f': tf32 = atoi(v); break;
-            case 'b': B = atoi(v); break; case 't': T = atoi(v); break; case 'd': tokens_per_step = atol(v); break;
-            case 'l': lr = atof(v); break; case 'u': warmup = atoi(v); break; case 'q': final_frac = atof(v); break;
-            case 'c': wd = atof(v); break; case 'a': clip = atof(v); break; case 'x': max_steps = atol(v); break; case 'S': stop_at = atol(v); break;
-            case 'y': seed = strtoull(v, NULL, 10); break; case 'v': val_every = atoi(v); break; case 'm': val_batches = atoi(v); break;
-            case 's': sample_every = atoi(v); break; case 'g': gen_tokens = atoi(v); break; case 'n': ckpt_every = atoi(v); break;
-            default: usage(); DIE("see the flags above", "unknown flag -%c", f);
-        }
-    }
-    if (dump_in || dump_out) {
-        if (!dump_in || !dump_out) DIE("give both -J IN and -O OUT", "dump mode needs an input and an output file");
-        gpu_init(tf32); gpu::dump_run(dump_in, dump_out); return 0;
-    }
-    if (decode_in) { gpu_init(tf32); return gpu::decode_test(decode_in); }
-    if (B < 1 || T < 1 || max_steps < 0) DIE("use positive -b, -t and -x", "bad batch %d, length %d or steps %ld", B, T, max_steps);
-    // the model: from the flags, or from a checkpoint (whose config must agree with any given flag)
-    Config cfg; memset(&cfg, 0, sizeof cfg);
-    if (!preset_config(&cfg, preset)) DIE(PRESETS, "unknown preset '%s'", preset);
-    cfg.V = V; cfg.Vp = (V + 63) / 64 * 64; cfg.D = D; cfg.L = L; cfg.H = H; cfg.E = E; cfg.K = 4;
-    cfg.F = F ? F : ((8 * D / 3) + 63) / 64 * 64;
-    if (chunk) cfg.b = chunk;
-    if (gate_rank >= 0) cfg.gate_rank = gate_rank;
-    if (pattern) snprintf(cfg.pattern, sizeof cfg.pattern, "%s", pattern); else { memset(cfg.pattern, 'M', L < 128 ? L : 128); cfg.pattern[L < 128 ? L : 128] = 0; }
-    if (make_out) { config_check(&cfg); make_input(make_out, &cfg, B, T, seed); return 0; }
-    gpu_init(tf32);
-    char ckpt_path[4096]; snprintf(ckpt_path, sizeof ckpt_path, "%s/ckpt.bin", out_dir);
-    const char* load_path = resume ? ckpt_path : init_ckpt;
-    if (load_path) {
-        Config cc; int has_state = peek_checkpoint(load_path, &cc);
-        if (resume && !has_state) DIE("it holds a model only; start from it with -e instead", "%s has no training state to resume", load_path);
-#define AGREE(flag, field, name) if ((given & flag) && cc.field != cfg.field) \
-            DIE("drop the flag or make it match the checkpoint", "checkpoint %s has " name " = %d but the flags say %d", load_path, (int)cc.field, (int)cfg.field)
-        AGREE(G_V, V, "vocab -V"); AGREE(G_D, D, "width -D"); AGREE(G_L, L, "layers -L"); AGREE(G_H, H, "heads -H");
-        AGREE(G_E, E, "memory expansion -E"); AGREE(G_F, F, "SwiGLU width -F"); AGREE(G_K, b, "chunk size -k");
-        AGREE(G_P, mem_depth, "memory depth (preset -p)"); AGREE(G_P, bias, "attentional bias (preset -p)"); AGREE(G_P, algo, "algorithm (preset -p)");
-        AGREE(G_P, gate_a, "gate a (preset -p)"); AGREE(G_P, gate_eta, "gate eta (preset -p)"); AGREE(G_P, mem_ln, "memory LN (preset -p)");
-        AGREE(G_P, retention, "retention (preset -p)"); AGREE(G_R, gate_rank, "gate rank -R");
-#undef AGREE
-        if ((given & G_PAT) && strcmp(cc.pattern, cfg.pattern)) DIE("drop -P or make it match", "checkpoint %s has layer pattern %s but the flags say %s", load_path, cc.pattern, cfg.pattern);
-        cfg = cc;
-    }
+    Args a; args_parse(&a, argc, argv, usage, gpu_flag);
+    if (a.dump_in) { gpu_init(g_tf32); gpu::dump_run(a.dump_in, a.dump_out); return 0; }
+    if (g_decode_in) { gpu_init(g_tf32); return gpu::decode_test(g_decode_in); }
+    if (g_make_out) { Config mc = args_config(&a); config_check(&mc); make_input(g_make_out, &mc, a.B, a.T, a.seed); return 0; }
+    gpu_init(g_tf32);
+    Config cfg; char ckpt_path[4096]; const char* load_path = args_resolve(&a, &cfg, ckpt_path, sizeof ckpt_path);
     Model model; model_build(&model, &cfg);   // the host model: initialisation and the checkpoint files
-    TrainState st = {0, 0, 0, seed * 0x9E3779B97F4A7C15ULL + 1};
-    if (load_path) load_checkpoint(&model, load_path, resume ? &st : NULL); else model_init(&model, seed);
+    TrainState st = {0, 0, 0, a.seed * 0x9E3779B97F4A7C15ULL + 1};
+    if (load_path) load_checkpoint(&model, load_path, a.resume ? &st : NULL); else model_init(&model, a.seed);
     gpu::Model gm; gpu::model_build(&gm, &model);
-    if (tokens_per_step <= 0) tokens_per_step = (long)B * T;
-    if (tokens_per_step % ((long)B * T)) DIE("make -d a multiple of B*T", "tokens per step %ld is not a multiple of B*T = %d", tokens_per_step, B * T);
-    int accum = (int)(tokens_per_step / ((long)B * T));
-
-    DataLoader train, val; int have_val = 0;
-    if (max_steps > 0) { dataloader_init(&train, train_glob, B, T); train.shard = st.shard; train.pos = st.pos;
-        if (train.shard >= train.nfiles) DIE("resume with the same -i shards", "checkpoint data position (shard %d) is past the %d train shards", train.shard, train.nfiles); }
-    glob_t vg; if (glob(val_glob, 0, NULL, &vg) == 0 && vg.gl_pathc > 0) { dataloader_init(&val, val_glob, B, T); have_val = 1; } globfree(&vg);
-    if (answers_only && ((max_steps > 0 && !train.has_mask) || (have_val && !val.has_mask)))
-        DIE("-A 1 needs shards with .mask files beside them (data_prep/synth)", "no answer masks for the %s shards", max_steps > 0 && !train.has_mask ? "train" : "val");
-    if (answers_only) gm.loss_mask = max_steps > 0 ? train.mask + 1 : val.mask + 1;  // mask[n+1] marks the target of position n
-    if (max_steps == 0 && !have_val) DIE("give val shards with -j", "nothing to evaluate: no val shards match '%s'", val_glob);
-    Tokenizer tk; tokenizer_load(&tk, tok_path);
-    if (tk.n && tk.n != cfg.V) fprintf(stderr, "warning: tokenizer has %d tokens, model vocab is %d\n", tk.n, cfg.V);
-    mkdir(out_dir, 0755);
-    char log_path[4096]; snprintf(log_path, sizeof log_path, "%s/log.txt", out_dir);
-    FILE* logf = max_steps > 0 ? fopen(log_path, st.step ? "a" : "w") : NULL;
+    Run run; gm.loss_mask = run_open(&run, &a, &cfg, &st);
+    int accum = (int)(a.tokens_per_step / ((long)a.B * a.T)), B = a.B, T = a.T; long max_steps = a.max_steps;
+    DataLoader* train = &run.train;
     printf("train_miras_cu | preset %s | V %d D %d L %d H %d E %d F %d b %d | %zu params | B %d T %d accum %d | %s%s\n",
-           load_path && !(given & G_P) ? "(from checkpoint)" : preset, cfg.V, cfg.D, cfg.L, cfg.H, cfg.E, cfg.F, cfg.b, model.num_params, B, T, accum,
-           gpu_name(), tf32 ? " (TF32)" : "");
-    if (max_steps == 0) {
-        real acc, vl = gpu::evaluate(&gm, &val, val_batches, &acc);
-        printf("val loss %.4f", vl); if (acc >= 0) printf(" | answer accuracy %.4f", acc); printf("\n");
-        return 0;
-    }
-    double tokens_per_sec = 0;
+           load_path && !(a.given & G_P) ? "(from checkpoint)" : a.preset, cfg.V, cfg.D, cfg.L, cfg.H, cfg.E, cfg.F, cfg.b, model.num_params, B, T, accum,
+           gpu_name(), g_tf32 ? " (TF32)" : "");
+    if (max_steps == 0) { real acc, vl = gpu::evaluate(&gm, &run.val, a.val_batches, &acc); report_val(&run, -1, vl, acc); return 0; }
     for (long step = st.step; step < max_steps; step++) {
-        if (have_val && val_every > 0 && (step % val_every == 0)) {
-            real acc, vl = gpu::evaluate(&gm, &val, val_batches, &acc);
-            printf("step %5ld | val loss %.4f", step, vl); if (acc >= 0) printf(" | answer accuracy %.4f", acc); printf("\n");
-            if (logf) { fprintf(logf, "s:%ld vl:%.6f", step, vl); if (acc >= 0) fprintf(logf, " acc:%.6f", acc); fprintf(logf, "\n"); fflush(logf); }
-        }
-        if (sample_every > 0 && step > 0 && step % sample_every == 0) { int p0 = train.inputs[0]; printf("sample: "); gpu::generate(&gm, &tk, &p0, 1, gen_tokens, &st.rng); }
+        if (run.have_val && a.val_every > 0 && step % a.val_every == 0) { real acc, vl = gpu::evaluate(&gm, &run.val, a.val_batches, &acc); report_val(&run, step, vl, acc); }
+        if (a.sample_every > 0 && step > 0 && step % a.sample_every == 0) { int p0 = train->inputs[0]; printf("sample: "); gpu::generate(&gm, &run.tk, &p0, 1, a.gen_tokens, &st.rng); }
         cudaCheck(cudaDeviceSynchronize());
         double t0 = now_s(); real loss = 0;
         gpu::model_zero_grad(&gm);
-        for (int a = 0; a < accum; a++) {
-            dataloader_next(&train);
-            gpu::model_forward(&gm, train.inputs, train.targets, B, T);
+        for (int k = 0; k < accum; k++) {
+            dataloader_next(train);
+            gpu::model_forward(&gm, train->inputs, train->targets, B, T);
             if (!isfinite(gm.mean_loss)) DIE("lower the learning rate -l or raise warmup -u", "loss is not finite (%s) at step %ld", isnan(gm.mean_loss) ? "nan" : "inf", step + 1);
             gpu::model_backward(&gm, (real)1 / accum); loss += gm.mean_loss / accum;
         }
         real norm = gpu::grad_norm(&gm);
         if (!isfinite(norm)) { const char* t = gpu::nonfinite_grad_tensor(&gm);
             DIE("lower the learning rate -l", "gradient norm is not finite (%s) at step %ld, first in %s", isnan(norm) ? "nan" : "inf", step + 1, t ? t : "?"); }
-        gpu::grad_clip(&gm, norm, clip);
-        real lrs = lr_at(step, max_steps, lr, warmup, final_frac);
-        gpu::model_update(&gm, lrs, 0.9, 0.95, 1e-8, wd);
+        gpu::grad_clip(&gm, norm, a.clip);
+        real lrs = lr_at(step, max_steps, a.lr, a.warmup, a.final_frac);
+        gpu::model_update(&gm, lrs, 0.9, 0.95, 1e-8, a.wd);
         cudaCheck(cudaDeviceSynchronize());
-        double dt = now_s() - t0; tokens_per_sec = tokens_per_step / dt;
-        printf("step %5ld/%ld | loss %.4f | lr %.2e | norm %.3f | %.1f ms | %.0f tok/s\n", step + 1, max_steps, loss, lrs, norm, 1e3 * dt, tokens_per_sec);
-        fprintf(logf, "s:%ld trl:%.6f lr:%.6e norm:%.4f ms:%.1f tok/s:%.0f\n", step + 1, loss, lrs, norm, 1e3 * dt, tokens_per_sec); fflush(logf);
-        st.step = step + 1; st.shard = train.shard; st.pos = train.pos;
-        if ((ckpt_every > 0 && st.step % ckpt_every == 0) || st.step == max_steps || st.step == stop_at) { gpu::model_to_host(&gm); save_checkpoint(&model, ckpt_path, &st); }
-        if (st.step == stop_at) { printf("stopped after step %ld (-S); continue with -r 1\n", st.step); return 0; }
+        double dt = now_s() - t0;
+        report_step(&run, step + 1, max_steps, loss, lrs, norm, dt, a.tokens_per_step / dt);
+        st.step = step + 1; st.shard = train->shard; st.pos = train->pos;
+        if ((a.ckpt_every > 0 && st.step % a.ckpt_every == 0) || st.step == max_steps || st.step == a.stop_at) { gpu::model_to_host(&gm); save_checkpoint(&model, ckpt_path, &st); }
+        if (st.step == a.stop_at) { printf("stopped after step %ld (-S); continue with -r 1\n", st.step); return 0; }
     }
-    if (have_val) {
-        real acc, vl = gpu::evaluate(&gm, &val, val_batches, &acc);
-        printf("step %5ld | val loss %.4f", max_steps, vl); if (acc >= 0) printf(" | answer accuracy %.4f", acc); printf("\n");
-        fprintf(logf, "s:%ld vl:%.6f", max_steps, vl); if (acc >= 0) fprintf(logf, " acc:%.6f", acc); fprintf(logf, "\n");
-    }
-    if (gen_tokens > 0 && st.step > 0) { int p0 = train.inputs[0]; printf("sample: "); uint64_t r = st.rng; gpu::generate(&gm, &tk, &p0, 1, gen_tokens, &r); }
-    fclose(logf);
-    dataloader_free(&train); if (have_val) dataloader_free(&val); gpu::model_free(&gm); model_free(&model);
+    if (run.have_val) { real acc, vl = gpu::evaluate(&gm, &run.val, a.val_batches, &acc); report_val(&run, max_steps, vl, acc); }
+    if (a.gen_tokens > 0 && st.step > 0) { int p0 = train->inputs[0]; printf("sample: "); uint64_t r = st.rng; gpu::generate(&gm, &run.tk, &p0, 1, a.gen_tokens, &r); }
+    run_close(&run); gpu::model_free(&gm); model_free(&model);
     return 0;
 }
