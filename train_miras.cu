@@ -95,37 +95,22 @@ namespace gpu {
 
 // ---- device math, as in train_miras.c section 1 (float; no fast-math)
 __device__ __forceinline__ real warp_sum(real v) { for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o); return v; }
-__device__ __forceinline__ double warp_sumd(double v) { for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o); return v; }
 __device__ __forceinline__ real warp_max(real v) { for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o)); return v; }
-// block-wide sum (every thread gets the same value: the warp partials are added in a fixed order)
-__device__ real block_sum(real v) {
-    __shared__ real sh[32];
-    v = warp_sum(v);
+// block-wide reductions (every thread gets the same value: the warp partials are combined in a fixed order)
+struct AddOp { template <class T> __device__ T operator()(T a, T b) const { return a + b; } };
+struct MaxOp { template <class T> __device__ T operator()(T a, T b) const { return fmax(a, b); } };
+template <class T, class Op> __device__ T block_reduce(T v, Op op) {
+    __shared__ T sh[32];
+    for (int o = 16; o > 0; o >>= 1) v = op(v, __shfl_xor_sync(0xffffffffu, v, o));
     __syncthreads();                       // a previous call may still be reading sh
     if (LANE == 0) sh[threadIdx.x >> 5] = v;
     __syncthreads();
-    real s = 0; for (int i = 0; i < (int)(blockDim.x >> 5); i++) s += sh[i];
+    T s = sh[0]; for (int i = 1; i < (int)(blockDim.x >> 5); i++) s = op(s, sh[i]);
     return s;
 }
-__device__ double block_sumd(double v) {
-    __shared__ double sh[32];
-    v = warp_sumd(v);
-    __syncthreads();
-    if (LANE == 0) sh[threadIdx.x >> 5] = v;
-    __syncthreads();
-    double s = 0; for (int i = 0; i < (int)(blockDim.x >> 5); i++) s += sh[i];
-    return s;
-}
-__device__ real block_max(real v) {
-    __shared__ real sh[32];
-    v = warp_max(v);
-    __syncthreads();
-    if (LANE == 0) sh[threadIdx.x >> 5] = v;
-    __syncthreads();
-    real s = sh[0]; for (int i = 1; i < (int)(blockDim.x >> 5); i++) s = fmaxf(s, sh[i]);
-    return s;
-}
-
+__device__ real block_sum(real v) { return block_reduce(v, AddOp()); }
+__device__ double block_sumd(double v) { return block_reduce(v, AddOp()); }
+__device__ real block_max(real v) { return block_reduce(v, MaxOp()); }
 __device__ __forceinline__ real sigmoidr(real x) { return (real)1 / (1 + expf(-x)); }
 __device__ __forceinline__ real silur(real x) { return x * sigmoidr(x); }
 __device__ __forceinline__ real silu_grad(real x) { real s = sigmoidr(x); return s * (1 + x * (1 - s)); }
