@@ -75,8 +75,9 @@ static void fixture_batch(const Fixture* fx, int* in, int* tg) {
 }
 
 static const char* FIXTURES[] = {"titans", "ttt_mlp", "linear_attn", "deltanet", "gated_deltanet", "deep_noln", "deep_nores_gd",
-                                 "moneta", "yaad", "memora", "moneta_cw", "yaad_cw", "memora_cw"};
-#define NFIX 13
+                                 "moneta", "yaad", "memora", "moneta_cw", "yaad_cw", "memora_cw",
+                                 "titans_anchor", "yaad_anchor", "moneta_anchor", "gdn_anchor"};
+#define NFIX 17
 
 // 1. logits, loss, every gradient and 10 AdamW steps against the PyTorch reference
 static void test_fixture(const char* dir, const char* name) {
@@ -201,6 +202,7 @@ static void online_weights(const MemCfg* m, const double* X, double* W) {
         } else for (size_t i = 0; i < n; i++) W[off + i] = X[off + i];
     }
 }
+// With the anchored retention the state decays toward its start X_0 = P0: X_t = a_t X_{t-1} + (1 - a_t) X_0 ...
 static void online_memory(const MemCfg* m, const real* P0, const real* q, const real* k, const real* v,
                           const real* ga, const real* ge, const real* gt, const real* gd, const real* lng, const real* lnb,
                           int T, int stride, int gstride, int estride, real* y) {
@@ -259,8 +261,9 @@ static void online_memory(const MemCfg* m, const real* P0, const real* q, const 
             }
             double a_ = ga[(size_t)t * gstride], e_ = m->cw ? 1 : et[0], th = gt[(size_t)t * gstride];
             for (int i = 0; i < nP; i++) {
-                if (m->momentum) { S[i] = th * S[i] - e_ * G[i]; X[i] = a_ * X[i] + S[i]; }
-                else X[i] = a_ * X[i] - e_ * G[i];
+                double keep = a_ * X[i] + (m->anchor ? (1 - a_) * P0[i] : 0);   // the retention
+                if (m->momentum) { S[i] = th * S[i] - e_ * G[i]; X[i] = keep + S[i]; }
+                else X[i] = keep - e_ * G[i];
             }
             // the read: lq divides the new A by the previous scale s(A_{t-1}); the others read the new state's weights
             size_t n0 = m->depth == 2 ? (size_t)d * dm : (size_t)nP;
@@ -272,11 +275,11 @@ static void online_memory(const MemCfg* m, const real* P0, const real* q, const 
     free(X); free(P); free(S); free(G); free(R); free(z); free(hh); free(o); free(r); free(dO); free(dz);
 }
 
-static void test_online(const char* label, int depth, int ln, int resid, int bias, int momentum, int retention, int rank) {
+static void test_online(const char* label, int depth, int ln, int resid, int bias, int momentum, int retention, int rank, int anchor) {
     Config c; memset(&c, 0, sizeof c);
     c.V = 7; c.Vp = 64; c.D = 16; c.L = 1; c.H = 2; c.E = 2; c.F = 64; c.K = 4; c.b = 1; strcpy(c.pattern, "M");
     c.mem_depth = depth; c.mem_ln = ln; c.mem_resid = resid; c.bias = bias; c.algo = momentum; c.gate_a = c.gate_eta = 1; c.eta_max = 1;
-    c.retention = retention; c.gate_rank = rank;
+    c.retention = retention; c.gate_rank = rank; c.anchor = anchor;
     int B = 2, T = 13, Ge = rank ? c.D : c.H;
     double worst = 0, diff_b = 0;
     for (int bsz = 1; bsz <= 4; bsz += 3) {
@@ -333,6 +336,31 @@ static void test_decode(const char* dir, const char* name) {
     }
     check(worst < TOL_SELF, "%s %s: decode equals parallel forward for prompt lengths 1, b-1, b+1, long: worst err %.2e at %s", BUILD, name, worst, which);
     model_free(&M); fixture_free(&fx);
+}
+
+// 7. long sequences (SPEC §10): at each preset's default init, the gradient norm of a tiny model at T = 1024
+// is finite and within 3x of its T = 128 value (the spec's retention-to-zero defaults grow 10-1e40x here).
+// Tokens: this file's own bytes (text, so the memory has something to fit), the same for every preset.
+static double init_grad_norm(const char* preset, int T, const int* tok) {
+    Config c; memset(&c, 0, sizeof c);
+    if (!preset_config(&c, preset)) { printf("unknown preset %s\n", preset); exit(1); }
+    c.V = 256; c.Vp = 256; c.D = 16; c.L = 1; c.H = 2; c.E = 2; c.F = 64; c.K = 4; strcpy(c.pattern, "M");
+    Model M; model_build(&M, &c); model_init(&M, 1337);
+    model_forward(&M, tok, tok + 1, 1, T); model_zero_grad(&M); model_backward(&M, 1);
+    double n = grad_norm(&M); model_free(&M); return n;
+}
+static void test_long_init(void) {
+    const char* presets[] = {"titans", "moneta", "yaad", "memora", "ttt_mlp", "linear_attn", "deltanet", "gated_deltanet"};
+    int T = 1024, *tok = malloc((T + 1) * sizeof(int));
+    FILE* f = fopen("test_miras.c", "rb"); int nr = f ? (int)fread(tok, 1, T + 1, f) : 0; if (f) fclose(f);
+    unsigned char* bytes = (unsigned char*)tok; uint64_t r = 5;
+    for (int t = T; t >= 0; t--) tok[t] = t < nr ? bytes[t] : (int)(rng_f64(&r) * 256);  // widen in place, from the end
+    for (int i = 0; i < 8; i++) {
+        double n128 = init_grad_norm(presets[i], 128, tok), n1024 = init_grad_norm(presets[i], T, tok), ratio = n1024 / n128;
+        check(isfinite(n128) && isfinite(n1024) && ratio <= 3 && ratio >= 1.0 / 3, "%s %s: gradient norm at init flat in T: %.3g at T=128, %.3g at T=1024 (ratio %.2f, within 3x)",
+              BUILD, presets[i], n128, n1024, ratio);
+    }
+    free(tok);
 }
 
 // ---------------------------------------------------------------------------
@@ -444,22 +472,27 @@ int main(int argc, char** argv) {
     test_fd_masked(dir);
     test_fd(dir, "memora_cw", -1, -1, 5); test_fd(dir, "memora", -1, -1, 1); test_fd(dir, "moneta", -1, -1, 1);  // a 1-token last chunk; b = 1
 #endif
-    test_online("deep l2 momentum", 2, 1, 1, 0, 1, 0, 0);
-    test_online("deep l2 gd", 2, 1, 1, 0, 0, 0, 0);
-    test_online("deep no-LN", 2, 0, 1, 0, 1, 0, 0);
-    test_online("deep no-residual", 2, 1, 0, 0, 0, 0, 0);
-    test_online("deep dot", 2, 1, 1, 1, 0, 0, 0);
-    test_online("linear l2 (delta rule)", 1, 0, 0, 0, 0, 0, 0);
-    test_online("linear l2 momentum", 1, 0, 0, 0, 1, 0, 0);
-    test_online("linear dot", 1, 0, 0, 1, 0, 0, 0);
-    test_online("Moneta: lp bias, lq retention (per-token normalisation)", 2, 1, 1, 2, 0, 1, 0);
-    test_online("Yaad: Huber bias", 2, 1, 1, 3, 0, 0, 0);
-    test_online("Memora: KL retention (the softmax rule)", 2, 1, 1, 0, 0, 2, 0);
-    test_online("Yaad, channel-wise eta and delta", 2, 1, 1, 3, 0, 0, 3);
-    test_online("Moneta, channel-wise eta", 2, 1, 1, 2, 0, 1, 3);
-    test_online("Memora, channel-wise eta", 2, 1, 1, 0, 0, 2, 3);
-    test_online("linear Huber, channel-wise", 1, 0, 0, 3, 0, 0, 2);
+    test_online("deep l2 momentum", 2, 1, 1, 0, 1, 0, 0, 0);
+    test_online("deep l2 gd", 2, 1, 1, 0, 0, 0, 0, 0);
+    test_online("deep no-LN", 2, 0, 1, 0, 1, 0, 0, 0);
+    test_online("deep no-residual", 2, 1, 0, 0, 0, 0, 0, 0);
+    test_online("deep dot", 2, 1, 1, 1, 0, 0, 0, 0);
+    test_online("linear l2 (delta rule)", 1, 0, 0, 0, 0, 0, 0, 0);
+    test_online("linear l2 momentum", 1, 0, 0, 0, 1, 0, 0, 0);
+    test_online("linear dot", 1, 0, 0, 1, 0, 0, 0, 0);
+    test_online("Moneta: lp bias, lq retention (per-token normalisation)", 2, 1, 1, 2, 0, 1, 0, 0);
+    test_online("Yaad: Huber bias", 2, 1, 1, 3, 0, 0, 0, 0);
+    test_online("Memora: KL retention (the softmax rule)", 2, 1, 1, 0, 0, 2, 0, 0);
+    test_online("Yaad, channel-wise eta and delta", 2, 1, 1, 3, 0, 0, 3, 0);
+    test_online("Moneta, channel-wise eta", 2, 1, 1, 2, 0, 1, 3, 0);
+    test_online("Memora, channel-wise eta", 2, 1, 1, 0, 0, 2, 3, 0);
+    test_online("linear Huber, channel-wise", 1, 0, 0, 3, 0, 0, 2, 0);
+    test_online("anchored retention: deep l2 momentum (titans)", 2, 1, 1, 0, 1, 0, 0, 1);
+    test_online("anchored retention: Yaad", 2, 1, 1, 3, 0, 0, 0, 1);
+    test_online("anchored retention: Moneta (toward A_0)", 2, 1, 1, 2, 0, 1, 0, 1);
+    test_online("anchored retention: gated delta rule", 1, 0, 0, 0, 0, 0, 0, 1);
     for (int i = 0; i < NFIX; i++) test_decode(dir, FIXTURES[i]);
+    test_long_init();
 #ifndef MIRAS_DOUBLE
     test_binary();
 #endif

@@ -308,6 +308,7 @@ typedef struct {
     int momentum;    // algorithm: 0 gd, 1 momentum
     int retention;   // 0 none; 1 lq (Moneta, SPEC §5.3); 2 kl (Memora, SPEC §5.4)
     int cw;          // channel-wise eta (and delta): eta scales the error per output channel
+    int anchor;      // retention toward P_0 instead of toward 0 (README "anchored retention"; SPEC §10)
     int nP;          // state size per head: deep W1 (d, dm) then W2 (dm, d); linear W (d, d)
 } MemCfg;
 
@@ -326,6 +327,8 @@ typedef struct {
     real *Pa, *Pb, *Sa, *Sb;                           // state / state-gradient carries (nP each)
     real *Wa, *Wb, *Wc, *dWa, *dWb, *save, *zero;      // retention scratch: (nP) each, a copy of the gradients, zeros (b, d)
     real *dlng, *dlnb;                                 // LN affine gradients of this head (d each)
+    real *xa1, *xa2, *dp0;                             // anchored retention: reads through P_0 (n, dm), (n, d); dL/dP_0 (nP)
+    const real* p0;                                    // the anchor P_0 (A_0 for lq) of this head, NULL without anchor
 } MemChunk;
 
 static size_t memchunk_carve(MemChunk* c, real* base, int b, int d, int dm, int nP) {
@@ -345,6 +348,7 @@ static size_t memchunk_carve(MemChunk* c, real* base, int b, int d, int dm, int 
     c->grad0 = base ? g0 : NULL; c->ngrad = (size_t)(p - g0);
     TAKE(Pa, nP); TAKE(Pb, nP); TAKE(Sa, nP); TAKE(Sb, nP); TAKE(dlng, d); TAKE(dlnb, d);
     TAKE(Wa, nP); TAKE(Wb, nP); TAKE(Wc, nP); TAKE(dWa, nP); TAKE(dWb, nP); TAKE(save, c->ngrad); TAKE(zero, nd);
+    TAKE(xa1, nm); TAKE(xa2, nd); TAKE(dp0, nP); c->p0 = NULL;
 #undef TAKE
     return (size_t)(p - base);
 }
@@ -391,31 +395,42 @@ static void mem_coef_backward(MemChunk* c, int n, int momentum) {
 }
 
 // A read through one memory matrix W (m, p) as it evolves inside the chunk (dual form):
-//   out_t = alpha_t W x_t + beta_t S x_t - cs sum_{i<=t} C[t][i] (x_t . xk_i) dl_i
-// (cs = 1, except 1/s for Moneta's lq retention, whose reads are A_t / s)
+//   out_t = alpha_t W x_t + (1 - alpha_t) cs W0 x_t + beta_t S x_t - cs sum_{i<=t} C[t][i] (x_t . xk_i) dl_i
+// (cs = 1, except 1/s for Moneta's lq retention, whose reads are A_t / s; the W0 term only with the
+// anchored retention, W0 = P_0 or A_0: P_t - P_0 follows the plain recurrence)
 // x (n, p) the read inputs, xk (n, p) the write inputs, dl (n, m) the error rows of the writes.
-// Keeps xw = x W^T, xs = x S^T, xx = x xk^T for the backward.
-static void mem_read_forward(real* out, real* xw, real* xs, real* xx, const real* x, const real* xk, const real* dl,
-                             const real* W, const real* S, real cs, const MemChunk* c, int n, int m, int p) {
+// Keeps xw = x W^T, xs = x S^T, xx = x xk^T, xa = x W0^T for the backward.
+static void mem_read_forward(real* out, real* xw, real* xs, real* xx, real* xa, const real* x, const real* xk, const real* dl,
+                             const real* W, const real* S, const real* W0, real cs, const MemChunk* c, int n, int m, int p) {
     mm_nt(xw, x, W, n, m, p, 1, 0);
     if (S) mm_nt(xs, x, S, n, m, p, 1, 0);
+    if (W0) mm_nt(xa, x, W0, n, m, p, 1, 0);
     mm_nt(xx, x, xk, n, n, p, 1, 0);
     for (int t = 0; t < n; t++) {
         real* o = out + (size_t)t * m;
-        for (int j = 0; j < m; j++) o[j] = c->alpha[t] * xw[(size_t)t * m + j] + (S ? c->beta[t] * xs[(size_t)t * m + j] : 0);
+        for (int j = 0; j < m; j++) o[j] = c->alpha[t] * xw[(size_t)t * m + j] + (S ? c->beta[t] * xs[(size_t)t * m + j] : 0)
+                                         + (W0 ? (1 - c->alpha[t]) * cs * xa[(size_t)t * m + j] : 0);
         for (int i = 0; i <= t; i++) {
             real w = cs * c->C[t * n + i] * xx[t * n + i];
             for (int j = 0; j < m; j++) o[j] -= w * dl[(size_t)i * m + j];
         }
     }
 }
-static void mem_read_backward(real* dx, real* dxk, real* ddl, real* dW, real* dS, real* dcs, MemChunk* c, const real* dout,
-                              const real* x, const real* xk, const real* dl, const real* W, const real* S, real cs,
-                              const real* xw, const real* xs, const real* xx, int n, int m, int p) {
+static void mem_read_backward(real* dx, real* dxk, real* ddl, real* dW, real* dS, real* dW0, real* dcs, MemChunk* c, const real* dout,
+                              const real* x, const real* xk, const real* dl, const real* W, const real* S, const real* W0, real cs,
+                              const real* xw, const real* xs, const real* xx, const real* xa, int n, int m, int p) {
     for (int t = 0; t < n; t++) {
         const real* g = dout + (size_t)t * m;
         c->dalpha[t] += dotv(g, xw + (size_t)t * m, m);
         if (S) c->dbeta[t] += dotv(g, xs + (size_t)t * m, m);
+        if (W0) {                                     // through (1 - alpha_t) cs W0 x_t
+            real ga = dotv(g, xa + (size_t)t * m, m), w0 = (1 - c->alpha[t]) * cs;
+            c->dalpha[t] -= cs * ga; *dcs += (1 - c->alpha[t]) * ga;
+            for (int j = 0; j < m; j++) for (int q = 0; q < p; q++) {
+                dx[(size_t)t * p + q] += w0 * g[j] * W0[(size_t)j * p + q];
+                dW0[(size_t)j * p + q] += w0 * g[j] * x[(size_t)t * p + q];
+            }
+        }
         for (int j = 0; j < m; j++) {                 // through alpha_t W x_t and beta_t S x_t
             real ga = c->alpha[t] * g[j], gb = S ? c->beta[t] * g[j] : 0;
             for (int q = 0; q < p; q++) {
@@ -435,20 +450,22 @@ static void mem_read_backward(real* dx, real* dxk, real* ddl, real* dW, real* dS
     }
 }
 
-// The chunk-end state of one memory matrix: Wn = ca W + cb S - sum_i c_i dl_i xk_i^T   (m, p)
-static void mem_update_forward(real* Wn, const real* W, real ca, const real* S, real cb,
+// The chunk-end state of one memory matrix: Wn = ca W + (1 - ca) W0 + cb S - sum_i c_i dl_i xk_i^T   (m, p)
+// (the W0 term only with the anchored retention)
+static void mem_update_forward(real* Wn, const real* W, real ca, const real* W0, const real* S, real cb,
                                const real* dl, const real* xk, const real* cv, int n, int m, int p) {
-    for (size_t e = 0; e < (size_t)m * p; e++) Wn[e] = ca * W[e] + (S ? cb * S[e] : 0);
+    for (size_t e = 0; e < (size_t)m * p; e++) Wn[e] = ca * W[e] + (W0 ? (1 - ca) * W0[e] : 0) + (S ? cb * S[e] : 0);
     for (int i = 0; i < n; i++) for (int j = 0; j < m; j++) {
         real w = cv[i] * dl[(size_t)i * m + j];
         for (int q = 0; q < p; q++) Wn[(size_t)j * p + q] -= w * xk[(size_t)i * p + q];
     }
 }
-static void mem_update_backward(real* dW, real* dS, real* dca, real* dcb, real* ddl, real* dxk, real* dcv,
-                                const real* dWn, const real* W, real ca, const real* S, real cb,
+static void mem_update_backward(real* dW, real* dS, real* dW0, real* dca, real* dcb, real* ddl, real* dxk, real* dcv,
+                                const real* dWn, const real* W, real ca, const real* W0, const real* S, real cb,
                                 const real* dl, const real* xk, const real* cv, int n, int m, int p) {
     for (size_t e = 0; e < (size_t)m * p; e++) {
         dW[e] += ca * dWn[e]; *dca += dWn[e] * W[e];
+        if (W0) { dW0[e] += (1 - ca) * dWn[e]; *dca -= dWn[e] * W0[e]; }
         if (S) { dS[e] += cb * dWn[e]; *dcb += dWn[e] * S[e]; }
     }
     for (int i = 0; i < n; i++) for (int j = 0; j < m; j++) {
@@ -558,13 +575,14 @@ static void mem_chunk_forward(const MemCfg* m, MemChunk* c, int n, const real* P
     if (m->depth == 1) {                                    // linear memory M(x) = W x, g_i = r_i k_i^T
         mm_nt(c->r, c->k, P, n, d, d, 1, 0);                // M(k_i) = W_s k_i
         mem_bias_forward(m, c, n);
-        mem_read_forward(c->y, c->xw1, c->xs1, c->xx1, c->q, c->k, c->r, P, Sx, cs0, c, n, d, d);
-        if (Pn) mem_update_forward(Pn, B0, c->alpha[n - 1], Sx, c->beta[n - 1], c->r, c->k, crow, n, d, d);
-        if (Pn && Sx) mem_update_forward(Sn, Sx, c->sigma[n - 1], NULL, 0, c->r, c->k, srow, n, d, d);
+        mem_read_forward(c->y, c->xw1, c->xs1, c->xx1, c->xa2, c->q, c->k, c->r, P, Sx, c->p0, cs0, c, n, d, d);
+        if (Pn) mem_update_forward(Pn, B0, c->alpha[n - 1], c->p0, Sx, c->beta[n - 1], c->r, c->k, crow, n, d, d);
+        if (Pn && Sx) mem_update_forward(Sn, Sx, c->sigma[n - 1], NULL, NULL, 0, c->r, c->k, srow, n, d, d);
         return;
     }
     // deep memory: W1 (d, dm), W2 (dm, d); g_i = (d1_i hk_i^T, d2_i k_i^T)
     const real *W1 = P, *W2 = P + (size_t)d * dm, *S1 = Sx, *S2 = Sx ? Sx + (size_t)d * dm : NULL;
+    const real *A1 = c->p0, *A2 = c->p0 ? c->p0 + (size_t)d * dm : NULL;   // the anchor's W1, W2 (or NULL)
     mm_nt(c->zk, c->k, W2, n, dm, d, 1, 0);                 // z = W2 k
     for (size_t e = 0; e < (size_t)n * dm; e++) { c->tk[e] = gelu_tanh(c->zk[e]); c->hk[e] = gelu(c->zk[e], c->tk[e]); }
     mm_nt(c->nk, c->hk, W1, n, d, dm, 1, 0);                // o = W1 h
@@ -579,18 +597,18 @@ static void mem_chunk_forward(const MemCfg* m, MemChunk* c, int n, const real* P
     mm_nn(c->gk, c->d1, W1, n, dm, d, 1, 0);                // dloss/dh = W1^T d1
     for (size_t e = 0; e < (size_t)n * dm; e++) c->d2[e] = c->gk[e] * gelu_d1(c->zk[e], c->tk[e]); // d2 = dloss/dz
     // reads, after the write: y_t = q_t + LN(W1_t GELU(W2_t q_t))
-    mem_read_forward(c->zq, c->xw1, c->xs1, c->xx1, c->q, c->k, c->d2, W2, S2, cs1, c, n, dm, d);
+    mem_read_forward(c->zq, c->xw1, c->xs1, c->xx1, c->xa1, c->q, c->k, c->d2, W2, S2, A2, cs1, c, n, dm, d);
     for (size_t e = 0; e < (size_t)n * dm; e++) { c->tq[e] = gelu_tanh(c->zq[e]); c->hq[e] = gelu(c->zq[e], c->tq[e]); }
-    mem_read_forward(c->nq, c->xw2, c->xs2, c->xx2, c->hq, c->hk, c->d1, W1, S1, cs0, c, n, d, dm);
+    mem_read_forward(c->nq, c->xw2, c->xs2, c->xx2, c->xa2, c->hq, c->hk, c->d1, W1, S1, A1, cs0, c, n, d, dm);
     if (m->ln) ln_forward(c->nq, c->rq, n, d);
     mem_out_forward(c->y, c->q, c->nq, lng, lnb, m, n);
     if (Pn) {
-        mem_update_forward(Pn, B0, c->alpha[n - 1], S1, c->beta[n - 1], c->d1, c->hk, crow, n, d, dm);
-        mem_update_forward(Pn + (size_t)d * dm, B0 + (size_t)d * dm, c->alpha[n - 1], S2, c->beta[n - 1], c->d2, c->k, crow, n, dm, d);
+        mem_update_forward(Pn, B0, c->alpha[n - 1], A1, S1, c->beta[n - 1], c->d1, c->hk, crow, n, d, dm);
+        mem_update_forward(Pn + (size_t)d * dm, B0 + (size_t)d * dm, c->alpha[n - 1], A2, S2, c->beta[n - 1], c->d2, c->k, crow, n, dm, d);
     }
     if (Pn && Sx) {
-        mem_update_forward(Sn, S1, c->sigma[n - 1], NULL, 0, c->d1, c->hk, srow, n, d, dm);
-        mem_update_forward(Sn + (size_t)d * dm, S2, c->sigma[n - 1], NULL, 0, c->d2, c->k, srow, n, dm, d);
+        mem_update_forward(Sn, S1, c->sigma[n - 1], NULL, NULL, 0, c->d1, c->hk, srow, n, d, dm);
+        mem_update_forward(Sn + (size_t)d * dm, S2, c->sigma[n - 1], NULL, NULL, 0, c->d2, c->k, srow, n, dm, d);
     }
 }
 
@@ -612,11 +630,12 @@ static void mem_chunk_backward(const MemCfg* m, MemChunk* c, int n, const real* 
     if (Sx) memset(dSs, 0, m->nP * sizeof(real));
     real* dSx = Sx ? dSs : NULL;
     if (m->depth == 1) {
-        if (dPn) mem_update_backward(dBase, dSx, &c->dalpha[n - 1], &c->dbeta[n - 1], c->dr, c->dk, dcrow,
-                                     dPn, B0, c->alpha[n - 1], Sx, c->beta[n - 1], c->r, c->k, crow, n, d, d);
-        if (dPn && Sx) mem_update_backward(dSs, NULL, c->dsig, NULL, c->dr, c->dk, c->ds,
-                                           dSn, Sx, c->sigma[n - 1], NULL, 0, c->r, c->k, srow, n, d, d);
-        mem_read_backward(c->dq, c->dk, c->dr, dPs, dSx, &c->dcs[0], c, dy, c->q, c->k, c->r, P, Sx, cs0, c->xw1, c->xs1, c->xx1, n, d, d);
+        if (dPn) mem_update_backward(dBase, dSx, c->dp0, &c->dalpha[n - 1], &c->dbeta[n - 1], c->dr, c->dk, dcrow,
+                                     dPn, B0, c->alpha[n - 1], c->p0, Sx, c->beta[n - 1], c->r, c->k, crow, n, d, d);
+        if (dPn && Sx) mem_update_backward(dSs, NULL, NULL, c->dsig, NULL, c->dr, c->dk, c->ds,
+                                           dSn, Sx, c->sigma[n - 1], NULL, NULL, 0, c->r, c->k, srow, n, d, d);
+        mem_read_backward(c->dq, c->dk, c->dr, dPs, dSx, c->dp0, &c->dcs[0], c, dy, c->q, c->k, c->r, P, Sx, c->p0, cs0,
+                          c->xw1, c->xs1, c->xx1, c->xa2, n, d, d);
         mem_bias_backward(m, c, n);                            // r -> M(k_i) = W k_i
         mm_nn(c->dk, c->dmk, P, n, d, d, 1, 1);
         mm_tn(dPs, c->dmk, c->k, d, d, n, 1, 1);
@@ -625,23 +644,27 @@ static void mem_chunk_backward(const MemCfg* m, MemChunk* c, int n, const real* 
     }
     const real *W1 = P, *W2 = P + (size_t)d * dm, *S1 = Sx, *S2 = Sx ? Sx + (size_t)d * dm : NULL;
     real *dW1 = dPs, *dW2 = dPs + (size_t)d * dm, *dS1 = dSx, *dS2 = dSx ? dSx + (size_t)d * dm : NULL;
+    const real *A1 = c->p0, *A2 = c->p0 ? c->p0 + (size_t)d * dm : NULL;   // the anchor (or NULL) and its gradient
+    real *dA1 = c->dp0, *dA2 = c->dp0 + (size_t)d * dm;
     // chunk-end state
     if (dPn) {
-        mem_update_backward(dBase, dS1, &c->dalpha[n - 1], &c->dbeta[n - 1], c->dd1, c->dhk, dcrow,
-                            dPn, B0, c->alpha[n - 1], S1, c->beta[n - 1], c->d1, c->hk, crow, n, d, dm);
-        mem_update_backward(dBase + (size_t)d * dm, dS2, &c->dalpha[n - 1], &c->dbeta[n - 1], c->dd2, c->dk, dcrow,
-                            dPn + (size_t)d * dm, B0 + (size_t)d * dm, c->alpha[n - 1], S2, c->beta[n - 1], c->d2, c->k, crow, n, dm, d);
+        mem_update_backward(dBase, dS1, dA1, &c->dalpha[n - 1], &c->dbeta[n - 1], c->dd1, c->dhk, dcrow,
+                            dPn, B0, c->alpha[n - 1], A1, S1, c->beta[n - 1], c->d1, c->hk, crow, n, d, dm);
+        mem_update_backward(dBase + (size_t)d * dm, dS2, dA2, &c->dalpha[n - 1], &c->dbeta[n - 1], c->dd2, c->dk, dcrow,
+                            dPn + (size_t)d * dm, B0 + (size_t)d * dm, c->alpha[n - 1], A2, S2, c->beta[n - 1], c->d2, c->k, crow, n, dm, d);
     }
     if (dPn && Sx) {
-        mem_update_backward(dS1, NULL, c->dsig, NULL, c->dd1, c->dhk, c->ds, dSn, S1, c->sigma[n - 1], NULL, 0, c->d1, c->hk, srow, n, d, dm);
-        mem_update_backward(dS2, NULL, c->dsig, NULL, c->dd2, c->dk, c->ds, dSn + (size_t)d * dm, S2, c->sigma[n - 1], NULL, 0, c->d2, c->k, srow, n, dm, d);
+        mem_update_backward(dS1, NULL, NULL, c->dsig, NULL, c->dd1, c->dhk, c->ds, dSn, S1, c->sigma[n - 1], NULL, NULL, 0, c->d1, c->hk, srow, n, d, dm);
+        mem_update_backward(dS2, NULL, NULL, c->dsig, NULL, c->dd2, c->dk, c->ds, dSn + (size_t)d * dm, S2, c->sigma[n - 1], NULL, NULL, 0, c->d2, c->k, srow, n, dm, d);
     }
     // reads: y = q + LN(o_q) g + beta, o_q = read(W1, hq), hq = GELU(zq), zq = read(W2, q)
     mem_out_backward(c->dq, c->doq, c->dlng, c->dlnb, dy, c->nq, lng, m, n);
     if (m->ln) { memcpy(c->dnk, c->doq, nd * sizeof(real)); memset(c->doq, 0, nd * sizeof(real)); ln_backward(c->doq, c->dnk, NULL, c->nq, c->rq, n, d); memset(c->dnk, 0, nd * sizeof(real)); }
-    mem_read_backward(c->dhq, c->dhk, c->dd1, dW1, dS1, &c->dcs[0], c, c->doq, c->hq, c->hk, c->d1, W1, S1, cs0, c->xw2, c->xs2, c->xx2, n, d, dm);
+    mem_read_backward(c->dhq, c->dhk, c->dd1, dW1, dS1, dA1, &c->dcs[0], c, c->doq, c->hq, c->hk, c->d1, W1, S1, A1, cs0,
+                      c->xw2, c->xs2, c->xx2, c->xa2, n, d, dm);
     for (size_t e = 0; e < nm; e++) c->dzq[e] = c->dhq[e] * gelu_d1(c->zq[e], c->tq[e]);
-    mem_read_backward(c->dq, c->dk, c->dd2, dW2, dS2, &c->dcs[1], c, c->dzq, c->q, c->k, c->d2, W2, S2, cs1, c->xw1, c->xs1, c->xx1, n, dm, d);
+    mem_read_backward(c->dq, c->dk, c->dd2, dW2, dS2, dA2, &c->dcs[1], c, c->dzq, c->q, c->k, c->d2, W2, S2, A2, cs1,
+                      c->xw1, c->xs1, c->xx1, c->xa1, n, dm, d);
     // second order: back through the inner gradient d2 = (W1^T d1) * GELU'(zk), d1 = LN-back(r g), r = bias(M(k), v)
     for (size_t e = 0; e < nm; e++) {
         c->dgk[e] = c->dd2[e] * gelu_d1(c->zk[e], c->tk[e]);
@@ -786,17 +809,21 @@ typedef struct {
     int retention;                    // 0 none, 1 lq (Moneta), 2 kl (Memora)
     int gate_rank;                    // 0: eta, delta per head; r > 0: per channel through a rank-r projection
     float eta_max;
+    int anchor;                       // retention toward P_0 (1) or toward 0 (0, SPEC §5): README "anchored retention"
     char pattern[129];                // mixer per layer: 'M' memory (attention comes later)
 } Config;
 
 // SPEC §5.9 presets: the memory part of the config; sizes come from the command line.
+// Long sequences (SPEC §10, README "Long sequences"): the deep memories with a retention gate decay toward P_0
+// (anchor), Moneta's eta_max accounts for its inverted scale (a step in A moves P = A/s by eta/s, s ~ |P_0|_4^-2),
+// Memora's for the stiff LN over its softmax rows; chosen from dev/bench_long.sh's measurements.
 static int preset_config(Config* c, const char* name) {
     c->mem_depth = 2; c->mem_resid = 1; c->mem_ln = 1; c->bias = 0; c->algo = 0; c->gate_a = 1; c->gate_eta = 1;
-    c->retention = 0; c->gate_rank = 0; c->eta_max = 1.0f; c->b = 16;
-    if (!strcmp(name, "titans")) { c->algo = 1; }
-    else if (!strcmp(name, "moneta")) { c->bias = 2; c->retention = 1; }
-    else if (!strcmp(name, "yaad")) { c->bias = 3; }
-    else if (!strcmp(name, "memora")) { c->retention = 2; }
+    c->retention = 0; c->gate_rank = 0; c->eta_max = 1.0f; c->b = 16; c->anchor = 0;
+    if (!strcmp(name, "titans")) { c->algo = 1; c->anchor = 1; }
+    else if (!strcmp(name, "moneta")) { c->bias = 2; c->retention = 1; c->anchor = 1; c->eta_max = 0.003f; }
+    else if (!strcmp(name, "yaad")) { c->bias = 3; c->anchor = 1; }
+    else if (!strcmp(name, "memora")) { c->retention = 2; c->eta_max = 0.1f; }
     else if (!strcmp(name, "ttt_mlp")) { c->gate_a = 0; }
     else if (!strcmp(name, "linear_attn")) { c->mem_depth = 1; c->mem_resid = c->mem_ln = 0; c->bias = 1; c->gate_a = c->gate_eta = 0; }
     else if (!strcmp(name, "deltanet")) { c->mem_depth = 1; c->mem_resid = c->mem_ln = 0; c->gate_a = 0; c->b = 1; }
@@ -810,7 +837,7 @@ static MemCfg mem_config(const Config* c) {
     MemCfg m; int d = c->D / c->H;
     m.d = d; m.depth = c->mem_depth; m.dm = c->mem_depth == 2 ? c->E * d : d;
     m.resid = c->mem_depth == 2 && c->mem_resid; m.ln = c->mem_depth == 2 && c->mem_ln;
-    m.bias = c->bias; m.momentum = c->algo == 1; m.retention = c->retention; m.cw = c->gate_rank > 0;
+    m.bias = c->bias; m.momentum = c->algo == 1; m.retention = c->retention; m.cw = c->gate_rank > 0; m.anchor = c->anchor;
     m.nP = c->mem_depth == 2 ? 2 * d * m.dm : d * d;
     return m;
 }
@@ -1012,6 +1039,7 @@ static void memory_forward(Model* M, int l) {
         if (S) memset(S, 0, nP * sizeof(real));
         const real* lng = m->ln ? M->params.mem_ln_g + ((size_t)l * H + h) * m->d : NULL;
         const real* lnb = m->ln ? M->params.mem_ln_b + ((size_t)l * H + h) * m->d : NULL;
+        c->p0 = m->anchor ? M->params.mem_p0 + ((size_t)l * H + h) * nP : NULL;
         for (int ch = 0; ch < nch; ch++) {
             int t0 = ch * b, n = T - t0 < b ? T - t0 : b, last = ch == nch - 1;
             load_chunk_inputs(c, M, l, bb, h, t0, n);
@@ -1034,7 +1062,8 @@ static void memory_backward(Model* M, int l) {
         real* P = M->mem_P + base; real* S = m->momentum ? M->mem_S + base : NULL;
         const real* lng = m->ln ? M->params.mem_ln_g + ((size_t)l * H + h) * d : NULL;
         const real* lnb = m->ln ? M->params.mem_ln_b + ((size_t)l * H + h) * d : NULL;
-        memset(c->dlng, 0, d * sizeof(real)); memset(c->dlnb, 0, d * sizeof(real));
+        memset(c->dlng, 0, d * sizeof(real)); memset(c->dlnb, 0, d * sizeof(real)); memset(c->dp0, 0, nP * sizeof(real));
+        c->p0 = m->anchor ? M->params.mem_p0 + ((size_t)l * H + h) * nP : NULL;
         real *dPn = NULL, *dSn = NULL, *dPs = c->Pa, *dSs = c->Sa;
         for (int ch = nch - 1; ch >= 0; ch--) {
             int t0 = ch * b, n = T - t0 < b ? T - t0 : b;
@@ -1047,7 +1076,7 @@ static void memory_backward(Model* M, int l) {
             dPs = dPs == c->Pa ? c->Pb : c->Pa; dSs = dSs == c->Sa ? c->Sb : c->Sa;
         }
         real* out = M->mem_dbh + ((size_t)bb * H + h) * (nP + 2 * d);  // dL/dP_0 and the LN affine of this sequence
-        memcpy(out, dPn, nP * sizeof(real));
+        for (int i = 0; i < nP; i++) out[i] = dPn[i] + c->dp0[i];        // (dp0: through the anchor, 0 without it)
         memcpy(out + nP, c->dlng, d * sizeof(real)); memcpy(out + nP + d, c->dlnb, d * sizeof(real));
     }
     for (int h = 0; h < H; h++) for (int bb = 0; bb < B; bb++) {  // sum over the batch in a fixed order
@@ -1069,6 +1098,10 @@ static void config_check(const Config* c) {
     if (c->bias < 0 || c->bias > 3 || c->algo < 0 || c->algo > 1 || c->retention < 0 || c->retention > 2 || c->gate_rank < 0)
         DIE("is this file from a newer train_miras?", "bad memory config: bias %d, algo %d, retention %d, gate rank %d", c->bias, c->algo, c->retention, c->gate_rank);
     if (c->retention && c->algo) DIE("use gd with the lq and kl retentions", "momentum with retention %d is not implemented", c->retention);
+    if (c->anchor < 0 || c->anchor > 1) DIE("-Z is 0 or 1", "bad anchor flag %d", c->anchor);
+    if (c->anchor && (c->retention == 2 || !c->gate_a))
+        DIE("use -Z 0 here", "the anchored retention needs a learned retention gate a and no kl retention (memora)");
+    if (!(c->eta_max > 0) || c->eta_max > 1e6) DIE("pick -X in (0, 1e6]", "bad eta_max %g", c->eta_max);
     if (c->D / c->H > 256) DIE("use more heads", "head width %d above 256", c->D / c->H);
     if ((int)strlen(c->pattern) != c->L) DIE("one letter per layer", "layer pattern '%s' has %d letters for %d layers", c->pattern, (int)strlen(c->pattern), c->L);
     for (int l = 0; l < c->L; l++) if (c->pattern[l] != 'M')
@@ -1114,7 +1147,7 @@ static void model_init(Model* M, uint64_t seed) {
         real* P0 = p->mem_p0 + lh * m->nP;
         if (m->retention == 2) fill_normal(P0, m->nP, 1, &r);
         else if (m->depth == 2) { fill_normal(P0, d * m->dm, m->ln ? 1 : 1 / sqrt((double)m->dm), &r); fill_normal(P0 + d * m->dm, d * m->dm, 1, &r); }
-        if (m->retention == 1) { real cs[2]; lq_scales(m, P0, P0, cs); lq_scales(m, P0, P0, cs); }
+        if (m->retention == 1) { real cs[2]; lq_scales(m, P0, P0, cs); }   // A_0 = P / |P|_4^2, so A_0 / s(A_0) = P
     }
     if (m->ln) { fill_const(p->mem_ln_g, L * H * d, 1); fill_const(p->mem_ln_b, L * H * d, 0); }
     fill_normal(p->wg, L * D * D, 0.02, &r); fill_normal(p->wo, L * D * D, s_res, &r);
@@ -1375,6 +1408,7 @@ static const real* decoder_step(Decoder* dec, int token) {
                 chunk_set_row(m, ch, t, r, r + d, r + 2 * d, r[3 * d], r[3 * d + 1], r + 3 * d + 2, r + 3 * d + 2 + ew);
             }
             real* P = dec->P + lh * nP; real* S = dec->S + lh * nP; int full = n == b;
+            ch->p0 = m->anchor ? p->mem_p0 + lh * nP : NULL;
             mem_step_forward(m, ch, n, P, S, full ? dec->Pn : NULL, full ? dec->Sn : NULL,
                              m->ln ? p->mem_ln_g + lh * d : NULL, m->ln ? p->mem_ln_b + lh * d : NULL);
             memcpy(a->y + h * d, ch->y + (size_t)(n - 1) * d, d * sizeof(real));
@@ -1415,14 +1449,14 @@ static void config_to_header(int* h, const Config* c, size_t num_params) {
     h[2] = c->V; h[3] = c->Vp; h[4] = c->D; h[5] = c->L; h[6] = c->H; h[7] = c->E; h[8] = c->F; h[9] = c->b; h[10] = c->K;
     h[11] = c->mem_depth; h[12] = c->mem_resid; h[13] = c->mem_ln; h[14] = c->bias; h[15] = c->algo;
     h[16] = c->gate_a; h[17] = c->gate_eta; h[18] = f32_bits(c->eta_max); h[19] = (int)num_params;
-    h[20] = c->retention; h[21] = c->gate_rank;
+    h[20] = c->retention; h[21] = c->gate_rank; h[22] = c->anchor;
     for (int l = 0; l < c->L; l++) h[64 + l] = c->pattern[l];
 }
 static void header_to_config(Config* c, const int* h) {
     memset(c, 0, sizeof *c);
     c->V = h[2]; c->Vp = h[3]; c->D = h[4]; c->L = h[5]; c->H = h[6]; c->E = h[7]; c->F = h[8]; c->b = h[9]; c->K = h[10];
     c->mem_depth = h[11]; c->mem_resid = h[12]; c->mem_ln = h[13]; c->bias = h[14]; c->algo = h[15];
-    c->gate_a = h[16]; c->gate_eta = h[17]; c->eta_max = bits_f32(h[18]); c->retention = h[20]; c->gate_rank = h[21];
+    c->gate_a = h[16]; c->gate_eta = h[17]; c->eta_max = bits_f32(h[18]); c->retention = h[20]; c->gate_rank = h[21]; c->anchor = h[22];
     for (int l = 0; l < c->L && l < 128; l++) c->pattern[l] = (char)h[64 + l];
 }
 
@@ -1679,8 +1713,9 @@ typedef struct {
     int B, T, V, D, L, H, E, F, chunk, gate_rank, warmup, val_every, val_batches, sample_every, gen_tokens, ckpt_every, resume, answers_only;
     long tokens_per_step, max_steps, stop_at; real lr, final_frac, wd, clip; uint64_t seed;
     unsigned given;  // which model flags were given (a checkpoint's config must agree with those)
+    int anchor; float eta_max;  // -Z, -X: the preset's unless given
 } Args;
-enum { G_P = 1, G_V = 2, G_D = 4, G_L = 8, G_H = 16, G_E = 32, G_F = 64, G_K = 128, G_PAT = 256, G_R = 512 };
+enum { G_P = 1, G_V = 2, G_D = 4, G_L = 8, G_H = 16, G_E = 32, G_F = 64, G_K = 128, G_PAT = 256, G_R = 512, G_Z = 1024, G_X = 2048 };
 
 static const char* const USAGE =  // a printf format: %s is PRESETS
     " data:  -i train shards glob [build/data/repo_train_*.bin]  -j val shards glob [build/data/repo_val_*.bin]\n"
@@ -1689,6 +1724,7 @@ static const char* const USAGE =  // a printf format: %s is PRESETS
     "        -V vocab [256] -D width [128] -L layers [4] -H heads [4] -E memory expansion [2]\n"
     "        -F SwiGLU width [8D/3 rounded up to 64] -k chunk size b [preset] -P layer pattern [all M]\n"
     "        -R rank of channel-wise eta/delta gates, 0 = per head [0]\n"
+    "        -Z 1 anchored retention (the state decays toward P_0), 0 toward zero [preset] -X eta_max [preset]\n"
     " train: -b batch [8] -t seq len [128] -d tokens per step, via gradient accumulation [B*T]\n"
     "        -l lr [3e-3] -u warmup steps [20] -q final lr fraction [0.1] -c weight decay [0.1] -a grad clip [1.0]\n"
     "        -x steps [300] -y seed [1337] -S stop after this step, as if preempted (the schedule still runs to -x)\n"
@@ -1704,7 +1740,7 @@ static const char* const USAGE =  // a printf format: %s is PRESETS
 static void args_parse(Args* a, int argc, char** argv, void (*usage)(void), int (*extra)(const char* flag, const char* value)) {
     Args d = {"build/data/repo_train_*.bin", "build/data/repo_val_*.bin", "build/data/repo_tokenizer.bin", "build/run", NULL, "titans", NULL, NULL, NULL,
               8, 128, 256, 128, 4, 4, 2, 0, 0, -1, 20, 50, 8, 0, 128, 100, 0, 0,
-              0, 300, -1, (real)3e-3, (real)0.1, (real)0.1, (real)1.0, 1337, 0};
+              0, 300, -1, (real)3e-3, (real)0.1, (real)0.1, (real)1.0, 1337, 0, -1, 0};
     *a = d;
     for (int i = 1; i < argc; i += 2) {
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) { usage(); exit(0); }
@@ -1720,6 +1756,7 @@ static void args_parse(Args* a, int argc, char** argv, void (*usage)(void), int 
             case 'L': a->L = atoi(v); a->given |= G_L; break; case 'H': a->H = atoi(v); a->given |= G_H; break;
             case 'E': a->E = atoi(v); a->given |= G_E; break; case 'F': a->F = atoi(v); a->given |= G_F; break;
             case 'k': a->chunk = atoi(v); a->given |= G_K; break; case 'R': a->gate_rank = atoi(v); a->given |= G_R; break;
+            case 'Z': a->anchor = atoi(v); a->given |= G_Z; break; case 'X': a->eta_max = atof(v); a->given |= G_X; break;
             case 'J': a->dump_in = v; break; case 'O': a->dump_out = v; break; case 'A': a->answers_only = atoi(v); break;
             case 'b': a->B = atoi(v); break; case 't': a->T = atoi(v); break; case 'd': a->tokens_per_step = atol(v); break;
             case 'l': a->lr = atof(v); break; case 'u': a->warmup = atoi(v); break; case 'q': a->final_frac = atof(v); break;
@@ -1744,6 +1781,8 @@ static Config args_config(const Args* a) {
     cfg.F = a->F ? a->F : ((8 * a->D / 3) + 63) / 64 * 64;
     if (a->chunk) cfg.b = a->chunk;
     if (a->gate_rank >= 0) cfg.gate_rank = a->gate_rank;
+    if (a->given & G_Z) cfg.anchor = a->anchor;
+    if (a->given & G_X) cfg.eta_max = a->eta_max;
     int L = a->L < 128 ? (a->L > 0 ? a->L : 0) : 128;
     if (a->pattern) snprintf(cfg.pattern, sizeof cfg.pattern, "%s", a->pattern); else { memset(cfg.pattern, 'M', L); cfg.pattern[L] = 0; }
     return cfg;
@@ -1765,6 +1804,7 @@ static const char* args_resolve(const Args* a, Config* cfg, char* ckpt_path, siz
     AGREE(G_P, mem_depth, "memory depth (preset -p)"); AGREE(G_P, bias, "attentional bias (preset -p)"); AGREE(G_P, algo, "algorithm (preset -p)");
     AGREE(G_P, gate_a, "gate a (preset -p)"); AGREE(G_P, gate_eta, "gate eta (preset -p)"); AGREE(G_P, mem_ln, "memory LN (preset -p)");
     AGREE(G_P, retention, "retention (preset -p)"); AGREE(G_R, gate_rank, "gate rank -R");
+    AGREE(G_Z, anchor, "anchored retention -Z"); AGREE(G_X, eta_max, "eta_max -X");
 #undef AGREE
     if ((a->given & G_PAT) && strcmp(cc.pattern, cfg->pattern)) DIE("drop -P or make it match", "checkpoint %s has layer pattern %s but the flags say %s", load_path, cc.pattern, cfg->pattern);
     *cfg = cc;

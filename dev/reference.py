@@ -79,20 +79,22 @@ LQ_Q, LQ_EPS = 4, 1e-6
 
 def make_config(V, D, L, H, E, F, b, mem_depth, mem_resid, mem_ln, bias, algo,
                 gate_a, gate_eta, eta_max=1.0, K=4, pattern=None, retention="none",
-                gate_rank=0):
+                gate_rank=0, anchor=0):
     """Model config dict with the fields of the CONTRACT header."""
     assert D % H == 0
     assert bias in BIASES and algo in ALGOS and retention in RETENTIONS
     # lq / kl are defined for the gd recurrence only (SPEC §5.3, §5.4, §5.9)
     assert retention == "none" or algo == "gd", "retention lq/kl needs algo gd"
     assert gate_rank >= 0
+    # anchored retention (README): P_t - P_0 follows the plain rule; needs a learned a, not kl
+    assert anchor in (0, 1) and not (anchor and (retention == "kl" or not gate_a))
     if mem_depth == 1:            # the linear memory never has a residual or LN (SPEC §4)
         mem_resid, mem_ln = 0, 0
     return dict(V=V, Vp=(V + 63) // 64 * 64, D=D, L=L, H=H, E=E, F=F, b=b, K=K,
                 mem_depth=mem_depth, mem_resid=mem_resid, mem_ln=mem_ln, bias=bias,
                 algo=algo, gate_a=gate_a, gate_eta=gate_eta, eta_max=eta_max,
                 pattern=pattern if pattern is not None else "M" * L,
-                retention=retention, gate_rank=gate_rank)
+                retention=retention, gate_rank=gate_rank, anchor=anchor)
 
 
 def head_dims(cfg):
@@ -372,13 +374,16 @@ def memory_read_chunked(cfg, P0, ln_g, ln_b, q, k, v, a, eta, theta, grad_fn=mem
     chunk-start state P_s; then token by token
         gd:       P_t = a_t P_{t-1} - eta_t g_t                        (SPEC §5.1)
         momentum: S_t = theta_t S_{t-1} - eta_t g_t ; P_t = a_t P_{t-1} + S_t   (SPEC §5.2)
-    and the read is after the write: y_t = M(q_t; P_t). Retention lq / kl (SPEC §5.3, §5.4,
+    and the read is after the write: y_t = M(q_t; P_t). With the anchored retention
+    (cfg["anchor"], README) the retention decays toward P_0 instead of 0: a_t P_{t-1} becomes
+    a_t P_{t-1} + (1 - a_t) P_0 (for lq: A_t = a_t A_{t-1} + (1 - a_t) A_0 - eta_t g_t). Retention lq / kl (SPEC §5.3, §5.4,
     CONTRACT) replace the carried state, see below. Returns y (B,T,H,d)."""
     B, T, H, d = q.shape
     b = cfg["b"]
     ret = cfg["retention"]
     P = P0.unsqueeze(0).repeat(B, 1, 1)                   # P_0 (A_0, Z_0) restored per sequence
     S = torch.zeros_like(P)                               # momentum, 0 at sequence start
+    anc = P0.unsqueeze(0) if cfg.get("anchor", 0) else 0.0   # where the retention decays to
     ys = []
 
     def grad_at(Pat, t):                                  # g_t at the state Pat
@@ -399,10 +404,10 @@ def memory_read_chunked(cfg, P0, ln_g, ln_b, q, k, v, a, eta, theta, grad_fn=mem
             for t, g in zip(range(c0, c1), gs):
                 a_t, eta_t = gates(t)
                 if cfg["algo"] == "gd":
-                    P = a_t * P - eta_t * g
+                    P = a_t * P + (1 - a_t) * anc - eta_t * g
                 else:
                     S = theta[:, t].unsqueeze(-1) * S - eta_t * g
-                    P = a_t * P + S
+                    P = a_t * P + (1 - a_t) * anc + S
                 ys.append(mem_apply(cfg, P, q[:, t], ln_g, ln_b))
         elif ret == "lq":
             # P holds A. s frozen for the chunk (reads too), differentiated through.
@@ -411,7 +416,7 @@ def memory_read_chunked(cfg, P0, ln_g, ln_b, q, k, v, a, eta, theta, grad_fn=mem
             gs = [grad_at(Ps, t) for t in range(c0, c1)]
             for t, g in zip(range(c0, c1), gs):
                 a_t, eta_t = gates(t)
-                P = a_t * P - eta_t * g                   # A_t = a_t A_{t-1} - eta_t g_t(P_s)
+                P = a_t * P + (1 - a_t) * anc - eta_t * g  # A_t = a_t A_{t-1} - eta_t g_t(P_s)
                 ys.append(mem_apply(cfg, P / s, q[:, t], ln_g, ln_b))   # y_t = M(q_t; A_t / s)
         else:                                             # kl: P holds the logits Z
             Ws = kl_weights(cfg, P)                       # W_s = softmax(Z_s)
@@ -440,6 +445,7 @@ def memory_read_online(cfg, P0, ln_g, ln_b, q, k, v, a, eta, theta, eta_ch=None,
     B, T, H, d = q.shape
     P = P0.unsqueeze(0).repeat(B, 1, 1)
     S = torch.zeros_like(P)
+    anc = P0.unsqueeze(0) if cfg.get("anchor", 0) else 0.0   # anchored retention: decay toward P_0 (A_0)
     one = torch.ones(B, T, H, dtype=q.dtype, device=q.device)
     a = one if a is None else a
     eta = one if eta is None else eta
@@ -459,7 +465,7 @@ def memory_read_online(cfg, P0, ln_g, ln_b, q, k, v, a, eta, theta, eta_ch=None,
             s = per_matrix(P, lambda A: (A.abs().pow(4).sum((-2, -1), keepdim=True).pow(0.25)
                                          + 1e-6).pow(2).expand(A.shape))
             g = mem_grad_manual(cfg, P / s, k[:, t], v[:, t], ln_g, ln_b, **kw)
-            P = a_t * P - eta_t * g
+            P = a_t * P + (1 - a_t) * anc - eta_t * g
             ys.append(mem_apply(cfg, P / s, q[:, t], ln_g, ln_b))
             continue
         g = mem_grad_manual(cfg, P, k[:, t], v[:, t], ln_g, ln_b, **kw)
@@ -467,10 +473,10 @@ def memory_read_online(cfg, P0, ln_g, ln_b, q, k, v, a, eta, theta, eta_ch=None,
             X = a_t * torch.log(P) - eta_t * g
             P = per_matrix(X, lambda Z: torch.softmax(Z, dim=-1))
         elif cfg["algo"] == "gd":
-            P = a_t * P - eta_t * g
+            P = a_t * P + (1 - a_t) * anc - eta_t * g
         else:
             S = theta[:, t, :, None] * S - eta_t * g
-            P = a_t * P + S
+            P = a_t * P + (1 - a_t) * anc + S
         ys.append(mem_apply(cfg, P, q[:, t], ln_g, ln_b))
     return torch.stack(ys, dim=1)
 
@@ -624,7 +630,7 @@ TRAIN_HP = dict(B=2, T=11, nsteps=10, lr=3e-3, beta1=0.9, beta2=0.95, eps=1e-8,
 for _k in ("lr", "beta1", "beta2", "eps", "weight_decay", "grad_clip"):
     TRAIN_HP[_k] = float(np.float32(TRAIN_HP[_k]))
 
-# name: (mem_depth, mem_resid, mem_ln, bias, algo, gate_a, gate_eta, b, retention, gate_rank)
+# name: (mem_depth, mem_resid, mem_ln, bias, algo, gate_a, gate_eta, b, retention, gate_rank[, anchor])
 # (new fixtures are appended: FIXTURE_SEED depends on the position)
 FIXTURES = {
     "titans":         (2, 1, 1, "l2", "momentum", 1, 1, 4, "none", 0),
@@ -641,12 +647,17 @@ FIXTURES = {
     "yaad_cw":        (2, 1, 1, "huber", "gd", 1, 1, 4, "none", 3),
     "moneta_cw":      (2, 1, 1, "lp", "gd", 1, 1, 3, "lq", 3),
     "memora_cw":      (2, 1, 1, "l2", "gd", 1, 1, 4, "kl", 3),
+    # the anchored retention (README "Long sequences"): the presets that use it, and a linear memory
+    "titans_anchor":  (2, 1, 1, "l2", "momentum", 1, 1, 4, "none", 0, 1),
+    "yaad_anchor":    (2, 1, 1, "huber", "gd", 1, 1, 4, "none", 0, 1),
+    "moneta_anchor":  (2, 1, 1, "lp", "gd", 1, 1, 3, "lq", 0, 1),
+    "gdn_anchor":     (1, 0, 0, "l2", "gd", 1, 1, 1, "none", 0, 1),
 }
 
 
 def fixture_config(name, **over):
-    md, res, ln, bias, algo, ga, ge, b, ret, rank = FIXTURES[name]
-    kw = dict(SMALL, b=b, retention=ret, gate_rank=rank)
+    md, res, ln, bias, algo, ga, ge, b, ret, rank, *anc = FIXTURES[name]
+    kw = dict(SMALL, b=b, retention=ret, gate_rank=rank, anchor=anc[0] if anc else 0)
     kw.update(over)
     return make_config(mem_depth=md, mem_resid=res, mem_ln=ln, bias=bias, algo=algo,
                        gate_a=ga, gate_eta=ge, **kw)
@@ -780,6 +791,7 @@ def make_header(cfg, magic, hp=None):
     h[19] = num_params(cfg)
     h[20] = RETENTIONS.index(cfg["retention"])
     h[21] = cfg["gate_rank"]
+    h[22] = cfg.get("anchor", 0)
     assert cfg["L"] <= 128
     for l, ch in enumerate(cfg["pattern"]):
         h[64 + l] = ord(ch)                               # one ASCII char per int32 slot
@@ -798,7 +810,7 @@ def config_from_header(h):
                 mem_resid=int(h[12]), mem_ln=int(h[13]), bias=BIASES[h[14]],
                 algo=ALGOS[h[15]], gate_a=int(h[16]), gate_eta=int(h[17]),
                 eta_max=bits_f32(h[18]), pattern="".join(chr(c) for c in h[64:64 + L]),
-                retention=RETENTIONS[h[20]], gate_rank=int(h[21]))
+                retention=RETENTIONS[h[20]], gate_rank=int(h[21]), anchor=int(h[22]))
 
 
 def write_fixture(path, cfg, hp, params32, tokens, logits, loss, grads, losses):
@@ -1056,7 +1068,7 @@ def cmd_selftest(args):
 def cmd_bench(args):
     dev = torch.device(args.device)
     torch.manual_seed(0)
-    md, res, ln, bias, algo, ga, ge, b, ret, rank = FIXTURES[args.preset]
+    md, res, ln, bias, algo, ga, ge, b, ret, rank, *anc = FIXTURES[args.preset]
     if args.gate_rank is not None:
         rank = args.gate_rank
     if args.b is not None:
