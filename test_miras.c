@@ -410,7 +410,7 @@ static void test_binary(void) {
     check(c1 == 0 && c2 == 0 && c3 == 0 && differ_midway && files_equal(ca, cb),
           "save at step 3, load and continue to step 6 is bit-identical to an uninterrupted run (exit codes %d %d %d)", c1, c2, c3);
     // 6. bad input: a clear one-line error and a non-zero exit
-    struct { const char* what; char args[1024]; const char* expect; } cases[8]; int nc = 0;
+    struct { const char* what; char args[1024]; const char* expect; } cases[10]; int nc = 0;
 #define CASE(w, e, ...) do { cases[nc].what = w; cases[nc].expect = e; snprintf(cases[nc].args, 1024, __VA_ARGS__); nc++; } while (0)
     CASE("missing shard", "no token shards match", "%s -i '%s/nothing_*.bin' -o %s/c -x 2", model, TMP, TMP);
     snprintf(p, sizeof p, "%s/m_train_000000.bin", TMP); write_shard(p, 3000, 12345, 3000, 1);
@@ -422,6 +422,9 @@ static void test_binary(void) {
     CASE("checkpoint config disagrees with the flags", "flags say", "%s -e %s -D 64 -i '%s/d_train_*.bin' -j none -o %s/c -x 2", model, ca, TMP, TMP);
     CASE("NaN (learning rate blows up)", "not finite", "%s -l 1e30 -a 0 -i '%s/d_train_*.bin' -j none -o %s/c -x 5", model, TMP, TMP);
     CASE("unknown preset", "unknown preset", "-p nosuch -x 1");
+    // the spec's retention toward zero (-Z 0) overflows yaad's backward at T = 4096: the error says where
+    snprintf(p, sizeof p, "%s/long_train_000000.bin", TMP); write_shard(p, 9000, 20240520, 9000, 3);
+    CASE("overflow over a long sequence", "first overflowed in layer", "-p yaad -Z 0 -D 64 -L 2 -H 2 -b 1 -t 4096 -g 0 -i '%s/long_train_*.bin' -j none -o %s/c -x 1", TMP, TMP);
     for (int i = 0; i < nc; i++) {
         int code = run(cases[i].args, &lines, err, sizeof err);
         int ok = code != 0 && lines == 1 && !strncmp(err, "error: ", 7) && strstr(err, cases[i].expect) && strstr(err, "(hint:");

@@ -932,6 +932,7 @@ typedef struct {
     real mean_loss;             // -1 when the last forward had no targets
     const uint8_t* loss_mask;   // (B, T) 1 where a position's loss counts (answers of a synthetic task); NULL: all
     long adam_t;                // AdamW step count (bias correction)
+    int nf_layer, nf_chunk; const char* nf_what;  // where the last backward first went non-finite in a memory (nf_what NULL: nowhere)
 } Model;
 
 static int nchunks(const Model* M, int T) { return (T + M->cfg.b - 1) / M->cfg.b; }
@@ -1026,6 +1027,19 @@ static void gates_backward(Model* M, int l, real* du, const real* u, int N, cons
                       g->gdel + oG, u, p->gate_delta_w + l * gw, R ? p->gate_delta_up + (size_t)l * D * R : NULL, a->gdel_lr + oR, N, D, Ge, R); }
 }
 
+// The first non-finite quantity of a chunk's backward, or NULL: the gradient arriving from the layers above (dy),
+// the gradient of the memory state at the chunk start (dL/dP_s; the recurrence's product grows here when a chunk
+// map amplifies), or the chunk's input gradients (q, k, v, gates).
+static int all_finite(const real* x, size_t n) { for (size_t i = 0; i < n; i++) if (!isfinite(x[i])) return 0; return 1; }
+static const char* mem_chunk_nonfinite(const MemCfg* m, const MemChunk* c, int n, const real* dPs) {
+    size_t nd = (size_t)n * m->d;
+    if (!all_finite(c->dy, nd)) return "the output gradient dL/dy arriving from above";
+    if (!all_finite(dPs, m->nP)) return "the memory state gradient dL/dP at the chunk start";
+    if (!all_finite(c->dq, nd) || !all_finite(c->dk, nd) || !all_finite(c->dv, nd)) return "dL/dq, dL/dk or dL/dv";
+    if (!all_finite(c->da, n) || !all_finite(c->deta, n) || !all_finite(c->dtheta, n)) return "the gate gradients (a, eta, theta)";
+    return NULL;
+}
+
 // The memory read of layer l for all sequences and heads (SPEC §5): y = MemoryRead(q, k, v, gates).
 // Each (sequence, head) runs its chunks in order; every chunk-start state is kept for the backward.
 static void memory_forward(Model* M, int l) {
@@ -1072,6 +1086,13 @@ static void memory_backward(Model* M, int l) {
             gather_rows(c->dy, g->y + o * D, bb, h, t0, n, T, H, d);
             mem_step_backward(m, c, n, c->dy, Pc, Sc, dPn, dSn, dPs, dSs, lng, lnb);
             store_chunk_grads(c, M, l, bb, h, t0, n);
+            if (!M->nf_what || M->nf_layer == l) {   // the first place (in backward order) a memory went non-finite
+                const char* what = mem_chunk_nonfinite(m, c, n, dPs);
+                if (what) {
+                    #pragma omp critical
+                    if (!M->nf_what || (M->nf_layer == l && ch > M->nf_chunk)) { M->nf_what = what; M->nf_layer = l; M->nf_chunk = ch; }
+                }
+            }
             dPn = dPs; dSn = dSs;                                // this chunk's start is the previous chunk's end
             dPs = dPs == c->Pa ? c->Pb : c->Pa; dSs = dSs == c->Sa ? c->Sb : c->Sa;
         }
@@ -1236,6 +1257,7 @@ static void model_zero_grad(Model* M) {
         point_parameters(&M->grads, M->grads_memory, M->param_sizes);
     }
     memset(M->grads_memory, 0, M->num_params * sizeof(real));
+    M->nf_what = NULL;   // no non-finite memory gradient seen in this step's backward passes yet
 }
 
 // The backward pass: accumulates d(mean loss * loss_scale)/d(params) into M->grads.
@@ -1283,6 +1305,17 @@ static void model_backward(Model* M, real loss_scale) {
         rmsnorm_backward(dx, dp->rms1_w + (size_t)l * D, du, x, p->rms1_w + (size_t)l * D, a->ln1_rstd + (size_t)l * N, N, 1, D);
     }
     encoder_backward(dp->wte, g->encoded, M->inputs, N, D);
+}
+
+// The error for a non-finite gradient norm: the tensor, and where in the memories' backward it first overflowed.
+// Not the learning rate (the first step has this gradient too): long sequences multiply the chunk maps' Jacobians.
+static void die_nonfinite_grad(real norm, long step, const char* tensor, int layer, int chunk, const char* what, int b) {
+    char where[256] = "";
+    if (what) snprintf(where, sizeof where, "; in the backward it first overflowed in layer %d, chunk %d (tokens %d..%d), in %s",
+                       layer, chunk, chunk * b, chunk * b + b - 1, what);
+    DIE("the memory recurrence amplifies over long sequences: use the preset's long-sequence defaults (README \"Long sequences\": "
+        "anchored retention -Z 1, a smaller eta_max -X), a shorter -t, or a retention gate a closer to 1",
+        "gradient norm is not finite (%s) at step %ld, first in %s%s", isnan(norm) ? "nan" : "inf", step, tensor ? tensor : "?", where);
 }
 
 // global gradient norm, and clipping to it (SPEC §8): if |g| > clip, g *= clip/|g|
@@ -1876,7 +1909,7 @@ int main(int argc, char** argv) {
         }
         real norm = grad_norm(&model);
         if (!isfinite(norm)) { const char* t = nonfinite_grad_tensor(&model);
-            DIE("lower the learning rate -l", "gradient norm is not finite (%s) at step %ld, first in %s", isnan(norm) ? "nan" : "inf", step + 1, t ? t : "?"); }
+            die_nonfinite_grad(norm, step + 1, t, model.nf_layer, model.nf_chunk, model.nf_what, cfg.b); }
         grad_clip(&model, norm, a.clip);
         real lrs = lr_at(step, max_steps, a.lr, a.warmup, a.final_frac);
         model_update(&model, lrs, 0.9, 0.95, 1e-8, a.wd);

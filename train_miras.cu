@@ -1713,7 +1713,7 @@ int main(int argc, char** argv) {
         }
         real norm = gpu::grad_norm(&gm);
         if (!isfinite(norm)) { const char* t = gpu::nonfinite_grad_tensor(&gm);
-            DIE("lower the learning rate -l", "gradient norm is not finite (%s) at step %ld, first in %s", isnan(norm) ? "nan" : "inf", step + 1, t ? t : "?"); }
+            die_nonfinite_grad(norm, step + 1, t, 0, 0, NULL, cfg.b); }
         gpu::grad_clip(&gm, norm, a.clip);
         real lrs = lr_at(step, max_steps, a.lr, a.warmup, a.final_frac);
         gpu::model_update(&gm, lrs, 0.9, 0.95, 1e-8, a.wd);
