@@ -262,16 +262,18 @@ static void matmul_backward(real* dx, real* dW, real* dbias, const real* dout, c
     if (dbias) colsum_add(dbias, dout, N, OC, 1);
 }
 
-// causal depthwise conv: c_t[i] = sum_j w[i][j] x_{t-K+1+j}[i], zero before t = 0
-__global__ void conv_forward_kernel(real* out, const real* x, const real* w, int B, int T, int C, int K) {
+// causal depthwise conv: c_t[i] = sum_j w[i][j] x_{t-K+1+j}[i], zero before t = 0; and, where act is given,
+// act = SiLU(c) in the same pass (the forward's q, k, v: one read of c less than a separate silu_forward)
+__global__ void conv_forward_kernel(real* out, real* act, const real* x, const real* w, int B, int T, int C, int K) {
     GRID_FOR(e, (size_t)B * T * C) {
         int i = (int)(e % C); size_t bt = e / C; int t = (int)(bt % T); size_t b = bt / T; real s = 0;
         for (int j = 0; j < K; j++) { int tt = t - K + 1 + j; if (tt >= 0) s += w[i * K + j] * x[(b * T + tt) * C + i]; }
         out[e] = s;
+        if (act) act[e] = silur(s);
     }
 }
-static void conv_forward(real* out, const real* x, const real* w, int B, int T, int C, int K) {
-    conv_forward_kernel<<<nblocks((size_t)B * T * C), NT>>>(out, x, w, B, T, C, K); KCHECK("conv_forward");
+static void conv_forward(real* out, const real* x, const real* w, int B, int T, int C, int K, real* act = NULL) {
+    conv_forward_kernel<<<nblocks((size_t)B * T * C), NT>>>(out, act, x, w, B, T, C, K); KCHECK("conv_forward");
 }
 // dx_tt[i] += sum_j w[i][j] dout_{tt+K-1-j}[i]  (a gather: each dx element owned by one thread)
 __global__ void conv_backward_dx_kernel(real* dx, const real* dout, const real* w, int B, int T, int C, int K) {
@@ -281,19 +283,46 @@ __global__ void conv_backward_dx_kernel(real* dx, const real* dout, const real* 
         dx[e] += s;
     }
 }
-// tap j's products dout_t[i] x_{t-K+1+j}[i], summed over (b, t) by colsum_add
-__global__ void conv_dw_prod_kernel(real* prod, const real* dout, const real* x, int B, int T, int C, int K, int j) {
-    GRID_FOR(e, (size_t)B * T * C) {
-        int i = (int)(e % C); size_t bt = e / C; int t = (int)(bt % T); size_t b = bt / T; int tt = t - K + 1 + j;
-        prod[e] = tt >= 0 ? dout[e] * x[(b * T + tt) * C + i] : 0;
+// dw[i][j] += sum over the N = B T rows n (position t) of dout_n[i] x_{n-K+1+j}[i] (t-K+1+j >= 0), all K taps
+// in one read of dout and x, deterministic in two passes (no atomics, fixed order):
+// pass 1, a block of CONV_DW_WARPS warps per (segment s of the rows, group of 32 channels): lane = channel
+// (coalesced rows), each warp sums a contiguous run of the segment's rows, the warps' sums are added in warp
+// order into part[s][i][j]; pass 2, a thread per (i, j) adds the S segments in order into dw.
+#define CONV_KMAX 8
+#define CONV_DW_WARPS 8
+__global__ void conv_dw_partial_kernel(real* part, const real* dout, const real* x, int N, int T, int C, int K, int S) {
+    __shared__ real sh[CONV_DW_WARPS][32][CONV_KMAX];
+    int ncg = (C + 31) / 32, s = blockIdx.x / ncg, i = (blockIdx.x % ncg) * 32 + LANE, w = threadIdx.x >> 5;
+    size_t r0 = (size_t)N * s / S, len = (size_t)N * (s + 1) / S - r0;
+    size_t a0 = r0 + len * w / CONV_DW_WARPS, a1 = r0 + len * (w + 1) / CONV_DW_WARPS;   // this warp's rows
+    real acc[CONV_KMAX];
+#pragma unroll
+    for (int j = 0; j < CONV_KMAX; j++) acc[j] = 0;
+    if (i < C) for (size_t n = a0; n < a1; n++) {
+        int t = (int)(n % T); real g = dout[n * C + i];
+#pragma unroll
+        for (int j = 0; j < CONV_KMAX; j++) if (j < K && t - K + 1 + j >= 0) acc[j] += g * x[(n - K + 1 + j) * C + i];
     }
+#pragma unroll
+    for (int j = 0; j < CONV_KMAX; j++) sh[w][LANE][j] = acc[j];
+    __syncthreads();
+    if (w == 0 && i < C) for (int j = 0; j < K; j++) {
+        real v = 0; for (int q = 0; q < CONV_DW_WARPS; q++) v += sh[q][LANE][j];
+        part[((size_t)s * C + i) * K + j] = v;
+    }
+}
+__global__ void conv_dw_sum_kernel(real* dw, const real* part, int S, int C, int K) {
+    GRID_FOR(e, (size_t)C * K) { real v = 0; for (int s = 0; s < S; s++) v += part[(size_t)s * C * K + e]; dw[e] += v; }
 }
 static void conv_backward(real* dx, real* dw, const real* dout, const real* x, const real* w, int B, int T, int C, int K) {
     conv_backward_dx_kernel<<<nblocks((size_t)B * T * C), NT>>>(dx, dout, w, B, T, C, K); KCHECK("conv_backward_dx");
-    for (int j = 0; j < K; j++) {
-        conv_dw_prod_kernel<<<nblocks((size_t)B * T * C), NT>>>(g_scratch, dout, x, B, T, C, K, j); KCHECK("conv_dw_prod");
-        colsum_add(dw + j, g_scratch, B * T, C, K);
-    }
+    if (K > CONV_KMAX) DIE("the GPU trainer's causal conv has at most 8 taps", "conv width %d", K);
+    // segments: ~1024 blocks in all, at least 64 rows each; S depends on the shapes only (deterministic)
+    int N = B * T, ncg = (C + 31) / 32, S = (1024 + ncg - 1) / ncg;
+    if (S > N / 64) S = N / 64 > 1 ? N / 64 : 1;
+    gpu_buffers(0, (size_t)S * C * K);   // part: S C K <= N C / 8 except for tiny N
+    conv_dw_partial_kernel<<<S * ncg, 32 * CONV_DW_WARPS>>>(g_scratch, dout, x, N, T, C, K, S); KCHECK("conv_dw_partial");
+    conv_dw_sum_kernel<<<nblocks((size_t)C * K), NT>>>(dw, g_scratch, S, C, K); KCHECK("conv_dw_sum");
 }
 
 __global__ void silu_forward_kernel(real* out, const real* x, size_t n) { GRID_FOR(i, n) out[i] = silur(x[i]); }
@@ -1361,10 +1390,9 @@ static void model_forward(Model* M, const int* inputs, const int* targets, int B
         matmul_forward(a->qp + oD, u, p->wq + (size_t)l * D * D, NULL, N, D, D, ub);
         matmul_forward(a->kp + oD, u, p->wk + (size_t)l * D * D, NULL, N, D, D, ub);
         matmul_forward(a->vp + oD, u, p->wv + (size_t)l * D * D, NULL, N, D, D, ub);
-        conv_forward(a->qc + oD, a->qp + oD, p->conv_q + (size_t)l * D * c->K, B, T, D, c->K);
-        conv_forward(a->kc + oD, a->kp + oD, p->conv_k + (size_t)l * D * c->K, B, T, D, c->K);
-        conv_forward(a->vc + oD, a->vp + oD, p->conv_v + (size_t)l * D * c->K, B, T, D, c->K);
-        silu_forward(a->qs + oD, a->qc + oD, N * D); silu_forward(a->ks + oD, a->kc + oD, N * D); silu_forward(a->v + oD, a->vc + oD, N * D);
+        conv_forward(a->qc + oD, a->qp + oD, p->conv_q + (size_t)l * D * c->K, B, T, D, c->K, a->qs + oD);   // qs = SiLU(qc)
+        conv_forward(a->kc + oD, a->kp + oD, p->conv_k + (size_t)l * D * c->K, B, T, D, c->K, a->ks + oD);
+        conv_forward(a->vc + oD, a->vp + oD, p->conv_v + (size_t)l * D * c->K, B, T, D, c->K, a->v + oD);
         l2norm_forward(a->q + oD, a->qrn + oH, a->qs + oD, N, H, d);
         l2norm_forward(a->k + oD, a->krn + oH, a->ks + oD, N, H, d);
         size_t oG = (size_t)l * N * (c->gate_rank ? D : H), oR = (size_t)l * N * c->gate_rank;
