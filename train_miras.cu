@@ -396,34 +396,39 @@ static void softplus_backward(real* dpre, const real* dg, const real* g, size_t 
 static void fill_const(real* p, size_t n, double v) { fill_const_kernel<<<nblocks(n), NT>>>(p, n, (real)v); KCHECK("fill_const"); }
 static void residual_forward(real* out, const real* a, const real* b, size_t n) { residual_forward_kernel<<<nblocks(n), NT>>>(out, a, b, n); KCHECK("residual_forward"); }
 
-// cross-entropy over the first V of Vp logits; a block per row. probs as the CPU keeps them.
-__global__ void crossentropy_forward_kernel(real* losses, real* probs, const real* logits, const int* targets, int N, int V, int Vp) {
+// cross-entropy over the first V of Vp logits; a block per row. Instead of the CPU's (N, Vp) probs, the row's
+// max and softmax denominator go to stats[2n], stats[2n + 1], and the backward recomputes each probability from
+// the logit, bit for bit the value probs would hold (expf(l - max) / sum): the (N, Vp) probs are neither written
+// here nor read there (at V = 50257 that is two of the head's five (N, Vp) passes).
+__global__ void crossentropy_forward_kernel(real* losses, real* stats, const real* logits, const int* targets, int N, int V, int Vp) {
     for (int n = blockIdx.x; n < N; n += gridDim.x) {
-        const real* l = logits + (size_t)n * Vp; real* p = probs + (size_t)n * Vp; real mx = -1e30f, s = 0;
+        const real* l = logits + (size_t)n * Vp; real mx = -1e30f, s = 0;
         for (int i = threadIdx.x; i < V; i += blockDim.x) mx = fmaxf(mx, l[i]);
         mx = block_max(mx);
-        for (int i = threadIdx.x; i < V; i += blockDim.x) { real e = expf(l[i] - mx); p[i] = e; s += e; }
+        for (int i = threadIdx.x; i < V; i += blockDim.x) s += expf(l[i] - mx);
         s = block_sum(s);
-        for (int i = threadIdx.x; i < Vp; i += blockDim.x) p[i] = i < V ? p[i] / s : 0;
-        if (threadIdx.x == 0) losses[n] = -logf(expf(l[targets[n]] - mx) / s);
+        if (threadIdx.x == 0) { losses[n] = -logf(expf(l[targets[n]] - mx) / s); stats[2 * n] = mx; stats[2 * n + 1] = s; }
     }
 }
-static void crossentropy_forward(real* losses, real* probs, const real* logits, const int* targets, int N, int V, int Vp) {
-    crossentropy_forward_kernel<<<N < 65536 ? N : 65536, 512>>>(losses, probs, logits, targets, N, V, Vp); KCHECK("crossentropy_forward");
+static void crossentropy_forward(real* losses, real* stats, const real* logits, const int* targets, int N, int V, int Vp) {
+    crossentropy_forward_kernel<<<N < 65536 ? N : 65536, 512>>>(losses, stats, logits, targets, N, V, Vp); KCHECK("crossentropy_forward");
 }
 // dlogits = (probs - onehot) * dloss for the positions in mask (NULL: all); 0 at the other positions and in the
-// padded columns. Every element is written (not accumulated), so the backward need not zero dlogits first.
+// padded columns; probs = expf(logit - max) / sum from the forward's stats. Every element is written (not
+// accumulated), so the backward need not zero dlogits first.
 // dlogitsb (bf16 mode, else NULL): dlogits is written in bf16 there instead, the operand of the LM head's GEMMs
-__global__ void crossentropy_backward_kernel(real* dlogits, bf16* dlogitsb, const real* probs, const int* targets, const uint8_t* mask,
-                                             real dloss, int N, int V, int Vp) {
+__global__ void crossentropy_backward_kernel(real* dlogits, bf16* dlogitsb, const real* logits, const real* stats, const int* targets,
+                                             const uint8_t* mask, real dloss, int N, int V, int Vp) {
     GRID_FOR(e, (size_t)N * Vp) {
         size_t n = e / Vp; int i = (int)(e % Vp);
-        real g = i < V && (!mask || mask[n]) ? (probs[e] - (i == targets[n])) * dloss : 0;
+        real g = i < V && (!mask || mask[n]) ? (expf(logits[e] - stats[2 * n]) / stats[2 * n + 1] - (i == targets[n])) * dloss : 0;
         if (dlogitsb) dlogitsb[e] = __float2bfloat16(g); else dlogits[e] = g;
     }
 }
-static void crossentropy_backward(real* dlogits, bf16* dlogitsb, const real* probs, const int* targets, const uint8_t* mask, real dloss, int N, int V, int Vp) {
-    crossentropy_backward_kernel<<<nblocks((size_t)N * Vp), NT>>>(dlogits, dlogitsb, probs, targets, mask, dloss, N, V, Vp); KCHECK("crossentropy_backward");
+static void crossentropy_backward(real* dlogits, bf16* dlogitsb, const real* logits, const real* stats, const int* targets, const uint8_t* mask,
+                                  real dloss, int N, int V, int Vp) {
+    crossentropy_backward_kernel<<<nblocks((size_t)N * Vp), NT>>>(dlogits, dlogitsb, logits, stats, targets, mask, dloss, N, V, Vp);
+    KCHECK("crossentropy_backward");
 }
 // argmax over the first V logits of each row (answer accuracy); ties go to the lowest index, as on the CPU
 __global__ void argmax_kernel(int* out, const real* logits, int N, int V, int Vp) {
@@ -1189,6 +1194,7 @@ typedef struct {
     int *enc_uniq, *enc_off, *enc_pos, *h_cnt, *h_cur, *h_uniq, *h_off, *h_pos;  // encoder_backward's buckets
     int *argmax, *h_argmax;     // (B, T) argmax predictions (answer accuracy)
     real* h_losses;             // (B, T) host copy of the losses
+    real* ce_stats;             // (B, T, 2) the softmax's max and denominator per position (a->probs is not used)
     real mean_loss;             // -1 when the last forward had no targets
     const uint8_t* loss_mask;   // (B, T) host: 1 where a position's loss counts (answers of a synthetic task); NULL: all
     uint8_t *mask, *h_mask;     // the forward's copy of it, device and host (used by the backward); has_mask: whether one was given
@@ -1234,7 +1240,7 @@ static void model_free_acts(Model* M) {
     dfree(M->chunk_memory); dfree(M->chunks); dfree(M->inputs); dfree(M->targets);
     dfree(M->enc_uniq); dfree(M->enc_off); dfree(M->enc_pos); dfree(M->argmax);
     free(M->h_inputs); free(M->h_targets); free(M->h_cnt); free(M->h_cur); free(M->h_uniq); free(M->h_off); free(M->h_pos);
-    free(M->h_argmax); free(M->h_losses); dfree(M->mask); free(M->h_mask);
+    free(M->h_argmax); free(M->h_losses); dfree(M->ce_stats); dfree(M->mask); free(M->h_mask);
 }
 // (Re)allocate activations for batch B, length T (lazily, like llm.c; a new shape reallocates).
 static void model_alloc_acts(Model* M, int B, int T) {
@@ -1271,7 +1277,7 @@ static void model_alloc_acts(Model* M, int B, int T) {
     M->h_cnt = xmalloc((c->V + 1) * sizeof(int)); M->h_cur = xmalloc((c->V + 1) * sizeof(int));
     M->h_uniq = xmalloc(N * sizeof(int)); M->h_off = xmalloc((N + 1) * sizeof(int)); M->h_pos = xmalloc(N * sizeof(int));
     M->argmax = (int*)dmalloc(N * sizeof(int)); M->h_argmax = xmalloc(N * sizeof(int));
-    M->h_losses = xmalloc(N * sizeof(real));
+    M->h_losses = xmalloc(N * sizeof(real)); M->ce_stats = (real*)dmalloc(2 * N * sizeof(real));
     M->mask = (uint8_t*)dmalloc(N); M->h_mask = xmalloc(N);
     gpu_buffers(N, N * c->D);   // ones for column sums; scratch for the (N, D) gradient products
     if (g_prec == PREC_BF16) {  // the rounding scratches at their largest (x, dout of at most (N, max(D, F)); dlogits has its own)
@@ -1415,7 +1421,7 @@ static void model_forward(Model* M, const int* inputs, const int* targets, int B
     rmsnorm_forward(a->lnf, a->lnf_rstd, a->res3 + (size_t)(L - 1) * N * D, p->rmsf_w, N, 1, D, M->lnfb);
     matmul_forward(a->logits, a->lnf, p->wte, NULL, N, D, Vp, M->lnfb);
     if (!targets) { M->mean_loss = -1; return; }
-    crossentropy_forward(a->losses, a->probs, a->logits, M->targets, N, c->V, Vp);
+    crossentropy_forward(a->losses, M->ce_stats, a->logits, M->targets, N, c->V, Vp);
     M->has_mask = M->loss_mask != NULL;   // the backward uses this forward's mask
     if (M->has_mask) { memcpy(M->h_mask, M->loss_mask, N); h2d(M->mask, M->h_mask, N); }
     d2h(M->h_losses, a->losses, N * sizeof(real));
@@ -1444,7 +1450,7 @@ static void model_backward(Model* M, real loss_scale) {
     size_t cnt = N; if (M->has_mask) { cnt = 0; for (size_t i = 0; i < N; i++) cnt += M->h_mask[i] != 0; }
     // bf16 mode: dlogits in bf16, in the first half of g->logits's (otherwise unused) fp32 storage
     bf16* dlogitsb = g_prec == PREC_BF16 ? (bf16*)g->logits : NULL;
-    crossentropy_backward(g->logits, dlogitsb, a->probs, M->targets, M->has_mask ? M->mask : NULL, cnt ? loss_scale / cnt : 0, N, c->V, Vp);
+    crossentropy_backward(g->logits, dlogitsb, a->logits, M->ce_stats, M->targets, M->has_mask ? M->mask : NULL, cnt ? loss_scale / cnt : 0, N, c->V, Vp);
     matmul_backward(g->lnf, dp->wte, NULL, g->logits, a->lnf, p->wte, N, D, Vp, M->lnfb, dlogitsb);
     rmsnorm_backward(g->res3 + (size_t)(L - 1) * N * D, dp->rmsf_w, g->lnf, a->res3 + (size_t)(L - 1) * N * D, p->rmsf_w, a->lnf_rstd, N, 1, D);
     for (int l = L - 1; l >= 0; l--) {
