@@ -29,6 +29,7 @@ done
 pass=0; fail=0
 
 # synthetic inputs: name and flags (model and batch); written by the GPU binary's host code (--make-input).
+# (syn_titans_n2048: enough rows, 2048, for the multi-segment reductions, e.g. conv_backward's weight gradient.)
 # Each is well conditioned in float: the float CPU trainer is within ~1e-6 (logits) and ~1e-5 (gradients) of its
 # fp64 build on it. (Memora at some shapes is not: with -D 64 -E 4 -k 4 the float CPU's gradients are 3e-4 from
 # fp64, and any two float implementations then differ by that much.)
@@ -45,6 +46,7 @@ synth=(
   "syn_linear_attn  -p linear_attn -V 256 -D 128 -L 2 -H 2 -k 16 -b 2 -t 37"
   "syn_deltanet     -p deltanet -V 256 -D 128 -L 2 -H 2 -b 2 -t 20"
   "syn_gdn_cw       -p gated_deltanet -R 2 -V 256 -D 128 -L 2 -H 2 -b 2 -t 20"
+  "syn_titans_n2048 -p titans -V 512 -D 128 -L 2 -H 2 -E 2 -k 16 -b 4 -t 512"
 )
 inputs=()
 for f in dev/fixtures/*.bin; do inputs+=("$f"); done
