@@ -1194,7 +1194,7 @@ typedef struct {
     int *enc_uniq, *enc_off, *enc_pos, *h_cnt, *h_cur, *h_uniq, *h_off, *h_pos;  // encoder_backward's buckets
     int *argmax, *h_argmax;     // (B, T) argmax predictions (answer accuracy)
     real* h_losses;             // (B, T) host copy of the losses
-    real* ce_stats;             // (B, T, 2) the softmax's max and denominator per position (a->probs is not used)
+    real* ce_stats;             // (B, T, 2) the softmax's max and denominator per position (the GPU keeps no probs)
     real mean_loss;             // -1 when the last forward had no targets
     const uint8_t* loss_mask;   // (B, T) host: 1 where a position's loss counts (answers of a synthetic task); NULL: all
     uint8_t *mask, *h_mask;     // the forward's copy of it, device and host (used by the backward); has_mask: whether one was given
@@ -1249,12 +1249,15 @@ static void model_alloc_acts(Model* M, int B, int T) {
     M->B = B; M->T = T;
     const Config* c = &M->cfg; size_t N = (size_t)B * T;
     fill_in_activation_sizes(M->act_sizes, c, B, T);
-    M->num_acts = head_act_size(c, B, T);
+    // the CPU's layout less the head's (N, Vp) probs, which the GPU does not keep (see crossentropy_forward):
+    // the (N) losses take their place, and probs is NULL (N Vp floats less in each: 6.6 GB in all at B=4, T=4096)
+    M->num_acts = head_act_size(c, B, T) - N * c->Vp;
     for (int i = 0; i < NUM_ACT_TENSORS; i++) M->num_acts += M->act_sizes[i];
     M->acts_memory = (real*)dmalloc(M->num_acts * sizeof(real));
     M->grads_acts_memory = (real*)dmalloc(M->num_acts * sizeof(real));
     point_activations(&M->acts, M->acts_memory, M->act_sizes, c, B, T);
     point_activations(&M->grads_acts, M->grads_acts_memory, M->act_sizes, c, B, T);
+    M->acts.losses = M->acts.probs; M->grads_acts.losses = M->grads_acts.probs; M->acts.probs = M->grads_acts.probs = NULL;
     M->acts_bf16 = M->ln1b = M->zb = M->ln2b = M->hgb = M->lnfb = NULL;
     if (g_prec == PREC_BF16) {
         size_t nD = (size_t)c->L * N * c->D, nF = (size_t)c->L * N * c->F;
@@ -1444,8 +1447,8 @@ static void model_backward(Model* M, real loss_scale) {
     if (!M->grads_memory) model_zero_grad(M);
     const Config* c = &M->cfg; int B = M->B, T = M->T, L = c->L, D = c->D, H = c->H, F = c->F, Vp = c->Vp, d = M->mem.d; size_t N = (size_t)B * T;
     ParameterTensors *p = &M->params, *dp = &M->grads; ActivationTensors *a = &M->acts, *g = &M->grads_acts;
-    // zero the activation gradients that are accumulated (+=), i.e. all but the head's (N, Vp) dlogits and dprobs
-    // (crossentropy_backward writes every dlogit; dprobs is unused): 2 N Vp floats less to clear per backward
+    // zero the activation gradients that are accumulated (+=), i.e. all but the head's (N, Vp) dlogits (and the
+    // unused dlosses): crossentropy_backward writes every dlogit
     cudaCheck(cudaMemset(M->grads_acts_memory, 0, (size_t)(g->logits - M->grads_acts_memory) * sizeof(real)));
     size_t cnt = N; if (M->has_mask) { cnt = 0; for (size_t i = 0; i < N; i++) cnt += M->h_mask[i] != 0; }
     // bf16 mode: dlogits in bf16, in the first half of g->logits's (otherwise unused) fp32 storage
