@@ -3,10 +3,10 @@ train_miras.cu: the GPU trainer. Same model, flags and files as train_miras.c (.
 
 The host side is train_miras.c itself, included below with TESTING (which hides its main): the config, the
 presets, the parameter layout, checkpoints, shards, the tokenizer, the dump format and the AdamW schedule are
-the CPU trainer's own code. This file adds the device side, in fp32 throughout:
-  1. CUDA basics: error checks, allocation, launch helpers
+the CPU trainer's own code. This file adds the device side, in fp32 except for the dense products with -f 2:
+  1. CUDA basics: error checks, allocation, launch helpers, the precision of the dense products (-f)
   2. backbone kernels (embedding, RMSNorm, causal conv, SiLU, l2 norm, gates, SwiGLU, cross-entropy, AdamW)
-     and their host wrappers; every matrix product goes through cuBLAS (fp32; TF32 only with -f 1)
+     and their host wrappers; every matrix product goes through cuBLAS (fp32; TF32 with -f 1; bf16 with -f 2)
   3. the memory: the chunk functions of train_miras.c section 3 as block-cooperative device functions with
      the same names, arguments and comments (namespace gpu), one thread block per (sequence, head)
   4. the GPU model: parameters, activations (the CPU's layouts), forward, backward, AdamW
@@ -26,6 +26,7 @@ differently; the tests compare norm-relative errors).
 #include "train_miras.c"
 #include <cuda_runtime.h>
 #include <cublas_v2.h>
+#include <cuda_bf16.h>
 
 #ifdef MIRAS_DOUBLE
 #error "train_miras.cu is float32 only (the CPU trainer has the fp64 build)"
@@ -48,8 +49,32 @@ static void cublas_check(cublasStatus_t s, const char* file, int line) {
 #define cublasCheck(x) cublas_check((x), __FILE__, __LINE__)
 
 static cublasHandle_t g_blas;
+
+// Precision of the dense products (the q/k/v/gate/output projections, the gates, SwiGLU, the tied LM head, and
+// their backward GEMMs), -f: 0 fp32 (the default, the CPU's math), 1 TF32 tensor cores (cuBLAS rounds the fp32
+// operands to 10-bit mantissas inside the GEMM), 2 bf16 tensor cores, llm.c style:
+//   - the GEMM operands are bf16 (8-bit mantissa, ~4e-3 relative rounding), the products accumulate in fp32
+//     (CUBLAS_COMPUTE_32F) into fp32 outputs: activations, their gradients and the weight gradients stay fp32;
+//   - the weights' master copy, the gradients and AdamW's moments are fp32; a bf16 copy of all parameters
+//     (params_bf16, same layout) is written by the AdamW kernel itself as it updates each weight (and once at
+//     build), so it is never stale and costs no extra pass;
+//   - GEMM inputs that are activations get a bf16 copy written by the kernel that produces them (RMSNorm,
+//     gate*SiLU, SwiGLU: u, z, ln2, hg, lnf; the Model's acts_bf16), kept for the backward's weight gradients.
+//     The fp32 activations stay as they are (the CPU's layouts; every elementwise kernel, the memory and the
+//     backward read fp32), so the bf16 copies are an addition, not a change of type;
+//   - gradients flowing into a backward GEMM (dout) are rounded to bf16 into a scratch once per matmul_backward
+//     (they are used by two GEMMs: dx and dW), except dlogits, which crossentropy_backward writes in bf16 directly;
+//   - the memory (section 3) with its state, every reduction (norms, column sums, the gradient norm), the logits,
+//     the softmax and the loss stay fp32.
+enum { PREC_FP32 = 0, PREC_TF32 = 1, PREC_BF16 = 2 };
+static int g_prec = PREC_FP32;
+typedef __nv_bfloat16 bf16;
 static real* g_ones; static size_t g_ones_n;   // a vector of ones: column sums as cuBLAS gemv
 static real* g_scratch; static size_t g_scratch_n;  // (N, D) products for parameter-gradient column sums
+// bf16 mode: the bf16 copy of the parameters (of the one GPU model of the process: matmul finds a weight's copy
+// by its offset from g_wbase), and two scratches for GEMM operands rounded on the fly (x without a kept copy; dout)
+static const real* g_wbase; static const bf16* g_wbf16; static size_t g_wn;
+static bf16 *g_xb, *g_db; static size_t g_xb_n, g_db_n;
 static double* g_partials;                       // per-block partial sums of the gradient norm
 #define NORM_BLOCKS 1024
 
@@ -63,12 +88,15 @@ static void h2d(void* dst, const void* src, size_t bytes) { if (bytes) cudaCheck
 static void d2h(void* dst, const void* src, size_t bytes) { if (bytes) cudaCheck(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost)); }
 static void d2d(void* dst, const void* src, size_t bytes) { if (bytes) cudaCheck(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToDevice)); }
 
-static void gpu_init(int tf32) {
+static void gpu_init(int prec) {
     int n = 0; cudaCheck(cudaGetDeviceCount(&n));
     if (n < 1) DIE("run train_miras (the CPU trainer) instead", "no CUDA device found");
+    if (prec < PREC_FP32 || prec > PREC_BF16) DIE("-f 0 (fp32), 1 (TF32) or 2 (bf16)", "unknown precision -f %d", prec);
+    g_prec = prec;
     cudaCheck(cudaSetDevice(0));
     cublasCheck(cublasCreate(&g_blas));
-    cublasCheck(cublasSetMathMode(g_blas, tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
+    // TF32 only for -f 1; with -f 2 the GEMMs are cublasGemmEx on bf16 operands, the rest (gemv) stays fp32
+    cublasCheck(cublasSetMathMode(g_blas, prec == PREC_TF32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
     g_partials = (double*)dmalloc(NORM_BLOCKS * sizeof(double));
     const char* s = getenv("MIRAS_SYNC"); g_sync = s && atoi(s) > 0;
 }
@@ -144,19 +172,20 @@ __global__ void encoder_backward_kernel(real* dwte, const real* dout, const int*
     }
 }
 
-// RMSNorm over groups of C channels; a warp per (row, group). rstd as the CPU computes it (in double, rounded)
-__global__ void rmsnorm_forward_kernel(real* out, real* rstd, const real* x, const real* w, int N, int G, int C) {
+// RMSNorm over groups of C channels; a warp per (row, group). rstd as the CPU computes it (in double, rounded).
+// outb (bf16 mode, NULL otherwise): a bf16 copy of out, the operand of the GEMMs that read out
+__global__ void rmsnorm_forward_kernel(real* out, bf16* outb, real* rstd, const real* x, const real* w, int N, int G, int C) {
     WARP_ROWS_FOR(r, (size_t)N * G) {
         int g = (int)(r % G); const real* xr = x + r * C; real* o = out + r * C; real ss = 0;
         for (int i = LANE; i < C; i += 32) ss += xr[i] * xr[i];
         ss = warp_sum(ss);
         real rs = (real)(1 / sqrt((double)(ss / C) + 1e-6));
-        for (int i = LANE; i < C; i += 32) o[i] = xr[i] * rs * w[g * C + i];
+        for (int i = LANE; i < C; i += 32) { real y = xr[i] * rs * w[g * C + i]; o[i] = y; if (outb) outb[r * C + i] = __float2bfloat16(y); }
         if (LANE == 0) rstd[r] = rs;
     }
 }
-static void rmsnorm_forward(real* out, real* rstd, const real* x, const real* w, int N, int G, int C) {
-    rmsnorm_forward_kernel<<<warp_blocks((size_t)N * G), NT>>>(out, rstd, x, w, N, G, C); KCHECK("rmsnorm_forward");
+static void rmsnorm_forward(real* out, real* rstd, const real* x, const real* w, int N, int G, int C, bf16* outb = NULL) {
+    rmsnorm_forward_kernel<<<warp_blocks((size_t)N * G), NT>>>(out, outb, rstd, x, w, N, G, C); KCHECK("rmsnorm_forward");
 }
 __global__ void rmsnorm_backward_kernel(real* dx, real* dwp, const real* dout, const real* x, const real* w, const real* rstd, int N, int G, int C) {
     WARP_ROWS_FOR(r, (size_t)N * G) {
@@ -183,33 +212,68 @@ static void rmsnorm_backward(real* dx, real* dw, const real* dout, const real* x
 __global__ void add_bias_kernel(real* out, const real* bias, int N, int OC) {
     GRID_FOR(e, (size_t)N * OC) out[e] += bias[e % OC];
 }
+// out = bf16(in), rounded to nearest even
+__global__ void to_bf16_kernel(bf16* out, const real* in, size_t n) { GRID_FOR(i, n) out[i] = __float2bfloat16(in[i]); }
+// x (n values) rounded to bf16 into the scratch *buf (grown on demand); returns *buf
+static const bf16* to_bf16(bf16** buf, size_t* cap, const real* x, size_t n) {
+    if (n > *cap) { dfree(*buf); *buf = (bf16*)dmalloc(n * sizeof(bf16)); *cap = n; }
+    to_bf16_kernel<<<nblocks(n), NT>>>(*buf, x, n); KCHECK("to_bf16");
+    return *buf;
+}
+// the bf16 copy of a weight: same offset in params_bf16 as W in params_memory
+static const bf16* weight_bf16(const real* W) {
+    if (!g_wbf16 || W < g_wbase || W >= g_wbase + g_wn) DIE(NULL, "internal: bf16 matmul on a weight outside the model's parameters");
+    return g_wbf16 + (W - g_wbase);
+}
+// C (m, n) = op(A) op(B) + beta C, column-major (cuBLAS's view of our row-major tensors). fp32 (and TF32 with
+// -f 1): cublasSgemm on A, B. bf16 (-f 2): cublasGemmEx on their bf16 copies Ab, Bb, fp32 accumulation and C.
+static void gemm(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const real* A, const bf16* Ab, int lda,
+                 const real* B, const bf16* Bb, int ldb, real beta, real* C, int ldc) {
+    const real one = 1;
+    if (g_prec == PREC_BF16)
+        cublasCheck(cublasGemmEx(g_blas, ta, tb, m, n, k, &one, Ab, CUDA_R_16BF, lda, Bb, CUDA_R_16BF, ldb, &beta, C, CUDA_R_32F, ldc,
+                                 CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    else cublasCheck(cublasSgemm(g_blas, ta, tb, m, n, k, &one, A, lda, B, ldb, &beta, C, ldc));
+}
 // out (N, OC) = x (N, C) W^T + bias, W (OC, C). Row-major x is column-major x^T (C, N), so cuBLAS computes
 // out^T (OC, N) = op(W) x^T with W read as the column-major (C, OC) matrix W^T, transposed.
-static void matmul_forward(real* out, const real* x, const real* W, const real* bias, int N, int C, int OC) {
-    const real one = 1, zero = 0;
-    cublasCheck(cublasSgemm(g_blas, CUBLAS_OP_T, CUBLAS_OP_N, OC, N, C, &one, W, C, x, C, &zero, out, OC));
+// xb: x's bf16 copy where its producer wrote one (bf16 mode); NULL: x is rounded here, into a scratch.
+static void matmul_forward(real* out, const real* x, const real* W, const real* bias, int N, int C, int OC, const bf16* xb = NULL) {
+    const bf16* Wb = NULL;
+    if (g_prec == PREC_BF16) { Wb = weight_bf16(W); if (!xb) xb = to_bf16(&g_xb, &g_xb_n, x, (size_t)N * C); }
+    gemm(CUBLAS_OP_T, CUBLAS_OP_N, OC, N, C, W, Wb, C, x, xb, C, 0, out, OC);
     if (bias) { add_bias_kernel<<<nblocks((size_t)N * OC), NT>>>(out, bias, N, OC); KCHECK("add_bias"); }
 }
-// dx += dout W ; dW += dout^T x ; dbias += sum dout
-static void matmul_backward(real* dx, real* dW, real* dbias, const real* dout, const real* x, const real* W, int N, int C, int OC) {
-    const real one = 1;
+// dx += dout W ; dW += dout^T x ; dbias += sum dout (fp32: the column sum reads the fp32 dout)
+// bf16 mode: xb as in matmul_forward; doutb: dout's bf16 copy if the caller has one (dlogits), else dout is
+// rounded here once for both GEMMs
+static void matmul_backward(real* dx, real* dW, real* dbias, const real* dout, const real* x, const real* W, int N, int C, int OC,
+                            const bf16* xb = NULL, const bf16* doutb = NULL) {
+    const bf16* Wb = NULL;
+    if (g_prec == PREC_BF16) {
+        Wb = weight_bf16(W);
+        if (!doutb) doutb = to_bf16(&g_db, &g_db_n, dout, (size_t)N * OC);
+        if (!xb) xb = to_bf16(&g_xb, &g_xb_n, x, (size_t)N * C);
+    }
     // dx^T (C, N) += W^T (C, OC) dout^T (OC, N)
-    cublasCheck(cublasSgemm(g_blas, CUBLAS_OP_N, CUBLAS_OP_N, C, N, OC, &one, W, C, dout, OC, &one, dx, C));
+    gemm(CUBLAS_OP_N, CUBLAS_OP_N, C, N, OC, W, Wb, C, dout, doutb, OC, 1, dx, C);
     // dW^T (C, OC) += x^T (C, N) dout (N, OC)
-    cublasCheck(cublasSgemm(g_blas, CUBLAS_OP_N, CUBLAS_OP_T, C, OC, N, &one, x, C, dout, OC, &one, dW, C));
+    gemm(CUBLAS_OP_N, CUBLAS_OP_T, C, OC, N, x, xb, C, dout, doutb, OC, 1, dW, C);
     if (dbias) colsum_add(dbias, dout, N, OC, 1);
 }
 
-// causal depthwise conv: c_t[i] = sum_j w[i][j] x_{t-K+1+j}[i], zero before t = 0
-__global__ void conv_forward_kernel(real* out, const real* x, const real* w, int B, int T, int C, int K) {
+// causal depthwise conv: c_t[i] = sum_j w[i][j] x_{t-K+1+j}[i], zero before t = 0; and, where act is given,
+// act = SiLU(c) in the same pass (the forward's q, k, v: one read of c less than a separate silu_forward)
+__global__ void conv_forward_kernel(real* out, real* act, const real* x, const real* w, int B, int T, int C, int K) {
     GRID_FOR(e, (size_t)B * T * C) {
         int i = (int)(e % C); size_t bt = e / C; int t = (int)(bt % T); size_t b = bt / T; real s = 0;
         for (int j = 0; j < K; j++) { int tt = t - K + 1 + j; if (tt >= 0) s += w[i * K + j] * x[(b * T + tt) * C + i]; }
         out[e] = s;
+        if (act) act[e] = silur(s);
     }
 }
-static void conv_forward(real* out, const real* x, const real* w, int B, int T, int C, int K) {
-    conv_forward_kernel<<<nblocks((size_t)B * T * C), NT>>>(out, x, w, B, T, C, K); KCHECK("conv_forward");
+static void conv_forward(real* out, const real* x, const real* w, int B, int T, int C, int K, real* act = NULL) {
+    conv_forward_kernel<<<nblocks((size_t)B * T * C), NT>>>(out, act, x, w, B, T, C, K); KCHECK("conv_forward");
 }
 // dx_tt[i] += sum_j w[i][j] dout_{tt+K-1-j}[i]  (a gather: each dx element owned by one thread)
 __global__ void conv_backward_dx_kernel(real* dx, const real* dout, const real* w, int B, int T, int C, int K) {
@@ -219,19 +283,46 @@ __global__ void conv_backward_dx_kernel(real* dx, const real* dout, const real* 
         dx[e] += s;
     }
 }
-// tap j's products dout_t[i] x_{t-K+1+j}[i], summed over (b, t) by colsum_add
-__global__ void conv_dw_prod_kernel(real* prod, const real* dout, const real* x, int B, int T, int C, int K, int j) {
-    GRID_FOR(e, (size_t)B * T * C) {
-        int i = (int)(e % C); size_t bt = e / C; int t = (int)(bt % T); size_t b = bt / T; int tt = t - K + 1 + j;
-        prod[e] = tt >= 0 ? dout[e] * x[(b * T + tt) * C + i] : 0;
+// dw[i][j] += sum over the N = B T rows n (position t) of dout_n[i] x_{n-K+1+j}[i] (t-K+1+j >= 0), all K taps
+// in one read of dout and x, deterministic in two passes (no atomics, fixed order):
+// pass 1, a block of CONV_DW_WARPS warps per (segment s of the rows, group of 32 channels): lane = channel
+// (coalesced rows), each warp sums a contiguous run of the segment's rows, the warps' sums are added in warp
+// order into part[s][i][j]; pass 2, a thread per (i, j) adds the S segments in order into dw.
+#define CONV_KMAX 8
+#define CONV_DW_WARPS 8
+__global__ void conv_dw_partial_kernel(real* part, const real* dout, const real* x, int N, int T, int C, int K, int S) {
+    __shared__ real sh[CONV_DW_WARPS][32][CONV_KMAX];
+    int ncg = (C + 31) / 32, s = blockIdx.x / ncg, i = (blockIdx.x % ncg) * 32 + LANE, w = threadIdx.x >> 5;
+    size_t r0 = (size_t)N * s / S, len = (size_t)N * (s + 1) / S - r0;
+    size_t a0 = r0 + len * w / CONV_DW_WARPS, a1 = r0 + len * (w + 1) / CONV_DW_WARPS;   // this warp's rows
+    real acc[CONV_KMAX];
+#pragma unroll
+    for (int j = 0; j < CONV_KMAX; j++) acc[j] = 0;
+    if (i < C) for (size_t n = a0; n < a1; n++) {
+        int t = (int)(n % T); real g = dout[n * C + i];
+#pragma unroll
+        for (int j = 0; j < CONV_KMAX; j++) if (j < K && t - K + 1 + j >= 0) acc[j] += g * x[(n - K + 1 + j) * C + i];
     }
+#pragma unroll
+    for (int j = 0; j < CONV_KMAX; j++) sh[w][LANE][j] = acc[j];
+    __syncthreads();
+    if (w == 0 && i < C) for (int j = 0; j < K; j++) {
+        real v = 0; for (int q = 0; q < CONV_DW_WARPS; q++) v += sh[q][LANE][j];
+        part[((size_t)s * C + i) * K + j] = v;
+    }
+}
+__global__ void conv_dw_sum_kernel(real* dw, const real* part, int S, int C, int K) {
+    GRID_FOR(e, (size_t)C * K) { real v = 0; for (int s = 0; s < S; s++) v += part[(size_t)s * C * K + e]; dw[e] += v; }
 }
 static void conv_backward(real* dx, real* dw, const real* dout, const real* x, const real* w, int B, int T, int C, int K) {
     conv_backward_dx_kernel<<<nblocks((size_t)B * T * C), NT>>>(dx, dout, w, B, T, C, K); KCHECK("conv_backward_dx");
-    for (int j = 0; j < K; j++) {
-        conv_dw_prod_kernel<<<nblocks((size_t)B * T * C), NT>>>(g_scratch, dout, x, B, T, C, K, j); KCHECK("conv_dw_prod");
-        colsum_add(dw + j, g_scratch, B * T, C, K);
-    }
+    if (K > CONV_KMAX) DIE("the GPU trainer's causal conv has at most 8 taps", "conv width %d", K);
+    // segments: ~1024 blocks in all, at least 64 rows each; S depends on the shapes only (deterministic)
+    int N = B * T, ncg = (C + 31) / 32, S = (1024 + ncg - 1) / ncg;
+    if (S > N / 64) S = N / 64 > 1 ? N / 64 : 1;
+    gpu_buffers(0, (size_t)S * C * K);   // part: S C K <= N C / 8 except for tiny N
+    conv_dw_partial_kernel<<<S * ncg, 32 * CONV_DW_WARPS>>>(g_scratch, dout, x, N, T, C, K, S); KCHECK("conv_dw_partial");
+    conv_dw_sum_kernel<<<nblocks((size_t)C * K), NT>>>(dw, g_scratch, S, C, K); KCHECK("conv_dw_sum");
 }
 
 __global__ void silu_forward_kernel(real* out, const real* x, size_t n) { GRID_FOR(i, n) out[i] = silur(x[i]); }
@@ -263,20 +354,30 @@ static void l2norm_backward(real* dx, const real* dout, const real* y, const rea
     l2norm_backward_kernel<<<warp_blocks((size_t)N * G), NT>>>(dx, dout, y, rn, N, G, C); KCHECK("l2norm_backward");
 }
 
-__global__ void swiglu_forward_kernel(real* out, const real* h1, const real* h3, size_t n) { GRID_FOR(i, n) out[i] = silur(h1[i]) * h3[i]; }
+// out = SiLU(h1) h3; outb (bf16 mode, else NULL): its bf16 copy for the W2 GEMMs
+__global__ void swiglu_forward_kernel(real* out, bf16* outb, const real* h1, const real* h3, size_t n) {
+    GRID_FOR(i, n) { real y = silur(h1[i]) * h3[i]; out[i] = y; if (outb) outb[i] = __float2bfloat16(y); }
+}
 __global__ void swiglu_backward_kernel(real* dh1, real* dh3, const real* dout, const real* h1, const real* h3, size_t n) {
     GRID_FOR(i, n) { dh1[i] += dout[i] * h3[i] * silu_grad(h1[i]); dh3[i] += dout[i] * silur(h1[i]); }
 }
-static void swiglu_forward(real* out, const real* h1, const real* h3, size_t n) { swiglu_forward_kernel<<<nblocks(n), NT>>>(out, h1, h3, n); KCHECK("swiglu_forward"); }
+static void swiglu_forward(real* out, const real* h1, const real* h3, size_t n, bf16* outb = NULL) {
+    swiglu_forward_kernel<<<nblocks(n), NT>>>(out, outb, h1, h3, n); KCHECK("swiglu_forward");
+}
 static void swiglu_backward(real* dh1, real* dh3, const real* dout, const real* h1, const real* h3, size_t n) {
     swiglu_backward_kernel<<<nblocks(n), NT>>>(dh1, dh3, dout, h1, h3, n); KCHECK("swiglu_backward");
 }
 
-__global__ void gate_mul_forward_kernel(real* out, const real* yn, const real* gp, size_t n) { GRID_FOR(i, n) out[i] = yn[i] * silur(gp[i]); }
+// out = yn SiLU(gp); outb (bf16 mode, else NULL): its bf16 copy for the Wo GEMMs
+__global__ void gate_mul_forward_kernel(real* out, bf16* outb, const real* yn, const real* gp, size_t n) {
+    GRID_FOR(i, n) { real y = yn[i] * silur(gp[i]); out[i] = y; if (outb) outb[i] = __float2bfloat16(y); }
+}
 __global__ void gate_mul_backward_kernel(real* dyn, real* dgp, const real* dout, const real* yn, const real* gp, size_t n) {
     GRID_FOR(i, n) { dyn[i] += dout[i] * silur(gp[i]); dgp[i] += dout[i] * yn[i] * silu_grad(gp[i]); }
 }
-static void gate_mul_forward(real* out, const real* yn, const real* gp, size_t n) { gate_mul_forward_kernel<<<nblocks(n), NT>>>(out, yn, gp, n); KCHECK("gate_mul_forward"); }
+static void gate_mul_forward(real* out, const real* yn, const real* gp, size_t n, bf16* outb = NULL) {
+    gate_mul_forward_kernel<<<nblocks(n), NT>>>(out, outb, yn, gp, n); KCHECK("gate_mul_forward");
+}
 static void gate_mul_backward(real* dyn, real* dgp, const real* dout, const real* yn, const real* gp, size_t n) {
     gate_mul_backward_kernel<<<nblocks(n), NT>>>(dyn, dgp, dout, yn, gp, n); KCHECK("gate_mul_backward");
 }
@@ -295,30 +396,39 @@ static void softplus_backward(real* dpre, const real* dg, const real* g, size_t 
 static void fill_const(real* p, size_t n, double v) { fill_const_kernel<<<nblocks(n), NT>>>(p, n, (real)v); KCHECK("fill_const"); }
 static void residual_forward(real* out, const real* a, const real* b, size_t n) { residual_forward_kernel<<<nblocks(n), NT>>>(out, a, b, n); KCHECK("residual_forward"); }
 
-// cross-entropy over the first V of Vp logits; a block per row. probs as the CPU keeps them.
-__global__ void crossentropy_forward_kernel(real* losses, real* probs, const real* logits, const int* targets, int N, int V, int Vp) {
+// cross-entropy over the first V of Vp logits; a block per row. Instead of the CPU's (N, Vp) probs, the row's
+// max and softmax denominator go to stats[2n], stats[2n + 1], and the backward recomputes each probability from
+// the logit, bit for bit the value probs would hold (expf(l - max) / sum): the (N, Vp) probs are neither written
+// here nor read there (at V = 50257 that is two of the head's five (N, Vp) passes).
+__global__ void crossentropy_forward_kernel(real* losses, real* stats, const real* logits, const int* targets, int N, int V, int Vp) {
     for (int n = blockIdx.x; n < N; n += gridDim.x) {
-        const real* l = logits + (size_t)n * Vp; real* p = probs + (size_t)n * Vp; real mx = -1e30f, s = 0;
+        const real* l = logits + (size_t)n * Vp; real mx = -1e30f, s = 0;
         for (int i = threadIdx.x; i < V; i += blockDim.x) mx = fmaxf(mx, l[i]);
         mx = block_max(mx);
-        for (int i = threadIdx.x; i < V; i += blockDim.x) { real e = expf(l[i] - mx); p[i] = e; s += e; }
+        for (int i = threadIdx.x; i < V; i += blockDim.x) s += expf(l[i] - mx);
         s = block_sum(s);
-        for (int i = threadIdx.x; i < Vp; i += blockDim.x) p[i] = i < V ? p[i] / s : 0;
-        if (threadIdx.x == 0) losses[n] = -logf(expf(l[targets[n]] - mx) / s);
+        if (threadIdx.x == 0) { losses[n] = -logf(expf(l[targets[n]] - mx) / s); stats[2 * n] = mx; stats[2 * n + 1] = s; }
     }
 }
-static void crossentropy_forward(real* losses, real* probs, const real* logits, const int* targets, int N, int V, int Vp) {
-    crossentropy_forward_kernel<<<N < 65536 ? N : 65536, 512>>>(losses, probs, logits, targets, N, V, Vp); KCHECK("crossentropy_forward");
+static void crossentropy_forward(real* losses, real* stats, const real* logits, const int* targets, int N, int V, int Vp) {
+    crossentropy_forward_kernel<<<N < 65536 ? N : 65536, 512>>>(losses, stats, logits, targets, N, V, Vp); KCHECK("crossentropy_forward");
 }
-// dlogits = (probs - onehot) * dloss, for the positions in mask (NULL: all); padded columns get no gradient
-__global__ void crossentropy_backward_kernel(real* dlogits, const real* probs, const int* targets, const uint8_t* mask, real dloss, int N, int V, int Vp) {
-    GRID_FOR(e, (size_t)N * V) {
-        size_t n = e / V; int i = (int)(e % V);
-        if (!mask || mask[n]) dlogits[n * Vp + i] += (probs[n * Vp + i] - (i == targets[n])) * dloss;
+// dlogits = (probs - onehot) * dloss for the positions in mask (NULL: all); 0 at the other positions and in the
+// padded columns; probs = expf(logit - max) / sum from the forward's stats. Every element is written (not
+// accumulated), so the backward need not zero dlogits first.
+// dlogitsb (bf16 mode, else NULL): dlogits is written in bf16 there instead, the operand of the LM head's GEMMs
+__global__ void crossentropy_backward_kernel(real* dlogits, bf16* dlogitsb, const real* logits, const real* stats, const int* targets,
+                                             const uint8_t* mask, real dloss, int N, int V, int Vp) {
+    GRID_FOR(e, (size_t)N * Vp) {
+        size_t n = e / Vp; int i = (int)(e % Vp);
+        real g = i < V && (!mask || mask[n]) ? (expf(logits[e] - stats[2 * n]) / stats[2 * n + 1] - (i == targets[n])) * dloss : 0;
+        if (dlogitsb) dlogitsb[e] = __float2bfloat16(g); else dlogits[e] = g;
     }
 }
-static void crossentropy_backward(real* dlogits, const real* probs, const int* targets, const uint8_t* mask, real dloss, int N, int V, int Vp) {
-    crossentropy_backward_kernel<<<nblocks((size_t)N * V), NT>>>(dlogits, probs, targets, mask, dloss, N, V, Vp); KCHECK("crossentropy_backward");
+static void crossentropy_backward(real* dlogits, bf16* dlogitsb, const real* logits, const real* stats, const int* targets, const uint8_t* mask,
+                                  real dloss, int N, int V, int Vp) {
+    crossentropy_backward_kernel<<<nblocks((size_t)N * Vp), NT>>>(dlogits, dlogitsb, logits, stats, targets, mask, dloss, N, V, Vp);
+    KCHECK("crossentropy_backward");
 }
 // argmax over the first V logits of each row (answer accuracy); ties go to the lowest index, as on the CPU
 __global__ void argmax_kernel(int* out, const real* logits, int N, int V, int Vp) {
@@ -333,15 +443,16 @@ __global__ void argmax_kernel(int* out, const real* logits, int N, int V, int Vp
     }
 }
 
-// AdamW (torch.optim.AdamW): decoupled decay, bias-corrected moments; bc1, bc2 computed on the host as the CPU does
-__global__ void adamw_kernel(real* w, const real* g, real* mm, real* vv, size_t n, real lr, real beta1, real beta2, real eps, real decay, real bc1, real bc2) {
+// AdamW (torch.optim.AdamW): decoupled decay, bias-corrected moments; bc1, bc2 computed on the host as the CPU does.
+// On the fp32 master weights w; wb (bf16 mode, else NULL): the bf16 copy the GEMMs read, refreshed here
+__global__ void adamw_kernel(real* w, bf16* wb, const real* g, real* mm, real* vv, size_t n, real lr, real beta1, real beta2, real eps, real decay, real bc1, real bc2) {
     GRID_FOR(i, n) {
         real gr = g[i], m = beta1 * mm[i] + (1 - beta1) * gr, v = beta2 * vv[i] + (1 - beta2) * gr * gr;
         mm[i] = m; vv[i] = v;
         real x = w[i];
         x -= lr * decay * x;
         x -= lr * (m / bc1) / (sqrtf(v / bc2) + eps);
-        w[i] = x;
+        w[i] = x; if (wb) wb[i] = __float2bfloat16(x);
     }
 }
 // sum of squares in double, one partial per block (summed on the host in block order: deterministic)
@@ -1072,6 +1183,9 @@ typedef struct {
     size_t act_sizes[NUM_ACT_TENSORS], num_acts;
     ActivationTensors acts, grads_acts;
     real *acts_memory, *grads_acts_memory;
+    bf16* params_bf16;          // bf16 mode (-f 2): the parameters in bf16, params_memory's layout (see g_prec); else NULL
+    bf16 *acts_bf16;            // bf16 mode: one buffer for the bf16 copies of the GEMMs' activation inputs, else NULL:
+    bf16 *ln1b, *zb, *ln2b, *hgb, *lnfb;  // (L, N, D) u, z, ln2; (L, N, F) hg; (N, D) lnf
     real *mem_P, *mem_S;        // (L, B, H, nchunks, nP) memory state at every chunk start (S: momentum only)
     real *mem_dbh;              // (B, H, nP + 2d) per-sequence gradients of P_0 and the memory LN, summed over B after
     MemChunk* chunks; real* chunk_memory;  // one chunk scratch per (sequence, head), device
@@ -1080,6 +1194,7 @@ typedef struct {
     int *enc_uniq, *enc_off, *enc_pos, *h_cnt, *h_cur, *h_uniq, *h_off, *h_pos;  // encoder_backward's buckets
     int *argmax, *h_argmax;     // (B, T) argmax predictions (answer accuracy)
     real* h_losses;             // (B, T) host copy of the losses
+    real* ce_stats;             // (B, T, 2) the softmax's max and denominator per position (the GPU keeps no probs)
     real mean_loss;             // -1 when the last forward had no targets
     const uint8_t* loss_mask;   // (B, T) host: 1 where a position's loss counts (answers of a synthetic task); NULL: all
     uint8_t *mask, *h_mask;     // the forward's copy of it, device and host (used by the backward); has_mask: whether one was given
@@ -1103,6 +1218,11 @@ static void model_build(Model* M, ::Model* host) {
     }
     M->adam_t = host->adam_t;
     M->mean_loss = -1;
+    if (g_prec == PREC_BF16) {   // the weights' bf16 copy; AdamW keeps it current from here on
+        M->params_bf16 = (bf16*)dmalloc(M->num_params * sizeof(bf16));
+        to_bf16_kernel<<<nblocks(M->num_params), NT>>>(M->params_bf16, M->params_memory, M->num_params); KCHECK("to_bf16");
+        g_wbase = M->params_memory; g_wbf16 = M->params_bf16; g_wn = M->num_params;
+    }
 }
 // parameters, AdamW moments and step count back into the host model (for save_checkpoint and the dumps)
 static void model_to_host(Model* M) {
@@ -1116,11 +1236,11 @@ static void model_to_host(Model* M) {
 }
 
 static void model_free_acts(Model* M) {
-    dfree(M->acts_memory); dfree(M->grads_acts_memory); dfree(M->mem_P); dfree(M->mem_S); dfree(M->mem_dbh);
+    dfree(M->acts_memory); dfree(M->grads_acts_memory); dfree(M->acts_bf16); dfree(M->mem_P); dfree(M->mem_S); dfree(M->mem_dbh);
     dfree(M->chunk_memory); dfree(M->chunks); dfree(M->inputs); dfree(M->targets);
     dfree(M->enc_uniq); dfree(M->enc_off); dfree(M->enc_pos); dfree(M->argmax);
     free(M->h_inputs); free(M->h_targets); free(M->h_cnt); free(M->h_cur); free(M->h_uniq); free(M->h_off); free(M->h_pos);
-    free(M->h_argmax); free(M->h_losses); dfree(M->mask); free(M->h_mask);
+    free(M->h_argmax); free(M->h_losses); dfree(M->ce_stats); dfree(M->mask); free(M->h_mask);
 }
 // (Re)allocate activations for batch B, length T (lazily, like llm.c; a new shape reallocates).
 static void model_alloc_acts(Model* M, int B, int T) {
@@ -1129,12 +1249,21 @@ static void model_alloc_acts(Model* M, int B, int T) {
     M->B = B; M->T = T;
     const Config* c = &M->cfg; size_t N = (size_t)B * T;
     fill_in_activation_sizes(M->act_sizes, c, B, T);
-    M->num_acts = head_act_size(c, B, T);
+    // the CPU's layout less the head's (N, Vp) probs, which the GPU does not keep (see crossentropy_forward):
+    // the (N) losses take their place, and probs is NULL (N Vp floats less in each: 6.6 GB in all at B=4, T=4096)
+    M->num_acts = head_act_size(c, B, T) - N * c->Vp;
     for (int i = 0; i < NUM_ACT_TENSORS; i++) M->num_acts += M->act_sizes[i];
     M->acts_memory = (real*)dmalloc(M->num_acts * sizeof(real));
     M->grads_acts_memory = (real*)dmalloc(M->num_acts * sizeof(real));
     point_activations(&M->acts, M->acts_memory, M->act_sizes, c, B, T);
     point_activations(&M->grads_acts, M->grads_acts_memory, M->act_sizes, c, B, T);
+    M->acts.losses = M->acts.probs; M->grads_acts.losses = M->grads_acts.probs; M->acts.probs = M->grads_acts.probs = NULL;
+    M->acts_bf16 = M->ln1b = M->zb = M->ln2b = M->hgb = M->lnfb = NULL;
+    if (g_prec == PREC_BF16) {
+        size_t nD = (size_t)c->L * N * c->D, nF = (size_t)c->L * N * c->F;
+        M->acts_bf16 = (bf16*)dmalloc((3 * nD + nF + N * c->D) * sizeof(bf16));
+        M->ln1b = M->acts_bf16; M->zb = M->ln1b + nD; M->ln2b = M->zb + nD; M->hgb = M->ln2b + nD; M->lnfb = M->hgb + nF;
+    }
     size_t nstate = (size_t)c->L * B * c->H * nchunks(M, T) * M->mem.nP;
     M->mem_P = (real*)dmalloc(nstate * sizeof(real));
     M->mem_S = NULL; if (M->mem.momentum) M->mem_S = (real*)dmalloc(nstate * sizeof(real));
@@ -1151,9 +1280,14 @@ static void model_alloc_acts(Model* M, int B, int T) {
     M->h_cnt = xmalloc((c->V + 1) * sizeof(int)); M->h_cur = xmalloc((c->V + 1) * sizeof(int));
     M->h_uniq = xmalloc(N * sizeof(int)); M->h_off = xmalloc((N + 1) * sizeof(int)); M->h_pos = xmalloc(N * sizeof(int));
     M->argmax = (int*)dmalloc(N * sizeof(int)); M->h_argmax = xmalloc(N * sizeof(int));
-    M->h_losses = xmalloc(N * sizeof(real));
+    M->h_losses = xmalloc(N * sizeof(real)); M->ce_stats = (real*)dmalloc(2 * N * sizeof(real));
     M->mask = (uint8_t*)dmalloc(N); M->h_mask = xmalloc(N);
     gpu_buffers(N, N * c->D);   // ones for column sums; scratch for the (N, D) gradient products
+    if (g_prec == PREC_BF16) {  // the rounding scratches at their largest (x, dout of at most (N, max(D, F)); dlogits has its own)
+        size_t n = N * (size_t)(c->F > c->D ? c->F : c->D);
+        if (n > g_xb_n) { dfree(g_xb); g_xb = (bf16*)dmalloc(n * sizeof(bf16)); g_xb_n = n; }
+        if (n > g_db_n) { dfree(g_db); g_db = (bf16*)dmalloc(n * sizeof(bf16)); g_db_n = n; }
+    }
 }
 
 // embedding backward: the positions of each distinct token, in order (host-built buckets), then one thread per (token, channel)
@@ -1205,42 +1339,43 @@ static void memory_backward(Model* M, int l) {
 // The gates of layer l for N rows of u (SPEC §3): a, theta per head (sigmoid); eta = eta_max sigmoid and
 // Yaad's delta = softplus, per head, or per channel through a rank-R projection u -> R^R -> R^D.
 // Gates a preset does not learn are constants: a = 1, eta = 1, theta = 0 (gd).
-static void gate_forward(real* out, real* lr, const real* u, const real* w, const real* bias, const real* up, int N, int D, int G, int R) {
-    if (R) { matmul_forward(lr, u, w, NULL, N, D, R); matmul_forward(out, lr, up, bias, N, R, G); }
-    else matmul_forward(out, u, w, bias, N, D, G);
+// (ub: u's bf16 copy in bf16 mode, or NULL)
+static void gate_forward(real* out, real* lr, const real* u, const bf16* ub, const real* w, const real* bias, const real* up, int N, int D, int G, int R) {
+    if (R) { matmul_forward(lr, u, w, NULL, N, D, R, ub); matmul_forward(out, lr, up, bias, N, R, G); }
+    else matmul_forward(out, u, w, bias, N, D, G, ub);
 }
-static void gate_backward(real* du, real* dw, real* dbias, real* dup, real* dlr, const real* dout, const real* u,
+static void gate_backward(real* du, real* dw, real* dbias, real* dup, real* dlr, const real* dout, const real* u, const bf16* ub,
                           const real* w, const real* up, const real* lr, int N, int D, int G, int R) {
-    if (R) { matmul_backward(dlr, dup, dbias, dout, lr, up, N, R, G); matmul_backward(du, dw, NULL, dlr, u, w, N, D, R); }
-    else matmul_backward(du, dw, dbias, dout, u, w, N, D, G);
+    if (R) { matmul_backward(dlr, dup, dbias, dout, lr, up, N, R, G); matmul_backward(du, dw, NULL, dlr, u, w, N, D, R, ub); }
+    else matmul_backward(du, dw, dbias, dout, u, w, N, D, G, ub);
 }
-static void gates_forward(const Model* M, int l, const real* u, int N, real* ga, real* geta, real* gth, real* gdel, real* eta_lr, real* del_lr) {
+static void gates_forward(const Model* M, int l, const real* u, const bf16* ub, int N, real* ga, real* geta, real* gth, real* gdel, real* eta_lr, real* del_lr) {
     const Config* c = &M->cfg; const ParameterTensors* p = &M->params; int D = c->D, H = c->H, R = c->gate_rank, Ge = R ? D : H;
     size_t gw = R ? (size_t)R * D : (size_t)H * D;
-    if (c->gate_a) { matmul_forward(ga, u, p->gate_a_w + (size_t)l * H * D, p->gate_a_b + (size_t)l * H, N, D, H); gate_act_forward(ga, (size_t)N * H, 1); }
+    if (c->gate_a) { matmul_forward(ga, u, p->gate_a_w + (size_t)l * H * D, p->gate_a_b + (size_t)l * H, N, D, H, ub); gate_act_forward(ga, (size_t)N * H, 1); }
     else fill_const(ga, (size_t)N * H, 1);
-    if (c->gate_eta) { gate_forward(geta, eta_lr, u, p->gate_eta_w + l * gw, p->gate_eta_b + (size_t)l * Ge, R ? p->gate_eta_up + (size_t)l * D * R : NULL, N, D, Ge, R);
+    if (c->gate_eta) { gate_forward(geta, eta_lr, u, ub, p->gate_eta_w + l * gw, p->gate_eta_b + (size_t)l * Ge, R ? p->gate_eta_up + (size_t)l * D * R : NULL, N, D, Ge, R);
                        gate_act_forward(geta, (size_t)N * Ge, c->eta_max); }
     else fill_const(geta, (size_t)N * Ge, 1);
-    if (c->algo == 1) { matmul_forward(gth, u, p->gate_theta_w + (size_t)l * H * D, p->gate_theta_b + (size_t)l * H, N, D, H); gate_act_forward(gth, (size_t)N * H, 1); }
+    if (c->algo == 1) { matmul_forward(gth, u, p->gate_theta_w + (size_t)l * H * D, p->gate_theta_b + (size_t)l * H, N, D, H, ub); gate_act_forward(gth, (size_t)N * H, 1); }
     else fill_const(gth, (size_t)N * H, 0);
-    if (c->bias == 3) { gate_forward(gdel, del_lr, u, p->gate_delta_w + l * gw, p->gate_delta_b + (size_t)l * Ge, R ? p->gate_delta_up + (size_t)l * D * R : NULL, N, D, Ge, R);
+    if (c->bias == 3) { gate_forward(gdel, del_lr, u, ub, p->gate_delta_w + l * gw, p->gate_delta_b + (size_t)l * Ge, R ? p->gate_delta_up + (size_t)l * D * R : NULL, N, D, Ge, R);
                         softplus_forward(gdel, (size_t)N * Ge); }
 }
 // from the gates' gradients (turned into pre-activation gradients in place) to du and the gate parameters
-static void gates_backward(Model* M, int l, real* du, const real* u, int N, const ActivationTensors* a, ActivationTensors* g, size_t oH, size_t oG, size_t oR) {
+static void gates_backward(Model* M, int l, real* du, const real* u, const bf16* ub, int N, const ActivationTensors* a, ActivationTensors* g, size_t oH, size_t oG, size_t oR) {
     const Config* c = &M->cfg; const ParameterTensors* p = &M->params; ParameterTensors* dp = &M->grads;
     int D = c->D, H = c->H, R = c->gate_rank, Ge = R ? D : H; size_t gw = R ? (size_t)R * D : (size_t)H * D, nH = (size_t)N * H, nG = (size_t)N * Ge;
     if (c->gate_a) { gate_act_backward(g->ga + oH, g->ga + oH, a->ga + oH, nH, 1);
-        matmul_backward(du, dp->gate_a_w + (size_t)l * H * D, dp->gate_a_b + (size_t)l * H, g->ga + oH, u, p->gate_a_w + (size_t)l * H * D, N, D, H); }
+        matmul_backward(du, dp->gate_a_w + (size_t)l * H * D, dp->gate_a_b + (size_t)l * H, g->ga + oH, u, p->gate_a_w + (size_t)l * H * D, N, D, H, ub); }
     if (c->gate_eta) { gate_act_backward(g->geta + oG, g->geta + oG, a->geta + oG, nG, c->eta_max);
         gate_backward(du, dp->gate_eta_w + l * gw, dp->gate_eta_b + (size_t)l * Ge, R ? dp->gate_eta_up + (size_t)l * D * R : NULL, g->geta_lr + oR,
-                      g->geta + oG, u, p->gate_eta_w + l * gw, R ? p->gate_eta_up + (size_t)l * D * R : NULL, a->geta_lr + oR, N, D, Ge, R); }
+                      g->geta + oG, u, ub, p->gate_eta_w + l * gw, R ? p->gate_eta_up + (size_t)l * D * R : NULL, a->geta_lr + oR, N, D, Ge, R); }
     if (c->algo == 1) { gate_act_backward(g->gth + oH, g->gth + oH, a->gth + oH, nH, 1);
-        matmul_backward(du, dp->gate_theta_w + (size_t)l * H * D, dp->gate_theta_b + (size_t)l * H, g->gth + oH, u, p->gate_theta_w + (size_t)l * H * D, N, D, H); }
+        matmul_backward(du, dp->gate_theta_w + (size_t)l * H * D, dp->gate_theta_b + (size_t)l * H, g->gth + oH, u, p->gate_theta_w + (size_t)l * H * D, N, D, H, ub); }
     if (c->bias == 3) { softplus_backward(g->gdel + oG, g->gdel + oG, a->gdel + oG, nG);
         gate_backward(du, dp->gate_delta_w + l * gw, dp->gate_delta_b + (size_t)l * Ge, R ? dp->gate_delta_up + (size_t)l * D * R : NULL, g->gdel_lr + oR,
-                      g->gdel + oG, u, p->gate_delta_w + l * gw, R ? p->gate_delta_up + (size_t)l * D * R : NULL, a->gdel_lr + oR, N, D, Ge, R); }
+                      g->gdel + oG, u, ub, p->gate_delta_w + l * gw, R ? p->gate_delta_up + (size_t)l * D * R : NULL, a->gdel_lr + oR, N, D, Ge, R); }
 }
 
 // The forward pass (SPEC §2, §3). targets may be NULL (no loss). inputs, targets: host arrays.
@@ -1257,38 +1392,39 @@ static void model_forward(Model* M, const int* inputs, const int* targets, int B
         size_t oD = (size_t)l * N * D, oH = (size_t)l * N * H, oF = (size_t)l * N * F;
         real* x = l == 0 ? a->encoded : a->res3 + oD - N * D;
         real* u = a->ln1 + oD;
+        // the bf16 copies of this layer's GEMM inputs (bf16 mode; all NULL otherwise)
+        bf16 *ub = M->ln1b ? M->ln1b + oD : NULL, *zb = M->zb ? M->zb + oD : NULL, *ln2b = M->ln2b ? M->ln2b + oD : NULL, *hgb = M->hgb ? M->hgb + oF : NULL;
         // mixer (SPEC §3): u = RMSNorm(x); q, k, v = SiLU(conv(u W^T)); q, k l2-normed per head
-        rmsnorm_forward(u, a->ln1_rstd + (size_t)l * N, x, p->rms1_w + (size_t)l * D, N, 1, D);
-        matmul_forward(a->qp + oD, u, p->wq + (size_t)l * D * D, NULL, N, D, D);
-        matmul_forward(a->kp + oD, u, p->wk + (size_t)l * D * D, NULL, N, D, D);
-        matmul_forward(a->vp + oD, u, p->wv + (size_t)l * D * D, NULL, N, D, D);
-        conv_forward(a->qc + oD, a->qp + oD, p->conv_q + (size_t)l * D * c->K, B, T, D, c->K);
-        conv_forward(a->kc + oD, a->kp + oD, p->conv_k + (size_t)l * D * c->K, B, T, D, c->K);
-        conv_forward(a->vc + oD, a->vp + oD, p->conv_v + (size_t)l * D * c->K, B, T, D, c->K);
-        silu_forward(a->qs + oD, a->qc + oD, N * D); silu_forward(a->ks + oD, a->kc + oD, N * D); silu_forward(a->v + oD, a->vc + oD, N * D);
+        rmsnorm_forward(u, a->ln1_rstd + (size_t)l * N, x, p->rms1_w + (size_t)l * D, N, 1, D, ub);
+        matmul_forward(a->qp + oD, u, p->wq + (size_t)l * D * D, NULL, N, D, D, ub);
+        matmul_forward(a->kp + oD, u, p->wk + (size_t)l * D * D, NULL, N, D, D, ub);
+        matmul_forward(a->vp + oD, u, p->wv + (size_t)l * D * D, NULL, N, D, D, ub);
+        conv_forward(a->qc + oD, a->qp + oD, p->conv_q + (size_t)l * D * c->K, B, T, D, c->K, a->qs + oD);   // qs = SiLU(qc)
+        conv_forward(a->kc + oD, a->kp + oD, p->conv_k + (size_t)l * D * c->K, B, T, D, c->K, a->ks + oD);
+        conv_forward(a->vc + oD, a->vp + oD, p->conv_v + (size_t)l * D * c->K, B, T, D, c->K, a->v + oD);
         l2norm_forward(a->q + oD, a->qrn + oH, a->qs + oD, N, H, d);
         l2norm_forward(a->k + oD, a->krn + oH, a->ks + oD, N, H, d);
         size_t oG = (size_t)l * N * (c->gate_rank ? D : H), oR = (size_t)l * N * c->gate_rank;
-        gates_forward(M, l, u, N, a->ga + oH, a->geta + oG, a->gth + oH, a->gdel + oG, a->geta_lr + oR, a->gdel_lr + oR);
+        gates_forward(M, l, u, ub, N, a->ga + oH, a->geta + oG, a->gth + oH, a->gdel + oG, a->geta_lr + oR, a->gdel_lr + oR);
         memory_forward(M, l);
         // out = (RMSNorm_head(y) * SiLU(u Wg^T)) Wo^T ; x = x + out
         rmsnorm_forward(a->yn + oD, a->yrstd + oH, a->y + oD, p->rmsh_w + (size_t)l * D, N, H, d);
-        matmul_forward(a->gp + oD, u, p->wg + (size_t)l * D * D, NULL, N, D, D);
-        gate_mul_forward(a->z + oD, a->yn + oD, a->gp + oD, N * D);
-        matmul_forward(a->mo + oD, a->z + oD, p->wo + (size_t)l * D * D, NULL, N, D, D);
+        matmul_forward(a->gp + oD, u, p->wg + (size_t)l * D * D, NULL, N, D, D, ub);
+        gate_mul_forward(a->z + oD, a->yn + oD, a->gp + oD, N * D, zb);
+        matmul_forward(a->mo + oD, a->z + oD, p->wo + (size_t)l * D * D, NULL, N, D, D, zb);
         residual_forward(a->res2 + oD, x, a->mo + oD, N * D);
         // x = x + SwiGLU(RMSNorm(x))
-        rmsnorm_forward(a->ln2 + oD, a->ln2_rstd + (size_t)l * N, a->res2 + oD, p->rms2_w + (size_t)l * D, N, 1, D);
-        matmul_forward(a->h1 + oF, a->ln2 + oD, p->mlp_w1 + (size_t)l * F * D, NULL, N, D, F);
-        matmul_forward(a->h3 + oF, a->ln2 + oD, p->mlp_w3 + (size_t)l * F * D, NULL, N, D, F);
-        swiglu_forward(a->hg + oF, a->h1 + oF, a->h3 + oF, N * F);
-        matmul_forward(a->mlpo + oD, a->hg + oF, p->mlp_w2 + (size_t)l * D * F, NULL, N, F, D);
+        rmsnorm_forward(a->ln2 + oD, a->ln2_rstd + (size_t)l * N, a->res2 + oD, p->rms2_w + (size_t)l * D, N, 1, D, ln2b);
+        matmul_forward(a->h1 + oF, a->ln2 + oD, p->mlp_w1 + (size_t)l * F * D, NULL, N, D, F, ln2b);
+        matmul_forward(a->h3 + oF, a->ln2 + oD, p->mlp_w3 + (size_t)l * F * D, NULL, N, D, F, ln2b);
+        swiglu_forward(a->hg + oF, a->h1 + oF, a->h3 + oF, N * F, hgb);
+        matmul_forward(a->mlpo + oD, a->hg + oF, p->mlp_w2 + (size_t)l * D * F, NULL, N, F, D, hgb);
         residual_forward(a->res3 + oD, a->res2 + oD, a->mlpo + oD, N * D);
     }
-    rmsnorm_forward(a->lnf, a->lnf_rstd, a->res3 + (size_t)(L - 1) * N * D, p->rmsf_w, N, 1, D);
-    matmul_forward(a->logits, a->lnf, p->wte, NULL, N, D, Vp);
+    rmsnorm_forward(a->lnf, a->lnf_rstd, a->res3 + (size_t)(L - 1) * N * D, p->rmsf_w, N, 1, D, M->lnfb);
+    matmul_forward(a->logits, a->lnf, p->wte, NULL, N, D, Vp, M->lnfb);
     if (!targets) { M->mean_loss = -1; return; }
-    crossentropy_forward(a->losses, a->probs, a->logits, M->targets, N, c->V, Vp);
+    crossentropy_forward(a->losses, M->ce_stats, a->logits, M->targets, N, c->V, Vp);
     M->has_mask = M->loss_mask != NULL;   // the backward uses this forward's mask
     if (M->has_mask) { memcpy(M->h_mask, M->loss_mask, N); h2d(M->mask, M->h_mask, N); }
     d2h(M->h_losses, a->losses, N * sizeof(real));
@@ -1311,31 +1447,36 @@ static void model_backward(Model* M, real loss_scale) {
     if (!M->grads_memory) model_zero_grad(M);
     const Config* c = &M->cfg; int B = M->B, T = M->T, L = c->L, D = c->D, H = c->H, F = c->F, Vp = c->Vp, d = M->mem.d; size_t N = (size_t)B * T;
     ParameterTensors *p = &M->params, *dp = &M->grads; ActivationTensors *a = &M->acts, *g = &M->grads_acts;
-    cudaCheck(cudaMemset(M->grads_acts_memory, 0, M->num_acts * sizeof(real)));
+    // zero the activation gradients that are accumulated (+=), i.e. all but the head's (N, Vp) dlogits (and the
+    // unused dlosses): crossentropy_backward writes every dlogit
+    cudaCheck(cudaMemset(M->grads_acts_memory, 0, (size_t)(g->logits - M->grads_acts_memory) * sizeof(real)));
     size_t cnt = N; if (M->has_mask) { cnt = 0; for (size_t i = 0; i < N; i++) cnt += M->h_mask[i] != 0; }
-    crossentropy_backward(g->logits, a->probs, M->targets, M->has_mask ? M->mask : NULL, cnt ? loss_scale / cnt : 0, N, c->V, Vp);
-    matmul_backward(g->lnf, dp->wte, NULL, g->logits, a->lnf, p->wte, N, D, Vp);
+    // bf16 mode: dlogits in bf16, in the first half of g->logits's (otherwise unused) fp32 storage
+    bf16* dlogitsb = g_prec == PREC_BF16 ? (bf16*)g->logits : NULL;
+    crossentropy_backward(g->logits, dlogitsb, a->logits, M->ce_stats, M->targets, M->has_mask ? M->mask : NULL, cnt ? loss_scale / cnt : 0, N, c->V, Vp);
+    matmul_backward(g->lnf, dp->wte, NULL, g->logits, a->lnf, p->wte, N, D, Vp, M->lnfb, dlogitsb);
     rmsnorm_backward(g->res3 + (size_t)(L - 1) * N * D, dp->rmsf_w, g->lnf, a->res3 + (size_t)(L - 1) * N * D, p->rmsf_w, a->lnf_rstd, N, 1, D);
     for (int l = L - 1; l >= 0; l--) {
         size_t oD = (size_t)l * N * D, oH = (size_t)l * N * H, oF = (size_t)l * N * F;
         real* x = l == 0 ? a->encoded : a->res3 + oD - N * D;
         real* dx = l == 0 ? g->encoded : g->res3 + oD - N * D;
         real *u = a->ln1 + oD, *du = g->ln1 + oD;
+        bf16 *ub = M->ln1b ? M->ln1b + oD : NULL, *zb = M->zb ? M->zb + oD : NULL, *ln2b = M->ln2b ? M->ln2b + oD : NULL, *hgb = M->hgb ? M->hgb + oF : NULL;
         // x = res2 + SwiGLU(RMSNorm(res2))
         residual_forward(g->res2 + oD, g->res2 + oD, g->res3 + oD, N * D);
-        matmul_backward(g->hg + oF, dp->mlp_w2 + (size_t)l * D * F, NULL, g->res3 + oD, a->hg + oF, p->mlp_w2 + (size_t)l * D * F, N, F, D);
+        matmul_backward(g->hg + oF, dp->mlp_w2 + (size_t)l * D * F, NULL, g->res3 + oD, a->hg + oF, p->mlp_w2 + (size_t)l * D * F, N, F, D, hgb);
         swiglu_backward(g->h1 + oF, g->h3 + oF, g->hg + oF, a->h1 + oF, a->h3 + oF, N * F);
-        matmul_backward(g->ln2 + oD, dp->mlp_w1 + (size_t)l * F * D, NULL, g->h1 + oF, a->ln2 + oD, p->mlp_w1 + (size_t)l * F * D, N, D, F);
-        matmul_backward(g->ln2 + oD, dp->mlp_w3 + (size_t)l * F * D, NULL, g->h3 + oF, a->ln2 + oD, p->mlp_w3 + (size_t)l * F * D, N, D, F);
+        matmul_backward(g->ln2 + oD, dp->mlp_w1 + (size_t)l * F * D, NULL, g->h1 + oF, a->ln2 + oD, p->mlp_w1 + (size_t)l * F * D, N, D, F, ln2b);
+        matmul_backward(g->ln2 + oD, dp->mlp_w3 + (size_t)l * F * D, NULL, g->h3 + oF, a->ln2 + oD, p->mlp_w3 + (size_t)l * F * D, N, D, F, ln2b);
         rmsnorm_backward(g->res2 + oD, dp->rms2_w + (size_t)l * D, g->ln2 + oD, a->res2 + oD, p->rms2_w + (size_t)l * D, a->ln2_rstd + (size_t)l * N, N, 1, D);
         // res2 = x + (RMSNorm_head(y) * SiLU(u Wg^T)) Wo^T
         residual_forward(dx, dx, g->res2 + oD, N * D);
-        matmul_backward(g->z + oD, dp->wo + (size_t)l * D * D, NULL, g->res2 + oD, a->z + oD, p->wo + (size_t)l * D * D, N, D, D);
+        matmul_backward(g->z + oD, dp->wo + (size_t)l * D * D, NULL, g->res2 + oD, a->z + oD, p->wo + (size_t)l * D * D, N, D, D, zb);
         gate_mul_backward(g->yn + oD, g->gp + oD, g->z + oD, a->yn + oD, a->gp + oD, N * D);
-        matmul_backward(du, dp->wg + (size_t)l * D * D, NULL, g->gp + oD, u, p->wg + (size_t)l * D * D, N, D, D);
+        matmul_backward(du, dp->wg + (size_t)l * D * D, NULL, g->gp + oD, u, p->wg + (size_t)l * D * D, N, D, D, ub);
         rmsnorm_backward(g->y + oD, dp->rmsh_w + (size_t)l * D, g->yn + oD, a->y + oD, p->rmsh_w + (size_t)l * D, a->yrstd + oH, N, H, d);
         memory_backward(M, l);
-        gates_backward(M, l, du, u, N, a, g, oH, (size_t)l * N * (c->gate_rank ? D : H), (size_t)l * N * c->gate_rank);
+        gates_backward(M, l, du, u, ub, N, a, g, oH, (size_t)l * N * (c->gate_rank ? D : H), (size_t)l * N * c->gate_rank);
         // q, k, v
         l2norm_backward(g->qs + oD, g->q + oD, a->q + oD, a->qrn + oH, N, H, d);
         l2norm_backward(g->ks + oD, g->k + oD, a->k + oD, a->krn + oH, N, H, d);
@@ -1344,9 +1485,9 @@ static void model_backward(Model* M, real loss_scale) {
         conv_backward(g->qp + oD, dp->conv_q + (size_t)l * D * c->K, g->qc + oD, a->qp + oD, p->conv_q + (size_t)l * D * c->K, B, T, D, c->K);
         conv_backward(g->kp + oD, dp->conv_k + (size_t)l * D * c->K, g->kc + oD, a->kp + oD, p->conv_k + (size_t)l * D * c->K, B, T, D, c->K);
         conv_backward(g->vp + oD, dp->conv_v + (size_t)l * D * c->K, g->vc + oD, a->vp + oD, p->conv_v + (size_t)l * D * c->K, B, T, D, c->K);
-        matmul_backward(du, dp->wq + (size_t)l * D * D, NULL, g->qp + oD, u, p->wq + (size_t)l * D * D, N, D, D);
-        matmul_backward(du, dp->wk + (size_t)l * D * D, NULL, g->kp + oD, u, p->wk + (size_t)l * D * D, N, D, D);
-        matmul_backward(du, dp->wv + (size_t)l * D * D, NULL, g->vp + oD, u, p->wv + (size_t)l * D * D, N, D, D);
+        matmul_backward(du, dp->wq + (size_t)l * D * D, NULL, g->qp + oD, u, p->wq + (size_t)l * D * D, N, D, D, ub);
+        matmul_backward(du, dp->wk + (size_t)l * D * D, NULL, g->kp + oD, u, p->wk + (size_t)l * D * D, N, D, D, ub);
+        matmul_backward(du, dp->wv + (size_t)l * D * D, NULL, g->vp + oD, u, p->wv + (size_t)l * D * D, N, D, D, ub);
         rmsnorm_backward(dx, dp->rms1_w + (size_t)l * D, du, x, p->rms1_w + (size_t)l * D, a->ln1_rstd + (size_t)l * N, N, 1, D);
     }
     encoder_backward(M, dp->wte, g->encoded, N, D);
@@ -1381,14 +1522,15 @@ static void model_update(Model* M, real lr, real beta1, real beta2, real eps, re
     size_t off = 0;
     for (int t = 0; t < NUM_PARAM_TENSORS; t++) {
         real decay = PARAM_DECAY[t] ? wd : 0; size_t n = M->param_sizes[t];
-        if (n) { adamw_kernel<<<nblocks(n), NT>>>(M->params_memory + off, M->grads_memory + off, M->m_memory + off, M->v_memory + off, n,
+        if (n) { adamw_kernel<<<nblocks(n), NT>>>(M->params_memory + off, M->params_bf16 ? M->params_bf16 + off : NULL, M->grads_memory + off, M->m_memory + off, M->v_memory + off, n,
                                                  lr, beta1, beta2, eps, decay, bc1, bc2); KCHECK("adamw"); }
         off += n;
     }
 }
 
 static void model_free(Model* M) {
-    dfree(M->params_memory); dfree(M->grads_memory); dfree(M->m_memory); dfree(M->v_memory);
+    if (g_wbase == M->params_memory) { g_wbase = NULL; g_wbf16 = NULL; g_wn = 0; }
+    dfree(M->params_memory); dfree(M->grads_memory); dfree(M->m_memory); dfree(M->v_memory); dfree(M->params_bf16);
     model_free_acts(M);
 }
 
@@ -1502,7 +1644,7 @@ static const real* decoder_step(Decoder* dec, int token) {
         conv_step(a->vc, hist + (size_t)2 * (K - 1) * D, a->vp, p->conv_v + (size_t)l * D * K, D, K);
         silu_forward(a->qs, a->qc, D); silu_forward(a->ks, a->kc, D); silu_forward(a->v, a->vc, D);
         l2norm_forward(a->q, a->qrn, a->qs, 1, H, d); l2norm_forward(a->k, a->krn, a->ks, 1, H, d);
-        gates_forward(M, l, u, 1, a->ga, a->geta, a->gth, a->gdel, a->geta_lr, a->gdel_lr);
+        gates_forward(M, l, u, NULL, 1, a->ga, a->geta, a->gth, a->gdel, a->geta_lr, a->gdel_lr);
         DecArgs A; memset(&A, 0, sizeof A);
         A.m = *m; A.H = H; A.b = b; A.cnt = cnt; A.rw = rw;
         A.q = a->q; A.k = a->k; A.v = a->v; A.ga = a->ga; A.gth = a->gth; A.geta = a->geta; A.gdel = a->gdel; A.y = a->y;
@@ -1667,15 +1809,16 @@ static void make_input(const char* out, const Config* cfg, int B, int T, uint64_
 static void usage(void) {
     printf("usage: train_miras_cu [flags]   (defaults in brackets; the flags of train_miras, plus the GPU's)\n");
     printf(USAGE, PRESETS);
-    printf(" gpu:   -f 1 allow TF32 tensor cores in the matrix products (faster, ~1e-3 relative error) [0: fp32]\n"
+    printf(" gpu:   -f precision of the dense matrix products: 0 fp32, 1 TF32 tensor cores (~1e-3 relative error),\n"
+           "        2 bf16 tensor cores (bf16 operands, fp32 accumulation, fp32 master weights and AdamW; ~1e-2 relative error) [0]\n"
            " --decode-test IN: token-by-token decoding against the parallel forward on the GPU (exit 1 above 1e-5)\n"
            " --make-input OUT: write a dump input (fixture layout) for the model of the flags, initialised with -y, B x T random tokens\n"
            " MIRAS_SYNC=1 in the environment synchronises after every kernel (to locate a failing one)\n");
 }
 // the GPU trainer's own flags, taken before the shared ones
-static int g_tf32 = 0; static const char *g_decode_in = NULL, *g_make_out = NULL;
+static int g_precision = PREC_FP32; static const char *g_decode_in = NULL, *g_make_out = NULL;
 static int gpu_flag(const char* f, const char* v) {
-    if (!strcmp(f, "-f")) { g_tf32 = atoi(v); return 1; }
+    if (!strcmp(f, "-f")) { g_precision = atoi(v); return 1; }
     if (!strcmp(f, "--decode-test")) { g_decode_in = v; return 1; }
     if (!strcmp(f, "--make-input")) { g_make_out = v; return 1; }
     return 0;
@@ -1683,10 +1826,10 @@ static int gpu_flag(const char* f, const char* v) {
 
 int main(int argc, char** argv) {
     Args a; args_parse(&a, argc, argv, usage, gpu_flag);
-    if (a.dump_in) { gpu_init(g_tf32); gpu::dump_run(a.dump_in, a.dump_out); return 0; }
-    if (g_decode_in) { gpu_init(g_tf32); return gpu::decode_test(g_decode_in); }
+    if (a.dump_in) { gpu_init(g_precision); gpu::dump_run(a.dump_in, a.dump_out); return 0; }
+    if (g_decode_in) { gpu_init(g_precision); return gpu::decode_test(g_decode_in); }
     if (g_make_out) { Config mc = args_config(&a); config_check(&mc); make_input(g_make_out, &mc, a.B, a.T, a.seed); return 0; }
-    gpu_init(g_tf32);
+    gpu_init(g_precision);
     Config cfg; char ckpt_path[4096]; const char* load_path = args_resolve(&a, &cfg, ckpt_path, sizeof ckpt_path);
     Model model; model_build(&model, &cfg);   // the host model: initialisation and the checkpoint files
     TrainState st = {0, 0, 0, a.seed * 0x9E3779B97F4A7C15ULL + 1};
@@ -1697,7 +1840,7 @@ int main(int argc, char** argv) {
     DataLoader* train = &run.train;
     printf("train_miras_cu | preset %s | V %d D %d L %d H %d E %d F %d b %d | %zu params | B %d T %d accum %d | %s%s\n",
            load_path && !(a.given & G_P) ? "(from checkpoint)" : a.preset, cfg.V, cfg.D, cfg.L, cfg.H, cfg.E, cfg.F, cfg.b, model.num_params, B, T, accum,
-           gpu_name(), g_tf32 ? " (TF32)" : "");
+           gpu_name(), g_prec == PREC_TF32 ? " (TF32)" : g_prec == PREC_BF16 ? " (bf16)" : "");
     if (max_steps == 0) { real acc, vl = gpu::evaluate(&gm, &run.val, a.val_batches, &acc); report_val(&run, -1, vl, acc); return 0; }
     for (long step = st.step; step < max_steps; step++) {
         if (run.have_val && a.val_every > 0 && step % a.val_every == 0) { real acc, vl = gpu::evaluate(&gm, &run.val, a.val_batches, &acc); report_val(&run, step, vl, acc); }

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # GPU throughput and MFU of train_miras_cu on a ~100M-parameter titans model at T=4096, next to the PyTorch
 # reference on the same model (dev/reference.py bench --device cuda).
-# usage: dev/bench_gpu.sh [B=4] [T=4096] [steps=6] [tf32=0] [REF_T=256] [REF_B=1]
+# usage: dev/bench_gpu.sh [B=4] [T=4096] [steps=6] [prec=0] [REF_T=256] [REF_B=1]
+# prec: the -f of train_miras_cu, the precision of the dense products: 0 fp32, 1 TF32, 2 bf16 (fp32 master weights)
 # (B=4 needs about 64 GB; if that run fails, B=2 (about 33 GB) is tried.)
 #
 # Model: titans (deep memory, momentum, chunk 16), V=50257, D=768, L=8, H=12 (head width d=64), E=4 (memory width
@@ -17,15 +18,19 @@
 #                                       backward 22 (updates 8, reads 8, second-order terms 6); 2 FLOPs each.
 #                                       (terms in b = 16, the chunk size, instead of d_m are left out)
 # MFU = FLOPs/token * tok/s / peak, with the peak of the matrix unit the run can use: fp32 (the default, CUDA
-# cores) 67 TFLOP/s on H100 SXM and H200, 51 on H100 PCIe; with tf32=1 (cuBLAS TF32 tensor cores for the dense
-# products; the memory kernels stay fp32) the dense TF32 peak, 495 (SXM, H200) or 378 (PCIe). PEAK_TFLOPS=X overrides.
+# cores) 67 TFLOP/s on H100 SXM and H200, 51 on H100 PCIe; with prec=1 (cuBLAS TF32 tensor cores for the dense
+# products; the memory kernels stay fp32) the dense TF32 peak, 495 (SXM, H200) or 378 (PCIe); with prec=2 (bf16
+# tensor cores for the dense products) the dense bf16 peak, 989 (SXM, H200) or 756 (PCIe). The memory kernels
+# run on fp32 CUDA cores in every mode, so the MFU of prec 1 and 2 is against a peak they cannot reach as a
+# whole. PEAK_TFLOPS=X overrides.
 #
 # The reference is naive (a Python loop over tokens, autograd for the inner gradients; it keeps the memory state
 # of every token, ~8 MB per token and layer here), so it runs at REF_T (default 256) with REF_B sequences, one
 # warm-up and one timed step, at most 300 s; its tok/s is printed with the T it ran at.
 set -eu
 cd "$(dirname "$0")/.."
-B=${1:-4}; T=${2:-4096}; steps=${3:-6}; tf32=${4:-0}; REF_T=${5:-256}; REF_B=${6:-1}
+B=${1:-4}; T=${2:-4096}; steps=${3:-6}; prec=${4:-0}; REF_T=${5:-256}; REF_B=${6:-1}
+case "$prec" in 0|1|2) ;; *) echo "prec must be 0 (fp32), 1 (TF32) or 2 (bf16)"; exit 1 ;; esac
 V=50257; D=768; L=8; H=12; E=4
 make -s train_miras_cu >/dev/null
 dev=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1 || echo unknown)
@@ -39,7 +44,7 @@ with open(path, "wb") as f:
     f.write(struct.pack("<256i", *h)); f.write(struct.pack("<%dH" % n, *[random.randrange(50257) for _ in range(n)]))
 EOF
 log=$out/train.txt
-run() { ./train_miras_cu -p titans -V $V -D $D -L $L -H $H -E $E -b $1 -t $T -x $steps -u 1 -v 0 -g 0 -n 0 -f $tf32 \
+run() { ./train_miras_cu -p titans -V $V -D $D -L $L -H $H -E $E -b $1 -t $T -x $steps -u 1 -v 0 -g 0 -n 0 -f $prec \
             -i "$out/rand_train_*.bin" -j none -z none -o $out >$log 2>&1; }
 if ! run $B; then
     echo "B=$B failed: $(grep -m1 error $log)"; [ "$B" -gt 2 ] || { cat $log; exit 1; }
@@ -50,15 +55,15 @@ tps=$(grep -E '^step +[0-9]+/' $log | tail -n +2 | sed -E 's/.*\| ([0-9]+) tok\/
 ms=$(grep -E '^step +[0-9]+/' $log | tail -n +2 | sed -E 's/.*\| ([0-9.]+) ms \|.*/\1/' | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')
 if [ -n "${PEAK_TFLOPS:-}" ]; then peak=$PEAK_TFLOPS
 else case "$dev" in
-    *H100*PCIe*) peak=$([ "$tf32" = 1 ] && echo 378 || echo 51) ;;
-    *H100*|*H200*) peak=$([ "$tf32" = 1 ] && echo 495 || echo 67) ;;
+    *H100*PCIe*) peak=$(case $prec in 1) echo 378 ;; 2) echo 756 ;; *) echo 51 ;; esac) ;;
+    *H100*|*H200*) peak=$(case $prec in 1) echo 495 ;; 2) echo 989 ;; *) echo 67 ;; esac) ;;
     *) peak=0 ;;
 esac; fi
-d=$((D / H)); dm=$((E * d))
+d=$((D / H)); dm=$((E * d)); plabel=$(case $prec in 1) echo TF32 ;; 2) echo bf16 ;; *) echo fp32 ;; esac)
 mfu=$(awk -v p="$params" -v t="$tps" -v pk="$peak" -v d=$d -v dm=$dm -v H=$H -v L=$L \
       'BEGIN { f = 6 * p + 66 * d * dm * H * L; if (pk > 0) printf "%.2f%% (%.1f TFLOP/s of %d, %.0f MFLOP/token)", 100 * f * t / (pk * 1e12), f * t / 1e12, pk, f / 1e6; else printf "n/a (set PEAK_TFLOPS)" }')
 echo "device: $dev"
-echo "model: titans V=$V D=$D L=$L H=$H E=$E b=16, $params params; B=$B T=$T, $([ "$tf32" = 1 ] && echo "TF32 dense products" || echo fp32)"
+echo "model: titans V=$V D=$D L=$L H=$H E=$E b=16, $params params; B=$B T=$T, $plabel dense products"
 echo "train_miras_cu: $tps tok/s ($ms ms/step, median of steps 2..$steps, incl. AdamW), MFU $mfu"
 ref_tps=n/a; ref_note=""
 if /usr/bin/python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
@@ -70,4 +75,4 @@ if /usr/bin/python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available
 else echo "PyTorch reference: skipped (no torch with CUDA for /usr/bin/python3)"; fi
 ratio=$(awk -v a="$tps" -v b="$ref_tps" 'BEGIN { if (b + 0 > 0) printf "%.0fx", a / b; else print "n/a" }')
 echo "| device | model | B x T | train_miras_cu tok/s | MFU | reference tok/s | ratio |"
-echo "| $dev | titans 103M | ${B}x${T} | $tps | ${mfu%% (*} | $ref_tps${ref_note} | $ratio |"
+echo "| $dev | titans 103M, $plabel | ${B}x${T} | $tps | ${mfu%% (*} | $ref_tps${ref_note} | $ratio |"

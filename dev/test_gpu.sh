@@ -8,11 +8,18 @@
 # GPU_BIN=build/emu/train_miras_emu dev/test_gpu.sh runs the same checks on the CPU emulator of dev/cuda/emu
 # (build it with dev/cuda/emu_build.sh; slow: SYNTH=0 skips the synthetic inputs; ONLY=REGEX keeps the inputs
 # whose names match).
+#
+# bf16: the inputs whose names match BF16 (a regex; BF16='^$' for none) are also run with -f 2
+# (bf16 dense products, fp32 master weights) and compared with the same CPU dump by `test_miras --compare-bf16`
+# (3 checks each: logits and loss, gradient cosine over all and per tensor, the AdamW step losses; the
+# tolerances and why are in test_miras.c). The fp32 checks above are unchanged.
 set -u
 cd "$(dirname "$0")/.."
 GPU=${GPU_BIN:-./train_miras_cu}
 SYNTH=${SYNTH:-1}
 ONLY=${ONLY:-.}
+# (not yaad, yaad_cw, deep_nores_gd: their 10 steps amplify any rounding, see test_miras.c's compare_bf16)
+BF16=${BF16:-'^(titans|ttt_mlp|deltanet|memora_cw|moneta_cw|syn_.*)$'}
 out=build/gpu_test
 mkdir -p "$out"
 echo "device: $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1 || true) (GPU binary: $GPU)"
@@ -22,6 +29,7 @@ done
 pass=0; fail=0
 
 # synthetic inputs: name and flags (model and batch); written by the GPU binary's host code (--make-input).
+# (syn_titans_n2048: enough rows, 2048, for the multi-segment reductions, e.g. conv_backward's weight gradient.)
 # Each is well conditioned in float: the float CPU trainer is within ~1e-6 (logits) and ~1e-5 (gradients) of its
 # fp64 build on it. (Memora at some shapes is not: with -D 64 -E 4 -k 4 the float CPU's gradients are 3e-4 from
 # fp64, and any two float implementations then differ by that much.)
@@ -38,6 +46,7 @@ synth=(
   "syn_linear_attn  -p linear_attn -V 256 -D 128 -L 2 -H 2 -k 16 -b 2 -t 37"
   "syn_deltanet     -p deltanet -V 256 -D 128 -L 2 -H 2 -b 2 -t 20"
   "syn_gdn_cw       -p gated_deltanet -R 2 -V 256 -D 128 -L 2 -H 2 -b 2 -t 20"
+  "syn_titans_n2048 -p titans -V 512 -D 128 -L 2 -H 2 -E 2 -k 16 -b 4 -t 512"
 )
 inputs=()
 for f in dev/fixtures/*.bin; do inputs+=("$f"); done
@@ -68,6 +77,15 @@ for f in "${inputs[@]}"; do
     if "$GPU" --decode-test "$f" >"$out/dec_$name.txt" 2>&1; then pass=$((pass + 1))
     else fail=$((fail + 1)); fi
     grep -E '^(ok|FAIL)|error' "$out/dec_$name.txt" | sed "s|^\(ok\|FAIL\) - $f|\1 - $name|"
+    echo "$name" | grep -Eq -- "$BF16" || continue
+    if ! "$GPU" -f 2 -J "$f" -O "$out/gpu_bf16_$name.bin" 2>"$out/gpu_bf16_$name.err"; then
+        echo "FAIL - $name: $GPU -f 2 -J failed: $(head -n 1 "$out/gpu_bf16_$name.err")"; fail=$((fail + 3)); continue
+    fi
+    res=$(./test_miras --compare-bf16 "$name" "$f" "$out/cpu_$name.bin" "$out/gpu_bf16_$name.bin" 2>&1)
+    printf '%s\n' "$res" | grep -E '^(ok|FAIL)'
+    last=$(printf '%s\n' "$res" | grep -E '^[0-9]+ passed, [0-9]+ failed' | tail -n 1)
+    if [ -z "$last" ]; then echo "FAIL - $name: test_miras --compare-bf16 printed no summary"; fail=$((fail + 1))
+    else pass=$((pass + $(echo "$last" | awk '{print $1}'))); fail=$((fail + $(echo "$last" | awk '{print $3}'))); fi
 done
 echo "${pass} passed, ${fail} failed"
 [ "$fail" -eq 0 ]

@@ -1,6 +1,13 @@
 // The cuBLAS subset of train_miras.cu on the CPU (column-major, as cuBLAS; double accumulation), for dev/cuda/emu.
+// cublasGemmEx takes fp32 or bf16 (CUDA_R_16BF) A and B, an fp32 C and fp32 compute: the bf16 operands are
+// read exactly (they are already rounded) and accumulated in double, as the tensor cores' fp32 accumulation
+// of exact bf16 products, up to the order of the sums.
 #pragma once
 #include "cuda_runtime.h"
+#include "cuda_bf16.h"
+typedef enum { CUDA_R_32F = 0, CUDA_R_16BF = 14 } cudaDataType;
+typedef enum { CUBLAS_COMPUTE_32F = 68 } cublasComputeType_t;
+typedef enum { CUBLAS_GEMM_DEFAULT = -1 } cublasGemmAlgo_t;
 typedef void* cublasHandle_t;
 typedef enum { CUBLAS_STATUS_SUCCESS = 0, CUBLAS_STATUS_INVALID_VALUE = 7 } cublasStatus_t;
 typedef enum { CUBLAS_OP_N = 0, CUBLAS_OP_T = 1 } cublasOperation_t;
@@ -29,6 +36,24 @@ inline cublasStatus_t cublasSgemv(cublasHandle_t, cublasOperation_t ta, int m, i
         for (int l = 0; l < nx; l++) s += (double)(ta ? A[l + (size_t)i * lda] : A[i + (size_t)l * lda]) * x[(size_t)l * incx];
         float* c = &y[(size_t)i * incy];
         *c = (float)(*alpha * s + (*beta != 0 ? (double)*beta * *c : 0));
+    }
+    return CUBLAS_STATUS_SUCCESS;
+}
+// C (m, n) = alpha op(A) op(B) + beta C with typed operands: A, B fp32 or bf16, C fp32, fp32 compute
+inline cublasStatus_t cublasGemmEx(cublasHandle_t, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const void* alpha,
+                                   const void* A, cudaDataType at, int lda, const void* B, cudaDataType bt, int ldb, const void* beta,
+                                   void* C, cudaDataType ct, int ldc, cublasComputeType_t comp, cublasGemmAlgo_t) {
+    if (m < 0 || n < 0 || k < 0 || lda < (ta ? k : m) || ldb < (tb ? n : k) || ldc < m || lda < 1 || ldb < 1 || ldc < 1) return CUBLAS_STATUS_INVALID_VALUE;
+    if ((at != CUDA_R_32F && at != CUDA_R_16BF) || (bt != CUDA_R_32F && bt != CUDA_R_16BF) || ct != CUDA_R_32F || comp != CUBLAS_COMPUTE_32F) return CUBLAS_STATUS_INVALID_VALUE;
+    auto get = [](const void* p, cudaDataType t, size_t i) -> double {
+        return t == CUDA_R_16BF ? (double)__bfloat162float(((const __nv_bfloat16*)p)[i]) : (double)((const float*)p)[i];
+    };
+    float al = *(const float*)alpha, be = *(const float*)beta; float* Cf = (float*)C;
+    for (int j = 0; j < n; j++) for (int i = 0; i < m; i++) {
+        double s = 0;
+        for (int l = 0; l < k; l++) s += get(A, at, ta ? l + (size_t)i * lda : i + (size_t)l * lda) * get(B, bt, tb ? j + (size_t)l * ldb : l + (size_t)j * ldb);
+        float* c = &Cf[i + (size_t)j * ldc];
+        *c = (float)(al * s + (be != 0 ? (double)be * *c : 0));
     }
     return CUBLAS_STATUS_SUCCESS;
 }
