@@ -384,36 +384,131 @@ static size_t memchunk_carve(MemChunk* c, real* base, int b, int d, int dm, int 
 MEMFN void block_zero(real* p, size_t n) { for (size_t i = threadIdx.x; i < n; i += blockDim.x) p[i] = 0; __syncthreads(); }
 MEMFN void block_copy(real* dst, const real* src, size_t n) { for (size_t i = threadIdx.x; i < n; i += blockDim.x) dst[i] = src[i]; __syncthreads(); }
 
-// Small dense products used inside a memory chunk. out = (acc ? out : 0) + s * op.
+// Small dense products used inside a memory chunk. out = (acc ? out : 0) + s * op. In every product of a chunk
+// one side has the chunk's n <= b token rows and the other is state-sized (m x p, up to 256 x 64 or 64 x 256):
+//   mm_nt  out (M, N) = A (M, K) B^T, B (N, K)    M = n rows: reads of the state, x W^T
+//   mm_nn  out (M, N) = A (M, K) B,   B (K, N)    M = n rows: W^T g
+//   mm_tn  out (M, N) = A^T B, A (K, M), B (K, N) K = n rows: outer-product sums into a state-sized matrix
+// The _rs forms scale output row t (mm_nt, mm_nn) or term k (mm_tn) by rs[t] (NULL: 1).
+// Register tiling: a thread keeps up to MM_TR = 16 rows of its output column in registers, so every element of
+// the state-sized operand is loaded once per product (16-byte loads where aligned) and used for all rows. When
+// the output has fewer columns than the block has threads, KS lanes of a warp split the K sum (a column each
+// gets K/KS terms) and a fixed xor-shuffle tree adds the partials: no atomics, a fixed order (deterministic).
+#define MM_TR 16
+__device__ __forceinline__ bool al16(const void* p) { return ((uintptr_t)p & 15) == 0; }
+__device__ __forceinline__ float4 ld4(const real* p) { return *(const float4*)p; }
+__device__ __forceinline__ void st4(real* p, float4 v) { *(float4*)p = v; }
+// lanes per output column: the largest power of 2 <= 32 with cols * KS <= threads
+__device__ __forceinline__ int mm_split(int cols) { int ks = 1; while (ks < 32 && cols * ks * 2 <= (int)blockDim.x) ks *= 2; return ks; }
 // A dot product of two rows, by a whole warp: the lanes split the row (coalesced loads), then a fixed-order
-// warp sum; every lane gets the result. (A thread per output would read 32 different rows per load.)
+// warp sum; every lane gets the result.
 __device__ __forceinline__ real warp_dot(const real* a, const real* b, int n) {
     real v = 0; for (int k = LANE; k < n; k += 32) v += a[k] * b[k];
     return warp_sum(v);
 }
-MEMFN void mm_nt(real* out, const real* A, const real* Bm, int M, int N, int K, real s, int acc) { // A (M,K) B (N,K)^T; a warp per output
-    WARP_FOR(e, M * N) {
-        int i = e / N, j = e % N; real v = s * warp_dot(A + (size_t)i * K, Bm + (size_t)j * K, K);
-        if (LANE == 0) out[e] = acc ? out[e] + v : v;
+MEMFN void mm_nt_rs(real* out, const real* A, const real* Bm, const real* rs, int M, int N, int K, real s, int acc) {
+    int ks = mm_split(N), per = blockDim.x / ks, sl = threadIdx.x % ks;   // the ks lanes of a column are adjacent
+    bool vec = K % 4 == 0 && al16(A) && al16(Bm);
+    for (int t0 = 0; t0 < M; t0 += MM_TR) {
+        int tn = M - t0 < MM_TR ? M - t0 : MM_TR;
+        for (int j0 = 0; j0 < N; j0 += per) {                               // the same trip count in every lane
+            int j = j0 + threadIdx.x / ks; bool ok = j < N;
+            real r[MM_TR];
+#pragma unroll
+            for (int u = 0; u < MM_TR; u++) r[u] = 0;
+            if (ok) {
+                const real* w = Bm + (size_t)j * K; const real* a = A + (size_t)t0 * K;
+                if (vec) for (int q = 4 * sl; q < K; q += 4 * ks) {
+                    float4 wv = ld4(w + q);
+#pragma unroll
+                    for (int u = 0; u < MM_TR; u++) if (u < tn) {
+                        float4 xv = ld4(a + (size_t)u * K + q);
+                        r[u] += xv.x * wv.x; r[u] += xv.y * wv.y; r[u] += xv.z * wv.z; r[u] += xv.w * wv.w;
+                    }
+                } else for (int q = sl; q < K; q += ks) {
+                    real wv = w[q];
+#pragma unroll
+                    for (int u = 0; u < MM_TR; u++) if (u < tn) r[u] += a[(size_t)u * K + q] * wv;
+                }
+            }
+            for (int o = ks >> 1; o > 0; o >>= 1) {
+#pragma unroll
+                for (int u = 0; u < MM_TR; u++) r[u] += __shfl_xor_sync(0xffffffffu, r[u], o);
+            }
+            if (ok && sl == 0) {
+#pragma unroll
+                for (int u = 0; u < MM_TR; u++) if (u < tn) {
+                    size_t e = (size_t)(t0 + u) * N + j; real v = s * (rs ? rs[t0 + u] : 1) * r[u];
+                    out[e] = acc ? out[e] + v : v;
+                }
+            }
+        }
     }
     __syncthreads();
 }
-MEMFN void mm_nn(real* out, const real* A, const real* Bm, int M, int N, int K, real s, int acc) { // A (M,K) B (K,N)
-    FOR(e, M * N) {
+MEMFN void mm_nn_rs(real* out, const real* A, const real* Bm, const real* rs, int M, int N, int K, real s, int acc) {
+    int ks = mm_split(N), cpw = 32 / ks, per = (blockDim.x >> 5) * cpw;   // a warp: cpw adjacent columns x ks slices
+    int sl = LANE / cpw, jw = (threadIdx.x >> 5) * cpw + LANE % cpw;
+    bool vec = K % 4 == 0 && al16(A);
+    for (int t0 = 0; t0 < M; t0 += MM_TR) {
+        int tn = M - t0 < MM_TR ? M - t0 : MM_TR;
+        for (int j0 = 0; j0 < N; j0 += per) {
+            int j = j0 + jw; bool ok = j < N;
+            real r[MM_TR];
+#pragma unroll
+            for (int u = 0; u < MM_TR; u++) r[u] = 0;
+            if (ok) {
+                const real* a = A + (size_t)t0 * K;
+                if (vec) for (int q = 4 * sl; q < K; q += 4 * ks) {
+                    real b0 = Bm[(size_t)q * N + j], b1 = Bm[(size_t)(q + 1) * N + j], b2 = Bm[(size_t)(q + 2) * N + j], b3 = Bm[(size_t)(q + 3) * N + j];
+#pragma unroll
+                    for (int u = 0; u < MM_TR; u++) if (u < tn) {
+                        float4 xv = ld4(a + (size_t)u * K + q);
+                        r[u] += xv.x * b0; r[u] += xv.y * b1; r[u] += xv.z * b2; r[u] += xv.w * b3;
+                    }
+                } else for (int q = sl; q < K; q += ks) {
+                    real bv = Bm[(size_t)q * N + j];
+#pragma unroll
+                    for (int u = 0; u < MM_TR; u++) if (u < tn) r[u] += a[(size_t)u * K + q] * bv;
+                }
+            }
+            for (int o = 16; o >= cpw; o >>= 1) {
+#pragma unroll
+                for (int u = 0; u < MM_TR; u++) r[u] += __shfl_xor_sync(0xffffffffu, r[u], o);
+            }
+            if (ok && sl == 0) {
+#pragma unroll
+                for (int u = 0; u < MM_TR; u++) if (u < tn) {
+                    size_t e = (size_t)(t0 + u) * N + j; real v = s * (rs ? rs[t0 + u] : 1) * r[u];
+                    out[e] = acc ? out[e] + v : v;
+                }
+            }
+        }
+    }
+    __syncthreads();
+}
+MEMFN void mm_tn_rs(real* out, const real* A, const real* Bm, const real* rs, int M, int N, int K, real s, int acc) {
+    if (N % 4 == 0 && al16(out) && al16(Bm)) {
+        int N4 = N / 4;
+        FOR(e4, M * N4) {                                                   // a thread per 4 adjacent outputs
+            int i = e4 / N4, j = 4 * (e4 % N4); real* o = out + (size_t)i * N + j;
+            float4 v = acc ? ld4(o) : make_float4(0, 0, 0, 0);
+            for (int k = 0; k < K; k++) {
+                real a = s * A[(size_t)k * M + i] * (rs ? rs[k] : 1); float4 b = ld4(Bm + (size_t)k * N + j);
+                v.x += a * b.x; v.y += a * b.y; v.z += a * b.z; v.w += a * b.w;
+            }
+            st4(o, v);
+        }
+    } else FOR(e, M * N) {
         int i = e / N, j = e % N; real o = acc ? out[e] : 0;
-        for (int k = 0; k < K; k++) o += s * A[(size_t)i * K + k] * Bm[(size_t)k * N + j];
+        for (int k = 0; k < K; k++) o += s * A[(size_t)k * M + i] * (rs ? rs[k] : 1) * Bm[(size_t)k * N + j];
         out[e] = o;
     }
     __syncthreads();
 }
-MEMFN void mm_tn(real* out, const real* A, const real* Bm, int M, int N, int K, real s, int acc) { // A (K,M)^T B (K,N)
-    FOR(e, M * N) {
-        int i = e / N, j = e % N; real o = acc ? out[e] : 0;
-        for (int k = 0; k < K; k++) o += s * A[(size_t)k * M + i] * Bm[(size_t)k * N + j];
-        out[e] = o;
-    }
-    __syncthreads();
-}
+MEMFN void mm_nt(real* out, const real* A, const real* Bm, int M, int N, int K, real s, int acc) { mm_nt_rs(out, A, Bm, NULL, M, N, K, s, acc); }
+MEMFN void mm_nn(real* out, const real* A, const real* Bm, int M, int N, int K, real s, int acc) { mm_nn_rs(out, A, Bm, NULL, M, N, K, s, acc); }
+MEMFN void mm_tn(real* out, const real* A, const real* Bm, int M, int N, int K, real s, int acc) { mm_tn_rs(out, A, Bm, NULL, M, N, K, s, acc); }
 
 // Chunk coefficients by the recurrences (t, i local, 0-based; sigma_{-1} = alpha_{-1} = 1):
 //   alpha_t = a_t alpha_{t-1}          sigma_t = theta_t sigma_{t-1}      beta_t = a_t beta_{t-1} + sigma_t
@@ -506,36 +601,27 @@ MEMFN void mem_read_backward(real* dx, real* dxk, real* ddl, real* dW, real* dS,
         sa = warp_sum(sa); sb = warp_sum(sb);
         if (LANE == 0) { c->dalpha[t] += sa; if (S) c->dbeta[t] += sb; }
     }
+    mm_nt(gx, dout, dl, n, n, m, -1, 0);            // dA = -dout dl^T, then gx and wx in place
     real scs = 0;
-    WARP_FOR(e, n * n) {                            // a warp per (t, i)
+    FOR(e, n * n) {
         int t = e / n, i = e % n; real gxe = 0, wxe = 0;
         if (i <= t) {
-            real cti = c->C[e], dA = -warp_dot(dout + (size_t)t * m, dl + (size_t)i * m, m);
-            if (LANE == 0) { c->dC[e] += cs * dA * xx[e]; scs += dA * cti * xx[e]; }
+            real cti = c->C[e], dA = gx[e];
+            c->dC[e] += cs * dA * xx[e]; scs += dA * cti * xx[e];
             gxe = cs * dA * cti; wxe = cs * cti * xx[e];
         }
-        if (LANE == 0) { gx[e] = gxe; wx[e] = wxe; }
+        gx[e] = gxe; wx[e] = wxe;
     }
     scs = block_sum(scs);                           // (its barriers also publish gx, wx)
     if (threadIdx.x == 0) *dcs += scs;
-    FOR(e, n * p) {                                 // through alpha_t W x_t, beta_t S x_t and the write terms
-        int t = e / p, q = e % p; const real* g = dout + (size_t)t * m; real v = 0;
-        for (int j = 0; j < m; j++) {
-            real ga = c->alpha[t] * g[j], gb = S ? c->beta[t] * g[j] : 0;
-            v += ga * W[(size_t)j * p + q] + (S ? gb * S[(size_t)j * p + q] : 0);
-        }
+    mm_nn_rs(dx, dout, W, c->alpha, n, p, m, 1, 1);  // dx_t += alpha_t W^T dout_t
+    if (S) mm_nn_rs(dx, dout, S, c->beta, n, p, m, 1, 1);
+    mm_tn_rs(dW, dout, x, c->alpha, m, p, n, 1, 1);  // dW += sum_t alpha_t dout_t x_t^T
+    if (S) mm_tn_rs(dS, dout, x, c->beta, m, p, n, 1, 1);
+    FOR(e, n * p) {                                 // the write terms
+        int t = e / p, q = e % p; real v = 0;
         for (int i = 0; i <= t; i++) v += gx[t * n + i] * xk[(size_t)i * p + q];
         dx[e] += v;
-    }
-    FOR(e, m * p) {
-        int j = e / p, q = e % p; real vw = 0, vs = 0;
-        for (int t = 0; t < n; t++) {
-            real gj = dout[(size_t)t * m + j], xq = x[(size_t)t * p + q];
-            vw += c->alpha[t] * gj * xq;
-            if (S) vs += c->beta[t] * gj * xq;
-        }
-        dW[e] += vw;
-        if (S) dS[e] += vs;
     }
     FOR(e, n * p) {
         int i = e / p, q = e % p; real v = 0;
@@ -551,9 +637,22 @@ MEMFN void mem_read_backward(real* dx, real* dxk, real* ddl, real* dW, real* dS,
 }
 
 // The chunk-end state of one memory matrix: Wn = ca W + cb S - sum_i c_i dl_i xk_i^T   (m, p)
+// (a thread per 4 adjacent elements of a row where aligned)
 MEMFN void mem_update_forward(real* Wn, const real* W, real ca, const real* S, real cb,
                                    const real* dl, const real* xk, const real* cv, int n, int m, int p) {
-    FOR(e, m * p) {
+    if (p % 4 == 0 && al16(Wn) && al16(W) && (!S || al16(S)) && al16(xk)) {
+        int p4 = p / 4;
+        FOR(e4, m * p4) {
+            int j = e4 / p4, q = 4 * (e4 % p4); size_t e = (size_t)j * p + q;
+            float4 w = ld4(W + e), v = make_float4(ca * w.x, ca * w.y, ca * w.z, ca * w.w);
+            if (S) { float4 sv = ld4(S + e); v.x += cb * sv.x; v.y += cb * sv.y; v.z += cb * sv.z; v.w += cb * sv.w; }
+            for (int i = 0; i < n; i++) {
+                real wi = cv[i] * dl[(size_t)i * m + j]; float4 xv = ld4(xk + (size_t)i * p + q);
+                v.x -= wi * xv.x; v.y -= wi * xv.y; v.z -= wi * xv.z; v.w -= wi * xv.w;
+            }
+            st4(Wn + e, v);
+        }
+    } else FOR(e, m * p) {
         int j = e / p, q = e % p; real v = ca * W[e] + (S ? cb * S[e] : 0);
         for (int i = 0; i < n; i++) { real w = cv[i] * dl[(size_t)i * m + j]; v -= w * xk[(size_t)i * p + q]; }
         Wn[e] = v;
@@ -573,17 +672,10 @@ MEMFN void mem_update_backward(real* dW, real* dS, real* dca, real* dcb, real* d
     sa = block_sum(sa);
     if (S) sb = block_sum(sb);
     if (threadIdx.x == 0) { *dca += sa; if (S) *dcb += sb; }
-    real* gl = c->nm1;                              // dl[i][j] gx[i][j], summed over j below
-    WARP_FOR(e, n * m) {                            // a warp per (i, j)
-        int i = e / m, j = e % m; real gx = warp_dot(dWn + (size_t)j * p, xk + (size_t)i * p, p);
-        if (LANE == 0) { ddl[e] -= cv[i] * gx; gl[e] = dl[e] * gx; }
-    }
-    FOR(e, n * p) {
-        int i = e / p, q = e % p; real v = 0;
-        for (int j = 0; j < m; j++) v += dl[(size_t)i * m + j] * dWn[(size_t)j * p + q];
-        dxk[e] -= cv[i] * v;
-    }
-    __syncthreads();
+    real* gl = c->nm1;                              // gx, then dl[i][j] gx[i][j] (summed over j below)
+    mm_nt(gl, xk, dWn, n, m, p, 1, 0);
+    FOR(e, n * m) { int i = e / m; real gx = gl[e]; ddl[e] -= cv[i] * gx; gl[e] = dl[e] * gx; }
+    mm_nn_rs(dxk, dl, dWn, cv, n, p, m, -1, 1);     // (its barrier publishes gl)
     WARP_FOR(i, n) {
         real s = 0; for (int j = LANE; j < m; j += 32) s += gl[(size_t)i * m + j];
         s = warp_sum(s);
@@ -949,6 +1041,7 @@ typedef struct {
     const real* dy;                                   // backward: dL/dy, and the gradients of the inputs (written)
     real *dq, *dk, *dv, *dga, *dgth, *dgeta, *dgdel;
     real* dbh;                                        // (B, H, nP + 2d): per-sequence dL/dP_0 and LN affine
+    int ver;                                          // kernel version (dev/cuda/memlab.cu): 0 the best, see MEM_VERSIONS
 } MemArgs;
 
 // copy rows [t0, t0+n) of head h of sequence bb from a (B, T, G*w) tensor into dst (n, w), and back
@@ -1042,6 +1135,15 @@ __global__ void __launch_bounds__(MEM_THREADS) memory_backward_kernel(MemArgs A)
     real* out = A.dbh + ((size_t)bb * A.H + h) * (nP + 2 * d);  // dL/dP_0 and the LN affine of this sequence
     block_copy(out, dPn, nP);
     block_copy(out + nP, c.dlng, d); block_copy(out + nP + d, c.dlnb, d);
+}
+// The launches (the trainer's and the kernel lab's). Versions: 2 register-tiled products, chunk scratch in
+// global memory; 0 (the default): the best.
+static const int MEM_VERSIONS = 2;
+static void mem_forward_launch(const MemArgs& A, int nblocks) {
+    memory_forward_kernel<<<nblocks, MEM_THREADS>>>(A); KCHECK("memory_forward");
+}
+static void mem_backward_launch(const MemArgs& A, int nblocks) {
+    memory_backward_kernel<<<nblocks, MEM_THREADS>>>(A); KCHECK("memory_backward");
 }
 // sum over the batch in a fixed order (a thread per element of P_0 and the LN affine)
 __global__ void memory_dbh_reduce_kernel(real* dp0, real* dlng, real* dlnb, const real* dbh, int B, int H, int nP, int d, int ln) {
@@ -1191,12 +1293,12 @@ static MemArgs mem_args(Model* M, int l) {
 // The memory read of layer l for all sequences and heads (SPEC §5): y = MemoryRead(q, k, v, gates).
 static void memory_forward(Model* M, int l) {
     MemArgs A = mem_args(M, l);
-    memory_forward_kernel<<<M->B * M->cfg.H, MEM_THREADS>>>(A); KCHECK("memory_forward");
+    mem_forward_launch(A, M->B * M->cfg.H);
 }
 // Backward through all chunks in reverse; then dL/dP_0 and the LN affine summed over the batch in a fixed order.
 static void memory_backward(Model* M, int l) {
     MemArgs A = mem_args(M, l); const Config* c = &M->cfg; int H = c->H, d = M->mem.d, nP = M->mem.nP;
-    memory_backward_kernel<<<M->B * H, MEM_THREADS>>>(A); KCHECK("memory_backward");
+    mem_backward_launch(A, M->B * H);
     memory_dbh_reduce_kernel<<<nblocks((size_t)H * (nP + 2 * d)), NT>>>(M->grads.mem_p0 + (size_t)l * H * nP,
         M->mem.ln ? M->grads.mem_ln_g + (size_t)l * H * d : NULL, M->mem.ln ? M->grads.mem_ln_b + (size_t)l * H * d : NULL,
         M->mem_dbh, M->B, H, nP, d, M->mem.ln); KCHECK("memory_dbh_reduce");

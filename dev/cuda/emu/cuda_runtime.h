@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <ucontext.h>
 #include <setjmp.h>
+#include <time.h>
 
 using std::isfinite; using std::isnan; using std::isinf;  // nvcc puts these in the global namespace
 #define __global__
@@ -31,6 +32,8 @@ using std::isfinite; using std::isnan; using std::isinf;  // nvcc puts these in 
 
 struct dim3 { unsigned x, y, z; dim3(unsigned a = 1, unsigned b = 1, unsigned c = 1) : x(a), y(b), z(c) {} };
 struct uint3 { unsigned x, y, z; };
+struct alignas(16) float4 { float x, y, z, w; };
+inline float4 make_float4(float x, float y, float z, float w) { return float4{x, y, z, w}; }
 inline uint3 threadIdx, blockIdx; inline dim3 blockDim, gridDim;   // the running thread's (set by the scheduler)
 
 
@@ -119,5 +122,11 @@ inline cudaError_t cudaDeviceSynchronize() { return cudaSuccess; }
 inline cudaError_t cudaGetDeviceCount(int* n) { *n = 1; return cudaSuccess; }
 inline cudaError_t cudaSetDevice(int) { return cudaSuccess; }
 inline cudaError_t cudaGetDeviceProperties(cudaDeviceProp* p, int) { snprintf(p->name, sizeof p->name, "CPU emulator (dev/cuda/emu)"); return cudaSuccess; }
+// events (the kernel lab times with them): host wall clock, meaningless for speed here
+typedef struct { double t; }* cudaEvent_t;
+inline cudaError_t cudaEventCreate(cudaEvent_t* e) { *e = (cudaEvent_t)calloc(1, sizeof **e); return cudaSuccess; }
+inline cudaError_t cudaEventRecord(cudaEvent_t e, int = 0) { struct timespec ts; clock_gettime(CLOCK_MONOTONIC, &ts); e->t = ts.tv_sec + 1e-9 * ts.tv_nsec; return cudaSuccess; }
+inline cudaError_t cudaEventSynchronize(cudaEvent_t) { return cudaSuccess; }
+inline cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t a, cudaEvent_t b) { *ms = (float)(1e3 * (b->t - a->t)); return cudaSuccess; }
 inline const char* cudaGetErrorString(cudaError_t e) { return e ? "out of memory" : "no error"; }
 inline const char* cudaGetErrorName(cudaError_t e) { return e ? "cudaErrorMemoryAllocation" : "cudaSuccess"; }
