@@ -26,6 +26,7 @@ differently; the tests compare norm-relative errors).
 #include "train_miras.c"
 #include <cuda_runtime.h>
 #include <cublas_v2.h>
+#include <vector>
 
 #ifdef MIRAS_DOUBLE
 #error "train_miras.cu is float32 only (the CPU trainer has the fp64 build)"
@@ -1031,6 +1032,24 @@ MEMFN void mem_step_backward(const MemCfg* m, MemChunk* c, int n, const real* dy
 
 // ---- the layer's memory over all sequences and heads: a kernel with one block per (sequence, head)
 
+// The chunk scratch in shared memory (v3). A block works on one chunk at a time, and every chunk function reads
+// and writes the MemChunk's arrays many times, so the block keeps as many of them as fit (H100: 227 KB) in its
+// dynamic shared memory: the MemChunk's pointers are simply re-pointed there (they are generic pointers; the
+// functions do not change). A plan lists the moved pointer slots (MemChunk seen as an array of pointers) and their
+// offsets; it is made on the host by mem_smem_plan, per kernel (the forward needs no gradient arrays). Arrays
+// that do not fit, and the state-sized ones, stay in the chunk's global scratch.
+#define MEM_SMEM_SLOTS 72
+struct MemSmem { int n, floats; short slot[MEM_SMEM_SLOTS]; int off[MEM_SMEM_SLOTS]; };
+#ifdef EMU_CUDA
+__device__ inline real* mem_dyn_smem() { return (real*)emu::dyn_smem(); }
+#else
+__device__ __forceinline__ real* mem_dyn_smem() { extern __shared__ float4 mem_dyn[]; return (real*)mem_dyn; }
+#endif
+__device__ void mem_smem_apply(MemChunk* c, const MemSmem* sm) {   // thread 0, before the kernel's first barrier
+    real** slot = (real**)c; real* base = mem_dyn_smem();
+    for (int i = 0; i < sm->n; i++) slot[sm->slot[i]] = base + sm->off[i];
+}
+
 typedef struct {
     MemCfg m; int B, T, H, D, b, nch;
     const real *q, *k, *v, *ga, *gth, *geta, *gdel;   // this layer's memory inputs, rows (B*T, .)
@@ -1042,6 +1061,7 @@ typedef struct {
     real *dq, *dk, *dv, *dga, *dgth, *dgeta, *dgdel;
     real* dbh;                                        // (B, H, nP + 2d): per-sequence dL/dP_0 and LN affine
     int ver;                                          // kernel version (dev/cuda/memlab.cu): 0 the best, see MEM_VERSIONS
+    MemSmem sm;                                       // the chunk arrays this launch keeps in shared memory
 } MemArgs;
 
 // copy rows [t0, t0+n) of head h of sequence bb from a (B, T, G*w) tensor into dst (n, w), and back
@@ -1092,7 +1112,7 @@ __device__ void store_chunk_grads(const MemChunk* c, const MemArgs* A, int bb, i
 // state is kept for the backward.
 __global__ void __launch_bounds__(MEM_THREADS) memory_forward_kernel(MemArgs A) {
     __shared__ MemChunk c; __shared__ MemCfg m;
-    if (threadIdx.x == 0) { c = A.chunks[blockIdx.x]; m = A.m; }
+    if (threadIdx.x == 0) { c = A.chunks[blockIdx.x]; m = A.m; mem_smem_apply(&c, &A.sm); }
     __syncthreads();
     int bb = blockIdx.x / A.H, h = blockIdx.x % A.H, nch = A.nch, nP = m.nP, b = A.b, T = A.T;
     size_t base = (((size_t)bb * A.H + h) * nch) * nP;
@@ -1113,7 +1133,7 @@ __global__ void __launch_bounds__(MEM_THREADS) memory_forward_kernel(MemArgs A) 
 // (each chunk's intermediates are recomputed from its stored start state).
 __global__ void __launch_bounds__(MEM_THREADS) memory_backward_kernel(MemArgs A) {
     __shared__ MemChunk c; __shared__ MemCfg m;
-    if (threadIdx.x == 0) { c = A.chunks[blockIdx.x]; m = A.m; }
+    if (threadIdx.x == 0) { c = A.chunks[blockIdx.x]; m = A.m; mem_smem_apply(&c, &A.sm); }
     __syncthreads();
     int bb = blockIdx.x / A.H, h = blockIdx.x % A.H, nch = A.nch, nP = m.nP, b = A.b, T = A.T, d = m.d;
     size_t base = (((size_t)bb * A.H + h) * nch) * nP;
@@ -1136,14 +1156,59 @@ __global__ void __launch_bounds__(MEM_THREADS) memory_backward_kernel(MemArgs A)
     block_copy(out, dPn, nP);
     block_copy(out + nP, c.dlng, d); block_copy(out + nP + d, c.dlnb, d);
 }
-// The launches (the trainer's and the kernel lab's). Versions: 2 register-tiled products, chunk scratch in
-// global memory; 0 (the default): the best.
-static const int MEM_VERSIONS = 2;
-static void mem_forward_launch(const MemArgs& A, int nblocks) {
-    memory_forward_kernel<<<nblocks, MEM_THREADS>>>(A); KCHECK("memory_forward");
+// The plan of the chunk scratch in shared memory for a kernel (fwd: the forward; else the backward), at most
+// `bytes`: the arrays in the order below while they fit; the gradient arrays as one block (they are zeroed and
+// saved as one range, grad0..grad0+ngrad).
+static MemSmem mem_smem_plan(const MemCfg* m, int b, int fwd, size_t bytes) {
+    MemChunk c; real* base = (real*)(uintptr_t)4096;              // a stand-in base address: only offsets matter
+    size_t total = memchunk_carve(&c, base, b, m->d, m->dm, m->nP);
+    real** slot = (real**)&c; int ns = (int)(sizeof(MemChunk) / sizeof(real*)), ig = (int)((real**)&c.ngrad - slot);
+    auto size_of = [&](real* p) { size_t o = p - base, nx = total; for (int t = 0; t < ns; t++) if (t != ig) { size_t ot = slot[t] - base; if (ot > o && ot < nx) nx = ot; } return nx - o; };
+#define SL(f) (int)(&c.f - slot)
+    std::vector<int> order = {SL(q), SL(k), SL(v), SL(a), SL(eta), SL(theta), SL(alpha), SL(beta), SL(sigma), SL(C), SL(s), SL(rk), SL(rq),
+                              SL(xx1), SL(xx2), SL(nn1), SL(nn2), SL(keep), SL(nk), SL(r), SL(u), SL(d1), SL(e), SL(psi), SL(xw2), SL(xs2), SL(nq), SL(y)};
+    if (m->cw) order.push_back(SL(etac));
+    if (m->bias == 3) order.push_back(SL(delta));
+    if (!fwd) { order.push_back(SL(dy)); order.push_back(-1); }    // -1: the gradient block
+    for (int f : {SL(zk), SL(hk), SL(d2), SL(gk), SL(tk), SL(zq), SL(hq), SL(tq), SL(xw1), SL(xs1)}) order.push_back(f);
+    if (!fwd) order.push_back(SL(nm1));
+#undef SL
+    MemSmem sm; memset(&sm, 0, sizeof sm); size_t cap = bytes / sizeof(real), used = 0;
+    for (int f : order) {
+        size_t need = f < 0 ? c.ngrad : size_of(slot[f]), at = (used + 3) & ~(size_t)3;   // 16-byte aligned
+        if (at + need > cap) continue;
+        if (f >= 0) { if (sm.n == MEM_SMEM_SLOTS) break; sm.slot[sm.n] = (short)f; sm.off[sm.n++] = (int)at; }
+        else {                                                    // every pointer into the gradient block moves with it
+            int k0 = sm.n;
+            for (int t = 0; t < ns && sm.n < MEM_SMEM_SLOTS; t++) if (t != ig && slot[t] >= c.grad0 && slot[t] < c.grad0 + c.ngrad) {
+                sm.slot[sm.n] = (short)t; sm.off[sm.n++] = (int)(at + (slot[t] - c.grad0));
+            }
+            if (sm.n == MEM_SMEM_SLOTS) { sm.n = k0; continue; }
+        }
+        used = at + need;
+    }
+    sm.floats = (int)used;
+    return sm;
 }
-static void mem_backward_launch(const MemArgs& A, int nblocks) {
-    memory_backward_kernel<<<nblocks, MEM_THREADS>>>(A); KCHECK("memory_backward");
+// The launches (the trainer's and the kernel lab's). Versions: 2 register-tiled products, chunk scratch in
+// global memory; 3 (and 0, the default) as 2 with the chunk scratch in shared memory as far as it fits.
+static const int MEM_VERSIONS __attribute__((unused)) = 3;  // (read by dev/cuda/memlab.cu)
+static size_t mem_smem_bytes(void) {
+    static int optin = -1;
+    if (optin < 0) { cudaCheck(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0)); optin -= 2048; } // room for the static shared memory
+    return optin > 0 ? (size_t)optin : 0;
+}
+static void mem_forward_launch(MemArgs A, int nblocks) {
+    if (A.ver == 0 || A.ver >= 3) A.sm = mem_smem_plan(&A.m, A.b, 1, mem_smem_bytes()); else A.sm.n = A.sm.floats = 0;
+    size_t sb = (size_t)A.sm.floats * sizeof(real);
+    cudaCheck(cudaFuncSetAttribute(memory_forward_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sb));
+    memory_forward_kernel<<<nblocks, MEM_THREADS, sb>>>(A); KCHECK("memory_forward");
+}
+static void mem_backward_launch(MemArgs A, int nblocks) {
+    if (A.ver == 0 || A.ver >= 3) A.sm = mem_smem_plan(&A.m, A.b, 0, mem_smem_bytes()); else A.sm.n = A.sm.floats = 0;
+    size_t sb = (size_t)A.sm.floats * sizeof(real);
+    cudaCheck(cudaFuncSetAttribute(memory_backward_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sb));
+    memory_backward_kernel<<<nblocks, MEM_THREADS, sb>>>(A); KCHECK("memory_backward");
 }
 // sum over the batch in a fixed order (a thread per element of P_0 and the LN affine)
 __global__ void memory_dbh_reduce_kernel(real* dp0, real* dlng, real* dlnb, const real* dbh, int B, int H, int nP, int d, int ln) {

@@ -231,6 +231,12 @@ int main(int argc, char** argv) {
         dfree(G.chunk_memory); dfree(G.chunks);
     }
     lab_chunks<gpu::MemChunk>(L, G, gpu::memchunk_carve);
+    {
+        gpu::MemSmem f = gpu::mem_smem_plan((const gpu::MemCfg*)&L.m, L.b, 1, gpu::mem_smem_bytes()), bw = gpu::mem_smem_plan((const gpu::MemCfg*)&L.m, L.b, 0, gpu::mem_smem_bytes());
+        MemChunk tmp; size_t per = ::memchunk_carve(&tmp, NULL, L.b, d, L.m.dm, L.m.nP);
+        printf("v3 chunk scratch in shared memory: forward %.1f KB (%d arrays), backward %.1f KB (%d arrays); the global scratch is %.1f KB\n",
+               f.floats * 4 / 1024.0, f.n, bw.floats * 4 / 1024.0, bw.n, per * 4 / 1024.0);
+    }
     for (int ver = 2; ver <= gpu::MEM_VERSIONS; ver++) {
         if (only && only != ver) continue;
         gpu::MemArgs A = lab_args<gpu::MemArgs>(L, G); A.ver = ver;

@@ -45,6 +45,7 @@ struct State {
     std::vector<int> order; uint64_t rng = 0; int mode = 0;  // 0 asc, 1 desc, 2 random
     uint64_t xbuf[32][32];
     long launches = 0;
+    std::vector<float> dyn;  // the launch's dynamic shared memory (blocks run one after another: one buffer)
 };
 inline State& S() { static State s; return s; }
 static const size_t STACK = 256 * 1024;
@@ -90,13 +91,16 @@ inline void run_block(int nt) {
         if (!released) { fprintf(stderr, "emu: deadlock in block %u: threads wait at different barriers (divergent __syncthreads or shuffle)\n", blockIdx.x); abort(); }
     }
 }
-inline void launch(dim3 grid, dim3 block, const std::function<void()>& fn) {
+inline void launch(dim3 grid, dim3 block, const std::function<void()>& fn, size_t smem = 0) {
     State& s = S(); init_order();
+    s.dyn.assign(smem / sizeof(float) + 4, NAN);   // NaN: a read before a write shows in the results
     if (block.x % 32 || block.x > 1024) { fprintf(stderr, "emu: block size %u\n", block.x); abort(); }
     gridDim = grid; blockDim = block; s.fn = &fn;
     for (unsigned b = 0; b < grid.x; b++) { blockIdx.x = b; blockIdx.y = blockIdx.z = 0; run_block((int)block.x); }
 }
+inline void* dyn_smem() { return S().dyn.data(); }
 } // namespace emu
+#define EMU_CUDA 1
 
 inline void __syncthreads() { emu::wait(emu::AT_BLOCK); }
 template <class T> inline T __shfl_xor_sync(unsigned, T v, int o) {
@@ -122,6 +126,11 @@ inline cudaError_t cudaDeviceSynchronize() { return cudaSuccess; }
 inline cudaError_t cudaGetDeviceCount(int* n) { *n = 1; return cudaSuccess; }
 inline cudaError_t cudaSetDevice(int) { return cudaSuccess; }
 inline cudaError_t cudaGetDeviceProperties(cudaDeviceProp* p, int) { snprintf(p->name, sizeof p->name, "CPU emulator (dev/cuda/emu)"); return cudaSuccess; }
+// dynamic shared memory: the launch's size is all there is (no per-kernel limit to raise)
+enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize = 8 };
+enum cudaDeviceAttr { cudaDevAttrMaxSharedMemoryPerBlockOptin = 97 };
+template <class F> inline cudaError_t cudaFuncSetAttribute(F, cudaFuncAttribute, int) { return cudaSuccess; }
+inline cudaError_t cudaDeviceGetAttribute(int* v, cudaDeviceAttr, int) { *v = 227 * 1024; return cudaSuccess; }
 // events (the kernel lab times with them): host wall clock, meaningless for speed here
 typedef struct { double t; }* cudaEvent_t;
 inline cudaError_t cudaEventCreate(cudaEvent_t* e) { *e = (cudaEvent_t)calloc(1, sizeof **e); return cudaSuccess; }
