@@ -407,34 +407,42 @@ __device__ __forceinline__ real warp_dot(const real* a, const real* b, int n) {
     real v = 0; for (int k = LANE; k < n; k += 32) v += a[k] * b[k];
     return warp_sum(v);
 }
+// 4 adjacent values of a chunk array: one 16-byte load when aligned (AV), else 4 loads (the gradient arrays
+// sit at odd offsets in the carve of train_miras.c)
+template <bool AV> __device__ __forceinline__ float4 ld4c(const real* p) { if (AV) return ld4(p); return make_float4(p[0], p[1], p[2], p[3]); }
+// mm_nt, one pass of output columns [j0, j0 + per): the state rows are read 16 bytes at a time (K % 4 == 0)
+template <bool AV> __device__ __forceinline__ void mm_nt_cols(real* r, const real* A, const real* Bm, int j, bool ok, int sl, int ks, int tn, int K) {
+    if (!ok) return;
+    const real* w = Bm + (size_t)j * K;
+#pragma unroll 2
+    for (int q = 4 * sl; q < K; q += 4 * ks) {
+        float4 wv = ld4(w + q);
+#pragma unroll
+        for (int u = 0; u < MM_TR; u++) if (u < tn) {
+            float4 xv = ld4c<AV>(A + (size_t)u * K + q);
+            r[u] += xv.x * wv.x; r[u] += xv.y * wv.y; r[u] += xv.z * wv.z; r[u] += xv.w * wv.w;
+        }
+    }
+}
 MEMFN void mm_nt_rs(real* out, const real* A, const real* Bm, const real* rs, int M, int N, int K, real s, int acc) {
     int ks = mm_split(N), per = blockDim.x / ks, sl = threadIdx.x % ks;   // the ks lanes of a column are adjacent
-    bool vec = K % 4 == 0 && al16(A) && al16(Bm);
+    bool vec = K % 4 == 0 && al16(Bm), av = al16(A);
     for (int t0 = 0; t0 < M; t0 += MM_TR) {
-        int tn = M - t0 < MM_TR ? M - t0 : MM_TR;
+        int tn = M - t0 < MM_TR ? M - t0 : MM_TR; const real* a = A + (size_t)t0 * K;
         for (int j0 = 0; j0 < N; j0 += per) {                               // the same trip count in every lane
             int j = j0 + threadIdx.x / ks; bool ok = j < N;
             real r[MM_TR];
 #pragma unroll
             for (int u = 0; u < MM_TR; u++) r[u] = 0;
-            if (ok) {
-                const real* w = Bm + (size_t)j * K; const real* a = A + (size_t)t0 * K;
-                if (vec) for (int q = 4 * sl; q < K; q += 4 * ks) {
-                    float4 wv = ld4(w + q);
+            if (vec) { if (av) mm_nt_cols<true>(r, a, Bm, j, ok, sl, ks, tn, K); else mm_nt_cols<false>(r, a, Bm, j, ok, sl, ks, tn, K); }
+            else if (ok) for (int q = sl; q < K; q += ks) {
+                real wv = Bm[(size_t)j * K + q];
 #pragma unroll
-                    for (int u = 0; u < MM_TR; u++) if (u < tn) {
-                        float4 xv = ld4(a + (size_t)u * K + q);
-                        r[u] += xv.x * wv.x; r[u] += xv.y * wv.y; r[u] += xv.z * wv.z; r[u] += xv.w * wv.w;
-                    }
-                } else for (int q = sl; q < K; q += ks) {
-                    real wv = w[q];
-#pragma unroll
-                    for (int u = 0; u < MM_TR; u++) if (u < tn) r[u] += a[(size_t)u * K + q] * wv;
-                }
+                for (int u = 0; u < MM_TR; u++) if (u < tn) r[u] += a[(size_t)u * K + q] * wv;
             }
             for (int o = ks >> 1; o > 0; o >>= 1) {
 #pragma unroll
-                for (int u = 0; u < MM_TR; u++) r[u] += __shfl_xor_sync(0xffffffffu, r[u], o);
+                for (int u = 0; u < MM_TR; u++) if (u < tn) r[u] += __shfl_xor_sync(0xffffffffu, r[u], o);  // (tn: the same in every lane)
             }
             if (ok && sl == 0) {
 #pragma unroll
@@ -447,35 +455,38 @@ MEMFN void mm_nt_rs(real* out, const real* A, const real* Bm, const real* rs, in
     }
     __syncthreads();
 }
+template <bool AV> __device__ __forceinline__ void mm_nn_cols(real* r, const real* A, const real* Bm, int j, bool ok, int sl, int ks, int tn, int N, int K) {
+    if (!ok) return;
+#pragma unroll 2
+    for (int q = 4 * sl; q < K; q += 4 * ks) {
+        real b0 = Bm[(size_t)q * N + j], b1 = Bm[(size_t)(q + 1) * N + j], b2 = Bm[(size_t)(q + 2) * N + j], b3 = Bm[(size_t)(q + 3) * N + j];
+#pragma unroll
+        for (int u = 0; u < MM_TR; u++) if (u < tn) {
+            float4 xv = ld4c<AV>(A + (size_t)u * K + q);
+            r[u] += xv.x * b0; r[u] += xv.y * b1; r[u] += xv.z * b2; r[u] += xv.w * b3;
+        }
+    }
+}
 MEMFN void mm_nn_rs(real* out, const real* A, const real* Bm, const real* rs, int M, int N, int K, real s, int acc) {
     int ks = mm_split(N), cpw = 32 / ks, per = (blockDim.x >> 5) * cpw;   // a warp: cpw adjacent columns x ks slices
     int sl = LANE / cpw, jw = (threadIdx.x >> 5) * cpw + LANE % cpw;
-    bool vec = K % 4 == 0 && al16(A);
+    bool vec = K % 4 == 0, av = al16(A);
     for (int t0 = 0; t0 < M; t0 += MM_TR) {
-        int tn = M - t0 < MM_TR ? M - t0 : MM_TR;
+        int tn = M - t0 < MM_TR ? M - t0 : MM_TR; const real* a = A + (size_t)t0 * K;
         for (int j0 = 0; j0 < N; j0 += per) {
             int j = j0 + jw; bool ok = j < N;
             real r[MM_TR];
 #pragma unroll
             for (int u = 0; u < MM_TR; u++) r[u] = 0;
-            if (ok) {
-                const real* a = A + (size_t)t0 * K;
-                if (vec) for (int q = 4 * sl; q < K; q += 4 * ks) {
-                    real b0 = Bm[(size_t)q * N + j], b1 = Bm[(size_t)(q + 1) * N + j], b2 = Bm[(size_t)(q + 2) * N + j], b3 = Bm[(size_t)(q + 3) * N + j];
+            if (vec) { if (av) mm_nn_cols<true>(r, a, Bm, j, ok, sl, ks, tn, N, K); else mm_nn_cols<false>(r, a, Bm, j, ok, sl, ks, tn, N, K); }
+            else if (ok) for (int q = sl; q < K; q += ks) {
+                real bv = Bm[(size_t)q * N + j];
 #pragma unroll
-                    for (int u = 0; u < MM_TR; u++) if (u < tn) {
-                        float4 xv = ld4(a + (size_t)u * K + q);
-                        r[u] += xv.x * b0; r[u] += xv.y * b1; r[u] += xv.z * b2; r[u] += xv.w * b3;
-                    }
-                } else for (int q = sl; q < K; q += ks) {
-                    real bv = Bm[(size_t)q * N + j];
-#pragma unroll
-                    for (int u = 0; u < MM_TR; u++) if (u < tn) r[u] += a[(size_t)u * K + q] * bv;
-                }
+                for (int u = 0; u < MM_TR; u++) if (u < tn) r[u] += a[(size_t)u * K + q] * bv;
             }
             for (int o = 16; o >= cpw; o >>= 1) {
 #pragma unroll
-                for (int u = 0; u < MM_TR; u++) r[u] += __shfl_xor_sync(0xffffffffu, r[u], o);
+                for (int u = 0; u < MM_TR; u++) if (u < tn) r[u] += __shfl_xor_sync(0xffffffffu, r[u], o);
             }
             if (ok && sl == 0) {
 #pragma unroll
@@ -488,19 +499,22 @@ MEMFN void mm_nn_rs(real* out, const real* A, const real* Bm, const real* rs, in
     }
     __syncthreads();
 }
-MEMFN void mm_tn_rs(real* out, const real* A, const real* Bm, const real* rs, int M, int N, int K, real s, int acc) {
-    if (N % 4 == 0 && al16(out) && al16(Bm)) {
-        int N4 = N / 4;
-        FOR(e4, M * N4) {                                                   // a thread per 4 adjacent outputs
-            int i = e4 / N4, j = 4 * (e4 % N4); real* o = out + (size_t)i * N + j;
-            float4 v = acc ? ld4(o) : make_float4(0, 0, 0, 0);
-            for (int k = 0; k < K; k++) {
-                real a = s * A[(size_t)k * M + i] * (rs ? rs[k] : 1); float4 b = ld4(Bm + (size_t)k * N + j);
-                v.x += a * b.x; v.y += a * b.y; v.z += a * b.z; v.w += a * b.w;
-            }
-            st4(o, v);
+template <bool BV> __device__ __forceinline__ void mm_tn_vec(real* out, const real* A, const real* Bm, const real* rs, int M, int N, int K, real s, int acc) {
+    int N4 = N / 4;
+#pragma unroll 2
+    FOR(e4, M * N4) {                                                       // a thread per 4 adjacent outputs
+        int i = e4 / N4, j = 4 * (e4 % N4); real* o = out + (size_t)i * N + j;
+        float4 v = acc ? ld4(o) : make_float4(0, 0, 0, 0);
+        for (int k = 0; k < K; k++) {
+            real a = s * A[(size_t)k * M + i] * (rs ? rs[k] : 1); float4 b = ld4c<BV>(Bm + (size_t)k * N + j);
+            v.x += a * b.x; v.y += a * b.y; v.z += a * b.z; v.w += a * b.w;
         }
-    } else FOR(e, M * N) {
+        st4(o, v);
+    }
+}
+MEMFN void mm_tn_rs(real* out, const real* A, const real* Bm, const real* rs, int M, int N, int K, real s, int acc) {
+    if (N % 4 == 0 && al16(out)) { if (al16(Bm)) mm_tn_vec<true>(out, A, Bm, rs, M, N, K, s, acc); else mm_tn_vec<false>(out, A, Bm, rs, M, N, K, s, acc); }
+    else FOR(e, M * N) {
         int i = e / N, j = e % N; real o = acc ? out[e] : 0;
         for (int k = 0; k < K; k++) o += s * A[(size_t)k * M + i] * (rs ? rs[k] : 1) * Bm[(size_t)k * N + j];
         out[e] = o;
@@ -641,14 +655,14 @@ MEMFN void mem_read_backward(real* dx, real* dxk, real* ddl, real* dW, real* dS,
 // (a thread per 4 adjacent elements of a row where aligned)
 MEMFN void mem_update_forward(real* Wn, const real* W, real ca, const real* S, real cb,
                                    const real* dl, const real* xk, const real* cv, int n, int m, int p) {
-    if (p % 4 == 0 && al16(Wn) && al16(W) && (!S || al16(S)) && al16(xk)) {
-        int p4 = p / 4;
+    if (p % 4 == 0 && al16(Wn) && al16(W) && (!S || al16(S))) {
+        int p4 = p / 4; bool xv4 = al16(xk);
         FOR(e4, m * p4) {
             int j = e4 / p4, q = 4 * (e4 % p4); size_t e = (size_t)j * p + q;
             float4 w = ld4(W + e), v = make_float4(ca * w.x, ca * w.y, ca * w.z, ca * w.w);
             if (S) { float4 sv = ld4(S + e); v.x += cb * sv.x; v.y += cb * sv.y; v.z += cb * sv.z; v.w += cb * sv.w; }
             for (int i = 0; i < n; i++) {
-                real wi = cv[i] * dl[(size_t)i * m + j]; float4 xv = ld4(xk + (size_t)i * p + q);
+                real wi = cv[i] * dl[(size_t)i * m + j]; float4 xv = xv4 ? ld4(xk + (size_t)i * p + q) : ld4c<false>(xk + (size_t)i * p + q);
                 v.x -= wi * xv.x; v.y -= wi * xv.y; v.z -= wi * xv.z; v.w -= wi * xv.w;
             }
             st4(Wn + e, v);
@@ -1108,6 +1122,12 @@ __device__ void store_chunk_grads(const MemChunk* c, const MemArgs* A, int bb, i
     __syncthreads();
 }
 
+// n values from p into L2 (no wait): the backward's next chunk-start state, written long before (in DRAM by now)
+__device__ __forceinline__ void prefetch_l2(const real* p, size_t n) {
+#ifndef EMU_CUDA
+    for (size_t i = (size_t)threadIdx.x * 32; i < n; i += (size_t)blockDim.x * 32) asm volatile("prefetch.global.L2 [%0];" :: "l"(p + i));
+#endif
+}
 // The memory read of one layer (SPEC §5): each (sequence, head) runs its chunks in order; every chunk-start
 // state is kept for the backward.
 __global__ void __launch_bounds__(MEM_THREADS) memory_forward_kernel(MemArgs A) {
@@ -1145,6 +1165,7 @@ __global__ void __launch_bounds__(MEM_THREADS) memory_backward_kernel(MemArgs A)
     for (int ch = nch - 1; ch >= 0; ch--) {
         int t0 = ch * b, n = T - t0 < b ? T - t0 : b;
         real* Pc = P + (size_t)ch * nP; real* Sc = S ? S + (size_t)ch * nP : NULL;
+        if (ch > 0) { prefetch_l2(Pc - nP, nP); if (Sc) prefetch_l2(Sc - nP, nP); }
         load_chunk_inputs(&c, &A, bb, h, t0, n);
         gather_rows(c.dy, A.dy, bb, h, t0, n, T, A.H, d);
         mem_step_backward(&m, &c, n, c.dy, Pc, Sc, dPn, dSn, dPs, dSs, lng, lnb);
