@@ -38,6 +38,7 @@ inline uint3 threadIdx, blockIdx; inline dim3 blockDim, gridDim;   // the runnin
 
 
 namespace emu {
+inline long barriers;  // __syncthreads reached by thread 0 (EMU_BARRIERS=1 prints the count per launch)
 enum { RUN, AT_BLOCK, AT_WARP, DONE };
 struct Thread { ucontext_t ctx; jmp_buf jb; int state, started; char* stack; };  // entered by swapcontext once, then by _longjmp (no syscalls)
 struct State {
@@ -96,13 +97,15 @@ inline void launch(dim3 grid, dim3 block, const std::function<void()>& fn, size_
     s.dyn.assign(smem / sizeof(float) + 4, NAN);   // NaN: a read before a write shows in the results
     if (block.x % 32 || block.x > 1024) { fprintf(stderr, "emu: block size %u\n", block.x); abort(); }
     gridDim = grid; blockDim = block; s.fn = &fn;
+    long b0 = barriers;
     for (unsigned b = 0; b < grid.x; b++) { blockIdx.x = b; blockIdx.y = blockIdx.z = 0; run_block((int)block.x); }
+    if (getenv("EMU_BARRIERS")) fprintf(stderr, "emu: launch of %u blocks: %ld barriers per block\n", grid.x, (barriers - b0) / (long)grid.x);
 }
 inline void* dyn_smem() { return S().dyn.data(); }
 } // namespace emu
 #define EMU_CUDA 1
 
-inline void __syncthreads() { emu::wait(emu::AT_BLOCK); }
+inline void __syncthreads() { if (threadIdx.x == 0) emu::barriers++; emu::wait(emu::AT_BLOCK); }
 template <class T> inline T __shfl_xor_sync(unsigned, T v, int o) {
     emu::State& s = emu::S(); int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
     static_assert(sizeof(T) <= 8, "shuffle of a type wider than 8 bytes");
