@@ -411,11 +411,27 @@ __device__ __forceinline__ real warp_dot(const real* a, const real* b, int n) {
 // sit at odd offsets in the carve of train_miras.c)
 template <bool AV> __device__ __forceinline__ float4 ld4c(const real* p) { if (AV) return ld4(p); return make_float4(p[0], p[1], p[2], p[3]); }
 // mm_nt, one pass of output columns [j0, j0 + per): the state rows are read 16 bytes at a time (K % 4 == 0)
+// The state loops below load MM_U (4) state values before using any of them: a thread's loads are then in
+// flight together, and a pass waits for the L2 a few times instead of once per loaded value (with 16 warps per
+// SM there is little else to hide that latency). The sums keep their order.
+#define MM_U 4
 template <bool AV> __device__ __forceinline__ void mm_nt_cols(real* r, const real* A, const real* Bm, int j, bool ok, int sl, int ks, int tn, int K) {
     if (!ok) return;
-    const real* w = Bm + (size_t)j * K;
-#pragma unroll 2
-    for (int q = 4 * sl; q < K; q += 4 * ks) {
+    const real* w = Bm + (size_t)j * K; int q = 4 * sl, st = 4 * ks;
+    for (; q + (MM_U - 1) * st < K; q += MM_U * st) {                       // MM_U state vectors at a time
+        float4 wv[MM_U];
+#pragma unroll
+        for (int v = 0; v < MM_U; v++) wv[v] = ld4(w + q + v * st);
+#pragma unroll
+        for (int v = 0; v < MM_U; v++) {
+#pragma unroll
+            for (int u = 0; u < MM_TR; u++) if (u < tn) {
+                float4 xv = ld4c<AV>(A + (size_t)u * K + q + v * st);
+                r[u] += xv.x * wv[v].x; r[u] += xv.y * wv[v].y; r[u] += xv.z * wv[v].z; r[u] += xv.w * wv[v].w;
+            }
+        }
+    }
+    for (; q < K; q += st) {
         float4 wv = ld4(w + q);
 #pragma unroll
         for (int u = 0; u < MM_TR; u++) if (u < tn) {
@@ -457,8 +473,24 @@ MEMFN void mm_nt_rs(real* out, const real* A, const real* Bm, const real* rs, in
 }
 template <bool AV> __device__ __forceinline__ void mm_nn_cols(real* r, const real* A, const real* Bm, int j, bool ok, int sl, int ks, int tn, int N, int K) {
     if (!ok) return;
-#pragma unroll 2
-    for (int q = 4 * sl; q < K; q += 4 * ks) {
+    int q = 4 * sl, st = 4 * ks;
+    for (; q + (MM_U - 1) * st < K; q += MM_U * st) {
+        real bv[MM_U][4];
+#pragma unroll
+        for (int v = 0; v < MM_U; v++) {
+#pragma unroll
+            for (int z = 0; z < 4; z++) bv[v][z] = Bm[(size_t)(q + v * st + z) * N + j];
+        }
+#pragma unroll
+        for (int v = 0; v < MM_U; v++) {
+#pragma unroll
+            for (int u = 0; u < MM_TR; u++) if (u < tn) {
+                float4 xv = ld4c<AV>(A + (size_t)u * K + q + v * st);
+                r[u] += xv.x * bv[v][0]; r[u] += xv.y * bv[v][1]; r[u] += xv.z * bv[v][2]; r[u] += xv.w * bv[v][3];
+            }
+        }
+    }
+    for (; q < K; q += st) {
         real b0 = Bm[(size_t)q * N + j], b1 = Bm[(size_t)(q + 1) * N + j], b2 = Bm[(size_t)(q + 2) * N + j], b3 = Bm[(size_t)(q + 3) * N + j];
 #pragma unroll
         for (int u = 0; u < MM_TR; u++) if (u < tn) {
@@ -500,16 +532,24 @@ MEMFN void mm_nn_rs(real* out, const real* A, const real* Bm, const real* rs, in
     __syncthreads();
 }
 template <bool BV> __device__ __forceinline__ void mm_tn_vec(real* out, const real* A, const real* Bm, const real* rs, int M, int N, int K, real s, int acc) {
-    int N4 = N / 4;
-#pragma unroll 2
-    FOR(e4, M * N4) {                                                       // a thread per 4 adjacent outputs
-        int i = e4 / N4, j = 4 * (e4 % N4); real* o = out + (size_t)i * N + j;
-        float4 v = acc ? ld4(o) : make_float4(0, 0, 0, 0);
-        for (int k = 0; k < K; k++) {
-            real a = s * A[(size_t)k * M + i] * (rs ? rs[k] : 1); float4 b = ld4c<BV>(Bm + (size_t)k * N + j);
-            v.x += a * b.x; v.y += a * b.y; v.z += a * b.z; v.w += a * b.w;
+    int N4 = N / 4, tot = M * N4, nt = blockDim.x;
+    for (int e0 = threadIdx.x; e0 < tot; e0 += MM_U * nt) {                // a thread per 4 adjacent outputs, MM_U at a time
+        float4 v[MM_U];
+#pragma unroll
+        for (int w = 0; w < MM_U; w++) {
+            int e4 = e0 + w * nt;
+            v[w] = (acc && e4 < tot) ? ld4(out + (size_t)(e4 / N4) * N + 4 * (e4 % N4)) : make_float4(0, 0, 0, 0);
         }
-        st4(o, v);
+#pragma unroll
+        for (int w = 0; w < MM_U; w++) {
+            int e4 = e0 + w * nt; if (e4 >= tot) break;
+            int i = e4 / N4, j = 4 * (e4 % N4);
+            for (int k = 0; k < K; k++) {
+                real a = s * A[(size_t)k * M + i] * (rs ? rs[k] : 1); float4 b = ld4c<BV>(Bm + (size_t)k * N + j);
+                v[w].x += a * b.x; v[w].y += a * b.y; v[w].z += a * b.z; v[w].w += a * b.w;
+            }
+            st4(out + (size_t)i * N + j, v[w]);
+        }
     }
 }
 MEMFN void mm_tn_rs(real* out, const real* A, const real* Bm, const real* rs, int M, int N, int K, real s, int acc) {
@@ -656,16 +696,26 @@ MEMFN void mem_read_backward(real* dx, real* dxk, real* ddl, real* dW, real* dS,
 MEMFN void mem_update_forward(real* Wn, const real* W, real ca, const real* S, real cb,
                                    const real* dl, const real* xk, const real* cv, int n, int m, int p) {
     if (p % 4 == 0 && al16(Wn) && al16(W) && (!S || al16(S))) {
-        int p4 = p / 4; bool xv4 = al16(xk);
-        FOR(e4, m * p4) {
-            int j = e4 / p4, q = 4 * (e4 % p4); size_t e = (size_t)j * p + q;
-            float4 w = ld4(W + e), v = make_float4(ca * w.x, ca * w.y, ca * w.z, ca * w.w);
-            if (S) { float4 sv = ld4(S + e); v.x += cb * sv.x; v.y += cb * sv.y; v.z += cb * sv.z; v.w += cb * sv.w; }
-            for (int i = 0; i < n; i++) {
-                real wi = cv[i] * dl[(size_t)i * m + j]; float4 xv = xv4 ? ld4(xk + (size_t)i * p + q) : ld4c<false>(xk + (size_t)i * p + q);
-                v.x -= wi * xv.x; v.y -= wi * xv.y; v.z -= wi * xv.z; v.w -= wi * xv.w;
+        int p4 = p / 4, tot = m * p4, nt = blockDim.x; bool xv4 = al16(xk);
+        for (int e0 = threadIdx.x; e0 < tot; e0 += MM_U * nt) {             // MM_U groups of 4 at a time (loads first)
+            float4 v[MM_U];
+#pragma unroll
+            for (int w = 0; w < MM_U; w++) {
+                int e4 = e0 + w * nt; if (e4 >= tot) { v[w] = make_float4(0, 0, 0, 0); continue; }
+                size_t e = (size_t)(e4 / p4) * p + 4 * (e4 % p4); float4 wv = ld4(W + e);
+                v[w] = make_float4(ca * wv.x, ca * wv.y, ca * wv.z, ca * wv.w);
+                if (S) { float4 sv = ld4(S + e); v[w].x += cb * sv.x; v[w].y += cb * sv.y; v[w].z += cb * sv.z; v[w].w += cb * sv.w; }
             }
-            st4(Wn + e, v);
+#pragma unroll
+            for (int w = 0; w < MM_U; w++) {
+                int e4 = e0 + w * nt; if (e4 >= tot) break;
+                int j = e4 / p4, q = 4 * (e4 % p4);
+                for (int i = 0; i < n; i++) {
+                    real wi = cv[i] * dl[(size_t)i * m + j]; float4 xv = xv4 ? ld4(xk + (size_t)i * p + q) : ld4c<false>(xk + (size_t)i * p + q);
+                    v[w].x -= wi * xv.x; v[w].y -= wi * xv.y; v[w].z -= wi * xv.z; v[w].w -= wi * xv.w;
+                }
+                st4(Wn + (size_t)j * p + q, v[w]);
+            }
         }
     } else FOR(e, m * p) {
         int j = e / p, q = e % p; real v = ca * W[e] + (S ? cb * S[e] : 0);
@@ -680,6 +730,7 @@ MEMFN void mem_update_backward(real* dW, real* dS, real* dca, real* dcb, real* d
                                     const real* dWn, const real* W, real ca, const real* S, real cb,
                                     const real* dl, const real* xk, const real* cv, int n, int m, int p, const MemChunk* c) {
     real sa = 0, sb = 0;
+#pragma unroll 4
     FOR(e, m * p) {
         dW[e] += ca * dWn[e]; sa += dWn[e] * W[e];
         if (S) { dS[e] += cb * dWn[e]; sb += dWn[e] * S[e]; }
