@@ -1228,6 +1228,152 @@ __global__ void __launch_bounds__(MEM_THREADS) memory_backward_kernel(MemArgs A)
     block_copy(out, dPn, nP);
     block_copy(out + nP, c.dlng, d); block_copy(out + nP + d, c.dlnb, d);
 }
+// ---- b = 1 linear memories (deltanet, gated_deltanet): one token per chunk, so the chunk functions above reduce
+// to a few row-local operations and the generic kernels spend their time in barriers. These kernels run the same
+// math, token by token, with the d x d state (d = 64) in registers: thread (i, g) of the block's 512 holds row i,
+// columns 8g..8g+7; a row's 8 threads are adjacent lanes and add their partial sums by shuffles. The chunk of one
+// token t (train_miras.c mem_chunk_forward, depth 1, n = 1, no momentum, no retention; alpha = a_t, C = eta_t, or
+// C = 1 and r scaled by eta per channel):
+//   r0 = W k, e = r0 - v, r = psi(e) (* eta_c)      y = a W q - C (q . k) r      W' = a W - C r k^T
+// The state at every token's start is stored (the backward reads it, as the generic kernels' chunk states).
+#define TOK_D 64
+#define TOK_THREADS 512
+__device__ __forceinline__ real row8_sum(real v) {   // the sum over a row's 8 lanes (fixed order), in all of them
+    v += __shfl_xor_sync(0xffffffffu, v, 1); v += __shfl_xor_sync(0xffffffffu, v, 2); v += __shfl_xor_sync(0xffffffffu, v, 4);
+    return v;
+}
+struct TokIn { real k[8], q[8], v, a, eta, etac; };  // one token's inputs as thread (i, g) needs them
+__device__ __forceinline__ void tok_load(TokIn* x, const MemArgs& A, int bb, int h, int t, int i, int g) {
+    const MemCfg& m = A.m; size_t r = (size_t)bb * A.T + t; const real* kp = A.k + r * A.D + h * TOK_D + 8 * g; const real* qp = A.q + r * A.D + h * TOK_D + 8 * g;
+    float4 k0 = ld4(kp), k1 = ld4(kp + 4), q0 = ld4(qp), q1 = ld4(qp + 4);
+    x->k[0] = k0.x; x->k[1] = k0.y; x->k[2] = k0.z; x->k[3] = k0.w; x->k[4] = k1.x; x->k[5] = k1.y; x->k[6] = k1.z; x->k[7] = k1.w;
+    x->q[0] = q0.x; x->q[1] = q0.y; x->q[2] = q0.z; x->q[3] = q0.w; x->q[4] = q1.x; x->q[5] = q1.y; x->q[6] = q1.z; x->q[7] = q1.w;
+    x->v = A.v[r * A.D + h * TOK_D + i]; x->a = A.ga[r * A.H + h];
+    int Ge = m.cw ? A.D : A.H;
+    x->eta = m.cw ? 1 : A.geta[r * Ge + h]; x->etac = m.cw ? A.geta[r * Ge + h * TOK_D + i] : 1;
+}
+// the forward quantities of one token from the state row w: r0 = (W k)_i, xw = (W q)_i, xx = q . k; e, psi, r
+struct TokFwd { real xw, xx, e, psi, r; };
+__device__ __forceinline__ TokFwd tok_forward(const real* w, const TokIn& x, int cw) {
+    real r0 = 0, xw = 0, xx = 0;
+#pragma unroll
+    for (int c = 0; c < 8; c++) { r0 += w[c] * x.k[c]; xw += w[c] * x.q[c]; xx += x.q[c] * x.k[c]; }
+    r0 = row8_sum(r0); xw = row8_sum(xw); xx = row8_sum(xx);
+    TokFwd f; f.xw = xw; f.xx = xx; f.e = r0 - x.v; f.psi = f.e;     // l2 bias: psi = e
+    f.r = cw ? x.etac * f.psi : f.psi;
+    return f;
+}
+__global__ void __launch_bounds__(TOK_THREADS) mem_token_forward_kernel(MemArgs A) {
+    int bb = blockIdx.x / A.H, h = blockIdx.x % A.H, T = A.T, nP = A.m.nP, i = threadIdx.x >> 3, g = threadIdx.x & 7, cw = A.m.cw;
+    real* P = A.P + ((size_t)bb * A.H + h) * T * nP + i * TOK_D + 8 * g;   // this thread's 8 values of every token's state
+    real w[8];
+    { float4 a0 = ld4(A.p0 + (size_t)h * nP + i * TOK_D + 8 * g), a1 = ld4(A.p0 + (size_t)h * nP + i * TOK_D + 8 * g + 4);
+      w[0] = a0.x; w[1] = a0.y; w[2] = a0.z; w[3] = a0.w; w[4] = a1.x; w[5] = a1.y; w[6] = a1.z; w[7] = a1.w; }
+    TokIn x, xn; tok_load(&xn, A, bb, h, 0, i, g);
+    for (int t = 0; t < T; t++) {
+        x = xn; if (t + 1 < T) tok_load(&xn, A, bb, h, t + 1, i, g);     // the next token's inputs in flight
+        st4(P + (size_t)t * nP, make_float4(w[0], w[1], w[2], w[3])); st4(P + (size_t)t * nP + 4, make_float4(w[4], w[5], w[6], w[7]));
+        TokFwd f = tok_forward(w, x, cw);
+        real C = x.eta, alpha = x.a;
+        if (g == 0) A.y[((size_t)bb * T + t) * A.D + h * TOK_D + i] = alpha * f.xw - (C * f.xx) * f.r;  // mem_read_forward
+        real cr = C * f.r;
+#pragma unroll
+        for (int c = 0; c < 8; c++) { w[c] = alpha * w[c]; w[c] -= cr * x.k[c]; }                     // mem_update_forward
+    }
+}
+// Its backward, token by token in reverse with dL/dW' (dw) in registers (mem_chunk_backward at n = 1; the same
+// terms in the same order):
+//   update:  dW = a dW'; da += <dW', W>; gx = dW' k; dr = -C gx; dC = -r . gx; dk = -C dW'^T r
+//   read:    da += dy . (W q); dA = -(dy . r); dC += dA xx; gs = dA C;  dq = a W^T dy + gs k; dk += gs q;
+//            dW += a dy q^T; dr -= C xx dy
+//   bias:    (eta_c: detac = dr psi, dr *= eta_c) dmk = dr, dv = -dr; dk += W^T dmk; dW += dmk k^T
+//   gates:   da, deta = dC (per head), or detac (per channel)
+// The sums over rows (W^T x and the scalars) go warp by warp through shared memory: one barrier per token.
+__global__ void __launch_bounds__(TOK_THREADS) mem_token_backward_kernel(MemArgs A) {
+    __shared__ real red[2][TOK_THREADS / 32][3 * TOK_D + 4];
+    int bb = blockIdx.x / A.H, h = blockIdx.x % A.H, T = A.T, D = A.D, H = A.H, nP = A.m.nP, cw = A.m.cw;
+    int i = threadIdx.x >> 3, g = threadIdx.x & 7, lane = LANE, wp = threadIdx.x >> 5, Ge = cw ? D : H;
+    const real* P = A.P + ((size_t)bb * A.H + h) * T * nP + i * TOK_D + 8 * g;
+    real dw[8], w[8], wn[8];
+#pragma unroll
+    for (int c = 0; c < 8; c++) dw[c] = 0;
+    auto load_w = [&](real* dst, int t) { float4 a0 = ld4(P + (size_t)t * nP), a1 = ld4(P + (size_t)t * nP + 4);
+        dst[0] = a0.x; dst[1] = a0.y; dst[2] = a0.z; dst[3] = a0.w; dst[4] = a1.x; dst[5] = a1.y; dst[6] = a1.z; dst[7] = a1.w; };
+    TokIn x, xn; real dy, dyn;
+    load_w(wn, T - 1); tok_load(&xn, A, bb, h, T - 1, i, g); dyn = A.dy[((size_t)bb * T + T - 1) * D + h * TOK_D + i];
+    for (int t = T - 1; t >= 0; t--) {
+        x = xn; dy = dyn;
+#pragma unroll
+        for (int c = 0; c < 8; c++) w[c] = wn[c];
+        if (t > 0) { load_w(wn, t - 1); tok_load(&xn, A, bb, h, t - 1, i, g); dyn = A.dy[((size_t)bb * T + t - 1) * D + h * TOK_D + i]; }
+        TokFwd f = tok_forward(w, x, cw);
+        real C = x.eta, alpha = x.a, has = t < T - 1;                  // has: dW' exists (not the last token)
+        real pww = 0, gx = 0;                                           // mem_update_backward
+#pragma unroll
+        for (int c = 0; c < 8; c++) { pww += dw[c] * w[c]; gx += dw[c] * x.k[c]; }
+        gx = row8_sum(gx);
+        real dr = has ? 0 - C * gx : 0, dcu = has ? -(f.r * gx) : 0;   // this row's ddl and its term of dc
+        real colA[8], colB[8], colC[8];
+#pragma unroll
+        for (int c = 0; c < 8; c++) colA[c] = f.r * dw[c];
+        real wx = C * f.xx;                                             // mem_read_backward (cs = 1)
+        dr -= wx * dy;
+        real dps = cw ? dr * x.etac : dr, detac = dr * f.psi;          // mem_bias_backward (l2: de = dps)
+        real dmk = dps;
+#pragma unroll
+        for (int c = 0; c < 8; c++) {
+            colB[c] = w[c] * dy; colC[c] = w[c] * dmk;
+            real nw = alpha * dw[c]; nw += (dy * alpha) * x.q[c]; nw += dmk * x.k[c];
+            dw[c] = nw;
+        }
+        // the sums over rows: the warp's 4 rows by shuffles, then the 16 warps through shared memory
+#pragma unroll
+        for (int c = 0; c < 8; c++) {
+            colA[c] += __shfl_xor_sync(0xffffffffu, colA[c], 8); colA[c] += __shfl_xor_sync(0xffffffffu, colA[c], 16);
+            colB[c] += __shfl_xor_sync(0xffffffffu, colB[c], 8); colB[c] += __shfl_xor_sync(0xffffffffu, colB[c], 16);
+            colC[c] += __shfl_xor_sync(0xffffffffu, colC[c], 8); colC[c] += __shfl_xor_sync(0xffffffffu, colC[c], 16);
+        }
+        real s1 = warp_sum(pww), s2 = warp_sum(g == 0 ? dy * f.xw : 0), s3 = warp_sum(g == 0 ? dcu : 0), s4 = warp_sum(g == 0 ? dy * f.r : 0);
+        real* rb = red[t & 1][wp];
+        if (lane < 8) {
+#pragma unroll
+            for (int c = 0; c < 8; c++) { rb[8 * lane + c] = colA[c]; rb[TOK_D + 8 * lane + c] = colB[c]; rb[2 * TOK_D + 8 * lane + c] = colC[c]; }
+        }
+        if (lane == 0) { rb[3 * TOK_D] = s1; rb[3 * TOK_D + 1] = s2; rb[3 * TOK_D + 2] = s3; rb[3 * TOK_D + 3] = s4; }
+        size_t row = (size_t)bb * T + t;
+        if (g == 0) {                                                   // row outputs: dv, and detac per channel
+            A.dv[row * D + h * TOK_D + i] = 0 - dps;
+            if (cw) A.dgeta[row * Ge + h * TOK_D + i] = 0 + detac;
+        }
+        __syncthreads();
+        if (threadIdx.x < TOK_D) {                                      // column outputs dq, dk and the gates
+            int c = threadIdx.x; real sA = 0, sB = 0, sC = 0, S1 = 0, S2 = 0, S3 = 0, S4 = 0;
+            for (int u = 0; u < TOK_THREADS / 32; u++) {
+                const real* ru = red[t & 1][u];
+                sA += ru[c]; sB += ru[TOK_D + c]; sC += ru[2 * TOK_D + c];
+                S1 += ru[3 * TOK_D]; S2 += ru[3 * TOK_D + 1]; S3 += ru[3 * TOK_D + 2]; S4 += ru[3 * TOK_D + 3];
+            }
+            real dA = -S4, gs = dA * C, xc = A.q[row * D + h * TOK_D + c], kc = A.k[row * D + h * TOK_D + c];
+            real dk = 0 + (-1 * C) * sA; dk += gs * xc; dk += sC;
+            real dq = 0 + alpha * sB; dq += gs * kc;
+            A.dq[row * D + h * TOK_D + c] = dq; A.dk[row * D + h * TOK_D + c] = dk;
+            if (c == 0) {
+                real da = 0; if (has) da += S1; da += S2;
+                real dC = has ? S3 : 0; dC += dA * f.xx;
+                A.dga[row * H + h] = 0 + da; A.dgth[row * H + h] = 0;
+                if (!cw) A.dgeta[row * Ge + h] = 0 + dC;
+            }
+        }
+    }
+    real* out = A.dbh + ((size_t)bb * A.H + h) * (nP + 2 * TOK_D) + i * TOK_D + 8 * g;   // dL/dP_0 (no LN)
+    st4(out, make_float4(dw[0], dw[1], dw[2], dw[3])); st4(out + 4, make_float4(dw[4], dw[5], dw[6], dw[7]));
+    if (threadIdx.x < 2 * TOK_D) A.dbh[((size_t)bb * A.H + h) * (nP + 2 * TOK_D) + nP + threadIdx.x] = 0;
+}
+// the b = 1 kernels run these configurations; the others take the generic kernels
+static int mem_token_ok(const MemArgs& A) {
+    const MemCfg& m = A.m;
+    return A.b == 1 && m.depth == 1 && m.d == TOK_D && !m.momentum && m.retention == 0 && m.bias == 0 && A.H * TOK_D == A.D;
+}
 // The plan of the chunk scratch in shared memory for a kernel (fwd: the forward; else the backward), at most
 // `bytes`: the arrays in the order below while they fit; the gradient arrays as one block (they are zeroed and
 // saved as one range, grad0..grad0+ngrad).
@@ -1263,20 +1409,23 @@ static MemSmem mem_smem_plan(const MemCfg* m, int b, int fwd, size_t bytes) {
     return sm;
 }
 // The launches (the trainer's and the kernel lab's). Versions: 2 register-tiled products, chunk scratch in
-// global memory; 3 (and 0, the default) as 2 with the chunk scratch in shared memory as far as it fits.
-static const int MEM_VERSIONS __attribute__((unused)) = 3;  // (read by dev/cuda/memlab.cu)
+// global memory; 3 as 2 with the chunk scratch in shared memory as far as it fits; 4 (and 0, the default) as 3,
+// and the b = 1 linear memories token by token (mem_token_*_kernel).
+static const int MEM_VERSIONS __attribute__((unused)) = 4;  // (read by dev/cuda/memlab.cu)
 static size_t mem_smem_bytes(void) {
     static int optin = -1;
     if (optin < 0) { cudaCheck(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0)); optin -= 2048; } // room for the static shared memory
     return optin > 0 ? (size_t)optin : 0;
 }
 static void mem_forward_launch(MemArgs A, int nblocks) {
+    if ((A.ver == 0 || A.ver >= 4) && mem_token_ok(A)) { mem_token_forward_kernel<<<nblocks, TOK_THREADS>>>(A); KCHECK("mem_token_forward"); return; }
     if (A.ver == 0 || A.ver >= 3) A.sm = mem_smem_plan(&A.m, A.b, 1, mem_smem_bytes()); else A.sm.n = A.sm.floats = 0;
     size_t sb = (size_t)A.sm.floats * sizeof(real);
     cudaCheck(cudaFuncSetAttribute(memory_forward_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sb));
     memory_forward_kernel<<<nblocks, MEM_THREADS, sb>>>(A); KCHECK("memory_forward");
 }
 static void mem_backward_launch(MemArgs A, int nblocks) {
+    if ((A.ver == 0 || A.ver >= 4) && mem_token_ok(A)) { mem_token_backward_kernel<<<nblocks, TOK_THREADS>>>(A); KCHECK("mem_token_backward"); return; }
     if (A.ver == 0 || A.ver >= 3) A.sm = mem_smem_plan(&A.m, A.b, 0, mem_smem_bytes()); else A.sm.n = A.sm.floats = 0;
     size_t sb = (size_t)A.sm.floats * sizeof(real);
     cudaCheck(cudaFuncSetAttribute(memory_backward_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sb));
