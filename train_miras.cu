@@ -382,7 +382,15 @@ static size_t memchunk_carve(MemChunk* c, real* base, int b, int d, int dm, int 
     return n + 2 * nn + nm + 2 + d;
 }
 
-MEMFN void block_zero(real* p, size_t n) { for (size_t i = threadIdx.x; i < n; i += blockDim.x) p[i] = 0; __syncthreads(); }
+// 16-byte loads and stores where aligned
+__device__ __forceinline__ bool al16(const void* p) { return ((uintptr_t)p & 15) == 0; }
+__device__ __forceinline__ float4 ld4(const real* p) { return *(const float4*)p; }
+__device__ __forceinline__ void st4(real* p, float4 v) { *(float4*)p = v; }
+MEMFN void block_zero(real* p, size_t n) {
+    if (al16(p)) { size_t n4 = n / 4; for (size_t i = threadIdx.x; i < n4; i += blockDim.x) st4(p + 4 * i, make_float4(0, 0, 0, 0)); for (size_t i = 4 * n4 + threadIdx.x; i < n; i += blockDim.x) p[i] = 0; }
+    else for (size_t i = threadIdx.x; i < n; i += blockDim.x) p[i] = 0;
+    __syncthreads();
+}
 MEMFN void block_copy(real* dst, const real* src, size_t n) { for (size_t i = threadIdx.x; i < n; i += blockDim.x) dst[i] = src[i]; __syncthreads(); }
 
 // Small dense products used inside a memory chunk. out = (acc ? out : 0) + s * op. In every product of a chunk
@@ -396,9 +404,6 @@ MEMFN void block_copy(real* dst, const real* src, size_t n) { for (size_t i = th
 // the output has fewer columns than the block has threads, KS lanes of a warp split the K sum (a column each
 // gets K/KS terms) and a fixed xor-shuffle tree adds the partials: no atomics, a fixed order (deterministic).
 #define MM_TR 16
-__device__ __forceinline__ bool al16(const void* p) { return ((uintptr_t)p & 15) == 0; }
-__device__ __forceinline__ float4 ld4(const real* p) { return *(const float4*)p; }
-__device__ __forceinline__ void st4(real* p, float4 v) { *(float4*)p = v; }
 // lanes per output column: the largest power of 2 <= 32 with cols * KS <= threads
 __device__ __forceinline__ int mm_split(int cols) { int ks = 1; while (ks < 32 && cols * ks * 2 <= (int)blockDim.x) ks *= 2; return ks; }
 // A dot product of two rows, by a whole warp: the lanes split the row (coalesced loads), then a fixed-order
@@ -411,10 +416,12 @@ __device__ __forceinline__ real warp_dot(const real* a, const real* b, int n) {
 // sit at odd offsets in the carve of train_miras.c)
 template <bool AV> __device__ __forceinline__ float4 ld4c(const real* p) { if (AV) return ld4(p); return make_float4(p[0], p[1], p[2], p[3]); }
 // mm_nt, one pass of output columns [j0, j0 + per): the state rows are read 16 bytes at a time (K % 4 == 0)
-// The state loops below load MM_U (4) state values before using any of them: a thread's loads are then in
-// flight together, and a pass waits for the L2 a few times instead of once per loaded value (with 16 warps per
-// SM there is little else to hide that latency). The sums keep their order.
-#define MM_U 4
+// The state loops below load MM_U (8) state values before using any of them: a thread's loads are then in
+// flight together, and a pass waits for the L2 (or DRAM) once or twice instead of once per loaded value (with
+// 16 warps per SM there is little else to hide that latency; at the titans shape a thread has 8 values per
+// pass). The sums keep their order.
+#define MM_U 8
+#define MM_UN 4   // mm_nn's loads are scalar: 4 x 4 of them (8 would spill)
 template <bool AV> __device__ __forceinline__ void mm_nt_cols(real* r, const real* A, const real* Bm, int j, bool ok, int sl, int ks, int tn, int K) {
     if (!ok) return;
     const real* w = Bm + (size_t)j * K; int q = 4 * sl, st = 4 * ks;
@@ -474,15 +481,15 @@ MEMFN void mm_nt_rs(real* out, const real* A, const real* Bm, const real* rs, in
 template <bool AV> __device__ __forceinline__ void mm_nn_cols(real* r, const real* A, const real* Bm, int j, bool ok, int sl, int ks, int tn, int N, int K) {
     if (!ok) return;
     int q = 4 * sl, st = 4 * ks;
-    for (; q + (MM_U - 1) * st < K; q += MM_U * st) {
-        real bv[MM_U][4];
+    for (; q + (MM_UN - 1) * st < K; q += MM_UN * st) {
+        real bv[MM_UN][4];
 #pragma unroll
-        for (int v = 0; v < MM_U; v++) {
+        for (int v = 0; v < MM_UN; v++) {
 #pragma unroll
             for (int z = 0; z < 4; z++) bv[v][z] = Bm[(size_t)(q + v * st + z) * N + j];
         }
 #pragma unroll
-        for (int v = 0; v < MM_U; v++) {
+        for (int v = 0; v < MM_UN; v++) {
 #pragma unroll
             for (int u = 0; u < MM_TR; u++) if (u < tn) {
                 float4 xv = ld4c<AV>(A + (size_t)u * K + q + v * st);
@@ -724,17 +731,46 @@ MEMFN void mem_update_forward(real* Wn, const real* W, real ca, const real* S, r
     }
     __syncthreads();
 }
+// the elementwise part of mem_update_backward: dW += ca dWn; dS += cb dWn; this thread's terms of <dWn, W>, <dWn, S>
+MEMFN void mem_update_backward_ew(real* dW, real* dS, real* psa, real* psb, const real* dWn, const real* W, real ca, const real* S, real cb, int mp) {
+    real sa = 0, sb = 0;
+    if (mp % 4 == 0 && al16(dW) && al16(dWn) && al16(W) && (!S || (al16(dS) && al16(S)))) {
+        int tot = mp / 4, nt = blockDim.x;
+        for (int e0 = threadIdx.x; e0 < tot; e0 += 4 * nt) {               // 4 groups of 4 at a time, loads first
+            float4 g[4], w[4], o[4];
+#pragma unroll
+            for (int u = 0; u < 4; u++) { int e4 = e0 + u * nt; if (e4 < tot) { g[u] = ld4(dWn + 4 * (size_t)e4); w[u] = ld4(W + 4 * (size_t)e4); o[u] = ld4(dW + 4 * (size_t)e4); } }
+#pragma unroll
+            for (int u = 0; u < 4; u++) {
+                int e4 = e0 + u * nt; if (e4 >= tot) break;
+                o[u].x += ca * g[u].x; o[u].y += ca * g[u].y; o[u].z += ca * g[u].z; o[u].w += ca * g[u].w;
+                sa += g[u].x * w[u].x; sa += g[u].y * w[u].y; sa += g[u].z * w[u].z; sa += g[u].w * w[u].w;
+                st4(dW + 4 * (size_t)e4, o[u]);
+            }
+            if (S) {
+#pragma unroll
+                for (int u = 0; u < 4; u++) { int e4 = e0 + u * nt; if (e4 < tot) { w[u] = ld4(S + 4 * (size_t)e4); o[u] = ld4(dS + 4 * (size_t)e4); } }
+#pragma unroll
+                for (int u = 0; u < 4; u++) {
+                    int e4 = e0 + u * nt; if (e4 >= tot) break;
+                    o[u].x += cb * g[u].x; o[u].y += cb * g[u].y; o[u].z += cb * g[u].z; o[u].w += cb * g[u].w;
+                    sb += g[u].x * w[u].x; sb += g[u].y * w[u].y; sb += g[u].z * w[u].z; sb += g[u].w * w[u].w;
+                    st4(dS + 4 * (size_t)e4, o[u]);
+                }
+            }
+        }
+    } else FOR(e, mp) {
+        dW[e] += ca * dWn[e]; sa += dWn[e] * W[e];
+        if (S) { dS[e] += cb * dWn[e]; sb += dWn[e] * S[e]; }
+    }
+    *psa = sa; *psb = sb;
+}
 // dW += ca dWn; dS += cb dWn; dca += <dWn, W>; dcb += <dWn, S>;
 // with gx[i][j] = dWn_j . xk_i:  ddl[i][j] -= c_i gx[i][j];  dc_i -= sum_j dl[i][j] gx[i][j];  dxk_i -= c_i dl_i^T dWn
 MEMFN void mem_update_backward(real* dW, real* dS, real* dca, real* dcb, real* ddl, real* dxk, real* dcv,
                                     const real* dWn, const real* W, real ca, const real* S, real cb,
                                     const real* dl, const real* xk, const real* cv, int n, int m, int p, const MemChunk* c) {
-    real sa = 0, sb = 0;
-#pragma unroll 4
-    FOR(e, m * p) {
-        dW[e] += ca * dWn[e]; sa += dWn[e] * W[e];
-        if (S) { dS[e] += cb * dWn[e]; sb += dWn[e] * S[e]; }
-    }
+    real sa, sb; mem_update_backward_ew(dW, dS, &sa, &sb, dWn, W, ca, S, cb, m * p);
     sa = block_sum(sa);
     if (S) sb = block_sum(sb);
     if (threadIdx.x == 0) { *dca += sa; if (S) *dcb += sb; }
@@ -910,7 +946,7 @@ MEMFN void mem_chunk_backward(const MemCfg* m, MemChunk* c, int n, const real* d
     const real* crow = c->C + (size_t)(n - 1) * n; const real* srow = c->s + (size_t)(n - 1) * n;
     real* dcrow = c->dC + (size_t)(n - 1) * n;
     block_zero(c->grad0, c->ngrad);
-    block_zero(dPs, m->nP); block_zero(dBase, m->nP);
+    block_zero(dPs, m->nP); if (dBase != dPs) block_zero(dBase, m->nP);
     if (Sx) block_zero(dSs, m->nP);
     real* dSx = Sx ? dSs : NULL;
     if (m->depth == 1) {
