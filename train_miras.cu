@@ -732,31 +732,21 @@ MEMFN void mem_update_forward(real* Wn, const real* W, real ca, const real* S, r
     __syncthreads();
 }
 // the elementwise part of mem_update_backward: dW += ca dWn; dS += cb dWn; this thread's terms of <dWn, W>, <dWn, S>
-MEMFN void mem_update_backward_ew(real* dW, real* dS, real* psa, real* psb, const real* dWn, const real* W, real ca, const real* S, real cb, int mp) {
-    real sa = 0, sb = 0;
+MEMFN void mem_update_backward_ew(real* __restrict__ dW, real* __restrict__ dS, real* psa, real* psb, const real* __restrict__ dWn,
+                                  const real* __restrict__ W, real ca, const real* __restrict__ S, real cb, int mp) {
+    real sa = 0, sb = 0;                            // (restrict: the unrolled iterations' loads may go before the stores)
     if (mp % 4 == 0 && al16(dW) && al16(dWn) && al16(W) && (!S || (al16(dS) && al16(S)))) {
-        int tot = mp / 4, nt = blockDim.x;
-        for (int e0 = threadIdx.x; e0 < tot; e0 += 4 * nt) {               // 4 groups of 4 at a time, loads first
-            float4 g[4], w[4], o[4];
-#pragma unroll
-            for (int u = 0; u < 4; u++) { int e4 = e0 + u * nt; if (e4 < tot) { g[u] = ld4(dWn + 4 * (size_t)e4); w[u] = ld4(W + 4 * (size_t)e4); o[u] = ld4(dW + 4 * (size_t)e4); } }
-#pragma unroll
-            for (int u = 0; u < 4; u++) {
-                int e4 = e0 + u * nt; if (e4 >= tot) break;
-                o[u].x += ca * g[u].x; o[u].y += ca * g[u].y; o[u].z += ca * g[u].z; o[u].w += ca * g[u].w;
-                sa += g[u].x * w[u].x; sa += g[u].y * w[u].y; sa += g[u].z * w[u].z; sa += g[u].w * w[u].w;
-                st4(dW + 4 * (size_t)e4, o[u]);
-            }
+#pragma unroll 4
+        FOR(e4, mp / 4) {
+            size_t e = 4 * (size_t)e4; float4 g = ld4(dWn + e), w = ld4(W + e), o = ld4(dW + e);
+            o.x += ca * g.x; o.y += ca * g.y; o.z += ca * g.z; o.w += ca * g.w;
+            sa += g.x * w.x; sa += g.y * w.y; sa += g.z * w.z; sa += g.w * w.w;
+            st4(dW + e, o);
             if (S) {
-#pragma unroll
-                for (int u = 0; u < 4; u++) { int e4 = e0 + u * nt; if (e4 < tot) { w[u] = ld4(S + 4 * (size_t)e4); o[u] = ld4(dS + 4 * (size_t)e4); } }
-#pragma unroll
-                for (int u = 0; u < 4; u++) {
-                    int e4 = e0 + u * nt; if (e4 >= tot) break;
-                    o[u].x += cb * g[u].x; o[u].y += cb * g[u].y; o[u].z += cb * g[u].z; o[u].w += cb * g[u].w;
-                    sb += g[u].x * w[u].x; sb += g[u].y * w[u].y; sb += g[u].z * w[u].z; sb += g[u].w * w[u].w;
-                    st4(dS + 4 * (size_t)e4, o[u]);
-                }
+                float4 sv = ld4(S + e), os = ld4(dS + e);
+                os.x += cb * g.x; os.y += cb * g.y; os.z += cb * g.z; os.w += cb * g.w;
+                sb += g.x * sv.x; sb += g.y * sv.y; sb += g.z * sv.z; sb += g.w * sv.w;
+                st4(dS + e, os);
             }
         }
     } else FOR(e, mp) {
