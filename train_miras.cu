@@ -398,7 +398,9 @@ MEMFN void block_copy(real* dst, const real* src, size_t n) { for (size_t i = th
 //   mm_nt  out (M, N) = A (M, K) B^T, B (N, K)    M = n rows: reads of the state, x W^T
 //   mm_nn  out (M, N) = A (M, K) B,   B (K, N)    M = n rows: W^T g
 //   mm_tn  out (M, N) = A^T B, A (K, M), B (K, N) K = n rows: outer-product sums into a state-sized matrix
-// The _rs forms scale output row t (mm_nt, mm_nn) or term k (mm_tn) by rs[t] (NULL: 1).
+// The _rs forms scale output row t (mm_nt, mm_nn) or term k (mm_tn) by rs[t] (NULL: 1); with sync = 0 they
+// skip their closing barrier, for a caller whose next product neither reads this one's output nor writes its
+// inputs (or writes the same output elements from the same threads: the same shape maps them alike).
 // Register tiling: a thread keeps up to MM_TR = 16 rows of its output column in registers, so every element of
 // the state-sized operand is loaded once per product (16-byte loads where aligned) and used for all rows. When
 // the output has fewer columns than the block has threads, KS lanes of a warp split the K sum (a column each
@@ -447,7 +449,7 @@ template <bool AV> __device__ __forceinline__ void mm_nt_cols(real* r, const rea
         }
     }
 }
-MEMFN void mm_nt_rs(real* out, const real* A, const real* Bm, const real* rs, int M, int N, int K, real s, int acc) {
+MEMFN void mm_nt_rs(real* out, const real* A, const real* Bm, const real* rs, int M, int N, int K, real s, int acc, int sync = 1) {
     int ks = mm_split(N), per = blockDim.x / ks, sl = threadIdx.x % ks;   // the ks lanes of a column are adjacent
     bool vec = K % 4 == 0 && al16(Bm), av = al16(A);
     for (int t0 = 0; t0 < M; t0 += MM_TR) {
@@ -476,7 +478,7 @@ MEMFN void mm_nt_rs(real* out, const real* A, const real* Bm, const real* rs, in
             }
         }
     }
-    __syncthreads();
+    if (sync) __syncthreads();
 }
 template <bool AV> __device__ __forceinline__ void mm_nn_cols(real* r, const real* A, const real* Bm, int j, bool ok, int sl, int ks, int tn, int N, int K) {
     if (!ok) return;
@@ -506,7 +508,7 @@ template <bool AV> __device__ __forceinline__ void mm_nn_cols(real* r, const rea
         }
     }
 }
-MEMFN void mm_nn_rs(real* out, const real* A, const real* Bm, const real* rs, int M, int N, int K, real s, int acc) {
+MEMFN void mm_nn_rs(real* out, const real* A, const real* Bm, const real* rs, int M, int N, int K, real s, int acc, int sync = 1) {
     int ks = mm_split(N), cpw = 32 / ks, per = (blockDim.x >> 5) * cpw;   // a warp: cpw adjacent columns x ks slices
     int sl = LANE / cpw, jw = (threadIdx.x >> 5) * cpw + LANE % cpw;
     bool vec = K % 4 == 0, av = al16(A);
@@ -536,7 +538,7 @@ MEMFN void mm_nn_rs(real* out, const real* A, const real* Bm, const real* rs, in
             }
         }
     }
-    __syncthreads();
+    if (sync) __syncthreads();
 }
 template <bool BV> __device__ __forceinline__ void mm_tn_vec(real* out, const real* A, const real* Bm, const real* rs, int M, int N, int K, real s, int acc) {
     int N4 = N / 4, tot = M * N4, nt = blockDim.x;
@@ -559,14 +561,14 @@ template <bool BV> __device__ __forceinline__ void mm_tn_vec(real* out, const re
         }
     }
 }
-MEMFN void mm_tn_rs(real* out, const real* A, const real* Bm, const real* rs, int M, int N, int K, real s, int acc) {
+MEMFN void mm_tn_rs(real* out, const real* A, const real* Bm, const real* rs, int M, int N, int K, real s, int acc, int sync = 1) {
     if (N % 4 == 0 && al16(out)) { if (al16(Bm)) mm_tn_vec<true>(out, A, Bm, rs, M, N, K, s, acc); else mm_tn_vec<false>(out, A, Bm, rs, M, N, K, s, acc); }
     else FOR(e, M * N) {
         int i = e / N, j = e % N; real o = acc ? out[e] : 0;
         for (int k = 0; k < K; k++) o += s * A[(size_t)k * M + i] * (rs ? rs[k] : 1) * Bm[(size_t)k * N + j];
         out[e] = o;
     }
-    __syncthreads();
+    if (sync) __syncthreads();
 }
 MEMFN void mm_nt(real* out, const real* A, const real* Bm, int M, int N, int K, real s, int acc) { mm_nt_rs(out, A, Bm, NULL, M, N, K, s, acc); }
 MEMFN void mm_nn(real* out, const real* A, const real* Bm, int M, int N, int K, real s, int acc) { mm_nn_rs(out, A, Bm, NULL, M, N, K, s, acc); }
@@ -637,8 +639,8 @@ MEMFN void mem_coef_backward(MemChunk* c, int n, int momentum) {
 // Keeps xw = x W^T, xs = x S^T, xx = x xk^T for the backward.
 MEMFN void mem_read_forward(real* out, real* xw, real* xs, real* xx, const real* x, const real* xk, const real* dl,
                                  const real* W, const real* S, real cs, const MemChunk* c, int n, int m, int p) {
-    mm_nt(xw, x, W, n, m, p, 1, 0);
-    if (S) mm_nt(xs, x, S, n, m, p, 1, 0);
+    mm_nt_rs(xw, x, W, NULL, n, m, p, 1, 0, 0);     // (three independent products: one barrier)
+    if (S) mm_nt_rs(xs, x, S, NULL, n, m, p, 1, 0, 0);
     mm_nt(xx, x, xk, n, n, p, 1, 0);
     FOR(e, n * m) {
         int t = e / m, j = e % m;
@@ -676,9 +678,9 @@ MEMFN void mem_read_backward(real* dx, real* dxk, real* ddl, real* dW, real* dS,
     }
     scs = block_sum(scs);                           // (its barriers also publish gx, wx)
     if (threadIdx.x == 0) *dcs += scs;
-    mm_nn_rs(dx, dout, W, c->alpha, n, p, m, 1, 1);  // dx_t += alpha_t W^T dout_t
-    if (S) mm_nn_rs(dx, dout, S, c->beta, n, p, m, 1, 1);
-    mm_tn_rs(dW, dout, x, c->alpha, m, p, n, 1, 1);  // dW += sum_t alpha_t dout_t x_t^T
+    mm_nn_rs(dx, dout, W, c->alpha, n, p, m, 1, 1, 0);  // dx_t += alpha_t W^T dout_t   (the four products: one barrier)
+    if (S) mm_nn_rs(dx, dout, S, c->beta, n, p, m, 1, 1, 0);
+    mm_tn_rs(dW, dout, x, c->alpha, m, p, n, 1, 1, !S);  // dW += sum_t alpha_t dout_t x_t^T
     if (S) mm_tn_rs(dS, dout, x, c->beta, m, p, n, 1, 1);
     FOR(e, n * p) {                                 // the write terms
         int t = e / p, q = e % p; real v = 0;
@@ -701,7 +703,7 @@ MEMFN void mem_read_backward(real* dx, real* dxk, real* ddl, real* dW, real* dS,
 // The chunk-end state of one memory matrix: Wn = ca W + cb S - sum_i c_i dl_i xk_i^T   (m, p)
 // (a thread per 4 adjacent elements of a row where aligned)
 MEMFN void mem_update_forward(real* Wn, const real* W, real ca, const real* S, real cb,
-                                   const real* dl, const real* xk, const real* cv, int n, int m, int p) {
+                                   const real* dl, const real* xk, const real* cv, int n, int m, int p, int sync = 1) {
     if (p % 4 == 0 && al16(Wn) && al16(W) && (!S || al16(S))) {
         int p4 = p / 4, tot = m * p4, nt = blockDim.x; bool xv4 = al16(xk);
         for (int e0 = threadIdx.x; e0 < tot; e0 += MM_U * nt) {             // MM_U groups of 4 at a time (loads first)
@@ -729,7 +731,7 @@ MEMFN void mem_update_forward(real* Wn, const real* W, real ca, const real* S, r
         for (int i = 0; i < n; i++) { real w = cv[i] * dl[(size_t)i * m + j]; v -= w * xk[(size_t)i * p + q]; }
         Wn[e] = v;
     }
-    __syncthreads();
+    if (sync) __syncthreads();                     // (sync = 0: the caller's next update is independent)
 }
 // the elementwise part of mem_update_backward: dW += ca dWn; dS += cb dWn; this thread's terms of <dWn, W>, <dWn, S>
 MEMFN void mem_update_backward_ew(real* __restrict__ dW, real* __restrict__ dS, real* psa, real* psb, const real* __restrict__ dWn,
@@ -912,12 +914,12 @@ MEMFN void mem_chunk_forward(const MemCfg* m, MemChunk* c, int n, const real* P,
     mem_read_forward(c->nq, c->xw2, c->xs2, c->xx2, c->hq, c->hk, c->d1, W1, S1, cs0, c, n, d, dm);
     if (m->ln) ln_forward(c->nq, c->rq, n, d);
     mem_out_forward(c->y, c->q, c->nq, lng, lnb, m, n);
-    if (Pn) {
-        mem_update_forward(Pn, B0, c->alpha[n - 1], S1, c->beta[n - 1], c->d1, c->hk, crow, n, d, dm);
-        mem_update_forward(Pn + (size_t)d * dm, B0 + (size_t)d * dm, c->alpha[n - 1], S2, c->beta[n - 1], c->d2, c->k, crow, n, dm, d);
+    if (Pn) {                                               // (the updates are independent: one barrier)
+        mem_update_forward(Pn, B0, c->alpha[n - 1], S1, c->beta[n - 1], c->d1, c->hk, crow, n, d, dm, 0);
+        mem_update_forward(Pn + (size_t)d * dm, B0 + (size_t)d * dm, c->alpha[n - 1], S2, c->beta[n - 1], c->d2, c->k, crow, n, dm, d, !Sx);
     }
     if (Pn && Sx) {
-        mem_update_forward(Sn, S1, c->sigma[n - 1], NULL, 0, c->d1, c->hk, srow, n, d, dm);
+        mem_update_forward(Sn, S1, c->sigma[n - 1], NULL, 0, c->d1, c->hk, srow, n, d, dm, 0);
         mem_update_forward(Sn + (size_t)d * dm, S2, c->sigma[n - 1], NULL, 0, c->d2, c->k, srow, n, dm, d);
     }
 }
