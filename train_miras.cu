@@ -821,12 +821,12 @@ MEMFN void ln_backward_backward(real* du, real* dxh, real* drstd, const real* G,
 }
 
 // out = (resid ? x : 0) + (ln ? x^ g + beta : o)   -- the deep memory's output from its normalised MLP output
-MEMFN void mem_out_forward(real* out, const real* x, const real* nx, const real* g, const real* bt, const MemCfg* m, int n) {
+MEMFN void mem_out_forward(real* out, const real* x, const real* nx, const real* g, const real* bt, const MemCfg* m, int n, int sync = 1) {
     FOR(e, n * m->d) {
         int i = e % m->d;
         out[e] = (m->resid ? x[e] : 0) + (m->ln ? nx[e] * g[i] + bt[i] : nx[e]);
     }
-    __syncthreads();
+    if (sync) __syncthreads();
 }
 // from dout to dx (resid), dg, dbeta and d(nx) (the normalised output, or o without LN); a thread per channel
 MEMFN void mem_out_backward(real* dx, real* dnx, real* dg, real* dbt, const real* dout, const real* nx, const real* g, const MemCfg* m, int n) {
@@ -841,7 +841,7 @@ MEMFN void mem_out_backward(real* dx, real* dnx, real* dg, real* dbt, const real
 // The attentional bias (SPEC §4): from e = M(k) - v to r = dloss/dM(k). Moneta's lp (p = 3) is smoothed as
 // 3 tanh(10 e)(e^2 + 1e-6); Yaad's Huber gives clamp(e, -delta, delta). With channel-wise gates the error is
 // then scaled per output channel by eta (and the scalar eta of the recurrences is 1). In: c->r holds M(k).
-MEMFN void mem_bias_forward(const MemCfg* m, MemChunk* c, int n) {
+MEMFN void mem_bias_forward(const MemCfg* m, MemChunk* c, int n, int sync = 1) {
     FOR(j, n * m->d) {
         real e = c->r[j] - c->v[j], ps;
         switch (m->bias) {
@@ -852,7 +852,7 @@ MEMFN void mem_bias_forward(const MemCfg* m, MemChunk* c, int n) {
         }
         c->e[j] = e; c->psi[j] = ps; c->r[j] = m->cw ? c->etac[j] * ps : ps;
     }
-    __syncthreads();
+    if (sync) __syncthreads();
 }
 // from dr to dmk = dloss/dM(k) (overwritten), and dv, detac, ddelta (accumulated)
 MEMFN void mem_bias_backward(const MemCfg* m, MemChunk* c, int n) {
@@ -896,11 +896,11 @@ MEMFN void mem_chunk_forward(const MemCfg* m, MemChunk* c, int n, const real* P,
     __syncthreads();
     mm_nt(c->nk, c->hk, W1, n, d, dm, 1, 0);                // o = W1 h
     if (m->ln) ln_forward(c->nk, c->rk, n, d);              // x^ = LN(o)
-    mem_out_forward(c->r, c->k, c->nk, lng, lnb, m, n);    // M(k)
-    mem_bias_forward(m, c, n);                              // r = dloss/dM(k)
+    // (mem_out_forward, mem_bias_forward and u: element e by the same thread in each, so no barriers between)
+    mem_out_forward(c->r, c->k, c->nk, lng, lnb, m, n, 0);  // M(k)
+    mem_bias_forward(m, c, n, !m->ln);                      // r = dloss/dM(k)
     if (m->ln) {                                            // d1 = dloss/do: r back through the LN affine and norm
         FOR(e, nd) c->u[e] = c->r[e] * lng[e % d];
-        __syncthreads();
         block_zero(c->d1, nd);
         ln_backward(c->d1, c->u, NULL, c->nk, c->rk, n, d);
     } else block_copy(c->d1, c->r, nd);
