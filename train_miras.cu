@@ -384,8 +384,13 @@ static size_t memchunk_carve(MemChunk* c, real* base, int b, int d, int dm, int 
 
 // 16-byte loads and stores where aligned
 __device__ __forceinline__ bool al16(const void* p) { return ((uintptr_t)p & 15) == 0; }
+#ifdef EMU_CUDA   // the emulator checks what a GPU faults on ("misaligned address")
+__device__ inline float4 ld4(const real* p) { emu::check_align16(p); return *(const float4*)p; }
+__device__ inline void st4(real* p, float4 v) { emu::check_align16(p); *(float4*)p = v; }
+#else
 __device__ __forceinline__ float4 ld4(const real* p) { return *(const float4*)p; }
 __device__ __forceinline__ void st4(real* p, float4 v) { *(float4*)p = v; }
+#endif
 MEMFN void block_zero(real* p, size_t n) {
     if (al16(p)) { size_t n4 = n / 4; for (size_t i = threadIdx.x; i < n4; i += blockDim.x) st4(p + 4 * i, make_float4(0, 0, 0, 0)); for (size_t i = 4 * n4 + threadIdx.x; i < n; i += blockDim.x) p[i] = 0; }
     else for (size_t i = threadIdx.x; i < n; i += blockDim.x) p[i] = 0;
@@ -1273,7 +1278,10 @@ __device__ __forceinline__ real row8_sum(real v) {   // the sum over a row's 8 l
 struct TokIn { real k[8], q[8], v, a, eta, etac; };  // one token's inputs as thread (i, g) needs them
 __device__ __forceinline__ void tok_load(TokIn* x, const MemArgs& A, int bb, int h, int t, int i, int g) {
     const MemCfg& m = A.m; size_t r = (size_t)bb * A.T + t; const real* kp = A.k + r * A.D + h * TOK_D + 8 * g; const real* qp = A.q + r * A.D + h * TOK_D + 8 * g;
-    float4 k0 = ld4(kp), k1 = ld4(kp + 4), q0 = ld4(qp), q1 = ld4(qp + 4);
+    // (the activations' offsets are multiples of 4 floats only for some shapes: 16-byte loads where aligned)
+    bool ka = al16(kp), qa = al16(qp);
+    float4 k0 = ka ? ld4(kp) : ld4c<false>(kp), k1 = ka ? ld4(kp + 4) : ld4c<false>(kp + 4);
+    float4 q0 = qa ? ld4(qp) : ld4c<false>(qp), q1 = qa ? ld4(qp + 4) : ld4c<false>(qp + 4);
     x->k[0] = k0.x; x->k[1] = k0.y; x->k[2] = k0.z; x->k[3] = k0.w; x->k[4] = k1.x; x->k[5] = k1.y; x->k[6] = k1.z; x->k[7] = k1.w;
     x->q[0] = q0.x; x->q[1] = q0.y; x->q[2] = q0.z; x->q[3] = q0.w; x->q[4] = q1.x; x->q[5] = q1.y; x->q[6] = q1.z; x->q[7] = q1.w;
     x->v = A.v[r * A.D + h * TOK_D + i]; x->a = A.ga[r * A.H + h];
@@ -1295,7 +1303,8 @@ __global__ void __launch_bounds__(TOK_THREADS) mem_token_forward_kernel(MemArgs 
     int bb = blockIdx.x / A.H, h = blockIdx.x % A.H, T = A.T, nP = A.m.nP, i = threadIdx.x >> 3, g = threadIdx.x & 7, cw = A.m.cw;
     real* P = A.P + ((size_t)bb * A.H + h) * T * nP + i * TOK_D + 8 * g;   // this thread's 8 values of every token's state
     real w[8];
-    { float4 a0 = ld4(A.p0 + (size_t)h * nP + i * TOK_D + 8 * g), a1 = ld4(A.p0 + (size_t)h * nP + i * TOK_D + 8 * g + 4);
+    { const real* p0 = A.p0 + (size_t)h * nP + i * TOK_D + 8 * g;   // (P_0 sits in the parameters at any offset)
+      float4 a0 = al16(p0) ? ld4(p0) : ld4c<false>(p0), a1 = al16(p0) ? ld4(p0 + 4) : ld4c<false>(p0 + 4);
       w[0] = a0.x; w[1] = a0.y; w[2] = a0.z; w[3] = a0.w; w[4] = a1.x; w[5] = a1.y; w[6] = a1.z; w[7] = a1.w; }
     TokIn x, xn; tok_load(&xn, A, bb, h, 0, i, g);
     for (int t = 0; t < T; t++) {
@@ -1325,7 +1334,7 @@ __global__ void __launch_bounds__(TOK_THREADS) mem_token_backward_kernel(MemArgs
     real dw[8], w[8], wn[8];
 #pragma unroll
     for (int c = 0; c < 8; c++) dw[c] = 0;
-    auto load_w = [&](real* dst, int t) { float4 a0 = ld4(P + (size_t)t * nP), a1 = ld4(P + (size_t)t * nP + 4);
+    auto load_w = [&](real* dst, int t) { float4 a0 = ld4(P + (size_t)t * nP), a1 = ld4(P + (size_t)t * nP + 4);   // (states: aligned allocations, nP = 4096)
         dst[0] = a0.x; dst[1] = a0.y; dst[2] = a0.z; dst[3] = a0.w; dst[4] = a1.x; dst[5] = a1.y; dst[6] = a1.z; dst[7] = a1.w; };
     TokIn x, xn; real dy, dyn;
     load_w(wn, T - 1); tok_load(&xn, A, bb, h, T - 1, i, g); dyn = A.dy[((size_t)bb * T + T - 1) * D + h * TOK_D + i];

@@ -102,6 +102,9 @@ inline void launch(dim3 grid, dim3 block, const std::function<void()>& fn, size_
     if (getenv("EMU_BARRIERS")) fprintf(stderr, "emu: launch of %u blocks: %ld barriers per block\n", grid.x, (barriers - b0) / (long)grid.x);
 }
 inline void* dyn_smem() { return S().dyn.data(); }
+inline void check_align16(const void* p) {   // a 16-byte access must be 16-byte aligned on a GPU
+    if ((uintptr_t)p & 15) { fprintf(stderr, "emu: misaligned 16-byte access at %p (block %u, thread %u)\n", p, blockIdx.x, threadIdx.x); abort(); }
+}
 } // namespace emu
 #define EMU_CUDA 1
 
