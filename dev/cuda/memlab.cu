@@ -181,12 +181,13 @@ int main(int argc, char** argv) {
         printf("cpu reference: %.1f s; |y| %.3e |dq| %.3e |dP0| %.3e%s\n", omp_get_wtime() - t0, sqrt(ny), sqrt(nq), sqrt(np), bad ? "  NOT FINITE: the inputs make the memory diverge" : "");
         fflush(stdout);
     }
-    if (xcond) {   // conditioning: the reference again with q changed by 1e-6 relative (float rounding is ~1e-7)
+    if (xcond) {   // conditioning: the reference again with k changed by 1e-6 relative (float rounding is ~1e-7;
+                   // k enters the state's writes, so this shows how fast the memory amplifies a state difference)
         Lab X = L; uint64_t r2 = 99;
-        for (auto& x : X.q) x *= (real)(1 + 1e-6 * rng_normal(&r2));
+        for (auto& x : X.k) x *= (real)(1 + 1e-6 * rng_normal(&r2));
         lab_cpu(X);
         std::vector<size_t> all(L.y.size()); for (size_t i = 0; i < all.size(); i++) all[i] = i;
-        printf("conditioning: q changed by 1e-6 changes y by %.2e, dq by %.2e, dP0 by %.2e (relative)\n", relerr(X.y.data(), L.y.data(), all),
+        printf("conditioning: k changed by 1e-6 changes y by %.2e, dq by %.2e, dP0 by %.2e (relative)\n", relerr(X.y.data(), L.y.data(), all),
                relerr(X.dq.data(), L.dq.data(), all), relerr(X.dbh.data(), L.dbh.data(), std::vector<size_t>(all.begin(), all.begin() + std::min(all.size(), L.dbh.size()))));
         fflush(stdout);
     }
