@@ -51,4 +51,8 @@ test_gpu_emu: train_miras test_miras
 	@bash dev/cuda/emu_build.sh && GPU_BIN=build/emu/train_miras_emu SYNTH=0 bash dev/test_gpu.sh
 
 clean:
-	rm -rf train_miras test_miras test_miras_fp64 train_miras_cu $(DATA_PREP_BINS) build
+	rm -rf train_miras test_miras test_miras_fp64 train_miras_cu memlab $(DATA_PREP_BINS) build
+
+# the kernel lab of the memory (dev/cuda/memlab.cu): every version of the memory kernels, checked against the CPU and timed
+memlab: dev/cuda/memlab.cu dev/cuda/memlab_v1.cuh train_miras.cu train_miras.c
+	$(NVCC) -O3 -arch=sm_$(GPU_COMPUTE_CAPABILITY) -Xcompiler -fopenmp -o $@ $< -lcublas

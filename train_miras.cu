@@ -27,6 +27,7 @@ differently; the tests compare norm-relative errors).
 #include <cuda_runtime.h>
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
+#include <vector>
 
 #ifdef MIRAS_DOUBLE
 #error "train_miras.cu is float32 only (the CPU trainer has the fp64 build)"
@@ -492,39 +493,202 @@ static size_t memchunk_carve(MemChunk* c, real* base, int b, int d, int dm, int 
     return n + 2 * nn + nm + 2 + d;
 }
 
-MEMFN void block_zero(real* p, size_t n) { for (size_t i = threadIdx.x; i < n; i += blockDim.x) p[i] = 0; __syncthreads(); }
+// 16-byte loads and stores where aligned
+__device__ __forceinline__ bool al16(const void* p) { return ((uintptr_t)p & 15) == 0; }
+#ifdef EMU_CUDA   // the emulator checks what a GPU faults on ("misaligned address")
+__device__ inline float4 ld4(const real* p) { emu::check_align16(p); return *(const float4*)p; }
+__device__ inline void st4(real* p, float4 v) { emu::check_align16(p); *(float4*)p = v; }
+#else
+__device__ __forceinline__ float4 ld4(const real* p) { return *(const float4*)p; }
+__device__ __forceinline__ void st4(real* p, float4 v) { *(float4*)p = v; }
+#endif
+MEMFN void block_zero(real* p, size_t n) {
+    if (al16(p)) { size_t n4 = n / 4; for (size_t i = threadIdx.x; i < n4; i += blockDim.x) st4(p + 4 * i, make_float4(0, 0, 0, 0)); for (size_t i = 4 * n4 + threadIdx.x; i < n; i += blockDim.x) p[i] = 0; }
+    else for (size_t i = threadIdx.x; i < n; i += blockDim.x) p[i] = 0;
+    __syncthreads();
+}
 MEMFN void block_copy(real* dst, const real* src, size_t n) { for (size_t i = threadIdx.x; i < n; i += blockDim.x) dst[i] = src[i]; __syncthreads(); }
 
-// Small dense products used inside a memory chunk. out = (acc ? out : 0) + s * op.
+// Small dense products used inside a memory chunk. out = (acc ? out : 0) + s * op. In every product of a chunk
+// one side has the chunk's n <= b token rows and the other is state-sized (m x p, up to 256 x 64 or 64 x 256):
+//   mm_nt  out (M, N) = A (M, K) B^T, B (N, K)    M = n rows: reads of the state, x W^T
+//   mm_nn  out (M, N) = A (M, K) B,   B (K, N)    M = n rows: W^T g
+//   mm_tn  out (M, N) = A^T B, A (K, M), B (K, N) K = n rows: outer-product sums into a state-sized matrix
+// The _rs forms scale output row t (mm_nt, mm_nn) or term k (mm_tn) by rs[t] (NULL: 1); with sync = 0 they
+// skip their closing barrier, for a caller whose next product neither reads this one's output nor writes its
+// inputs (or writes the same output elements from the same threads: the same shape maps them alike).
+// Register tiling: a thread keeps up to MM_TR = 16 rows of its output column in registers, so every element of
+// the state-sized operand is loaded once per product (16-byte loads where aligned) and used for all rows. When
+// the output has fewer columns than the block has threads, KS lanes of a warp split the K sum (a column each
+// gets K/KS terms) and a fixed xor-shuffle tree adds the partials: no atomics, a fixed order (deterministic).
+#define MM_TR 16
+// lanes per output column: the largest power of 2 <= 32 with cols * KS <= threads
+__device__ __forceinline__ int mm_split(int cols) { int ks = 1; while (ks < 32 && cols * ks * 2 <= (int)blockDim.x) ks *= 2; return ks; }
 // A dot product of two rows, by a whole warp: the lanes split the row (coalesced loads), then a fixed-order
-// warp sum; every lane gets the result. (A thread per output would read 32 different rows per load.)
+// warp sum; every lane gets the result.
 __device__ __forceinline__ real warp_dot(const real* a, const real* b, int n) {
     real v = 0; for (int k = LANE; k < n; k += 32) v += a[k] * b[k];
     return warp_sum(v);
 }
-MEMFN void mm_nt(real* out, const real* A, const real* Bm, int M, int N, int K, real s, int acc) { // A (M,K) B (N,K)^T; a warp per output
-    WARP_FOR(e, M * N) {
-        int i = e / N, j = e % N; real v = s * warp_dot(A + (size_t)i * K, Bm + (size_t)j * K, K);
-        if (LANE == 0) out[e] = acc ? out[e] + v : v;
+// 4 adjacent values of a chunk array: one 16-byte load when aligned (AV), else 4 loads (the gradient arrays
+// sit at odd offsets in the carve of train_miras.c)
+template <bool AV> __device__ __forceinline__ float4 ld4c(const real* p) { if (AV) return ld4(p); return make_float4(p[0], p[1], p[2], p[3]); }
+// mm_nt, one pass of output columns [j0, j0 + per): the state rows are read 16 bytes at a time (K % 4 == 0)
+// The state loops below load MM_U (8) state values before using any of them: a thread's loads are then in
+// flight together, and a pass waits for the L2 (or DRAM) once or twice instead of once per loaded value (with
+// 16 warps per SM there is little else to hide that latency; at the titans shape a thread has 8 values per
+// pass). The sums keep their order.
+#define MM_U 8
+#define MM_UN 4   // mm_nn's loads are scalar: 4 x 4 of them (8 would spill)
+template <bool AV> __device__ __forceinline__ void mm_nt_cols(real* r, const real* A, const real* Bm, int j, bool ok, int sl, int ks, int tn, int K) {
+    if (!ok) return;
+    const real* w = Bm + (size_t)j * K; int q = 4 * sl, st = 4 * ks;
+    for (; q + (MM_U - 1) * st < K; q += MM_U * st) {                       // MM_U state vectors at a time
+        float4 wv[MM_U];
+#pragma unroll
+        for (int v = 0; v < MM_U; v++) wv[v] = ld4(w + q + v * st);
+#pragma unroll
+        for (int v = 0; v < MM_U; v++) {
+#pragma unroll
+            for (int u = 0; u < MM_TR; u++) if (u < tn) {
+                float4 xv = ld4c<AV>(A + (size_t)u * K + q + v * st);
+                r[u] += xv.x * wv[v].x; r[u] += xv.y * wv[v].y; r[u] += xv.z * wv[v].z; r[u] += xv.w * wv[v].w;
+            }
+        }
     }
-    __syncthreads();
+    for (; q < K; q += st) {
+        float4 wv = ld4(w + q);
+#pragma unroll
+        for (int u = 0; u < MM_TR; u++) if (u < tn) {
+            float4 xv = ld4c<AV>(A + (size_t)u * K + q);
+            r[u] += xv.x * wv.x; r[u] += xv.y * wv.y; r[u] += xv.z * wv.z; r[u] += xv.w * wv.w;
+        }
+    }
 }
-MEMFN void mm_nn(real* out, const real* A, const real* Bm, int M, int N, int K, real s, int acc) { // A (M,K) B (K,N)
-    FOR(e, M * N) {
+MEMFN void mm_nt_rs(real* out, const real* A, const real* Bm, const real* rs, int M, int N, int K, real s, int acc, int sync = 1) {
+    int ks = mm_split(N), per = blockDim.x / ks, sl = threadIdx.x % ks;   // the ks lanes of a column are adjacent
+    bool vec = K % 4 == 0 && al16(Bm), av = al16(A);
+    for (int t0 = 0; t0 < M; t0 += MM_TR) {
+        int tn = M - t0 < MM_TR ? M - t0 : MM_TR; const real* a = A + (size_t)t0 * K;
+        for (int j0 = 0; j0 < N; j0 += per) {                               // the same trip count in every lane
+            int j = j0 + threadIdx.x / ks; bool ok = j < N;
+            real r[MM_TR];
+#pragma unroll
+            for (int u = 0; u < MM_TR; u++) r[u] = 0;
+            if (vec) { if (av) mm_nt_cols<true>(r, a, Bm, j, ok, sl, ks, tn, K); else mm_nt_cols<false>(r, a, Bm, j, ok, sl, ks, tn, K); }
+            else if (ok) for (int q = sl; q < K; q += ks) {
+                real wv = Bm[(size_t)j * K + q];
+#pragma unroll
+                for (int u = 0; u < MM_TR; u++) if (u < tn) r[u] += a[(size_t)u * K + q] * wv;
+            }
+            for (int o = ks >> 1; o > 0; o >>= 1) {
+#pragma unroll
+                for (int u = 0; u < MM_TR; u++) if (u < tn) r[u] += __shfl_xor_sync(0xffffffffu, r[u], o);  // (tn: the same in every lane)
+            }
+            if (ok && sl == 0) {
+#pragma unroll
+                for (int u = 0; u < MM_TR; u++) if (u < tn) {
+                    size_t e = (size_t)(t0 + u) * N + j; real v = s * (rs ? rs[t0 + u] : 1) * r[u];
+                    out[e] = acc ? out[e] + v : v;
+                }
+            }
+        }
+    }
+    if (sync) __syncthreads();
+}
+template <bool AV> __device__ __forceinline__ void mm_nn_cols(real* r, const real* A, const real* Bm, int j, bool ok, int sl, int ks, int tn, int N, int K) {
+    if (!ok) return;
+    int q = 4 * sl, st = 4 * ks;
+    for (; q + (MM_UN - 1) * st < K; q += MM_UN * st) {
+        real bv[MM_UN][4];
+#pragma unroll
+        for (int v = 0; v < MM_UN; v++) {
+#pragma unroll
+            for (int z = 0; z < 4; z++) bv[v][z] = Bm[(size_t)(q + v * st + z) * N + j];
+        }
+#pragma unroll
+        for (int v = 0; v < MM_UN; v++) {
+#pragma unroll
+            for (int u = 0; u < MM_TR; u++) if (u < tn) {
+                float4 xv = ld4c<AV>(A + (size_t)u * K + q + v * st);
+                r[u] += xv.x * bv[v][0]; r[u] += xv.y * bv[v][1]; r[u] += xv.z * bv[v][2]; r[u] += xv.w * bv[v][3];
+            }
+        }
+    }
+    for (; q < K; q += st) {
+        real b0 = Bm[(size_t)q * N + j], b1 = Bm[(size_t)(q + 1) * N + j], b2 = Bm[(size_t)(q + 2) * N + j], b3 = Bm[(size_t)(q + 3) * N + j];
+#pragma unroll
+        for (int u = 0; u < MM_TR; u++) if (u < tn) {
+            float4 xv = ld4c<AV>(A + (size_t)u * K + q);
+            r[u] += xv.x * b0; r[u] += xv.y * b1; r[u] += xv.z * b2; r[u] += xv.w * b3;
+        }
+    }
+}
+MEMFN void mm_nn_rs(real* out, const real* A, const real* Bm, const real* rs, int M, int N, int K, real s, int acc, int sync = 1) {
+    int ks = mm_split(N), cpw = 32 / ks, per = (blockDim.x >> 5) * cpw;   // a warp: cpw adjacent columns x ks slices
+    int sl = LANE / cpw, jw = (threadIdx.x >> 5) * cpw + LANE % cpw;
+    bool vec = K % 4 == 0, av = al16(A);
+    for (int t0 = 0; t0 < M; t0 += MM_TR) {
+        int tn = M - t0 < MM_TR ? M - t0 : MM_TR; const real* a = A + (size_t)t0 * K;
+        for (int j0 = 0; j0 < N; j0 += per) {
+            int j = j0 + jw; bool ok = j < N;
+            real r[MM_TR];
+#pragma unroll
+            for (int u = 0; u < MM_TR; u++) r[u] = 0;
+            if (vec) { if (av) mm_nn_cols<true>(r, a, Bm, j, ok, sl, ks, tn, N, K); else mm_nn_cols<false>(r, a, Bm, j, ok, sl, ks, tn, N, K); }
+            else if (ok) for (int q = sl; q < K; q += ks) {
+                real bv = Bm[(size_t)q * N + j];
+#pragma unroll
+                for (int u = 0; u < MM_TR; u++) if (u < tn) r[u] += a[(size_t)u * K + q] * bv;
+            }
+            for (int o = 16; o >= cpw; o >>= 1) {
+#pragma unroll
+                for (int u = 0; u < MM_TR; u++) if (u < tn) r[u] += __shfl_xor_sync(0xffffffffu, r[u], o);
+            }
+            if (ok && sl == 0) {
+#pragma unroll
+                for (int u = 0; u < MM_TR; u++) if (u < tn) {
+                    size_t e = (size_t)(t0 + u) * N + j; real v = s * (rs ? rs[t0 + u] : 1) * r[u];
+                    out[e] = acc ? out[e] + v : v;
+                }
+            }
+        }
+    }
+    if (sync) __syncthreads();
+}
+template <bool BV> __device__ __forceinline__ void mm_tn_vec(real* out, const real* A, const real* Bm, const real* rs, int M, int N, int K, real s, int acc) {
+    int N4 = N / 4, tot = M * N4, nt = blockDim.x;
+    for (int e0 = threadIdx.x; e0 < tot; e0 += MM_U * nt) {                // a thread per 4 adjacent outputs, MM_U at a time
+        float4 v[MM_U];
+#pragma unroll
+        for (int w = 0; w < MM_U; w++) {
+            int e4 = e0 + w * nt;
+            v[w] = (acc && e4 < tot) ? ld4(out + (size_t)(e4 / N4) * N + 4 * (e4 % N4)) : make_float4(0, 0, 0, 0);
+        }
+#pragma unroll
+        for (int w = 0; w < MM_U; w++) {
+            int e4 = e0 + w * nt; if (e4 >= tot) break;
+            int i = e4 / N4, j = 4 * (e4 % N4);
+            for (int k = 0; k < K; k++) {
+                real a = s * A[(size_t)k * M + i] * (rs ? rs[k] : 1); float4 b = ld4c<BV>(Bm + (size_t)k * N + j);
+                v[w].x += a * b.x; v[w].y += a * b.y; v[w].z += a * b.z; v[w].w += a * b.w;
+            }
+            st4(out + (size_t)i * N + j, v[w]);
+        }
+    }
+}
+MEMFN void mm_tn_rs(real* out, const real* A, const real* Bm, const real* rs, int M, int N, int K, real s, int acc, int sync = 1) {
+    if (N % 4 == 0 && al16(out)) { if (al16(Bm)) mm_tn_vec<true>(out, A, Bm, rs, M, N, K, s, acc); else mm_tn_vec<false>(out, A, Bm, rs, M, N, K, s, acc); }
+    else FOR(e, M * N) {
         int i = e / N, j = e % N; real o = acc ? out[e] : 0;
-        for (int k = 0; k < K; k++) o += s * A[(size_t)i * K + k] * Bm[(size_t)k * N + j];
+        for (int k = 0; k < K; k++) o += s * A[(size_t)k * M + i] * (rs ? rs[k] : 1) * Bm[(size_t)k * N + j];
         out[e] = o;
     }
-    __syncthreads();
+    if (sync) __syncthreads();
 }
-MEMFN void mm_tn(real* out, const real* A, const real* Bm, int M, int N, int K, real s, int acc) { // A (K,M)^T B (K,N)
-    FOR(e, M * N) {
-        int i = e / N, j = e % N; real o = acc ? out[e] : 0;
-        for (int k = 0; k < K; k++) o += s * A[(size_t)k * M + i] * Bm[(size_t)k * N + j];
-        out[e] = o;
-    }
-    __syncthreads();
-}
+MEMFN void mm_nt(real* out, const real* A, const real* Bm, int M, int N, int K, real s, int acc) { mm_nt_rs(out, A, Bm, NULL, M, N, K, s, acc); }
+MEMFN void mm_nn(real* out, const real* A, const real* Bm, int M, int N, int K, real s, int acc) { mm_nn_rs(out, A, Bm, NULL, M, N, K, s, acc); }
+MEMFN void mm_tn(real* out, const real* A, const real* Bm, int M, int N, int K, real s, int acc) { mm_tn_rs(out, A, Bm, NULL, M, N, K, s, acc); }
 
 // Chunk coefficients by the recurrences (t, i local, 0-based; sigma_{-1} = alpha_{-1} = 1):
 //   alpha_t = a_t alpha_{t-1}          sigma_t = theta_t sigma_{t-1}      beta_t = a_t beta_{t-1} + sigma_t
@@ -591,8 +755,8 @@ MEMFN void mem_coef_backward(MemChunk* c, int n, int momentum) {
 // Keeps xw = x W^T, xs = x S^T, xx = x xk^T for the backward.
 MEMFN void mem_read_forward(real* out, real* xw, real* xs, real* xx, const real* x, const real* xk, const real* dl,
                                  const real* W, const real* S, real cs, const MemChunk* c, int n, int m, int p) {
-    mm_nt(xw, x, W, n, m, p, 1, 0);
-    if (S) mm_nt(xs, x, S, n, m, p, 1, 0);
+    mm_nt_rs(xw, x, W, NULL, n, m, p, 1, 0, 0);     // (three independent products: one barrier)
+    if (S) mm_nt_rs(xs, x, S, NULL, n, m, p, 1, 0, 0);
     mm_nt(xx, x, xk, n, n, p, 1, 0);
     FOR(e, n * m) {
         int t = e / m, j = e % m;
@@ -617,36 +781,27 @@ MEMFN void mem_read_backward(real* dx, real* dxk, real* ddl, real* dW, real* dS,
         sa = warp_sum(sa); sb = warp_sum(sb);
         if (LANE == 0) { c->dalpha[t] += sa; if (S) c->dbeta[t] += sb; }
     }
+    mm_nt(gx, dout, dl, n, n, m, -1, 0);            // dA = -dout dl^T, then gx and wx in place
     real scs = 0;
-    WARP_FOR(e, n * n) {                            // a warp per (t, i)
+    FOR(e, n * n) {
         int t = e / n, i = e % n; real gxe = 0, wxe = 0;
         if (i <= t) {
-            real cti = c->C[e], dA = -warp_dot(dout + (size_t)t * m, dl + (size_t)i * m, m);
-            if (LANE == 0) { c->dC[e] += cs * dA * xx[e]; scs += dA * cti * xx[e]; }
+            real cti = c->C[e], dA = gx[e];
+            c->dC[e] += cs * dA * xx[e]; scs += dA * cti * xx[e];
             gxe = cs * dA * cti; wxe = cs * cti * xx[e];
         }
-        if (LANE == 0) { gx[e] = gxe; wx[e] = wxe; }
+        gx[e] = gxe; wx[e] = wxe;
     }
     scs = block_sum(scs);                           // (its barriers also publish gx, wx)
     if (threadIdx.x == 0) *dcs += scs;
-    FOR(e, n * p) {                                 // through alpha_t W x_t, beta_t S x_t and the write terms
-        int t = e / p, q = e % p; const real* g = dout + (size_t)t * m; real v = 0;
-        for (int j = 0; j < m; j++) {
-            real ga = c->alpha[t] * g[j], gb = S ? c->beta[t] * g[j] : 0;
-            v += ga * W[(size_t)j * p + q] + (S ? gb * S[(size_t)j * p + q] : 0);
-        }
+    mm_nn_rs(dx, dout, W, c->alpha, n, p, m, 1, 1, 0);  // dx_t += alpha_t W^T dout_t   (the four products: one barrier)
+    if (S) mm_nn_rs(dx, dout, S, c->beta, n, p, m, 1, 1, 0);
+    mm_tn_rs(dW, dout, x, c->alpha, m, p, n, 1, 1, !S);  // dW += sum_t alpha_t dout_t x_t^T
+    if (S) mm_tn_rs(dS, dout, x, c->beta, m, p, n, 1, 1);
+    FOR(e, n * p) {                                 // the write terms
+        int t = e / p, q = e % p; real v = 0;
         for (int i = 0; i <= t; i++) v += gx[t * n + i] * xk[(size_t)i * p + q];
         dx[e] += v;
-    }
-    FOR(e, m * p) {
-        int j = e / p, q = e % p; real vw = 0, vs = 0;
-        for (int t = 0; t < n; t++) {
-            real gj = dout[(size_t)t * m + j], xq = x[(size_t)t * p + q];
-            vw += c->alpha[t] * gj * xq;
-            if (S) vs += c->beta[t] * gj * xq;
-        }
-        dW[e] += vw;
-        if (S) dS[e] += vs;
     }
     FOR(e, n * p) {
         int i = e / p, q = e % p; real v = 0;
@@ -662,39 +817,75 @@ MEMFN void mem_read_backward(real* dx, real* dxk, real* ddl, real* dW, real* dS,
 }
 
 // The chunk-end state of one memory matrix: Wn = ca W + cb S - sum_i c_i dl_i xk_i^T   (m, p)
+// (a thread per 4 adjacent elements of a row where aligned)
 MEMFN void mem_update_forward(real* Wn, const real* W, real ca, const real* S, real cb,
-                                   const real* dl, const real* xk, const real* cv, int n, int m, int p) {
-    FOR(e, m * p) {
+                                   const real* dl, const real* xk, const real* cv, int n, int m, int p, int sync = 1) {
+    if (p % 4 == 0 && al16(Wn) && al16(W) && (!S || al16(S))) {
+        int p4 = p / 4, tot = m * p4, nt = blockDim.x; bool xv4 = al16(xk);
+        for (int e0 = threadIdx.x; e0 < tot; e0 += MM_U * nt) {             // MM_U groups of 4 at a time (loads first)
+            float4 v[MM_U];
+#pragma unroll
+            for (int w = 0; w < MM_U; w++) {
+                int e4 = e0 + w * nt; if (e4 >= tot) { v[w] = make_float4(0, 0, 0, 0); continue; }
+                size_t e = (size_t)(e4 / p4) * p + 4 * (e4 % p4); float4 wv = ld4(W + e);
+                v[w] = make_float4(ca * wv.x, ca * wv.y, ca * wv.z, ca * wv.w);
+                if (S) { float4 sv = ld4(S + e); v[w].x += cb * sv.x; v[w].y += cb * sv.y; v[w].z += cb * sv.z; v[w].w += cb * sv.w; }
+            }
+#pragma unroll
+            for (int w = 0; w < MM_U; w++) {
+                int e4 = e0 + w * nt; if (e4 >= tot) break;
+                int j = e4 / p4, q = 4 * (e4 % p4);
+                for (int i = 0; i < n; i++) {
+                    real wi = cv[i] * dl[(size_t)i * m + j]; float4 xv = xv4 ? ld4(xk + (size_t)i * p + q) : ld4c<false>(xk + (size_t)i * p + q);
+                    v[w].x -= wi * xv.x; v[w].y -= wi * xv.y; v[w].z -= wi * xv.z; v[w].w -= wi * xv.w;
+                }
+                st4(Wn + (size_t)j * p + q, v[w]);
+            }
+        }
+    } else FOR(e, m * p) {
         int j = e / p, q = e % p; real v = ca * W[e] + (S ? cb * S[e] : 0);
         for (int i = 0; i < n; i++) { real w = cv[i] * dl[(size_t)i * m + j]; v -= w * xk[(size_t)i * p + q]; }
         Wn[e] = v;
     }
-    __syncthreads();
+    if (sync) __syncthreads();                     // (sync = 0: the caller's next update is independent)
+}
+// the elementwise part of mem_update_backward: dW += ca dWn; dS += cb dWn; this thread's terms of <dWn, W>, <dWn, S>
+MEMFN void mem_update_backward_ew(real* __restrict__ dW, real* __restrict__ dS, real* psa, real* psb, const real* __restrict__ dWn,
+                                  const real* __restrict__ W, real ca, const real* __restrict__ S, real cb, int mp) {
+    real sa = 0, sb = 0;                            // (restrict: the unrolled iterations' loads may go before the stores)
+    if (mp % 4 == 0 && al16(dW) && al16(dWn) && al16(W) && (!S || (al16(dS) && al16(S)))) {
+#pragma unroll 4
+        FOR(e4, mp / 4) {
+            size_t e = 4 * (size_t)e4; float4 g = ld4(dWn + e), w = ld4(W + e), o = ld4(dW + e);
+            o.x += ca * g.x; o.y += ca * g.y; o.z += ca * g.z; o.w += ca * g.w;
+            sa += g.x * w.x; sa += g.y * w.y; sa += g.z * w.z; sa += g.w * w.w;
+            st4(dW + e, o);
+            if (S) {
+                float4 sv = ld4(S + e), os = ld4(dS + e);
+                os.x += cb * g.x; os.y += cb * g.y; os.z += cb * g.z; os.w += cb * g.w;
+                sb += g.x * sv.x; sb += g.y * sv.y; sb += g.z * sv.z; sb += g.w * sv.w;
+                st4(dS + e, os);
+            }
+        }
+    } else FOR(e, mp) {
+        dW[e] += ca * dWn[e]; sa += dWn[e] * W[e];
+        if (S) { dS[e] += cb * dWn[e]; sb += dWn[e] * S[e]; }
+    }
+    *psa = sa; *psb = sb;
 }
 // dW += ca dWn; dS += cb dWn; dca += <dWn, W>; dcb += <dWn, S>;
 // with gx[i][j] = dWn_j . xk_i:  ddl[i][j] -= c_i gx[i][j];  dc_i -= sum_j dl[i][j] gx[i][j];  dxk_i -= c_i dl_i^T dWn
 MEMFN void mem_update_backward(real* dW, real* dS, real* dca, real* dcb, real* ddl, real* dxk, real* dcv,
                                     const real* dWn, const real* W, real ca, const real* S, real cb,
                                     const real* dl, const real* xk, const real* cv, int n, int m, int p, const MemChunk* c) {
-    real sa = 0, sb = 0;
-    FOR(e, m * p) {
-        dW[e] += ca * dWn[e]; sa += dWn[e] * W[e];
-        if (S) { dS[e] += cb * dWn[e]; sb += dWn[e] * S[e]; }
-    }
+    real sa, sb; mem_update_backward_ew(dW, dS, &sa, &sb, dWn, W, ca, S, cb, m * p);
     sa = block_sum(sa);
     if (S) sb = block_sum(sb);
     if (threadIdx.x == 0) { *dca += sa; if (S) *dcb += sb; }
-    real* gl = c->nm1;                              // dl[i][j] gx[i][j], summed over j below
-    WARP_FOR(e, n * m) {                            // a warp per (i, j)
-        int i = e / m, j = e % m; real gx = warp_dot(dWn + (size_t)j * p, xk + (size_t)i * p, p);
-        if (LANE == 0) { ddl[e] -= cv[i] * gx; gl[e] = dl[e] * gx; }
-    }
-    FOR(e, n * p) {
-        int i = e / p, q = e % p; real v = 0;
-        for (int j = 0; j < m; j++) v += dl[(size_t)i * m + j] * dWn[(size_t)j * p + q];
-        dxk[e] -= cv[i] * v;
-    }
-    __syncthreads();
+    real* gl = c->nm1;                              // gx, then dl[i][j] gx[i][j] (summed over j below)
+    mm_nt(gl, xk, dWn, n, m, p, 1, 0);
+    FOR(e, n * m) { int i = e / m; real gx = gl[e]; ddl[e] -= cv[i] * gx; gl[e] = dl[e] * gx; }
+    mm_nn_rs(dxk, dl, dWn, cv, n, p, m, -1, 1);     // (its barrier publishes gl)
     WARP_FOR(i, n) {
         real s = 0; for (int j = LANE; j < m; j += 32) s += gl[(size_t)i * m + j];
         s = warp_sum(s);
@@ -746,12 +937,12 @@ MEMFN void ln_backward_backward(real* du, real* dxh, real* drstd, const real* G,
 }
 
 // out = (resid ? x : 0) + (ln ? x^ g + beta : o)   -- the deep memory's output from its normalised MLP output
-MEMFN void mem_out_forward(real* out, const real* x, const real* nx, const real* g, const real* bt, const MemCfg* m, int n) {
+MEMFN void mem_out_forward(real* out, const real* x, const real* nx, const real* g, const real* bt, const MemCfg* m, int n, int sync = 1) {
     FOR(e, n * m->d) {
         int i = e % m->d;
         out[e] = (m->resid ? x[e] : 0) + (m->ln ? nx[e] * g[i] + bt[i] : nx[e]);
     }
-    __syncthreads();
+    if (sync) __syncthreads();
 }
 // from dout to dx (resid), dg, dbeta and d(nx) (the normalised output, or o without LN); a thread per channel
 MEMFN void mem_out_backward(real* dx, real* dnx, real* dg, real* dbt, const real* dout, const real* nx, const real* g, const MemCfg* m, int n) {
@@ -766,7 +957,7 @@ MEMFN void mem_out_backward(real* dx, real* dnx, real* dg, real* dbt, const real
 // The attentional bias (SPEC §4): from e = M(k) - v to r = dloss/dM(k). Moneta's lp (p = 3) is smoothed as
 // 3 tanh(10 e)(e^2 + 1e-6); Yaad's Huber gives clamp(e, -delta, delta). With channel-wise gates the error is
 // then scaled per output channel by eta (and the scalar eta of the recurrences is 1). In: c->r holds M(k).
-MEMFN void mem_bias_forward(const MemCfg* m, MemChunk* c, int n) {
+MEMFN void mem_bias_forward(const MemCfg* m, MemChunk* c, int n, int sync = 1) {
     FOR(j, n * m->d) {
         real e = c->r[j] - c->v[j], ps;
         switch (m->bias) {
@@ -777,7 +968,7 @@ MEMFN void mem_bias_forward(const MemCfg* m, MemChunk* c, int n) {
         }
         c->e[j] = e; c->psi[j] = ps; c->r[j] = m->cw ? c->etac[j] * ps : ps;
     }
-    __syncthreads();
+    if (sync) __syncthreads();
 }
 // from dr to dmk = dloss/dM(k) (overwritten), and dv, detac, ddelta (accumulated)
 MEMFN void mem_bias_backward(const MemCfg* m, MemChunk* c, int n) {
@@ -821,11 +1012,11 @@ MEMFN void mem_chunk_forward(const MemCfg* m, MemChunk* c, int n, const real* P,
     __syncthreads();
     mm_nt(c->nk, c->hk, W1, n, d, dm, 1, 0);                // o = W1 h
     if (m->ln) ln_forward(c->nk, c->rk, n, d);              // x^ = LN(o)
-    mem_out_forward(c->r, c->k, c->nk, lng, lnb, m, n);    // M(k)
-    mem_bias_forward(m, c, n);                              // r = dloss/dM(k)
+    // (mem_out_forward, mem_bias_forward and u: element e by the same thread in each, so no barriers between)
+    mem_out_forward(c->r, c->k, c->nk, lng, lnb, m, n, 0);  // M(k)
+    mem_bias_forward(m, c, n, !m->ln);                      // r = dloss/dM(k)
     if (m->ln) {                                            // d1 = dloss/do: r back through the LN affine and norm
         FOR(e, nd) c->u[e] = c->r[e] * lng[e % d];
-        __syncthreads();
         block_zero(c->d1, nd);
         ln_backward(c->d1, c->u, NULL, c->nk, c->rk, n, d);
     } else block_copy(c->d1, c->r, nd);
@@ -839,12 +1030,12 @@ MEMFN void mem_chunk_forward(const MemCfg* m, MemChunk* c, int n, const real* P,
     mem_read_forward(c->nq, c->xw2, c->xs2, c->xx2, c->hq, c->hk, c->d1, W1, S1, cs0, c, n, d, dm);
     if (m->ln) ln_forward(c->nq, c->rq, n, d);
     mem_out_forward(c->y, c->q, c->nq, lng, lnb, m, n);
-    if (Pn) {
-        mem_update_forward(Pn, B0, c->alpha[n - 1], S1, c->beta[n - 1], c->d1, c->hk, crow, n, d, dm);
-        mem_update_forward(Pn + (size_t)d * dm, B0 + (size_t)d * dm, c->alpha[n - 1], S2, c->beta[n - 1], c->d2, c->k, crow, n, dm, d);
+    if (Pn) {                                               // (the updates are independent: one barrier)
+        mem_update_forward(Pn, B0, c->alpha[n - 1], S1, c->beta[n - 1], c->d1, c->hk, crow, n, d, dm, 0);
+        mem_update_forward(Pn + (size_t)d * dm, B0 + (size_t)d * dm, c->alpha[n - 1], S2, c->beta[n - 1], c->d2, c->k, crow, n, dm, d, !Sx);
     }
     if (Pn && Sx) {
-        mem_update_forward(Sn, S1, c->sigma[n - 1], NULL, 0, c->d1, c->hk, srow, n, d, dm);
+        mem_update_forward(Sn, S1, c->sigma[n - 1], NULL, 0, c->d1, c->hk, srow, n, d, dm, 0);
         mem_update_forward(Sn + (size_t)d * dm, S2, c->sigma[n - 1], NULL, 0, c->d2, c->k, srow, n, dm, d);
     }
 }
@@ -863,7 +1054,7 @@ MEMFN void mem_chunk_backward(const MemCfg* m, MemChunk* c, int n, const real* d
     const real* crow = c->C + (size_t)(n - 1) * n; const real* srow = c->s + (size_t)(n - 1) * n;
     real* dcrow = c->dC + (size_t)(n - 1) * n;
     block_zero(c->grad0, c->ngrad);
-    block_zero(dPs, m->nP); block_zero(dBase, m->nP);
+    block_zero(dPs, m->nP); if (dBase != dPs) block_zero(dBase, m->nP);
     if (Sx) block_zero(dSs, m->nP);
     real* dSx = Sx ? dSs : NULL;
     if (m->depth == 1) {
@@ -1050,6 +1241,24 @@ MEMFN void mem_step_backward(const MemCfg* m, MemChunk* c, int n, const real* dy
 
 // ---- the layer's memory over all sequences and heads: a kernel with one block per (sequence, head)
 
+// The chunk scratch in shared memory (v3). A block works on one chunk at a time, and every chunk function reads
+// and writes the MemChunk's arrays many times, so the block keeps as many of them as fit (H100: 227 KB) in its
+// dynamic shared memory: the MemChunk's pointers are simply re-pointed there (they are generic pointers; the
+// functions do not change). A plan lists the moved pointer slots (MemChunk seen as an array of pointers) and their
+// offsets; it is made on the host by mem_smem_plan, per kernel (the forward needs no gradient arrays). Arrays
+// that do not fit, and the state-sized ones, stay in the chunk's global scratch.
+#define MEM_SMEM_SLOTS 72
+struct MemSmem { int n, floats; short slot[MEM_SMEM_SLOTS]; int off[MEM_SMEM_SLOTS]; };
+#ifdef EMU_CUDA
+__device__ inline real* mem_dyn_smem() { return (real*)emu::dyn_smem(); }
+#else
+__device__ __forceinline__ real* mem_dyn_smem() { extern __shared__ float4 mem_dyn[]; return (real*)mem_dyn; }
+#endif
+__device__ void mem_smem_apply(MemChunk* c, const MemSmem* sm) {   // thread 0, before the kernel's first barrier
+    real** slot = (real**)c; real* base = mem_dyn_smem();
+    for (int i = 0; i < sm->n; i++) slot[sm->slot[i]] = base + sm->off[i];
+}
+
 typedef struct {
     MemCfg m; int B, T, H, D, b, nch;
     const real *q, *k, *v, *ga, *gth, *geta, *gdel;   // this layer's memory inputs, rows (B*T, .)
@@ -1060,6 +1269,8 @@ typedef struct {
     const real* dy;                                   // backward: dL/dy, and the gradients of the inputs (written)
     real *dq, *dk, *dv, *dga, *dgth, *dgeta, *dgdel;
     real* dbh;                                        // (B, H, nP + 2d): per-sequence dL/dP_0 and LN affine
+    int ver;                                          // kernel version (dev/cuda/memlab.cu): 0 the best, see MEM_VERSIONS
+    MemSmem sm;                                       // the chunk arrays this launch keeps in shared memory
 } MemArgs;
 
 // copy rows [t0, t0+n) of head h of sequence bb from a (B, T, G*w) tensor into dst (n, w), and back
@@ -1106,11 +1317,17 @@ __device__ void store_chunk_grads(const MemChunk* c, const MemArgs* A, int bb, i
     __syncthreads();
 }
 
+// n values from p into L2 (no wait): the backward's next chunk-start state, written long before (in DRAM by now)
+__device__ __forceinline__ void prefetch_l2(const real* p, size_t n) {
+#ifndef EMU_CUDA
+    for (size_t i = (size_t)threadIdx.x * 32; i < n; i += (size_t)blockDim.x * 32) asm volatile("prefetch.global.L2 [%0];" :: "l"(p + i));
+#endif
+}
 // The memory read of one layer (SPEC §5): each (sequence, head) runs its chunks in order; every chunk-start
 // state is kept for the backward.
 __global__ void __launch_bounds__(MEM_THREADS) memory_forward_kernel(MemArgs A) {
     __shared__ MemChunk c; __shared__ MemCfg m;
-    if (threadIdx.x == 0) { c = A.chunks[blockIdx.x]; m = A.m; }
+    if (threadIdx.x == 0) { c = A.chunks[blockIdx.x]; m = A.m; mem_smem_apply(&c, &A.sm); }
     __syncthreads();
     int bb = blockIdx.x / A.H, h = blockIdx.x % A.H, nch = A.nch, nP = m.nP, b = A.b, T = A.T;
     size_t base = (((size_t)bb * A.H + h) * nch) * nP;
@@ -1131,7 +1348,7 @@ __global__ void __launch_bounds__(MEM_THREADS) memory_forward_kernel(MemArgs A) 
 // (each chunk's intermediates are recomputed from its stored start state).
 __global__ void __launch_bounds__(MEM_THREADS) memory_backward_kernel(MemArgs A) {
     __shared__ MemChunk c; __shared__ MemCfg m;
-    if (threadIdx.x == 0) { c = A.chunks[blockIdx.x]; m = A.m; }
+    if (threadIdx.x == 0) { c = A.chunks[blockIdx.x]; m = A.m; mem_smem_apply(&c, &A.sm); }
     __syncthreads();
     int bb = blockIdx.x / A.H, h = blockIdx.x % A.H, nch = A.nch, nP = m.nP, b = A.b, T = A.T, d = m.d;
     size_t base = (((size_t)bb * A.H + h) * nch) * nP;
@@ -1143,6 +1360,7 @@ __global__ void __launch_bounds__(MEM_THREADS) memory_backward_kernel(MemArgs A)
     for (int ch = nch - 1; ch >= 0; ch--) {
         int t0 = ch * b, n = T - t0 < b ? T - t0 : b;
         real* Pc = P + (size_t)ch * nP; real* Sc = S ? S + (size_t)ch * nP : NULL;
+        if (ch > 0) { prefetch_l2(Pc - nP, nP); if (Sc) prefetch_l2(Sc - nP, nP); }
         load_chunk_inputs(&c, &A, bb, h, t0, n);
         gather_rows(c.dy, A.dy, bb, h, t0, n, T, A.H, d);
         mem_step_backward(&m, &c, n, c.dy, Pc, Sc, dPn, dSn, dPs, dSs, lng, lnb);
@@ -1153,6 +1371,213 @@ __global__ void __launch_bounds__(MEM_THREADS) memory_backward_kernel(MemArgs A)
     real* out = A.dbh + ((size_t)bb * A.H + h) * (nP + 2 * d);  // dL/dP_0 and the LN affine of this sequence
     block_copy(out, dPn, nP);
     block_copy(out + nP, c.dlng, d); block_copy(out + nP + d, c.dlnb, d);
+}
+// ---- b = 1 linear memories (deltanet, gated_deltanet): one token per chunk, so the chunk functions above reduce
+// to a few row-local operations and the generic kernels spend their time in barriers. These kernels run the same
+// math, token by token, with the d x d state (d = 64) in registers: thread (i, g) of the block's 512 holds row i,
+// columns 8g..8g+7; a row's 8 threads are adjacent lanes and add their partial sums by shuffles. The chunk of one
+// token t (train_miras.c mem_chunk_forward, depth 1, n = 1, no momentum, no retention; alpha = a_t, C = eta_t, or
+// C = 1 and r scaled by eta per channel):
+//   r0 = W k, e = r0 - v, r = psi(e) (* eta_c)      y = a W q - C (q . k) r      W' = a W - C r k^T
+// The state at every token's start is stored (the backward reads it, as the generic kernels' chunk states).
+#define TOK_D 64
+#define TOK_THREADS 512
+__device__ __forceinline__ real row8_sum(real v) {   // the sum over a row's 8 lanes (fixed order), in all of them
+    v += __shfl_xor_sync(0xffffffffu, v, 1); v += __shfl_xor_sync(0xffffffffu, v, 2); v += __shfl_xor_sync(0xffffffffu, v, 4);
+    return v;
+}
+struct TokIn { real k[8], q[8], v, a, eta, etac; };  // one token's inputs as thread (i, g) needs them
+__device__ __forceinline__ void tok_load(TokIn* x, const MemArgs& A, int bb, int h, int t, int i, int g) {
+    const MemCfg& m = A.m; size_t r = (size_t)bb * A.T + t; const real* kp = A.k + r * A.D + h * TOK_D + 8 * g; const real* qp = A.q + r * A.D + h * TOK_D + 8 * g;
+    // (the activations' offsets are multiples of 4 floats only for some shapes: 16-byte loads where aligned)
+    bool ka = al16(kp), qa = al16(qp);
+    float4 k0 = ka ? ld4(kp) : ld4c<false>(kp), k1 = ka ? ld4(kp + 4) : ld4c<false>(kp + 4);
+    float4 q0 = qa ? ld4(qp) : ld4c<false>(qp), q1 = qa ? ld4(qp + 4) : ld4c<false>(qp + 4);
+    x->k[0] = k0.x; x->k[1] = k0.y; x->k[2] = k0.z; x->k[3] = k0.w; x->k[4] = k1.x; x->k[5] = k1.y; x->k[6] = k1.z; x->k[7] = k1.w;
+    x->q[0] = q0.x; x->q[1] = q0.y; x->q[2] = q0.z; x->q[3] = q0.w; x->q[4] = q1.x; x->q[5] = q1.y; x->q[6] = q1.z; x->q[7] = q1.w;
+    x->v = A.v[r * A.D + h * TOK_D + i]; x->a = A.ga[r * A.H + h];
+    int Ge = m.cw ? A.D : A.H;
+    x->eta = m.cw ? 1 : A.geta[r * Ge + h]; x->etac = m.cw ? A.geta[r * Ge + h * TOK_D + i] : 1;
+}
+// the forward quantities of one token from the state row w: r0 = (W k)_i, xw = (W q)_i, xx = q . k; e, psi, r
+struct TokFwd { real xw, xx, e, psi, r; };
+__device__ __forceinline__ TokFwd tok_forward(const real* w, const TokIn& x, int cw) {
+    real r0 = 0, xw = 0, xx = 0;
+#pragma unroll
+    for (int c = 0; c < 8; c++) { r0 += w[c] * x.k[c]; xw += w[c] * x.q[c]; xx += x.q[c] * x.k[c]; }
+    r0 = row8_sum(r0); xw = row8_sum(xw); xx = row8_sum(xx);
+    TokFwd f; f.xw = xw; f.xx = xx; f.e = r0 - x.v; f.psi = f.e;     // l2 bias: psi = e
+    f.r = cw ? x.etac * f.psi : f.psi;
+    return f;
+}
+__global__ void __launch_bounds__(TOK_THREADS) mem_token_forward_kernel(MemArgs A) {
+    int bb = blockIdx.x / A.H, h = blockIdx.x % A.H, T = A.T, nP = A.m.nP, i = threadIdx.x >> 3, g = threadIdx.x & 7, cw = A.m.cw;
+    real* P = A.P + ((size_t)bb * A.H + h) * T * nP + i * TOK_D + 8 * g;   // this thread's 8 values of every token's state
+    real w[8];
+    { const real* p0 = A.p0 + (size_t)h * nP + i * TOK_D + 8 * g;   // (P_0 sits in the parameters at any offset)
+      float4 a0 = al16(p0) ? ld4(p0) : ld4c<false>(p0), a1 = al16(p0) ? ld4(p0 + 4) : ld4c<false>(p0 + 4);
+      w[0] = a0.x; w[1] = a0.y; w[2] = a0.z; w[3] = a0.w; w[4] = a1.x; w[5] = a1.y; w[6] = a1.z; w[7] = a1.w; }
+    TokIn x, xn; tok_load(&xn, A, bb, h, 0, i, g);
+    for (int t = 0; t < T; t++) {
+        x = xn; if (t + 1 < T) tok_load(&xn, A, bb, h, t + 1, i, g);     // the next token's inputs in flight
+        st4(P + (size_t)t * nP, make_float4(w[0], w[1], w[2], w[3])); st4(P + (size_t)t * nP + 4, make_float4(w[4], w[5], w[6], w[7]));
+        TokFwd f = tok_forward(w, x, cw);
+        real C = x.eta, alpha = x.a;
+        if (g == 0) A.y[((size_t)bb * T + t) * A.D + h * TOK_D + i] = alpha * f.xw - (C * f.xx) * f.r;  // mem_read_forward
+        real cr = C * f.r;
+#pragma unroll
+        for (int c = 0; c < 8; c++) { w[c] = alpha * w[c]; w[c] -= cr * x.k[c]; }                     // mem_update_forward
+    }
+}
+// Its backward, token by token in reverse with dL/dW' (dw) in registers (mem_chunk_backward at n = 1; the same
+// terms in the same order):
+//   update:  dW = a dW'; da += <dW', W>; gx = dW' k; dr = -C gx; dC = -r . gx; dk = -C dW'^T r
+//   read:    da += dy . (W q); dA = -(dy . r); dC += dA xx; gs = dA C;  dq = a W^T dy + gs k; dk += gs q;
+//            dW += a dy q^T; dr -= C xx dy
+//   bias:    (eta_c: detac = dr psi, dr *= eta_c) dmk = dr, dv = -dr; dk += W^T dmk; dW += dmk k^T
+//   gates:   da, deta = dC (per head), or detac (per channel)
+// The sums over rows (W^T x and the scalars) go warp by warp through shared memory: one barrier per token.
+__global__ void __launch_bounds__(TOK_THREADS) mem_token_backward_kernel(MemArgs A) {
+    __shared__ real red[2][TOK_THREADS / 32][3 * TOK_D + 4];
+    int bb = blockIdx.x / A.H, h = blockIdx.x % A.H, T = A.T, D = A.D, H = A.H, nP = A.m.nP, cw = A.m.cw;
+    int i = threadIdx.x >> 3, g = threadIdx.x & 7, lane = LANE, wp = threadIdx.x >> 5, Ge = cw ? D : H;
+    const real* P = A.P + ((size_t)bb * A.H + h) * T * nP + i * TOK_D + 8 * g;
+    real dw[8], w[8], wn[8];
+#pragma unroll
+    for (int c = 0; c < 8; c++) dw[c] = 0;
+    auto load_w = [&](real* dst, int t) { float4 a0 = ld4(P + (size_t)t * nP), a1 = ld4(P + (size_t)t * nP + 4);   // (states: aligned allocations, nP = 4096)
+        dst[0] = a0.x; dst[1] = a0.y; dst[2] = a0.z; dst[3] = a0.w; dst[4] = a1.x; dst[5] = a1.y; dst[6] = a1.z; dst[7] = a1.w; };
+    TokIn x, xn; real dy, dyn;
+    load_w(wn, T - 1); tok_load(&xn, A, bb, h, T - 1, i, g); dyn = A.dy[((size_t)bb * T + T - 1) * D + h * TOK_D + i];
+    for (int t = T - 1; t >= 0; t--) {
+        x = xn; dy = dyn;
+#pragma unroll
+        for (int c = 0; c < 8; c++) w[c] = wn[c];
+        if (t > 0) { load_w(wn, t - 1); tok_load(&xn, A, bb, h, t - 1, i, g); dyn = A.dy[((size_t)bb * T + t - 1) * D + h * TOK_D + i]; }
+        TokFwd f = tok_forward(w, x, cw);
+        real C = x.eta, alpha = x.a, has = t < T - 1;                  // has: dW' exists (not the last token)
+        real pww = 0, gx = 0;                                           // mem_update_backward
+#pragma unroll
+        for (int c = 0; c < 8; c++) { pww += dw[c] * w[c]; gx += dw[c] * x.k[c]; }
+        gx = row8_sum(gx);
+        real dr = has ? 0 - C * gx : 0, dcu = has ? -(f.r * gx) : 0;   // this row's ddl and its term of dc
+        real colA[8], colB[8], colC[8];
+#pragma unroll
+        for (int c = 0; c < 8; c++) colA[c] = f.r * dw[c];
+        real wx = C * f.xx;                                             // mem_read_backward (cs = 1)
+        dr -= wx * dy;
+        real dps = cw ? dr * x.etac : dr, detac = dr * f.psi;          // mem_bias_backward (l2: de = dps)
+        real dmk = dps;
+#pragma unroll
+        for (int c = 0; c < 8; c++) {
+            colB[c] = w[c] * dy; colC[c] = w[c] * dmk;
+            real nw = alpha * dw[c]; nw += (dy * alpha) * x.q[c]; nw += dmk * x.k[c];
+            dw[c] = nw;
+        }
+        // the sums over rows: the warp's 4 rows by shuffles, then the 16 warps through shared memory
+#pragma unroll
+        for (int c = 0; c < 8; c++) {
+            colA[c] += __shfl_xor_sync(0xffffffffu, colA[c], 8); colA[c] += __shfl_xor_sync(0xffffffffu, colA[c], 16);
+            colB[c] += __shfl_xor_sync(0xffffffffu, colB[c], 8); colB[c] += __shfl_xor_sync(0xffffffffu, colB[c], 16);
+            colC[c] += __shfl_xor_sync(0xffffffffu, colC[c], 8); colC[c] += __shfl_xor_sync(0xffffffffu, colC[c], 16);
+        }
+        real s1 = warp_sum(pww), s2 = warp_sum(g == 0 ? dy * f.xw : 0), s3 = warp_sum(g == 0 ? dcu : 0), s4 = warp_sum(g == 0 ? dy * f.r : 0);
+        real* rb = red[t & 1][wp];
+        if (lane < 8) {
+#pragma unroll
+            for (int c = 0; c < 8; c++) { rb[8 * lane + c] = colA[c]; rb[TOK_D + 8 * lane + c] = colB[c]; rb[2 * TOK_D + 8 * lane + c] = colC[c]; }
+        }
+        if (lane == 0) { rb[3 * TOK_D] = s1; rb[3 * TOK_D + 1] = s2; rb[3 * TOK_D + 2] = s3; rb[3 * TOK_D + 3] = s4; }
+        size_t row = (size_t)bb * T + t;
+        if (g == 0) {                                                   // row outputs: dv, and detac per channel
+            A.dv[row * D + h * TOK_D + i] = 0 - dps;
+            if (cw) A.dgeta[row * Ge + h * TOK_D + i] = 0 + detac;
+        }
+        __syncthreads();
+        if (threadIdx.x < TOK_D) {                                      // column outputs dq, dk and the gates
+            int c = threadIdx.x; real sA = 0, sB = 0, sC = 0, S1 = 0, S2 = 0, S3 = 0, S4 = 0;
+            for (int u = 0; u < TOK_THREADS / 32; u++) {
+                const real* ru = red[t & 1][u];
+                sA += ru[c]; sB += ru[TOK_D + c]; sC += ru[2 * TOK_D + c];
+                S1 += ru[3 * TOK_D]; S2 += ru[3 * TOK_D + 1]; S3 += ru[3 * TOK_D + 2]; S4 += ru[3 * TOK_D + 3];
+            }
+            real dA = -S4, gs = dA * C, xc = A.q[row * D + h * TOK_D + c], kc = A.k[row * D + h * TOK_D + c];
+            real dk = 0 + (-1 * C) * sA; dk += gs * xc; dk += sC;
+            real dq = 0 + alpha * sB; dq += gs * kc;
+            A.dq[row * D + h * TOK_D + c] = dq; A.dk[row * D + h * TOK_D + c] = dk;
+            if (c == 0) {
+                real da = 0; if (has) da += S1; da += S2;
+                real dC = has ? S3 : 0; dC += dA * f.xx;
+                A.dga[row * H + h] = 0 + da; A.dgth[row * H + h] = 0;
+                if (!cw) A.dgeta[row * Ge + h] = 0 + dC;
+            }
+        }
+    }
+    real* out = A.dbh + ((size_t)bb * A.H + h) * (nP + 2 * TOK_D) + i * TOK_D + 8 * g;   // dL/dP_0 (no LN)
+    st4(out, make_float4(dw[0], dw[1], dw[2], dw[3])); st4(out + 4, make_float4(dw[4], dw[5], dw[6], dw[7]));
+    if (threadIdx.x < 2 * TOK_D) A.dbh[((size_t)bb * A.H + h) * (nP + 2 * TOK_D) + nP + threadIdx.x] = 0;
+}
+// the b = 1 kernels run these configurations; the others take the generic kernels
+static int mem_token_ok(const MemArgs& A) {
+    const MemCfg& m = A.m;
+    return A.b == 1 && m.depth == 1 && m.d == TOK_D && !m.momentum && m.retention == 0 && m.bias == 0 && A.H * TOK_D == A.D;
+}
+// The plan of the chunk scratch in shared memory for a kernel (fwd: the forward; else the backward), at most
+// `bytes`: the arrays in the order below while they fit; the gradient arrays as one block (they are zeroed and
+// saved as one range, grad0..grad0+ngrad).
+static MemSmem mem_smem_plan(const MemCfg* m, int b, int fwd, size_t bytes) {
+    MemChunk c; real* base = (real*)(uintptr_t)4096;              // a stand-in base address: only offsets matter
+    size_t total = memchunk_carve(&c, base, b, m->d, m->dm, m->nP);
+    real** slot = (real**)&c; int ns = (int)(sizeof(MemChunk) / sizeof(real*)), ig = (int)((real**)&c.ngrad - slot);
+    auto size_of = [&](real* p) { size_t o = p - base, nx = total; for (int t = 0; t < ns; t++) if (t != ig) { size_t ot = slot[t] - base; if (ot > o && ot < nx) nx = ot; } return nx - o; };
+#define SL(f) (int)(&c.f - slot)
+    std::vector<int> order = {SL(q), SL(k), SL(v), SL(a), SL(eta), SL(theta), SL(alpha), SL(beta), SL(sigma), SL(C), SL(s), SL(rk), SL(rq),
+                              SL(xx1), SL(xx2), SL(nn1), SL(nn2), SL(keep), SL(nk), SL(r), SL(u), SL(d1), SL(e), SL(psi), SL(xw2), SL(xs2), SL(nq), SL(y)};
+    if (m->cw) order.push_back(SL(etac));
+    if (m->bias == 3) order.push_back(SL(delta));
+    if (!fwd) { order.push_back(SL(dy)); order.push_back(-1); }    // -1: the gradient block
+    for (int f : {SL(zk), SL(hk), SL(d2), SL(gk), SL(tk), SL(zq), SL(hq), SL(tq), SL(xw1), SL(xs1)}) order.push_back(f);
+    if (!fwd) order.push_back(SL(nm1));
+#undef SL
+    MemSmem sm; memset(&sm, 0, sizeof sm); size_t cap = bytes / sizeof(real), used = 0;
+    for (int f : order) {
+        size_t need = f < 0 ? c.ngrad : size_of(slot[f]), at = (used + 3) & ~(size_t)3;   // 16-byte aligned
+        if (at + need > cap) continue;
+        if (f >= 0) { if (sm.n == MEM_SMEM_SLOTS) break; sm.slot[sm.n] = (short)f; sm.off[sm.n++] = (int)at; }
+        else {                                                    // every pointer into the gradient block moves with it
+            int k0 = sm.n;
+            for (int t = 0; t < ns && sm.n < MEM_SMEM_SLOTS; t++) if (t != ig && slot[t] >= c.grad0 && slot[t] < c.grad0 + c.ngrad) {
+                sm.slot[sm.n] = (short)t; sm.off[sm.n++] = (int)(at + (slot[t] - c.grad0));
+            }
+            if (sm.n == MEM_SMEM_SLOTS) { sm.n = k0; continue; }
+        }
+        used = at + need;
+    }
+    sm.floats = (int)used;
+    return sm;
+}
+// The launches (the trainer's and the kernel lab's). Versions: 2 register-tiled products, chunk scratch in
+// global memory; 3 as 2 with the chunk scratch in shared memory as far as it fits; 4 (and 0, the default) as 3,
+// and the b = 1 linear memories token by token (mem_token_*_kernel).
+static const int MEM_VERSIONS __attribute__((unused)) = 4;  // (read by dev/cuda/memlab.cu)
+static size_t mem_smem_bytes(void) {
+    static int optin = -1;
+    if (optin < 0) { cudaCheck(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0)); optin -= 2048; } // room for the static shared memory
+    return optin > 0 ? (size_t)optin : 0;
+}
+static void mem_forward_launch(MemArgs A, int nblocks) {
+    if ((A.ver == 0 || A.ver >= 4) && mem_token_ok(A)) { mem_token_forward_kernel<<<nblocks, TOK_THREADS>>>(A); KCHECK("mem_token_forward"); return; }
+    if (A.ver == 0 || A.ver >= 3) A.sm = mem_smem_plan(&A.m, A.b, 1, mem_smem_bytes()); else A.sm.n = A.sm.floats = 0;
+    size_t sb = (size_t)A.sm.floats * sizeof(real);
+    cudaCheck(cudaFuncSetAttribute(memory_forward_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sb));
+    memory_forward_kernel<<<nblocks, MEM_THREADS, sb>>>(A); KCHECK("memory_forward");
+}
+static void mem_backward_launch(MemArgs A, int nblocks) {
+    if ((A.ver == 0 || A.ver >= 4) && mem_token_ok(A)) { mem_token_backward_kernel<<<nblocks, TOK_THREADS>>>(A); KCHECK("mem_token_backward"); return; }
+    if (A.ver == 0 || A.ver >= 3) A.sm = mem_smem_plan(&A.m, A.b, 0, mem_smem_bytes()); else A.sm.n = A.sm.floats = 0;
+    size_t sb = (size_t)A.sm.floats * sizeof(real);
+    cudaCheck(cudaFuncSetAttribute(memory_backward_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sb));
+    memory_backward_kernel<<<nblocks, MEM_THREADS, sb>>>(A); KCHECK("memory_backward");
 }
 // sum over the batch in a fixed order (a thread per element of P_0 and the LN affine)
 __global__ void memory_dbh_reduce_kernel(real* dp0, real* dlng, real* dlnb, const real* dbh, int B, int H, int nP, int d, int ln) {
@@ -1325,12 +1750,12 @@ static MemArgs mem_args(Model* M, int l) {
 // The memory read of layer l for all sequences and heads (SPEC §5): y = MemoryRead(q, k, v, gates).
 static void memory_forward(Model* M, int l) {
     MemArgs A = mem_args(M, l);
-    memory_forward_kernel<<<M->B * M->cfg.H, MEM_THREADS>>>(A); KCHECK("memory_forward");
+    mem_forward_launch(A, M->B * M->cfg.H);
 }
 // Backward through all chunks in reverse; then dL/dP_0 and the LN affine summed over the batch in a fixed order.
 static void memory_backward(Model* M, int l) {
     MemArgs A = mem_args(M, l); const Config* c = &M->cfg; int H = c->H, d = M->mem.d, nP = M->mem.nP;
-    memory_backward_kernel<<<M->B * H, MEM_THREADS>>>(A); KCHECK("memory_backward");
+    mem_backward_launch(A, M->B * H);
     memory_dbh_reduce_kernel<<<nblocks((size_t)H * (nP + 2 * d)), NT>>>(M->grads.mem_p0 + (size_t)l * H * nP,
         M->mem.ln ? M->grads.mem_ln_g + (size_t)l * H * d : NULL, M->mem.ln ? M->grads.mem_ln_b + (size_t)l * H * d : NULL,
         M->mem_dbh, M->B, H, nP, d, M->mem.ln); KCHECK("memory_dbh_reduce");

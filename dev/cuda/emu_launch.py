@@ -26,10 +26,11 @@ src = open(sys.argv[1]).read(); out = []; pos = 0; n = 0
 for m in re.finditer(r"(\w+)<<<", src):
     if m.start() < pos: continue
     end = src.index(">>>", m.end()); cfg = split_top(src[m.end():end])
-    if len(cfg) != 2: raise SystemExit("emu_launch: launch with %d config values at %d" % (len(cfg), m.start()))
+    if len(cfg) not in (2, 3): raise SystemExit("emu_launch: launch with %d config values at %d" % (len(cfg), m.start()))
     a0 = end + 3; a1 = balanced(src, a0, "(", ")")
     out.append(src[pos:m.start()])
-    out.append("emu::launch(dim3(%s), dim3(%s), [&]() { %s%s; })" % (cfg[0], cfg[1], m.group(1), src[a0:a1]))
+    smem = ", %s" % cfg[2] if len(cfg) == 3 else ""   # the dynamic shared memory's bytes
+    out.append("emu::launch(dim3(%s), dim3(%s), [&]() { %s%s; }%s)" % (cfg[0], cfg[1], m.group(1), src[a0:a1], smem))
     pos = a1; n += 1
 out.append(src[pos:])
 open(sys.argv[2], "w").write("".join(out))

@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <ucontext.h>
 #include <setjmp.h>
+#include <time.h>
 
 using std::isfinite; using std::isnan; using std::isinf;  // nvcc puts these in the global namespace
 #define __global__
@@ -31,10 +32,13 @@ using std::isfinite; using std::isnan; using std::isinf;  // nvcc puts these in 
 
 struct dim3 { unsigned x, y, z; dim3(unsigned a = 1, unsigned b = 1, unsigned c = 1) : x(a), y(b), z(c) {} };
 struct uint3 { unsigned x, y, z; };
+struct alignas(16) float4 { float x, y, z, w; };
+inline float4 make_float4(float x, float y, float z, float w) { return float4{x, y, z, w}; }
 inline uint3 threadIdx, blockIdx; inline dim3 blockDim, gridDim;   // the running thread's (set by the scheduler)
 
 
 namespace emu {
+inline long barriers;  // __syncthreads reached by thread 0 (EMU_BARRIERS=1 prints the count per launch)
 enum { RUN, AT_BLOCK, AT_WARP, DONE };
 struct Thread { ucontext_t ctx; jmp_buf jb; int state, started; char* stack; };  // entered by swapcontext once, then by _longjmp (no syscalls)
 struct State {
@@ -42,6 +46,7 @@ struct State {
     std::vector<int> order; uint64_t rng = 0; int mode = 0;  // 0 asc, 1 desc, 2 random
     uint64_t xbuf[32][32];
     long launches = 0;
+    std::vector<float> dyn;  // the launch's dynamic shared memory (blocks run one after another: one buffer)
 };
 inline State& S() { static State s; return s; }
 static const size_t STACK = 256 * 1024;
@@ -87,15 +92,23 @@ inline void run_block(int nt) {
         if (!released) { fprintf(stderr, "emu: deadlock in block %u: threads wait at different barriers (divergent __syncthreads or shuffle)\n", blockIdx.x); abort(); }
     }
 }
-inline void launch(dim3 grid, dim3 block, const std::function<void()>& fn) {
+inline void launch(dim3 grid, dim3 block, const std::function<void()>& fn, size_t smem = 0) {
     State& s = S(); init_order();
+    s.dyn.assign(smem / sizeof(float) + 4, NAN);   // NaN: a read before a write shows in the results
     if (block.x % 32 || block.x > 1024) { fprintf(stderr, "emu: block size %u\n", block.x); abort(); }
     gridDim = grid; blockDim = block; s.fn = &fn;
+    long b0 = barriers;
     for (unsigned b = 0; b < grid.x; b++) { blockIdx.x = b; blockIdx.y = blockIdx.z = 0; run_block((int)block.x); }
+    if (getenv("EMU_BARRIERS")) fprintf(stderr, "emu: launch of %u blocks: %ld barriers per block\n", grid.x, (barriers - b0) / (long)grid.x);
+}
+inline void* dyn_smem() { return S().dyn.data(); }
+inline void check_align16(const void* p) {   // a 16-byte access must be 16-byte aligned on a GPU
+    if ((uintptr_t)p & 15) { fprintf(stderr, "emu: misaligned 16-byte access at %p (block %u, thread %u)\n", p, blockIdx.x, threadIdx.x); abort(); }
 }
 } // namespace emu
+#define EMU_CUDA 1
 
-inline void __syncthreads() { emu::wait(emu::AT_BLOCK); }
+inline void __syncthreads() { if (threadIdx.x == 0) emu::barriers++; emu::wait(emu::AT_BLOCK); }
 template <class T> inline T __shfl_xor_sync(unsigned, T v, int o) {
     emu::State& s = emu::S(); int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
     static_assert(sizeof(T) <= 8, "shuffle of a type wider than 8 bytes");
@@ -119,5 +132,16 @@ inline cudaError_t cudaDeviceSynchronize() { return cudaSuccess; }
 inline cudaError_t cudaGetDeviceCount(int* n) { *n = 1; return cudaSuccess; }
 inline cudaError_t cudaSetDevice(int) { return cudaSuccess; }
 inline cudaError_t cudaGetDeviceProperties(cudaDeviceProp* p, int) { snprintf(p->name, sizeof p->name, "CPU emulator (dev/cuda/emu)"); return cudaSuccess; }
+// dynamic shared memory: the launch's size is all there is (no per-kernel limit to raise)
+enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize = 8 };
+enum cudaDeviceAttr { cudaDevAttrMaxSharedMemoryPerBlockOptin = 97 };
+template <class F> inline cudaError_t cudaFuncSetAttribute(F, cudaFuncAttribute, int) { return cudaSuccess; }
+inline cudaError_t cudaDeviceGetAttribute(int* v, cudaDeviceAttr, int) { *v = 227 * 1024; return cudaSuccess; }
+// events (the kernel lab times with them): host wall clock, meaningless for speed here
+typedef struct { double t; }* cudaEvent_t;
+inline cudaError_t cudaEventCreate(cudaEvent_t* e) { *e = (cudaEvent_t)calloc(1, sizeof **e); return cudaSuccess; }
+inline cudaError_t cudaEventRecord(cudaEvent_t e, int = 0) { struct timespec ts; clock_gettime(CLOCK_MONOTONIC, &ts); e->t = ts.tv_sec + 1e-9 * ts.tv_nsec; return cudaSuccess; }
+inline cudaError_t cudaEventSynchronize(cudaEvent_t) { return cudaSuccess; }
+inline cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t a, cudaEvent_t b) { *ms = (float)(1e3 * (b->t - a->t)); return cudaSuccess; }
 inline const char* cudaGetErrorString(cudaError_t e) { return e ? "out of memory" : "no error"; }
 inline const char* cudaGetErrorName(cudaError_t e) { return e ? "cudaErrorMemoryAllocation" : "cudaSuccess"; }
