@@ -485,12 +485,14 @@ struct MemChunk : ::MemChunk {
     real *nn1, *nn2;   // (b, b) each: per-(t, i) terms of mem_coef_backward and mem_read_backward
     real *nm1;         // (b, dm): per-(i, j) terms of mem_update_backward
     real *keep;        // (2 + d): kl_gates' saved gates (the CPU keeps them on its stack)
+    real *oma;         // (b): (1 - alpha_t) cs, the row scales of the anchored retention's products in mem_read_backward
 };
 static size_t memchunk_carve(MemChunk* c, real* base, int b, int d, int dm, int nP) {
     size_t n = ::memchunk_carve(c, base, b, d, dm, nP); real* p = base ? base + n : NULL;
     size_t nn = (size_t)b * b, nm = (size_t)b * dm;
     c->nn1 = p; c->nn2 = p ? p + nn : NULL; c->nm1 = p ? p + 2 * nn : NULL; c->keep = p ? p + 2 * nn + nm : NULL;
-    return n + 2 * nn + nm + 2 + d;
+    c->oma = p ? p + 2 * nn + nm + 2 + d : NULL;
+    return n + 2 * nn + nm + 2 + d + b;
 }
 
 // 16-byte loads and stores where aligned
@@ -753,14 +755,15 @@ MEMFN void mem_coef_backward(MemChunk* c, int n, int momentum) {
 // (cs = 1, except 1/s for Moneta's lq retention, whose reads are A_t / s)
 // x (n, p) the read inputs, xk (n, p) the write inputs, dl (n, m) the error rows of the writes.
 // Keeps xw = x W^T, xs = x S^T, xx = x xk^T for the backward.
-MEMFN void mem_read_forward(real* out, real* xw, real* xs, real* xx, const real* x, const real* xk, const real* dl,
-                                 const real* W, const real* S, real cs, const MemChunk* c, int n, int m, int p) {
-    mm_nt_rs(xw, x, W, NULL, n, m, p, 1, 0, 0);     // (three independent products: one barrier)
+MEMFN void mem_read_forward(real* out, real* xw, real* xs, real* xx, real* xa, const real* x, const real* xk, const real* dl,
+                                 const real* W, const real* S, const real* W0, real cs, const MemChunk* c, int n, int m, int p) {
+    mm_nt_rs(xw, x, W, NULL, n, m, p, 1, 0, 0);     // (the independent products: one barrier)
     if (S) mm_nt_rs(xs, x, S, NULL, n, m, p, 1, 0, 0);
+    if (W0) mm_nt_rs(xa, x, W0, NULL, n, m, p, 1, 0, 0);
     mm_nt(xx, x, xk, n, n, p, 1, 0);
     FOR(e, n * m) {
         int t = e / m, j = e % m;
-        real o = c->alpha[t] * xw[e] + (S ? c->beta[t] * xs[e] : 0);
+        real o = c->alpha[t] * xw[e] + (S ? c->beta[t] * xs[e] : 0) + (W0 ? (1 - c->alpha[t]) * cs * xa[e] : 0);
         for (int i = 0; i <= t; i++) { real w = cs * c->C[t * n + i] * xx[t * n + i]; o -= w * dl[(size_t)i * m + j]; }
         out[e] = o;
     }
@@ -771,15 +774,23 @@ MEMFN void mem_read_forward(real* out, real* xw, real* xs, real* xx, const real*
 //   dx_t += alpha_t W^T dout_t + beta_t S^T dout_t + sum_{i<=t} gx[t][i] xk_i
 //   dW += sum_t alpha_t dout_t x_t^T   dS += sum_t beta_t dout_t x_t^T
 //   dxk_i += sum_{t>=i} gx[t][i] x_t   ddl_i -= sum_{t>=i} w[t][i] dout_t
-MEMFN void mem_read_backward(real* dx, real* dxk, real* ddl, real* dW, real* dS, real* dcs, MemChunk* c, const real* dout,
-                                  const real* x, const real* xk, const real* dl, const real* W, const real* S, real cs,
-                                  const real* xw, const real* xs, const real* xx, int n, int m, int p) {
-    real *gx = c->nn1, *wx = c->nn2;
+// With the anchored retention (W0: (1 - alpha_t) cs W0 x_t in the read), also
+//   dalpha_t -= cs dout_t . xa_t   dcs += sum_t (1 - alpha_t) dout_t . xa_t
+//   dx_t += (1 - alpha_t) cs W0^T dout_t   dW0 += sum_t (1 - alpha_t) cs dout_t x_t^T
+MEMFN void mem_read_backward(real* dx, real* dxk, real* ddl, real* dW, real* dS, real* dW0, real* dcs, MemChunk* c, const real* dout,
+                                  const real* x, const real* xk, const real* dl, const real* W, const real* S, const real* W0, real cs,
+                                  const real* xw, const real* xs, const real* xx, const real* xa, int n, int m, int p) {
+    real *gx = c->nn1, *wx = c->nn2, sca = 0;       // sca: this thread's part of dcs through the anchor
     WARP_FOR(t, n) {
-        const real* g = dout + (size_t)t * m; real sa = 0, sb = 0;
-        for (int j = LANE; j < m; j += 32) { sa += g[j] * xw[(size_t)t * m + j]; if (S) sb += g[j] * xs[(size_t)t * m + j]; }
-        sa = warp_sum(sa); sb = warp_sum(sb);
-        if (LANE == 0) { c->dalpha[t] += sa; if (S) c->dbeta[t] += sb; }
+        const real* g = dout + (size_t)t * m; real sa = 0, sb = 0, s0 = 0;
+        for (int j = LANE; j < m; j += 32) {
+            sa += g[j] * xw[(size_t)t * m + j]; if (S) sb += g[j] * xs[(size_t)t * m + j]; if (W0) s0 += g[j] * xa[(size_t)t * m + j];
+        }
+        sa = warp_sum(sa); sb = warp_sum(sb); if (W0) s0 = warp_sum(s0);
+        if (LANE == 0) {
+            c->dalpha[t] += sa; if (S) c->dbeta[t] += sb;
+            if (W0) { c->dalpha[t] -= cs * s0; sca += (1 - c->alpha[t]) * s0; c->oma[t] = (1 - c->alpha[t]) * cs; }
+        }
     }
     mm_nt(gx, dout, dl, n, n, m, -1, 0);            // dA = -dout dl^T, then gx and wx in place
     real scs = 0;
@@ -792,12 +803,15 @@ MEMFN void mem_read_backward(real* dx, real* dxk, real* ddl, real* dW, real* dS,
         }
         gx[e] = gxe; wx[e] = wxe;
     }
-    scs = block_sum(scs);                           // (its barriers also publish gx, wx)
+    scs = block_sum(scs + sca);                     // (its barriers also publish gx, wx and oma)
     if (threadIdx.x == 0) *dcs += scs;
-    mm_nn_rs(dx, dout, W, c->alpha, n, p, m, 1, 1, 0);  // dx_t += alpha_t W^T dout_t   (the four products: one barrier)
+    mm_nn_rs(dx, dout, W, c->alpha, n, p, m, 1, 1, 0);  // dx_t += alpha_t W^T dout_t   (the products: one barrier)
     if (S) mm_nn_rs(dx, dout, S, c->beta, n, p, m, 1, 1, 0);
-    mm_tn_rs(dW, dout, x, c->alpha, m, p, n, 1, 1, !S);  // dW += sum_t alpha_t dout_t x_t^T
-    if (S) mm_tn_rs(dS, dout, x, c->beta, m, p, n, 1, 1);
+    if (W0) mm_nn_rs(dx, dout, W0, c->oma, n, p, m, 1, 1, 0);
+    mm_tn_rs(dW, dout, x, c->alpha, m, p, n, 1, 1, 0);  // dW += sum_t alpha_t dout_t x_t^T
+    if (S) mm_tn_rs(dS, dout, x, c->beta, m, p, n, 1, 1, 0);
+    if (W0) mm_tn_rs(dW0, dout, x, c->oma, m, p, n, 1, 1, 0);
+    __syncthreads();
     FOR(e, n * p) {                                 // the write terms
         int t = e / p, q = e % p; real v = 0;
         for (int i = 0; i <= t; i++) v += gx[t * n + i] * xk[(size_t)i * p + q];
@@ -816,11 +830,11 @@ MEMFN void mem_read_backward(real* dx, real* dxk, real* ddl, real* dW, real* dS,
     __syncthreads();
 }
 
-// The chunk-end state of one memory matrix: Wn = ca W + cb S - sum_i c_i dl_i xk_i^T   (m, p)
-// (a thread per 4 adjacent elements of a row where aligned)
-MEMFN void mem_update_forward(real* Wn, const real* W, real ca, const real* S, real cb,
+// The chunk-end state of one memory matrix: Wn = ca W + (1 - ca) W0 + cb S - sum_i c_i dl_i xk_i^T   (m, p)
+// (the W0 term only with the anchored retention; a thread per 4 adjacent elements of a row where aligned)
+MEMFN void mem_update_forward(real* Wn, const real* W, real ca, const real* W0, const real* S, real cb,
                                    const real* dl, const real* xk, const real* cv, int n, int m, int p, int sync = 1) {
-    if (p % 4 == 0 && al16(Wn) && al16(W) && (!S || al16(S))) {
+    if (p % 4 == 0 && al16(Wn) && al16(W) && (!S || al16(S)) && (!W0 || al16(W0))) {
         int p4 = p / 4, tot = m * p4, nt = blockDim.x; bool xv4 = al16(xk);
         for (int e0 = threadIdx.x; e0 < tot; e0 += MM_U * nt) {             // MM_U groups of 4 at a time (loads first)
             float4 v[MM_U];
@@ -830,6 +844,7 @@ MEMFN void mem_update_forward(real* Wn, const real* W, real ca, const real* S, r
                 size_t e = (size_t)(e4 / p4) * p + 4 * (e4 % p4); float4 wv = ld4(W + e);
                 v[w] = make_float4(ca * wv.x, ca * wv.y, ca * wv.z, ca * wv.w);
                 if (S) { float4 sv = ld4(S + e); v[w].x += cb * sv.x; v[w].y += cb * sv.y; v[w].z += cb * sv.z; v[w].w += cb * sv.w; }
+                if (W0) { float4 av = ld4(W0 + e); real ka = 1 - ca; v[w].x += ka * av.x; v[w].y += ka * av.y; v[w].z += ka * av.z; v[w].w += ka * av.w; }
             }
 #pragma unroll
             for (int w = 0; w < MM_U; w++) {
@@ -843,7 +858,7 @@ MEMFN void mem_update_forward(real* Wn, const real* W, real ca, const real* S, r
             }
         }
     } else FOR(e, m * p) {
-        int j = e / p, q = e % p; real v = ca * W[e] + (S ? cb * S[e] : 0);
+        int j = e / p, q = e % p; real v = ca * W[e] + (W0 ? (1 - ca) * W0[e] : 0) + (S ? cb * S[e] : 0);
         for (int i = 0; i < n; i++) { real w = cv[i] * dl[(size_t)i * m + j]; v -= w * xk[(size_t)i * p + q]; }
         Wn[e] = v;
     }
@@ -873,13 +888,14 @@ MEMFN void mem_update_backward_ew(real* __restrict__ dW, real* __restrict__ dS, 
     }
     *psa = sa; *psb = sb;
 }
-// dW += ca dWn; dS += cb dWn; dca += <dWn, W>; dcb += <dWn, S>;
+// dW += ca dWn; dS += cb dWn; dca += <dWn, W>; dcb += <dWn, S>; with the anchor W0: dW0 += (1 - ca) dWn, dca -= <dWn, W0>;
 // with gx[i][j] = dWn_j . xk_i:  ddl[i][j] -= c_i gx[i][j];  dc_i -= sum_j dl[i][j] gx[i][j];  dxk_i -= c_i dl_i^T dWn
-MEMFN void mem_update_backward(real* dW, real* dS, real* dca, real* dcb, real* ddl, real* dxk, real* dcv,
-                                    const real* dWn, const real* W, real ca, const real* S, real cb,
+MEMFN void mem_update_backward(real* dW, real* dS, real* dW0, real* dca, real* dcb, real* ddl, real* dxk, real* dcv,
+                                    const real* dWn, const real* W, real ca, const real* W0, const real* S, real cb,
                                     const real* dl, const real* xk, const real* cv, int n, int m, int p, const MemChunk* c) {
-    real sa, sb; mem_update_backward_ew(dW, dS, &sa, &sb, dWn, W, ca, S, cb, m * p);
-    sa = block_sum(sa);
+    real sa, sb, s0 = 0, unused; mem_update_backward_ew(dW, dS, &sa, &sb, dWn, W, ca, S, cb, m * p);
+    if (W0) mem_update_backward_ew(dW0, NULL, &s0, &unused, dWn, W0, 1 - ca, NULL, 0, m * p);
+    sa = block_sum(sa - s0);
     if (S) sb = block_sum(sb);
     if (threadIdx.x == 0) { *dca += sa; if (S) *dcb += sb; }
     real* gl = c->nm1;                              // gx, then dl[i][j] gx[i][j] (summed over j below)
@@ -1000,13 +1016,14 @@ MEMFN void mem_chunk_forward(const MemCfg* m, MemChunk* c, int n, const real* P,
     if (m->depth == 1) {                                    // linear memory M(x) = W x, g_i = r_i k_i^T
         mm_nt(c->r, c->k, P, n, d, d, 1, 0);                // M(k_i) = W_s k_i
         mem_bias_forward(m, c, n);
-        mem_read_forward(c->y, c->xw1, c->xs1, c->xx1, c->q, c->k, c->r, P, Sx, cs0, c, n, d, d);
-        if (Pn) mem_update_forward(Pn, B0, c->alpha[n - 1], Sx, c->beta[n - 1], c->r, c->k, crow, n, d, d);
-        if (Pn && Sx) mem_update_forward(Sn, Sx, c->sigma[n - 1], NULL, 0, c->r, c->k, srow, n, d, d);
+        mem_read_forward(c->y, c->xw1, c->xs1, c->xx1, c->xa2, c->q, c->k, c->r, P, Sx, c->p0, cs0, c, n, d, d);
+        if (Pn) mem_update_forward(Pn, B0, c->alpha[n - 1], c->p0, Sx, c->beta[n - 1], c->r, c->k, crow, n, d, d);
+        if (Pn && Sx) mem_update_forward(Sn, Sx, c->sigma[n - 1], NULL, NULL, 0, c->r, c->k, srow, n, d, d);
         return;
     }
     // deep memory: W1 (d, dm), W2 (dm, d); g_i = (d1_i hk_i^T, d2_i k_i^T)
     const real *W1 = P, *W2 = P + (size_t)d * dm, *S1 = Sx, *S2 = Sx ? Sx + (size_t)d * dm : NULL;
+    const real *A1 = c->p0, *A2 = c->p0 ? c->p0 + (size_t)d * dm : NULL;   // the anchor's W1, W2 (or NULL)
     mm_nt(c->zk, c->k, W2, n, dm, d, 1, 0);                 // z = W2 k
     FOR(e, n * dm) { c->tk[e] = gelu_tanh(c->zk[e]); c->hk[e] = gelu(c->zk[e], c->tk[e]); }
     __syncthreads();
@@ -1024,19 +1041,19 @@ MEMFN void mem_chunk_forward(const MemCfg* m, MemChunk* c, int n, const real* P,
     FOR(e, n * dm) c->d2[e] = c->gk[e] * gelu_d1(c->zk[e], c->tk[e]); // d2 = dloss/dz
     __syncthreads();
     // reads, after the write: y_t = q_t + LN(W1_t GELU(W2_t q_t))
-    mem_read_forward(c->zq, c->xw1, c->xs1, c->xx1, c->q, c->k, c->d2, W2, S2, cs1, c, n, dm, d);
+    mem_read_forward(c->zq, c->xw1, c->xs1, c->xx1, c->xa1, c->q, c->k, c->d2, W2, S2, A2, cs1, c, n, dm, d);
     FOR(e, n * dm) { c->tq[e] = gelu_tanh(c->zq[e]); c->hq[e] = gelu(c->zq[e], c->tq[e]); }
     __syncthreads();
-    mem_read_forward(c->nq, c->xw2, c->xs2, c->xx2, c->hq, c->hk, c->d1, W1, S1, cs0, c, n, d, dm);
+    mem_read_forward(c->nq, c->xw2, c->xs2, c->xx2, c->xa2, c->hq, c->hk, c->d1, W1, S1, A1, cs0, c, n, d, dm);
     if (m->ln) ln_forward(c->nq, c->rq, n, d);
     mem_out_forward(c->y, c->q, c->nq, lng, lnb, m, n);
     if (Pn) {                                               // (the updates are independent: one barrier)
-        mem_update_forward(Pn, B0, c->alpha[n - 1], S1, c->beta[n - 1], c->d1, c->hk, crow, n, d, dm, 0);
-        mem_update_forward(Pn + (size_t)d * dm, B0 + (size_t)d * dm, c->alpha[n - 1], S2, c->beta[n - 1], c->d2, c->k, crow, n, dm, d, !Sx);
+        mem_update_forward(Pn, B0, c->alpha[n - 1], A1, S1, c->beta[n - 1], c->d1, c->hk, crow, n, d, dm, 0);
+        mem_update_forward(Pn + (size_t)d * dm, B0 + (size_t)d * dm, c->alpha[n - 1], A2, S2, c->beta[n - 1], c->d2, c->k, crow, n, dm, d, !Sx);
     }
     if (Pn && Sx) {
-        mem_update_forward(Sn, S1, c->sigma[n - 1], NULL, 0, c->d1, c->hk, srow, n, d, dm, 0);
-        mem_update_forward(Sn + (size_t)d * dm, S2, c->sigma[n - 1], NULL, 0, c->d2, c->k, srow, n, dm, d);
+        mem_update_forward(Sn, S1, c->sigma[n - 1], NULL, NULL, 0, c->d1, c->hk, srow, n, d, dm, 0);
+        mem_update_forward(Sn + (size_t)d * dm, S2, c->sigma[n - 1], NULL, NULL, 0, c->d2, c->k, srow, n, dm, d);
     }
 }
 
@@ -1058,11 +1075,12 @@ MEMFN void mem_chunk_backward(const MemCfg* m, MemChunk* c, int n, const real* d
     if (Sx) block_zero(dSs, m->nP);
     real* dSx = Sx ? dSs : NULL;
     if (m->depth == 1) {
-        if (dPn) mem_update_backward(dBase, dSx, &c->dalpha[n - 1], &c->dbeta[n - 1], c->dr, c->dk, dcrow,
-                                     dPn, B0, c->alpha[n - 1], Sx, c->beta[n - 1], c->r, c->k, crow, n, d, d, c);
-        if (dPn && Sx) mem_update_backward(dSs, NULL, c->dsig, NULL, c->dr, c->dk, c->ds,
-                                           dSn, Sx, c->sigma[n - 1], NULL, 0, c->r, c->k, srow, n, d, d, c);
-        mem_read_backward(c->dq, c->dk, c->dr, dPs, dSx, &c->dcs[0], c, dy, c->q, c->k, c->r, P, Sx, cs0, c->xw1, c->xs1, c->xx1, n, d, d);
+        if (dPn) mem_update_backward(dBase, dSx, c->dp0, &c->dalpha[n - 1], &c->dbeta[n - 1], c->dr, c->dk, dcrow,
+                                     dPn, B0, c->alpha[n - 1], c->p0, Sx, c->beta[n - 1], c->r, c->k, crow, n, d, d, c);
+        if (dPn && Sx) mem_update_backward(dSs, NULL, NULL, c->dsig, NULL, c->dr, c->dk, c->ds,
+                                           dSn, Sx, c->sigma[n - 1], NULL, NULL, 0, c->r, c->k, srow, n, d, d, c);
+        mem_read_backward(c->dq, c->dk, c->dr, dPs, dSx, c->dp0, &c->dcs[0], c, dy, c->q, c->k, c->r, P, Sx, c->p0, cs0,
+                          c->xw1, c->xs1, c->xx1, c->xa2, n, d, d);
         mem_bias_backward(m, c, n);                            // r -> M(k_i) = W k_i
         mm_nn(c->dk, c->dmk, P, n, d, d, 1, 1);
         mm_tn(dPs, c->dmk, c->k, d, d, n, 1, 1);
@@ -1071,24 +1089,28 @@ MEMFN void mem_chunk_backward(const MemCfg* m, MemChunk* c, int n, const real* d
     }
     const real *W1 = P, *W2 = P + (size_t)d * dm, *S1 = Sx, *S2 = Sx ? Sx + (size_t)d * dm : NULL;
     real *dW1 = dPs, *dW2 = dPs + (size_t)d * dm, *dS1 = dSx, *dS2 = dSx ? dSx + (size_t)d * dm : NULL;
+    const real *A1 = c->p0, *A2 = c->p0 ? c->p0 + (size_t)d * dm : NULL;   // the anchor (or NULL) and its gradient
+    real *dA1 = c->dp0, *dA2 = c->dp0 + (size_t)d * dm;
     // chunk-end state
     if (dPn) {
-        mem_update_backward(dBase, dS1, &c->dalpha[n - 1], &c->dbeta[n - 1], c->dd1, c->dhk, dcrow,
-                            dPn, B0, c->alpha[n - 1], S1, c->beta[n - 1], c->d1, c->hk, crow, n, d, dm, c);
-        mem_update_backward(dBase + (size_t)d * dm, dS2, &c->dalpha[n - 1], &c->dbeta[n - 1], c->dd2, c->dk, dcrow,
-                            dPn + (size_t)d * dm, B0 + (size_t)d * dm, c->alpha[n - 1], S2, c->beta[n - 1], c->d2, c->k, crow, n, dm, d, c);
+        mem_update_backward(dBase, dS1, dA1, &c->dalpha[n - 1], &c->dbeta[n - 1], c->dd1, c->dhk, dcrow,
+                            dPn, B0, c->alpha[n - 1], A1, S1, c->beta[n - 1], c->d1, c->hk, crow, n, d, dm, c);
+        mem_update_backward(dBase + (size_t)d * dm, dS2, dA2, &c->dalpha[n - 1], &c->dbeta[n - 1], c->dd2, c->dk, dcrow,
+                            dPn + (size_t)d * dm, B0 + (size_t)d * dm, c->alpha[n - 1], A2, S2, c->beta[n - 1], c->d2, c->k, crow, n, dm, d, c);
     }
     if (dPn && Sx) {
-        mem_update_backward(dS1, NULL, c->dsig, NULL, c->dd1, c->dhk, c->ds, dSn, S1, c->sigma[n - 1], NULL, 0, c->d1, c->hk, srow, n, d, dm, c);
-        mem_update_backward(dS2, NULL, c->dsig, NULL, c->dd2, c->dk, c->ds, dSn + (size_t)d * dm, S2, c->sigma[n - 1], NULL, 0, c->d2, c->k, srow, n, dm, d, c);
+        mem_update_backward(dS1, NULL, NULL, c->dsig, NULL, c->dd1, c->dhk, c->ds, dSn, S1, c->sigma[n - 1], NULL, NULL, 0, c->d1, c->hk, srow, n, d, dm, c);
+        mem_update_backward(dS2, NULL, NULL, c->dsig, NULL, c->dd2, c->dk, c->ds, dSn + (size_t)d * dm, S2, c->sigma[n - 1], NULL, NULL, 0, c->d2, c->k, srow, n, dm, d, c);
     }
     // reads: y = q + LN(o_q) g + beta, o_q = read(W1, hq), hq = GELU(zq), zq = read(W2, q)
     mem_out_backward(c->dq, c->doq, c->dlng, c->dlnb, dy, c->nq, lng, m, n);
     if (m->ln) { block_copy(c->dnk, c->doq, nd); block_zero(c->doq, nd); ln_backward(c->doq, c->dnk, NULL, c->nq, c->rq, n, d); block_zero(c->dnk, nd); }
-    mem_read_backward(c->dhq, c->dhk, c->dd1, dW1, dS1, &c->dcs[0], c, c->doq, c->hq, c->hk, c->d1, W1, S1, cs0, c->xw2, c->xs2, c->xx2, n, d, dm);
+    mem_read_backward(c->dhq, c->dhk, c->dd1, dW1, dS1, dA1, &c->dcs[0], c, c->doq, c->hq, c->hk, c->d1, W1, S1, A1, cs0,
+                      c->xw2, c->xs2, c->xx2, c->xa2, n, d, dm);
     FOR(e, nm) c->dzq[e] = c->dhq[e] * gelu_d1(c->zq[e], c->tq[e]);
     __syncthreads();
-    mem_read_backward(c->dq, c->dk, c->dd2, dW2, dS2, &c->dcs[1], c, c->dzq, c->q, c->k, c->d2, W2, S2, cs1, c->xw1, c->xs1, c->xx1, n, dm, d);
+    mem_read_backward(c->dq, c->dk, c->dd2, dW2, dS2, dA2, &c->dcs[1], c, c->dzq, c->q, c->k, c->d2, W2, S2, A2, cs1,
+                      c->xw1, c->xs1, c->xx1, c->xa1, n, dm, d);
     // second order: back through the inner gradient d2 = (W1^T d1) * GELU'(zk), d1 = LN-back(r g), r = bias(M(k), v)
     FOR(e, nm) {
         c->dgk[e] = c->dd2[e] * gelu_d1(c->zk[e], c->tk[e]);
@@ -1327,7 +1349,7 @@ __device__ __forceinline__ void prefetch_l2(const real* p, size_t n) {
 // state is kept for the backward.
 __global__ void __launch_bounds__(MEM_THREADS) memory_forward_kernel(MemArgs A) {
     __shared__ MemChunk c; __shared__ MemCfg m;
-    if (threadIdx.x == 0) { c = A.chunks[blockIdx.x]; m = A.m; mem_smem_apply(&c, &A.sm); }
+    if (threadIdx.x == 0) { c = A.chunks[blockIdx.x]; m = A.m; mem_smem_apply(&c, &A.sm); c.p0 = m.anchor ? A.p0 + (size_t)(blockIdx.x % A.H) * m.nP : NULL; }
     __syncthreads();
     int bb = blockIdx.x / A.H, h = blockIdx.x % A.H, nch = A.nch, nP = m.nP, b = A.b, T = A.T;
     size_t base = (((size_t)bb * A.H + h) * nch) * nP;
@@ -1348,14 +1370,14 @@ __global__ void __launch_bounds__(MEM_THREADS) memory_forward_kernel(MemArgs A) 
 // (each chunk's intermediates are recomputed from its stored start state).
 __global__ void __launch_bounds__(MEM_THREADS) memory_backward_kernel(MemArgs A) {
     __shared__ MemChunk c; __shared__ MemCfg m;
-    if (threadIdx.x == 0) { c = A.chunks[blockIdx.x]; m = A.m; mem_smem_apply(&c, &A.sm); }
+    if (threadIdx.x == 0) { c = A.chunks[blockIdx.x]; m = A.m; mem_smem_apply(&c, &A.sm); c.p0 = m.anchor ? A.p0 + (size_t)(blockIdx.x % A.H) * m.nP : NULL; }
     __syncthreads();
     int bb = blockIdx.x / A.H, h = blockIdx.x % A.H, nch = A.nch, nP = m.nP, b = A.b, T = A.T, d = m.d;
     size_t base = (((size_t)bb * A.H + h) * nch) * nP;
     real* P = A.P + base; real* S = m.momentum ? A.S + base : NULL;
     const real* lng = m.ln ? A.lng + (size_t)h * d : NULL;
     const real* lnb = m.ln ? A.lnb + (size_t)h * d : NULL;
-    block_zero(c.dlng, d); block_zero(c.dlnb, d);
+    block_zero(c.dlng, d); block_zero(c.dlnb, d); if (m.anchor) block_zero(c.dp0, nP);
     real *dPn = NULL, *dSn = NULL, *dPs = c.Pa, *dSs = c.Sa;
     for (int ch = nch - 1; ch >= 0; ch--) {
         int t0 = ch * b, n = T - t0 < b ? T - t0 : b;
@@ -1369,7 +1391,8 @@ __global__ void __launch_bounds__(MEM_THREADS) memory_backward_kernel(MemArgs A)
         dPs = dPs == c.Pa ? c.Pb : c.Pa; dSs = dSs == c.Sa ? c.Sb : c.Sa;
     }
     real* out = A.dbh + ((size_t)bb * A.H + h) * (nP + 2 * d);  // dL/dP_0 and the LN affine of this sequence
-    block_copy(out, dPn, nP);
+    if (m.anchor) { FOR(i, nP) out[i] = dPn[i] + c.dp0[i]; __syncthreads(); }   // (+ through the anchor)
+    else block_copy(out, dPn, nP);
     block_copy(out + nP, c.dlng, d); block_copy(out + nP + d, c.dlnb, d);
 }
 // ---- b = 1 linear memories (deltanet, gated_deltanet): one token per chunk, so the chunk functions above reduce
@@ -1520,7 +1543,7 @@ __global__ void __launch_bounds__(TOK_THREADS) mem_token_backward_kernel(MemArgs
 // the b = 1 kernels run these configurations; the others take the generic kernels
 static int mem_token_ok(const MemArgs& A) {
     const MemCfg& m = A.m;
-    return A.b == 1 && m.depth == 1 && m.d == TOK_D && !m.momentum && m.retention == 0 && m.bias == 0 && A.H * TOK_D == A.D;
+    return A.b == 1 && m.depth == 1 && m.d == TOK_D && !m.momentum && m.retention == 0 && m.bias == 0 && !m.anchor && A.H * TOK_D == A.D;
 }
 // The plan of the chunk scratch in shared memory for a kernel (fwd: the forward; else the backward), at most
 // `bytes`: the arrays in the order below while they fit; the gradient arrays as one block (they are zeroed and
@@ -1532,11 +1555,13 @@ static MemSmem mem_smem_plan(const MemCfg* m, int b, int fwd, size_t bytes) {
     auto size_of = [&](real* p) { size_t o = p - base, nx = total; for (int t = 0; t < ns; t++) if (t != ig) { size_t ot = slot[t] - base; if (ot > o && ot < nx) nx = ot; } return nx - o; };
 #define SL(f) (int)(&c.f - slot)
     std::vector<int> order = {SL(q), SL(k), SL(v), SL(a), SL(eta), SL(theta), SL(alpha), SL(beta), SL(sigma), SL(C), SL(s), SL(rk), SL(rq),
-                              SL(xx1), SL(xx2), SL(nn1), SL(nn2), SL(keep), SL(nk), SL(r), SL(u), SL(d1), SL(e), SL(psi), SL(xw2), SL(xs2), SL(nq), SL(y)};
+                              SL(xx1), SL(xx2), SL(nn1), SL(nn2), SL(keep), SL(oma), SL(nk), SL(r), SL(u), SL(d1), SL(e), SL(psi), SL(xw2), SL(xs2), SL(nq), SL(y)};
+    if (m->anchor) order.push_back(SL(xa2));
     if (m->cw) order.push_back(SL(etac));
     if (m->bias == 3) order.push_back(SL(delta));
     if (!fwd) { order.push_back(SL(dy)); order.push_back(-1); }    // -1: the gradient block
     for (int f : {SL(zk), SL(hk), SL(d2), SL(gk), SL(tk), SL(zq), SL(hq), SL(tq), SL(xw1), SL(xs1)}) order.push_back(f);
+    if (m->anchor) order.push_back(SL(xa1));
     if (!fwd) order.push_back(SL(nm1));
 #undef SL
     MemSmem sm; memset(&sm, 0, sizeof sm); size_t cap = bytes / sizeof(real), used = 0;
@@ -1982,12 +2007,13 @@ typedef struct {
     const real *q, *k, *v, *ga, *gth, *geta, *gdel;   // this token's row of the layer's memory inputs
     real *y, *part, *P, *S, *Pn, *Sn;                 // part, P, S: this layer's
     const real *lng, *lnb; MemChunk* chunks;
+    const real* p0;                                   // this layer's P_0 (H, nP): the anchored retention's anchor
 } DecArgs;
 
 // one block per head: append this token's row to the partial chunk, re-run the chunk, keep its last row
 __global__ void __launch_bounds__(MEM_THREADS) decoder_memory_kernel(DecArgs A) {
     __shared__ MemChunk c; __shared__ MemCfg m;
-    if (threadIdx.x == 0) { c = A.chunks[blockIdx.x]; m = A.m; }
+    if (threadIdx.x == 0) { c = A.chunks[blockIdx.x]; m = A.m; c.p0 = m.anchor ? A.p0 + (size_t)blockIdx.x * m.nP : NULL; }
     __syncthreads();
     int h = blockIdx.x, d = m.d, nP = m.nP, rw = A.rw, ew = m.cw ? d : 1, n = A.cnt + 1;
     real* part = A.part + (size_t)h * A.b * rw; real* row = part + (size_t)A.cnt * rw;   // this token's row: q, k, v, a, theta, eta, delta
@@ -2076,7 +2102,7 @@ static const real* decoder_step(Decoder* dec, int token) {
         A.part = dec->part + (size_t)l * H * b * rw; A.P = dec->P + (size_t)l * H * nP; A.S = dec->S + (size_t)l * H * nP;
         A.Pn = dec->Pn; A.Sn = dec->Sn;
         A.lng = m->ln ? p->mem_ln_g + (size_t)l * H * d : NULL; A.lnb = m->ln ? p->mem_ln_b + (size_t)l * H * d : NULL;
-        A.chunks = dec->chunks;
+        A.chunks = dec->chunks; A.p0 = p->mem_p0 + (size_t)l * H * nP;
         decoder_memory_kernel<<<H, MEM_THREADS>>>(A); KCHECK("decoder_memory");
         rmsnorm_forward(a->yn, a->yrstd, a->y, p->rmsh_w + (size_t)l * D, 1, H, d);
         matmul_forward(a->gp, u, p->wg + (size_t)l * D * D, NULL, 1, D, D);

@@ -46,6 +46,8 @@ synth=(
   "syn_linear_attn  -p linear_attn -V 256 -D 128 -L 2 -H 2 -k 16 -b 2 -t 37"
   "syn_deltanet     -p deltanet -V 256 -D 128 -L 2 -H 2 -b 2 -t 20"
   "syn_gdn_cw       -p gated_deltanet -R 2 -V 256 -D 128 -L 2 -H 2 -b 2 -t 20"
+  "syn_titans_z0    -p titans -Z 0 -X 1 -V 256 -D 128 -L 2 -H 2 -E 4 -k 16 -b 2 -t 40"
+  "syn_gdn_anchor   -p gated_deltanet -Z 1 -V 256 -D 128 -L 2 -H 2 -b 2 -t 20"
   "syn_titans_n2048 -p titans -V 512 -D 128 -L 2 -H 2 -E 2 -k 16 -b 4 -t 512"
 )
 inputs=()
