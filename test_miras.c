@@ -30,6 +30,8 @@ static void check(int ok, const char* fmt, ...) {
     printf("%s - ", ok ? "ok" : "FAIL"); vprintf(fmt, ap); printf("\n"); va_end(ap);
     if (ok) n_pass++; else n_fail++;
 }
+// The worst error so far, NaN-safe: a NaN error becomes (and stays) the worst, so the final `worst < tol` fails.
+static int worse(double e, double worst) { return !isnan(worst) && !(e <= worst); }
 static double relerr(const real* a, const double* b, size_t n) {
     double num = 0, den = 0;
     for (size_t i = 0; i < n; i++) { double e = (double)a[i] - b[i]; num += e * e; den += b[i] * b[i]; }
@@ -97,7 +99,7 @@ static void test_fixture(const char* dir, const char* name) {
         double e = relerr(M.grads_memory + off, fx.grads + off, n);
         double gn = 0; for (size_t i = 0; i < n; i++) gn += fx.grads[off + i] * fx.grads[off + i];
         if (gn == 0) { e = 0; for (size_t i = 0; i < n; i++) e += fabs((double)M.grads_memory[off + i]); } // an exactly-zero gradient stays zero
-        if (e > worst) { worst = e; wname = PARAM_NAMES[t]; }
+        if (worse(e, worst)) { worst = e; wname = PARAM_NAMES[t]; }
         off += n;
     }
     check(worst < TOL_GRADS, "%s %s: every gradient, worst err %.2e (%s) (tol %.0e)", BUILD, name, worst, wname, TOL_GRADS);
@@ -138,7 +140,7 @@ static double fd_model(Model* M, const int* in, const int* tg, int B, int T, int
             num += (fd - an[i]) * (fd - an[i]); den += fd * fd;
         }
         double e = den > 0 ? sqrt(num / den) : sqrt(num);
-        if (e > worst) { worst = e; *wname = PARAM_NAMES[t]; }
+        if (worse(e, worst)) { worst = e; *wname = PARAM_NAMES[t]; }
         off += n;
     }
     free(an); return worst;
@@ -331,7 +333,7 @@ static void test_decode(const char* dir, const char* name) {
         real* seq = malloc((size_t)T * Vp * sizeof(real));
         for (int t = 0; t < T; t++) memcpy(seq + (size_t)t * Vp, decoder_step(&dec, tok[t]), Vp * sizeof(real));
         double e = relerr_rr(seq, par, (size_t)T * Vp);
-        if (e > worst || !strcmp(which, "")) { if (e >= worst) { worst = e; snprintf(which, sizeof which, "T=%d", T); } }
+        if (worse(e, worst) || !which[0]) { if (worse(e, worst)) worst = e; snprintf(which, sizeof which, "T=%d", T); }
         decoder_free(&dec); free(seq); free(par); free(tok);
     }
     check(worst < TOL_SELF, "%s %s: decode equals parallel forward for prompt lengths 1, b-1, b+1, long: worst err %.2e at %s", BUILD, name, worst, which);
@@ -554,6 +556,12 @@ int main(int argc, char** argv) {
     test_online("anchored retention: gated delta rule", 1, 0, 0, 0, 0, 0, 0, 1);
     for (int i = 0; i < NFIX; i++) test_decode(dir, FIXTURES[i]);
     test_long_init();
+    {   // the checks themselves: a NaN planted in one entry must make a tensor comparison fail, and stay the worst
+        real a[3] = {1, NAN, 3}; double b[3] = {1, 2, 3}, worst = 0, e = relerr(a, b, 3);
+        if (worse(e, worst)) worst = e;
+        if (worse(1e-30, worst)) worst = 1e-30;
+        check(!(worst < 1) && isnan(worst), "%s a NaN error fails a comparison and is not overwritten by a later finite one (worst %g)", BUILD, worst);
+    }
 #ifndef MIRAS_DOUBLE
     test_binary();
 #endif
