@@ -411,6 +411,20 @@ static void test_binary(void) {
     int c3 = run(args, NULL, err, sizeof err);
     check(c1 == 0 && c2 == 0 && c3 == 0 && differ_midway && files_equal(ca, cb),
           "save at step 3, load and continue to step 6 is bit-identical to an uninterrupted run (exit codes %d %d %d)", c1, c2, c3);
+    // 5b. determinism: 1 and 2 OpenMP threads give byte-identical checkpoints (every sum has a fixed order)
+    {
+        const char* prev = getenv("OMP_NUM_THREADS"); char keep[64] = ""; if (prev) snprintf(keep, sizeof keep, "%s", prev);
+        char c1p[512], c2p[512]; int codes[2];
+        for (int th = 1; th <= 2; th++) {
+            setenv("OMP_NUM_THREADS", th == 1 ? "1" : "2", 1);
+            snprintf(args, sizeof args, "-p yaad -R 2 -D 32 -L 2 -H 2 -k 4 -b 2 -t 24 -v 0 -g 0 -u 2 -i '%s/d_train_*.bin' -j none -o %s/t%d -x 4", TMP, TMP, th);
+            snprintf(cmd, sizeof cmd, "mkdir -p %s/t%d", TMP, th); if (system(cmd)) {}
+            codes[th - 1] = run(args, NULL, err, sizeof err);
+        }
+        if (prev) setenv("OMP_NUM_THREADS", keep, 1); else unsetenv("OMP_NUM_THREADS");
+        snprintf(c1p, sizeof c1p, "%s/t1/ckpt.bin", TMP); snprintf(c2p, sizeof c2p, "%s/t2/ckpt.bin", TMP);
+        check(codes[0] == 0 && codes[1] == 0 && files_equal(c1p, c2p), "4 training steps with 1 and with 2 OpenMP threads give byte-identical checkpoints (exit codes %d %d)", codes[0], codes[1]);
+    }
     // 6. bad input: a clear one-line error and a non-zero exit
     struct { const char* what; char args[1024]; const char* expect; } cases[10]; int nc = 0;
 #define CASE(w, e, ...) do { cases[nc].what = w; cases[nc].expect = e; snprintf(cases[nc].args, 1024, __VA_ARGS__); nc++; } while (0)
