@@ -425,6 +425,35 @@ static void test_binary(void) {
         snprintf(c1p, sizeof c1p, "%s/t1/ckpt.bin", TMP); snprintf(c2p, sizeof c2p, "%s/t2/ckpt.bin", TMP);
         check(codes[0] == 0 && codes[1] == 0 && files_equal(c1p, c2p), "4 training steps with 1 and with 2 OpenMP threads give byte-identical checkpoints (exit codes %d %d)", codes[0], codes[1]);
     }
+    // 5c. a non-finite step skipped with -N leaves the weights and the AdamW moments exactly as they were: a run
+    // with a NaN planted in step 3's gradient, stopped after step 3, equals a run stopped after step 2 in both
+    {
+        const char* sk = "-p titans -D 32 -L 1 -H 2 -k 4 -b 2 -t 16 -v 0 -g 0 -u 2 -x 6";
+        char a2[512], a3[512]; int e2, e3, e0, lines;
+        snprintf(args, sizeof args, "%s -i '%s/d_train_*.bin' -j none -o %s/s2 -S 2", sk, TMP, TMP);
+        snprintf(cmd, sizeof cmd, "mkdir -p %s/s2 %s/s3 %s/s0", TMP, TMP, TMP); if (system(cmd)) {}
+        e2 = run(args, NULL, err, sizeof err);
+        setenv("MIRAS_PLANT_NAN_STEP", "3", 1);
+        snprintf(args, sizeof args, "%s -i '%s/d_train_*.bin' -j none -o %s/s3 -S 3 -N 1", sk, TMP, TMP);
+        e3 = run(args, NULL, err, sizeof err);
+        snprintf(args, sizeof args, "%s -i '%s/d_train_*.bin' -j none -o %s/s0 -S 3", sk, TMP, TMP);
+        e0 = run(args, &lines, err, sizeof err);
+        unsetenv("MIRAS_PLANT_NAN_STEP");
+        snprintf(a2, sizeof a2, "%s/s2/ckpt.bin", TMP); snprintf(a3, sizeof a3, "%s/s3/ckpt.bin", TMP);
+        FILE *f2 = fopen(a2, "rb"), *f3 = fopen(a3, "rb"); int same = f2 && f3, h2[256], h3[256];
+        if (same) same = fread(h2, 4, 256, f2) == 256 && fread(h3, 4, 256, f3) == 256 && h2[19] == h3[19];
+        if (same) {   // compare the weights, then (after the training-state header) the AdamW moments
+            size_t n = (size_t)h2[19]; float *w2 = malloc(n * 4), *w3 = malloc(n * 4); int s2[256], s3[256];
+            same = fread(w2, 4, n, f2) == n && fread(w3, 4, n, f3) == n && !memcmp(w2, w3, n * 4)
+                && fread(s2, 4, 256, f2) == 256 && fread(s3, 4, 256, f3) == 256 && s2[8] == s3[8];
+            for (int mom = 0; same && mom < 2; mom++) same = fread(w2, 4, n, f2) == n && fread(w3, 4, n, f3) == n && !memcmp(w2, w3, n * 4);
+            free(w2); free(w3);
+        }
+        if (f2) fclose(f2);
+        if (f3) fclose(f3);
+        check(e2 == 0 && e3 == 0 && same, "-N 1: a NaN planted in step 3's gradient is skipped; weights and AdamW moments equal the run stopped after step 2 (exit codes %d %d)", e2, e3);
+        check(e0 == 1 && lines == 1 && strstr(err, "not finite"), "without -N the planted NaN stops the run with one error line (exit %d)", e0);
+    }
     // 6. bad input: a clear one-line error and a non-zero exit
     struct { const char* what; char args[1024]; const char* expect; } cases[10]; int nc = 0;
 #define CASE(w, e, ...) do { cases[nc].what = w; cases[nc].expect = e; snprintf(cases[nc].args, 1024, __VA_ARGS__); nc++; } while (0)

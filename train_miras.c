@@ -1749,6 +1749,7 @@ typedef struct {
     long tokens_per_step, max_steps, stop_at; real lr, final_frac, wd, clip; uint64_t seed;
     unsigned given;  // which model flags were given (a checkpoint's config must agree with those)
     int anchor; float eta_max;  // -Z, -X: the preset's unless given
+    int max_skip;               // -N: steps with a non-finite loss or gradient that may be skipped before stopping
 } Args;
 enum { G_P = 1, G_V = 2, G_D = 4, G_L = 8, G_H = 16, G_E = 32, G_F = 64, G_K = 128, G_PAT = 256, G_R = 512, G_Z = 1024, G_X = 2048 };
 
@@ -1768,6 +1769,7 @@ static const char* const USAGE =  // a printf format: %s is PRESETS
     "        -r 1 resume from <out>/ckpt.bin (model, optimizer and data position; bit-for-bit)\n"
     " -x 0 with -e evaluates once (loss, and answer accuracy when the val shards have .mask files)\n"
     " -A 1 train (and score val loss) on answer tokens only, from the shards' .mask files (synthetic tasks)\n"
+    " -N skip up to N steps whose loss or gradient is not finite (no update: weights and AdamW moments stay), then stop [0]\n"
     " -J IN -O OUT: dump mode (logits, loss, gradients, AdamW steps of a fixture-layout file), to diff CPU and GPU\n";
 
 // Parse the flags (pairs like -x 100). extra, if given, is asked first and returns 1 for a flag it takes
@@ -1775,7 +1777,7 @@ static const char* const USAGE =  // a printf format: %s is PRESETS
 static void args_parse(Args* a, int argc, char** argv, void (*usage)(void), int (*extra)(const char* flag, const char* value)) {
     Args d = {"build/data/repo_train_*.bin", "build/data/repo_val_*.bin", "build/data/repo_tokenizer.bin", "build/run", NULL, "titans", NULL, NULL, NULL,
               8, 128, 256, 128, 4, 4, 2, 0, 0, -1, 20, 50, 8, 0, 128, 100, 0, 0,
-              0, 300, -1, (real)3e-3, (real)0.1, (real)0.1, (real)1.0, 1337, 0, -1, 0};
+              0, 300, -1, (real)3e-3, (real)0.1, (real)0.1, (real)1.0, 1337, 0, -1, 0, 0};
     *a = d;
     for (int i = 1; i < argc; i += 2) {
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) { usage(); exit(0); }
@@ -1792,6 +1794,7 @@ static void args_parse(Args* a, int argc, char** argv, void (*usage)(void), int 
             case 'E': a->E = atoi(v); a->given |= G_E; break; case 'F': a->F = atoi(v); a->given |= G_F; break;
             case 'k': a->chunk = atoi(v); a->given |= G_K; break; case 'R': a->gate_rank = atoi(v); a->given |= G_R; break;
             case 'Z': a->anchor = atoi(v); a->given |= G_Z; break; case 'X': a->eta_max = atof(v); a->given |= G_X; break;
+            case 'N': a->max_skip = atoi(v); break;
             case 'J': a->dump_in = v; break; case 'O': a->dump_out = v; break; case 'A': a->answers_only = atoi(v); break;
             case 'b': a->B = atoi(v); break; case 't': a->T = atoi(v); break; case 'd': a->tokens_per_step = atol(v); break;
             case 'l': a->lr = atof(v); break; case 'u': a->warmup = atoi(v); break; case 'q': a->final_frac = atof(v); break;
@@ -1877,6 +1880,17 @@ static void report_val(const Run* r, long step, real vl, real acc) {
     printf("val loss %.4f", vl); if (acc >= 0) printf(" | answer accuracy %.4f", acc); printf("\n");
     if (step >= 0 && r->logf) { fprintf(r->logf, "s:%ld vl:%.6f", step, vl); if (acc >= 0) fprintf(r->logf, " acc:%.6f", acc); fprintf(r->logf, "\n"); fflush(r->logf); }
 }
+// A step with a non-finite loss or gradient norm: skipped (1) while fewer than max were, with a warning and a log
+// line "s:STEP skipped:WHAT"; 0 when the run must stop. (MIRAS_PLANT_NAN_STEP=k plants a NaN in step k's gradient:
+// the tests use it to check that a skipped step leaves the weights and the AdamW state untouched.)
+static int skip_nonfinite_step(const Run* r, long step, int* skipped, int max, const char* what) {
+    if (*skipped >= max) return 0;
+    (*skipped)++;
+    printf("warning: step %ld skipped: %s not finite (%d of %d allowed by -N)\n", step, what, *skipped, max);
+    if (r->logf) { fprintf(r->logf, "s:%ld skipped:%s\n", step, what); fflush(r->logf); }
+    return 1;
+}
+static long planted_nan_step(void) { const char* e = getenv("MIRAS_PLANT_NAN_STEP"); return e ? atol(e) : -1; }
 static void report_step(const Run* r, long step, long max_steps, real loss, real lr, real norm, double dt, double tps) {
     printf("step %5ld/%ld | loss %.4f | lr %.2e | norm %.3f | %.1f ms | %.0f tok/s\n", step, max_steps, loss, lr, norm, 1e3 * dt, tps);
     fprintf(r->logf, "s:%ld trl:%.6f lr:%.6e norm:%.4f ms:%.1f tok/s:%.0f\n", step, loss, lr, norm, 1e3 * dt, tps); fflush(r->logf);
@@ -1898,25 +1912,33 @@ int main(int argc, char** argv) {
     printf("train_miras | preset %s | V %d D %d L %d H %d E %d F %d b %d | %zu params | B %d T %d accum %d | threads %d\n",
            load_path && !(a.given & G_P) ? "(from checkpoint)" : a.preset, cfg.V, cfg.D, cfg.L, cfg.H, cfg.E, cfg.F, cfg.b, model.num_params, B, T, accum, max_threads());
     if (max_steps == 0) { real acc, vl = evaluate(&model, &run.val, a.val_batches, &acc); report_val(&run, -1, vl, acc); return 0; }
+    int skipped = 0;   // steps skipped for a non-finite loss or gradient (-N)
     for (long step = st.step; step < max_steps; step++) {
         if (run.have_val && a.val_every > 0 && step % a.val_every == 0) { real acc, vl = evaluate(&model, &run.val, a.val_batches, &acc); report_val(&run, step, vl, acc); }
         if (a.sample_every > 0 && step > 0 && step % a.sample_every == 0) { int p0 = train->inputs[0]; printf("sample: "); generate(&model, &run.tk, &p0, 1, a.gen_tokens, &st.rng); }
-        double t0 = now_s(); real loss = 0;
+        double t0 = now_s(); real loss = 0; int bad_loss = 0;
         model_zero_grad(&model);
         for (int k = 0; k < accum; k++) {
             dataloader_next(train);
             model_forward(&model, train->inputs, train->targets, B, T);
-            if (!isfinite(model.mean_loss)) DIE("lower the learning rate -l or raise warmup -u", "loss is not finite (%s) at step %ld", isnan(model.mean_loss) ? "nan" : "inf", step + 1);
+            if (!isfinite(model.mean_loss)) {   // skipped below if -N allows (the data still moves on)
+                if (skipped >= a.max_skip) DIE("lower the learning rate -l or raise warmup -u (or allow skipped steps with -N)", "loss is not finite (%s) at step %ld", isnan(model.mean_loss) ? "nan" : "inf", step + 1);
+                bad_loss = 1; continue;
+            }
             model_backward(&model, (real)1 / accum); loss += model.mean_loss / accum;
         }
-        real norm = grad_norm(&model);
-        if (!isfinite(norm)) { const char* t = nonfinite_grad_tensor(&model);
-            die_nonfinite_grad(norm, step + 1, t, model.nf_layer, model.nf_chunk, model.nf_what, cfg.b); }
-        grad_clip(&model, norm, a.clip);
+        if (step + 1 == planted_nan_step()) model.grads_memory[0] = NAN;
+        real norm = bad_loss ? NAN : grad_norm(&model);
         real lrs = lr_at(step, max_steps, a.lr, a.warmup, a.final_frac);
-        model_update(&model, lrs, 0.9, 0.95, 1e-8, a.wd);
-        double dt = now_s() - t0;
-        report_step(&run, step + 1, max_steps, loss, lrs, norm, dt, a.tokens_per_step / dt);
+        if (!isfinite(norm)) {   // skip the update (weights and AdamW moments stay) while -N allows, else stop
+            if (!skip_nonfinite_step(&run, step + 1, &skipped, a.max_skip, bad_loss ? "loss" : "gradient norm")) {
+                const char* t = nonfinite_grad_tensor(&model); die_nonfinite_grad(norm, step + 1, t, model.nf_layer, model.nf_chunk, model.nf_what, cfg.b); }
+        } else {
+            grad_clip(&model, norm, a.clip);
+            model_update(&model, lrs, 0.9, 0.95, 1e-8, a.wd);
+            double dt = now_s() - t0;
+            report_step(&run, step + 1, max_steps, loss, lrs, norm, dt, a.tokens_per_step / dt);
+        }
         st.step = step + 1; st.shard = train->shard; st.pos = train->pos;
         if ((a.ckpt_every > 0 && st.step % a.ckpt_every == 0) || st.step == max_steps || st.step == a.stop_at) save_checkpoint(&model, ckpt_path, &st);
         if (st.step == a.stop_at) { printf("stopped after step %ld (-S); continue with -r 1\n", st.step); return 0; }

@@ -2266,6 +2266,8 @@ static void usage(void) {
            " --make-input OUT: write a dump input (fixture layout) for the model of the flags, initialised with -y, B x T random tokens\n"
            " MIRAS_SYNC=1 in the environment synchronises after every kernel (to locate a failing one)\n");
 }
+// a NaN into the first gradient entry on the device (MIRAS_PLANT_NAN_STEP, see skip_nonfinite_step)
+static void plant_nan(real* dgrads) { real v = NAN; h2d(dgrads, &v, sizeof v); }
 // the GPU trainer's own flags, taken before the shared ones
 static int g_precision = PREC_FP32; static const char *g_decode_in = NULL, *g_make_out = NULL;
 static int gpu_flag(const char* f, const char* v) {
@@ -2293,27 +2295,35 @@ int main(int argc, char** argv) {
            load_path && !(a.given & G_P) ? "(from checkpoint)" : a.preset, cfg.V, cfg.D, cfg.L, cfg.H, cfg.E, cfg.F, cfg.b, model.num_params, B, T, accum,
            gpu_name(), g_prec == PREC_TF32 ? " (TF32)" : g_prec == PREC_BF16 ? " (bf16)" : "");
     if (max_steps == 0) { real acc, vl = gpu::evaluate(&gm, &run.val, a.val_batches, &acc); report_val(&run, -1, vl, acc); return 0; }
+    int skipped = 0;   // steps skipped for a non-finite loss or gradient (-N)
     for (long step = st.step; step < max_steps; step++) {
         if (run.have_val && a.val_every > 0 && step % a.val_every == 0) { real acc, vl = gpu::evaluate(&gm, &run.val, a.val_batches, &acc); report_val(&run, step, vl, acc); }
         if (a.sample_every > 0 && step > 0 && step % a.sample_every == 0) { int p0 = train->inputs[0]; printf("sample: "); gpu::generate(&gm, &run.tk, &p0, 1, a.gen_tokens, &st.rng); }
         cudaCheck(cudaDeviceSynchronize());
-        double t0 = now_s(); real loss = 0;
+        double t0 = now_s(); real loss = 0; int bad_loss = 0;
         gpu::model_zero_grad(&gm);
         for (int k = 0; k < accum; k++) {
             dataloader_next(train);
             gpu::model_forward(&gm, train->inputs, train->targets, B, T);
-            if (!isfinite(gm.mean_loss)) DIE("lower the learning rate -l or raise warmup -u", "loss is not finite (%s) at step %ld", isnan(gm.mean_loss) ? "nan" : "inf", step + 1);
+            if (!isfinite(gm.mean_loss)) {   // skipped below if -N allows (the data still moves on)
+                if (skipped >= a.max_skip) DIE("lower the learning rate -l or raise warmup -u (or allow skipped steps with -N)", "loss is not finite (%s) at step %ld", isnan(gm.mean_loss) ? "nan" : "inf", step + 1);
+                bad_loss = 1; continue;
+            }
             gpu::model_backward(&gm, (real)1 / accum); loss += gm.mean_loss / accum;
         }
-        real norm = gpu::grad_norm(&gm);
-        if (!isfinite(norm)) { const char* t = gpu::nonfinite_grad_tensor(&gm);
-            die_nonfinite_grad(norm, step + 1, t, 0, 0, NULL, cfg.b); }
-        gpu::grad_clip(&gm, norm, a.clip);
+        if (step + 1 == planted_nan_step()) plant_nan(gm.grads_memory);
+        real norm = bad_loss ? NAN : gpu::grad_norm(&gm);
         real lrs = lr_at(step, max_steps, a.lr, a.warmup, a.final_frac);
-        gpu::model_update(&gm, lrs, 0.9, 0.95, 1e-8, a.wd);
-        cudaCheck(cudaDeviceSynchronize());
-        double dt = now_s() - t0;
-        report_step(&run, step + 1, max_steps, loss, lrs, norm, dt, a.tokens_per_step / dt);
+        if (!isfinite(norm)) {   // skip the update (weights and AdamW moments stay) while -N allows, else stop
+            if (!skip_nonfinite_step(&run, step + 1, &skipped, a.max_skip, bad_loss ? "loss" : "gradient norm")) {
+                const char* t = gpu::nonfinite_grad_tensor(&gm); die_nonfinite_grad(norm, step + 1, t, 0, 0, NULL, cfg.b); }
+        } else {
+            gpu::grad_clip(&gm, norm, a.clip);
+            gpu::model_update(&gm, lrs, 0.9, 0.95, 1e-8, a.wd);
+            cudaCheck(cudaDeviceSynchronize());
+            double dt = now_s() - t0;
+            report_step(&run, step + 1, max_steps, loss, lrs, norm, dt, a.tokens_per_step / dt);
+        }
         st.step = step + 1; st.shard = train->shard; st.pos = train->pos;
         if ((a.ckpt_every > 0 && st.step % a.ckpt_every == 0) || st.step == max_steps || st.step == a.stop_at) { gpu::model_to_host(&gm); save_checkpoint(&model, ckpt_path, &st); }
         if (st.step == a.stop_at) { printf("stopped after step %ld (-S); continue with -r 1\n", st.step); return 0; }
