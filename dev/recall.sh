@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Recall at length (a benchmark, not a test): S-NIAH trained at a short length and scored at longer ones.
-# usage: dev/recall.sh [PRESETS]     env: STEPS=800 TRAIN_T=256 EVAL="256 1024 2048 4096" JOBS=2 OUT=build/recall
+# usage: dev/recall.sh [PRESETS]     env: STEPS=800 TRAIN_T=256 EVAL="256 1024 2048 4096" EVAL_N=100 JOBS=2 OUT=build/recall
+#        TRAIN=0 only scores the checkpoints of an earlier run (e.g. TRAIN=0 EVAL="8192 16384" EVAL_N=50)
 # Task: data_prep/synth niah, byte level, a 5-digit passkey in a repeated filler sentence at a random depth,
 # asked for at the end; -A 1 (loss on the 5 answer digits only). Model: D=64 L=2 H=2 E=2, B=8, lr 3e-3, one
 # OpenMP thread per run, JOBS runs at once. Then the final checkpoint is scored (answer accuracy per digit,
@@ -10,19 +11,20 @@ set -u
 cd "$(dirname "$0")/.."
 presets=${1:-"titans yaad moneta memora linear_attn deltanet gated_deltanet"}
 STEPS=${STEPS:-800}; TT=${TRAIN_T:-256}; EVAL=${EVAL:-"256 1024 2048 4096"}; JOBS=${JOBS:-2}; OUT=${OUT:-build/recall}
+EVAL_N=${EVAL_N:-100}; TRAIN=${TRAIN:-1}
 make -s train_miras data_prep >/dev/null || exit 1
 mkdir -p $OUT/data
 [ -f $OUT/data/niah_train${TT}_train_000000.bin ] || data_prep/synth niah -o $OUT/data/niah_train$TT -T $TT -n 40000 -m 200 -S 21 -f repeat >/dev/null || exit 1
 for T in $EVAL; do
-    [ -f $OUT/data/niah_eval${T}_val_000000.bin ] || data_prep/synth niah -o $OUT/data/niah_eval$T -T $T -n 1 -m 100 -S $((100 + T)) -f repeat >/dev/null || exit 1
+    [ -f $OUT/data/niah_eval${T}_val_000000.bin ] || data_prep/synth niah -o $OUT/data/niah_eval$T -T $T -n 1 -m $EVAL_N -S $((100 + T)) -f repeat >/dev/null || exit 1
 done
 train() {
     local p=$1 o=$OUT/niah_$1; mkdir -p $o
-    OMP_NUM_THREADS=1 ./train_miras -p $p -D 64 -L 2 -H 2 -b 8 -t $TT -x $STEPS -v $STEPS -m 25 -g 0 -n 0 -A 1 \
+    [ "$TRAIN" = 1 ] && OMP_NUM_THREADS=1 ./train_miras -p $p -D 64 -L 2 -H 2 -b 8 -t $TT -x $STEPS -v $STEPS -m 25 -g 0 -n 0 -A 1 \
         -i "$OUT/data/niah_train${TT}_train_*.bin" -j "$OUT/data/niah_train${TT}_val_*.bin" -z $OUT/data/niah_train${TT}_tokenizer.bin \
         -o $o > $o/stdout.txt 2>&1
     for T in $EVAL; do
-        OMP_NUM_THREADS=1 ./train_miras -e $o/ckpt.bin -x 0 -b 1 -t $T -m 100 -A 1 -g 0 -j "$OUT/data/niah_eval${T}_val_*.bin" \
+        OMP_NUM_THREADS=1 ./train_miras -e $o/ckpt.bin -x 0 -b 1 -t $T -m $EVAL_N -A 1 -g 0 -j "$OUT/data/niah_eval${T}_val_*.bin" \
             -i "$OUT/data/niah_eval${T}_train_*.bin" -z none -o $o/eval$T > $o/eval$T.txt 2>&1
     done
 }
