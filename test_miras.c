@@ -392,6 +392,7 @@ static int files_equal(const char* a, const char* b) {
     fclose(f); fclose(g); return eq;
 }
 
+static float* read_dump(const char* path, int* h);   // (below, with --compare)
 static void test_binary(void) {
     if (access(BIN, X_OK) != 0) { check(0, "the trainer binary %s exists (build it with make)", BIN); return; }
     snprintf(TMP, sizeof TMP, "/tmp/test_miras_%d", (int)getpid());
@@ -454,6 +455,30 @@ static void test_binary(void) {
         check(e2 == 0 && e3 == 0 && same, "-N 1: a NaN planted in step 3's gradient is skipped; weights and AdamW moments equal the run stopped after step 2 (exit codes %d %d)", e2, e3);
         check(e0 == 1 && lines == 1 && strstr(err, "not finite"), "without -N the planted NaN stops the run with one error line (exit %d)", e0);
     }
+    // 5d. the CPU-vs-GPU comparison itself (make test_gpu's --compare): a dump equals itself; one perturbed
+    // gradient entry fails it and the message names the tensor (the last one of titans' layout, rmsf_w)
+    {
+        char d1[512], d2[512], out[512]; int e_same = -1, e_diff = -1, named = 0, hd[256];
+        snprintf(d1, sizeof d1, "%s/dump1.bin", TMP); snprintf(d2, sizeof d2, "%s/dump2.bin", TMP); snprintf(out, sizeof out, "%s/cmp.txt", TMP);
+        snprintf(cmd, sizeof cmd, "%s -J dev/fixtures/titans.bin -O %s >/dev/null 2>&1", BIN, d1);
+        int made = system(cmd) == 0;
+        float* x = made ? read_dump(d1, hd) : NULL;
+        if (x) {
+            size_t nl = (size_t)hd[2] * hd[3] * hd[4], np = hd[5], ntot = nl + 1 + 2 * np + hd[6];
+            x[nl + 1 + np - 1] += 1.0f;                                  // the last gradient entry
+            FILE* f = fopen(d2, "wb"); if (f) { fwrite(hd, 4, 256, f); fwrite(x, 4, ntot, f); fclose(f); }
+            free(x);
+            snprintf(cmd, sizeof cmd, "./test_miras --compare self %s %s dev/fixtures/titans.bin >%s 2>&1", d1, d1, out);
+            int st = system(cmd); e_same = WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+            snprintf(cmd, sizeof cmd, "./test_miras --compare perturbed %s %s dev/fixtures/titans.bin >%s 2>&1", d2, d1, out);
+            st = system(cmd); e_diff = WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+            FILE* g = fopen(out, "r"); char line[1024];
+            while (g && fgets(line, sizeof line, g)) if (!strncmp(line, "FAIL - perturbed: gradients", 27) && strstr(line, "worst tensor rmsf_w")) named = 1;
+            if (g) fclose(g);
+        }
+        check(made && e_same == 0 && e_diff == 1 && named, "--compare: a dump equals itself (exit %d); one perturbed gradient fails (exit %d) and names rmsf_w (%s)",
+              e_same, e_diff, named ? "yes" : "no");
+    }
     // 6. bad input: a clear one-line error and a non-zero exit
     struct { const char* what; char args[1024]; const char* expect; } cases[10]; int nc = 0;
 #define CASE(w, e, ...) do { cases[nc].what = w; cases[nc].expect = e; snprintf(cases[nc].args, 1024, __VA_ARGS__); nc++; } while (0)
@@ -493,15 +518,34 @@ static double relerr_ff(const float* a, const float* b, size_t n) {
     double num = 0, den = 0; for (size_t i = 0; i < n; i++) { double e = (double)a[i] - b[i]; num += e * e; den += (double)b[i] * b[i]; }
     return sqrt(num / (den > 0 ? den : 1e-300));
 }
-static int compare_dumps(const char* name, const char* a, const char* b) {
+// The parameter tensor whose entries differ most (norm-relative, NaN-safe), for the messages; "" without the
+// input file that gives the layout (its header is the model config).
+static const char* worst_tensor(const char* input, const float* a, const float* b, size_t np, char* buf, size_t cap) {
+    int h[256]; FILE* f = input ? fopen(input, "rb") : NULL; buf[0] = 0;
+    if (!f) return buf;
+    int ok = fread(h, 4, 256, f) == 256; fclose(f);
+    if (!ok) return buf;
+    Config c; header_to_config(&c, h); size_t sz[NUM_PARAM_TENSORS], off = 0, tot = 0; fill_in_parameter_sizes(sz, &c);
+    for (int t = 0; t < NUM_PARAM_TENSORS; t++) tot += sz[t];
+    if (tot != np) return buf;
+    double worst = 0; int wt = -1;
+    for (int t = 0; t < NUM_PARAM_TENSORS; t++) {
+        if (sz[t]) { double e = relerr_ff(a + off, b + off, sz[t]); if (wt < 0 || worse(e, worst)) { worst = e; wt = t; } }
+        off += sz[t];
+    }
+    if (wt >= 0) snprintf(buf, cap, "; worst tensor %s %.2e", PARAM_NAMES[wt], worst);
+    return buf;
+}
+static int compare_dumps(const char* name, const char* a, const char* b, const char* input) {
     int ha[256], hb[256]; float *x = read_dump(a, ha), *y = read_dump(b, hb);
     if (!x || !y || memcmp(ha, hb, 7 * sizeof(int))) { check(0, "%s: dumps %s and %s unreadable or of different shapes", name, a, b); return 1; }
-    size_t nl = (size_t)ha[2] * ha[3] * ha[4], np = ha[5], ns = ha[6];
+    size_t nl = (size_t)ha[2] * ha[3] * ha[4], np = ha[5], ns = ha[6]; char wg[128], wp[128];
     double el = relerr_ff(x, y, nl), eo = relerr_ff(x + nl, y + nl, 1), eg = relerr_ff(x + nl + 1, y + nl + 1, np);
     double es = relerr_ff(x + nl + 1 + np, y + nl + 1 + np, ns), ep = relerr_ff(x + nl + 1 + np + ns, y + nl + 1 + np + ns, np);
     check(el < 1e-5 && eo < 1e-5, "%s: logits err %.2e, loss err %.2e (tol 1e-5)", name, el, eo);
-    check(eg < 1e-4, "%s: gradients err %.2e (tol 1e-4)", name, eg);
-    check(es < 1e-4 && ep < 1e-4, "%s: %zu AdamW step losses err %.2e, final params err %.2e (tol 1e-4)", name, ns, es, ep);
+    check(eg < 1e-4, "%s: gradients err %.2e (tol 1e-4)%s", name, eg, worst_tensor(input, x + nl + 1, y + nl + 1, np, wg, sizeof wg));
+    check(es < 1e-4 && ep < 1e-4, "%s: %zu AdamW step losses err %.2e, final params err %.2e (tol 1e-4)%s", name, ns, es, ep,
+          worst_tensor(input, x + nl + 1 + np + ns, y + nl + 1 + np + ns, np, wp, sizeof wp));
     free(x); free(y); return 0;
 }
 
@@ -559,8 +603,8 @@ static int compare_bf16(const char* name, const char* in, const char* a, const c
 }
 
 int main(int argc, char** argv) {
-    if (argc == 5 && !strcmp(argv[1], "--compare")) {  // test_miras --compare NAME CPU.bin GPU.bin
-        compare_dumps(argv[2], argv[3], argv[4]);
+    if ((argc == 5 || argc == 6) && !strcmp(argv[1], "--compare")) {  // test_miras --compare NAME CPU.bin GPU.bin [INPUT.bin]
+        compare_dumps(argv[2], argv[3], argv[4], argc == 6 ? argv[5] : NULL);
         printf("%d passed, %d failed\n", n_pass, n_fail);
         return n_fail ? 1 : 0;
     }

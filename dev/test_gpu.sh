@@ -71,7 +71,7 @@ for f in "${inputs[@]}"; do
     if ! "$GPU" -J "$f" -O "$out/gpu_$name.bin" 2>"$out/gpu_$name.err"; then
         echo "FAIL - $name: $GPU -J failed: $(head -n 1 "$out/gpu_$name.err")"; fail=$((fail + 3)); continue
     fi
-    res=$(./test_miras --compare "$name" "$out/cpu_$name.bin" "$out/gpu_$name.bin" 2>&1)
+    res=$(./test_miras --compare "$name" "$out/cpu_$name.bin" "$out/gpu_$name.bin" "$f" 2>&1)   # ($f: names the worst tensor)
     printf '%s\n' "$res" | grep -E '^(ok|FAIL)'
     last=$(printf '%s\n' "$res" | grep -E '^[0-9]+ passed, [0-9]+ failed' | tail -n 1)
     if [ -z "$last" ]; then echo "FAIL - $name: test_miras --compare printed no summary"; fail=$((fail + 1))
