@@ -1088,12 +1088,10 @@ static void memory_backward(Model* M, int l) {
             gather_rows(c->dy, g->y + o * D, bb, h, t0, n, T, H, d);
             mem_step_backward(m, c, n, c->dy, Pc, Sc, dPn, dSn, dPs, dSs, lng, lnb);
             store_chunk_grads(c, M, l, bb, h, t0, n);
-            if (!M->nf_what || M->nf_layer == l) {   // the first place (in backward order) a memory went non-finite
-                const char* what = mem_chunk_nonfinite(m, c, n, dPs);
-                if (what) {
-                    #pragma omp critical
-                    if (!M->nf_what || (M->nf_layer == l && ch > M->nf_chunk)) { M->nf_what = what; M->nf_layer = l; M->nf_chunk = ch; }
-                }
+            const char* what = mem_chunk_nonfinite(m, c, n, dPs);   // keep the first place (in backward order)
+            if (what) {                                               // a memory went non-finite (shared: one writer)
+                #pragma omp critical
+                if (!M->nf_what || (M->nf_layer == l && ch > M->nf_chunk)) { M->nf_what = what; M->nf_layer = l; M->nf_chunk = ch; }
             }
             dPn = dPs; dSn = dSs;                                // this chunk's start is the previous chunk's end
             dPs = dPs == c->Pa ? c->Pb : c->Pa; dSs = dSs == c->Sa ? c->Sb : c->Sa;
