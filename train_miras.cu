@@ -1588,7 +1588,7 @@ __global__ void __launch_bounds__(TOK_THREADS) mem_token_backward_kernel(MemArgs
 #define TOK_WARPS (TOK_THREADS / 32)
 #define TOK_PART (3 * TOK_D + 32)     // a warp's part of one token: 3 column arrays (64 each) and 4 scalars x 8 lanes
 static_assert(TOK_SEG * TOK_D == TOK_THREADS, "one staged value per thread");
-struct TokStageF { real k[TOK_SEG][TOK_D], q[TOK_SEG][TOK_D], v[TOK_SEG][TOK_D], etac[TOK_SEG][TOK_D], a[TOK_SEG], eta[TOK_SEG], xx[TOK_SEG]; };
+struct TokStageF { real k[TOK_SEG][TOK_D], q[TOK_SEG][TOK_D], v[TOK_SEG][TOK_D], etac[TOK_SEG][TOK_D], a[TOK_SEG], eta[TOK_SEG]; };
 struct TokStageB { real k[TOK_SEG][TOK_D], q[TOK_SEG][TOK_D], dy[TOK_SEG][TOK_D], psi[TOK_SEG][TOK_D], xw[TOK_SEG][TOK_D], etac[TOK_SEG][TOK_D],
                    a[TOK_SEG], eta[TOK_SEG], xx[TOK_SEG]; };
 struct TokRegs { real k, q, v, etac, dy, psi, xw, a, eta, xx; };   // one thread's share of a segment, in flight
@@ -1833,15 +1833,6 @@ __device__ __forceinline__ void tok_store_w(real* p, const real* w) { st4(p, mak
 #define TOK6_IDS int bh = blockIdx.x / TOK_R, rs = blockIdx.x % TOK_R, bb = bh / A.H, h = bh % A.H, il = threadIdx.x >> 3, \
                      i = rs * TOK6_ROWS + il, g = threadIdx.x & 7, T = A.T, nP = A.m.nP, cw = A.m.cw, nseg = (T + TOK_SEG - 1) / TOK_SEG, \
                      dot = A.m.bias == 1
-// q . k of the staged tokens, a warp per token (once per token instead of in every thread of the block)
-__device__ __forceinline__ void tok6_seg_xx(TokStageF* x) {
-    for (int j = threadIdx.x >> 5; j < TOK_SEG; j += TOK6_WARPS) {
-        real v = 0;
-        for (int c = LANE; c < TOK_D; c += 32) v += x->q[j][c] * x->k[j][c];
-        v = warp_sum(v);
-        if (LANE == 0) x->xx[j] = v;
-    }
-}
 __global__ void __launch_bounds__(TOK6_THREADS) mem_token_forward_v6_kernel(MemArgs A) {
     __shared__ TokStageF st[2];
     TOK6_IDS;
@@ -1853,8 +1844,6 @@ __global__ void __launch_bounds__(TOK6_THREADS) mem_token_forward_v6_kernel(MemA
       w[0] = a0.x; w[1] = a0.y; w[2] = a0.z; w[3] = a0.w; w[4] = a1.x; w[5] = a1.y; w[6] = a1.z; w[7] = a1.w; }
     TokRegs6 s; tok6_seg_load(&s, A, bb, h, 0, 0); tok6_seg_store(&st[0], s);
     __syncthreads();
-    tok6_seg_xx(&st[0]);
-    __syncthreads();
     for (int sg = 0; sg < nseg; sg++) {
         int t0 = sg * TOK_SEG, n = T - t0 < TOK_SEG ? T - t0 : TOK_SEG; const TokStageF& x = st[sg & 1];
         if (sg + 1 < nseg) tok6_seg_load(&s, A, bb, h, t0 + TOK_SEG, 0);
@@ -1862,10 +1851,10 @@ __global__ void __launch_bounds__(TOK6_THREADS) mem_token_forward_v6_kernel(MemA
         for (int j = 0; j < n; j++) {
             int t = t0 + j;
             real k[8], q[8]; tok_cols8(k, x.k[j], g); tok_cols8(q, x.q[j], g);
-            real r0 = 0, xw = 0, xx = x.xx[j];                           // r0 = (W k)_i, xw = (W q)_i, xx = q . k
+            real r0 = 0, xw = 0, xx = 0;                                 // r0 = (W k)_i, xw = (W q)_i, xx = q . k
 #pragma unroll
-            for (int c = 0; c < 8; c++) { r0 += w[c] * k[c]; xw += w[c] * q[c]; }
-            r0 = row8_sum(r0); xw = row8_sum(xw);
+            for (int c = 0; c < 8; c++) { r0 += w[c] * k[c]; xw += w[c] * q[c]; xx += q[c] * k[c]; }
+            r0 = row8_sum(r0); xw = row8_sum(xw); xx = row8_sum(xx);
             real psi = dot ? -x.v[j][i] : r0 - x.v[j][i], r = cw ? x.etac[j][i] * psi : psi, C = x.eta[j], alpha = x.a[j];  // psi: l2 e, dot -v
             if (g == 0) {
                 A.y[((size_t)bb * T + t) * A.D + h * TOK_D + i] = alpha * xw - (C * xx) * r;          // mem_read_forward
@@ -1878,7 +1867,6 @@ __global__ void __launch_bounds__(TOK6_THREADS) mem_token_forward_v6_kernel(MemA
         }
         if (sg + 1 < nseg) tok6_seg_store(&st[(sg + 1) & 1], s);
         __syncthreads();
-        if (sg + 1 < nseg) { tok6_seg_xx(&st[(sg + 1) & 1]); __syncthreads(); }
     }
 }
 // Dynamic shared memory: the warps' parts (TOK_SEG, TOK6_WARPS, TOK_PART).
@@ -2719,12 +2707,15 @@ static real evaluate(Model* M, DataLoader* dl, int nb, real* acc) {
 static void generate(Model* M, const Tokenizer* tk, const int* prompt, int np, int ngen, uint64_t* rng) {
     Decoder dec; decoder_init(&dec, M); const real* logits = NULL;
     for (int i = 0; i < np; i++) { logits = decoder_step(&dec, prompt[i]); print_token(tk, prompt[i], M->cfg.V); }
+    double t0 = now_s();   // per-token latency of the generated tokens (B = 1; each step ends with the logits on the host)
     for (int i = 0; i < ngen; i++) {
         int t = sample_token(logits, M->cfg.V, 1.0, rng);
         print_token(tk, t, M->cfg.V); fflush(stdout);
         if (i + 1 < ngen) logits = decoder_step(&dec, t);
     }
-    printf("\n"); decoder_free(&dec);
+    printf("\n");
+    if (ngen > 1) printf("decode: %d tokens, %.3f ms per token\n", ngen - 1, 1e3 * (now_s() - t0) / (ngen - 1));
+    decoder_free(&dec);
 }
 
 } // namespace gpu
