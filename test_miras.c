@@ -128,7 +128,7 @@ static double fd_model(Model* M, const int* in, const int* tg, int B, int T, int
         double num = 0, den = 0;
         for (int s = 0; s < samples; s++) {
             size_t i = off + (t == 0 ? (size_t)in[s % (B * T)] * M->cfg.D + rng_u64(&r) % M->cfg.D : rng_u64(&r) % n); // wte: rows in use
-            int kinks = M->cfg.bias == 3;
+            int kinks = M->cfg.bias == BIAS_HUBER;
             real save = M->params_memory[i]; double h = kinks ? 1e-6 : 1e-4, dh[2];
             for (int k = 0; k < 2; k++, h /= 2) {
                 M->params_memory[i] = save + h; double lp = loss_at(M, in, tg, B, T);
@@ -194,9 +194,9 @@ static void online_weights(const MemCfg* m, const double* X, double* W) {
     for (int k = 0; k < nm; k++) {
         int rows = k == 0 ? m->d : m->dm, cols = m->depth == 1 ? m->d : (k == 0 ? m->dm : m->d);
         size_t off = k == 0 ? 0 : (size_t)m->d * m->dm, n = (size_t)rows * cols;
-        if (m->retention == 1) { double q4 = 0; for (size_t i = 0; i < n; i++) q4 += pow(X[off + i], 4);
+        if (m->retention == RET_LQ) { double q4 = 0; for (size_t i = 0; i < n; i++) q4 += pow(X[off + i], 4);
             double sc = pow(pow(q4, 0.25) + 1e-6, 2); for (size_t i = 0; i < n; i++) W[off + i] = X[off + i] / sc; }
-        else if (m->retention == 2) for (int r = 0; r < rows; r++) {
+        else if (m->retention == RET_KL) for (int r = 0; r < rows; r++) {
             const double* z = X + off + (size_t)r * cols; double mx = z[0], sum = 0;
             for (int j = 0; j < cols; j++) mx = z[j] > mx ? z[j] : mx;
             for (int j = 0; j < cols; j++) sum += exp(z[j] - mx);
@@ -244,8 +244,8 @@ static void online_memory(const MemCfg* m, const real* P0, const real* q, const 
             const real* et = ge + (size_t)t * estride; const real* dl = gd + (size_t)t * estride;
             for (int i = 0; i < d; i++) {
                 double e = out[i] - v[(size_t)t * stride + i], ps;
-                if (m->bias == 0) ps = e; else if (m->bias == 1) ps = -v[(size_t)t * stride + i];
-                else if (m->bias == 2) ps = 3 * tanh(10 * e) * (e * e + 1e-6);
+                if (m->bias == BIAS_L2) ps = e; else if (m->bias == BIAS_DOT) ps = -v[(size_t)t * stride + i];
+                else if (m->bias == BIAS_LP) ps = 3 * tanh(10 * e) * (e * e + 1e-6);
                 else { double de = dl[m->cw ? i : 0]; ps = e > de ? de : (e < -de ? -de : e); }
                 r[i] = m->cw ? et[i] * ps : ps;
             }
@@ -269,7 +269,7 @@ static void online_memory(const MemCfg* m, const real* P0, const real* q, const 
             }
             // the read: lq divides the new A by the previous scale s(A_{t-1}); the others read the new state's weights
             size_t n0 = m->depth == 2 ? (size_t)d * dm : (size_t)nP;
-            if (m->retention == 1) for (size_t i = 0; i < (size_t)nP; i++) R[i] = X[i] / sprev[i < n0 ? 0 : 1];
+            if (m->retention == RET_LQ) for (size_t i = 0; i < (size_t)nP; i++) R[i] = X[i] / sprev[i < n0 ? 0 : 1];
             else online_weights(m, X, R);
             Pread = R;
         }
@@ -277,10 +277,10 @@ static void online_memory(const MemCfg* m, const real* P0, const real* q, const 
     free(X); free(P); free(S); free(G); free(R); free(z); free(hh); free(o); free(r); free(dO); free(dz);
 }
 
-static void test_online(const char* label, int depth, int ln, int resid, int bias, int momentum, int retention, int rank, int anchor) {
+static void test_online(const char* label, int depth, int ln, int resid, int bias, int algo, int retention, int rank, int anchor) {
     Config c; memset(&c, 0, sizeof c);
     c.V = 7; c.Vp = 64; c.D = 16; c.L = 1; c.H = 2; c.E = 2; c.F = 64; c.K = 4; c.b = 1; strcpy(c.pattern, "M");
-    c.mem_depth = depth; c.mem_ln = ln; c.mem_resid = resid; c.bias = bias; c.algo = momentum; c.gate_a = c.gate_eta = 1; c.eta_max = 1;
+    c.mem_depth = depth; c.mem_ln = ln; c.mem_resid = resid; c.bias = bias; c.algo = algo; c.gate_a = c.gate_eta = 1; c.eta_max = 1;
     c.retention = retention; c.gate_rank = rank; c.anchor = anchor;
     int B = 2, T = 13, Ge = rank ? c.D : c.H;
     double worst = 0, diff_b = 0;
@@ -289,12 +289,12 @@ static void test_online(const char* label, int depth, int ln, int resid, int bia
         Model M; model_build(&M, &c); uint64_t r = 99;
         fill_normal(M.params_memory, M.num_params, 0.5, &r);
         if (M.mem.ln) fill_normal(M.params.mem_ln_g, c.H * M.mem.d, 0.2, &r);
-        if (retention == 2) fill_normal(M.params.mem_p0, c.H * M.mem.nP, 1, &r);
+        if (retention == RET_KL) fill_normal(M.params.mem_p0, c.H * M.mem.nP, 1, &r);
         model_alloc_acts(&M, B, T);
         size_t N = (size_t)B * T;
         fill_normal(M.acts.q, N * c.D, 1, &r); fill_normal(M.acts.k, N * c.D, 1, &r); fill_normal(M.acts.v, N * c.D, 1, &r);
         l2norm_forward(M.acts.q, M.acts.qrn, M.acts.q, N, c.H, M.mem.d); l2norm_forward(M.acts.k, M.acts.krn, M.acts.k, N, c.H, M.mem.d);
-        for (size_t i = 0; i < N * c.H; i++) { M.acts.ga[i] = 0.7 + 0.3 * rng_f64(&r); M.acts.gth[i] = momentum ? 0.9 * rng_f64(&r) : 0; }
+        for (size_t i = 0; i < N * c.H; i++) { M.acts.ga[i] = 0.7 + 0.3 * rng_f64(&r); M.acts.gth[i] = algo == ALGO_MOMENTUM ? 0.9 * rng_f64(&r) : 0; }
         for (size_t i = 0; i < N * Ge; i++) { M.acts.geta[i] = 0.5 * rng_f64(&r); M.acts.gdel[i] = 0.05 + 0.5 * rng_f64(&r); }
         memory_forward(&M, 0);
         real* ref = calloc(N * c.D, sizeof(real));
@@ -311,7 +311,7 @@ static void test_online(const char* label, int depth, int ln, int resid, int bia
         free(ref); model_free(&M);
     }
     // the linear dot memory's gradient -v k^T does not depend on the state: every b gives the same result
-    int chunk_invariant = depth == 1 && bias == 1 && retention == 0;
+    int chunk_invariant = depth == 1 && bias == BIAS_DOT && retention == RET_NONE;
     check(worst < TOL_SELF && (chunk_invariant ? diff_b < TOL_SELF : diff_b > 1e-3),
           "%s b=1 equals the per-token online rule: %s err %.2e (b=4 differs by %.2e: %s)", BUILD, label, worst, diff_b,
           chunk_invariant ? "must not, the rule is chunk-invariant" : "must, so the check bites");
@@ -622,25 +622,25 @@ int main(int argc, char** argv) {
     test_fd_masked(dir);
     test_fd(dir, "memora_cw", -1, -1, 5); test_fd(dir, "memora", -1, -1, 1); test_fd(dir, "moneta", -1, -1, 1);  // a 1-token last chunk; b = 1
 #endif
-    test_online("deep l2 momentum", 2, 1, 1, 0, 1, 0, 0, 0);
-    test_online("deep l2 gd", 2, 1, 1, 0, 0, 0, 0, 0);
-    test_online("deep no-LN", 2, 0, 1, 0, 1, 0, 0, 0);
-    test_online("deep no-residual", 2, 1, 0, 0, 0, 0, 0, 0);
-    test_online("deep dot", 2, 1, 1, 1, 0, 0, 0, 0);
-    test_online("linear l2 (delta rule)", 1, 0, 0, 0, 0, 0, 0, 0);
-    test_online("linear l2 momentum", 1, 0, 0, 0, 1, 0, 0, 0);
-    test_online("linear dot", 1, 0, 0, 1, 0, 0, 0, 0);
-    test_online("Moneta: lp bias, lq retention (per-token normalisation)", 2, 1, 1, 2, 0, 1, 0, 0);
-    test_online("Yaad: Huber bias", 2, 1, 1, 3, 0, 0, 0, 0);
-    test_online("Memora: KL retention (the softmax rule)", 2, 1, 1, 0, 0, 2, 0, 0);
-    test_online("Yaad, channel-wise eta and delta", 2, 1, 1, 3, 0, 0, 3, 0);
-    test_online("Moneta, channel-wise eta", 2, 1, 1, 2, 0, 1, 3, 0);
-    test_online("Memora, channel-wise eta", 2, 1, 1, 0, 0, 2, 3, 0);
-    test_online("linear Huber, channel-wise", 1, 0, 0, 3, 0, 0, 2, 0);
-    test_online("anchored retention: deep l2 momentum (titans)", 2, 1, 1, 0, 1, 0, 0, 1);
-    test_online("anchored retention: Yaad", 2, 1, 1, 3, 0, 0, 0, 1);
-    test_online("anchored retention: Moneta (toward A_0)", 2, 1, 1, 2, 0, 1, 0, 1);
-    test_online("anchored retention: gated delta rule", 1, 0, 0, 0, 0, 0, 0, 1);
+    test_online("deep l2 momentum", 2, 1, 1, BIAS_L2, ALGO_MOMENTUM, RET_NONE, 0, 0);
+    test_online("deep l2 gd", 2, 1, 1, BIAS_L2, ALGO_GD, RET_NONE, 0, 0);
+    test_online("deep no-LN", 2, 0, 1, BIAS_L2, ALGO_MOMENTUM, RET_NONE, 0, 0);
+    test_online("deep no-residual", 2, 1, 0, BIAS_L2, ALGO_GD, RET_NONE, 0, 0);
+    test_online("deep dot", 2, 1, 1, BIAS_DOT, ALGO_GD, RET_NONE, 0, 0);
+    test_online("linear l2 (delta rule)", 1, 0, 0, BIAS_L2, ALGO_GD, RET_NONE, 0, 0);
+    test_online("linear l2 momentum", 1, 0, 0, BIAS_L2, ALGO_MOMENTUM, RET_NONE, 0, 0);
+    test_online("linear dot", 1, 0, 0, BIAS_DOT, ALGO_GD, RET_NONE, 0, 0);
+    test_online("Moneta: lp bias, lq retention (per-token normalisation)", 2, 1, 1, BIAS_LP, ALGO_GD, RET_LQ, 0, 0);
+    test_online("Yaad: Huber bias", 2, 1, 1, BIAS_HUBER, ALGO_GD, RET_NONE, 0, 0);
+    test_online("Memora: KL retention (the softmax rule)", 2, 1, 1, BIAS_L2, ALGO_GD, RET_KL, 0, 0);
+    test_online("Yaad, channel-wise eta and delta", 2, 1, 1, BIAS_HUBER, ALGO_GD, RET_NONE, 3, 0);
+    test_online("Moneta, channel-wise eta", 2, 1, 1, BIAS_LP, ALGO_GD, RET_LQ, 3, 0);
+    test_online("Memora, channel-wise eta", 2, 1, 1, BIAS_L2, ALGO_GD, RET_KL, 3, 0);
+    test_online("linear Huber, channel-wise", 1, 0, 0, BIAS_HUBER, ALGO_GD, RET_NONE, 2, 0);
+    test_online("anchored retention: deep l2 momentum (titans)", 2, 1, 1, BIAS_L2, ALGO_MOMENTUM, RET_NONE, 0, 1);
+    test_online("anchored retention: Yaad", 2, 1, 1, BIAS_HUBER, ALGO_GD, RET_NONE, 0, 1);
+    test_online("anchored retention: Moneta (toward A_0)", 2, 1, 1, BIAS_LP, ALGO_GD, RET_LQ, 0, 1);
+    test_online("anchored retention: gated delta rule", 1, 0, 0, BIAS_L2, ALGO_GD, RET_NONE, 0, 1);
     for (int i = 0; i < NFIX; i++) test_decode(dir, FIXTURES[i]);
     test_long_init();
     {   // the checks themselves: a NaN planted in one entry must make a tensor comparison fail, and stay the worst
