@@ -1,6 +1,7 @@
 /*
 train_miras.c: a reference trainer, on the CPU, for Llama-style language models whose
-sequence mixer is a test-time memory (Titans, MIRAS, ATLAS family; ../shared/SPEC.md).
+sequence mixer is a test-time memory (Titans, MIRAS, ATLAS family). README.md's "Model definition"
+defines what is computed; "SPEC §n" below are the section numbers it gives in brackets.
 
 A memory is a small network M(x; P). While a layer reads the sequence it *trains* P
 on the pairs (k_t, v_t) by gradient steps, then reads it with the query q_t. We train
@@ -255,7 +256,7 @@ static void gate_mul_backward(real* dyn, real* dgp, const real* dout, const real
     for (size_t i = 0; i < n; i++) { dyn[i] += dout[i] * silur(gp[i]); dgp[i] += dout[i] * yn[i] * silu_grad(gp[i]); }
 }
 
-// memory gates (SPEC §3), in place on the pre-activation: kind 0 a = sigmoid, 1 eta = eta_max sigmoid, 2 theta = sigmoid
+// memory gates (SPEC §3), in place on the pre-activation: g = scale sigmoid(g) (a, theta: scale 1; eta: eta_max)
 static void gate_act_forward(real* g, size_t n, real scale) { for (size_t i = 0; i < n; i++) g[i] = scale * sigmoidr(g[i]); }
 // d(pre) = d(gate) * gate * (1 - gate/scale)
 static void gate_act_backward(real* dpre, const real* dg, const real* g, size_t n, real scale) {
@@ -294,7 +295,7 @@ static void crossentropy_backward(real* dlogits, const real* probs, const int* t
 // evolves token by token (read after write). With momentum (S_t = theta_t S_{t-1} - eta_t g_t,
 // P_t = a_t P_{t-1} + S_t) and gd as the special case theta = 0 (no S carried), unrolling gives
 //     P_t = alpha_t P_s + beta_t S_s - sum_{i<=t} C[t][i] g_i        S_end = sigma S_s - sum_i s[i] g_i
-// with scalar coefficients per head (computed below). Every g_i is a sum of outer products
+// with scalar coefficients per head (computed below); the anchored retention adds (1 - alpha_t) P_0 to P_t. Every g_i is a sum of outer products
 // (delta_i x_i^T per memory matrix), so a read W_t x = alpha_t W_s x + beta_t S_s x
 // - sum_i C[t][i] (x_i . x) delta_i is a few small matrix products: the "dual form".
 // Nothing per-token is ever materialised.
@@ -568,7 +569,7 @@ static void mem_bias_backward(const MemCfg* m, MemChunk* c, int n) {
 }
 
 // One chunk of n tokens (SPEC §5.1, §5.2) from state (P, S); writes y and, if Pn, the chunk-end state.
-// The chunk-end state is base's (P when base is NULL): Pn = alpha_n base + beta_n S - sum_i c_i g_i. The reads of
+// The chunk-end state is base's (P when base is NULL): Pn = alpha_n base [+ (1 - alpha_n) P_0] + beta_n S - sum_i c_i g_i. The reads of
 // W1 and W2 (or W) scale their write terms by cs[0], cs[1] (NULL: 1). Both are for the retentions below.
 static void mem_chunk_forward(const MemCfg* m, MemChunk* c, int n, const real* P, const real* S, real* Pn, real* Sn,
                               const real* lng, const real* lnb, const real* base, const real* cs) {

@@ -1,5 +1,5 @@
 /*
-train_miras.cu: the GPU trainer. Same model, flags and files as train_miras.c (../shared/SPEC.md, README.md).
+train_miras.cu: the GPU trainer. Same model, flags and files as train_miras.c (README.md's model definition).
 
 The host side is train_miras.c itself, included below with TESTING (which hides its main): the config, the
 presets, the parameter layout, checkpoints, shards, the tokenizer, the dump format and the AdamW schedule are
