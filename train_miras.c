@@ -324,7 +324,8 @@ typedef struct {
     real *q, *k, *v, *a, *eta, *theta, *dy;            // chunk inputs (n, d) and (n); dy the output gradient
     real *etac, *delta;                                // channel-wise eta (n, d); Huber threshold (n, d)
     real *alpha, *beta, *sigma, *C, *s;                // coefficients: (n), (n), (n), (n, n), (n, n)
-    real *zk, *tk, *hk, *nk, *rk, *r, *u, *d1, *gk, *d2; // inner gradients at P_s, one row per key (tk: GELU's tanh)
+    real *zk, *tk, *hk, *nk, *rk, *r, *u, *d1, *gk, *d2; // inner gradients at P_s, one row per key (tk: GELU's tanh);
+                                                       // d1, d2: the error rows of g_t = (d1 hk^T, d2 k^T) (not dL/d.)
     real *e, *psi;                                     // e = M(k) - v, psi = the bias' dloss/dM(k) before channel-wise eta
     real *xw1, *xs1, *xx1, *zq, *tq, *hq, *xw2, *xs2, *xx2, *nq, *rq, *y; // reads
     real *grad0; size_t ngrad;                         // all gradients below, zeroed per chunk
@@ -817,7 +818,7 @@ typedef struct {
     int gate_rank;                    // 0: eta, delta per head; r > 0: per channel through a rank-r projection
     float eta_max;
     int anchor;                       // retention toward P_0 (1) or toward 0 (0, SPEC §5): README "anchored retention"
-    char pattern[129];                // mixer per layer: 'M' memory (attention comes later)
+    char pattern[129];                // mixer per layer: 'M' memory (the only kind implemented; config_check refuses others)
 } Config;
 
 // SPEC §5.9 presets: the memory part of the config; sizes come from the command line.
@@ -930,7 +931,7 @@ typedef struct {
     size_t param_sizes[NUM_PARAM_TENSORS], num_params;
     ParameterTensors params, grads;
     real *params_memory, *grads_memory, *m_memory, *v_memory;   // v_memory: AdamW second moment
-    int B, T;                                                   // fixed at the first forward
+    int B, T;                                                   // the activations' shape (a forward of a new shape reallocates)
     size_t act_sizes[NUM_ACT_TENSORS], num_acts;
     ActivationTensors acts, grads_acts;
     real *acts_memory, *grads_acts_memory;
