@@ -2,7 +2,11 @@
 # make            build everything for the CPU (OMP=0 builds without OpenMP)
 # make train      make the default corpus from this repo's own sources and train the default model
 # make test       all tests; the last line says "N passed, N failed"
-CC ?= gcc
+# CC defaults to gcc (make's own default, cc, is an origin-"default" value that `CC ?= gcc` would not replace);
+# `make CC=clang` or CC=clang in the environment still wins
+ifeq ($(origin CC),default)
+  CC = gcc
+endif
 OMP ?= 1
 CFLAGS ?= -O3 -march=native -fopenmp-simd -Wall -Wno-unused-function -Wno-format-truncation
 ifeq ($(OMP),1)

@@ -1,5 +1,5 @@
 /*
-train_miras.cu: the GPU trainer. Same model, flags and files as train_miras.c (../shared/SPEC.md, README.md).
+train_miras.cu: the GPU trainer. Same model, flags and files as train_miras.c (README.md's model definition).
 
 The host side is train_miras.c itself, included below with TESTING (which hides its main): the config, the
 presets, the parameter layout, checkpoints, shards, the tokenizer, the dump format and the AdamW schedule are
@@ -1011,10 +1011,10 @@ MEMFN void mem_bias_forward(const MemCfg* m, MemChunk* c, int n, int sync = 1) {
     FOR(j, n * m->d) {
         real e = c->r[j] - c->v[j], ps;
         switch (m->bias) {
-            case 0: ps = e; break;
-            case 1: ps = -c->v[j]; break;
-            case 2: ps = psi_lp(e); break;
-            default: ps = e < -c->delta[j] ? -c->delta[j] : (e > c->delta[j] ? c->delta[j] : e);
+            case BIAS_L2: ps = e; break;
+            case BIAS_DOT: ps = -c->v[j]; break;
+            case BIAS_LP: ps = psi_lp(e); break;
+            default: /* BIAS_HUBER */ ps = e < -c->delta[j] ? -c->delta[j] : (e > c->delta[j] ? c->delta[j] : e);
         }
         c->e[j] = e; c->psi[j] = ps; c->r[j] = m->cw ? c->etac[j] * ps : ps;
     }
@@ -1026,10 +1026,10 @@ MEMFN void mem_bias_backward(const MemCfg* m, MemChunk* c, int n) {
         real dps = m->cw ? c->dr[j] * c->etac[j] : c->dr[j], de = 0, e = c->e[j];
         if (m->cw) c->detac[j] += c->dr[j] * c->psi[j];
         switch (m->bias) {
-            case 0: de = dps; break;
-            case 1: c->dv[j] -= dps; break;
-            case 2: de = dps * psi_lp_d(e); break;
-            default: if (fabsf(e) <= c->delta[j]) de = dps; else c->ddelta[j] += e > 0 ? dps : -dps;
+            case BIAS_L2: de = dps; break;
+            case BIAS_DOT: c->dv[j] -= dps; break;
+            case BIAS_LP: de = dps * psi_lp_d(e); break;
+            default: /* BIAS_HUBER */ if (fabsf(e) <= c->delta[j]) de = dps; else c->ddelta[j] += e > 0 ? dps : -dps;
         }
         c->dmk[j] = de; c->dv[j] -= de;
     }
@@ -1250,8 +1250,8 @@ MEMFN void kl_gates(const MemCfg* m, MemChunk* c, int lag, real* keep) {
 // The chunk as the model runs it: carried state St (and momentum S) in; y; the next carried state if Stn.
 MEMFN void mem_step_forward(const MemCfg* m, MemChunk* c, int n, const real* St, const real* S, real* Stn, real* Sn,
                                  const real* lng, const real* lnb) {
-    if (m->retention == 0) { mem_chunk_forward(m, c, n, St, S, Stn, Sn, lng, lnb, NULL, NULL); return; }
-    if (m->retention == 1) { real cs[2]; lq_scales(m, St, c->Wa, cs); mem_chunk_forward(m, c, n, c->Wa, NULL, Stn, NULL, lng, lnb, St, cs); return; }
+    if (m->retention == RET_NONE) { mem_chunk_forward(m, c, n, St, S, Stn, Sn, lng, lnb, NULL, NULL); return; }
+    if (m->retention == RET_LQ) { real cs[2]; lq_scales(m, St, c->Wa, cs); mem_chunk_forward(m, c, n, c->Wa, NULL, Stn, NULL, lng, lnb, St, cs); return; }
     real* keep = c->keep;
     softmax_rows(m, St, c->Wa);                                              // W_s
     mem_chunk_forward(m, c, 1, c->Wa, NULL, c->Wb, NULL, lng, lnb, St, NULL); // Z_1
@@ -1263,12 +1263,12 @@ MEMFN void mem_step_forward(const MemCfg* m, MemChunk* c, int n, const real* St,
 // Its backward (recomputes the forward). dSt, dSs: gradients of the carried state(s) at the chunk start.
 MEMFN void mem_step_backward(const MemCfg* m, MemChunk* c, int n, const real* dy, const real* St, const real* S,
                                   const real* dStn, const real* dSn, real* dSt, real* dSs, const real* lng, const real* lnb) {
-    if (m->retention == 0) {
+    if (m->retention == RET_NONE) {
         mem_chunk_forward(m, c, n, St, S, NULL, NULL, lng, lnb, NULL, NULL);
         mem_chunk_backward(m, c, n, dy, St, S, dStn, dSn, dSt, dSs, lng, NULL, dSt, NULL);
         return;
     }
-    if (m->retention == 1) {
+    if (m->retention == RET_LQ) {
         real cs[2]; lq_scales(m, St, c->Wa, cs);
         mem_chunk_forward(m, c, n, c->Wa, NULL, NULL, NULL, lng, lnb, St, cs);
         mem_chunk_backward(m, c, n, dy, c->Wa, NULL, dStn, NULL, c->dWa, NULL, lng, St, dSt, cs);
@@ -1348,7 +1348,7 @@ __device__ void load_chunk_inputs(MemChunk* c, const MemArgs* A, int bb, int h, 
         int t = e / d, i = e % d; size_t r = (size_t)bb * A->T + t0 + t;
         c->q[e] = A->q[r * D + h * d + i]; c->k[e] = A->k[r * D + h * d + i]; c->v[e] = A->v[r * D + h * d + i];
         if (m->cw) c->etac[e] = A->geta[r * Ge + h * ew + i];
-        if (m->bias == 3) c->delta[e] = A->gdel[r * Ge + h * ew + (m->cw ? i : 0)];
+        if (m->bias == BIAS_HUBER) c->delta[e] = A->gdel[r * Ge + h * ew + (m->cw ? i : 0)];
     }
     FOR(t, n) {
         size_t r = (size_t)bb * A->T + t0 + t;
@@ -1364,13 +1364,13 @@ __device__ void store_chunk_grads(const MemChunk* c, const MemArgs* A, int bb, i
         int t = e / d, i = e % d; size_t r = (size_t)bb * A->T + t0 + t;
         A->dq[r * D + h * d + i] = c->dq[e]; A->dk[r * D + h * d + i] = c->dk[e]; A->dv[r * D + h * d + i] = c->dv[e];
         if (m->cw) A->dgeta[r * Ge + h * ew + i] = c->detac[e];
-        if (m->bias == 3 && m->cw) A->dgdel[r * Ge + h * ew + i] = c->ddelta[e];
+        if (m->bias == BIAS_HUBER && m->cw) A->dgdel[r * Ge + h * ew + i] = c->ddelta[e];
     }
     FOR(t, n) {
         size_t r = (size_t)bb * A->T + t0 + t;
         A->dga[r * H + h] = c->da[t]; A->dgth[r * H + h] = c->dtheta[t];
         if (!m->cw) A->dgeta[r * Ge + h * ew] = c->deta[t];
-        if (m->bias == 3 && !m->cw) { real s = 0; for (int i = 0; i < d; i++) s += c->ddelta[(size_t)t * d + i]; A->dgdel[r * Ge + h * ew] = s; }
+        if (m->bias == BIAS_HUBER && !m->cw) { real s = 0; for (int i = 0; i < d; i++) s += c->ddelta[(size_t)t * d + i]; A->dgdel[r * Ge + h * ew] = s; }
     }
     __syncthreads();
 }
@@ -2017,7 +2017,7 @@ static MemSmem mem_smem_plan(const MemCfg* m, int b, int fwd, size_t bytes) {
                               SL(xx1), SL(xx2), SL(nn1), SL(nn2), SL(keep), SL(oma), SL(nk), SL(r), SL(u), SL(d1), SL(e), SL(psi), SL(xw2), SL(xs2), SL(nq), SL(y)};
     if (m->anchor) order.push_back(SL(xa2));
     if (m->cw) order.push_back(SL(etac));
-    if (m->bias == 3) order.push_back(SL(delta));
+    if (m->bias == BIAS_HUBER) order.push_back(SL(delta));
     if (!fwd) { order.push_back(SL(dy)); order.push_back(-1); }    // -1: the gradient block
     for (int f : {SL(zk), SL(hk), SL(d2), SL(gk), SL(tk), SL(zq), SL(hq), SL(tq), SL(xw1), SL(xs1)}) order.push_back(f);
     if (m->anchor) order.push_back(SL(xa1));
@@ -2286,9 +2286,9 @@ static void gates_forward(const Model* M, int l, const real* u, const bf16* ub, 
     if (c->gate_eta) { gate_forward(geta, eta_lr, u, ub, p->gate_eta_w + l * gw, p->gate_eta_b + (size_t)l * Ge, R ? p->gate_eta_up + (size_t)l * D * R : NULL, N, D, Ge, R);
                        gate_act_forward(geta, (size_t)N * Ge, c->eta_max); }
     else fill_const(geta, (size_t)N * Ge, 1);
-    if (c->algo == 1) { matmul_forward(gth, u, p->gate_theta_w + (size_t)l * H * D, p->gate_theta_b + (size_t)l * H, N, D, H, ub); gate_act_forward(gth, (size_t)N * H, 1); }
+    if (c->algo == ALGO_MOMENTUM) { matmul_forward(gth, u, p->gate_theta_w + (size_t)l * H * D, p->gate_theta_b + (size_t)l * H, N, D, H, ub); gate_act_forward(gth, (size_t)N * H, 1); }
     else fill_const(gth, (size_t)N * H, 0);
-    if (c->bias == 3) { gate_forward(gdel, del_lr, u, ub, p->gate_delta_w + l * gw, p->gate_delta_b + (size_t)l * Ge, R ? p->gate_delta_up + (size_t)l * D * R : NULL, N, D, Ge, R);
+    if (c->bias == BIAS_HUBER) { gate_forward(gdel, del_lr, u, ub, p->gate_delta_w + l * gw, p->gate_delta_b + (size_t)l * Ge, R ? p->gate_delta_up + (size_t)l * D * R : NULL, N, D, Ge, R);
                         softplus_forward(gdel, (size_t)N * Ge); }
 }
 // from the gates' gradients (turned into pre-activation gradients in place) to du and the gate parameters
@@ -2300,9 +2300,9 @@ static void gates_backward(Model* M, int l, real* du, const real* u, const bf16*
     if (c->gate_eta) { gate_act_backward(g->geta + oG, g->geta + oG, a->geta + oG, nG, c->eta_max);
         gate_backward(du, dp->gate_eta_w + l * gw, dp->gate_eta_b + (size_t)l * Ge, R ? dp->gate_eta_up + (size_t)l * D * R : NULL, g->geta_lr + oR,
                       g->geta + oG, u, ub, p->gate_eta_w + l * gw, R ? p->gate_eta_up + (size_t)l * D * R : NULL, a->geta_lr + oR, N, D, Ge, R); }
-    if (c->algo == 1) { gate_act_backward(g->gth + oH, g->gth + oH, a->gth + oH, nH, 1);
+    if (c->algo == ALGO_MOMENTUM) { gate_act_backward(g->gth + oH, g->gth + oH, a->gth + oH, nH, 1);
         matmul_backward(du, dp->gate_theta_w + (size_t)l * H * D, dp->gate_theta_b + (size_t)l * H, g->gth + oH, u, p->gate_theta_w + (size_t)l * H * D, N, D, H, ub); }
-    if (c->bias == 3) { softplus_backward(g->gdel + oG, g->gdel + oG, a->gdel + oG, nG);
+    if (c->bias == BIAS_HUBER) { softplus_backward(g->gdel + oG, g->gdel + oG, a->gdel + oG, nG);
         gate_backward(du, dp->gate_delta_w + l * gw, dp->gate_delta_b + (size_t)l * Ge, R ? dp->gate_delta_up + (size_t)l * D * R : NULL, g->gdel_lr + oR,
                       g->gdel + oG, u, ub, p->gate_delta_w + l * gw, R ? p->gate_delta_up + (size_t)l * D * R : NULL, a->gdel_lr + oR, N, D, Ge, R); }
 }
@@ -2498,13 +2498,13 @@ __global__ void __launch_bounds__(MEM_THREADS) decoder_memory_kernel(DecArgs A) 
     real* part = A.part + (size_t)h * A.b * rw; real* row = part + (size_t)A.cnt * rw;   // this token's row: q, k, v, a, theta, eta, delta
     FOR(i, d) { row[i] = A.q[h * d + i]; row[d + i] = A.k[h * d + i]; row[2 * d + i] = A.v[h * d + i]; }
     if (threadIdx.x == 0) { row[3 * d] = A.ga[h]; row[3 * d + 1] = A.gth[h]; }
-    FOR(i, ew) { row[3 * d + 2 + i] = A.geta[h * ew + i]; if (m.bias == 3) row[3 * d + 2 + ew + i] = A.gdel[h * ew + i]; }
+    FOR(i, ew) { row[3 * d + 2 + i] = A.geta[h * ew + i]; if (m.bias == BIAS_HUBER) row[3 * d + 2 + ew + i] = A.gdel[h * ew + i]; }
     __syncthreads();
     FOR(e, n * d) {                                  // chunk_set_row of rows 0..n-1
         int t = e / d, i = e % d; const real* r = part + (size_t)t * rw;
         c.q[e] = r[i]; c.k[e] = r[d + i]; c.v[e] = r[2 * d + i];
         if (m.cw) c.etac[e] = r[3 * d + 2 + i];
-        if (m.bias == 3) c.delta[e] = r[3 * d + 2 + ew + (m.cw ? i : 0)];
+        if (m.bias == BIAS_HUBER) c.delta[e] = r[3 * d + 2 + ew + (m.cw ? i : 0)];
     }
     FOR(t, n) { const real* r = part + (size_t)t * rw; c.a[t] = r[3 * d]; c.theta[t] = r[3 * d + 1]; c.eta[t] = m.cw ? 1 : r[3 * d + 2]; }
     __syncthreads();
