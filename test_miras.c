@@ -394,6 +394,58 @@ static void test_decode(const char* dir, const char* name) {
     model_free(&M); fixture_free(&fx);
 }
 
+// 4b. attention layers (SPEC §9.1) on a fresh model without a fixture: token-by-token decoding (KV caches; the 'S'
+// ring of W) equals the parallel forward at prompt lengths within and across the window and past the 'A' cache's first
+// growth (64 rows); in the double build also finite differences of every tensor. Params: model_init, then wq, wk
+// scaled up so that the softmax is far from uniform (at the init's std 0.02 the scores are all ~0).
+static void attn_model(Model* M, const char* pattern, int W, int b) {
+    Config c; memset(&c, 0, sizeof c); preset_config(&c, "titans");
+    c.V = 61; c.Vp = 64; c.D = 16; c.H = 2; c.E = 2; c.F = 32; c.K = 4; c.b = b; c.L = (int)strlen(pattern); c.window = W;
+    snprintf(c.pattern, sizeof c.pattern, "%s", pattern);
+    model_build(M, &c); model_init(M, 7);
+    // every tensor of O(1) effect (as dev/reference.py's init does), so that no gradient is so small that the finite
+    // differences' rounding dominates: projections N(0, 1/D) (wq, wk larger: a peaked softmax), wte N(0, 0.25), conv
+    // N(0, 0.25), gate weights N(0, 0.04) (a ~ 0.9), norm weights 1 + N(0, 0.01)
+    uint64_t r = 3; ParameterTensors* p = &M->params; size_t L = c.L, Lm = memory_layers(&c), D = c.D, F = c.F, K = c.K, H = c.H;
+    fill_normal(p->wte, (size_t)c.V * D, 0.5, &r);
+    fill_normal(p->wq, L * D * D, 0.5, &r); fill_normal(p->wk, L * D * D, 0.5, &r); fill_normal(p->wv, L * D * D, 0.25, &r);
+    fill_normal(p->wo, L * D * D, 0.25, &r); fill_normal(p->wg, Lm * D * D, 0.25, &r);
+    fill_normal(p->mlp_w1, L * F * D, 0.25, &r); fill_normal(p->mlp_w3, L * F * D, 0.25, &r); fill_normal(p->mlp_w2, L * D * F, 0.18, &r);
+    fill_normal(p->conv_q, Lm * D * K, 0.5, &r); fill_normal(p->conv_k, Lm * D * K, 0.5, &r); fill_normal(p->conv_v, Lm * D * K, 0.5, &r);
+    fill_const(p->gate_a_b, Lm * H, 2.2); fill_normal(p->gate_a_w, Lm * H * D, 0.2, &r); fill_normal(p->gate_eta_w, Lm * H * D, 0.2, &r); fill_normal(p->gate_theta_w, Lm * H * D, 0.2, &r);
+    for (size_t i = 0; i < L * D; i++) { p->rms1_w[i] += (real)(0.1 * rng_normal(&r)); p->rms2_w[i] += (real)(0.1 * rng_normal(&r)); }
+}
+static void test_attn_decode(const char* pattern, int W) {
+    Model M; attn_model(&M, pattern, W, 4);
+    int Vp = M.cfg.Vp, lens[] = {1, W > 1 ? W - 1 : 2, W, W + 1, 2 * W + 3, 70};
+    double worst = 0; char which[64] = "";
+    for (int li = 0; li < 6; li++) {
+        int T = lens[li]; if (T < 1) continue;
+        int* tok = malloc(T * 4); uint64_t r = 11; for (int t = 0; t < T; t++) tok[t] = (int)(rng_f64(&r) * M.cfg.V);
+        model_forward(&M, tok, NULL, 1, T);
+        real* par = malloc((size_t)T * Vp * sizeof(real)); memcpy(par, M.acts.logits, (size_t)T * Vp * sizeof(real));
+        Decoder dec; decoder_init(&dec, &M);
+        real* seq = malloc((size_t)T * Vp * sizeof(real));
+        for (int t = 0; t < T; t++) memcpy(seq + (size_t)t * Vp, decoder_step(&dec, tok[t]), Vp * sizeof(real));
+        double e = relerr_rr(seq, par, (size_t)T * Vp);
+        if (worse(e, worst) || !which[0]) { if (worse(e, worst)) worst = e; snprintf(which, sizeof which, "T=%d", T); }
+        decoder_free(&dec); free(seq); free(par); free(tok);
+    }
+    check(worst <= TOL_SELF, "%s layers %s (W %d): decode equals parallel forward for prompt lengths 1, W-1, W, W+1, 2W+3, 70: worst err %.2e at %s",
+          BUILD, pattern, W, worst, which);
+    model_free(&M);
+}
+#ifdef MIRAS_DOUBLE
+static void test_attn_fd(const char* pattern, int W) {
+    Model M; attn_model(&M, pattern, W, 3);
+    int B = 2, T = 9, N = B * T; int* in = malloc(N * 4); int* tg = malloc(N * 4); uint64_t r = 5;
+    for (int i = 0; i < N; i++) { in[i] = (int)(rng_f64(&r) * M.cfg.V); tg[i] = (int)(rng_f64(&r) * M.cfg.V); }
+    Table tb = fd_model(&M, in, tg, B, T, 6, 42);
+    check_table(&tb, TOL_FD, "fp64 finite differences, fresh model, layers %s (W %d, T %d)", pattern, W, T);
+    free(in); free(tg); model_free(&M);
+}
+#endif
+
 // 7. long sequences (SPEC §10): at each preset's default init, the gradient norm of a tiny model at T = 1024
 // is finite and within 3x of its T = 128 value (the spec's retention-to-zero defaults grow 10-1e40x here).
 // Tokens: this file's own bytes (text, so the memory has something to fit), the same for every preset.
@@ -723,6 +775,10 @@ int main(int argc, char** argv) {
     test_online("anchored retention: Moneta (toward A_0)", 2, 1, 1, BIAS_LP, ALGO_GD, RET_LQ, 0, 1);
     test_online("anchored retention: gated delta rule", 1, 0, 0, BIAS_L2, ALGO_GD, RET_NONE, 0, 1);
     for (int i = 0; i < NFIX; i++) test_decode(dir, FIXTURES[i]);
+    test_attn_decode("AA", 0); test_attn_decode("SMS", 5); test_attn_decode("ASM", 1); test_attn_decode("MSA", 3);
+#ifdef MIRAS_DOUBLE
+    test_attn_fd("AS", 4); test_attn_fd("SMA", 3);
+#endif
     test_long_init();
     test_tables(dir);
 #ifndef MIRAS_DOUBLE

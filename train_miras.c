@@ -287,6 +287,80 @@ static void crossentropy_backward(real* dlogits, const real* probs, const int* t
         dlogits[(size_t)n * Vp + i] += (probs[(size_t)n * Vp + i] - (i == targets[n])) * dloss;
 }
 
+// ---- attention layers 'A' and 'S' (SPEC §9.1)
+// RoPE with rotate-half pairing on each head of width d (half = d/2), at sequence position pos:
+//   th_i = pos * 10000^(-2i/d)  (i < half; the angle and its cos/sin in float64, then rounded to real)
+//   x'_i = x_i cos th_i - x_{i+half} sin th_i        x'_{i+half} = x_{i+half} cos th_i + x_i sin th_i
+// The backward is the transposed rotation: dx_i = dx'_i cos + dx'_{i+half} sin, dx_{i+half} = dx'_{i+half} cos - dx'_i sin.
+static void rope_angles(real* cs, real* sn, int pos, int half) {
+    for (int i = 0; i < half; i++) {
+        double th = (double)pos * pow(10000.0, -2.0 * i / (2.0 * half));
+        cs[i] = (real)cos(th); sn[i] = (real)sin(th);
+    }
+}
+static void rope_rotate(real* out, const real* x, const real* cs, const real* sn, int H, int d, int dir) { // dir 1: forward, -1: backward
+    int half = d / 2;
+    for (int h = 0; h < H; h++) for (int i = 0; i < half; i++) {
+        real a = x[h * d + i], b = x[h * d + half + i], s = dir * sn[i];
+        out[h * d + i] = a * cs[i] - b * s; out[h * d + half + i] = b * cs[i] + a * s;
+    }
+}
+// x (B, T, H*d) -> out, row t rotated by position t (out may be x)
+static void rope_forward(real* out, const real* x, int B, int T, int H, int d, int dir) {
+    int half = d / 2;
+    #pragma omp parallel for
+    for (int t = 0; t < T; t++) {
+        real cs[128], sn[128]; rope_angles(cs, sn, t, half);
+        for (int bb = 0; bb < B; bb++) { size_t o = ((size_t)bb * T + t) * H * d; rope_rotate(out + o, x + o, cs, sn, H, d, dir); }
+    }
+}
+static void rope_backward(real* dx, const real* dout, int B, int T, int H, int d) { rope_forward(dx, dout, B, T, H, d, -1); }
+
+// Causal softmax attention per head, key j visible to query i iff j <= i ('A', window = 0) or i - W < j <= i ('S').
+// q, k (after RoPE), v: (B, T, H*d). out (B, T, H*d) = concat_heads(softmax(q.k / sqrt(d)) v); lse (B, T, H) the
+// log-sum-exp of each query's scores, kept for the backward (no T x T matrix is stored):
+//   s_ij = q_i.k_j / sqrt(d),  lse_i = log sum_j exp(s_ij),  p_ij = exp(s_ij - lse_i),  out_i = sum_j p_ij v_j
+static void attention_forward(real* out, real* lse, const real* q, const real* k, const real* v, int B, int T, int H, int d, int window) {
+    real scale = 1 / sqrt((real)d); int D = H * d;
+    #pragma omp parallel for collapse(2) schedule(dynamic)
+    for (int bb = 0; bb < B; bb++) for (int h = 0; h < H; h++) {
+        real* s = xmalloc((size_t)T * sizeof(real));
+        for (int i = 0; i < T; i++) {
+            const real* qi = q + ((size_t)bb * T + i) * D + h * d; real* oi = out + ((size_t)bb * T + i) * D + h * d;
+            int j0 = window > 0 && i - window + 1 > 0 ? i - window + 1 : 0;
+            real mx = -1e30, sum = 0;
+            for (int j = j0; j <= i; j++) { s[j] = dotv(qi, k + ((size_t)bb * T + j) * D + h * d, d) * scale; if (s[j] > mx) mx = s[j]; }
+            for (int j = j0; j <= i; j++) { s[j] = exp(s[j] - mx); sum += s[j]; }
+            for (int c = 0; c < d; c++) oi[c] = 0;
+            for (int j = j0; j <= i; j++) { const real* vj = v + ((size_t)bb * T + j) * D + h * d; real p = s[j] / sum; for (int c = 0; c < d; c++) oi[c] += p * vj[c]; }
+            lse[((size_t)bb * T + i) * H + h] = mx + log(sum);
+        }
+        free(s);
+    }
+}
+// Backward (accumulates into dq, dk, dv), recomputing p_ij from lse:
+//   dv_j += sum_i p_ij dout_i;   dp_ij = dout_i.v_j;   ds_ij = p_ij (dp_ij - dout_i.out_i)   (softmax backward)
+//   dq_i += sum_j ds_ij k_j / sqrt(d);   dk_j += sum_i ds_ij q_i / sqrt(d)
+static void attention_backward(real* dq, real* dk, real* dv, const real* dout, const real* q, const real* k, const real* v,
+                               const real* out, const real* lse, int B, int T, int H, int d, int window) {
+    real scale = 1 / sqrt((real)d); int D = H * d;
+    #pragma omp parallel for collapse(2) schedule(dynamic)
+    for (int bb = 0; bb < B; bb++) for (int h = 0; h < H; h++) {   // one (sequence, head) per task: dk, dv rows are its own
+        for (int i = 0; i < T; i++) {
+            size_t ri = ((size_t)bb * T + i) * D + h * d;
+            const real *qi = q + ri, *doi = dout + ri; real* dqi = dq + ri;
+            int j0 = window > 0 && i - window + 1 > 0 ? i - window + 1 : 0;
+            real li = lse[((size_t)bb * T + i) * H + h], Di = dotv(doi, out + ri, d);
+            for (int j = j0; j <= i; j++) {
+                size_t rj = ((size_t)bb * T + j) * D + h * d;
+                real p = exp(dotv(qi, k + rj, d) * scale - li);
+                real ds = p * (dotv(doi, v + rj, d) - Di) * scale;
+                for (int c = 0; c < d; c++) { dv[rj + c] += p * doi[c]; dqi[c] += ds * k[rj + c]; dk[rj + c] += ds * qi[c]; }
+            }
+        }
+    }
+}
+
 // ----------------------------------------------------------------------------
 // 3. the memory (SPEC §4, §5)
 //
@@ -818,7 +892,8 @@ typedef struct {
     int gate_rank;                    // 0: eta, delta per head; r > 0: per channel through a rank-r projection
     float eta_max;
     int anchor;                       // retention toward P_0 (1) or toward 0 (0, SPEC §5): README "anchored retention"
-    char pattern[129];                // mixer per layer: 'M' memory (the only kind implemented; config_check refuses others)
+    char pattern[129];                // mixer per layer: 'M' memory, 'A' causal attention, 'S' sliding-window attention (SPEC §2, §9.1)
+    int window;                       // W of the 'S' layers: key j visible to query i iff i - W < j <= i (0 when there is no 'S')
 } Config;
 
 // SPEC §5.9 presets: the memory part of the config; sizes come from the command line.
@@ -838,10 +913,24 @@ static int preset_config(Config* c, const char* name) {
     else if (!strcmp(name, "linear_attn")) { c->mem_depth = 1; c->mem_resid = c->mem_ln = 0; c->bias = BIAS_DOT; c->gate_a = c->gate_eta = 0; }
     else if (!strcmp(name, "deltanet")) { c->mem_depth = 1; c->mem_resid = c->mem_ln = 0; c->gate_a = 0; c->b = 1; }
     else if (!strcmp(name, "gated_deltanet")) { c->mem_depth = 1; c->mem_resid = c->mem_ln = 0; c->b = 1; }
-    else return 0;
+    else if (!strcmp(name, "transformer")) return preset_config(c, "titans");  // all 'A' (preset_pattern); the memory fields are unused
+    else {  // "<memory preset>-H": that memory, in the Samba-style hybrid pattern (preset_pattern)
+        size_t n = strlen(name); char base[64];
+        if (n < 3 || n - 2 >= sizeof base || strcmp(name + n - 2, "-H")) return 0;
+        memcpy(base, name, n - 2); base[n - 2] = 0;
+        return strcmp(base, "transformer") && preset_config(c, base);
+    }
     return 1;
 }
-static const char* const PRESETS = "titans, moneta, yaad, memora, ttt_mlp, linear_attn, deltanet, gated_deltanet";
+// SPEC §9.4: the layer pattern of a preset with L layers: all 'A' for transformer, 'MS' repeated (truncated for odd L)
+// for the "-H" hybrids, else all 'M'
+static void preset_pattern(char* out, const char* name, int L) {
+    size_t n = strlen(name); int hybrid = n >= 2 && !strcmp(name + n - 2, "-H");
+    for (int l = 0; l < L; l++) out[l] = !strcmp(name, "transformer") ? 'A' : hybrid ? "MS"[l % 2] : 'M';
+    out[L] = 0;
+}
+static const char* const PRESETS = "titans, moneta, yaad, memora, ttt_mlp, linear_attn, deltanet, gated_deltanet, transformer; "
+                                   "a memory preset with -H (e.g. titans-H) alternates it with sliding-window attention";
 
 static MemCfg mem_config(const Config* c) {
     MemCfg m; int d = c->D / c->H;
@@ -867,14 +956,17 @@ static const char* const PARAM_NAMES[NUM_PARAM_TENSORS] = {
 // AdamW weight decay on matrices only (SPEC §8): not norms, conv filters, gate biases, P_0, the memory LN
 static const int PARAM_DECAY[NUM_PARAM_TENSORS] = {1, 0, 1, 1, 1, 0, 0, 0, 1, 0, 1, 0, 1, 0, 0, 0, 0, 1, 0, 1, 0, 1, 1, 1, 0, 1, 1, 0, 1};
 
+// The tensors only a memory mixer uses (conv, gates, P_0, memory LN, wg, rmsh_w) are stacked over the Lm = number of
+// 'M' layers, in layer order (a memory layer's index there is its rank among the 'M' layers); all others over L.
+static int memory_layers(const Config* c) { int n = 0; for (int l = 0; l < c->L; l++) n += c->pattern[l] == 'M'; return n; }
 static void fill_in_parameter_sizes(size_t* s, const Config* c) {
-    size_t L = c->L, D = c->D, H = c->H, d = D / H, K = c->K, F = c->F; MemCfg m = mem_config(c);
+    size_t LL = c->L, L = memory_layers(c), D = c->D, H = c->H, d = D / H, K = c->K, F = c->F; MemCfg m = mem_config(c);
     size_t ga = c->gate_a, ge = c->gate_eta, gt = c->algo == ALGO_MOMENTUM, ln = m.ln, hu = c->bias == BIAS_HUBER, R = c->gate_rank;
     size_t gw = R ? R * D : H * D, gb = R ? D : H;  // a gate's first matrix and its bias: per head, or rank R per channel
     size_t v[NUM_PARAM_TENSORS] = {
-        (size_t)c->Vp * D, L * D, L * D * D, L * D * D, L * D * D, L * D * K, L * D * K, L * D * K,
+        (size_t)c->Vp * D, LL * D, LL * D * D, LL * D * D, LL * D * D, L * D * K, L * D * K, L * D * K,
         ga * L * H * D, ga * L * H, ge * L * gw, ge * L * gb, gt * L * H * D, gt * L * H,
-        L * H * m.nP, ln * L * H * d, ln * L * H * d, L * D * D, L * D, L * D * D, L * D, L * F * D, L * F * D, L * D * F, D,
+        L * H * m.nP, ln * L * H * d, ln * L * H * d, L * D * D, L * D, LL * D * D, LL * D, LL * F * D, LL * F * D, LL * D * F, D,
         ge * L * D * R, hu * L * gw, hu * L * gb, hu * L * D * R};
     memcpy(s, v, sizeof v);
 }
@@ -943,6 +1035,7 @@ typedef struct {
     const uint8_t* loss_mask;   // (B, T) 1 where a position's loss counts (answers of a synthetic task); NULL: all
     long adam_t;                // AdamW step count (bias correction)
     int nf_layer, nf_chunk; const char* nf_what;  // where the last backward first went non-finite in a memory (nf_what NULL: nowhere)
+    int mlayer[128];            // layer l's index in the memory-only parameter tensors (its rank among the 'M' layers); -1: attention
 } Model;
 
 static int nchunks(const Model* M, int T) { return (T + M->cfg.b - 1) / M->cfg.b; }
@@ -1009,6 +1102,7 @@ static void gate_backward(real* du, real* dw, real* dbias, real* dup, real* dlr,
     else matmul_backward(du, dw, dbias, dout, u, w, N, D, G);
 }
 static void gates_forward(const Model* M, int l, const real* u, int N, real* ga, real* geta, real* gth, real* gdel, real* eta_lr, real* del_lr) {
+    l = M->mlayer[l];   // the gate tensors are stacked over the memory layers
     const Config* c = &M->cfg; const ParameterTensors* p = &M->params; int D = c->D, H = c->H, R = c->gate_rank, Ge = R ? D : H;
     size_t gw = R ? (size_t)R * D : (size_t)H * D;
     if (c->gate_a) { matmul_forward(ga, u, p->gate_a_w + (size_t)l * H * D, p->gate_a_b + (size_t)l * H, N, D, H); gate_act_forward(ga, (size_t)N * H, 1); }
@@ -1023,6 +1117,7 @@ static void gates_forward(const Model* M, int l, const real* u, int N, real* ga,
 }
 // from the gates' gradients (turned into pre-activation gradients in place) to du and the gate parameters
 static void gates_backward(Model* M, int l, real* du, const real* u, int N, const ActivationTensors* a, ActivationTensors* g, size_t oH, size_t oG, size_t oR) {
+    l = M->mlayer[l];   // the gate tensors are stacked over the memory layers (the offsets oH, oG, oR are the caller's)
     const Config* c = &M->cfg; const ParameterTensors* p = &M->params; ParameterTensors* dp = &M->grads;
     int D = c->D, H = c->H, R = c->gate_rank, Ge = R ? D : H; size_t gw = R ? (size_t)R * D : (size_t)H * D, nH = (size_t)N * H, nG = (size_t)N * Ge;
     if (c->gate_a) { gate_act_backward(g->ga + oH, g->ga + oH, a->ga + oH, nH, 1);
@@ -1059,11 +1154,12 @@ static void memory_forward(Model* M, int l) {
         MemChunk* c = &M->chunks[thread_id()];
         size_t base = ((((size_t)l * B + bb) * H + h) * nch) * nP;
         real* P = M->mem_P + base; real* S = m->momentum ? M->mem_S + base : NULL;
-        memcpy(P, M->params.mem_p0 + ((size_t)l * H + h) * nP, nP * sizeof(real)); // P_0, restored every sequence
+        memcpy(P, M->params.mem_p0 + ((size_t)M->mlayer[l] * H + h) * nP, nP * sizeof(real)); // P_0, restored every sequence
         if (S) memset(S, 0, nP * sizeof(real));
-        const real* lng = m->ln ? M->params.mem_ln_g + ((size_t)l * H + h) * m->d : NULL;
-        const real* lnb = m->ln ? M->params.mem_ln_b + ((size_t)l * H + h) * m->d : NULL;
-        c->p0 = m->anchor ? M->params.mem_p0 + ((size_t)l * H + h) * nP : NULL;
+        size_t lh = (size_t)M->mlayer[l] * H + h;   // in the memory-only parameter tensors
+        const real* lng = m->ln ? M->params.mem_ln_g + lh * m->d : NULL;
+        const real* lnb = m->ln ? M->params.mem_ln_b + lh * m->d : NULL;
+        c->p0 = m->anchor ? M->params.mem_p0 + lh * nP : NULL;
         for (int ch = 0; ch < nch; ch++) {
             int t0 = ch * b, n = T - t0 < b ? T - t0 : b, last = ch == nch - 1;
             load_chunk_inputs(c, M, l, bb, h, t0, n);
@@ -1084,10 +1180,11 @@ static void memory_backward(Model* M, int l) {
         MemChunk* c = &M->chunks[thread_id()];
         size_t base = ((((size_t)l * B + bb) * H + h) * nch) * nP;
         real* P = M->mem_P + base; real* S = m->momentum ? M->mem_S + base : NULL;
-        const real* lng = m->ln ? M->params.mem_ln_g + ((size_t)l * H + h) * d : NULL;
-        const real* lnb = m->ln ? M->params.mem_ln_b + ((size_t)l * H + h) * d : NULL;
+        size_t lh = (size_t)M->mlayer[l] * H + h;   // in the memory-only parameter tensors
+        const real* lng = m->ln ? M->params.mem_ln_g + lh * d : NULL;
+        const real* lnb = m->ln ? M->params.mem_ln_b + lh * d : NULL;
         memset(c->dlng, 0, d * sizeof(real)); memset(c->dlnb, 0, d * sizeof(real)); memset(c->dp0, 0, nP * sizeof(real));
-        c->p0 = m->anchor ? M->params.mem_p0 + ((size_t)l * H + h) * nP : NULL;
+        c->p0 = m->anchor ? M->params.mem_p0 + lh * nP : NULL;
         real *dPn = NULL, *dSn = NULL, *dPs = c->Pa, *dSs = c->Sa;
         for (int ch = nch - 1; ch >= 0; ch--) {
             int t0 = ch * b, n = T - t0 < b ? T - t0 : b;
@@ -1110,11 +1207,12 @@ static void memory_backward(Model* M, int l) {
     }
     for (int h = 0; h < H; h++) for (int bb = 0; bb < B; bb++) {  // sum over the batch in a fixed order
         const real* src = M->mem_dbh + ((size_t)bb * H + h) * (nP + 2 * d);
-        real* dp0 = M->grads.mem_p0 + ((size_t)l * H + h) * nP;
+        size_t lh = (size_t)M->mlayer[l] * H + h;
+        real* dp0 = M->grads.mem_p0 + lh * nP;
         for (int i = 0; i < nP; i++) dp0[i] += src[i];
         if (m->ln) for (int i = 0; i < d; i++) {
-            M->grads.mem_ln_g[((size_t)l * H + h) * d + i] += src[nP + i];
-            M->grads.mem_ln_b[((size_t)l * H + h) * d + i] += src[nP + d + i];
+            M->grads.mem_ln_g[lh * d + i] += src[nP + i];
+            M->grads.mem_ln_b[lh * d + i] += src[nP + d + i];
         }
     }
 }
@@ -1133,14 +1231,20 @@ static void config_check(const Config* c) {
     if (!(c->eta_max > 0) || c->eta_max > 1e6) DIE("pick -X in (0, 1e6]", "bad eta_max %g", c->eta_max);
     if (c->D / c->H > 256) DIE("use more heads", "head width %d above 256", c->D / c->H);
     if ((int)strlen(c->pattern) != c->L) DIE("one letter per layer", "layer pattern '%s' has %d letters for %d layers", c->pattern, (int)strlen(c->pattern), c->L);
-    for (int l = 0; l < c->L; l++) if (c->pattern[l] != 'M')
-        DIE("only memory layers 'M' exist in this version", "layer pattern '%s': '%c' is not implemented", c->pattern, c->pattern[l]);
+    for (int l = 0; l < c->L; l++) if (!strchr("MAS", c->pattern[l]) || !c->pattern[l])
+        DIE("use M (memory), A (attention) or S (sliding-window attention)", "layer pattern '%s': '%c' is not a layer kind", c->pattern, c->pattern[l]);
+    if (strchr(c->pattern, 'A') || strchr(c->pattern, 'S')) {
+        if ((c->D / c->H) % 2) DIE("pick an even head width D/H", "attention layers need an even head width for RoPE, got %d", c->D / c->H);
+    }
+    if (strchr(c->pattern, 'S') ? c->window < 1 : c->window != 0)
+        DIE("give -W >= 1 with 'S' layers (and none without)", "bad attention window %d for layer pattern '%s'", c->window, c->pattern);
 }
 
 // Allocate the parameters of a config (zeros). The caller fills them (init or checkpoint).
 static void model_build(Model* M, const Config* cfg) {
     memset(M, 0, sizeof *M);
     M->cfg = *cfg; config_check(cfg); M->mem = mem_config(cfg);
+    for (int l = 0, n = 0; l < cfg->L; l++) M->mlayer[l] = cfg->pattern[l] == 'M' ? n++ : -1;
     fill_in_parameter_sizes(M->param_sizes, cfg);
     for (int i = 0; i < NUM_PARAM_TENSORS; i++) M->num_params += M->param_sizes[i];
     M->params_memory = xmalloc(M->num_params * sizeof(real));
@@ -1151,11 +1255,11 @@ static void model_build(Model* M, const Config* cfg) {
 // Fresh initialisation (SPEC §3 recommendations; other choices in the README's model definition).
 static void model_init(Model* M, uint64_t seed) {
     const Config* c = &M->cfg; ParameterTensors* p = &M->params; uint64_t r = seed * 2654435761ULL + 1;
-    size_t L = c->L, D = c->D, H = c->H, d = D / H, F = c->F; MemCfg* m = &M->mem;
+    size_t LL = c->L, L = memory_layers(c), D = c->D, H = c->H, d = D / H, F = c->F; MemCfg* m = &M->mem;  // L: memory layers
     double s_res = 0.02 / sqrt(2.0 * c->L);  // output projections into the residual stream, GPT-2 style
     fill_normal(p->wte, (size_t)c->V * D, 0.02, &r);          // padded rows stay zero
-    fill_const(p->rms1_w, L * D, 1); fill_const(p->rms2_w, L * D, 1); fill_const(p->rmsf_w, D, 1); fill_const(p->rmsh_w, L * D, 1);
-    fill_normal(p->wq, L * D * D, 0.02, &r); fill_normal(p->wk, L * D * D, 0.02, &r); fill_normal(p->wv, L * D * D, 0.02, &r);
+    fill_const(p->rms1_w, LL * D, 1); fill_const(p->rms2_w, LL * D, 1); fill_const(p->rmsf_w, D, 1); fill_const(p->rmsh_w, L * D, 1);
+    fill_normal(p->wq, LL * D * D, 0.02, &r); fill_normal(p->wk, LL * D * D, 0.02, &r); fill_normal(p->wv, LL * D * D, 0.02, &r);
     for (size_t i = 0; i < L * D * c->K; i++) { // like a depthwise Conv1d: uniform(-1/sqrt(K), 1/sqrt(K))
         p->conv_q[i] = (real)((2 * rng_f64(&r) - 1) / sqrt(c->K)); p->conv_k[i] = (real)((2 * rng_f64(&r) - 1) / sqrt(c->K));
         p->conv_v[i] = (real)((2 * rng_f64(&r) - 1) / sqrt(c->K));
@@ -1179,8 +1283,8 @@ static void model_init(Model* M, uint64_t seed) {
         if (m->retention == RET_LQ) { real cs[2]; lq_scales(m, P0, P0, cs); }   // A_0 = P / |P|_4^2, so A_0 / s(A_0) = P
     }
     if (m->ln) { fill_const(p->mem_ln_g, L * H * d, 1); fill_const(p->mem_ln_b, L * H * d, 0); }
-    fill_normal(p->wg, L * D * D, 0.02, &r); fill_normal(p->wo, L * D * D, s_res, &r);
-    fill_normal(p->mlp_w1, L * F * D, 0.02, &r); fill_normal(p->mlp_w3, L * F * D, 0.02, &r); fill_normal(p->mlp_w2, L * D * F, s_res, &r);
+    fill_normal(p->wg, L * D * D, 0.02, &r); fill_normal(p->wo, LL * D * D, s_res, &r);
+    fill_normal(p->mlp_w1, LL * F * D, 0.02, &r); fill_normal(p->mlp_w3, LL * F * D, 0.02, &r); fill_normal(p->mlp_w2, LL * D * F, s_res, &r);
 }
 
 // (Re)allocate activations for batch B, length T (lazily, like llm.c; a new shape reallocates).
@@ -1221,15 +1325,22 @@ static void model_forward(Model* M, const int* inputs, const int* targets, int B
     for (int l = 0; l < L; l++) {
         size_t oD = (size_t)l * N * D, oH = (size_t)l * N * H, oF = (size_t)l * N * F;
         real* x = l == 0 ? a->encoded : a->res3 + oD - N * D;
-        real* u = a->ln1 + oD;
-        // mixer (SPEC §3): u = RMSNorm(x); q, k, v = SiLU(conv(u W^T)); q, k l2-normed per head
+        real* u = a->ln1 + oD; size_t ml = M->mlayer[l];  // ml: the layer's index in the memory-only tensors
         rmsnorm_forward(u, a->ln1_rstd + (size_t)l * N, x, p->rms1_w + (size_t)l * D, N, 1, D);
         matmul_forward(a->qp + oD, u, p->wq + (size_t)l * D * D, NULL, N, D, D);
         matmul_forward(a->kp + oD, u, p->wk + (size_t)l * D * D, NULL, N, D, D);
         matmul_forward(a->vp + oD, u, p->wv + (size_t)l * D * D, NULL, N, D, D);
-        conv_forward(a->qc + oD, a->qp + oD, p->conv_q + (size_t)l * D * c->K, B, T, D, c->K);
-        conv_forward(a->kc + oD, a->kp + oD, p->conv_k + (size_t)l * D * c->K, B, T, D, c->K);
-        conv_forward(a->vc + oD, a->vp + oD, p->conv_v + (size_t)l * D * c->K, B, T, D, c->K);
+        if (c->pattern[l] != 'M') {
+            // attention (SPEC §9.1): q, k = RoPE(u Wq^T), RoPE(u Wk^T); v = u Wv^T; z = attn(q, k, v) (stored in z;
+            // its log-sum-exps in qrn); x = x + z Wo^T. The memory's activations of this layer stay unused.
+            rope_forward(a->q + oD, a->qp + oD, B, T, H, d, 1); rope_forward(a->k + oD, a->kp + oD, B, T, H, d, 1);
+            attention_forward(a->z + oD, a->qrn + oH, a->q + oD, a->k + oD, a->vp + oD, B, T, H, d, c->pattern[l] == 'S' ? c->window : 0);
+            matmul_forward(a->mo + oD, a->z + oD, p->wo + (size_t)l * D * D, NULL, N, D, D);
+        } else {
+        // mixer (SPEC §3): u = RMSNorm(x); q, k, v = SiLU(conv(u W^T)); q, k l2-normed per head
+        conv_forward(a->qc + oD, a->qp + oD, p->conv_q + ml * D * c->K, B, T, D, c->K);
+        conv_forward(a->kc + oD, a->kp + oD, p->conv_k + ml * D * c->K, B, T, D, c->K);
+        conv_forward(a->vc + oD, a->vp + oD, p->conv_v + ml * D * c->K, B, T, D, c->K);
         silu_forward(a->qs + oD, a->qc + oD, N * D); silu_forward(a->ks + oD, a->kc + oD, N * D); silu_forward(a->v + oD, a->vc + oD, N * D);
         l2norm_forward(a->q + oD, a->qrn + oH, a->qs + oD, N, H, d);
         l2norm_forward(a->k + oD, a->krn + oH, a->ks + oD, N, H, d);
@@ -1237,10 +1348,11 @@ static void model_forward(Model* M, const int* inputs, const int* targets, int B
         gates_forward(M, l, u, N, a->ga + oH, a->geta + oG, a->gth + oH, a->gdel + oG, a->geta_lr + oR, a->gdel_lr + oR);
         memory_forward(M, l);
         // out = (RMSNorm_head(y) * SiLU(u Wg^T)) Wo^T ; x = x + out
-        rmsnorm_forward(a->yn + oD, a->yrstd + oH, a->y + oD, p->rmsh_w + (size_t)l * D, N, H, d);
-        matmul_forward(a->gp + oD, u, p->wg + (size_t)l * D * D, NULL, N, D, D);
+        rmsnorm_forward(a->yn + oD, a->yrstd + oH, a->y + oD, p->rmsh_w + ml * D, N, H, d);
+        matmul_forward(a->gp + oD, u, p->wg + ml * D * D, NULL, N, D, D);
         gate_mul_forward(a->z + oD, a->yn + oD, a->gp + oD, N * D);
         matmul_forward(a->mo + oD, a->z + oD, p->wo + (size_t)l * D * D, NULL, N, D, D);
+        }
         residual_forward(a->res2 + oD, x, a->mo + oD, N * D);
         // x = x + SwiGLU(RMSNorm(x))
         rmsnorm_forward(a->ln2 + oD, a->ln2_rstd + (size_t)l * N, a->res2 + oD, p->rms2_w + (size_t)l * D, N, 1, D);
@@ -1283,7 +1395,7 @@ static void model_backward(Model* M, real loss_scale) {
         size_t oD = (size_t)l * N * D, oH = (size_t)l * N * H, oF = (size_t)l * N * F;
         real* x = l == 0 ? a->encoded : a->res3 + oD - N * D;
         real* dx = l == 0 ? g->encoded : g->res3 + oD - N * D;
-        real *u = a->ln1 + oD, *du = g->ln1 + oD;
+        real *u = a->ln1 + oD, *du = g->ln1 + oD; size_t ml = M->mlayer[l];
         // x = res2 + SwiGLU(RMSNorm(res2))
         residual_forward(g->res2 + oD, g->res2 + oD, g->res3 + oD, N * D);
         matmul_backward(g->hg + oF, dp->mlp_w2 + (size_t)l * D * F, NULL, g->res3 + oD, a->hg + oF, p->mlp_w2 + (size_t)l * D * F, N, F, D);
@@ -1294,9 +1406,14 @@ static void model_backward(Model* M, real loss_scale) {
         // res2 = x + (RMSNorm_head(y) * SiLU(u Wg^T)) Wo^T
         residual_forward(dx, dx, g->res2 + oD, N * D);
         matmul_backward(g->z + oD, dp->wo + (size_t)l * D * D, NULL, g->res2 + oD, a->z + oD, p->wo + (size_t)l * D * D, N, D, D);
+        if (c->pattern[l] != 'M') {   // attention (SPEC §9.1): back through attn, RoPE and the projections
+            attention_backward(g->q + oD, g->k + oD, g->vp + oD, g->z + oD, a->q + oD, a->k + oD, a->vp + oD, a->z + oD, a->qrn + oH,
+                               B, T, H, d, c->pattern[l] == 'S' ? c->window : 0);
+            rope_backward(g->qp + oD, g->q + oD, B, T, H, d); rope_backward(g->kp + oD, g->k + oD, B, T, H, d);
+        } else {
         gate_mul_backward(g->yn + oD, g->gp + oD, g->z + oD, a->yn + oD, a->gp + oD, N * D);
-        matmul_backward(du, dp->wg + (size_t)l * D * D, NULL, g->gp + oD, u, p->wg + (size_t)l * D * D, N, D, D);
-        rmsnorm_backward(g->y + oD, dp->rmsh_w + (size_t)l * D, g->yn + oD, a->y + oD, p->rmsh_w + (size_t)l * D, a->yrstd + oH, N, H, d);
+        matmul_backward(du, dp->wg + ml * D * D, NULL, g->gp + oD, u, p->wg + ml * D * D, N, D, D);
+        rmsnorm_backward(g->y + oD, dp->rmsh_w + ml * D, g->yn + oD, a->y + oD, p->rmsh_w + ml * D, a->yrstd + oH, N, H, d);
         memory_backward(M, l);
         gates_backward(M, l, du, u, N, a, g, oH, (size_t)l * N * (c->gate_rank ? D : H), (size_t)l * N * c->gate_rank);
         // q, k, v
@@ -1304,9 +1421,10 @@ static void model_backward(Model* M, real loss_scale) {
         l2norm_backward(g->ks + oD, g->k + oD, a->k + oD, a->krn + oH, N, H, d);
         silu_backward(g->qc + oD, g->qs + oD, a->qc + oD, N * D); silu_backward(g->kc + oD, g->ks + oD, a->kc + oD, N * D);
         silu_backward(g->vc + oD, g->v + oD, a->vc + oD, N * D);
-        conv_backward(g->qp + oD, dp->conv_q + (size_t)l * D * c->K, g->qc + oD, a->qp + oD, p->conv_q + (size_t)l * D * c->K, B, T, D, c->K);
-        conv_backward(g->kp + oD, dp->conv_k + (size_t)l * D * c->K, g->kc + oD, a->kp + oD, p->conv_k + (size_t)l * D * c->K, B, T, D, c->K);
-        conv_backward(g->vp + oD, dp->conv_v + (size_t)l * D * c->K, g->vc + oD, a->vp + oD, p->conv_v + (size_t)l * D * c->K, B, T, D, c->K);
+        conv_backward(g->qp + oD, dp->conv_q + ml * D * c->K, g->qc + oD, a->qp + oD, p->conv_q + ml * D * c->K, B, T, D, c->K);
+        conv_backward(g->kp + oD, dp->conv_k + ml * D * c->K, g->kc + oD, a->kp + oD, p->conv_k + ml * D * c->K, B, T, D, c->K);
+        conv_backward(g->vp + oD, dp->conv_v + ml * D * c->K, g->vc + oD, a->vp + oD, p->conv_v + ml * D * c->K, B, T, D, c->K);
+        }
         matmul_backward(du, dp->wq + (size_t)l * D * D, NULL, g->qp + oD, u, p->wq + (size_t)l * D * D, N, D, D);
         matmul_backward(du, dp->wk + (size_t)l * D * D, NULL, g->kp + oD, u, p->wk + (size_t)l * D * D, N, D, D);
         matmul_backward(du, dp->wv + (size_t)l * D * D, NULL, g->vp + oD, u, p->wv + (size_t)l * D * D, N, D, D);
@@ -1375,6 +1493,8 @@ static void model_free(Model* M) {
 // is read by the same chunk function over the partial chunk (its last row is the new output);
 // when the chunk is full its end state becomes the new boundary state. Row for row this is the
 // computation of the parallel forward, so the logits agree to float precision.
+// An attention layer keeps a KV cache of its keys (after RoPE) and values: every position for 'A' (grown
+// as needed), a ring of the last W positions for 'S' (position j in slot j mod W).
 
 typedef struct {
     Model* M; int pos;
@@ -1383,6 +1503,7 @@ typedef struct {
     real *P, *S, *Pn, *Sn;  // (L, H, nP) boundary state; chunk-end scratch (nP)
     real *part;             // (L, H, b, rw) q, k, v, a, theta, eta, delta of the current chunk's tokens (decoder_row_width)
     MemChunk c; real* chunk_memory;
+    real *kc[128], *vc[128]; int kvcap;  // per attention layer: keys and values, (kvcap, D) for 'A', (W, D) for 'S'
 } Decoder;
 
 static int decoder_row_width(const MemCfg* m) { return 3 * m->d + 2 + 2 * (m->cw ? m->d : 1); }
@@ -1399,9 +1520,47 @@ static void decoder_init(Decoder* dec, Model* M) {
     dec->part = xmalloc(LH * c->b * decoder_row_width(m) * sizeof(real));
     dec->chunk_memory = xmalloc(memchunk_carve(&dec->c, NULL, c->b, m->d, m->dm, m->nP) * sizeof(real));
     memchunk_carve(&dec->c, dec->chunk_memory, c->b, m->d, m->dm, m->nP);
-    memcpy(dec->P, M->params.mem_p0, LH * m->nP * sizeof(real));
+    for (int l = 0; l < c->L; l++) if (M->mlayer[l] >= 0)  // P_0 of each memory layer
+        memcpy(dec->P + (size_t)l * c->H * m->nP, M->params.mem_p0 + (size_t)M->mlayer[l] * c->H * m->nP, (size_t)c->H * m->nP * sizeof(real));
+    dec->kvcap = 64;
+    for (int l = 0; l < c->L; l++) if (c->pattern[l] != 'M') {
+        size_t rows = c->pattern[l] == 'S' ? (size_t)c->window : (size_t)dec->kvcap;
+        dec->kc[l] = xmalloc(rows * c->D * sizeof(real)); dec->vc[l] = xmalloc(rows * c->D * sizeof(real));
+    }
+}
+// One query row of an attention layer against its cache, the computation of attention_forward's row i = pos
+// (the same order of keys j). Grows the 'A' caches when full.
+static void decoder_attention(Decoder* dec, int l, real* out, const real* u) {
+    Model* M = dec->M; const Config* c = &M->cfg; const ParameterTensors* p = &M->params; ActivationTensors* a = &dec->a;
+    int D = c->D, H = c->H, d = D / H, pos = dec->pos, W = c->pattern[l] == 'S' ? c->window : 0;
+    if (!W && pos >= dec->kvcap) {   // the 'A' caches are full: double them all (the 'S' rings keep W rows)
+        int nc = 2 * dec->kvcap;
+        for (int i = 0; i < c->L; i++) if (c->pattern[i] == 'A') {
+            real* k2 = xmalloc((size_t)nc * D * sizeof(real)); real* v2 = xmalloc((size_t)nc * D * sizeof(real));
+            memcpy(k2, dec->kc[i], (size_t)dec->kvcap * D * sizeof(real)); memcpy(v2, dec->vc[i], (size_t)dec->kvcap * D * sizeof(real));
+            free(dec->kc[i]); free(dec->vc[i]); dec->kc[i] = k2; dec->vc[i] = v2;
+        }
+        dec->kvcap = nc;
+    }
+    real cs[128], sn[128]; rope_angles(cs, sn, pos, d / 2);
+    matmul_forward(a->qp, u, p->wq + (size_t)l * D * D, NULL, 1, D, D);
+    matmul_forward(a->kp, u, p->wk + (size_t)l * D * D, NULL, 1, D, D);
+    int slot = W ? pos % W : pos;
+    rope_rotate(a->q, a->qp, cs, sn, H, d, 1); rope_rotate(dec->kc[l] + (size_t)slot * D, a->kp, cs, sn, H, d, 1);
+    matmul_forward(dec->vc[l] + (size_t)slot * D, u, p->wv + (size_t)l * D * D, NULL, 1, D, D);
+    int j0 = W && pos - W + 1 > 0 ? pos - W + 1 : 0; real scale = 1 / sqrt((real)d);
+    real* s = xmalloc((size_t)(pos + 1) * sizeof(real));
+    for (int h = 0; h < H; h++) {
+        real mx = -1e30, sum = 0; real* oh = out + h * d;
+        for (int j = j0; j <= pos; j++) { s[j] = dotv(a->q + h * d, dec->kc[l] + (size_t)(W ? j % W : j) * D + h * d, d) * scale; if (s[j] > mx) mx = s[j]; }
+        for (int j = j0; j <= pos; j++) { s[j] = exp(s[j] - mx); sum += s[j]; }
+        for (int i = 0; i < d; i++) oh[i] = 0;
+        for (int j = j0; j <= pos; j++) { const real* vj = dec->vc[l] + (size_t)(W ? j % W : j) * D + h * d; real pj = s[j] / sum; for (int i = 0; i < d; i++) oh[i] += pj * vj[i]; }
+    }
+    free(s);
 }
 static void decoder_free(Decoder* dec) {
+    for (int l = 0; l < dec->M->cfg.L; l++) { free(dec->kc[l]); free(dec->vc[l]); }
     free(dec->acts_memory); free(dec->conv_hist); free(dec->P); free(dec->S); free(dec->Pn); free(dec->Sn); free(dec->part); free(dec->chunk_memory);
 }
 
@@ -1425,14 +1584,18 @@ static const real* decoder_step(Decoder* dec, int token) {
     real* x = a->encoded;
     for (int l = 0; l < c->L; l++) {
         // with one row, the layer-stacked activations of dec->a hold one layer; reuse them per layer
-        real* u = a->ln1; real* hist = dec->conv_hist + (size_t)l * 3 * (K - 1) * D;
+        real* u = a->ln1; real* hist = dec->conv_hist + (size_t)l * 3 * (K - 1) * D; size_t ml = M->mlayer[l];
         rmsnorm_forward(u, a->ln1_rstd, x, p->rms1_w + (size_t)l * D, 1, 1, D);
+        if (c->pattern[l] != 'M') {   // attention: this position's row against the KV cache, then Wo
+            decoder_attention(dec, l, a->z, u);
+            matmul_forward(a->mo, a->z, p->wo + (size_t)l * D * D, NULL, 1, D, D);
+        } else {
         matmul_forward(a->qp, u, p->wq + (size_t)l * D * D, NULL, 1, D, D);
         matmul_forward(a->kp, u, p->wk + (size_t)l * D * D, NULL, 1, D, D);
         matmul_forward(a->vp, u, p->wv + (size_t)l * D * D, NULL, 1, D, D);
-        conv_step(a->qc, hist, a->qp, p->conv_q + (size_t)l * D * K, D, K);
-        conv_step(a->kc, hist + (size_t)(K - 1) * D, a->kp, p->conv_k + (size_t)l * D * K, D, K);
-        conv_step(a->vc, hist + (size_t)2 * (K - 1) * D, a->vp, p->conv_v + (size_t)l * D * K, D, K);
+        conv_step(a->qc, hist, a->qp, p->conv_q + ml * D * K, D, K);
+        conv_step(a->kc, hist + (size_t)(K - 1) * D, a->kp, p->conv_k + ml * D * K, D, K);
+        conv_step(a->vc, hist + (size_t)2 * (K - 1) * D, a->vp, p->conv_v + ml * D * K, D, K);
         silu_forward(a->qs, a->qc, D); silu_forward(a->ks, a->kc, D); silu_forward(a->v, a->vc, D);
         l2norm_forward(a->q, a->qrn, a->qs, 1, H, d); l2norm_forward(a->k, a->krn, a->ks, 1, H, d);
         gates_forward(M, l, u, 1, a->ga, a->geta, a->gth, a->gdel, a->geta_lr, a->gdel_lr);
@@ -1449,16 +1612,18 @@ static const real* decoder_step(Decoder* dec, int token) {
                 chunk_set_row(m, ch, t, r, r + d, r + 2 * d, r[3 * d], r[3 * d + 1], r + 3 * d + 2, r + 3 * d + 2 + ew);
             }
             real* P = dec->P + lh * nP; real* S = dec->S + lh * nP; int full = n == b;
-            ch->p0 = m->anchor ? p->mem_p0 + lh * nP : NULL;
+            size_t mh = ml * H + h;   // in the memory-only parameter tensors
+            ch->p0 = m->anchor ? p->mem_p0 + mh * nP : NULL;
             mem_step_forward(m, ch, n, P, S, full ? dec->Pn : NULL, full ? dec->Sn : NULL,
-                             m->ln ? p->mem_ln_g + lh * d : NULL, m->ln ? p->mem_ln_b + lh * d : NULL);
+                             m->ln ? p->mem_ln_g + mh * d : NULL, m->ln ? p->mem_ln_b + mh * d : NULL);
             memcpy(a->y + h * d, ch->y + (size_t)(n - 1) * d, d * sizeof(real));
             if (full) { memcpy(P, dec->Pn, nP * sizeof(real)); if (m->momentum) memcpy(S, dec->Sn, nP * sizeof(real)); }
         }
-        rmsnorm_forward(a->yn, a->yrstd, a->y, p->rmsh_w + (size_t)l * D, 1, H, d);
-        matmul_forward(a->gp, u, p->wg + (size_t)l * D * D, NULL, 1, D, D);
+        rmsnorm_forward(a->yn, a->yrstd, a->y, p->rmsh_w + ml * D, 1, H, d);
+        matmul_forward(a->gp, u, p->wg + ml * D * D, NULL, 1, D, D);
         gate_mul_forward(a->z, a->yn, a->gp, D);
         matmul_forward(a->mo, a->z, p->wo + (size_t)l * D * D, NULL, 1, D, D);
+        }
         residual_forward(a->res2, x, a->mo, D);
         rmsnorm_forward(a->ln2, a->ln2_rstd, a->res2, p->rms2_w + (size_t)l * D, 1, 1, D);
         matmul_forward(a->h1, a->ln2, p->mlp_w1 + (size_t)l * F * D, NULL, 1, D, F);
@@ -1490,7 +1655,7 @@ static void config_to_header(int* h, const Config* c, size_t num_params) {
     h[2] = c->V; h[3] = c->Vp; h[4] = c->D; h[5] = c->L; h[6] = c->H; h[7] = c->E; h[8] = c->F; h[9] = c->b; h[10] = c->K;
     h[11] = c->mem_depth; h[12] = c->mem_resid; h[13] = c->mem_ln; h[14] = c->bias; h[15] = c->algo;
     h[16] = c->gate_a; h[17] = c->gate_eta; h[18] = f32_bits(c->eta_max); h[19] = (int)num_params;
-    h[20] = c->retention; h[21] = c->gate_rank; h[22] = c->anchor;
+    h[20] = c->retention; h[21] = c->gate_rank; h[22] = c->anchor; h[23] = c->window;
     for (int l = 0; l < c->L; l++) h[64 + l] = c->pattern[l];
 }
 static void header_to_config(Config* c, const int* h) {
@@ -1498,6 +1663,7 @@ static void header_to_config(Config* c, const int* h) {
     c->V = h[2]; c->Vp = h[3]; c->D = h[4]; c->L = h[5]; c->H = h[6]; c->E = h[7]; c->F = h[8]; c->b = h[9]; c->K = h[10];
     c->mem_depth = h[11]; c->mem_resid = h[12]; c->mem_ln = h[13]; c->bias = h[14]; c->algo = h[15];
     c->gate_a = h[16]; c->gate_eta = h[17]; c->eta_max = bits_f32(h[18]); c->retention = h[20]; c->gate_rank = h[21]; c->anchor = h[22];
+    c->window = h[23];
     for (int l = 0; l < c->L && l < 128; l++) c->pattern[l] = (char)h[64 + l];
 }
 
@@ -1756,15 +1922,18 @@ typedef struct {
     unsigned given;  // which model flags were given (a checkpoint's config must agree with those)
     int anchor; float eta_max;  // -Z, -X: the preset's unless given
     int max_skip;               // -N: steps with a non-finite loss or gradient that may be skipped before stopping
+    int window;                 // -W: the window of 'S' layers
 } Args;
-enum { G_P = 1, G_V = 2, G_D = 4, G_L = 8, G_H = 16, G_E = 32, G_F = 64, G_K = 128, G_PAT = 256, G_R = 512, G_Z = 1024, G_X = 2048 };
+enum { G_P = 1, G_V = 2, G_D = 4, G_L = 8, G_H = 16, G_E = 32, G_F = 64, G_K = 128, G_PAT = 256, G_R = 512, G_Z = 1024, G_X = 2048, G_W = 4096 };
 
 static const char* const USAGE =  // a printf format: %s is PRESETS
     " data:  -i train shards glob [build/data/repo_train_*.bin]  -j val shards glob [build/data/repo_val_*.bin]\n"
     "        -z tokenizer file [build/data/repo_tokenizer.bin]\n"
     " model: -p preset (%s) [titans]\n"
     "        -V vocab [256] -D width [128] -L layers [4] -H heads [4] -E memory expansion [2]\n"
-    "        -F SwiGLU width [8D/3 rounded up to 64] -k chunk size b [preset] -P layer pattern [all M]\n"
+    "        -F SwiGLU width [8D/3 rounded up to 64] -k chunk size b [preset]\n"
+    "        -P layer pattern, a letter per layer: M memory, A attention, S sliding-window attention [preset: all M;\n"
+    "           transformer all A; <preset>-H MS repeated] -W window of the S layers [512]\n"
     "        -R rank of channel-wise eta/delta gates, 0 = per head [0]\n"
     "        -Z 1 anchored retention (the state decays toward P_0), 0 toward zero [preset] -X eta_max [preset]\n"
     " train: -b batch [8] -t seq len [128] -d tokens per step, via gradient accumulation [B*T]\n"
@@ -1783,7 +1952,7 @@ static const char* const USAGE =  // a printf format: %s is PRESETS
 static void args_parse(Args* a, int argc, char** argv, void (*usage)(void), int (*extra)(const char* flag, const char* value)) {
     Args d = {"build/data/repo_train_*.bin", "build/data/repo_val_*.bin", "build/data/repo_tokenizer.bin", "build/run", NULL, "titans", NULL, NULL, NULL,
               8, 128, 256, 128, 4, 4, 2, 0, 0, -1, 20, 50, 8, 0, 128, 100, 0, 0,
-              0, 300, -1, (real)3e-3, (real)0.1, (real)0.1, (real)1.0, 1337, 0, -1, 0, 0};
+              0, 300, -1, (real)3e-3, (real)0.1, (real)0.1, (real)1.0, 1337, 0, -1, 0, 0, 512};
     *a = d;
     for (int i = 1; i < argc; i += 2) {
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) { usage(); exit(0); }
@@ -1800,7 +1969,7 @@ static void args_parse(Args* a, int argc, char** argv, void (*usage)(void), int 
             case 'E': a->E = atoi(v); a->given |= G_E; break; case 'F': a->F = atoi(v); a->given |= G_F; break;
             case 'k': a->chunk = atoi(v); a->given |= G_K; break; case 'R': a->gate_rank = atoi(v); a->given |= G_R; break;
             case 'Z': a->anchor = atoi(v); a->given |= G_Z; break; case 'X': a->eta_max = atof(v); a->given |= G_X; break;
-            case 'N': a->max_skip = atoi(v); break;
+            case 'N': a->max_skip = atoi(v); break; case 'W': a->window = atoi(v); a->given |= G_W; break;
             case 'J': a->dump_in = v; break; case 'O': a->dump_out = v; break; case 'A': a->answers_only = atoi(v); break;
             case 'b': a->B = atoi(v); break; case 't': a->T = atoi(v); break; case 'd': a->tokens_per_step = atol(v); break;
             case 'l': a->lr = atof(v); break; case 'u': a->warmup = atoi(v); break; case 'q': a->final_frac = atof(v); break;
@@ -1828,7 +1997,8 @@ static Config args_config(const Args* a) {
     if (a->given & G_Z) cfg.anchor = a->anchor;
     if (a->given & G_X) cfg.eta_max = a->eta_max;
     int L = a->L < 128 ? (a->L > 0 ? a->L : 0) : 128;
-    if (a->pattern) snprintf(cfg.pattern, sizeof cfg.pattern, "%s", a->pattern); else { memset(cfg.pattern, 'M', L); cfg.pattern[L] = 0; }
+    if (a->pattern) snprintf(cfg.pattern, sizeof cfg.pattern, "%s", a->pattern); else preset_pattern(cfg.pattern, a->preset, L);
+    cfg.window = strchr(cfg.pattern, 'S') ? a->window : 0;   // the header's window is 0 without 'S' layers
     return cfg;
 }
 
@@ -1848,7 +2018,7 @@ static const char* args_resolve(const Args* a, Config* cfg, char* ckpt_path, siz
     AGREE(G_P, mem_depth, "memory depth (preset -p)"); AGREE(G_P, bias, "attentional bias (preset -p)"); AGREE(G_P, algo, "algorithm (preset -p)");
     AGREE(G_P, gate_a, "gate a (preset -p)"); AGREE(G_P, gate_eta, "gate eta (preset -p)"); AGREE(G_P, mem_ln, "memory LN (preset -p)");
     AGREE(G_P, retention, "retention (preset -p)"); AGREE(G_R, gate_rank, "gate rank -R");
-    AGREE(G_Z, anchor, "anchored retention -Z"); AGREE(G_X, eta_max, "eta_max -X");
+    AGREE(G_Z, anchor, "anchored retention -Z"); AGREE(G_X, eta_max, "eta_max -X"); AGREE(G_W, window, "attention window -W");
 #undef AGREE
     if ((a->given & G_PAT) && strcmp(cc.pattern, cfg->pattern)) DIE("drop -P or make it match", "checkpoint %s has layer pattern %s but the flags say %s", load_path, cc.pattern, cfg->pattern);
     *cfg = cc;
@@ -1917,6 +2087,7 @@ int main(int argc, char** argv) {
     DataLoader* train = &run.train;
     printf("train_miras | preset %s | V %d D %d L %d H %d E %d F %d b %d | %zu params | B %d T %d accum %d | threads %d\n",
            load_path && !(a.given & G_P) ? "(from checkpoint)" : a.preset, cfg.V, cfg.D, cfg.L, cfg.H, cfg.E, cfg.F, cfg.b, model.num_params, B, T, accum, max_threads());
+    if (strchr(cfg.pattern, 'A') || strchr(cfg.pattern, 'S')) printf("layers %s (M memory, A attention, S sliding window W = %d)\n", cfg.pattern, cfg.window);
     if (max_steps == 0) { real acc, vl = evaluate(&model, &run.val, a.val_batches, &acc); report_val(&run, -1, vl, acc); return 0; }
     int skipped = 0;   // steps skipped for a non-finite loss or gradient (-N)
     for (long step = st.step; step < max_steps; step++) {

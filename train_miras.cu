@@ -2129,6 +2129,8 @@ static int nchunks(const Model* M, int T) { return (T + M->cfg.b - 1) / M->cfg.b
 
 // The GPU model of a built host model: parameters (and AdamW moments, if the host has them) copied over.
 static void model_build(Model* M, ::Model* host) {
+    for (int l = 0; l < host->cfg.L; l++) if (host->cfg.pattern[l] != 'M')   // attention layers: train_miras.c only, so far
+        DIE("train attention ('A', 'S') layers with the CPU trainer train_miras", "the GPU trainer has memory layers 'M' only; layer pattern '%s'", host->cfg.pattern);
     memset(M, 0, sizeof *M);
     M->hm = host; M->cfg = host->cfg; ::MemCfg* mb = &M->mem; *mb = host->mem;
     memcpy(M->param_sizes, host->param_sizes, sizeof M->param_sizes); M->num_params = host->num_params;
