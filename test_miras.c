@@ -114,8 +114,9 @@ static void fixture_batch(const Fixture* fx, int* in, int* tg) {
 
 static const char* FIXTURES[] = {"titans", "ttt_mlp", "linear_attn", "deltanet", "gated_deltanet", "deep_noln", "deep_nores_gd",
                                  "moneta", "yaad", "memora", "moneta_cw", "yaad_cw", "memora_cw",
-                                 "titans_anchor", "yaad_anchor", "moneta_anchor", "gdn_anchor"};
-#define NFIX 17
+                                 "titans_anchor", "yaad_anchor", "moneta_anchor", "gdn_anchor",
+                                 "transformer", "titans_H", "hybrid_asm"};   // attention layers: AA, MS (W 4), ASM (W 3)
+#define NFIX 20
 
 // 1. logits, loss, every gradient and 10 AdamW steps against the PyTorch reference
 static void test_fixture(const char* dir, const char* name) {
@@ -371,14 +372,15 @@ static void test_online(const char* label, int depth, int ln, int resid, int bia
           chunk_invariant ? "must not, the rule is chunk-invariant" : "must, so the check bites");
 }
 
-// 4. token-by-token decode equals the parallel forward, for prompt lengths 1, b-1, b+1 and T
+// 4. token-by-token decode equals the parallel forward, for prompt lengths 1, b-1, b+1 and T; with 'S' layers also
+// W-1, W (within the window) and W+1 (across it)
 static void test_decode(const char* dir, const char* name) {
     char path[1024]; snprintf(path, sizeof path, "%s/%s.bin", dir, name);
     Fixture fx; if (!fixture_load(&fx, path)) { check(0, "decode %s: cannot read %s", name, path); return; }
     Model M; fixture_model(&M, &fx);
-    int b = fx.cfg.b, Vp = fx.cfg.Vp, lens[4] = {1, b - 1, b + 1, 2 * b + 3 > fx.T ? 2 * b + 3 : fx.T};
+    int b = fx.cfg.b, Vp = fx.cfg.Vp, W = fx.cfg.window, lens[7] = {1, b - 1, b + 1, 2 * b + 3 > fx.T ? 2 * b + 3 : fx.T, W - 1, W, W + 1};
     double worst = 0; char which[64] = "";
-    for (int li = 0; li < 4; li++) {
+    for (int li = 0; li < (W ? 7 : 4); li++) {
         int T = lens[li]; if (T < 1) continue;
         int* tok = malloc(T * 4); for (int t = 0; t < T; t++) tok[t] = fx.tokens[t % (fx.T + 1)];
         model_forward(&M, tok, NULL, 1, T);
@@ -390,7 +392,8 @@ static void test_decode(const char* dir, const char* name) {
         if (worse(e, worst) || !which[0]) { if (worse(e, worst)) worst = e; snprintf(which, sizeof which, "T=%d", T); }
         decoder_free(&dec); free(seq); free(par); free(tok);
     }
-    check(worst <= TOL_SELF, "%s %s: decode equals parallel forward for prompt lengths 1, b-1, b+1, long: worst err %.2e at %s", BUILD, name, worst, which);
+    check(worst <= TOL_SELF, "%s %s: decode equals parallel forward for prompt lengths 1, b-1, b+1, long%s: worst err %.2e at %s", BUILD, name,
+          W ? ", W-1, W, W+1" : "", worst, which);
     model_free(&M); fixture_free(&fx);
 }
 

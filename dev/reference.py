@@ -8,7 +8,8 @@ float64, autograd, python loops over tokens, the per-token memory gradient obtai
 torch.autograd.grad(create_graph=True) so that the outer backward includes every
 second-order term (SPEC §6).
 
-Only the memory-mixer pattern 'M' is implemented, with the memory / algorithm options that
+Layer patterns of 'M' (memory mixer), 'A' (causal softmax attention) and 'S' (sliding-window
+attention of window W, header slot 23), SPEC §2 and §9.1, with the memory / algorithm options that
 the fixtures cover: linear or deep memory; l2, dot, lp (Moneta) or huber (Yaad) attentional
 bias; gd or momentum; retention none, lq (Moneta) or kl (Memora); scalar-per-head or
 channel-wise (low-rank) eta / delta gates (CONTRACT "Extension for MIRAS").
@@ -79,9 +80,13 @@ LQ_Q, LQ_EPS = 4, 1e-6
 
 def make_config(V, D, L, H, E, F, b, mem_depth, mem_resid, mem_ln, bias, algo,
                 gate_a, gate_eta, eta_max=1.0, K=4, pattern=None, retention="none",
-                gate_rank=0, anchor=0):
+                gate_rank=0, anchor=0, window=0):
     """Model config dict with the fields of the CONTRACT header."""
     assert D % H == 0
+    pattern = pattern if pattern is not None else "M" * L
+    assert len(pattern) == L and set(pattern) <= set("MAS")
+    assert (window >= 1) if "S" in pattern else window == 0     # W only with 'S' layers
+    assert not ("A" in pattern or "S" in pattern) or (D // H) % 2 == 0   # RoPE pairs halves
     assert bias in BIASES and algo in ALGOS and retention in RETENTIONS
     # lq / kl are defined for the gd recurrence only (SPEC §5.3, §5.4, §5.9)
     assert retention == "none" or algo == "gd", "retention lq/kl needs algo gd"
@@ -93,8 +98,8 @@ def make_config(V, D, L, H, E, F, b, mem_depth, mem_resid, mem_ln, bias, algo,
     return dict(V=V, Vp=(V + 63) // 64 * 64, D=D, L=L, H=H, E=E, F=F, b=b, K=K,
                 mem_depth=mem_depth, mem_resid=mem_resid, mem_ln=mem_ln, bias=bias,
                 algo=algo, gate_a=gate_a, gate_eta=gate_eta, eta_max=eta_max,
-                pattern=pattern if pattern is not None else "M" * L,
-                retention=retention, gate_rank=gate_rank, anchor=anchor)
+                pattern=pattern, retention=retention, gate_rank=gate_rank, anchor=anchor,
+                window=window)
 
 
 def head_dims(cfg):
@@ -107,9 +112,21 @@ def mem_state_size(cfg):
     return 2 * d * dm if cfg["mem_depth"] == 2 else d * d
 
 
+def memory_layers(cfg):
+    """Lm, the number of 'M' layers: the memory-only tensors (conv, gates, P_0, memory LN, wg,
+    rmsh_w) are stacked over these, in layer order (CONTRACT "Extension for attention layers")."""
+    return cfg["pattern"].count("M")
+
+
+def memory_index(cfg, l):
+    """Layer l's index in the memory-only tensors: its rank among the 'M' layers."""
+    return cfg["pattern"][:l].count("M")
+
+
 def param_shapes(cfg):
     """[(name, shape)] in CONTRACT order; absent tensors get shape (0,)."""
-    V, Vp, D, L, H, F, K = (cfg[k] for k in ("V", "Vp", "D", "L", "H", "F", "K"))
+    V, Vp, D, LL, H, F, K = (cfg[k] for k in ("V", "Vp", "D", "L", "H", "F", "K"))
+    L = memory_layers(cfg)                            # the memory-only tensors; LL: every layer
     d, dm = head_dims(cfg)
     HD = H * d
     deep_ln = cfg["mem_depth"] == 2 and cfg["mem_ln"]
@@ -118,8 +135,8 @@ def param_shapes(cfg):
     huber = cfg["bias"] == "huber"
     none = (0,)
     shapes = {
-        "wte": (Vp, D), "rms1_w": (L, D),
-        "wq": (L, HD, D), "wk": (L, HD, D), "wv": (L, HD, D),
+        "wte": (Vp, D), "rms1_w": (LL, D),
+        "wq": (LL, HD, D), "wk": (LL, HD, D), "wv": (LL, HD, D),
         "conv_q": (L, HD, K), "conv_k": (L, HD, K), "conv_v": (L, HD, K),
         "gate_a_w": (L, H, D) if cfg["gate_a"] else none,
         "gate_a_b": (L, H) if cfg["gate_a"] else none,
@@ -131,8 +148,8 @@ def param_shapes(cfg):
         "mem_p0": (L, H, mem_state_size(cfg)),
         "mem_ln_g": (L, H, d) if deep_ln else none,
         "mem_ln_b": (L, H, d) if deep_ln else none,
-        "wg": (L, D, D), "rmsh_w": (L, HD), "wo": (L, D, HD), "rms2_w": (L, D),
-        "mlp_w1": (L, F, D), "mlp_w3": (L, F, D), "mlp_w2": (L, D, F), "rmsf_w": (D,),
+        "wg": (L, D, D), "rmsh_w": (L, HD), "wo": (LL, D, HD), "rms2_w": (LL, D),
+        "mlp_w1": (LL, F, D), "mlp_w3": (LL, F, D), "mlp_w2": (LL, D, F), "rmsf_w": (D,),
         "gate_eta_up": (L, HD, r) if cfg["gate_eta"] and r else none,
         "gate_delta_w": ((L, r, D) if r else (L, H, D)) if huber else none,
         "gate_delta_b": ((L, HD) if r else (L, H)) if huber else none,
@@ -211,6 +228,20 @@ def causal_conv(x, w):
     for j in range(K):
         out = out + w[:, j] * xp[:, j:j + T, :]          # xp[:, j + t] = x_{t-K+1+j}
     return out
+
+
+def rope(x):
+    """SPEC §9.1 RoPE, rotate-half pairing, on x (B,T,H,d) at positions t = 0..T-1:
+    th = t * 10000^(-2i/d) for i < d/2 (float64), x'_i = x_i cos th - x_{i+d/2} sin th,
+    x'_{i+d/2} = x_{i+d/2} cos th + x_i sin th."""
+    B, T, H, d = x.shape
+    half = d // 2
+    inv = torch.tensor([10000.0 ** (-2.0 * i / d) for i in range(half)], dtype=torch.float64)
+    th = torch.arange(T, dtype=torch.float64).view(T, 1) * inv.view(1, half)
+    cos = torch.cos(th).to(x.dtype).view(1, T, 1, half)
+    sin = torch.sin(th).to(x.dtype).view(1, T, 1, half)
+    x1, x2 = x[..., :half], x[..., half:]
+    return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1)
 
 
 def matvec(W, x):
@@ -497,23 +528,25 @@ class MirasModel:
         self.grad_fn = mem_grad_autograd         # or mem_grad_manual (selftest only)
 
     def mixer(self, l, u):
-        """SPEC §3 memory mixer of layer l. u (B,T,D), already RMS-normed."""
+        """SPEC §3 memory mixer of layer l. u (B,T,D), already RMS-normed. The memory-only
+        tensors are indexed by ml, the layer's rank among the 'M' layers; wq, wk, wv, wo by l."""
         cfg, p = self.cfg, self.p
+        ml = memory_index(cfg, l)
         B, T, D = u.shape
         H = cfg["H"]
         d, _ = head_dims(cfg)
         # q~, k~, v~ = SiLU(CausalDepthwiseConv_K(u W^T))
-        q = silu(causal_conv(u @ p["wq"][l].T, p["conv_q"][l]))
-        k = silu(causal_conv(u @ p["wk"][l].T, p["conv_k"][l]))
-        v = silu(causal_conv(u @ p["wv"][l].T, p["conv_v"][l]))
+        q = silu(causal_conv(u @ p["wq"][l].T, p["conv_q"][ml]))
+        k = silu(causal_conv(u @ p["wk"][l].T, p["conv_k"][ml]))
+        v = silu(causal_conv(u @ p["wv"][l].T, p["conv_v"][ml]))
         q, k, v = (x.view(B, T, H, d) for x in (q, k, v))
         q, k = l2norm(q), l2norm(k)                       # per head; v = v~
         # gates, per head per token: affine map of u
-        a = torch.sigmoid(u @ p["gate_a_w"][l].T + p["gate_a_b"][l]) if cfg["gate_a"] else None
+        a = torch.sigmoid(u @ p["gate_a_w"][ml].T + p["gate_a_b"][ml]) if cfg["gate_a"] else None
         rank = cfg["gate_rank"]
         eta_ch = delta = None
         if rank == 0:
-            eta = (cfg["eta_max"] * torch.sigmoid(u @ p["gate_eta_w"][l].T + p["gate_eta_b"][l])
+            eta = (cfg["eta_max"] * torch.sigmoid(u @ p["gate_eta_w"][ml].T + p["gate_eta_b"][ml])
                    if cfg["gate_eta"] else None)
         else:
             # channel-wise (CONTRACT): eta = eta_max sigmoid(b + (u W_down^T) W_up^T), per channel
@@ -521,30 +554,52 @@ class MirasModel:
             eta = None
             if cfg["gate_eta"]:
                 eta_ch = cfg["eta_max"] * torch.sigmoid(
-                    p["gate_eta_b"][l] + (u @ p["gate_eta_w"][l].T) @ p["gate_eta_up"][l].T)
+                    p["gate_eta_b"][ml] + (u @ p["gate_eta_w"][ml].T) @ p["gate_eta_up"][ml].T)
                 eta_ch = eta_ch.view(B, T, H, d)
         if cfg["bias"] == "huber":                        # Huber threshold delta = softplus(.)
             if rank == 0:
                 delta = torch.nn.functional.softplus(
-                    u @ p["gate_delta_w"][l].T + p["gate_delta_b"][l]).unsqueeze(-1)  # (B,T,H,1)
+                    u @ p["gate_delta_w"][ml].T + p["gate_delta_b"][ml]).unsqueeze(-1)  # (B,T,H,1)
             else:
                 delta = torch.nn.functional.softplus(
-                    p["gate_delta_b"][l] + (u @ p["gate_delta_w"][l].T) @ p["gate_delta_up"][l].T
+                    p["gate_delta_b"][ml] + (u @ p["gate_delta_w"][ml].T) @ p["gate_delta_up"][ml].T
                 ).view(B, T, H, d)
-        theta = (torch.sigmoid(u @ p["gate_theta_w"][l].T + p["gate_theta_b"][l])
+        theta = (torch.sigmoid(u @ p["gate_theta_w"][ml].T + p["gate_theta_b"][ml])
                  if cfg["algo"] == "momentum" else None)
         deep_ln = cfg["mem_depth"] == 2 and cfg["mem_ln"]
-        ln_g = p["mem_ln_g"][l] if deep_ln else None      # (H,d)
-        ln_b = p["mem_ln_b"][l] if deep_ln else None
+        ln_g = p["mem_ln_g"][ml] if deep_ln else None      # (H,d)
+        ln_b = p["mem_ln_b"][ml] if deep_ln else None
         if self.read_fn == "chunked":
-            y = memory_read_chunked(cfg, p["mem_p0"][l], ln_g, ln_b, q, k, v, a, eta, theta,
+            y = memory_read_chunked(cfg, p["mem_p0"][ml], ln_g, ln_b, q, k, v, a, eta, theta,
                                     grad_fn=self.grad_fn, eta_ch=eta_ch, delta=delta)
         else:
-            y = memory_read_online(cfg, p["mem_p0"][l], ln_g, ln_b, q, k, v, a, eta, theta,
+            y = memory_read_online(cfg, p["mem_p0"][ml], ln_g, ln_b, q, k, v, a, eta, theta,
                                    eta_ch=eta_ch, delta=delta)
         # out = (RMSNorm_head(y) * SiLU(u Wg^T)) Wo^T
-        yn = rmsnorm(y, p["rmsh_w"][l].view(H, d)).reshape(B, T, H * d)
-        return (yn * silu(u @ p["wg"][l].T)) @ p["wo"][l].T
+        yn = rmsnorm(y, p["rmsh_w"][ml].view(H, d)).reshape(B, T, H * d)
+        return (yn * silu(u @ p["wg"][ml].T)) @ p["wo"][l].T
+
+    def attention(self, l, u):
+        """SPEC §9.1 attention of layer l ('A' causal, 'S' window W). u (B,T,D), RMS-normed.
+        q, k = RoPE(u Wq^T), RoPE(u Wk^T) per head (rotate-half pairing, angles in float64);
+        scores q.k / sqrt(d); key j visible to query i iff j <= i ('A') or i - W < j <= i ('S');
+        out = concat_heads(softmax(scores) v) Wo^T with v = u Wv^T."""
+        cfg, p = self.cfg, self.p
+        B, T, D = u.shape
+        H = cfg["H"]
+        d, _ = head_dims(cfg)
+        q = rope((u @ p["wq"][l].T).view(B, T, H, d))
+        k = rope((u @ p["wk"][l].T).view(B, T, H, d))
+        v = (u @ p["wv"][l].T).view(B, T, H, d)
+        s = torch.einsum("bihc,bjhc->bhij", q, k) / math.sqrt(d)
+        i = torch.arange(T).view(T, 1)
+        j = torch.arange(T).view(1, T)
+        vis = j <= i
+        if cfg["pattern"][l] == "S":
+            vis = vis & (j > i - cfg["window"])
+        s = s.masked_fill(~vis, float("-inf"))
+        o = torch.einsum("bhij,bjhc->bihc", torch.softmax(s, dim=-1), v).reshape(B, T, D)
+        return o @ p["wo"][l].T
 
     def swiglu(self, l, x):
         # SPEC §2: (SiLU(x W1^T) * (x W3^T)) W2^T
@@ -556,8 +611,8 @@ class MirasModel:
         cfg, p = self.cfg, self.p
         x = p["wte"][tokens]
         for l in range(cfg["L"]):
-            assert cfg["pattern"][l] == "M", "reference implements the memory mixer only"
-            x = x + self.mixer(l, rmsnorm(x, p["rms1_w"][l]))
+            mix = self.mixer if cfg["pattern"][l] == "M" else self.attention
+            x = x + mix(l, rmsnorm(x, p["rms1_w"][l]))
             x = x + self.swiglu(l, rmsnorm(x, p["rms2_w"][l]))
         logits = rmsnorm(x, p["rmsf_w"]) @ p["wte"].T      # (B,T,Vp)
         return logits[..., :cfg["V"]]
@@ -652,12 +707,28 @@ FIXTURES = {
     "yaad_anchor":    (2, 1, 1, "huber", "gd", 1, 1, 4, "none", 0, 1),
     "moneta_anchor":  (2, 1, 1, "lp", "gd", 1, 1, 3, "lq", 0, 1),
     "gdn_anchor":     (1, 0, 0, "l2", "gd", 1, 1, 1, "none", 0, 1),
+    # attention layers (SPEC §9.1; layer pattern and window in FIXTURE_LAYERS): Transformer++, the
+    # titans-H hybrid, and all three kinds in one model (the memory layer third, so that its index in
+    # the memory-only tensors, 0, differs from its layer index, 2); the memory fields of transformer
+    # are titans' and unused
+    "transformer":    (2, 1, 1, "l2", "momentum", 1, 1, 4, "none", 0),
+    "titans_H":       (2, 1, 1, "l2", "momentum", 1, 1, 4, "none", 0),
+    "hybrid_asm":     (2, 1, 1, "l2", "momentum", 1, 1, 3, "none", 0),
+}
+# name: (layer pattern, window W, L); fixtures not named here are all 'M', L from SMALL
+FIXTURE_LAYERS = {
+    "transformer": ("AA", 0, 2),
+    "titans_H":    ("MS", 4, 2),                         # W = 4 < T = 11
+    "hybrid_asm":  ("ASM", 3, 3),                        # W = 3, b = 3: T = 11 is no multiple of b
 }
 
 
 def fixture_config(name, **over):
     md, res, ln, bias, algo, ga, ge, b, ret, rank, *anc = FIXTURES[name]
     kw = dict(SMALL, b=b, retention=ret, gate_rank=rank, anchor=anc[0] if anc else 0)
+    if name in FIXTURE_LAYERS:
+        pat, W, L = FIXTURE_LAYERS[name]
+        kw.update(pattern=pat, window=W, L=L)
     kw.update(over)
     return make_config(mem_depth=md, mem_resid=res, mem_ln=ln, bias=bias, algo=algo,
                        gate_a=ga, gate_eta=ge, **kw)
@@ -792,6 +863,7 @@ def make_header(cfg, magic, hp=None):
     h[20] = RETENTIONS.index(cfg["retention"])
     h[21] = cfg["gate_rank"]
     h[22] = cfg.get("anchor", 0)
+    h[23] = cfg.get("window", 0)                          # W of the 'S' layers (0 without)
     assert cfg["L"] <= 128
     for l, ch in enumerate(cfg["pattern"]):
         h[64 + l] = ord(ch)                               # one ASCII char per int32 slot
@@ -810,7 +882,8 @@ def config_from_header(h):
                 mem_resid=int(h[12]), mem_ln=int(h[13]), bias=BIASES[h[14]],
                 algo=ALGOS[h[15]], gate_a=int(h[16]), gate_eta=int(h[17]),
                 eta_max=bits_f32(h[18]), pattern="".join(chr(c) for c in h[64:64 + L]),
-                retention=RETENTIONS[h[20]], gate_rank=int(h[21]), anchor=int(h[22]))
+                retention=RETENTIONS[h[20]], gate_rank=int(h[21]), anchor=int(h[22]),
+                window=int(h[23]))
 
 
 def write_fixture(path, cfg, hp, params32, tokens, logits, loss, grads, losses):
