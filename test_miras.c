@@ -522,6 +522,21 @@ static void test_binary(void) {
     int c3 = run(args, NULL, err, sizeof err);
     check(c1 == 0 && c2 == 0 && c3 == 0 && differ_midway && files_equal(ca, cb),
           "save at step 3, load and continue to step 6 is bit-identical to an uninterrupted run (exit codes %d %d %d)", c1, c2, c3);
+    // 5e. the same for a hybrid with all three layer kinds (titans-H memory, -P ASM, window 5); the
+    // checkpoint's header holds the pattern and the window, and a -W that disagrees with the checkpoint is an error
+    {
+        const char* hy = "-p titans-H -P ASM -W 5 -D 32 -L 3 -H 2 -k 4 -b 2 -t 16 -v 0 -g 0 -u 2";
+        snprintf(cmd, sizeof cmd, "mkdir -p %s/ha %s/hb", TMP, TMP); if (system(cmd)) {}
+        snprintf(args, sizeof args, "%s -i '%s/d_train_*.bin' -j none -o %s/ha -x 6", hy, TMP, TMP); int h1 = run(args, NULL, err, sizeof err);
+        snprintf(args, sizeof args, "%s -i '%s/d_train_*.bin' -j none -o %s/hb -x 6 -S 3", hy, TMP, TMP); int h2 = run(args, NULL, err, sizeof err);
+        snprintf(args, sizeof args, "-b 2 -t 16 -v 0 -g 0 -u 2 -i '%s/d_train_*.bin' -j none -o %s/hb -x 6 -r 1", TMP, TMP); int h3 = run(args, NULL, err, sizeof err);
+        snprintf(ca, sizeof ca, "%s/ha/ckpt.bin", TMP); snprintf(cb, sizeof cb, "%s/hb/ckpt.bin", TMP);
+        Config hc; int has = peek_checkpoint(ca, &hc);
+        snprintf(args, sizeof args, "-W 6 -b 2 -t 16 -i '%s/d_train_*.bin' -j none -o %s/hb -x 7 -r 1", TMP, TMP); int e_w = run(args, &lines, err, sizeof err);
+        check(h1 == 0 && h2 == 0 && h3 == 0 && files_equal(ca, cb) && has && !strcmp(hc.pattern, "ASM") && hc.window == 5 && e_w == 1 && lines == 1,
+              "hybrid ASM (W 5): resume from step 3 bit-identical (exit codes %d %d %d), header pattern %s window %d, a disagreeing -W exits %d with %d error line",
+              h1, h2, h3, has ? hc.pattern : "?", has ? hc.window : -1, e_w, lines);
+    }
     // 5b. determinism: 1 and 2 OpenMP threads give byte-identical checkpoints (every sum has a fixed order)
     {
         const char* prev = getenv("OMP_NUM_THREADS"); char keep[64] = ""; if (prev) snprintf(keep, sizeof keep, "%s", prev);
