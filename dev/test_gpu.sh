@@ -64,6 +64,10 @@ fi
 for f in "${inputs[@]}"; do
     name=$(basename "$f" .bin)
     echo "$name" | grep -Eq -- "$ONLY" || continue
+    # attention layers ('A' = 65, 'S' = 83 in the pattern slots 64..191) are CPU-only so far: train_miras_cu refuses them
+    if od -An -v -t d4 -j 256 -N 512 "$f" | tr -s ' ' '\n' | grep -qxE '65|83'; then
+        echo "# SKIP $name: attention layers are not in the GPU trainer yet (train_miras.c only)"; continue
+    fi
     echo "=== $name"
     if ! ./train_miras -J "$f" -O "$out/cpu_$name.bin" 2>"$out/cpu_$name.err"; then
         echo "FAIL - $name: train_miras -J failed: $(head -n 1 "$out/cpu_$name.err")"; fail=$((fail + 1)); continue
