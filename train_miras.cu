@@ -507,6 +507,108 @@ __global__ void sumsq_kernel(double* partial, const real* g, size_t n) {
     if (threadIdx.x == 0) partial[blockIdx.x] = s;
 }
 
+// ---- attention layers 'A' and 'S' (train_miras.c's attention_forward / attention_backward, SPEC §9.1): one warp per
+// (row, head), lanes over the head's d channels (d <= 256: up to 8 per lane); no T x T matrix. Not yet run on a GPU:
+// checked on the CPU emulator of dev/cuda only.
+#define ATT_CPL 8   // channels per lane (d <= 256)
+// RoPE, rotate-half pairing, row t of x (B, T, H*d) at position pos0 + t; dir 1 forward, -1 the backward (transpose)
+__global__ void rope_kernel(real* out, const real* x, int B, int T, int H, int d, int dir, int pos0) {
+    int half = d / 2;
+    GRID_FOR(e, (size_t)B * T * H * half) {
+        int i = (int)(e % half); size_t rh = e / half; int h = (int)(rh % H); size_t row = rh / H; int t = (int)(row % T);
+        double th = (double)(pos0 + t) * pow(10000.0, -2.0 * i / (2.0 * half));
+        real cs = (real)cos(th), sn = (real)(dir * sin(th));
+        size_t o = row * H * d + (size_t)h * d;
+        real a = x[o + i], b = x[o + half + i];
+        out[o + i] = a * cs - b * sn; out[o + half + i] = b * cs + a * sn;
+    }
+}
+static void rope_forward(real* out, const real* x, int B, int T, int H, int d, int dir, int pos0 = 0) {
+    rope_kernel<<<nblocks((size_t)B * T * H * (d / 2)), NT>>>(out, x, B, T, H, d, dir, pos0); KCHECK("rope");
+}
+// forward, online softmax: for j in the window, s = q_i.k_j / sqrt(d); m' = max(m, s); l = l e^(m - m') + e^(s - m');
+// acc = acc e^(m - m') + e^(s - m') v_j; then out_i = acc / l, lse_i = m + log l. Keys and values of row j of the
+// (sequence, head) at kv + j * kvstride (the parallel forward: the (B, T, D) tensors; the decoder: its cache, where
+// slot(j) = j mod W for 'S' (ring) or j); queries: nq rows from row q0 (the decoder: one row, q0 = its position).
+__global__ void attention_forward_kernel(real* out, real* lse, const real* q, const real* k, const real* v, int B, int T, int H, int d,
+                                         int window, int q0, int nq, int ring) {
+    real scale = 1 / sqrtf((real)d); int D = H * d;
+    WARP_ROWS_FOR(r, (size_t)B * nq * H) {
+        int h = (int)(r % H); size_t bi = r / H; int i = (int)(bi % nq) + q0, bb = (int)(bi / nq);
+        const real* qi = q + (bi * D + (size_t)h * d);
+        real qv[ATT_CPL], acc[ATT_CPL], m = -1e30f, l = 0;
+        for (int u = 0; u < ATT_CPL; u++) { int c = LANE + 32 * u; qv[u] = c < d ? qi[c] : 0; acc[u] = 0; }
+        int j0 = window > 0 && i - window + 1 > 0 ? i - window + 1 : 0;
+        for (int j = j0; j <= i; j++) {
+            size_t rj = ((size_t)bb * T + (ring ? j % ring : j)) * D + (size_t)h * d;
+            real s = 0;
+            for (int u = 0; u < ATT_CPL; u++) { int c = LANE + 32 * u; if (c < d) s += qv[u] * k[rj + c]; }
+            s = warp_sum(s) * scale;
+            real mn = fmaxf(m, s), corr = expf(m - mn), p = expf(s - mn);
+            l = l * corr + p;
+            for (int u = 0; u < ATT_CPL; u++) { int c = LANE + 32 * u; if (c < d) acc[u] = acc[u] * corr + p * v[rj + c]; }
+            m = mn;
+        }
+        real* oi = out + (bi * D + (size_t)h * d);
+        for (int u = 0; u < ATT_CPL; u++) { int c = LANE + 32 * u; if (c < d) oi[c] = acc[u] / l; }
+        if (LANE == 0 && lse) lse[bi * H + h] = m + logf(l);
+    }
+}
+static void attention_forward(real* out, real* lse, const real* q, const real* k, const real* v, int B, int T, int H, int d, int window) {
+    attention_forward_kernel<<<warp_blocks((size_t)B * T * H), NT>>>(out, lse, q, k, v, B, T, H, d, window, 0, T, 0); KCHECK("attention_forward");
+}
+// backward, with p_ij = exp(s_ij - lse_i) and Di = dout_i.out_i: dq_i = sum_j p_ij (dout_i.v_j - Di) k_j / sqrt(d)
+// (a warp per query row, which also stores Di), then dk_j = sum_i p_ij (dout_i.v_j - Di) q_i / sqrt(d) and
+// dv_j = sum_i p_ij dout_i (a warp per key row, over the queries that see it). Written, not accumulated; no atomics.
+__global__ void attention_backward_dq_kernel(real* dq, real* Dout, const real* dout, const real* q, const real* k, const real* v,
+                                             const real* out, const real* lse, int B, int T, int H, int d, int window) {
+    real scale = 1 / sqrtf((real)d); int D = H * d;
+    WARP_ROWS_FOR(r, (size_t)B * T * H) {
+        int h = (int)(r % H); size_t bi = r / H; int i = (int)(bi % T), bb = (int)(bi / T);
+        size_t ri = bi * D + (size_t)h * d;
+        real qv[ATT_CPL], dov[ATT_CPL], acc[ATT_CPL], Di = 0;
+        for (int u = 0; u < ATT_CPL; u++) { int c = LANE + 32 * u; qv[u] = c < d ? q[ri + c] : 0; dov[u] = c < d ? dout[ri + c] : 0; acc[u] = 0;
+                                            if (c < d) Di += dov[u] * out[ri + c]; }
+        Di = warp_sum(Di); real li = lse[bi * H + h];
+        int j0 = window > 0 && i - window + 1 > 0 ? i - window + 1 : 0;
+        for (int j = j0; j <= i; j++) {
+            size_t rj = ((size_t)bb * T + j) * D + (size_t)h * d;
+            real s = 0, dp = 0;
+            for (int u = 0; u < ATT_CPL; u++) { int c = LANE + 32 * u; if (c < d) { s += qv[u] * k[rj + c]; dp += dov[u] * v[rj + c]; } }
+            s = warp_sum(s); dp = warp_sum(dp);
+            real p = expf(s * scale - li), ds = p * (dp - Di) * scale;
+            for (int u = 0; u < ATT_CPL; u++) { int c = LANE + 32 * u; if (c < d) acc[u] += ds * k[rj + c]; }
+        }
+        for (int u = 0; u < ATT_CPL; u++) { int c = LANE + 32 * u; if (c < d) dq[ri + c] = acc[u]; }
+        if (LANE == 0) Dout[bi * H + h] = Di;
+    }
+}
+__global__ void attention_backward_dkv_kernel(real* dk, real* dv, const real* Din, const real* dout, const real* q, const real* k, const real* v,
+                                              const real* lse, int B, int T, int H, int d, int window) {
+    real scale = 1 / sqrtf((real)d); int D = H * d;
+    WARP_ROWS_FOR(r, (size_t)B * T * H) {
+        int h = (int)(r % H); size_t bj = r / H; int j = (int)(bj % T), bb = (int)(bj / T);
+        size_t rj = bj * D + (size_t)h * d;
+        real kv[ATT_CPL], vv[ATT_CPL], ak[ATT_CPL], av[ATT_CPL];
+        for (int u = 0; u < ATT_CPL; u++) { int c = LANE + 32 * u; kv[u] = c < d ? k[rj + c] : 0; vv[u] = c < d ? v[rj + c] : 0; ak[u] = av[u] = 0; }
+        int i1 = window > 0 && j + window - 1 < T - 1 ? j + window - 1 : T - 1;   // the last query that sees key j
+        for (int i = j; i <= i1; i++) {
+            size_t bi = (size_t)bb * T + i, ri = bi * D + (size_t)h * d;
+            real s = 0, dp = 0;
+            for (int u = 0; u < ATT_CPL; u++) { int c = LANE + 32 * u; if (c < d) { s += q[ri + c] * kv[u]; dp += dout[ri + c] * vv[u]; } }
+            s = warp_sum(s); dp = warp_sum(dp);
+            real p = expf(s * scale - lse[bi * H + h]), ds = p * (dp - Din[bi * H + h]) * scale;
+            for (int u = 0; u < ATT_CPL; u++) { int c = LANE + 32 * u; if (c < d) { av[u] += p * dout[ri + c]; ak[u] += ds * q[ri + c]; } }
+        }
+        for (int u = 0; u < ATT_CPL; u++) { int c = LANE + 32 * u; if (c < d) { dk[rj + c] = ak[u]; dv[rj + c] = av[u]; } }
+    }
+}
+static void attention_backward(real* dq, real* dk, real* dv, real* Dscratch, const real* dout, const real* q, const real* k, const real* v,
+                               const real* out, const real* lse, int B, int T, int H, int d, int window) {
+    attention_backward_dq_kernel<<<warp_blocks((size_t)B * T * H), NT>>>(dq, Dscratch, dout, q, k, v, out, lse, B, T, H, d, window); KCHECK("attention_backward_dq");
+    attention_backward_dkv_kernel<<<warp_blocks((size_t)B * T * H), NT>>>(dk, dv, Dscratch, dout, q, k, v, lse, B, T, H, d, window); KCHECK("attention_backward_dkv");
+}
+
 // ----------------------------------------------------------------------------
 // 3. the memory (train_miras.c section 3, SPEC §4, §5), one thread block per (sequence, head)
 //
@@ -2129,8 +2231,8 @@ static int nchunks(const Model* M, int T) { return (T + M->cfg.b - 1) / M->cfg.b
 
 // The GPU model of a built host model: parameters (and AdamW moments, if the host has them) copied over.
 static void model_build(Model* M, ::Model* host) {
-    for (int l = 0; l < host->cfg.L; l++) if (host->cfg.pattern[l] != 'M')   // attention layers: train_miras.c only, so far
-        DIE("train attention ('A', 'S') layers with the CPU trainer train_miras", "the GPU trainer has memory layers 'M' only; layer pattern '%s'", host->cfg.pattern);
+    if (g_prec == PREC_BF16 && (strchr(host->cfg.pattern, 'A') || strchr(host->cfg.pattern, 'S')))   // fp32 / TF32 only, so far
+        DIE("use -f 0 or -f 1 with attention layers", "the GPU trainer's attention layers ('A', 'S') have no bf16 mode yet; layer pattern '%s'", host->cfg.pattern);
     memset(M, 0, sizeof *M);
     M->hm = host; M->cfg = host->cfg; ::MemCfg* mb = &M->mem; *mb = host->mem;
     memcpy(M->param_sizes, host->param_sizes, sizeof M->param_sizes); M->num_params = host->num_params;
@@ -2244,8 +2346,9 @@ static MemArgs mem_args(Model* M, int l) {
     A.y = a->y + oD;
     size_t so = (size_t)l * B * H * mem_state_slots(&M->mem, c->b, T) * nP;
     A.P = M->mem_P + so; A.S = M->mem_S ? M->mem_S + so : NULL;
-    A.p0 = M->params.mem_p0 + (size_t)l * H * nP;
-    A.lng = M->mem.ln ? M->params.mem_ln_g + (size_t)l * H * d : NULL; A.lnb = M->mem.ln ? M->params.mem_ln_b + (size_t)l * H * d : NULL;
+    size_t ml = M->hm->mlayer[l];   // the layer's index in the memory-only parameter tensors (train_miras.c)
+    A.p0 = M->params.mem_p0 + ml * H * nP;
+    A.lng = M->mem.ln ? M->params.mem_ln_g + ml * H * d : NULL; A.lnb = M->mem.ln ? M->params.mem_ln_b + ml * H * d : NULL;
     A.chunks = M->chunks;
     A.dy = g->y + oD; A.dq = g->q + oD; A.dk = g->k + oD; A.dv = g->v + oD;
     A.dga = g->ga + oH; A.dgth = g->gth + oH; A.dgeta = g->geta + oG; A.dgdel = g->gdel + oG;
@@ -2262,8 +2365,9 @@ static void memory_forward(Model* M, int l) {
 static void memory_backward(Model* M, int l) {
     MemArgs A = mem_args(M, l); const Config* c = &M->cfg; int H = c->H, d = M->mem.d, nP = M->mem.nP;
     mem_backward_launch(A, M->B * H);
-    memory_dbh_reduce_kernel<<<nblocks((size_t)H * (nP + 2 * d)), NT>>>(M->grads.mem_p0 + (size_t)l * H * nP,
-        M->mem.ln ? M->grads.mem_ln_g + (size_t)l * H * d : NULL, M->mem.ln ? M->grads.mem_ln_b + (size_t)l * H * d : NULL,
+    size_t ml = M->hm->mlayer[l];   // in the memory-only parameter tensors
+    memory_dbh_reduce_kernel<<<nblocks((size_t)H * (nP + 2 * d)), NT>>>(M->grads.mem_p0 + ml * H * nP,
+        M->mem.ln ? M->grads.mem_ln_g + ml * H * d : NULL, M->mem.ln ? M->grads.mem_ln_b + ml * H * d : NULL,
         M->mem_dbh, M->B, H, nP, d, M->mem.ln); KCHECK("memory_dbh_reduce");
 }
 
@@ -2281,6 +2385,7 @@ static void gate_backward(real* du, real* dw, real* dbias, real* dup, real* dlr,
     else matmul_backward(du, dw, dbias, dout, u, w, N, D, G, ub);
 }
 static void gates_forward(const Model* M, int l, const real* u, const bf16* ub, int N, real* ga, real* geta, real* gth, real* gdel, real* eta_lr, real* del_lr) {
+    l = M->hm->mlayer[l];   // the gate tensors are stacked over the memory layers
     const Config* c = &M->cfg; const ParameterTensors* p = &M->params; int D = c->D, H = c->H, R = c->gate_rank, Ge = R ? D : H;
     size_t gw = R ? (size_t)R * D : (size_t)H * D;
     if (c->gate_a) { matmul_forward(ga, u, p->gate_a_w + (size_t)l * H * D, p->gate_a_b + (size_t)l * H, N, D, H, ub); gate_act_forward(ga, (size_t)N * H, 1); }
@@ -2295,6 +2400,7 @@ static void gates_forward(const Model* M, int l, const real* u, const bf16* ub, 
 }
 // from the gates' gradients (turned into pre-activation gradients in place) to du and the gate parameters
 static void gates_backward(Model* M, int l, real* du, const real* u, const bf16* ub, int N, const ActivationTensors* a, ActivationTensors* g, size_t oH, size_t oG, size_t oR) {
+    l = M->hm->mlayer[l];   // the gate tensors are stacked over the memory layers (the offsets oH, oG, oR are the caller's)
     const Config* c = &M->cfg; const ParameterTensors* p = &M->params; ParameterTensors* dp = &M->grads;
     int D = c->D, H = c->H, R = c->gate_rank, Ge = R ? D : H; size_t gw = R ? (size_t)R * D : (size_t)H * D, nH = (size_t)N * H, nG = (size_t)N * Ge;
     if (c->gate_a) { gate_act_backward(g->ga + oH, g->ga + oH, a->ga + oH, nH, 1);
@@ -2325,24 +2431,31 @@ static void model_forward(Model* M, const int* inputs, const int* targets, int B
         real* u = a->ln1 + oD;
         // the bf16 copies of this layer's GEMM inputs (bf16 mode; all NULL otherwise)
         bf16 *ub = M->ln1b ? M->ln1b + oD : NULL, *zb = M->zb ? M->zb + oD : NULL, *ln2b = M->ln2b ? M->ln2b + oD : NULL, *hgb = M->hgb ? M->hgb + oF : NULL;
+        size_t ml = M->hm->mlayer[l];   // the layer's index in the memory-only parameter tensors
         // mixer (SPEC §3): u = RMSNorm(x); q, k, v = SiLU(conv(u W^T)); q, k l2-normed per head
         rmsnorm_forward(u, a->ln1_rstd + (size_t)l * N, x, p->rms1_w + (size_t)l * D, N, 1, D, ub);
         matmul_forward(a->qp + oD, u, p->wq + (size_t)l * D * D, NULL, N, D, D, ub);
         matmul_forward(a->kp + oD, u, p->wk + (size_t)l * D * D, NULL, N, D, D, ub);
         matmul_forward(a->vp + oD, u, p->wv + (size_t)l * D * D, NULL, N, D, D, ub);
-        conv_forward(a->qc + oD, a->qp + oD, p->conv_q + (size_t)l * D * c->K, B, T, D, c->K, a->qs + oD);   // qs = SiLU(qc)
-        conv_forward(a->kc + oD, a->kp + oD, p->conv_k + (size_t)l * D * c->K, B, T, D, c->K, a->ks + oD);
-        conv_forward(a->vc + oD, a->vp + oD, p->conv_v + (size_t)l * D * c->K, B, T, D, c->K, a->v + oD);
+        if (c->pattern[l] != 'M') {   // attention (SPEC §9.1), as train_miras.c: z = attn(RoPE(qp), RoPE(kp), vp), lse in qrn
+            rope_forward(a->q + oD, a->qp + oD, B, T, H, d, 1); rope_forward(a->k + oD, a->kp + oD, B, T, H, d, 1);
+            attention_forward(a->z + oD, a->qrn + oH, a->q + oD, a->k + oD, a->vp + oD, B, T, H, d, c->pattern[l] == 'S' ? c->window : 0);
+            matmul_forward(a->mo + oD, a->z + oD, p->wo + (size_t)l * D * D, NULL, N, D, D, zb);
+        } else {
+        conv_forward(a->qc + oD, a->qp + oD, p->conv_q + ml * D * c->K, B, T, D, c->K, a->qs + oD);   // qs = SiLU(qc)
+        conv_forward(a->kc + oD, a->kp + oD, p->conv_k + ml * D * c->K, B, T, D, c->K, a->ks + oD);
+        conv_forward(a->vc + oD, a->vp + oD, p->conv_v + ml * D * c->K, B, T, D, c->K, a->v + oD);
         l2norm_forward(a->q + oD, a->qrn + oH, a->qs + oD, N, H, d);
         l2norm_forward(a->k + oD, a->krn + oH, a->ks + oD, N, H, d);
         size_t oG = (size_t)l * N * (c->gate_rank ? D : H), oR = (size_t)l * N * c->gate_rank;
         gates_forward(M, l, u, ub, N, a->ga + oH, a->geta + oG, a->gth + oH, a->gdel + oG, a->geta_lr + oR, a->gdel_lr + oR);
         memory_forward(M, l);
         // out = (RMSNorm_head(y) * SiLU(u Wg^T)) Wo^T ; x = x + out
-        rmsnorm_forward(a->yn + oD, a->yrstd + oH, a->y + oD, p->rmsh_w + (size_t)l * D, N, H, d);
-        matmul_forward(a->gp + oD, u, p->wg + (size_t)l * D * D, NULL, N, D, D, ub);
+        rmsnorm_forward(a->yn + oD, a->yrstd + oH, a->y + oD, p->rmsh_w + ml * D, N, H, d);
+        matmul_forward(a->gp + oD, u, p->wg + ml * D * D, NULL, N, D, D, ub);
         gate_mul_forward(a->z + oD, a->yn + oD, a->gp + oD, N * D, zb);
         matmul_forward(a->mo + oD, a->z + oD, p->wo + (size_t)l * D * D, NULL, N, D, D, zb);
+        }
         residual_forward(a->res2 + oD, x, a->mo + oD, N * D);
         // x = x + SwiGLU(RMSNorm(x))
         rmsnorm_forward(a->ln2 + oD, a->ln2_rstd + (size_t)l * N, a->res2 + oD, p->rms2_w + (size_t)l * D, N, 1, D, ln2b);
@@ -2403,9 +2516,15 @@ static void model_backward(Model* M, real loss_scale) {
         // res2 = x + (RMSNorm_head(y) * SiLU(u Wg^T)) Wo^T
         residual_forward(dx, dx, g->res2 + oD, N * D);
         matmul_backward(g->z + oD, dp->wo + (size_t)l * D * D, NULL, g->res2 + oD, a->z + oD, p->wo + (size_t)l * D * D, N, D, D, zb);
+        size_t ml = M->hm->mlayer[l];
+        if (c->pattern[l] != 'M') {   // attention (SPEC §9.1): back through attn (Di in g->qrn), RoPE and the projections
+            attention_backward(g->q + oD, g->k + oD, g->vp + oD, g->qrn + oH, g->z + oD, a->q + oD, a->k + oD, a->vp + oD, a->z + oD, a->qrn + oH,
+                               B, T, H, d, c->pattern[l] == 'S' ? c->window : 0);
+            rope_forward(g->qp + oD, g->q + oD, B, T, H, d, -1); rope_forward(g->kp + oD, g->k + oD, B, T, H, d, -1);
+        } else {
         gate_mul_backward(g->yn + oD, g->gp + oD, g->z + oD, a->yn + oD, a->gp + oD, N * D);
-        matmul_backward(du, dp->wg + (size_t)l * D * D, NULL, g->gp + oD, u, p->wg + (size_t)l * D * D, N, D, D, ub);
-        rmsnorm_backward(g->y + oD, dp->rmsh_w + (size_t)l * D, g->yn + oD, a->y + oD, p->rmsh_w + (size_t)l * D, a->yrstd + oH, N, H, d);
+        matmul_backward(du, dp->wg + ml * D * D, NULL, g->gp + oD, u, p->wg + ml * D * D, N, D, D, ub);
+        rmsnorm_backward(g->y + oD, dp->rmsh_w + ml * D, g->yn + oD, a->y + oD, p->rmsh_w + ml * D, a->yrstd + oH, N, H, d);
         memory_backward(M, l);
         gates_backward(M, l, du, u, ub, N, a, g, oH, (size_t)l * N * (c->gate_rank ? D : H), (size_t)l * N * c->gate_rank);
         // q, k, v
@@ -2413,9 +2532,10 @@ static void model_backward(Model* M, real loss_scale) {
         l2norm_backward(g->ks + oD, g->k + oD, a->k + oD, a->krn + oH, N, H, d);
         silu_backward(g->qc + oD, g->qs + oD, a->qc + oD, N * D); silu_backward(g->kc + oD, g->ks + oD, a->kc + oD, N * D);
         silu_backward(g->vc + oD, g->v + oD, a->vc + oD, N * D);
-        conv_backward(g->qp + oD, dp->conv_q + (size_t)l * D * c->K, g->qc + oD, a->qp + oD, p->conv_q + (size_t)l * D * c->K, B, T, D, c->K);
-        conv_backward(g->kp + oD, dp->conv_k + (size_t)l * D * c->K, g->kc + oD, a->kp + oD, p->conv_k + (size_t)l * D * c->K, B, T, D, c->K);
-        conv_backward(g->vp + oD, dp->conv_v + (size_t)l * D * c->K, g->vc + oD, a->vp + oD, p->conv_v + (size_t)l * D * c->K, B, T, D, c->K);
+        conv_backward(g->qp + oD, dp->conv_q + ml * D * c->K, g->qc + oD, a->qp + oD, p->conv_q + ml * D * c->K, B, T, D, c->K);
+        conv_backward(g->kp + oD, dp->conv_k + ml * D * c->K, g->kc + oD, a->kp + oD, p->conv_k + ml * D * c->K, B, T, D, c->K);
+        conv_backward(g->vp + oD, dp->conv_v + ml * D * c->K, g->vc + oD, a->vp + oD, p->conv_v + ml * D * c->K, B, T, D, c->K);
+        }
         matmul_backward(du, dp->wq + (size_t)l * D * D, NULL, g->qp + oD, u, p->wq + (size_t)l * D * D, N, D, D, ub);
         matmul_backward(du, dp->wk + (size_t)l * D * D, NULL, g->kp + oD, u, p->wk + (size_t)l * D * D, N, D, D, ub);
         matmul_backward(du, dp->wv + (size_t)l * D * D, NULL, g->vp + oD, u, p->wv + (size_t)l * D * D, N, D, D, ub);
@@ -2481,6 +2601,7 @@ typedef struct {
     real *part;             // (L, H, b, rw) q, k, v, a, theta, eta, delta of the current chunk's tokens (decoder_row_width)
     MemChunk* chunks; real* chunk_memory;  // one chunk scratch per head
     int* tok; real* logits; // the token on the device; the logits on the host
+    real *kc[128], *vc[128]; int kvcap;  // per attention layer: keys (after RoPE) and values, (kvcap, D) for 'A' (grown), a ring (W, D) for 'S'
 } Decoder;
 
 typedef struct {
@@ -2547,10 +2668,39 @@ static void decoder_init(Decoder* dec, Model* M) {
     MemChunk* hc = xmalloc((size_t)c->H * sizeof(MemChunk));
     for (int h = 0; h < c->H; h++) memchunk_carve(&hc[h], dec->chunk_memory + (size_t)h * per, c->b, m->d, m->dm, m->nP);
     dec->chunks = (MemChunk*)dmalloc((size_t)c->H * sizeof(MemChunk)); h2d(dec->chunks, hc, (size_t)c->H * sizeof(MemChunk)); free(hc);
-    d2d(dec->P, M->params.mem_p0, LH * m->nP * sizeof(real));
+    for (int l = 0; l < c->L; l++) if (M->hm->mlayer[l] >= 0)   // P_0 of each memory layer
+        d2d(dec->P + (size_t)l * c->H * m->nP, M->params.mem_p0 + (size_t)M->hm->mlayer[l] * c->H * m->nP, (size_t)c->H * m->nP * sizeof(real));
+    dec->kvcap = 64;
+    for (int l = 0; l < c->L; l++) if (c->pattern[l] != 'M') {
+        size_t rows = c->pattern[l] == 'S' ? (size_t)c->window : (size_t)dec->kvcap;
+        dec->kc[l] = (real*)dmalloc(rows * c->D * sizeof(real)); dec->vc[l] = (real*)dmalloc(rows * c->D * sizeof(real));
+    }
     dec->tok = (int*)dmalloc(sizeof(int)); dec->logits = xmalloc((size_t)c->Vp * sizeof(real));
 }
+// this position's attention row of layer l against its KV cache (train_miras.c's decoder_attention): q, k = RoPE at pos,
+// k and v into the cache (slot pos, or pos mod W in the 'S' ring), then attention_forward_kernel's row i = pos
+static void decoder_attention(Decoder* dec, int l, real* out, const real* u) {
+    Model* M = dec->M; const Config* c = &M->cfg; const ParameterTensors* p = &M->params; ActivationTensors* a = &dec->a;
+    int D = c->D, H = c->H, d = D / H, pos = dec->pos, W = c->pattern[l] == 'S' ? c->window : 0;
+    if (!W && pos >= dec->kvcap) {   // the 'A' caches are full: double them all (the 'S' rings keep W rows)
+        int nc = 2 * dec->kvcap;
+        for (int i = 0; i < c->L; i++) if (c->pattern[i] == 'A') {
+            real* k2 = (real*)dmalloc((size_t)nc * D * sizeof(real)); real* v2 = (real*)dmalloc((size_t)nc * D * sizeof(real));
+            d2d(k2, dec->kc[i], (size_t)dec->kvcap * D * sizeof(real)); d2d(v2, dec->vc[i], (size_t)dec->kvcap * D * sizeof(real));
+            dfree(dec->kc[i]); dfree(dec->vc[i]); dec->kc[i] = k2; dec->vc[i] = v2;
+        }
+        dec->kvcap = nc;
+    }
+    int slot = W ? pos % W : pos;
+    matmul_forward(a->qp, u, p->wq + (size_t)l * D * D, NULL, 1, D, D);
+    matmul_forward(a->kp, u, p->wk + (size_t)l * D * D, NULL, 1, D, D);
+    matmul_forward(dec->vc[l] + (size_t)slot * D, u, p->wv + (size_t)l * D * D, NULL, 1, D, D);
+    rope_forward(a->q, a->qp, 1, 1, H, d, 1, pos); rope_forward(dec->kc[l] + (size_t)slot * D, a->kp, 1, 1, H, d, 1, pos);
+    attention_forward_kernel<<<warp_blocks(H), NT>>>(out, NULL, a->q, dec->kc[l], dec->vc[l], 1, 0, H, d, W, pos, 1, W);
+    KCHECK("decoder_attention");
+}
 static void decoder_free(Decoder* dec) {
+    for (int l = 0; l < dec->M->cfg.L; l++) if (dec->kc[l]) { dfree(dec->kc[l]); dfree(dec->vc[l]); }
     dfree(dec->acts_memory); dfree(dec->conv_hist); dfree(dec->P); dfree(dec->S); dfree(dec->Pn); dfree(dec->Sn); dfree(dec->part);
     dfree(dec->chunk_memory); dfree(dec->chunks); dfree(dec->tok); free(dec->logits);
 }
@@ -2566,14 +2716,18 @@ static const real* decoder_step(Decoder* dec, int token) {
     real* x = a->encoded;
     for (int l = 0; l < c->L; l++) {
         // with one row, the layer-stacked activations of dec->a hold one layer; reuse them per layer
-        real* u = a->ln1; real* hist = dec->conv_hist + (size_t)l * 3 * (K - 1) * D;
+        real* u = a->ln1; real* hist = dec->conv_hist + (size_t)l * 3 * (K - 1) * D; size_t ml = M->hm->mlayer[l];
         rmsnorm_forward(u, a->ln1_rstd, x, p->rms1_w + (size_t)l * D, 1, 1, D);
+        if (c->pattern[l] != 'M') {   // attention: this position's row against the KV cache, then Wo
+            decoder_attention(dec, l, a->z, u);
+            matmul_forward(a->mo, a->z, p->wo + (size_t)l * D * D, NULL, 1, D, D);
+        } else {
         matmul_forward(a->qp, u, p->wq + (size_t)l * D * D, NULL, 1, D, D);
         matmul_forward(a->kp, u, p->wk + (size_t)l * D * D, NULL, 1, D, D);
         matmul_forward(a->vp, u, p->wv + (size_t)l * D * D, NULL, 1, D, D);
-        conv_step(a->qc, hist, a->qp, p->conv_q + (size_t)l * D * K, D, K);
-        conv_step(a->kc, hist + (size_t)(K - 1) * D, a->kp, p->conv_k + (size_t)l * D * K, D, K);
-        conv_step(a->vc, hist + (size_t)2 * (K - 1) * D, a->vp, p->conv_v + (size_t)l * D * K, D, K);
+        conv_step(a->qc, hist, a->qp, p->conv_q + ml * D * K, D, K);
+        conv_step(a->kc, hist + (size_t)(K - 1) * D, a->kp, p->conv_k + ml * D * K, D, K);
+        conv_step(a->vc, hist + (size_t)2 * (K - 1) * D, a->vp, p->conv_v + ml * D * K, D, K);
         silu_forward(a->qs, a->qc, D); silu_forward(a->ks, a->kc, D); silu_forward(a->v, a->vc, D);
         l2norm_forward(a->q, a->qrn, a->qs, 1, H, d); l2norm_forward(a->k, a->krn, a->ks, 1, H, d);
         gates_forward(M, l, u, NULL, 1, a->ga, a->geta, a->gth, a->gdel, a->geta_lr, a->gdel_lr);
@@ -2582,13 +2736,14 @@ static const real* decoder_step(Decoder* dec, int token) {
         A.q = a->q; A.k = a->k; A.v = a->v; A.ga = a->ga; A.gth = a->gth; A.geta = a->geta; A.gdel = a->gdel; A.y = a->y;
         A.part = dec->part + (size_t)l * H * b * rw; A.P = dec->P + (size_t)l * H * nP; A.S = dec->S + (size_t)l * H * nP;
         A.Pn = dec->Pn; A.Sn = dec->Sn;
-        A.lng = m->ln ? p->mem_ln_g + (size_t)l * H * d : NULL; A.lnb = m->ln ? p->mem_ln_b + (size_t)l * H * d : NULL;
-        A.chunks = dec->chunks; A.p0 = p->mem_p0 + (size_t)l * H * nP;
+        A.lng = m->ln ? p->mem_ln_g + ml * H * d : NULL; A.lnb = m->ln ? p->mem_ln_b + ml * H * d : NULL;
+        A.chunks = dec->chunks; A.p0 = p->mem_p0 + ml * H * nP;
         decoder_memory_kernel<<<H, MEM_THREADS>>>(A); KCHECK("decoder_memory");
-        rmsnorm_forward(a->yn, a->yrstd, a->y, p->rmsh_w + (size_t)l * D, 1, H, d);
-        matmul_forward(a->gp, u, p->wg + (size_t)l * D * D, NULL, 1, D, D);
+        rmsnorm_forward(a->yn, a->yrstd, a->y, p->rmsh_w + ml * D, 1, H, d);
+        matmul_forward(a->gp, u, p->wg + ml * D * D, NULL, 1, D, D);
         gate_mul_forward(a->z, a->yn, a->gp, D);
         matmul_forward(a->mo, a->z, p->wo + (size_t)l * D * D, NULL, 1, D, D);
+        }
         residual_forward(a->res2, x, a->mo, D);
         rmsnorm_forward(a->ln2, a->ln2_rstd, a->res2, p->rms2_w + (size_t)l * D, 1, 1, D);
         matmul_forward(a->h1, a->ln2, p->mlp_w1 + (size_t)l * F * D, NULL, 1, D, F);

@@ -49,6 +49,8 @@ synth=(
   "syn_titans_z0    -p titans -Z 0 -X 1 -V 256 -D 128 -L 2 -H 2 -E 4 -k 16 -b 2 -t 40"
   "syn_gdn_anchor   -p gated_deltanet -Z 1 -V 256 -D 128 -L 2 -H 2 -b 2 -t 20"
   "syn_titans_n2048 -p titans -V 512 -D 128 -L 2 -H 2 -E 2 -k 16 -b 4 -t 512"
+  "syn_hybrid_asm   -p titans-H -P ASM -W 9 -V 256 -D 128 -L 3 -H 2 -E 2 -k 8 -b 2 -t 29"
+  "syn_transformer  -p transformer -V 256 -D 192 -L 2 -H 2 -b 2 -t 70"
 )
 inputs=()
 for f in dev/fixtures/*.bin; do inputs+=("$f"); done
@@ -64,10 +66,8 @@ fi
 for f in "${inputs[@]}"; do
     name=$(basename "$f" .bin)
     echo "$name" | grep -Eq -- "$ONLY" || continue
-    # attention layers ('A' = 65, 'S' = 83 in the pattern slots 64..191) are CPU-only so far: train_miras_cu refuses them
-    if od -An -v -t d4 -j 256 -N 512 "$f" | tr -s ' ' '\n' | grep -qxE '65|83'; then
-        echo "# SKIP $name: attention layers are not in the GPU trainer yet (train_miras.c only)"; continue
-    fi
+    # attention layers ('A' = 65, 'S' = 83 in the pattern slots 64..191) have no bf16 mode yet: train_miras_cu -f 2 refuses them
+    attn=0; if od -An -v -t d4 -j 256 -N 512 "$f" | tr -s ' ' '\n' | grep -qxE '65|83'; then attn=1; fi
     echo "=== $name"
     if ! ./train_miras -J "$f" -O "$out/cpu_$name.bin" 2>"$out/cpu_$name.err"; then
         echo "FAIL - $name: train_miras -J failed: $(head -n 1 "$out/cpu_$name.err")"; fail=$((fail + 1)); continue
@@ -84,6 +84,7 @@ for f in "${inputs[@]}"; do
     else fail=$((fail + 1)); fi
     grep -E '^(ok|FAIL)|error' "$out/dec_$name.txt" | sed "s|^\(ok\|FAIL\) - $f|\1 - $name|"
     echo "$name" | grep -Eq -- "$BF16" || continue
+    if [ "$attn" = 1 ]; then echo "# SKIP $name -f 2: attention layers have no bf16 mode yet"; continue; fi
     if ! "$GPU" -f 2 -J "$f" -O "$out/gpu_bf16_$name.bin" 2>"$out/gpu_bf16_$name.err"; then
         echo "FAIL - $name: $GPU -f 2 -J failed: $(head -n 1 "$out/gpu_bf16_$name.err")"; fail=$((fail + 3)); continue
     fi
