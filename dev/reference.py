@@ -17,7 +17,7 @@ channel-wise (low-rank) eta / delta gates (CONTRACT "Extension for MIRAS").
 Usage (always with Debian's interpreter, torch 1.13 CPU is enough):
 
     /usr/bin/python3 dev/reference.py fixtures --out dev/fixtures
-        writes dev/fixtures/<name>.bin for the 13 fixture configs (CONTRACT "Fixture file"),
+        writes dev/fixtures/<name>.bin for every fixture config (FIXTURES; CONTRACT "Fixture file"),
         then re-reads every file and checks it (sizes, header, loss reproduced).
 
     /usr/bin/python3 dev/reference.py selftest [--only a,b] [--fd-per-tensor 3] [--fixture-fd]
