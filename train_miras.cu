@@ -1832,7 +1832,7 @@ __device__ __forceinline__ void tok_store_w(real* p, const real* w) { st4(p, mak
 // block (sequence bb, head h, row part rs); thread (row i of the part's TOK6_ROWS, column group g)
 #define TOK6_IDS int bh = blockIdx.x / TOK_R, rs = blockIdx.x % TOK_R, bb = bh / A.H, h = bh % A.H, il = threadIdx.x >> 3, \
                      i = rs * TOK6_ROWS + il, g = threadIdx.x & 7, T = A.T, nP = A.m.nP, cw = A.m.cw, nseg = (T + TOK_SEG - 1) / TOK_SEG, \
-                     dot = A.m.bias == 1
+                     dot = A.m.bias == BIAS_DOT
 __global__ void __launch_bounds__(TOK6_THREADS) mem_token_forward_v6_kernel(MemArgs A) {
     __shared__ TokStageF st[2];
     TOK6_IDS;
@@ -1993,7 +1993,7 @@ __global__ void mem_token_reduce_v6_kernel(MemArgs A) {
 // (linear attention: the chunked rule equals the per-token one); its segment start states need ceil(T / TOK_SEG)
 // slots per (sequence, head) (mem_state_slots)
 static int mem_token6_cfg(const MemCfg* m, int b) {
-    return m->depth == 1 && m->d == TOK_D && !m->momentum && m->retention == 0 && !m->anchor && (m->bias == 1 || (m->bias == 0 && b == 1));
+    return m->depth == 1 && m->d == TOK_D && !m->momentum && m->retention == RET_NONE && !m->anchor && (m->bias == BIAS_DOT || (m->bias == BIAS_L2 && b == 1));
 }
 static int mem_state_slots(const MemCfg* m, int b, int T) {
     int nch = (T + b - 1) / b, ns = (T + TOK_SEG - 1) / TOK_SEG;
@@ -2002,7 +2002,7 @@ static int mem_state_slots(const MemCfg* m, int b, int T) {
 // the b = 1 kernels run these configurations; the others take the generic kernels
 static int mem_token_ok(const MemArgs& A) {
     const MemCfg& m = A.m;
-    return A.b == 1 && m.depth == 1 && m.d == TOK_D && !m.momentum && m.retention == 0 && m.bias == 0 && !m.anchor && A.H * TOK_D == A.D;
+    return A.b == 1 && m.depth == 1 && m.d == TOK_D && !m.momentum && m.retention == RET_NONE && m.bias == BIAS_L2 && !m.anchor && A.H * TOK_D == A.D;
 }
 // The plan of the chunk scratch in shared memory for a kernel (fwd: the forward; else the backward), at most
 // `bytes`: the arrays in the order below while they fit; the gradient arrays as one block (they are zeroed and
