@@ -62,8 +62,9 @@ else case "$dev" in
     *) peak=0 ;;
 esac; fi
 d=$((D / H)); dm=$((E * d)); plabel=$(case $prec in 1) echo TF32 ;; 2) echo bf16 ;; *) echo fp32 ;; esac)
-mfu=$(awk -v p="$params" -v t="$tps" -v pk="$peak" -v d=$d -v dm=$dm -v H=$H -v L=$L \
-      'BEGIN { f = 6 * p + 66 * d * dm * H * L; if (pk > 0) printf "%.2f%% (%.1f TFLOP/s of %d, %.0f MFLOP/token)", 100 * f * t / (pk * 1e12), f * t / 1e12, pk, f / 1e6; else printf "n/a (set PEAK_TFLOPS)" }')
+mf=66; case $PRESET in deltanet|gated_deltanet|linear_attn) mf=18; dm=$d ;; esac   # linear memories: ~9 d x d products per token
+mfu=$(awk -v p="$params" -v t="$tps" -v pk="$peak" -v d=$d -v dm=$dm -v H=$H -v L=$L -v mf=$mf \
+      'BEGIN { f = 6 * p + mf * d * dm * H * L; if (pk > 0) printf "%.2f%% (%.1f TFLOP/s of %d, %.0f MFLOP/token)", 100 * f * t / (pk * 1e12), f * t / 1e12, pk, f / 1e6; else printf "n/a (set PEAK_TFLOPS)" }')
 echo "device: $dev"
 echo "model: $PRESET V=$V D=$D L=$L H=$H E=$E $params params; B=$B T=$T, $plabel dense products"
 echo "train_miras_cu: $tps tok/s ($ms ms/step, median of steps 2..$steps, incl. AdamW), MFU $mfu"
