@@ -16,7 +16,8 @@ finish() { [ "$skipped" -gt 0 ] && echo "# $skipped check(s) skipped"; echo "$pa
 
 CHECKS=("np=2 equals one process with 2x accumulation" "np=2 with accumulation 2 per rank equals one process with 4x"
         "np=2 checkpoint carries 2 ranks and distinct data positions" "np=2 resume is bit-identical"
-        "np=1 resume of an np=2 checkpoint refuses" "np=2 resume of a one-process checkpoint refuses" "a dying rank ends every rank")
+        "np=1 resume of an np=2 checkpoint refuses" "np=2 resume of a one-process checkpoint refuses" "a dying rank ends every rank"
+        "the MPI build as one process equals the plain build" "-d not a multiple of B*T*ranks refuses")
 if ! command -v mpirun >/dev/null 2>&1 || [ ! -x ./train_miras_mpi ] || [ ! -x ./train_miras ]; then
     why="needs mpirun and ./train_miras_mpi (apt-get install libopenmpi-dev openmpi-bin; make train_miras_mpi)"
     for c in "${CHECKS[@]}"; do skip "$c" "$why"; done
@@ -78,4 +79,12 @@ MIRAS_KILL_RANK=1 MIRAS_KILL_STEP=3 run2 "$TMP/k" $M -x 50 -v 0; e=$?; dt=$(( $(
 if [ $e -ne 0 ] && [ $e -ne 124 ] && grep -q "rank 1: exiting at step 3" "$TMP/k/err.txt" && grep -q "^error: rank 0: stopped by the launcher" "$TMP/k/err.txt" \
    && [ ! -e "$TMP/k/ckpt.bin" ]; then ok "${CHECKS[6]}: exit $e after ${dt} s, rank 0 says it was stopped because another rank failed"
 else notok "${CHECKS[6]}" "exit $e after ${dt} s: $(cat "$TMP/k/err.txt")"; fi
+# 8. without mpirun the MPI build is one process (an MPI singleton) and computes exactly what the plain build does
+mkdir -p "$TMP/e"; ./train_miras_mpi $M -x 6 -d 64 -o "$TMP/e" >"$TMP/e/out.txt" 2>"$TMP/e/err.txt"; e=$?
+if [ $e -eq 0 ] && cmp -s "$TMP/e/ckpt.bin" "$TMP/a1/ckpt.bin"; then ok "${CHECKS[7]}: byte-identical checkpoints"
+else notok "${CHECKS[7]}" "exit $e: $(head -c 300 "$TMP/e/err.txt")"; fi
+# 9. the global batch must split evenly: 96 tokens over 2 ranks of B*T = 32
+run2 "$TMP/f" $M -x 2 -d 96; e=$?
+if one_error $e "$TMP/f/err.txt" "not a multiple of B\*T\*ranks" && [ "$(wc -l <"$TMP/f/err.txt")" -eq 1 ]; then ok "${CHECKS[8]}: $(cut -c 1-100 "$TMP/f/err.txt")"
+else notok "${CHECKS[8]}" "exit $e: $(cat "$TMP/f/err.txt")"; fi
 finish
