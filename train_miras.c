@@ -31,6 +31,10 @@ Shapes are written (B, T, C) row-major. Matrices are (out, in): y = x W^T.
 #ifdef _OPENMP
 #include <omp.h>
 #endif
+#include <signal.h>
+#ifdef USE_MPI
+#include <mpi.h>      // data parallel (section 6b): make USE_MPI=1, launched with mpirun or srun
+#endif
 
 #ifdef MIRAS_DOUBLE
 typedef double real;
@@ -41,8 +45,22 @@ typedef float real;
 // ----------------------------------------------------------------------------
 // 1. basics: errors that say what went wrong and what to do, checked allocation
 
+// Data parallel (section 6b): this process's rank and the number of ranks (0 and 1 without USE_MPI).
+// An error every rank meets alike (the flags, a checkpoint, a global gradient norm) is "collective": rank 0
+// reports it and ends the job; an error of one rank only is printed with its rank and ends the job as well.
+static int g_rank = 0, g_world = 1, g_die_collective = 0;
+static volatile sig_atomic_t g_dying = 0;
 static void die(const char* msg, const char* hint) {
-    fprintf(stderr, "error: %s%s%s%s\n", msg, hint ? " (hint: " : "", hint ? hint : "", hint ? ")" : "");
+    g_dying = 1;
+#ifdef USE_MPI
+    if (g_world > 1 && g_rank != 0 && g_die_collective) sleep(5);   // rank 0 prints the same line and aborts the job first
+#endif
+    char who[32] = "";
+    if (g_world > 1 && !(g_die_collective && g_rank == 0)) snprintf(who, sizeof who, "rank %d: ", g_rank);
+    fprintf(stderr, "error: %s%s%s%s%s\n", who, msg, hint ? " (hint: " : "", hint ? hint : "", hint ? ")" : "");
+#ifdef USE_MPI
+    if (g_world > 1) { fflush(stderr); MPI_Abort(MPI_COMM_WORLD, 1); }   // no rank may wait forever on this one
+#endif
     exit(1);
 }
 #define DIE(hint, ...) do { char _m[8192]; snprintf(_m, sizeof _m, __VA_ARGS__); die(_m, hint); } while (0)
@@ -1523,7 +1541,9 @@ static int read_reals(FILE* f, real* x, size_t n) {
 static long file_size(const char* path) { struct stat st; return stat(path, &st) ? -1 : (long)st.st_size; }
 
 // Training state saved with a checkpoint, so that a resumed run continues bit for bit.
-typedef struct { long step; int shard; long pos; uint64_t rng; } TrainState;
+// With data parallel ranks (section 6b) it also holds the number of ranks and every rank's data position
+// (shard, pos above are rank 0's; rank_shard/rank_pos have world entries when world > 1, else NULL).
+typedef struct { long step; int shard; long pos; uint64_t rng; int world; int* rank_shard; long* rank_pos; } TrainState;
 
 // Checkpoint: model header + params [+ state header + AdamW m, v]. Written to PATH.tmp, then renamed.
 static void save_checkpoint(const Model* M, const char* path, const TrainState* st) {
@@ -1536,7 +1556,12 @@ static void save_checkpoint(const Model* M, const char* path, const TrainState* 
         int s[256] = {0}; s[0] = STATE_MAGIC; s[1] = 1;
         s[2] = (int)st->step; s[3] = st->shard; s[4] = (int)(st->pos & 0x7fffffff); s[5] = (int)(st->pos >> 31);
         s[6] = (int)(st->rng & 0xffffffffu); s[7] = (int)(st->rng >> 32); s[8] = (int)M->adam_t;
+        s[9] = st->world > 1 ? st->world : 1;
         ok = ok && fwrite(s, 4, 256, f) == 256 && write_reals(f, M->m_memory, M->num_params) && write_reals(f, M->v_memory, M->num_params);
+        for (int r = 0; ok && st->world > 1 && r < st->world; r++) {   // every rank's data position
+            int p[3] = {st->rank_shard[r], (int)(st->rank_pos[r] & 0x7fffffff), (int)(st->rank_pos[r] >> 31)};
+            ok = fwrite(p, 4, 3, f) == 3;
+        }
     }
     ok = fflush(f) == 0 && ok; if (ok) fsync(fileno(f));
     if (fclose(f) != 0 || !ok) { remove(tmp); DIE("is the disk full?", "failed writing checkpoint %s", tmp); }
@@ -1556,6 +1581,11 @@ static int peek_checkpoint(const char* path, Config* cfg) {
     long np = h[19], need = 1024 + 4 * np, have = file_size(path);
     if (have < need) DIE("the file was cut short; use an older checkpoint", "checkpoint %s is truncated (%ld bytes, expected %ld)", path, have, need);
     if (have == need) return 0;
+    if (have > need + 1024 + 8 * np) {   // a run of several ranks appends their data positions (3 int32 each)
+        int s[256] = {0}; FILE* g = fopen(path, "rb");
+        int got = g && !fseek(g, need, SEEK_SET) && fread(s, 4, 256, g) == 256; if (g) fclose(g);
+        if (got && s[0] == STATE_MAGIC && s[9] > 1 && have == need + 1024 + 8 * np + 12L * s[9]) return 1;
+    }
     if (have != need + 1024 + 8 * np) DIE("the file was cut short; use an older checkpoint", "checkpoint %s is truncated or has trailing bytes (%ld bytes, expected %ld)", path, have, need + 1024 + 8 * np);
     return 1;
 }
@@ -1573,6 +1603,14 @@ static void load_checkpoint(Model* M, const char* path, TrainState* st) {
         st->rng = (uint64_t)(uint32_t)s[6] | ((uint64_t)(uint32_t)s[7] << 32); M->adam_t = s[8];
         M->m_memory = xmalloc(M->num_params * sizeof(real)); M->v_memory = xmalloc(M->num_params * sizeof(real));
         if (!read_reals(f, M->m_memory, M->num_params) || !read_reals(f, M->v_memory, M->num_params)) DIE("the file was cut short", "checkpoint %s is truncated", path);
+        st->world = s[9] > 1 ? s[9] : 1;   // older files hold 0: one process
+        if (st->world > 1) {
+            st->rank_shard = xmalloc(st->world * sizeof(int)); st->rank_pos = xmalloc(st->world * sizeof(long));
+            for (int r = 0; r < st->world; r++) {
+                int p[3]; if (fread(p, 4, 3, f) != 3) DIE("the file was cut short", "checkpoint %s is truncated", path);
+                st->rank_shard[r] = p[0]; st->rank_pos[r] = (long)p[1] | ((long)p[2] << 31);
+            }
+        }
     }
     fclose(f);
 }
@@ -1631,6 +1669,15 @@ static void dataloader_next(DataLoader* dl) {
     }
     for (long i = 0; i < need - 1; i++) { dl->inputs[i] = dl->buf[i]; dl->targets[i] = dl->buf[i + 1]; }
     dl->pos += need - 1;
+}
+// move on by n batches without reading them, exactly as n calls of dataloader_next would (the batches of the
+// other data-parallel ranks, section 6b)
+static void dataloader_skip(DataLoader* dl, long n) {
+    long need = (long)dl->B * dl->T + 1;
+    for (long i = 0; i < n; i++) {
+        if (dl->pos + need > dl->ntok[dl->shard]) { dl->shard = (dl->shard + 1) % dl->nfiles; dl->pos = 0; }
+        dl->pos += need - 1;
+    }
 }
 static void dataloader_free(DataLoader* dl) { globfree(&dl->g); free(dl->ntok); free(dl->buf); free(dl->inputs); free(dl->targets); free(dl->mask); }
 
@@ -1813,7 +1860,7 @@ static void args_parse(Args* a, int argc, char** argv, void (*usage)(void), int 
     }
     if (a->dump_in || a->dump_out) { if (!a->dump_in || !a->dump_out) DIE("give both -J IN and -O OUT", "dump mode needs an input and an output file"); return; }
     if (a->B < 1 || a->T < 1 || a->max_steps < 0) DIE("use positive -b, -t and -x", "bad batch %d, length %d or steps %ld", a->B, a->T, a->max_steps);
-    if (a->tokens_per_step <= 0) a->tokens_per_step = (long)a->B * a->T;
+    if (a->tokens_per_step <= 0) a->tokens_per_step = (long)a->B * a->T * g_world;   // data parallel: B*T per rank
     if (a->tokens_per_step % ((long)a->B * a->T)) DIE("make -d a multiple of B*T", "tokens per step %ld is not a multiple of B*T = %d", a->tokens_per_step, a->B * a->T);
 }
 
@@ -1870,8 +1917,8 @@ static const uint8_t* run_open(Run* r, const Args* a, const Config* cfg, const T
     if (r->tk.n && r->tk.n != cfg->V) fprintf(stderr, "warning: tokenizer has %d tokens, model vocab is %d\n", r->tk.n, cfg->V);
     mkdir(a->out_dir, 0755);
     char log_path[4096]; snprintf(log_path, sizeof log_path, "%s/log.txt", a->out_dir);
-    r->logf = a->max_steps > 0 ? fopen(log_path, st->step ? "a" : "w") : NULL;
-    if (a->max_steps > 0 && !r->logf) DIE("check that the output directory is writable", "cannot write %s", log_path);
+    r->logf = a->max_steps > 0 && g_rank == 0 ? fopen(log_path, st->step ? "a" : "w") : NULL;   // rank 0 logs (section 6b)
+    if (a->max_steps > 0 && g_rank == 0 && !r->logf) DIE("check that the output directory is writable", "cannot write %s", log_path);
     if (!a->answers_only) return NULL;
     return a->max_steps > 0 ? r->train.mask + 1 : r->val.mask + 1;
 }
@@ -1892,7 +1939,7 @@ static void report_val(const Run* r, long step, real vl, real acc) {
 static int skip_nonfinite_step(const Run* r, long step, int* skipped, int max, const char* what) {
     if (*skipped >= max) return 0;
     (*skipped)++;
-    printf("warning: step %ld skipped: %s not finite (%d of %d allowed by -N)\n", step, what, *skipped, max);
+    if (g_rank == 0) printf("warning: step %ld skipped: %s not finite (%d of %d allowed by -N)\n", step, what, *skipped, max);
     if (r->logf) { fprintf(r->logf, "s:%ld skipped:%s\n", step, what); fflush(r->logf); }
     return 1;
 }
@@ -1902,26 +1949,136 @@ static void report_step(const Run* r, long step, long max_steps, real loss, real
     fprintf(r->logf, "s:%ld trl:%.6f lr:%.6e norm:%.4f ms:%.1f tok/s:%.0f\n", step, loss, lr, norm, 1e3 * dt, tps); fflush(r->logf);
 }
 
+// ----------------------------------------------------------------------------
+// 6b. data parallel training over MPI ranks (make USE_MPI=1; mpirun -np N or srun). Without USE_MPI these are
+// no-ops for one process. The global batch of a step (-d tokens) is the single-process batch with gradient
+// accumulation: its accum*N micro-batches, in stream order, go accum to a rank (rank r takes r*accum ..
+// r*accum+accum-1), so N ranks see exactly the tokens one process sees, and no two ranks the same micro-batch.
+// Each rank keeps its own position in the shards and skips the micro-batches of the others. The gradients are
+// summed with one MPI_Allreduce (each rank's backward is scaled by 1/(accum*N), so the sum is the mean); every
+// rank then has the same gradients, clips on the same global norm and takes the same AdamW step. Logging,
+// validation (on rank 0 only: the single-process numbers), sampling and checkpoints are rank 0's.
+
+static int dist_local_rank(void) {   // the GPU of this rank on its node (train_miras.cu)
+    const char* e = getenv("OMPI_COMM_WORLD_LOCAL_RANK"); if (!e) e = getenv("SLURM_LOCALID"); if (!e) e = getenv("MPI_LOCALRANKID");
+    return e ? atoi(e) : 0;
+}
+// a rank stopped by the launcher (mpirun ends the job when another rank exits or aborts) says so, and exits 1
+static void dist_on_term(int sig) {
+    (void)sig;
+    if (!g_dying) {
+        char m[256]; int n = snprintf(m, sizeof m, "error: rank %d: stopped by the launcher (another rank failed or the job was cancelled; its error is above) "
+                                      "(hint: fix that rank's error and start again, or resume from the last checkpoint with -r 1)\n", g_rank);
+        if (n > 0 && write(2, m, (size_t)n) < 0) {}
+    }
+    _exit(1);
+}
+#ifdef USE_MPI
+static void dist_finalize(void) { int fin = 0; MPI_Finalized(&fin); if (!fin) MPI_Finalize(); }
+#define MPI_REAL_T (sizeof(real) == sizeof(double) ? MPI_DOUBLE : MPI_FLOAT)
+#endif
+static void dist_init(int* argc, char*** argv) {
+#ifdef USE_MPI
+    MPI_Init(argc, argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &g_rank); MPI_Comm_size(MPI_COMM_WORLD, &g_world);
+    atexit(dist_finalize);
+    if (g_world > 1) { signal(SIGTERM, dist_on_term); signal(SIGINT, dist_on_term); }
+#else
+    (void)argc; (void)argv;
+#endif
+}
+// sum x over the ranks, in place (every rank gets the same sums: MPI's reduction order is fixed for a given
+// number of ranks and message size; dist_check_same_weights verifies it at every checkpoint)
+static void dist_allreduce(real* x, size_t n) {
+#ifdef USE_MPI
+    if (g_world <= 1) return;
+    for (size_t i = 0; i < n; i += (size_t)1 << 30) {
+        size_t k = n - i < ((size_t)1 << 30) ? n - i : ((size_t)1 << 30);
+        if (MPI_Allreduce(MPI_IN_PLACE, x + i, (int)k, MPI_REAL_T, MPI_SUM, MPI_COMM_WORLD) != MPI_SUCCESS) DIE(NULL, "MPI_Allreduce failed");
+    }
+#else
+    (void)x; (void)n;
+#endif
+}
+static void dist_allreduce_f64(double* x, int n) {
+#ifdef USE_MPI
+    if (g_world > 1 && MPI_Allreduce(MPI_IN_PLACE, x, n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD) != MPI_SUCCESS) DIE(NULL, "MPI_Allreduce failed");
+#else
+    (void)x; (void)n;
+#endif
+}
+// The tokens per step: -d is the global batch (default B*T per rank); accum micro-batches per rank and step.
+static int dist_accum(const Args* a) {
+    long per = (long)a->B * a->T * g_world;
+    if (a->tokens_per_step % per) DIE("make -d a multiple of B*T times the number of ranks", "tokens per step %ld is not a multiple of B*T*ranks = %d*%d*%d", a->tokens_per_step, a->B, a->T, g_world);
+    return (int)(a->tokens_per_step / per);
+}
+// After loading st: a resumed run must have as many ranks as the run that wrote the checkpoint.
+static void dist_check_resume(const Args* a, const char* path, const TrainState* st) {
+    if (!a->resume) return;
+    int w = st->world > 1 ? st->world : 1;
+    if (w != g_world) { g_die_collective = 1;
+        DIE(w > 1 ? "resume with mpirun -np set to the checkpoint's number of ranks, or start from its weights with -e (fresh optimizer and data position)"
+                  : "resume it without mpirun (one process), or start from its weights with -e (fresh optimizer and data position)",
+            "checkpoint %s was written by %d rank%s; this run has %d (data positions and the batch split differ)", path, w, w > 1 ? "s" : "", g_world); }
+}
+// Place this rank's train loader: a resumed run of several ranks at this rank's saved position; otherwise at the
+// stream position (shard, pos of st) moved on by the micro-batches of the ranks before this one.
+static void dist_place_loader(DataLoader* dl, const TrainState* st, int accum) {
+    if (st->world > 1) { dl->shard = st->rank_shard[g_rank]; dl->pos = st->rank_pos[g_rank];
+        if (dl->shard >= dl->nfiles) DIE("resume with the same -i shards", "checkpoint data position of rank %d (shard %d) is past the %d train shards", g_rank, dl->shard, dl->nfiles); }
+    else dataloader_skip(dl, (long)g_rank * accum);
+}
+// Before a checkpoint: every rank's data position into st (rank 0's arrays), and a check that the ranks' weights
+// are still the same bits (a hash of the parameters, compared as max(h) == ~max(~h), in one reduction).
+static void dist_checkpoint_state(TrainState* st, const DataLoader* dl, const real* params, size_t n) {
+#ifdef USE_MPI
+    if (g_world <= 1) return;
+    long mine[2] = {dl->shard, dl->pos}, *all = xmalloc(2 * (size_t)g_world * sizeof(long));
+    MPI_Gather(mine, 2, MPI_LONG, all, 2, MPI_LONG, 0, MPI_COMM_WORLD);
+    st->world = g_world;
+    if (!st->rank_shard) { st->rank_shard = xmalloc(g_world * sizeof(int)); st->rank_pos = xmalloc(g_world * sizeof(long)); }
+    for (int r = 0; r < g_world; r++) { st->rank_shard[r] = (int)all[2 * r]; st->rank_pos[r] = all[2 * r + 1]; }
+    free(all);
+    uint64_t h = 1469598103934665603ULL; const unsigned char* b = (const unsigned char*)params;
+    for (size_t i = 0; i < n * sizeof(real); i++) h = (h ^ b[i]) * 1099511628211ULL;
+    uint64_t hh[2] = {h, ~h};
+    MPI_Allreduce(MPI_IN_PLACE, hh, 2, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD);
+    if (hh[0] != h || ~hh[1] != h) { g_die_collective = 1; DIE("a bug: the ranks' gradient sums differ; run with one process and report it", "the weights of the ranks differ at step %ld", st->step); }
+#else
+    (void)st; (void)dl; (void)params; (void)n;
+#endif
+}
+
 #ifndef TESTING
 static void usage(void) { printf("usage: train_miras [flags]   (defaults in brackets)\n"); printf(USAGE, PRESETS); }
 
 int main(int argc, char** argv) {
+    dist_init(&argc, &argv); g_die_collective = 1;   // until training starts, every rank meets the same errors
     Args a; args_parse(&a, argc, argv, usage, NULL);
+    if (a.dump_in && g_world > 1) DIE("run dump mode as one process, without mpirun", "dump mode (-J, -O) does not run on %d ranks", g_world);
     if (a.dump_in) { dump_run(a.dump_in, a.dump_out); return 0; }
     Config cfg; char ckpt_path[4096]; const char* load_path = args_resolve(&a, &cfg, ckpt_path, sizeof ckpt_path);
     Model model; model_build(&model, &cfg);
     TrainState st = {0, 0, 0, a.seed * 0x9E3779B97F4A7C15ULL + 1};
     if (load_path) load_checkpoint(&model, load_path, a.resume ? &st : NULL); else model_init(&model, a.seed);
+    dist_check_resume(&a, load_path, &st);
     Run run; model.loss_mask = run_open(&run, &a, &cfg, &st);
-    int accum = (int)(a.tokens_per_step / ((long)a.B * a.T)), B = a.B, T = a.T; long max_steps = a.max_steps;
+    int accum = dist_accum(&a), B = a.B, T = a.T; long max_steps = a.max_steps;   // accum: micro-batches per rank and step
     DataLoader* train = &run.train;
-    printf("train_miras | preset %s | V %d D %d L %d H %d E %d F %d b %d | %zu params | B %d T %d accum %d | threads %d\n",
+    if (max_steps > 0) dist_place_loader(train, &st, accum);
+    if (g_world > 1 && g_rank == 0) printf("data parallel: %d ranks, each %d x %d tokens per step; validation and sampling on rank 0\n", g_world, accum, B * T);
+    if (g_rank == 0) printf("train_miras | preset %s | V %d D %d L %d H %d E %d F %d b %d | %zu params | B %d T %d accum %d | threads %d\n",
            load_path && !(a.given & G_P) ? "(from checkpoint)" : a.preset, cfg.V, cfg.D, cfg.L, cfg.H, cfg.E, cfg.F, cfg.b, model.num_params, B, T, accum, max_threads());
-    if (max_steps == 0) { real acc, vl = evaluate(&model, &run.val, a.val_batches, &acc); report_val(&run, -1, vl, acc); return 0; }
+    if (max_steps == 0) { if (g_rank == 0) { real acc, vl = evaluate(&model, &run.val, a.val_batches, &acc); report_val(&run, -1, vl, acc); } return 0; }
     int skipped = 0;   // steps skipped for a non-finite loss or gradient (-N)
+    g_die_collective = 0;
+    const char* kill_rank = getenv("MIRAS_KILL_RANK"); long kill_step = kill_rank && getenv("MIRAS_KILL_STEP") ? atol(getenv("MIRAS_KILL_STEP")) : -1;
     for (long step = st.step; step < max_steps; step++) {
-        if (run.have_val && a.val_every > 0 && step % a.val_every == 0) { real acc, vl = evaluate(&model, &run.val, a.val_batches, &acc); report_val(&run, step, vl, acc); }
-        if (a.sample_every > 0 && step > 0 && step % a.sample_every == 0) { int p0 = train->inputs[0]; printf("sample: "); generate(&model, &run.tk, &p0, 1, a.gen_tokens, &st.rng); }
+        if (kill_rank && atoi(kill_rank) == g_rank && step + 1 == kill_step) {   // the tests' dying rank: gone without a word to MPI
+            fprintf(stderr, "rank %d: exiting at step %ld (MIRAS_KILL_RANK test hook)\n", g_rank, step + 1); _exit(3); }
+        if (g_rank == 0 && run.have_val && a.val_every > 0 && step % a.val_every == 0) { real acc, vl = evaluate(&model, &run.val, a.val_batches, &acc); report_val(&run, step, vl, acc); }
+        if (g_rank == 0 && a.sample_every > 0 && step > 0 && step % a.sample_every == 0) { int p0 = train->inputs[0]; printf("sample: "); generate(&model, &run.tk, &p0, 1, a.gen_tokens, &st.rng); }
         double t0 = now_s(); real loss = 0; int bad_loss = 0;
         model_zero_grad(&model);
         for (int k = 0; k < accum; k++) {
@@ -1931,26 +2088,34 @@ int main(int argc, char** argv) {
                 if (skipped >= a.max_skip) DIE("lower the learning rate -l or raise warmup -u (or allow skipped steps with -N)", "loss is not finite (%s) at step %ld", isnan(model.mean_loss) ? "nan" : "inf", step + 1);
                 bad_loss = 1; continue;
             }
-            model_backward(&model, (real)1 / accum); loss += model.mean_loss / accum;
+            model_backward(&model, (real)1 / (accum * g_world)); loss += model.mean_loss / (accum * g_world);
+        }
+        if (g_world > 1) {   // the other ranks' micro-batches; the sums over the ranks (gradients: one reduction)
+            dataloader_skip(train, (long)(g_world - 1) * accum);
+            dist_allreduce(model.grads_memory, model.num_params);
+            double ls[2] = {loss, (double)bad_loss}; dist_allreduce_f64(ls, 2); loss = (real)ls[0]; bad_loss = ls[1] > 0;
         }
         if (step + 1 == planted_nan_step()) model.grads_memory[0] = NAN;
         real norm = bad_loss ? NAN : grad_norm(&model);
         real lrs = lr_at(step, max_steps, a.lr, a.warmup, a.final_frac);
         if (!isfinite(norm)) {   // skip the update (weights and AdamW moments stay) while -N allows, else stop
             if (!skip_nonfinite_step(&run, step + 1, &skipped, a.max_skip, bad_loss ? "loss" : "gradient norm")) {
-                const char* t = nonfinite_grad_tensor(&model); die_nonfinite_grad(norm, step + 1, t, model.nf_layer, model.nf_chunk, model.nf_what, cfg.b); }
+                g_die_collective = 1; const char* t = nonfinite_grad_tensor(&model); die_nonfinite_grad(norm, step + 1, t, model.nf_layer, model.nf_chunk, model.nf_what, cfg.b); }
         } else {
             grad_clip(&model, norm, a.clip);
             model_update(&model, lrs, 0.9, 0.95, 1e-8, a.wd);
             double dt = now_s() - t0;
-            report_step(&run, step + 1, max_steps, loss, lrs, norm, dt, a.tokens_per_step / dt);
+            if (g_rank == 0) report_step(&run, step + 1, max_steps, loss, lrs, norm, dt, a.tokens_per_step / dt);
         }
         st.step = step + 1; st.shard = train->shard; st.pos = train->pos;
-        if ((a.ckpt_every > 0 && st.step % a.ckpt_every == 0) || st.step == max_steps || st.step == a.stop_at) save_checkpoint(&model, ckpt_path, &st);
-        if (st.step == a.stop_at) { printf("stopped after step %ld (-S); continue with -r 1\n", st.step); return 0; }
+        if ((a.ckpt_every > 0 && st.step % a.ckpt_every == 0) || st.step == max_steps || st.step == a.stop_at) {
+            dist_checkpoint_state(&st, train, model.params_memory, model.num_params);
+            if (g_rank == 0) save_checkpoint(&model, ckpt_path, &st);
+        }
+        if (st.step == a.stop_at) { if (g_rank == 0) printf("stopped after step %ld (-S); continue with -r 1\n", st.step); return 0; }
     }
-    if (run.have_val) { real acc, vl = evaluate(&model, &run.val, a.val_batches, &acc); report_val(&run, max_steps, vl, acc); }
-    if (a.gen_tokens > 0 && st.step > 0) { int p0 = train->inputs[0]; printf("sample: "); uint64_t r = st.rng; generate(&model, &run.tk, &p0, 1, a.gen_tokens, &r); }
+    if (g_rank == 0 && run.have_val) { real acc, vl = evaluate(&model, &run.val, a.val_batches, &acc); report_val(&run, max_steps, vl, acc); }
+    if (g_rank == 0 && a.gen_tokens > 0 && st.step > 0) { int p0 = train->inputs[0]; printf("sample: "); uint64_t r = st.rng; generate(&model, &run.tk, &p0, 1, a.gen_tokens, &r); }
     run_close(&run); model_free(&model);
     return 0;
 }

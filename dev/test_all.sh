@@ -3,7 +3,7 @@
 set -u
 cd "$(dirname "$0")/.."
 total_pass=0; total_fail=0; total_skip=0; broken=0
-for t in ./test_miras ./test_miras_fp64 "bash data_prep/test_data_prep.sh"; do
+for t in ./test_miras ./test_miras_fp64 "bash data_prep/test_data_prep.sh" "bash dev/test_mpi.sh"; do
     echo "=== $t"
     out=$($t 2>&1); code=$?
     printf '%s\n' "$out"
