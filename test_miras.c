@@ -52,8 +52,9 @@ typedef struct {
 
 static int fixture_load(Fixture* fx, const char* path) {
     FILE* f = fopen(path, "rb"); if (!f) return 0;
-    int h[256]; if (fread(h, 4, 256, f) != 256 || h[0] != 20261103) { fclose(f); return 0; }
-    header_to_config(&fx->cfg, h);
+    int h[256]; if (fread(h, 4, 256, f) != 256 || h[0] != FIXTURE_MAGIC) { fclose(f); return 0; }
+    long end = fixture_check(path, h, &fx->cfg, file_size(path));   // the header against the file size (an error if bad)
+    if (file_size(path) != end + 8 * ((long)h[100] * h[101] * fx->cfg.V + 1 + h[19] + h[102])) { fclose(f); return 0; }
     fx->B = h[100]; fx->T = h[101]; fx->nsteps = h[102];
     fx->lr = bits_f32(h[103]); fx->beta1 = bits_f32(h[104]); fx->beta2 = bits_f32(h[105]);
     fx->eps = bits_f32(h[106]); fx->wd = bits_f32(h[107]); fx->clip = bits_f32(h[108]); fx->np = (size_t)h[19];
