@@ -369,7 +369,8 @@ static void test_long_init(void) {
 // ---------------------------------------------------------------------------
 // 5, 6: the trainer binary end to end (float build only): resume bit-for-bit, bad input
 
-static const char* BIN = "./train_miras";
+static const char* BIN = "./train_miras";    // MIRAS_TRAIN_BIN overrides it (make test_asan: build/asan/train_miras)
+static const char* SELF = "./test_miras";     // argv[0], for --compare
 static char TMP[256];
 
 static void write_shard(const char* path, int ntok, int magic, int claim, uint64_t seed) {
@@ -469,9 +470,9 @@ static void test_binary(void) {
             x[nl + 1 + np - 1] += 1.0f;                                  // the last gradient entry
             FILE* f = fopen(d2, "wb"); if (f) { fwrite(hd, 4, 256, f); fwrite(x, 4, ntot, f); fclose(f); }
             free(x);
-            snprintf(cmd, sizeof cmd, "./test_miras --compare self %s %s dev/fixtures/titans.bin >%s 2>&1", d1, d1, out);
+            snprintf(cmd, sizeof cmd, "%s --compare self %s %s dev/fixtures/titans.bin >%s 2>&1", SELF, d1, d1, out);
             int st = system(cmd); e_same = WIFEXITED(st) ? WEXITSTATUS(st) : 128;
-            snprintf(cmd, sizeof cmd, "./test_miras --compare perturbed %s %s dev/fixtures/titans.bin >%s 2>&1", d2, d1, out);
+            snprintf(cmd, sizeof cmd, "%s --compare perturbed %s %s dev/fixtures/titans.bin >%s 2>&1", SELF, d2, d1, out);
             st = system(cmd); e_diff = WIFEXITED(st) ? WEXITSTATUS(st) : 128;
             FILE* g = fopen(out, "r"); char line[1024];
             while (g && fgets(line, sizeof line, g)) if (!strncmp(line, "FAIL - perturbed: gradients", 27) && strstr(line, "worst tensor rmsf_w")) named = 1;
@@ -614,6 +615,8 @@ int main(int argc, char** argv) {
         printf("%d passed, %d failed\n", n_pass, n_fail);
         return n_fail ? 1 : 0;
     }
+    if (getenv("MIRAS_TRAIN_BIN")) BIN = getenv("MIRAS_TRAIN_BIN");
+    SELF = argv[0];
     const char* dir = argc > 1 ? argv[1] : "dev/fixtures";
     printf("test_miras (%s build, %d threads)\n", BUILD, max_threads());
     for (int i = 0; i < NFIX; i++) test_fixture(dir, FIXTURES[i]);

@@ -335,25 +335,25 @@ typedef struct {
 } MemChunk;
 
 static size_t memchunk_carve(MemChunk* c, real* base, int b, int d, int dm, int nP) {
-    real* p = base; size_t nd = (size_t)b * d, nm = (size_t)b * dm, nn = (size_t)b * b;
-#define TAKE(f, sz) do { c->f = base ? p : NULL; p += (sz); } while (0)
+    size_t off = 0, nd = (size_t)b * d, nm = (size_t)b * dm, nn = (size_t)b * b;  // (offsets: no arithmetic on a NULL base)
+#define TAKE(f, sz) do { c->f = base ? base + off : NULL; off += (sz); } while (0)
     TAKE(q, nd); TAKE(k, nd); TAKE(v, nd); TAKE(a, b); TAKE(eta, b); TAKE(theta, b); TAKE(dy, nd); TAKE(etac, nd); TAKE(delta, nd);
     TAKE(alpha, b); TAKE(beta, b); TAKE(sigma, b); TAKE(C, nn); TAKE(s, nn);
     TAKE(zk, nm); TAKE(tk, nm); TAKE(hk, nm); TAKE(nk, nd); TAKE(rk, b); TAKE(r, nd); TAKE(u, nd); TAKE(d1, nd); TAKE(gk, nm); TAKE(d2, nm); TAKE(e, nd); TAKE(psi, nd);
     TAKE(xw1, nm); TAKE(xs1, nm); TAKE(xx1, nn); TAKE(zq, nm); TAKE(tq, nm); TAKE(hq, nm);
     TAKE(xw2, nd); TAKE(xs2, nd); TAKE(xx2, nn); TAKE(nq, nd); TAKE(rq, b); TAKE(y, nd);
-    real* g0 = p;
+    size_t g0 = off;
     TAKE(dq, nd); TAKE(dk, nd); TAKE(dv, nd); TAKE(da, b); TAKE(deta, b); TAKE(dtheta, b);
     TAKE(dalpha, b); TAKE(dbeta, b); TAKE(dC, nn); TAKE(ds, b); TAKE(dsig, 1);
     TAKE(dzk, nm); TAKE(dhk, nm); TAKE(dnk, nd); TAKE(drk, b); TAKE(dr, nd); TAKE(du, nd); TAKE(dd1, nd);
     TAKE(dgk, nm); TAKE(dd2, nm); TAKE(dzq, nm); TAKE(dhq, nm); TAKE(doq, nd); TAKE(dok, nd);
     TAKE(detac, nd); TAKE(ddelta, nd); TAKE(dmk, nd); TAKE(dcs, 2);
-    c->grad0 = base ? g0 : NULL; c->ngrad = (size_t)(p - g0);
+    c->grad0 = base ? base + g0 : NULL; c->ngrad = off - g0;
     TAKE(Pa, nP); TAKE(Pb, nP); TAKE(Sa, nP); TAKE(Sb, nP); TAKE(dlng, d); TAKE(dlnb, d);
     TAKE(Wa, nP); TAKE(Wb, nP); TAKE(Wc, nP); TAKE(dWa, nP); TAKE(dWb, nP); TAKE(save, c->ngrad); TAKE(zero, nd);
     TAKE(xa1, nm); TAKE(xa2, nd); TAKE(dp0, nP); c->p0 = NULL;
 #undef TAKE
-    return (size_t)(p - base);
+    return off;
 }
 
 // Chunk coefficients by the recurrences (t, i local, 0-based; sigma_{-1} = alpha_{-1} = 1):
@@ -1134,9 +1134,13 @@ static void config_check(const Config* c) {
         DIE("use -Z 0 here", "the anchored retention needs a learned retention gate a and no kl retention (memora)");
     if (!(c->eta_max > 0) || c->eta_max > 1e6) DIE("pick -X in (0, 1e6]", "bad eta_max %g", c->eta_max);
     if (c->D / c->H > 256) DIE("use more heads", "head width %d above 256", c->D / c->H);
-    if ((int)strlen(c->pattern) != c->L) DIE("one letter per layer", "layer pattern '%s' has %d letters for %d layers", c->pattern, (int)strlen(c->pattern), c->L);
+    char pat[4 * sizeof c->pattern + 1]; size_t np = 0;   // the pattern as printable text (it may come from a file)
+    for (const unsigned char* q = (const unsigned char*)c->pattern; *q && np + 5 < sizeof pat; q++)
+        np += (size_t)(*q >= 32 && *q < 127 ? snprintf(pat + np, 2, "%c", *q) : snprintf(pat + np, 5, "\\x%02x", *q));
+    pat[np] = 0;
+    if ((int)strlen(c->pattern) != c->L) DIE("one letter per layer", "layer pattern '%s' has %d letters for %d layers", pat, (int)strlen(c->pattern), c->L);
     for (int l = 0; l < c->L; l++) if (c->pattern[l] != 'M')
-        DIE("only memory layers 'M' exist in this version", "layer pattern '%s': '%c' is not implemented", c->pattern, c->pattern[l]);
+        DIE("only memory layers 'M' exist in this version", "layer pattern '%s': letter %d is not implemented", pat, l + 1);
 }
 
 // The parameter count of a config (checked first: the sizes are bounded, so the sum cannot overflow)
