@@ -55,7 +55,7 @@ test_gpu_emu: train_miras test_miras
 
 # ---- sanitizers and fuzzing (README "Tests": "Sanitizers", "Fuzzing")
 ASAN_CC ?= $(CC)
-ASAN_CFLAGS = -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer -Wall -Wno-unused-function -Wno-format-truncation -fopenmp
+ASAN_CFLAGS = -O2 -g -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer -Wall -Wno-unused-function -Wno-format-truncation -fopenmp
 build/asan/train_miras: train_miras.c
 	@mkdir -p build/asan
 	$(ASAN_CC) $(ASAN_CFLAGS) -o $@ $< $(LDLIBS)

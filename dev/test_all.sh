@@ -6,7 +6,14 @@
 set -u
 cd "$(dirname "$0")/.."
 D=${MIRAS_BIN_DIR:-.}
-if [ "$D" != . ]; then export MIRAS_TRAIN_BIN="$D/train_miras" DATA_PREP_BIN_DIR="$PWD/$D/data_prep"; fi
+LOGS=""
+if [ "$D" != . ]; then
+    export MIRAS_TRAIN_BIN="$D/train_miras" DATA_PREP_BIN_DIR="$PWD/$D/data_prep"
+    # sanitizer builds: every report of every process (the trainer runs of the tests included) goes to a file in
+    # $D/logs, and each such file is a failure below. Leaks at exit are not checked (a CLI that exits frees nothing).
+    LOGS="$D/logs"; rm -rf "$LOGS"; mkdir -p "$LOGS"
+    export ASAN_OPTIONS="detect_leaks=0:log_path=$PWD/$LOGS/asan" UBSAN_OPTIONS="print_stacktrace=1:log_path=$PWD/$LOGS/ubsan"
+fi
 if [ $# -eq 0 ]; then set -- "$D/test_miras" "$D/test_miras_fp64" "bash data_prep/test_data_prep.sh"; fi
 total_pass=0; total_fail=0; total_skip=0; broken=0
 for t in "$@"; do
@@ -23,6 +30,11 @@ for t in "$@"; do
     total_skip=$((total_skip + ${sk:-0}))
     if [ "$code" -ne 0 ] && [ "$f" -eq 0 ]; then broken=$((broken + 1)); fi
 done
+if [ -n "$LOGS" ]; then
+    nrep=$(ls "$LOGS" | wc -l)
+    if [ "$nrep" -eq 0 ]; then echo "ok - no sanitizer report from any process"; total_pass=$((total_pass + 1))
+    else for r in "$LOGS"/*; do echo "FAIL - sanitizer report $r:"; grep -m 3 -E 'ERROR|runtime error|SUMMARY' "$r"; done; total_fail=$((total_fail + nrep)); fi
+fi
 total_fail=$((total_fail + broken))
 [ "$total_skip" -gt 0 ] && echo "# $total_skip check(s) skipped"   # (read by an enclosing test_all.sh: make ci)
 echo "${total_pass} passed, ${total_fail} failed, ${total_skip} skipped"   # a skip says why above (# SKIP lines)
