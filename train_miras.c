@@ -27,6 +27,7 @@ Shapes are written (B, T, C) row-major. Matrices are (out, in): y = x W^T.
 #include <glob.h>
 #include <unistd.h>
 #include <sys/stat.h>
+#include <fcntl.h>
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -1114,33 +1115,34 @@ static void memory_backward(Model* M, int l) {
     }
 }
 
+static const char* cfg_origin = "";   // where the config being checked comes from ("" for the flags): "FILE: "
 // Every field of a config is bounded here, before anything is sized from it: a config may come from a file
 // (checkpoint, fixture), so a bad one must end in an error, never in a division by zero or a huge allocation.
 static void config_check(const Config* c) {
-    if (c->H < 1 || c->D < 1 || c->D > 65536) DIE("check -D and -H", "bad width D = %d or heads H = %d (D in 1..65536, H >= 1)", c->D, c->H);
-    if (c->D % c->H) DIE("pick -D a multiple of -H", "width D = %d is not divisible by heads H = %d", c->D, c->H);
-    if (c->V < 1 || c->V > 65536) DIE("token shards hold uint16 ids", "vocab size %d out of range 1..65536", c->V);
-    if (c->Vp != (c->V + 63) / 64 * 64) DIE("Vp is V rounded up to a multiple of 64", "padded vocab Vp = %d for vocab V = %d (expected %d)", c->Vp, c->V, (c->V + 63) / 64 * 64);
+    if (c->H < 1 || c->D < 1 || c->D > 65536) DIE("check -D and -H", "%sbad width D = %d or heads H = %d (D in 1..65536, H >= 1)", cfg_origin, c->D, c->H);
+    if (c->D % c->H) DIE("pick -D a multiple of -H", "%swidth D = %d is not divisible by heads H = %d", cfg_origin, c->D, c->H);
+    if (c->V < 1 || c->V > 65536) DIE("token shards hold uint16 ids", "%svocab size %d out of range 1..65536", cfg_origin, c->V);
+    if (c->Vp != (c->V + 63) / 64 * 64) DIE("Vp is V rounded up to a multiple of 64", "%spadded vocab Vp = %d for vocab V = %d (expected %d)", cfg_origin, c->Vp, c->V, (c->V + 63) / 64 * 64);
     if (c->b < 1 || c->b > 1024 || c->L < 1 || c->L > 128 || c->F < 1 || c->F > 1048576 || c->E < 1 || c->E > 64 || c->K < 1 || c->K > 8)
-        DIE("check -k, -L, -F, -E", "bad config: b=%d L=%d F=%d E=%d K=%d (b in 1..1024, L 1..128, F 1..2^20, E 1..64, K 1..8)", c->b, c->L, c->F, c->E, c->K);
+        DIE("check -k, -L, -F, -E", "%sbad config: b=%d L=%d F=%d E=%d K=%d (b in 1..1024, L 1..128, F 1..2^20, E 1..64, K 1..8)", cfg_origin, c->b, c->L, c->F, c->E, c->K);
     if (c->mem_depth < 1 || c->mem_depth > 2 || c->mem_resid < 0 || c->mem_resid > 1 || c->mem_ln < 0 || c->mem_ln > 1 ||
         c->gate_a < 0 || c->gate_a > 1 || c->gate_eta < 0 || c->gate_eta > 1)
-        DIE("is this file from a newer train_miras?", "bad memory config: depth %d, residual %d, LN %d, gates a %d eta %d", c->mem_depth, c->mem_resid, c->mem_ln, c->gate_a, c->gate_eta);
+        DIE("is this file from a newer train_miras?", "%sbad memory config: depth %d, residual %d, LN %d, gates a %d eta %d", cfg_origin, c->mem_depth, c->mem_resid, c->mem_ln, c->gate_a, c->gate_eta);
     if (c->bias < 0 || c->bias > 3 || c->algo < 0 || c->algo > 1 || c->retention < 0 || c->retention > 2 || c->gate_rank < 0 || c->gate_rank > c->D)
-        DIE("is this file from a newer train_miras? (-R is at most D)", "bad memory config: bias %d, algo %d, retention %d, gate rank %d", c->bias, c->algo, c->retention, c->gate_rank);
-    if (c->retention && c->algo) DIE("use gd with the lq and kl retentions", "momentum with retention %d is not implemented", c->retention);
-    if (c->anchor < 0 || c->anchor > 1) DIE("-Z is 0 or 1", "bad anchor flag %d", c->anchor);
+        DIE("is this file from a newer train_miras? (-R is at most D)", "%sbad memory config: bias %d, algo %d, retention %d, gate rank %d", cfg_origin, c->bias, c->algo, c->retention, c->gate_rank);
+    if (c->retention && c->algo) DIE("use gd with the lq and kl retentions", "%smomentum with retention %d is not implemented", cfg_origin, c->retention);
+    if (c->anchor < 0 || c->anchor > 1) DIE("-Z is 0 or 1", "%sbad anchor flag %d", cfg_origin, c->anchor);
     if (c->anchor && (c->retention == 2 || !c->gate_a))
-        DIE("use -Z 0 here", "the anchored retention needs a learned retention gate a and no kl retention (memora)");
-    if (!(c->eta_max > 0) || c->eta_max > 1e6) DIE("pick -X in (0, 1e6]", "bad eta_max %g", c->eta_max);
-    if (c->D / c->H > 256) DIE("use more heads", "head width %d above 256", c->D / c->H);
+        DIE("use -Z 0 here", "%sthe anchored retention needs a learned retention gate a and no kl retention (memora)", cfg_origin);
+    if (!(c->eta_max > 0) || c->eta_max > 1e6) DIE("pick -X in (0, 1e6]", "%sbad eta_max %g", cfg_origin, c->eta_max);
+    if (c->D / c->H > 256) DIE("use more heads", "%shead width %d above 256", cfg_origin, c->D / c->H);
     char pat[4 * sizeof c->pattern + 1]; size_t np = 0;   // the pattern as printable text (it may come from a file)
     for (const unsigned char* q = (const unsigned char*)c->pattern; *q && np + 5 < sizeof pat; q++)
         np += (size_t)(*q >= 32 && *q < 127 ? snprintf(pat + np, 2, "%c", *q) : snprintf(pat + np, 5, "\\x%02x", *q));
     pat[np] = 0;
-    if ((int)strlen(c->pattern) != c->L) DIE("one letter per layer", "layer pattern '%s' has %d letters for %d layers", pat, (int)strlen(c->pattern), c->L);
+    if ((int)strlen(c->pattern) != c->L) DIE("one letter per layer", "%slayer pattern '%s' has %d letters for %d layers", cfg_origin, pat, (int)strlen(c->pattern), c->L);
     for (int l = 0; l < c->L; l++) if (c->pattern[l] != 'M')
-        DIE("only memory layers 'M' exist in this version", "layer pattern '%s': letter %d is not implemented", pat, l + 1);
+        DIE("only memory layers 'M' exist in this version", "%slayer pattern '%s': letter %d is not implemented", cfg_origin, pat, l + 1);
 }
 
 // The parameter count of a config (checked first: the sizes are bounded, so the sum cannot overflow)
@@ -1524,12 +1526,14 @@ static void header_to_config(Config* c, const int* h) {
 }
 
 // reals are stored as float32 whatever `real` is
+static long write_delay_us;   // > 0 only inside save_checkpoint with MIRAS_CKPT_DELAY_US set (the kill -9 test)
 static int write_reals(FILE* f, const real* x, size_t n) {
     float buf[4096];
     for (size_t i = 0; i < n; i += 4096) {
         size_t k = n - i < 4096 ? n - i : 4096;
         for (size_t j = 0; j < k; j++) buf[j] = (float)x[i + j];
         if (fwrite(buf, 4, k, f) != k) return 0;
+        if (write_delay_us > 0) { fflush(f); usleep((useconds_t)write_delay_us); }
     }
     return 1;
 }
@@ -1547,9 +1551,13 @@ static long file_size(const char* path) { struct stat st; return stat(path, &st)
 // Training state saved with a checkpoint, so that a resumed run continues bit for bit.
 typedef struct { long step; int shard; long pos; uint64_t rng; } TrainState;
 
-// Checkpoint: model header + params [+ state header + AdamW m, v]. Written to PATH.tmp, then renamed.
+// Checkpoint: model header + params [+ state header + AdamW m, v]. Written to PATH.tmp, flushed to disk (fsync),
+// then renamed over PATH, and the directory is fsynced: PATH is always a whole old or a whole new checkpoint, even
+// if the process is killed mid-write (make test kills it with SIGKILL at random points, many times: test 5e).
+// MIRAS_CKPT_DELAY_US=N (a test hook) sleeps N us after every 16 KB written, so that such kills land mid-write.
 static void save_checkpoint(const Model* M, const char* path, const TrainState* st) {
     char tmp[4096]; snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    const char* delay = getenv("MIRAS_CKPT_DELAY_US"); write_delay_us = delay ? atol(delay) : 0;
     FILE* f = fopen(tmp, "wb");
     if (!f) DIE("check that the output directory exists and is writable", "cannot write checkpoint %s: %s", tmp, strerror(errno));
     int h[256] = {0}; h[0] = MODEL_MAGIC; h[1] = 1; config_to_header(h, &M->cfg, M->num_params);
@@ -1560,9 +1568,14 @@ static void save_checkpoint(const Model* M, const char* path, const TrainState* 
         s[6] = (int)(st->rng & 0xffffffffu); s[7] = (int)(st->rng >> 32); s[8] = (int)M->adam_t;
         ok = ok && fwrite(s, 4, 256, f) == 256 && write_reals(f, M->m_memory, M->num_params) && write_reals(f, M->v_memory, M->num_params);
     }
-    ok = fflush(f) == 0 && ok; if (ok) fsync(fileno(f));
+    write_delay_us = 0;
+    ok = fflush(f) == 0 && ok; if (ok) ok = fsync(fileno(f)) == 0;
     if (fclose(f) != 0 || !ok) { remove(tmp); DIE("is the disk full?", "failed writing checkpoint %s", tmp); }
-    if (rename(tmp, path) != 0) DIE(NULL, "cannot rename %s to %s: %s", tmp, path, strerror(errno));
+    if (rename(tmp, path) != 0) DIE("check the output directory's permissions", "cannot rename %s to %s: %s", tmp, path, strerror(errno));
+    char dir[4096]; snprintf(dir, sizeof dir, "%s", path); char* slash = strrchr(dir, '/');
+    if (slash) *(slash == dir ? slash + 1 : slash) = 0; else snprintf(dir, sizeof dir, ".");
+    int dfd = open(dir, O_RDONLY);   // the rename itself reaches the disk with the directory
+    if (dfd >= 0) { fsync(dfd); close(dfd); }
 }
 
 // Read a checkpoint's header into cfg (returns 1 if it also carries a training state).
@@ -1575,8 +1588,11 @@ static int peek_checkpoint(const char* path, Config* cfg) {
     if (h[0] != MODEL_MAGIC) DIE("is this a train_miras checkpoint?", "%s has magic %d, expected %d", path, h[0], MODEL_MAGIC);
     if (h[1] != 1) DIE("written by another version of train_miras", "%s has version %d, expected 1", path, h[1]);
     header_to_config(cfg, h);
-    if (config_num_params(cfg) != (size_t)(unsigned)h[19])   // (the config is checked first: nothing is sized from a bad one)
-        DIE("the header is corrupt; use an older checkpoint", "checkpoint %s says %d params, its config makes %zu", path, h[19], config_num_params(cfg));
+    static char origin[4200]; snprintf(origin, sizeof origin, "checkpoint %s: ", path); cfg_origin = origin;
+    size_t nc = config_num_params(cfg);   // (the config is checked first: nothing is sized from a bad one)
+    cfg_origin = "";
+    if (nc != (size_t)(unsigned)h[19])
+        DIE("the header is corrupt; use an older checkpoint", "checkpoint %s says %d params, its config makes %zu", path, h[19], nc);
     long np = h[19], need = 1024 + 4 * np, have = file_size(path);
     if (have < need) DIE("the file was cut short; use an older checkpoint", "checkpoint %s is truncated (%ld bytes, expected %ld)", path, have, need);
     if (have == need) return 0;
@@ -1781,7 +1797,9 @@ static long fixture_check(const char* in, const int* h, Config* cfg, long size) 
     int B = h[100], T = h[101], nsteps = h[102];
     if (B < 1 || B > 65536 || T < 1 || T > 1048576 || nsteps < 0 || nsteps > DUMP_MAX_STEPS || (long)B * T > (1L << 24))
         DIE(FIXTURE_HINT, "%s has a bad batch header: B %d, T %d, nsteps %d (B*T at most 2^24, nsteps 0..%d)", in, B, T, nsteps, DUMP_MAX_STEPS);
+    static char origin[4200]; snprintf(origin, sizeof origin, "%s: ", in); cfg_origin = origin;
     size_t np = config_num_params(cfg);
+    cfg_origin = "";
     if (np != (size_t)(unsigned)h[19]) DIE(FIXTURE_HINT, "%s says %d params, its config makes %zu", in, h[19], np);
     long end = 1024 + 4 * (long)np + 4L * B * (T + 1);
     if (size < end) DIE(FIXTURE_HINT, "%s is truncated (%ld bytes; its params and tokens need %ld)", in, size, end);
