@@ -15,7 +15,7 @@ LDLIBS = -lm
 NVCC ?= nvcc
 GPU_COMPUTE_CAPABILITY ?= 90
 
-.PHONY: all test test_asan fuzz fuzz_build ci train data clean
+.PHONY: all test test_asan fuzz fuzz_build ci ci_build train data clean
 all: train_miras test_miras test_miras_fp64 data_prep
 
 train_miras: train_miras.c
@@ -90,7 +90,8 @@ fuzz: fuzz_build
 	@FUZZ_SECONDS=$(FUZZ_SECONDS) bash dev/fuzz/run.sh
 
 # CI: the tests, the ASan tests and a short fuzz run, summed into one last line
-ci: train_miras test_miras test_miras_fp64 data_prep $(ASAN_BINS) fuzz_build
+ci_build: train_miras test_miras test_miras_fp64 data_prep $(ASAN_BINS) fuzz_build
+ci: ci_build
 	@FUZZ_SECONDS=$${FUZZ_SECONDS:-10} bash dev/test_all.sh ./test_miras ./test_miras_fp64 "bash data_prep/test_data_prep.sh" \
 		"env MIRAS_BIN_DIR=build/asan bash dev/test_all.sh" "bash dev/fuzz/run.sh"
 
