@@ -5,7 +5,11 @@
 # make test_asan  the same tests with every binary built with -fsanitize=address,undefined (build/asan)
 # make fuzz       each libFuzzer target of dev/fuzz for FUZZ_SECONDS (default 60); needs clang
 # make ci         what .ci/run runs: the tests, the ASan tests and a 10 s fuzz smoke run, summed in one line
-CC ?= gcc
+# CC defaults to gcc (make's own default, cc, is an origin-"default" value that `CC ?= gcc` would not replace);
+# `make CC=clang` or CC=clang in the environment still wins
+ifeq ($(origin CC),default)
+  CC = gcc
+endif
 OMP ?= 1
 CFLAGS ?= -O3 -march=native -fopenmp-simd -Wall -Wno-unused-function -Wno-format-truncation
 ifeq ($(OMP),1)

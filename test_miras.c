@@ -3,7 +3,7 @@ test_miras.c: checks train_miras.c against the PyTorch reference, against finite
 against an independent per-token implementation of the online rule, and against itself
 (decode vs parallel forward, save/load/continue, bad input). `make test` builds it twice:
 with float (test_miras) and with double (test_miras_fp64, which also runs the gradient checks).
-Errors are norm-relative: |a - b| / |b| over a whole tensor.
+Errors are norm-relative: |a - b| / |b| over a whole tensor; gradients get a table per parameter tensor.
 */
 #define TESTING
 #include "train_miras.c"
@@ -11,11 +11,15 @@ Errors are norm-relative: |a - b| / |b| over a whole tensor.
 #include <sys/wait.h>
 #include <signal.h>
 
+// fp64: ~5x the worst seen over the 17 fixtures with gcc -march=native (OpenMP on and off, 1 and 2 threads),
+// gcc -march=x86-64, gcc -O0 and clang: logits 3.6e-15 (loss 8e-16), the worst gradient tensor 3.8e-14, the step
+// losses 6.6e-14, decode and online 2.2e-15. Tight enough to catch a constant off by 4e-12 (GELU's sqrt(2/pi) cut
+// to 10 digits moves the gradients by 6.5e-11, which the earlier 1e-9 let through).
 #ifdef MIRAS_DOUBLE
-#define TOL_LOGITS 1e-10
-#define TOL_GRADS 1e-9
-#define TOL_STEPS 1e-9
-#define TOL_SELF 1e-11
+#define TOL_LOGITS 2e-14
+#define TOL_GRADS 2e-13
+#define TOL_STEPS 3e-13
+#define TOL_SELF 1e-14
 #define BUILD "fp64"
 #else
 #define TOL_LOGITS 1e-5
@@ -31,7 +35,7 @@ static void check(int ok, const char* fmt, ...) {
     printf("%s - ", ok ? "ok" : "FAIL"); vprintf(fmt, ap); printf("\n"); va_end(ap);
     if (ok) n_pass++; else n_fail++;
 }
-// The worst error so far, NaN-safe: a NaN error becomes (and stays) the worst, so the final `worst < tol` fails.
+// The worst error so far, NaN-safe: a NaN error becomes (and stays) the worst, so the final `worst <= tol` fails.
 static int worse(double e, double worst) { return !isnan(worst) && !(e <= worst); }
 static double relerr(const real* a, const double* b, size_t n) {
     double num = 0, den = 0;
@@ -42,6 +46,38 @@ static double relerr_rr(const real* a, const real* b, size_t n) {
     double num = 0, den = 0;
     for (size_t i = 0; i < n; i++) { double e = (double)a[i] - b[i]; num += e * e; den += (double)b[i] * b[i]; }
     return sqrt(num / (den > 0 ? den : 1e-300));
+}
+
+// Per-tensor check tables (llm.c's check_tensor): a row per parameter tensor (name, size, norm-relative error,
+// tolerance, ok/FAIL), then one check line that names the worst tensor. A tensor passes only if err <= tol, so a
+// NaN fails; the worst is tracked NaN-safe (a NaN stays the worst). Without a layout (names NULL): one row "all".
+typedef struct { int n, nbad, wt; double worst; const char* wname; } Table;
+static Table tensor_table(const size_t* sizes, const char* const* names, int nt, const double* err, double tol, int print) {
+    Table tb = {0, 0, -1, 0, "-"};
+    for (int t = 0; t < nt; t++) {
+        if (!sizes[t]) continue;
+        int ok = err[t] <= tol; tb.n++; tb.nbad += !ok;
+        if (tb.wt < 0 || worse(err[t], tb.worst)) { tb.worst = err[t]; tb.wt = t; tb.wname = names ? names[t] : "all"; }
+        if (print) printf("    %-14s %9zu  err %.2e  tol %.0e  %s\n", names ? names[t] : "all", sizes[t], err[t], tol, ok ? "ok" : "FAIL");
+    }
+    return tb;
+}
+// the check line of a table: "ok - WHAT: N tensors, worst NAME err E (tol T)" (and how many failed)
+static void check_table(const Table* tb, double tol, const char* fmt, ...) {
+    char what[512]; va_list ap; va_start(ap, fmt); vsnprintf(what, sizeof what, fmt, ap); va_end(ap);
+    char bad[64] = ""; if (tb->nbad) snprintf(bad, sizeof bad, ", %d over tol", tb->nbad);
+    check(tb->n > 0 && tb->nbad == 0, "%s: %d tensor%s%s, worst %s err %.2e (tol %.0e)", what, tb->n, tb->n == 1 ? "" : "s", bad, tb->wname, tb->worst, tol);
+}
+// the fixture's per-tensor gradient errors; an exactly-zero reference gradient must stay zero (err = sum |g|)
+static void grad_errs(const Model* M, const real* g, const double* ref, double* err) {
+    size_t off = 0;
+    for (int t = 0; t < NUM_PARAM_TENSORS; t++) {
+        size_t n = M->param_sizes[t]; double gn = 0; err[t] = 0;
+        for (size_t i = 0; i < n; i++) gn += ref[off + i] * ref[off + i];
+        if (n && gn > 0) err[t] = relerr(g + off, ref + off, n);
+        else for (size_t i = 0; i < n; i++) err[t] += fabs((double)g[off + i]);
+        off += n;
+    }
 }
 
 // ---------------------------------------------------------------------------
@@ -93,18 +129,11 @@ static void test_fixture(const char* dir, const char* name) {
     real* lg = malloc((size_t)N * V * sizeof(real));
     for (int n = 0; n < N; n++) for (int v = 0; v < V; v++) lg[(size_t)n * V + v] = M.acts.logits[(size_t)n * Vp + v];
     double el = relerr(lg, fx.logits, (size_t)N * V), eloss = fabs(M.mean_loss - fx.loss) / fabs(fx.loss);
-    check(el < TOL_LOGITS && eloss < TOL_LOGITS, "%s %s: logits err %.2e, loss err %.2e (tol %.0e)", BUILD, name, el, eloss, TOL_LOGITS);
+    check(el <= TOL_LOGITS && eloss <= TOL_LOGITS, "%s %s: logits err %.2e, loss err %.2e (tol %.0e)", BUILD, name, el, eloss, TOL_LOGITS);
     model_zero_grad(&M); model_backward(&M, 1);
-    double worst = 0; const char* wname = ""; size_t off = 0;
-    for (int t = 0; t < NUM_PARAM_TENSORS; t++) {
-        size_t n = M.param_sizes[t]; if (!n) continue;
-        double e = relerr(M.grads_memory + off, fx.grads + off, n);
-        double gn = 0; for (size_t i = 0; i < n; i++) gn += fx.grads[off + i] * fx.grads[off + i];
-        if (gn == 0) { e = 0; for (size_t i = 0; i < n; i++) e += fabs((double)M.grads_memory[off + i]); } // an exactly-zero gradient stays zero
-        if (worse(e, worst)) { worst = e; wname = PARAM_NAMES[t]; }
-        off += n;
-    }
-    check(worst < TOL_GRADS, "%s %s: every gradient, worst err %.2e (%s) (tol %.0e)", BUILD, name, worst, wname, TOL_GRADS);
+    double err[NUM_PARAM_TENSORS]; grad_errs(&M, M.grads_memory, fx.grads, err);
+    Table tb = tensor_table(M.param_sizes, PARAM_NAMES, NUM_PARAM_TENSORS, err, TOL_GRADS, 1);
+    check_table(&tb, TOL_GRADS, "%s %s: gradients", BUILD, name);
     real* losses = malloc(fx.nsteps * sizeof(real));
     for (int s = 0; s < fx.nsteps; s++) {
         model_forward(&M, in, tg, fx.B, fx.T); losses[s] = M.mean_loss;
@@ -113,24 +142,50 @@ static void test_fixture(const char* dir, const char* name) {
         model_update(&M, fx.lr, fx.beta1, fx.beta2, fx.eps, fx.wd);
     }
     double es = relerr(losses, fx.losses, fx.nsteps);
-    check(es < TOL_STEPS, "%s %s: %d AdamW step losses err %.2e (%.4f -> %.4f) (tol %.0e)", BUILD, name, fx.nsteps, es, (double)losses[0], (double)losses[fx.nsteps - 1], TOL_STEPS);
+    check(es <= TOL_STEPS, "%s %s: %d AdamW step losses err %.2e (%.4f -> %.4f) (tol %.0e)", BUILD, name, fx.nsteps, es, (double)losses[0], (double)losses[fx.nsteps - 1], TOL_STEPS);
     free(losses); free(lg); free(in); free(tg); model_free(&M); fixture_free(&fx);
+}
+
+// the tables themselves, on titans' gradients against the fixture: the whole wk gradient with its sign flipped, and
+// a NaN in one mem_ln_g entry (the tensors after it are finite: the NaN must stay the worst), each fail exactly that
+// tensor, which the table names
+static void test_tables(const char* dir) {
+    char path[1024]; snprintf(path, sizeof path, "%s/titans.bin", dir);
+    Fixture fx; if (!fixture_load(&fx, path)) { check(0, "tables: cannot read %s", path); return; }
+    Model M; fixture_model(&M, &fx);
+    int N = fx.B * fx.T; int* in = malloc(N * 4); int* tg = malloc(N * 4); fixture_batch(&fx, in, tg);
+    model_forward(&M, in, tg, fx.B, fx.T); model_zero_grad(&M); model_backward(&M, 1);
+    real* g = malloc(M.num_params * sizeof(real)); double err[NUM_PARAM_TENSORS]; Table tb[2];
+    for (int k = 0; k < 2; k++) {
+        memcpy(g, M.grads_memory, M.num_params * sizeof(real));
+        size_t off = 0; int plant = k == 0 ? 3 : 15;   // wk, mem_ln_g
+        for (int t = 0; t < plant; t++) off += M.param_sizes[t];
+        if (k == 0) for (size_t i = 0; i < M.param_sizes[plant]; i++) g[off + i] = -g[off + i];
+        else g[off + 5] = NAN;
+        grad_errs(&M, g, fx.grads, err);
+        tb[k] = tensor_table(M.param_sizes, PARAM_NAMES, NUM_PARAM_TENSORS, err, TOL_GRADS, 0);
+    }
+    check(tb[0].nbad == 1 && !strcmp(tb[0].wname, "wk") && tb[1].nbad == 1 && !strcmp(tb[1].wname, "mem_ln_g") && isnan(tb[1].worst),
+          "%s gradient tables: a sign-flipped tensor fails alone, named %s (err %.2e); a NaN in one entry fails alone, named %s (err %g)",
+          BUILD, tb[0].wname, tb[0].worst, tb[1].wname, tb[1].worst);
+    free(g); free(in); free(tg); model_free(&M); fixture_free(&fx);
 }
 
 // 2. finite differences (double build): Richardson-extrapolated central differences on sampled
 // entries of every parameter tensor, norm-relative error per tensor. With the Huber bias the loss has
 // kinks (where |e| crosses delta), so there a small plain step (1e-6) keeps the differences on one side.
 static double loss_at(Model* M, const int* in, const int* tg, int B, int T) { model_forward(M, in, tg, B, T); return M->mean_loss; }
-static double fd_model(Model* M, const int* in, const int* tg, int B, int T, int samples, uint64_t seed, const char** wname) {
+#define TOL_FD 1e-6
+static Table fd_model(Model* M, const int* in, const int* tg, int B, int T, int samples, uint64_t seed) {
     model_forward(M, in, tg, B, T); model_zero_grad(M); model_backward(M, 1);
     real* an = malloc(M->num_params * sizeof(real)); memcpy(an, M->grads_memory, M->num_params * sizeof(real));
-    uint64_t r = seed; size_t off = 0; double worst = 0;
+    uint64_t r = seed; size_t off = 0; double err[NUM_PARAM_TENSORS] = {0};
     for (int t = 0; t < NUM_PARAM_TENSORS; t++) {
         size_t n = M->param_sizes[t]; if (!n) continue;
         double num = 0, den = 0;
         for (int s = 0; s < samples; s++) {
             size_t i = off + (t == 0 ? (size_t)in[s % (B * T)] * M->cfg.D + rng_u64(&r) % M->cfg.D : rng_u64(&r) % n); // wte: rows in use
-            int kinks = M->cfg.bias == 3;
+            int kinks = M->cfg.bias == BIAS_HUBER;
             real save = M->params_memory[i]; double h = kinks ? 1e-6 : 1e-4, dh[2];
             for (int k = 0; k < 2; k++, h /= 2) {
                 M->params_memory[i] = save + h; double lp = loss_at(M, in, tg, B, T);
@@ -141,11 +196,10 @@ static double fd_model(Model* M, const int* in, const int* tg, int B, int T, int
             double fd = kinks ? dh[1] : (4 * dh[1] - dh[0]) / 3;
             num += (fd - an[i]) * (fd - an[i]); den += fd * fd;
         }
-        double e = den > 0 ? sqrt(num / den) : sqrt(num);
-        if (worse(e, worst)) { worst = e; *wname = PARAM_NAMES[t]; }
+        err[t] = den > 0 ? sqrt(num / den) : sqrt(num);
         off += n;
     }
-    free(an); return worst;
+    free(an); return tensor_table(M->param_sizes, PARAM_NAMES, NUM_PARAM_TENSORS, err, TOL_FD, 1);
 }
 static void test_fd(const char* dir, const char* name, int ln, int resid, int b) {
     char path[1024]; snprintf(path, sizeof path, "%s/%s.bin", dir, name);
@@ -166,9 +220,8 @@ static void test_fd(const char* dir, const char* name, int ln, int resid, int b)
         model_free(&F);
     }
     int N = fx.B * fx.T; int* in = malloc(N * 4); int* tg = malloc(N * 4); fixture_batch(&fx, in, tg);
-    const char* wn = "";
-    double e = fd_model(&M, in, tg, fx.B, fx.T, 6, 42, &wn);
-    check(e < 1e-6, "fp64 finite differences %s (ln %d resid %d b %d): worst tensor err %.2e (%s) (tol 1e-6)", name, c.mem_ln, c.mem_resid, c.b, e, wn);
+    Table tb = fd_model(&M, in, tg, fx.B, fx.T, 6, 42);
+    check_table(&tb, TOL_FD, "fp64 finite differences %s (ln %d resid %d b %d)", name, c.mem_ln, c.mem_resid, c.b);
     free(in); free(tg); model_free(&M); fixture_free(&fx);
 }
 
@@ -183,8 +236,9 @@ static void test_fd_masked(const char* dir) {
     double s = 0, k = 0; for (int n = 0; n < N; n++) if (mask[n]) { s += M.acts.losses[n]; k++; }
     M.loss_mask = mask; model_forward(&M, in, tg, fx.B, fx.T);
     double e_mean = fabs(M.mean_loss - s / k) / (s / k);
-    const char* wn = ""; double e = fd_model(&M, in, tg, fx.B, fx.T, 6, 7, &wn);
-    check(e_mean < 1e-12 && e < 1e-6, "fp64 answers-only loss: masked mean err %.2e, finite differences worst err %.2e (%s) (tol 1e-6)", e_mean, e, wn);
+    Table tb = fd_model(&M, in, tg, fx.B, fx.T, 6, 7);
+    check(e_mean <= 1e-12 && tb.n > 0 && !tb.nbad, "fp64 answers-only loss: masked mean err %.2e (tol 1e-12), finite differences %d tensors, worst %s err %.2e (tol %.0e)",
+          e_mean, tb.n, tb.wname, tb.worst, TOL_FD);
     free(mask); free(in); free(tg); model_free(&M); fixture_free(&fx);
 }
 
@@ -196,9 +250,9 @@ static void online_weights(const MemCfg* m, const double* X, double* W) {
     for (int k = 0; k < nm; k++) {
         int rows = k == 0 ? m->d : m->dm, cols = m->depth == 1 ? m->d : (k == 0 ? m->dm : m->d);
         size_t off = k == 0 ? 0 : (size_t)m->d * m->dm, n = (size_t)rows * cols;
-        if (m->retention == 1) { double q4 = 0; for (size_t i = 0; i < n; i++) q4 += pow(X[off + i], 4);
+        if (m->retention == RET_LQ) { double q4 = 0; for (size_t i = 0; i < n; i++) q4 += pow(X[off + i], 4);
             double sc = pow(pow(q4, 0.25) + 1e-6, 2); for (size_t i = 0; i < n; i++) W[off + i] = X[off + i] / sc; }
-        else if (m->retention == 2) for (int r = 0; r < rows; r++) {
+        else if (m->retention == RET_KL) for (int r = 0; r < rows; r++) {
             const double* z = X + off + (size_t)r * cols; double mx = z[0], sum = 0;
             for (int j = 0; j < cols; j++) mx = z[j] > mx ? z[j] : mx;
             for (int j = 0; j < cols; j++) sum += exp(z[j] - mx);
@@ -246,8 +300,8 @@ static void online_memory(const MemCfg* m, const real* P0, const real* q, const 
             const real* et = ge + (size_t)t * estride; const real* dl = gd + (size_t)t * estride;
             for (int i = 0; i < d; i++) {
                 double e = out[i] - v[(size_t)t * stride + i], ps;
-                if (m->bias == 0) ps = e; else if (m->bias == 1) ps = -v[(size_t)t * stride + i];
-                else if (m->bias == 2) ps = 3 * tanh(10 * e) * (e * e + 1e-6);
+                if (m->bias == BIAS_L2) ps = e; else if (m->bias == BIAS_DOT) ps = -v[(size_t)t * stride + i];
+                else if (m->bias == BIAS_LP) ps = 3 * tanh(10 * e) * (e * e + 1e-6);
                 else { double de = dl[m->cw ? i : 0]; ps = e > de ? de : (e < -de ? -de : e); }
                 r[i] = m->cw ? et[i] * ps : ps;
             }
@@ -271,7 +325,7 @@ static void online_memory(const MemCfg* m, const real* P0, const real* q, const 
             }
             // the read: lq divides the new A by the previous scale s(A_{t-1}); the others read the new state's weights
             size_t n0 = m->depth == 2 ? (size_t)d * dm : (size_t)nP;
-            if (m->retention == 1) for (size_t i = 0; i < (size_t)nP; i++) R[i] = X[i] / sprev[i < n0 ? 0 : 1];
+            if (m->retention == RET_LQ) for (size_t i = 0; i < (size_t)nP; i++) R[i] = X[i] / sprev[i < n0 ? 0 : 1];
             else online_weights(m, X, R);
             Pread = R;
         }
@@ -279,10 +333,10 @@ static void online_memory(const MemCfg* m, const real* P0, const real* q, const 
     free(X); free(P); free(S); free(G); free(R); free(z); free(hh); free(o); free(r); free(dO); free(dz);
 }
 
-static void test_online(const char* label, int depth, int ln, int resid, int bias, int momentum, int retention, int rank, int anchor) {
+static void test_online(const char* label, int depth, int ln, int resid, int bias, int algo, int retention, int rank, int anchor) {
     Config c; memset(&c, 0, sizeof c);
     c.V = 7; c.Vp = 64; c.D = 16; c.L = 1; c.H = 2; c.E = 2; c.F = 64; c.K = 4; c.b = 1; strcpy(c.pattern, "M");
-    c.mem_depth = depth; c.mem_ln = ln; c.mem_resid = resid; c.bias = bias; c.algo = momentum; c.gate_a = c.gate_eta = 1; c.eta_max = 1;
+    c.mem_depth = depth; c.mem_ln = ln; c.mem_resid = resid; c.bias = bias; c.algo = algo; c.gate_a = c.gate_eta = 1; c.eta_max = 1;
     c.retention = retention; c.gate_rank = rank; c.anchor = anchor;
     int B = 2, T = 13, Ge = rank ? c.D : c.H;
     double worst = 0, diff_b = 0;
@@ -291,12 +345,12 @@ static void test_online(const char* label, int depth, int ln, int resid, int bia
         Model M; model_build(&M, &c); uint64_t r = 99;
         fill_normal(M.params_memory, M.num_params, 0.5, &r);
         if (M.mem.ln) fill_normal(M.params.mem_ln_g, c.H * M.mem.d, 0.2, &r);
-        if (retention == 2) fill_normal(M.params.mem_p0, c.H * M.mem.nP, 1, &r);
+        if (retention == RET_KL) fill_normal(M.params.mem_p0, c.H * M.mem.nP, 1, &r);
         model_alloc_acts(&M, B, T);
         size_t N = (size_t)B * T;
         fill_normal(M.acts.q, N * c.D, 1, &r); fill_normal(M.acts.k, N * c.D, 1, &r); fill_normal(M.acts.v, N * c.D, 1, &r);
         l2norm_forward(M.acts.q, M.acts.qrn, M.acts.q, N, c.H, M.mem.d); l2norm_forward(M.acts.k, M.acts.krn, M.acts.k, N, c.H, M.mem.d);
-        for (size_t i = 0; i < N * c.H; i++) { M.acts.ga[i] = 0.7 + 0.3 * rng_f64(&r); M.acts.gth[i] = momentum ? 0.9 * rng_f64(&r) : 0; }
+        for (size_t i = 0; i < N * c.H; i++) { M.acts.ga[i] = 0.7 + 0.3 * rng_f64(&r); M.acts.gth[i] = algo == ALGO_MOMENTUM ? 0.9 * rng_f64(&r) : 0; }
         for (size_t i = 0; i < N * Ge; i++) { M.acts.geta[i] = 0.5 * rng_f64(&r); M.acts.gdel[i] = 0.05 + 0.5 * rng_f64(&r); }
         memory_forward(&M, 0);
         real* ref = calloc(N * c.D, sizeof(real));
@@ -313,8 +367,8 @@ static void test_online(const char* label, int depth, int ln, int resid, int bia
         free(ref); model_free(&M);
     }
     // the linear dot memory's gradient -v k^T does not depend on the state: every b gives the same result
-    int chunk_invariant = depth == 1 && bias == 1 && retention == 0;
-    check(worst < TOL_SELF && (chunk_invariant ? diff_b < TOL_SELF : diff_b > 1e-3),
+    int chunk_invariant = depth == 1 && bias == BIAS_DOT && retention == RET_NONE;
+    check(worst <= TOL_SELF && (chunk_invariant ? diff_b <= TOL_SELF : diff_b > 1e-3),
           "%s b=1 equals the per-token online rule: %s err %.2e (b=4 differs by %.2e: %s)", BUILD, label, worst, diff_b,
           chunk_invariant ? "must not, the rule is chunk-invariant" : "must, so the check bites");
 }
@@ -338,7 +392,7 @@ static void test_decode(const char* dir, const char* name) {
         if (worse(e, worst) || !which[0]) { if (worse(e, worst)) worst = e; snprintf(which, sizeof which, "T=%d", T); }
         decoder_free(&dec); free(seq); free(par); free(tok);
     }
-    check(worst < TOL_SELF, "%s %s: decode equals parallel forward for prompt lengths 1, b-1, b+1, long: worst err %.2e at %s", BUILD, name, worst, which);
+    check(worst <= TOL_SELF, "%s %s: decode equals parallel forward for prompt lengths 1, b-1, b+1, long: worst err %.2e at %s", BUILD, name, worst, which);
     model_free(&M); fixture_free(&fx);
 }
 
@@ -474,6 +528,7 @@ static void test_kill_during_checkpoint(const char* shards) {
 }
 
 static float* read_dump(const char* path, int* h);   // (below, with --compare)
+static int dump_layout(const char* input, size_t np, size_t* sz);
 static void test_binary(void) {
     if (access(BIN, X_OK) != 0) { check(0, "the trainer binary %s exists (build it with make)", BIN); return; }
     snprintf(TMP, sizeof TMP, "/tmp/test_miras_%d", (int)getpid());
@@ -536,29 +591,46 @@ static void test_binary(void) {
         check(e2 == 0 && e3 == 0 && same, "-N 1: a NaN planted in step 3's gradient is skipped; weights and AdamW moments equal the run stopped after step 2 (exit codes %d %d)", e2, e3);
         check(e0 == 1 && lines == 1 && strstr(err, "not finite"), "without -N the planted NaN stops the run with one error line (exit %d)", e0);
     }
-    // 5d. the CPU-vs-GPU comparison itself (make test_gpu's --compare): a dump equals itself; one perturbed
-    // gradient entry fails it and the message names the tensor (the last one of titans' layout, rmsf_w)
+    // 5d. the CPU-vs-GPU comparison itself (make test_gpu's --compare): a dump equals itself; a dump with a planted
+    // error fails, names the tensor in its check line and marks its table row FAIL: one gradient entry off by 1
+    // (the last of titans' layout, rmsf_w), the whole wk gradient with its sign flipped, a NaN in one mem_p0 entry
     {
-        char d1[512], d2[512], out[512]; int e_same = -1, e_diff = -1, named = 0, hd[256];
+        char d1[512], d2[512], out[512]; int e_same = -1, hd[256]; size_t sz[NUM_PARAM_TENSORS], off[NUM_PARAM_TENSORS + 1] = {0};
         snprintf(d1, sizeof d1, "%s/dump1.bin", TMP); snprintf(d2, sizeof d2, "%s/dump2.bin", TMP); snprintf(out, sizeof out, "%s/cmp.txt", TMP);
         snprintf(cmd, sizeof cmd, "%s -J dev/fixtures/titans.bin -O %s >/dev/null 2>&1", BIN, d1);
         int made = system(cmd) == 0;
         float* x = made ? read_dump(d1, hd) : NULL;
         if (x) {
-            size_t nl = (size_t)hd[2] * hd[3] * hd[4], np = hd[5], ntot = nl + 1 + 2 * np + hd[6];
-            x[nl + 1 + np - 1] += 1.0f;                                  // the last gradient entry
-            FILE* f = fopen(d2, "wb"); if (f) { fwrite(hd, 4, 256, f); fwrite(x, 4, ntot, f); fclose(f); }
-            free(x);
             snprintf(cmd, sizeof cmd, "%s --compare self %s %s dev/fixtures/titans.bin >%s 2>&1", SELF, d1, d1, out);
             int st = system(cmd); e_same = WIFEXITED(st) ? WEXITSTATUS(st) : 128;
-            snprintf(cmd, sizeof cmd, "%s --compare perturbed %s %s dev/fixtures/titans.bin >%s 2>&1", SELF, d2, d1, out);
-            st = system(cmd); e_diff = WIFEXITED(st) ? WEXITSTATUS(st) : 128;
-            FILE* g = fopen(out, "r"); char line[1024];
-            while (g && fgets(line, sizeof line, g)) if (!strncmp(line, "FAIL - perturbed: gradients", 27) && strstr(line, "worst tensor rmsf_w")) named = 1;
-            if (g) fclose(g);
+            dump_layout("dev/fixtures/titans.bin", hd[5], sz);
+            for (int t = 0; t < NUM_PARAM_TENSORS; t++) off[t + 1] = off[t] + sz[t];
         }
-        check(made && e_same == 0 && e_diff == 1 && named, "--compare: a dump equals itself (exit %d); one perturbed gradient fails (exit %d) and names rmsf_w (%s)",
-              e_same, e_diff, named ? "yes" : "no");
+        check(made && e_same == 0, "--compare: a dump equals itself (exit %d)", e_same);
+        const char* plants[3] = {"rmsf_w", "wk", "mem_p0"}; int tix[3] = {0, 0, 0};
+        for (int k = 0; k < 3; k++) for (int t = 0; t < NUM_PARAM_TENSORS; t++) if (!strcmp(PARAM_NAMES[t], plants[k])) tix[k] = t;
+        for (int k = 0; k < 3 && x; k++) {
+            size_t nl = (size_t)hd[2] * hd[3] * hd[4], np = hd[5], ntot = nl + 1 + 2 * np + hd[6];
+            float* y = malloc(ntot * 4); memcpy(y, x, ntot * 4); float* g = y + nl + 1 + off[tix[k]];
+            if (k == 0) g[sz[tix[k]] - 1] += 1.0f;
+            else if (k == 1) for (size_t i = 0; i < sz[tix[k]]; i++) g[i] = -g[i];
+            else g[sz[tix[k]] / 2] = NAN;
+            FILE* f = fopen(d2, "wb"); if (f) { fwrite(hd, 4, 256, f); fwrite(y, 4, ntot, f); fclose(f); }
+            free(y);
+            snprintf(cmd, sizeof cmd, "%s --compare planted %s %s dev/fixtures/titans.bin >%s 2>&1", SELF, d2, d1, out);
+            int st = system(cmd), e_diff = WIFEXITED(st) ? WEXITSTATUS(st) : 128, named = 0, rows = 0; char line[1024], want[64], row[64];
+            snprintf(want, sizeof want, "worst %s err %s", plants[k], k == 2 ? "nan" : ""); snprintf(row, sizeof row, "    %s ", plants[k]);
+            FILE* h = fopen(out, "r");
+            while (h && fgets(line, sizeof line, h)) {
+                if (!strncmp(line, "FAIL - planted: gradients", 25) && strstr(line, want)) named = 1;
+                if (!strncmp(line, "    ", 4) && strstr(line, " FAIL")) rows += !strncmp(line, row, strlen(row)) ? 1 : 100;  // only that row fails
+            }
+            if (h) fclose(h);
+            check(e_diff == 1 && named && rows == 1, "--compare: %s fails (exit %d), the check line names %s (%s), its table row is the one FAIL row of the gradients (%d)",
+                  k == 0 ? "one gradient entry off by 1" : k == 1 ? "a whole gradient tensor with its sign flipped" : "a NaN in one gradient entry",
+                  e_diff, plants[k], named ? "yes" : "no", rows);
+        }
+        free(x);
     }
     // 5e. kill -9 during checkpoint writes
     { char sh[512]; snprintf(sh, sizeof sh, "%s/d_train_*.bin", TMP); test_kill_during_checkpoint(sh); }
@@ -606,8 +678,15 @@ static void test_binary(void) {
     snprintf(cmd, sizeof cmd, "rm -rf %s", TMP); if (system(cmd)) {}
 }
 
-// --compare CPU GPU: diff two dump files of `train_miras -J IN -O OUT` (and of train_miras.cu): logits and loss
-// within 1e-5, gradients within 1e-4, the AdamW step losses and the final parameters within 1e-4
+// --compare CPU GPU [INPUT]: diff two dump files of `train_miras -J IN -O OUT` (and of train_miras.cu), float32
+// whatever the build: logits and loss within 1e-5; the gradients, and after the AdamW steps (their losses within
+// 1e-4) the parameters, within 1e-4 over all and 1e-3 per tensor. Per tensor is looser because both sides carry
+// float noise and small tensors carry more of it: fp32 vs fp64 CPU reaches 2.8e-5 (memora_cw's gate_a_b gradient)
+// and 7.9e-5 (moneta_anchor's mem_p0 after 10 steps: Adam moves its small entries by ~lr whatever the gradient's
+// size), and the emulated GPU vs the CPU 1.4e-4 there. INPUT (the dumps' input, whose header is the model config)
+// gives the per-tensor layout; without it the gradients and parameters are one tensor, "all".
+#define TOL_DUMP_ALL 1e-4
+#define TOL_DUMP_TENSOR 1e-3
 static float* read_dump(const char* path, int* h) {
     FILE* f = fopen(path, "rb"); if (!f || fread(h, 4, 256, f) != 256 || h[0] != DUMP_MAGIC) { if (f) fclose(f); return NULL; }
     size_t n = (size_t)h[2] * h[3] * h[4] + 1 + 2 * (size_t)h[5] + h[6];
@@ -619,34 +698,36 @@ static double relerr_ff(const float* a, const float* b, size_t n) {
     double num = 0, den = 0; for (size_t i = 0; i < n; i++) { double e = (double)a[i] - b[i]; num += e * e; den += (double)b[i] * b[i]; }
     return sqrt(num / (den > 0 ? den : 1e-300));
 }
-// The parameter tensor whose entries differ most (norm-relative, NaN-safe), for the messages; "" without the
-// input file that gives the layout (its header is the model config).
-static const char* worst_tensor(const char* input, const float* a, const float* b, size_t np, char* buf, size_t cap) {
-    int h[256]; FILE* f = input ? fopen(input, "rb") : NULL; buf[0] = 0;
-    if (!f) return buf;
-    int ok = fread(h, 4, 256, f) == 256; fclose(f);
-    if (!ok) return buf;
-    Config c; header_to_config(&c, h); size_t sz[NUM_PARAM_TENSORS], off = 0, tot = 0; fill_in_parameter_sizes(sz, &c);
-    for (int t = 0; t < NUM_PARAM_TENSORS; t++) tot += sz[t];
-    if (tot != np) return buf;
-    double worst = 0; int wt = -1;
-    for (int t = 0; t < NUM_PARAM_TENSORS; t++) {
-        if (sz[t]) { double e = relerr_ff(a + off, b + off, sz[t]); if (wt < 0 || worse(e, worst)) { worst = e; wt = t; } }
-        off += sz[t];
-    }
-    if (wt >= 0) snprintf(buf, cap, "; worst tensor %s %.2e", PARAM_NAMES[wt], worst);
-    return buf;
+// the parameter tensor sizes of the input file's config; 0 (and one tensor of np) without a readable input that fits
+static int dump_layout(const char* input, size_t np, size_t* sz) {
+    int h[256]; FILE* f = input ? fopen(input, "rb") : NULL; size_t tot = 0;
+    memset(sz, 0, NUM_PARAM_TENSORS * sizeof(size_t)); sz[0] = np;
+    int ok = f && fread(h, 4, 256, f) == 256; if (f) fclose(f);
+    if (!ok) return 0;
+    Config c; header_to_config(&c, h); size_t s[NUM_PARAM_TENSORS]; fill_in_parameter_sizes(s, &c);
+    for (int t = 0; t < NUM_PARAM_TENSORS; t++) tot += s[t];
+    if (tot != np) return 0;
+    memcpy(sz, s, sizeof s); return 1;
+}
+static Table dump_table(const float* a, const float* b, const size_t* sz, int named, double tol) {
+    double err[NUM_PARAM_TENSORS] = {0}; size_t off = 0;
+    for (int t = 0; t < NUM_PARAM_TENSORS; t++) { if (sz[t]) err[t] = relerr_ff(a + off, b + off, sz[t]); off += sz[t]; }
+    return tensor_table(sz, named ? PARAM_NAMES : NULL, NUM_PARAM_TENSORS, err, tol, 1);
 }
 static int compare_dumps(const char* name, const char* a, const char* b, const char* input) {
     int ha[256], hb[256]; float *x = read_dump(a, ha), *y = read_dump(b, hb);
     if (!x || !y || memcmp(ha, hb, 7 * sizeof(int))) { check(0, "%s: dumps %s and %s unreadable or of different shapes", name, a, b); return 1; }
-    size_t nl = (size_t)ha[2] * ha[3] * ha[4], np = ha[5], ns = ha[6]; char wg[128], wp[128];
-    double el = relerr_ff(x, y, nl), eo = relerr_ff(x + nl, y + nl, 1), eg = relerr_ff(x + nl + 1, y + nl + 1, np);
-    double es = relerr_ff(x + nl + 1 + np, y + nl + 1 + np, ns), ep = relerr_ff(x + nl + 1 + np + ns, y + nl + 1 + np + ns, np);
-    check(el < 1e-5 && eo < 1e-5, "%s: logits err %.2e, loss err %.2e (tol 1e-5)", name, el, eo);
-    check(eg < 1e-4, "%s: gradients err %.2e (tol 1e-4)%s", name, eg, worst_tensor(input, x + nl + 1, y + nl + 1, np, wg, sizeof wg));
-    check(es < 1e-4 && ep < 1e-4, "%s: %zu AdamW step losses err %.2e, final params err %.2e (tol 1e-4)%s", name, ns, es, ep,
-          worst_tensor(input, x + nl + 1 + np + ns, y + nl + 1 + np + ns, np, wp, sizeof wp));
+    size_t nl = (size_t)ha[2] * ha[3] * ha[4], np = ha[5], ns = ha[6], sz[NUM_PARAM_TENSORS]; int named = dump_layout(input, np, sz);
+    const float *gx = x + nl + 1, *gy = y + nl + 1, *px = gx + np + ns, *py = gy + np + ns;
+    double el = relerr_ff(x, y, nl), eo = relerr_ff(x + nl, y + nl, 1), es = relerr_ff(gx + np, gy + np, ns);
+    double eg = relerr_ff(gx, gy, np), ep = relerr_ff(px, py, np);
+    check(el <= 1e-5 && eo <= 1e-5, "%s: logits err %.2e, loss err %.2e (tol 1e-5)", name, el, eo);
+    Table tg = dump_table(gx, gy, sz, named, TOL_DUMP_TENSOR);
+    check(eg <= TOL_DUMP_ALL && tg.n > 0 && !tg.nbad, "%s: gradients err %.2e (tol %.0e); %d tensors, %d over tol, worst %s err %.2e (tol %.0e)",
+          name, eg, TOL_DUMP_ALL, tg.n, tg.nbad, tg.wname, tg.worst, TOL_DUMP_TENSOR);
+    Table tp = dump_table(px, py, sz, named, TOL_DUMP_TENSOR);
+    check(es <= TOL_DUMP_ALL && ep <= TOL_DUMP_ALL && tp.n > 0 && !tp.nbad, "%s: %zu AdamW step losses err %.2e, final params err %.2e (tol %.0e); "
+          "%d tensors, %d over tol, worst %s err %.2e (tol %.0e)", name, ns, es, ep, TOL_DUMP_ALL, tp.n, tp.nbad, tp.wname, tp.worst, TOL_DUMP_TENSOR);
     free(x); free(y); return 0;
 }
 
@@ -693,12 +774,12 @@ static int compare_bf16(const char* name, const char* in, const char* a, const c
         double c = 1, n2 = 0; for (size_t i = off; i < off + sizes[t]; i++) n2 += (double)gx[i] * gx[i];
         if (sizes[t] && n2 > 0) c = cosine_ff(gx + off, gy + off, sizes[t]);
         if (getenv("COMPARE_VERBOSE")) printf("  %-16s %8zu cos %.6f\n", PARAM_NAMES[t], sizes[t], c);
-        if (!(c >= worst)) { worst = c; wname = PARAM_NAMES[t]; }
+        if (!isnan(worst) && !(c >= worst)) { worst = c; wname = PARAM_NAMES[t]; }   // a NaN stays the worst
         off += sizes[t];
     }
     check(cg >= B_COS && worst >= B_COS_T, "%s bf16: gradient cosine %.5f (tol %.3f), worst tensor %s %.5f (tol %.2f)", name, cg, B_COS, wname, worst, B_COS_T);
     const float *sx = x + nl + 1 + np, *sy = y + nl + 1 + np; double es = 0;
-    for (size_t s = 0; s < ns; s++) { double e = fabs((double)sy[s] - sx[s]) / fabs((double)sx[0]); if (!(e <= es)) es = e; }
+    for (size_t s = 0; s < ns; s++) { double e = fabs((double)sy[s] - sx[s]) / fabs((double)sx[0]); if (worse(e, es)) es = e; }
     check(es <= B_STEP, "%s bf16: %zu AdamW step losses, worst err %.2e of the first loss (tol %.1e)", name, ns, es, B_STEP);
     free(x); free(y); return 0;
 }
@@ -725,33 +806,28 @@ int main(int argc, char** argv) {
     test_fd_masked(dir);
     test_fd(dir, "memora_cw", -1, -1, 5); test_fd(dir, "memora", -1, -1, 1); test_fd(dir, "moneta", -1, -1, 1);  // a 1-token last chunk; b = 1
 #endif
-    test_online("deep l2 momentum", 2, 1, 1, 0, 1, 0, 0, 0);
-    test_online("deep l2 gd", 2, 1, 1, 0, 0, 0, 0, 0);
-    test_online("deep no-LN", 2, 0, 1, 0, 1, 0, 0, 0);
-    test_online("deep no-residual", 2, 1, 0, 0, 0, 0, 0, 0);
-    test_online("deep dot", 2, 1, 1, 1, 0, 0, 0, 0);
-    test_online("linear l2 (delta rule)", 1, 0, 0, 0, 0, 0, 0, 0);
-    test_online("linear l2 momentum", 1, 0, 0, 0, 1, 0, 0, 0);
-    test_online("linear dot", 1, 0, 0, 1, 0, 0, 0, 0);
-    test_online("Moneta: lp bias, lq retention (per-token normalisation)", 2, 1, 1, 2, 0, 1, 0, 0);
-    test_online("Yaad: Huber bias", 2, 1, 1, 3, 0, 0, 0, 0);
-    test_online("Memora: KL retention (the softmax rule)", 2, 1, 1, 0, 0, 2, 0, 0);
-    test_online("Yaad, channel-wise eta and delta", 2, 1, 1, 3, 0, 0, 3, 0);
-    test_online("Moneta, channel-wise eta", 2, 1, 1, 2, 0, 1, 3, 0);
-    test_online("Memora, channel-wise eta", 2, 1, 1, 0, 0, 2, 3, 0);
-    test_online("linear Huber, channel-wise", 1, 0, 0, 3, 0, 0, 2, 0);
-    test_online("anchored retention: deep l2 momentum (titans)", 2, 1, 1, 0, 1, 0, 0, 1);
-    test_online("anchored retention: Yaad", 2, 1, 1, 3, 0, 0, 0, 1);
-    test_online("anchored retention: Moneta (toward A_0)", 2, 1, 1, 2, 0, 1, 0, 1);
-    test_online("anchored retention: gated delta rule", 1, 0, 0, 0, 0, 0, 0, 1);
+    test_online("deep l2 momentum", 2, 1, 1, BIAS_L2, ALGO_MOMENTUM, RET_NONE, 0, 0);
+    test_online("deep l2 gd", 2, 1, 1, BIAS_L2, ALGO_GD, RET_NONE, 0, 0);
+    test_online("deep no-LN", 2, 0, 1, BIAS_L2, ALGO_MOMENTUM, RET_NONE, 0, 0);
+    test_online("deep no-residual", 2, 1, 0, BIAS_L2, ALGO_GD, RET_NONE, 0, 0);
+    test_online("deep dot", 2, 1, 1, BIAS_DOT, ALGO_GD, RET_NONE, 0, 0);
+    test_online("linear l2 (delta rule)", 1, 0, 0, BIAS_L2, ALGO_GD, RET_NONE, 0, 0);
+    test_online("linear l2 momentum", 1, 0, 0, BIAS_L2, ALGO_MOMENTUM, RET_NONE, 0, 0);
+    test_online("linear dot", 1, 0, 0, BIAS_DOT, ALGO_GD, RET_NONE, 0, 0);
+    test_online("Moneta: lp bias, lq retention (per-token normalisation)", 2, 1, 1, BIAS_LP, ALGO_GD, RET_LQ, 0, 0);
+    test_online("Yaad: Huber bias", 2, 1, 1, BIAS_HUBER, ALGO_GD, RET_NONE, 0, 0);
+    test_online("Memora: KL retention (the softmax rule)", 2, 1, 1, BIAS_L2, ALGO_GD, RET_KL, 0, 0);
+    test_online("Yaad, channel-wise eta and delta", 2, 1, 1, BIAS_HUBER, ALGO_GD, RET_NONE, 3, 0);
+    test_online("Moneta, channel-wise eta", 2, 1, 1, BIAS_LP, ALGO_GD, RET_LQ, 3, 0);
+    test_online("Memora, channel-wise eta", 2, 1, 1, BIAS_L2, ALGO_GD, RET_KL, 3, 0);
+    test_online("linear Huber, channel-wise", 1, 0, 0, BIAS_HUBER, ALGO_GD, RET_NONE, 2, 0);
+    test_online("anchored retention: deep l2 momentum (titans)", 2, 1, 1, BIAS_L2, ALGO_MOMENTUM, RET_NONE, 0, 1);
+    test_online("anchored retention: Yaad", 2, 1, 1, BIAS_HUBER, ALGO_GD, RET_NONE, 0, 1);
+    test_online("anchored retention: Moneta (toward A_0)", 2, 1, 1, BIAS_LP, ALGO_GD, RET_LQ, 0, 1);
+    test_online("anchored retention: gated delta rule", 1, 0, 0, BIAS_L2, ALGO_GD, RET_NONE, 0, 1);
     for (int i = 0; i < NFIX; i++) test_decode(dir, FIXTURES[i]);
     test_long_init();
-    {   // the checks themselves: a NaN planted in one entry must make a tensor comparison fail, and stay the worst
-        real a[3] = {1, NAN, 3}; double b[3] = {1, 2, 3}, worst = 0, e = relerr(a, b, 3);
-        if (worse(e, worst)) worst = e;
-        if (worse(1e-30, worst)) worst = 1e-30;
-        check(!(worst < 1) && isnan(worst), "%s a NaN error fails a comparison and is not overwritten by a later finite one (worst %g)", BUILD, worst);
-    }
+    test_tables(dir);
 #ifndef MIRAS_DOUBLE
     test_binary();
 #endif

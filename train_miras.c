@@ -1,6 +1,7 @@
 /*
 train_miras.c: a reference trainer, on the CPU, for Llama-style language models whose
-sequence mixer is a test-time memory (Titans, MIRAS, ATLAS family; ../shared/SPEC.md).
+sequence mixer is a test-time memory (Titans, MIRAS, ATLAS family). README.md's "Model definition"
+defines what is computed; "SPEC §n" below are the section numbers it gives in brackets.
 
 A memory is a small network M(x; P). While a layer reads the sequence it *trains* P
 on the pairs (k_t, v_t) by gradient steps, then reads it with the query q_t. We train
@@ -259,7 +260,7 @@ static void gate_mul_backward(real* dyn, real* dgp, const real* dout, const real
     for (size_t i = 0; i < n; i++) { dyn[i] += dout[i] * silur(gp[i]); dgp[i] += dout[i] * yn[i] * silu_grad(gp[i]); }
 }
 
-// memory gates (SPEC §3), in place on the pre-activation: kind 0 a = sigmoid, 1 eta = eta_max sigmoid, 2 theta = sigmoid
+// memory gates (SPEC §3), in place on the pre-activation: g = scale sigmoid(g) (a, theta: scale 1; eta: eta_max)
 static void gate_act_forward(real* g, size_t n, real scale) { for (size_t i = 0; i < n; i++) g[i] = scale * sigmoidr(g[i]); }
 // d(pre) = d(gate) * gate * (1 - gate/scale)
 static void gate_act_backward(real* dpre, const real* dg, const real* g, size_t n, real scale) {
@@ -298,19 +299,25 @@ static void crossentropy_backward(real* dlogits, const real* probs, const int* t
 // evolves token by token (read after write). With momentum (S_t = theta_t S_{t-1} - eta_t g_t,
 // P_t = a_t P_{t-1} + S_t) and gd as the special case theta = 0 (no S carried), unrolling gives
 //     P_t = alpha_t P_s + beta_t S_s - sum_{i<=t} C[t][i] g_i        S_end = sigma S_s - sum_i s[i] g_i
-// with scalar coefficients per head (computed below). Every g_i is a sum of outer products
+// with scalar coefficients per head (computed below); the anchored retention adds (1 - alpha_t) P_0 to P_t. Every g_i is a sum of outer products
 // (delta_i x_i^T per memory matrix), so a read W_t x = alpha_t W_s x + beta_t S_s x
 // - sum_i C[t][i] (x_i . x) delta_i is a few small matrix products: the "dual form".
 // Nothing per-token is ever materialised.
+
+// The memory's kinds. The values are the checkpoint header's (slots 14, 15, 20): never renumber them.
+// Attentional bias, r = dloss/dM(k) from e = M(k) - v (SPEC §4): l2 r = e; dot (Hebbian) r = -v;
+// lp (Moneta) r = 3 tanh(10 e)(e^2 + 1e-6); huber (Yaad) r = clamp(e, -delta, delta)
+enum { BIAS_L2 = 0, BIAS_DOT = 1, BIAS_LP = 2, BIAS_HUBER = 3 };
+enum { ALGO_GD = 0, ALGO_MOMENTUM = 1 };              // inner algorithm (SPEC §5.1, §5.2)
+enum { RET_NONE = 0, RET_LQ = 1, RET_KL = 2 };        // retention: none; lq (Moneta, SPEC §5.3); kl (Memora, SPEC §5.4)
 
 typedef struct {
     int d, dm;       // head width; memory hidden width (d for the linear memory)
     int depth;       // 1 linear M(x) = W x ; 2 deep M(x) = x + LN(W1 GELU(W2 x))
     int resid, ln;   // deep memory switches
-    int bias;        // r = dloss/dM(k) from e = M(k) - v (SPEC §4): 0 l2 r = e; 1 dot r = -v;
-                     // 2 lp (Moneta) r = 3 tanh(10 e)(e^2 + 1e-6); 3 huber (Yaad) r = clamp(e, -delta, delta)
-    int momentum;    // algorithm: 0 gd, 1 momentum
-    int retention;   // 0 none; 1 lq (Moneta, SPEC §5.3); 2 kl (Memora, SPEC §5.4)
+    int bias;        // BIAS_*
+    int momentum;    // 1 for ALGO_MOMENTUM, 0 for ALGO_GD
+    int retention;   // RET_*
     int cw;          // channel-wise eta (and delta): eta scales the error per output channel
     int anchor;      // retention toward P_0 instead of toward 0 (README "anchored retention"; SPEC §10)
     int nP;          // state size per head: deep W1 (d, dm) then W2 (dm, d); linear W (d, d)
@@ -321,7 +328,8 @@ typedef struct {
     real *q, *k, *v, *a, *eta, *theta, *dy;            // chunk inputs (n, d) and (n); dy the output gradient
     real *etac, *delta;                                // channel-wise eta (n, d); Huber threshold (n, d)
     real *alpha, *beta, *sigma, *C, *s;                // coefficients: (n), (n), (n), (n, n), (n, n)
-    real *zk, *tk, *hk, *nk, *rk, *r, *u, *d1, *gk, *d2; // inner gradients at P_s, one row per key (tk: GELU's tanh)
+    real *zk, *tk, *hk, *nk, *rk, *r, *u, *d1, *gk, *d2; // inner gradients at P_s, one row per key (tk: GELU's tanh);
+                                                       // d1, d2: the error rows of g_t = (d1 hk^T, d2 k^T) (not dL/d.)
     real *e, *psi;                                     // e = M(k) - v, psi = the bias' dloss/dM(k) before channel-wise eta
     real *xw1, *xs1, *xx1, *zq, *tq, *hq, *xw2, *xs2, *xx2, *nq, *rq, *y; // reads
     real *grad0; size_t ngrad;                         // all gradients below, zeroed per chunk
@@ -542,10 +550,10 @@ static void mem_bias_forward(const MemCfg* m, MemChunk* c, int n) {
     for (size_t j = 0; j < (size_t)n * m->d; j++) {
         real e = c->r[j] - c->v[j], ps;
         switch (m->bias) {
-            case 0: ps = e; break;
-            case 1: ps = -c->v[j]; break;
-            case 2: ps = psi_lp(e); break;
-            default: ps = e < -c->delta[j] ? -c->delta[j] : (e > c->delta[j] ? c->delta[j] : e);
+            case BIAS_L2: ps = e; break;
+            case BIAS_DOT: ps = -c->v[j]; break;
+            case BIAS_LP: ps = psi_lp(e); break;
+            default: /* BIAS_HUBER */ ps = e < -c->delta[j] ? -c->delta[j] : (e > c->delta[j] ? c->delta[j] : e);
         }
         c->e[j] = e; c->psi[j] = ps; c->r[j] = m->cw ? c->etac[j] * ps : ps;
     }
@@ -556,17 +564,17 @@ static void mem_bias_backward(const MemCfg* m, MemChunk* c, int n) {
         real dps = m->cw ? c->dr[j] * c->etac[j] : c->dr[j], de = 0, e = c->e[j];
         if (m->cw) c->detac[j] += c->dr[j] * c->psi[j];
         switch (m->bias) {
-            case 0: de = dps; break;
-            case 1: c->dv[j] -= dps; break;
-            case 2: de = dps * psi_lp_d(e); break;
-            default: if (fabs(e) <= c->delta[j]) de = dps; else c->ddelta[j] += e > 0 ? dps : -dps;
+            case BIAS_L2: de = dps; break;
+            case BIAS_DOT: c->dv[j] -= dps; break;
+            case BIAS_LP: de = dps * psi_lp_d(e); break;
+            default: /* BIAS_HUBER */ if (fabs(e) <= c->delta[j]) de = dps; else c->ddelta[j] += e > 0 ? dps : -dps;
         }
         c->dmk[j] = de; c->dv[j] -= de;
     }
 }
 
 // One chunk of n tokens (SPEC §5.1, §5.2) from state (P, S); writes y and, if Pn, the chunk-end state.
-// The chunk-end state is base's (P when base is NULL): Pn = alpha_n base + beta_n S - sum_i c_i g_i. The reads of
+// The chunk-end state is base's (P when base is NULL): Pn = alpha_n base [+ (1 - alpha_n) P_0] + beta_n S - sum_i c_i g_i. The reads of
 // W1 and W2 (or W) scale their write terms by cs[0], cs[1] (NULL: 1). Both are for the retentions below.
 static void mem_chunk_forward(const MemCfg* m, MemChunk* c, int n, const real* P, const real* S, real* Pn, real* Sn,
                               const real* lng, const real* lnb, const real* base, const real* cs) {
@@ -760,8 +768,8 @@ static void kl_gates(const MemCfg* m, MemChunk* c, int lag, real* keep) {
 // The chunk as the model runs it: carried state St (and momentum S) in; y; the next carried state if Stn.
 static void mem_step_forward(const MemCfg* m, MemChunk* c, int n, const real* St, const real* S, real* Stn, real* Sn,
                              const real* lng, const real* lnb) {
-    if (m->retention == 0) { mem_chunk_forward(m, c, n, St, S, Stn, Sn, lng, lnb, NULL, NULL); return; }
-    if (m->retention == 1) { real cs[2]; lq_scales(m, St, c->Wa, cs); mem_chunk_forward(m, c, n, c->Wa, NULL, Stn, NULL, lng, lnb, St, cs); return; }
+    if (m->retention == RET_NONE) { mem_chunk_forward(m, c, n, St, S, Stn, Sn, lng, lnb, NULL, NULL); return; }
+    if (m->retention == RET_LQ) { real cs[2]; lq_scales(m, St, c->Wa, cs); mem_chunk_forward(m, c, n, c->Wa, NULL, Stn, NULL, lng, lnb, St, cs); return; }
     real keep[2 + 256];
     softmax_rows(m, St, c->Wa);                                              // W_s
     mem_chunk_forward(m, c, 1, c->Wa, NULL, c->Wb, NULL, lng, lnb, St, NULL); // Z_1
@@ -773,12 +781,12 @@ static void mem_step_forward(const MemCfg* m, MemChunk* c, int n, const real* St
 // Its backward (recomputes the forward). dSt, dSs: gradients of the carried state(s) at the chunk start.
 static void mem_step_backward(const MemCfg* m, MemChunk* c, int n, const real* dy, const real* St, const real* S,
                               const real* dStn, const real* dSn, real* dSt, real* dSs, const real* lng, const real* lnb) {
-    if (m->retention == 0) {
+    if (m->retention == RET_NONE) {
         mem_chunk_forward(m, c, n, St, S, NULL, NULL, lng, lnb, NULL, NULL);
         mem_chunk_backward(m, c, n, dy, St, S, dStn, dSn, dSt, dSs, lng, NULL, dSt, NULL);
         return;
     }
-    if (m->retention == 1) {
+    if (m->retention == RET_LQ) {
         real cs[2]; lq_scales(m, St, c->Wa, cs);
         mem_chunk_forward(m, c, n, c->Wa, NULL, NULL, NULL, lng, lnb, St, cs);
         mem_chunk_backward(m, c, n, dy, c->Wa, NULL, dStn, NULL, c->dWa, NULL, lng, St, dSt, cs);
@@ -808,13 +816,13 @@ static void mem_step_backward(const MemCfg* m, MemChunk* c, int n, const real* d
 typedef struct {
     int V, Vp, D, L, H, E, F, b, K;   // vocab, padded vocab, width, layers, heads, mem expansion, SwiGLU width, chunk, conv
     int mem_depth, mem_resid, mem_ln; // memory network (SPEC §4)
-    int bias, algo;                   // 0 l2 / 1 dot ; 0 gd / 1 momentum
+    int bias, algo;                   // BIAS_* (l2, dot, lp, huber); ALGO_GD or ALGO_MOMENTUM
     int gate_a, gate_eta;             // learned gates (1) or fixed a = 1, eta = 1 (0)
-    int retention;                    // 0 none, 1 lq (Moneta), 2 kl (Memora)
+    int retention;                    // RET_NONE, RET_LQ (Moneta), RET_KL (Memora)
     int gate_rank;                    // 0: eta, delta per head; r > 0: per channel through a rank-r projection
     float eta_max;
     int anchor;                       // retention toward P_0 (1) or toward 0 (0, SPEC §5): README "anchored retention"
-    char pattern[129];                // mixer per layer: 'M' memory (attention comes later)
+    char pattern[129];                // mixer per layer: 'M' memory (the only kind implemented; config_check refuses others)
 } Config;
 
 // SPEC §5.9 presets: the memory part of the config; sizes come from the command line.
@@ -824,14 +832,14 @@ typedef struct {
 // moves P = A/s by eta/s, s ~ |P_0|_4^-2), Memora's for the stiff LN over its softmax rows (0.1 spiked at d_m = 256). From the measurements
 // of dev/bench_long.sh (norm at init vs T) and dev/train_long.sh (training at T = 2048).
 static int preset_config(Config* c, const char* name) {
-    c->mem_depth = 2; c->mem_resid = 1; c->mem_ln = 1; c->bias = 0; c->algo = 0; c->gate_a = 1; c->gate_eta = 1;
-    c->retention = 0; c->gate_rank = 0; c->eta_max = 1.0f; c->b = 16; c->anchor = 0;
-    if (!strcmp(name, "titans")) { c->algo = 1; c->anchor = 1; c->eta_max = 0.1f; }
-    else if (!strcmp(name, "moneta")) { c->bias = 2; c->retention = 1; c->anchor = 1; c->eta_max = 0.003f; }
-    else if (!strcmp(name, "yaad")) { c->bias = 3; c->anchor = 1; c->eta_max = 0.3f; }
-    else if (!strcmp(name, "memora")) { c->retention = 2; c->eta_max = 0.01f; }
+    c->mem_depth = 2; c->mem_resid = 1; c->mem_ln = 1; c->bias = BIAS_L2; c->algo = ALGO_GD; c->gate_a = 1; c->gate_eta = 1;
+    c->retention = RET_NONE; c->gate_rank = 0; c->eta_max = 1.0f; c->b = 16; c->anchor = 0;
+    if (!strcmp(name, "titans")) { c->algo = ALGO_MOMENTUM; c->anchor = 1; c->eta_max = 0.1f; }
+    else if (!strcmp(name, "moneta")) { c->bias = BIAS_LP; c->retention = RET_LQ; c->anchor = 1; c->eta_max = 0.003f; }
+    else if (!strcmp(name, "yaad")) { c->bias = BIAS_HUBER; c->anchor = 1; c->eta_max = 0.3f; }
+    else if (!strcmp(name, "memora")) { c->retention = RET_KL; c->eta_max = 0.01f; }
     else if (!strcmp(name, "ttt_mlp")) { c->gate_a = 0; }
-    else if (!strcmp(name, "linear_attn")) { c->mem_depth = 1; c->mem_resid = c->mem_ln = 0; c->bias = 1; c->gate_a = c->gate_eta = 0; }
+    else if (!strcmp(name, "linear_attn")) { c->mem_depth = 1; c->mem_resid = c->mem_ln = 0; c->bias = BIAS_DOT; c->gate_a = c->gate_eta = 0; }
     else if (!strcmp(name, "deltanet")) { c->mem_depth = 1; c->mem_resid = c->mem_ln = 0; c->gate_a = 0; c->b = 1; }
     else if (!strcmp(name, "gated_deltanet")) { c->mem_depth = 1; c->mem_resid = c->mem_ln = 0; c->b = 1; }
     else return 0;
@@ -843,7 +851,7 @@ static MemCfg mem_config(const Config* c) {
     MemCfg m; int d = c->D / c->H;
     m.d = d; m.depth = c->mem_depth; m.dm = c->mem_depth == 2 ? c->E * d : d;
     m.resid = c->mem_depth == 2 && c->mem_resid; m.ln = c->mem_depth == 2 && c->mem_ln;
-    m.bias = c->bias; m.momentum = c->algo == 1; m.retention = c->retention; m.cw = c->gate_rank > 0; m.anchor = c->anchor;
+    m.bias = c->bias; m.momentum = c->algo == ALGO_MOMENTUM; m.retention = c->retention; m.cw = c->gate_rank > 0; m.anchor = c->anchor;
     m.nP = c->mem_depth == 2 ? 2 * d * m.dm : d * d;
     return m;
 }
@@ -865,7 +873,7 @@ static const int PARAM_DECAY[NUM_PARAM_TENSORS] = {1, 0, 1, 1, 1, 0, 0, 0, 1, 0,
 
 static void fill_in_parameter_sizes(size_t* s, const Config* c) {
     size_t L = c->L, D = c->D, H = c->H, d = D / H, K = c->K, F = c->F; MemCfg m = mem_config(c);
-    size_t ga = c->gate_a, ge = c->gate_eta, gt = c->algo == 1, ln = m.ln, hu = c->bias == 3, R = c->gate_rank;
+    size_t ga = c->gate_a, ge = c->gate_eta, gt = c->algo == ALGO_MOMENTUM, ln = m.ln, hu = c->bias == BIAS_HUBER, R = c->gate_rank;
     size_t gw = R ? R * D : H * D, gb = R ? D : H;  // a gate's first matrix and its bias: per head, or rank R per channel
     size_t v[NUM_PARAM_TENSORS] = {
         (size_t)c->Vp * D, L * D, L * D * D, L * D * D, L * D * D, L * D * K, L * D * K, L * D * K,
@@ -927,7 +935,7 @@ typedef struct {
     size_t param_sizes[NUM_PARAM_TENSORS], num_params;
     ParameterTensors params, grads;
     real *params_memory, *grads_memory, *m_memory, *v_memory;   // v_memory: AdamW second moment
-    int B, T;                                                   // fixed at the first forward
+    int B, T;                                                   // the activations' shape (a forward of a new shape reallocates)
     size_t act_sizes[NUM_ACT_TENSORS], num_acts;
     ActivationTensors acts, grads_acts;
     real *acts_memory, *grads_acts_memory;
@@ -959,7 +967,7 @@ static void chunk_set_row(const MemCfg* m, MemChunk* c, int t, const real* q, co
     memcpy(c->v + (size_t)t * d, v, d * sizeof(real));
     c->a[t] = a; c->theta[t] = theta;
     if (m->cw) { c->eta[t] = 1; memcpy(c->etac + (size_t)t * d, eta, d * sizeof(real)); } else c->eta[t] = eta[0];
-    if (m->bias == 3) for (int i = 0; i < d; i++) c->delta[(size_t)t * d + i] = delta[m->cw ? i : 0];
+    if (m->bias == BIAS_HUBER) for (int i = 0; i < d; i++) c->delta[(size_t)t * d + i] = delta[m->cw ? i : 0];
 }
 // and the gradients of row t back (a per-head delta gets the sum over the head's channels)
 static void chunk_get_row_grads(const MemCfg* m, const MemChunk* c, int t, real* dq, real* dk, real* dv,
@@ -969,7 +977,7 @@ static void chunk_get_row_grads(const MemCfg* m, const MemChunk* c, int t, real*
     memcpy(dv, c->dv + (size_t)t * d, d * sizeof(real));
     *da = c->da[t]; *dtheta = c->dtheta[t];
     if (m->cw) memcpy(deta, c->detac + (size_t)t * d, d * sizeof(real)); else *deta = c->deta[t];
-    if (m->bias == 3) {
+    if (m->bias == BIAS_HUBER) {
         if (m->cw) memcpy(ddelta, c->ddelta + (size_t)t * d, d * sizeof(real));
         else { real s = 0; for (int i = 0; i < d; i++) s += c->ddelta[(size_t)t * d + i]; *ddelta = s; }
     }
@@ -1012,9 +1020,9 @@ static void gates_forward(const Model* M, int l, const real* u, int N, real* ga,
     if (c->gate_eta) { gate_forward(geta, eta_lr, u, p->gate_eta_w + l * gw, p->gate_eta_b + (size_t)l * Ge, R ? p->gate_eta_up + (size_t)l * D * R : NULL, N, D, Ge, R);
                        gate_act_forward(geta, (size_t)N * Ge, c->eta_max); }
     else fill_const(geta, (size_t)N * Ge, 1);
-    if (c->algo == 1) { matmul_forward(gth, u, p->gate_theta_w + (size_t)l * H * D, p->gate_theta_b + (size_t)l * H, N, D, H); gate_act_forward(gth, (size_t)N * H, 1); }
+    if (c->algo == ALGO_MOMENTUM) { matmul_forward(gth, u, p->gate_theta_w + (size_t)l * H * D, p->gate_theta_b + (size_t)l * H, N, D, H); gate_act_forward(gth, (size_t)N * H, 1); }
     else fill_const(gth, (size_t)N * H, 0);
-    if (c->bias == 3) { gate_forward(gdel, del_lr, u, p->gate_delta_w + l * gw, p->gate_delta_b + (size_t)l * Ge, R ? p->gate_delta_up + (size_t)l * D * R : NULL, N, D, Ge, R);
+    if (c->bias == BIAS_HUBER) { gate_forward(gdel, del_lr, u, p->gate_delta_w + l * gw, p->gate_delta_b + (size_t)l * Ge, R ? p->gate_delta_up + (size_t)l * D * R : NULL, N, D, Ge, R);
                         softplus_forward(gdel, (size_t)N * Ge); }
 }
 // from the gates' gradients (turned into pre-activation gradients in place) to du and the gate parameters
@@ -1026,9 +1034,9 @@ static void gates_backward(Model* M, int l, real* du, const real* u, int N, cons
     if (c->gate_eta) { gate_act_backward(g->geta + oG, g->geta + oG, a->geta + oG, nG, c->eta_max);
         gate_backward(du, dp->gate_eta_w + l * gw, dp->gate_eta_b + (size_t)l * Ge, R ? dp->gate_eta_up + (size_t)l * D * R : NULL, g->geta_lr + oR,
                       g->geta + oG, u, p->gate_eta_w + l * gw, R ? p->gate_eta_up + (size_t)l * D * R : NULL, a->geta_lr + oR, N, D, Ge, R); }
-    if (c->algo == 1) { gate_act_backward(g->gth + oH, g->gth + oH, a->gth + oH, nH, 1);
+    if (c->algo == ALGO_MOMENTUM) { gate_act_backward(g->gth + oH, g->gth + oH, a->gth + oH, nH, 1);
         matmul_backward(du, dp->gate_theta_w + (size_t)l * H * D, dp->gate_theta_b + (size_t)l * H, g->gth + oH, u, p->gate_theta_w + (size_t)l * H * D, N, D, H); }
-    if (c->bias == 3) { softplus_backward(g->gdel + oG, g->gdel + oG, a->gdel + oG, nG);
+    if (c->bias == BIAS_HUBER) { softplus_backward(g->gdel + oG, g->gdel + oG, a->gdel + oG, nG);
         gate_backward(du, dp->gate_delta_w + l * gw, dp->gate_delta_b + (size_t)l * Ge, R ? dp->gate_delta_up + (size_t)l * D * R : NULL, g->gdel_lr + oR,
                       g->gdel + oG, u, p->gate_delta_w + l * gw, R ? p->gate_delta_up + (size_t)l * D * R : NULL, a->gdel_lr + oR, N, D, Ge, R); }
 }
@@ -1128,11 +1136,11 @@ static void config_check(const Config* c) {
     if (c->mem_depth < 1 || c->mem_depth > 2 || c->mem_resid < 0 || c->mem_resid > 1 || c->mem_ln < 0 || c->mem_ln > 1 ||
         c->gate_a < 0 || c->gate_a > 1 || c->gate_eta < 0 || c->gate_eta > 1)
         DIE("is this file from a newer train_miras?", "%sbad memory config: depth %d, residual %d, LN %d, gates a %d eta %d", cfg_origin, c->mem_depth, c->mem_resid, c->mem_ln, c->gate_a, c->gate_eta);
-    if (c->bias < 0 || c->bias > 3 || c->algo < 0 || c->algo > 1 || c->retention < 0 || c->retention > 2 || c->gate_rank < 0 || c->gate_rank > c->D)
+    if (c->bias < BIAS_L2 || c->bias > BIAS_HUBER || c->algo < ALGO_GD || c->algo > ALGO_MOMENTUM || c->retention < RET_NONE || c->retention > RET_KL || c->gate_rank < 0 || c->gate_rank > c->D)
         DIE("is this file from a newer train_miras? (-R is at most D)", "%sbad memory config: bias %d, algo %d, retention %d, gate rank %d", cfg_origin, c->bias, c->algo, c->retention, c->gate_rank);
-    if (c->retention && c->algo) DIE("use gd with the lq and kl retentions", "%smomentum with retention %d is not implemented", cfg_origin, c->retention);
+    if (c->retention != RET_NONE && c->algo == ALGO_MOMENTUM) DIE("use gd with the lq and kl retentions", "%smomentum with retention %d is not implemented", cfg_origin, c->retention);
     if (c->anchor < 0 || c->anchor > 1) DIE("-Z is 0 or 1", "%sbad anchor flag %d", cfg_origin, c->anchor);
-    if (c->anchor && (c->retention == 2 || !c->gate_a))
+    if (c->anchor && (c->retention == RET_KL || !c->gate_a))
         DIE("use -Z 0 here", "%sthe anchored retention needs a learned retention gate a and no kl retention (memora)", cfg_origin);
     if (!(c->eta_max > 0) || c->eta_max > 1e6) DIE("pick -X in (0, 1e6]", "%sbad eta_max %g", cfg_origin, c->eta_max);
     if (c->D / c->H > 256) DIE("use more heads", "%shead width %d above 256", cfg_origin, c->D / c->H);
@@ -1179,9 +1187,9 @@ static void model_init(Model* M, uint64_t seed) {
     size_t R = c->gate_rank, gw = R ? R * D : H * D, Ge = R ? D : H;  // per head, or rank R per channel
     if (c->gate_eta) { fill_normal(p->gate_eta_w, L * gw, 0.02, &r); fill_const(p->gate_eta_b, L * Ge, log(0.1 / 0.9));  // eta = 0.1 eta_max
                        if (R) fill_normal(p->gate_eta_up, L * D * R, 0.02, &r); }
-    if (c->bias == 3) { fill_normal(p->gate_delta_w, L * gw, 0.02, &r); fill_const(p->gate_delta_b, L * Ge, log(exp(1.0) - 1));  // delta = 1
+    if (c->bias == BIAS_HUBER) { fill_normal(p->gate_delta_w, L * gw, 0.02, &r); fill_const(p->gate_delta_b, L * Ge, log(exp(1.0) - 1));  // delta = 1
                         if (R) fill_normal(p->gate_delta_up, L * D * R, 0.02, &r); }
-    if (c->algo == 1) { fill_normal(p->gate_theta_w, L * H * D, 0.02, &r); fill_const(p->gate_theta_b, L * H, log(0.9 / 0.1)); } // theta = 0.9
+    if (c->algo == ALGO_MOMENTUM) { fill_normal(p->gate_theta_w, L * H * D, 0.02, &r); fill_const(p->gate_theta_b, L * H, log(0.9 / 0.1)); } // theta = 0.9
     // P_0: linear W = 0. Deep W2 ~ N(0, 1) so that W2 k (k unit-norm) is O(1) at the GELU; W1 ~ N(0, 1) with
     // the LN (which makes the inner step on W1 scale like eta/|W1|^2: small W1 would make it unstable),
     // N(0, 1/d_m) without it.
@@ -1189,9 +1197,9 @@ static void model_init(Model* M, uint64_t seed) {
     // scaled so that its weights A / s start like the other deep memories' (each matrix divided by |A|_4^2).
     for (size_t lh = 0; lh < L * H; lh++) {
         real* P0 = p->mem_p0 + lh * m->nP;
-        if (m->retention == 2) fill_normal(P0, m->nP, 1, &r);
+        if (m->retention == RET_KL) fill_normal(P0, m->nP, 1, &r);
         else if (m->depth == 2) { fill_normal(P0, d * m->dm, m->ln ? 1 : 1 / sqrt((double)m->dm), &r); fill_normal(P0 + d * m->dm, d * m->dm, 1, &r); }
-        if (m->retention == 1) { real cs[2]; lq_scales(m, P0, P0, cs); }   // A_0 = P / |P|_4^2, so A_0 / s(A_0) = P
+        if (m->retention == RET_LQ) { real cs[2]; lq_scales(m, P0, P0, cs); }   // A_0 = P / |P|_4^2, so A_0 / s(A_0) = P
     }
     if (m->ln) { fill_const(p->mem_ln_g, L * H * d, 1); fill_const(p->mem_ln_b, L * H * d, 0); }
     fill_normal(p->wg, L * D * D, 0.02, &r); fill_normal(p->wo, L * D * D, s_res, &r);
@@ -1466,7 +1474,7 @@ static const real* decoder_step(Decoder* dec, int token) {
             memcpy(row, a->q + h * d, d * sizeof(real)); memcpy(row + d, a->k + h * d, d * sizeof(real));
             memcpy(row + 2 * d, a->v + h * d, d * sizeof(real)); row[3 * d] = a->ga[h]; row[3 * d + 1] = a->gth[h];
             memcpy(row + 3 * d + 2, a->geta + h * ew, ew * sizeof(real));
-            if (m->bias == 3) memcpy(row + 3 * d + 2 + ew, a->gdel + h * ew, ew * sizeof(real));
+            if (m->bias == BIAS_HUBER) memcpy(row + 3 * d + 2 + ew, a->gdel + h * ew, ew * sizeof(real));
             MemChunk* ch = &dec->c; int n = cnt + 1;
             for (int t = 0; t < n; t++) {
                 const real* r = part + (size_t)t * rw;

@@ -1,5 +1,5 @@
 /*
-train_miras.cu: the GPU trainer. Same model, flags and files as train_miras.c (../shared/SPEC.md, README.md).
+train_miras.cu: the GPU trainer. Same model, flags and files as train_miras.c (README.md's model definition).
 
 The host side is train_miras.c itself, included below with TESTING (which hides its main): the config, the
 presets, the parameter layout, checkpoints, shards, the tokenizer, the dump format and the AdamW schedule are
@@ -123,6 +123,15 @@ static unsigned warp_blocks(size_t rows) { return nblocks(rows * 32); }
 namespace gpu {
 
 // ---- device math, as in train_miras.c section 1 (float; no fast-math)
+// 16-byte loads and stores where aligned
+__device__ __forceinline__ bool al16(const void* p) { return ((uintptr_t)p & 15) == 0; }
+#ifdef EMU_CUDA   // the emulator checks what a GPU faults on ("misaligned address")
+__device__ inline float4 ld4(const real* p) { emu::check_align16(p); return *(const float4*)p; }
+__device__ inline void st4(real* p, float4 v) { emu::check_align16(p); *(float4*)p = v; }
+#else
+__device__ __forceinline__ float4 ld4(const real* p) { return *(const float4*)p; }
+__device__ __forceinline__ void st4(real* p, float4 v) { *(float4*)p = v; }
+#endif
 __device__ __forceinline__ real warp_sum(real v) { for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o); return v; }
 __device__ __forceinline__ real warp_max(real v) { for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o)); return v; }
 // block-wide reductions (every thread gets the same value: the warp partials are combined in a fixed order)
@@ -213,12 +222,19 @@ static void rmsnorm_backward(real* dx, real* dw, const real* dout, const real* x
 __global__ void add_bias_kernel(real* out, const real* bias, int N, int OC) {
     GRID_FOR(e, (size_t)N * OC) out[e] += bias[e % OC];
 }
-// out = bf16(in), rounded to nearest even
-__global__ void to_bf16_kernel(bf16* out, const real* in, size_t n) { GRID_FOR(i, n) out[i] = __float2bfloat16(in[i]); }
+// out = bf16(in), rounded to nearest even (4 values per thread where both are aligned)
+__global__ void to_bf16_kernel(bf16* out, const real* in, size_t n) {
+    if (n % 4 == 0 && al16(in) && ((uintptr_t)out & 7) == 0) {
+        GRID_FOR(i, n / 4) {
+            float4 x = ld4(in + 4 * i);
+            *(__nv_bfloat162*)(out + 4 * i) = __floats2bfloat162_rn(x.x, x.y); *(__nv_bfloat162*)(out + 4 * i + 2) = __floats2bfloat162_rn(x.z, x.w);
+        }
+    } else GRID_FOR(i, n) out[i] = __float2bfloat16(in[i]);
+}
 // x (n values) rounded to bf16 into the scratch *buf (grown on demand); returns *buf
 static const bf16* to_bf16(bf16** buf, size_t* cap, const real* x, size_t n) {
     if (n > *cap) { dfree(*buf); *buf = (bf16*)dmalloc(n * sizeof(bf16)); *cap = n; }
-    to_bf16_kernel<<<nblocks(n), NT>>>(*buf, x, n); KCHECK("to_bf16");
+    to_bf16_kernel<<<nblocks(n / 4 + 1), NT>>>(*buf, x, n); KCHECK("to_bf16");
     return *buf;
 }
 // the bf16 copy of a weight: same offset in params_bf16 as W in params_memory
@@ -265,22 +281,27 @@ static void matmul_backward(real* dx, real* dW, real* dbias, const real* dout, c
 
 // causal depthwise conv: c_t[i] = sum_j w[i][j] x_{t-K+1+j}[i], zero before t = 0; and, where act is given,
 // act = SiLU(c) in the same pass (the forward's q, k, v: one read of c less than a separate silu_forward)
+// (grid: channels on x, rows (b, t) on y)
+#define CONV_ROWS_FOR(bt, n) for (int bt = blockIdx.y; bt < (n); bt += gridDim.y)
+static dim3 conv_grid(int B, int T, int C) { return dim3((C + NT - 1) / NT, B * T < 65535 ? B * T : 65535); }
 __global__ void conv_forward_kernel(real* out, real* act, const real* x, const real* w, int B, int T, int C, int K) {
-    GRID_FOR(e, (size_t)B * T * C) {
-        int i = (int)(e % C); size_t bt = e / C; int t = (int)(bt % T); size_t b = bt / T; real s = 0;
-        for (int j = 0; j < K; j++) { int tt = t - K + 1 + j; if (tt >= 0) s += w[i * K + j] * x[(b * T + tt) * C + i]; }
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < C) CONV_ROWS_FOR(bt, B * T) {
+        int t = bt % T; size_t e = (size_t)bt * C + i; real s = 0;
+        for (int j = 0; j < K; j++) { int tt = t - K + 1 + j; if (tt >= 0) s += w[i * K + j] * x[e + (size_t)(tt - t) * C]; }
         out[e] = s;
         if (act) act[e] = silur(s);
     }
 }
 static void conv_forward(real* out, const real* x, const real* w, int B, int T, int C, int K, real* act = NULL) {
-    conv_forward_kernel<<<nblocks((size_t)B * T * C), NT>>>(out, act, x, w, B, T, C, K); KCHECK("conv_forward");
+    conv_forward_kernel<<<conv_grid(B, T, C), NT>>>(out, act, x, w, B, T, C, K); KCHECK("conv_forward");
 }
 // dx_tt[i] += sum_j w[i][j] dout_{tt+K-1-j}[i]  (a gather: each dx element owned by one thread)
 __global__ void conv_backward_dx_kernel(real* dx, const real* dout, const real* w, int B, int T, int C, int K) {
-    GRID_FOR(e, (size_t)B * T * C) {
-        int i = (int)(e % C); size_t bt = e / C; int tt = (int)(bt % T); size_t b = bt / T; real s = 0;
-        for (int j = 0; j < K; j++) { int t = tt + K - 1 - j; if (t < T) s += w[i * K + j] * dout[(b * T + t) * C + i]; }
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < C) CONV_ROWS_FOR(bt, B * T) {
+        int tt = bt % T; size_t e = (size_t)bt * C + i; real s = 0;
+        for (int j = 0; j < K; j++) { int t = tt + K - 1 - j; if (t < T) s += w[i * K + j] * dout[e + (size_t)(t - tt) * C]; }
         dx[e] += s;
     }
 }
@@ -316,7 +337,7 @@ __global__ void conv_dw_sum_kernel(real* dw, const real* part, int S, int C, int
     GRID_FOR(e, (size_t)C * K) { real v = 0; for (int s = 0; s < S; s++) v += part[(size_t)s * C * K + e]; dw[e] += v; }
 }
 static void conv_backward(real* dx, real* dw, const real* dout, const real* x, const real* w, int B, int T, int C, int K) {
-    conv_backward_dx_kernel<<<nblocks((size_t)B * T * C), NT>>>(dx, dout, w, B, T, C, K); KCHECK("conv_backward_dx");
+    conv_backward_dx_kernel<<<conv_grid(B, T, C), NT>>>(dx, dout, w, B, T, C, K); KCHECK("conv_backward_dx");
     if (K > CONV_KMAX) DIE("the GPU trainer's causal conv has at most 8 taps", "conv width %d", K);
     // segments: ~1024 blocks in all, at least 64 rows each; S depends on the shapes only (deterministic)
     int N = B * T, ncg = (C + 31) / 32, S = (1024 + ncg - 1) / ncg;
@@ -399,16 +420,24 @@ static void residual_forward(real* out, const real* a, const real* b, size_t n) 
 
 // cross-entropy over the first V of Vp logits; a block per row. Instead of the CPU's (N, Vp) probs, the row's
 // max and softmax denominator go to stats[2n], stats[2n + 1], and the backward recomputes each probability from
-// the logit, bit for bit the value probs would hold (expf(l - max) / sum): the (N, Vp) probs are neither written
-// here nor read there (at V = 50257 that is two of the head's five (N, Vp) passes).
+// the logit as expf(l - max) / sum: the (N, Vp) probs are neither written here nor read there (at V = 50257 that
+// is two of the head's five (N, Vp) passes). One pass over the row (the online softmax): each thread keeps the
+// max m of its logits and sum s of expf(l - m), rescaled when m grows; the block then takes the max M of the m
+// and sums s expf(m - M) (the denominator differs from the CPU's two-pass sum by rounding only).
+__device__ __forceinline__ void softmax_acc(real& m, real& s, real x) {
+    if (x > m) { s = s * expf(m - x) + 1; m = x; } else s += expf(x - m);
+}
 __global__ void crossentropy_forward_kernel(real* losses, real* stats, const real* logits, const int* targets, int N, int V, int Vp) {
     for (int n = blockIdx.x; n < N; n += gridDim.x) {
-        const real* l = logits + (size_t)n * Vp; real mx = -1e30f, s = 0;
-        for (int i = threadIdx.x; i < V; i += blockDim.x) mx = fmaxf(mx, l[i]);
-        mx = block_max(mx);
-        for (int i = threadIdx.x; i < V; i += blockDim.x) s += expf(l[i] - mx);
-        s = block_sum(s);
-        if (threadIdx.x == 0) { losses[n] = -logf(expf(l[targets[n]] - mx) / s); stats[2 * n] = mx; stats[2 * n + 1] = s; }
+        const real* l = logits + (size_t)n * Vp; real m = -INFINITY, s = 0;
+        int V4 = (Vp % 4 == 0 && al16(logits)) ? V / 4 * 4 : 0;        // 16-byte loads where the rows are aligned
+        for (int i = 4 * threadIdx.x; i < V4; i += 4 * blockDim.x) {
+            float4 x = ld4(l + i); softmax_acc(m, s, x.x); softmax_acc(m, s, x.y); softmax_acc(m, s, x.z); softmax_acc(m, s, x.w);
+        }
+        for (int i = V4 + threadIdx.x; i < V; i += blockDim.x) softmax_acc(m, s, l[i]);
+        real mx = block_max(m);
+        real sum = block_sum(s * expf(m - mx));
+        if (threadIdx.x == 0) { losses[n] = -logf(expf(l[targets[n]] - mx) / sum); stats[2 * n] = mx; stats[2 * n + 1] = sum; }
     }
 }
 static void crossentropy_forward(real* losses, real* stats, const real* logits, const int* targets, int N, int V, int Vp) {
@@ -416,19 +445,33 @@ static void crossentropy_forward(real* losses, real* stats, const real* logits, 
 }
 // dlogits = (probs - onehot) * dloss for the positions in mask (NULL: all); 0 at the other positions and in the
 // padded columns; probs = expf(logit - max) / sum from the forward's stats. Every element is written (not
-// accumulated), so the backward need not zero dlogits first.
+// accumulated), so the backward need not zero dlogits first. A block per row (the row's values loaded once).
 // dlogitsb (bf16 mode, else NULL): dlogits is written in bf16 there instead, the operand of the LM head's GEMMs
+__device__ __forceinline__ real ce_grad(real l, int i, real mx, real sm, int tg, int on, int V, real dloss) {
+    return i < V && on ? (expf(l - mx) / sm - (i == tg)) * dloss : 0;
+}
 __global__ void crossentropy_backward_kernel(real* dlogits, bf16* dlogitsb, const real* logits, const real* stats, const int* targets,
                                              const uint8_t* mask, real dloss, int N, int V, int Vp) {
-    GRID_FOR(e, (size_t)N * Vp) {
-        size_t n = e / Vp; int i = (int)(e % Vp);
-        real g = i < V && (!mask || mask[n]) ? (expf(logits[e] - stats[2 * n]) / stats[2 * n + 1] - (i == targets[n])) * dloss : 0;
-        if (dlogitsb) dlogitsb[e] = __float2bfloat16(g); else dlogits[e] = g;
+    int vec = Vp % 4 == 0 && al16(logits) && (dlogitsb ? ((uintptr_t)dlogitsb & 7) == 0 : al16(dlogits));
+    for (int n = blockIdx.x; n < N; n += gridDim.x) {
+        size_t o = (size_t)n * Vp; real mx = stats[2 * n], sm = stats[2 * n + 1]; int tg = targets[n], on = !mask || mask[n];
+        if (vec) for (int i = 4 * threadIdx.x; i < Vp; i += 4 * blockDim.x) {
+            float4 x = ld4(logits + o + i);
+            real g0 = ce_grad(x.x, i, mx, sm, tg, on, V, dloss), g1 = ce_grad(x.y, i + 1, mx, sm, tg, on, V, dloss);
+            real g2 = ce_grad(x.z, i + 2, mx, sm, tg, on, V, dloss), g3 = ce_grad(x.w, i + 3, mx, sm, tg, on, V, dloss);
+            if (dlogitsb) { __nv_bfloat162 a = __floats2bfloat162_rn(g0, g1), b = __floats2bfloat162_rn(g2, g3);
+                            *(__nv_bfloat162*)(dlogitsb + o + i) = a; *(__nv_bfloat162*)(dlogitsb + o + i + 2) = b; }
+            else st4(dlogits + o + i, make_float4(g0, g1, g2, g3));
+        }
+        else for (int i = threadIdx.x; i < Vp; i += blockDim.x) {
+            real g = ce_grad(logits[o + i], i, mx, sm, tg, on, V, dloss);
+            if (dlogitsb) dlogitsb[o + i] = __float2bfloat16(g); else dlogits[o + i] = g;
+        }
     }
 }
 static void crossentropy_backward(real* dlogits, bf16* dlogitsb, const real* logits, const real* stats, const int* targets, const uint8_t* mask,
                                   real dloss, int N, int V, int Vp) {
-    crossentropy_backward_kernel<<<nblocks((size_t)N * Vp), NT>>>(dlogits, dlogitsb, logits, stats, targets, mask, dloss, N, V, Vp);
+    crossentropy_backward_kernel<<<N < 65536 ? N : 65536, 256>>>(dlogits, dlogitsb, logits, stats, targets, mask, dloss, N, V, Vp);
     KCHECK("crossentropy_backward");
 }
 // argmax over the first V logits of each row (answer accuracy); ties go to the lowest index, as on the CPU
@@ -495,15 +538,6 @@ static size_t memchunk_carve(MemChunk* c, real* base, int b, int d, int dm, int 
     return n + 2 * nn + nm + 2 + d + b;
 }
 
-// 16-byte loads and stores where aligned
-__device__ __forceinline__ bool al16(const void* p) { return ((uintptr_t)p & 15) == 0; }
-#ifdef EMU_CUDA   // the emulator checks what a GPU faults on ("misaligned address")
-__device__ inline float4 ld4(const real* p) { emu::check_align16(p); return *(const float4*)p; }
-__device__ inline void st4(real* p, float4 v) { emu::check_align16(p); *(float4*)p = v; }
-#else
-__device__ __forceinline__ float4 ld4(const real* p) { return *(const float4*)p; }
-__device__ __forceinline__ void st4(real* p, float4 v) { *(float4*)p = v; }
-#endif
 MEMFN void block_zero(real* p, size_t n) {
     if (al16(p)) { size_t n4 = n / 4; for (size_t i = threadIdx.x; i < n4; i += blockDim.x) st4(p + 4 * i, make_float4(0, 0, 0, 0)); for (size_t i = 4 * n4 + threadIdx.x; i < n; i += blockDim.x) p[i] = 0; }
     else for (size_t i = threadIdx.x; i < n; i += blockDim.x) p[i] = 0;
@@ -977,10 +1011,10 @@ MEMFN void mem_bias_forward(const MemCfg* m, MemChunk* c, int n, int sync = 1) {
     FOR(j, n * m->d) {
         real e = c->r[j] - c->v[j], ps;
         switch (m->bias) {
-            case 0: ps = e; break;
-            case 1: ps = -c->v[j]; break;
-            case 2: ps = psi_lp(e); break;
-            default: ps = e < -c->delta[j] ? -c->delta[j] : (e > c->delta[j] ? c->delta[j] : e);
+            case BIAS_L2: ps = e; break;
+            case BIAS_DOT: ps = -c->v[j]; break;
+            case BIAS_LP: ps = psi_lp(e); break;
+            default: /* BIAS_HUBER */ ps = e < -c->delta[j] ? -c->delta[j] : (e > c->delta[j] ? c->delta[j] : e);
         }
         c->e[j] = e; c->psi[j] = ps; c->r[j] = m->cw ? c->etac[j] * ps : ps;
     }
@@ -992,10 +1026,10 @@ MEMFN void mem_bias_backward(const MemCfg* m, MemChunk* c, int n) {
         real dps = m->cw ? c->dr[j] * c->etac[j] : c->dr[j], de = 0, e = c->e[j];
         if (m->cw) c->detac[j] += c->dr[j] * c->psi[j];
         switch (m->bias) {
-            case 0: de = dps; break;
-            case 1: c->dv[j] -= dps; break;
-            case 2: de = dps * psi_lp_d(e); break;
-            default: if (fabsf(e) <= c->delta[j]) de = dps; else c->ddelta[j] += e > 0 ? dps : -dps;
+            case BIAS_L2: de = dps; break;
+            case BIAS_DOT: c->dv[j] -= dps; break;
+            case BIAS_LP: de = dps * psi_lp_d(e); break;
+            default: /* BIAS_HUBER */ if (fabsf(e) <= c->delta[j]) de = dps; else c->ddelta[j] += e > 0 ? dps : -dps;
         }
         c->dmk[j] = de; c->dv[j] -= de;
     }
@@ -1216,8 +1250,8 @@ MEMFN void kl_gates(const MemCfg* m, MemChunk* c, int lag, real* keep) {
 // The chunk as the model runs it: carried state St (and momentum S) in; y; the next carried state if Stn.
 MEMFN void mem_step_forward(const MemCfg* m, MemChunk* c, int n, const real* St, const real* S, real* Stn, real* Sn,
                                  const real* lng, const real* lnb) {
-    if (m->retention == 0) { mem_chunk_forward(m, c, n, St, S, Stn, Sn, lng, lnb, NULL, NULL); return; }
-    if (m->retention == 1) { real cs[2]; lq_scales(m, St, c->Wa, cs); mem_chunk_forward(m, c, n, c->Wa, NULL, Stn, NULL, lng, lnb, St, cs); return; }
+    if (m->retention == RET_NONE) { mem_chunk_forward(m, c, n, St, S, Stn, Sn, lng, lnb, NULL, NULL); return; }
+    if (m->retention == RET_LQ) { real cs[2]; lq_scales(m, St, c->Wa, cs); mem_chunk_forward(m, c, n, c->Wa, NULL, Stn, NULL, lng, lnb, St, cs); return; }
     real* keep = c->keep;
     softmax_rows(m, St, c->Wa);                                              // W_s
     mem_chunk_forward(m, c, 1, c->Wa, NULL, c->Wb, NULL, lng, lnb, St, NULL); // Z_1
@@ -1229,12 +1263,12 @@ MEMFN void mem_step_forward(const MemCfg* m, MemChunk* c, int n, const real* St,
 // Its backward (recomputes the forward). dSt, dSs: gradients of the carried state(s) at the chunk start.
 MEMFN void mem_step_backward(const MemCfg* m, MemChunk* c, int n, const real* dy, const real* St, const real* S,
                                   const real* dStn, const real* dSn, real* dSt, real* dSs, const real* lng, const real* lnb) {
-    if (m->retention == 0) {
+    if (m->retention == RET_NONE) {
         mem_chunk_forward(m, c, n, St, S, NULL, NULL, lng, lnb, NULL, NULL);
         mem_chunk_backward(m, c, n, dy, St, S, dStn, dSn, dSt, dSs, lng, NULL, dSt, NULL);
         return;
     }
-    if (m->retention == 1) {
+    if (m->retention == RET_LQ) {
         real cs[2]; lq_scales(m, St, c->Wa, cs);
         mem_chunk_forward(m, c, n, c->Wa, NULL, NULL, NULL, lng, lnb, St, cs);
         mem_chunk_backward(m, c, n, dy, c->Wa, NULL, dStn, NULL, c->dWa, NULL, lng, St, dSt, cs);
@@ -1291,6 +1325,8 @@ typedef struct {
     const real* dy;                                   // backward: dL/dy, and the gradients of the inputs (written)
     real *dq, *dk, *dv, *dga, *dgth, *dgeta, *dgdel;
     real* dbh;                                        // (B, H, nP + 2d): per-sequence dL/dP_0 and LN affine
+    real* aux;                                        // b = 1 token kernels (v5, v6): (B, H, T, TOK_AUX) forward values kept for the backward
+    real* gpart;                                      // v6: (B, H, T, TOK_R, TOK_GP) the row blocks' sums, added by mem_token_reduce_v6
     int ver;                                          // kernel version (dev/cuda/memlab.cu): 0 the best, see MEM_VERSIONS
     MemSmem sm;                                       // the chunk arrays this launch keeps in shared memory
 } MemArgs;
@@ -1312,7 +1348,7 @@ __device__ void load_chunk_inputs(MemChunk* c, const MemArgs* A, int bb, int h, 
         int t = e / d, i = e % d; size_t r = (size_t)bb * A->T + t0 + t;
         c->q[e] = A->q[r * D + h * d + i]; c->k[e] = A->k[r * D + h * d + i]; c->v[e] = A->v[r * D + h * d + i];
         if (m->cw) c->etac[e] = A->geta[r * Ge + h * ew + i];
-        if (m->bias == 3) c->delta[e] = A->gdel[r * Ge + h * ew + (m->cw ? i : 0)];
+        if (m->bias == BIAS_HUBER) c->delta[e] = A->gdel[r * Ge + h * ew + (m->cw ? i : 0)];
     }
     FOR(t, n) {
         size_t r = (size_t)bb * A->T + t0 + t;
@@ -1328,13 +1364,13 @@ __device__ void store_chunk_grads(const MemChunk* c, const MemArgs* A, int bb, i
         int t = e / d, i = e % d; size_t r = (size_t)bb * A->T + t0 + t;
         A->dq[r * D + h * d + i] = c->dq[e]; A->dk[r * D + h * d + i] = c->dk[e]; A->dv[r * D + h * d + i] = c->dv[e];
         if (m->cw) A->dgeta[r * Ge + h * ew + i] = c->detac[e];
-        if (m->bias == 3 && m->cw) A->dgdel[r * Ge + h * ew + i] = c->ddelta[e];
+        if (m->bias == BIAS_HUBER && m->cw) A->dgdel[r * Ge + h * ew + i] = c->ddelta[e];
     }
     FOR(t, n) {
         size_t r = (size_t)bb * A->T + t0 + t;
         A->dga[r * H + h] = c->da[t]; A->dgth[r * H + h] = c->dtheta[t];
         if (!m->cw) A->dgeta[r * Ge + h * ew] = c->deta[t];
-        if (m->bias == 3 && !m->cw) { real s = 0; for (int i = 0; i < d; i++) s += c->ddelta[(size_t)t * d + i]; A->dgdel[r * Ge + h * ew] = s; }
+        if (m->bias == BIAS_HUBER && !m->cw) { real s = 0; for (int i = 0; i < d; i++) s += c->ddelta[(size_t)t * d + i]; A->dgdel[r * Ge + h * ew] = s; }
     }
     __syncthreads();
 }
@@ -1540,10 +1576,433 @@ __global__ void __launch_bounds__(TOK_THREADS) mem_token_backward_kernel(MemArgs
     st4(out, make_float4(dw[0], dw[1], dw[2], dw[3])); st4(out + 4, make_float4(dw[4], dw[5], dw[6], dw[7]));
     if (threadIdx.x < 2 * TOK_D) A.dbh[((size_t)bb * A.H + h) * (nP + 2 * TOK_D) + nP + threadIdx.x] = 0;
 }
+// ---- v5 of the b = 1 kernels: the same math with the per-token work off the critical path.
+// Forward: the inputs of TOK_SEG tokens are staged in shared memory (the next segment's loads are in flight while
+// this one runs: one barrier per segment, none per token), and e (= psi, l2 bias) and W q per row and q . k per
+// token are kept in aux, so the backward does not recompute them.
+// Backward: the sums over rows (the column outputs dq, dk and the gates' scalars) are outputs only: the recurrence
+// of dL/dW' is row-local. So each warp reduces its 4 rows with a reduce-scatter (6 shuffles per 8-column array
+// instead of 16) into shared memory, and the block adds the 16 warps' parts of TOK_SEG tokens at once.
+#define TOK_SEG 8                     // tokens per segment; TOK_SEG * TOK_D == TOK_THREADS (one staged value per thread)
+#define TOK_AUX (2 * TOK_D + 4)       // aux per token: psi (d), W q (d), q . k, 3 pad
+#define TOK_WARPS (TOK_THREADS / 32)
+#define TOK_PART (3 * TOK_D + 32)     // a warp's part of one token: 3 column arrays (64 each) and 4 scalars x 8 lanes
+static_assert(TOK_SEG * TOK_D == TOK_THREADS, "one staged value per thread");
+struct TokStageF { real k[TOK_SEG][TOK_D], q[TOK_SEG][TOK_D], v[TOK_SEG][TOK_D], etac[TOK_SEG][TOK_D], a[TOK_SEG], eta[TOK_SEG]; };
+struct TokStageB { real k[TOK_SEG][TOK_D], q[TOK_SEG][TOK_D], dy[TOK_SEG][TOK_D], psi[TOK_SEG][TOK_D], xw[TOK_SEG][TOK_D], etac[TOK_SEG][TOK_D],
+                   a[TOK_SEG], eta[TOK_SEG], xx[TOK_SEG]; };
+struct TokRegs { real k, q, v, etac, dy, psi, xw, a, eta, xx; };   // one thread's share of a segment, in flight
+// thread e holds element (e / d, e % d) of the segment's (TOK_SEG, d) arrays; threads e < TOK_SEG the per-token values
+__device__ __forceinline__ void tok_seg_load(TokRegs* s, const MemArgs& A, int bb, int h, int t0, int bwd) {
+    const MemCfg& m = A.m; int e = threadIdx.x, t = t0 + e / TOK_D, c = e % TOK_D, Ge = m.cw ? A.D : A.H;
+    const real* aux = A.aux + ((size_t)bb * A.H + h) * A.T * TOK_AUX;
+    if (t < A.T) {
+        size_t r = (size_t)bb * A.T + t, o = r * A.D + h * TOK_D + c;
+        s->k = A.k[o]; s->q = A.q[o]; s->etac = m.cw ? A.geta[r * Ge + h * TOK_D + c] : 1;
+        if (bwd) { s->dy = A.dy[o]; s->psi = aux[(size_t)t * TOK_AUX + c]; s->xw = aux[(size_t)t * TOK_AUX + TOK_D + c]; }
+        else s->v = A.v[o];
+    }
+    t = t0 + e;
+    if (e < TOK_SEG && t < A.T) {
+        size_t r = (size_t)bb * A.T + t;
+        s->a = A.ga[r * A.H + h]; s->eta = m.cw ? 1 : A.geta[r * Ge + h];
+        if (bwd) s->xx = aux[(size_t)t * TOK_AUX + 2 * TOK_D];
+    }
+}
+__device__ __forceinline__ void tok_seg_store(TokStageF* x, const TokRegs& s) {
+    int e = threadIdx.x, j = e / TOK_D, c = e % TOK_D;
+    x->k[j][c] = s.k; x->q[j][c] = s.q; x->v[j][c] = s.v; x->etac[j][c] = s.etac;
+    if (e < TOK_SEG) { x->a[e] = s.a; x->eta[e] = s.eta; }
+}
+__device__ __forceinline__ void tok_seg_store(TokStageB* x, const TokRegs& s) {
+    int e = threadIdx.x, j = e / TOK_D, c = e % TOK_D;
+    x->k[j][c] = s.k; x->q[j][c] = s.q; x->dy[j][c] = s.dy; x->psi[j][c] = s.psi; x->xw[j][c] = s.xw; x->etac[j][c] = s.etac;
+    if (e < TOK_SEG) { x->a[e] = s.a; x->eta[e] = s.eta; x->xx[e] = s.xx; }
+}
+// this thread's 8 columns of a staged (TOK_SEG, d) row
+__device__ __forceinline__ void tok_cols8(real* dst, const real* row, int g) {
+    float4 a = *(const float4*)(row + 8 * g), b = *(const float4*)(row + 8 * g + 4);
+    dst[0] = a.x; dst[1] = a.y; dst[2] = a.z; dst[3] = a.w; dst[4] = b.x; dst[5] = b.y; dst[6] = b.z; dst[7] = b.w;
+}
+__global__ void __launch_bounds__(TOK_THREADS) mem_token_forward_v5_kernel(MemArgs A) {
+    __shared__ TokStageF st[2];
+    int bb = blockIdx.x / A.H, h = blockIdx.x % A.H, T = A.T, nP = A.m.nP, i = threadIdx.x >> 3, g = threadIdx.x & 7, cw = A.m.cw;
+    real* P = A.P + ((size_t)bb * A.H + h) * T * nP + i * TOK_D + 8 * g;   // this thread's 8 values of every token's state
+    real* aux = A.aux + ((size_t)bb * A.H + h) * T * TOK_AUX;
+    real w[8];
+    { const real* p0 = A.p0 + (size_t)h * nP + i * TOK_D + 8 * g;
+      float4 a0 = al16(p0) ? ld4(p0) : ld4c<false>(p0), a1 = al16(p0) ? ld4(p0 + 4) : ld4c<false>(p0 + 4);
+      w[0] = a0.x; w[1] = a0.y; w[2] = a0.z; w[3] = a0.w; w[4] = a1.x; w[5] = a1.y; w[6] = a1.z; w[7] = a1.w; }
+    TokRegs s; tok_seg_load(&s, A, bb, h, 0, 0); tok_seg_store(&st[0], s);
+    __syncthreads();
+    int nseg = (T + TOK_SEG - 1) / TOK_SEG;
+    for (int sg = 0; sg < nseg; sg++) {
+        int t0 = sg * TOK_SEG, n = T - t0 < TOK_SEG ? T - t0 : TOK_SEG; const TokStageF& x = st[sg & 1];
+        if (sg + 1 < nseg) tok_seg_load(&s, A, bb, h, t0 + TOK_SEG, 0);   // the next segment's inputs in flight
+        for (int j = 0; j < n; j++) {
+            int t = t0 + j;
+            st4(P + (size_t)t * nP, make_float4(w[0], w[1], w[2], w[3])); st4(P + (size_t)t * nP + 4, make_float4(w[4], w[5], w[6], w[7]));
+            real k[8], q[8]; tok_cols8(k, x.k[j], g); tok_cols8(q, x.q[j], g);
+            real r0 = 0, xw = 0, xx = 0;                                 // r0 = (W k)_i, xw = (W q)_i, xx = q . k
+#pragma unroll
+            for (int c = 0; c < 8; c++) { r0 += w[c] * k[c]; xw += w[c] * q[c]; xx += q[c] * k[c]; }
+            r0 = row8_sum(r0); xw = row8_sum(xw); xx = row8_sum(xx);
+            real psi = r0 - x.v[j][i], r = cw ? x.etac[j][i] * psi : psi, C = x.eta[j], alpha = x.a[j];   // l2 bias: psi = e
+            if (g == 0) {
+                A.y[((size_t)bb * T + t) * A.D + h * TOK_D + i] = alpha * xw - (C * xx) * r;          // mem_read_forward
+                aux[(size_t)t * TOK_AUX + i] = psi; aux[(size_t)t * TOK_AUX + TOK_D + i] = xw;
+                if (i == 0) aux[(size_t)t * TOK_AUX + 2 * TOK_D] = xx;
+            }
+            real cr = C * r;
+#pragma unroll
+            for (int c = 0; c < 8; c++) { w[c] = alpha * w[c]; w[c] -= cr * k[c]; }                 // mem_update_forward
+        }
+        if (sg + 1 < nseg) tok_seg_store(&st[(sg + 1) & 1], s);
+        __syncthreads();
+    }
+}
+// the sum of a warp's 4 rows of 8-column arrays (lane = 8 * row + g): a reduce-scatter, each lane ends with 2 of
+// its 8 columns summed over the rows (columns 8g + 4 b4 + 2 b3 + {0, 1}, b4 and b3 the lane's bits 4 and 3)
+__device__ __forceinline__ void tok_rs_cols(const real* x, real* dst) {
+    int lane = LANE, b4 = (lane >> 4) & 1, b3 = (lane >> 3) & 1, g = lane & 7; real kp[4], f[2];
+#pragma unroll
+    for (int j = 0; j < 4; j++) { real snd = b4 ? x[j] : x[j + 4]; kp[j] = (b4 ? x[j + 4] : x[j]) + __shfl_xor_sync(0xffffffffu, snd, 16); }
+#pragma unroll
+    for (int j = 0; j < 2; j++) { real snd = b3 ? kp[j] : kp[j + 2]; f[j] = (b3 ? kp[j + 2] : kp[j]) + __shfl_xor_sync(0xffffffffu, snd, 8); }
+    *(float2*)(dst + 8 * g + 4 * b4 + 2 * b3) = make_float2(f[0], f[1]);
+}
+// 4 scalars summed over the warp's 4 rows the same way: lane ends with scalar 2 b4 + b3 of its g, at dst[8 s + g]
+__device__ __forceinline__ void tok_rs_scalars(real v0, real v1, real v2, real v3, real* dst) {
+    int lane = LANE, b4 = (lane >> 4) & 1, b3 = (lane >> 3) & 1, g = lane & 7;
+    real s0 = b4 ? v0 : v2, s1 = b4 ? v1 : v3;
+    real k0 = (b4 ? v2 : v0) + __shfl_xor_sync(0xffffffffu, s0, 16), k1 = (b4 ? v3 : v1) + __shfl_xor_sync(0xffffffffu, s1, 16);
+    real snd = b3 ? k0 : k1, f = (b3 ? k1 : k0) + __shfl_xor_sync(0xffffffffu, snd, 8);
+    dst[8 * (2 * b4 + b3) + g] = f;
+}
+__device__ __forceinline__ void tok_load_w(real* dst, const real* p) {
+    float4 a0 = ld4(p), a1 = ld4(p + 4);   // (states: aligned allocations, nP = 4096)
+    dst[0] = a0.x; dst[1] = a0.y; dst[2] = a0.z; dst[3] = a0.w; dst[4] = a1.x; dst[5] = a1.y; dst[6] = a1.z; dst[7] = a1.w;
+}
+// The backward of mem_token_backward_kernel's math (same terms, same order per thread); the sums over rows in
+// TOK_SEG-token batches. Dynamic shared memory: the warps' parts, (TOK_SEG, TOK_WARPS, TOK_PART).
+__global__ void __launch_bounds__(TOK_THREADS) mem_token_backward_v5_kernel(MemArgs A) {
+    __shared__ TokStageB st[2]; __shared__ real sc[TOK_SEG][4];
+    real* part = mem_dyn_smem();
+    int bb = blockIdx.x / A.H, h = blockIdx.x % A.H, T = A.T, D = A.D, H = A.H, nP = A.m.nP, cw = A.m.cw;
+    int i = threadIdx.x >> 3, g = threadIdx.x & 7, lane = LANE, wp = threadIdx.x >> 5, Ge = cw ? D : H;
+    const real* P = A.P + ((size_t)bb * A.H + h) * T * nP + i * TOK_D + 8 * g;
+    real dw[8], w[8], wa[8], wb[8];                                   // wa, wb: the states of the next two tokens, in flight
+#pragma unroll
+    for (int c = 0; c < 8; c++) dw[c] = wb[c] = 0;
+    tok_load_w(wa, P + (size_t)(T - 1) * nP); if (T > 1) tok_load_w(wb, P + (size_t)(T - 2) * nP);
+    int nseg = (T + TOK_SEG - 1) / TOK_SEG;
+    TokRegs s; tok_seg_load(&s, A, bb, h, (nseg - 1) * TOK_SEG, 1); tok_seg_store(&st[(nseg - 1) & 1], s);
+    __syncthreads();
+    for (int sg = nseg - 1; sg >= 0; sg--) {
+        int t0 = sg * TOK_SEG, n = T - t0 < TOK_SEG ? T - t0 : TOK_SEG; const TokStageB& x = st[sg & 1];
+        if (sg > 0) tok_seg_load(&s, A, bb, h, t0 - TOK_SEG, 1);
+        for (int j = n - 1; j >= 0; j--) {
+            int t = t0 + j;
+#pragma unroll
+            for (int c = 0; c < 8; c++) { w[c] = wa[c]; wa[c] = wb[c]; }
+            if (t >= 2) tok_load_w(wb, P + (size_t)(t - 2) * nP);
+            real k[8], q[8]; tok_cols8(k, x.k[j], g); tok_cols8(q, x.q[j], g);
+            real dy = x.dy[j][i], psi = x.psi[j][i], xw = x.xw[j][i], etac = x.etac[j][i], C = x.eta[j], alpha = x.a[j], xx = x.xx[j];
+            real r = cw ? etac * psi : psi, has = t < T - 1;
+            real pww = 0, gx = 0;                                       // mem_update_backward
+#pragma unroll
+            for (int c = 0; c < 8; c++) { pww += dw[c] * w[c]; gx += dw[c] * k[c]; }
+            gx = row8_sum(gx);
+            real dr = has ? 0 - C * gx : 0, dcu = has ? -(r * gx) : 0;
+            real colA[8], colB[8], colC[8];
+#pragma unroll
+            for (int c = 0; c < 8; c++) colA[c] = r * dw[c];
+            real wx = C * xx;                                           // mem_read_backward (cs = 1)
+            dr -= wx * dy;
+            real dps = cw ? dr * etac : dr, detac = dr * psi;           // mem_bias_backward (l2: de = dps)
+            real dmk = dps;
+#pragma unroll
+            for (int c = 0; c < 8; c++) {
+                colB[c] = w[c] * dy; colC[c] = w[c] * dmk;
+                real nw = alpha * dw[c]; nw += (dy * alpha) * q[c]; nw += dmk * k[c];
+                dw[c] = nw;
+            }
+            real* pw = part + ((size_t)j * TOK_WARPS + wp) * TOK_PART;
+            tok_rs_cols(colA, pw); tok_rs_cols(colB, pw + TOK_D); tok_rs_cols(colC, pw + 2 * TOK_D);
+            tok_rs_scalars(pww, g == 0 ? dy * xw : 0, g == 0 ? dcu : 0, g == 0 ? dy * r : 0, pw + 3 * TOK_D);
+            if (g == 0) {                                               // row outputs: dv, and detac per channel
+                size_t row = (size_t)bb * T + t;
+                A.dv[row * D + h * TOK_D + i] = 0 - dps;
+                if (cw) A.dgeta[row * Ge + h * TOK_D + i] = 0 + detac;
+            }
+        }
+        __syncthreads();
+        // the segment's scalars: warp wp adds (token, scalar) pairs 2 wp and 2 wp + 1 over the warps and lanes
+#pragma unroll
+        for (int u2 = 0; u2 < 2; u2++) {
+            int idx = 2 * wp + u2, jj = idx >> 2, sx = idx & 3; real acc = 0;
+            if (jj < n) {
+#pragma unroll
+                for (int q4 = 0; q4 < 4; q4++) { int e = lane + 32 * q4; acc += part[((size_t)jj * TOK_WARPS + (e >> 3)) * TOK_PART + 3 * TOK_D + 8 * sx + (e & 7)]; }
+            }
+            acc = warp_sum(acc);
+            if (lane == 0) sc[jj][sx] = acc;
+        }
+        __syncthreads();
+        {   // the column outputs dq, dk and the gates: thread (token jj, column c)
+            int jj = threadIdx.x / TOK_D, c = threadIdx.x % TOK_D;
+            if (jj < n) {
+                real sA = 0, sB = 0, sC = 0;
+                for (int u = 0; u < TOK_WARPS; u++) {
+                    const real* ru = part + ((size_t)jj * TOK_WARPS + u) * TOK_PART;
+                    sA += ru[c]; sB += ru[TOK_D + c]; sC += ru[2 * TOK_D + c];
+                }
+                int t = t0 + jj; size_t row = (size_t)bb * T + t; real has = t < T - 1;
+                real C = x.eta[jj], alpha = x.a[jj], xx = x.xx[jj];
+                real dA = -sc[jj][3], gs = dA * C, xc = x.q[jj][c], kc = x.k[jj][c];
+                real dk = 0 + (-1 * C) * sA; dk += gs * xc; dk += sC;
+                real dq = 0 + alpha * sB; dq += gs * kc;
+                A.dq[row * D + h * TOK_D + c] = dq; A.dk[row * D + h * TOK_D + c] = dk;
+                if (c == 0) {
+                    real da = 0; if (has) da += sc[jj][0]; da += sc[jj][1];
+                    real dC = has ? sc[jj][2] : 0; dC += dA * xx;
+                    A.dga[row * H + h] = 0 + da; A.dgth[row * H + h] = 0;
+                    if (!cw) A.dgeta[row * Ge + h] = 0 + dC;
+                }
+            }
+        }
+        if (sg > 0) tok_seg_store(&st[(sg - 1) & 1], s);
+        __syncthreads();
+    }
+    real* out = A.dbh + ((size_t)bb * A.H + h) * (nP + 2 * TOK_D) + i * TOK_D + 8 * g;   // dL/dP_0 (no LN)
+    st4(out, make_float4(dw[0], dw[1], dw[2], dw[3])); st4(out + 4, make_float4(dw[4], dw[5], dw[6], dw[7]));
+    if (threadIdx.x < 2 * TOK_D) A.dbh[((size_t)bb * A.H + h) * (nP + 2 * TOK_D) + nP + threadIdx.x] = 0;
+}
+static const size_t TOK_PART_BYTES = (size_t)TOK_SEG * TOK_WARPS * TOK_PART * sizeof(real);
+// ---- v6 of the b = 1 kernels: v5 with the rows of a head split over TOK_R blocks (the rows of the delta rule
+// are independent: W_i' = a W_i - C r_i k^T, r_i = psi((W k)_i - v_i)), so that 96 of the 132 SMs work instead of 48,
+// and with the state stored only at segment starts (one slot per TOK_SEG tokens: the per-token states were 3.2 GB
+// per layer at B=4, T=4096, and the forward wrote them at the memory's write bandwidth). The backward recomputes a
+// segment's states from its start, row-locally (r = psi (* eta_c) is kept in aux: no sums over columns), into
+// shared memory, then runs v5's per-token math; the block's sums over its rows go to TokGrad partials in global
+// memory, and mem_token_reduce_v6_kernel adds the TOK_R parts of every token in a fixed order (dq, dk, gates).
+#ifndef TOK_R
+#define TOK_R 2                       // (make memlab NVCC="nvcc -DTOK_R=4" to try 4)
+#endif
+#define TOK6_ROWS (TOK_D / TOK_R)
+#define TOK6_THREADS (TOK6_ROWS * 8)
+#define TOK6_WARPS (TOK6_THREADS / 32)
+#define TOK6_NPER (TOK_SEG * TOK_D / TOK6_THREADS)   // staged values per thread and array
+#define TOK_GP (3 * TOK_D + 4)                       // a block's part of one token: 3 column sums (64 each), 4 scalars
+struct TokRegs6 { real k[TOK6_NPER], q[TOK6_NPER], v[TOK6_NPER], etac[TOK6_NPER], dy[TOK6_NPER], psi[TOK6_NPER], xw[TOK6_NPER], a, eta, xx; };
+__device__ __forceinline__ void tok6_seg_load(TokRegs6* s, const MemArgs& A, int bb, int h, int t0, int bwd) {
+    const MemCfg& m = A.m; int Ge = m.cw ? A.D : A.H;
+    const real* aux = A.aux + ((size_t)bb * A.H + h) * A.T * TOK_AUX;
+#pragma unroll
+    for (int u = 0; u < TOK6_NPER; u++) {
+        int e = threadIdx.x + u * TOK6_THREADS, t = t0 + e / TOK_D, c = e % TOK_D;
+        if (t < A.T) {
+            size_t r = (size_t)bb * A.T + t, o = r * A.D + h * TOK_D + c;
+            s->k[u] = A.k[o]; s->q[u] = A.q[o]; s->etac[u] = m.cw ? A.geta[r * Ge + h * TOK_D + c] : 1;
+            if (bwd) { s->dy[u] = A.dy[o]; s->psi[u] = aux[(size_t)t * TOK_AUX + c]; s->xw[u] = aux[(size_t)t * TOK_AUX + TOK_D + c]; }
+            else s->v[u] = A.v[o];
+        }
+    }
+    int e = threadIdx.x, t = t0 + e;
+    if (e < TOK_SEG && t < A.T) {
+        size_t r = (size_t)bb * A.T + t;
+        s->a = A.ga[r * A.H + h]; s->eta = m.cw ? 1 : A.geta[r * Ge + h];
+        if (bwd) s->xx = aux[(size_t)t * TOK_AUX + 2 * TOK_D];
+    }
+}
+__device__ __forceinline__ void tok6_seg_store(TokStageF* x, const TokRegs6& s) {
+#pragma unroll
+    for (int u = 0; u < TOK6_NPER; u++) { int e = threadIdx.x + u * TOK6_THREADS, j = e / TOK_D, c = e % TOK_D; x->k[j][c] = s.k[u]; x->q[j][c] = s.q[u]; x->v[j][c] = s.v[u]; x->etac[j][c] = s.etac[u]; }
+    if (threadIdx.x < TOK_SEG) { x->a[threadIdx.x] = s.a; x->eta[threadIdx.x] = s.eta; }
+}
+__device__ __forceinline__ void tok6_seg_store(TokStageB* x, const TokRegs6& s) {
+#pragma unroll
+    for (int u = 0; u < TOK6_NPER; u++) {
+        int e = threadIdx.x + u * TOK6_THREADS, j = e / TOK_D, c = e % TOK_D;
+        x->k[j][c] = s.k[u]; x->q[j][c] = s.q[u]; x->dy[j][c] = s.dy[u]; x->psi[j][c] = s.psi[u]; x->xw[j][c] = s.xw[u]; x->etac[j][c] = s.etac[u];
+    }
+    if (threadIdx.x < TOK_SEG) { x->a[threadIdx.x] = s.a; x->eta[threadIdx.x] = s.eta; x->xx[threadIdx.x] = s.xx; }
+}
+__device__ __forceinline__ void tok_store_w(real* p, const real* w) { st4(p, make_float4(w[0], w[1], w[2], w[3])); st4(p + 4, make_float4(w[4], w[5], w[6], w[7])); }
+// block (sequence bb, head h, row part rs); thread (row i of the part's TOK6_ROWS, column group g)
+#define TOK6_IDS int bh = blockIdx.x / TOK_R, rs = blockIdx.x % TOK_R, bb = bh / A.H, h = bh % A.H, il = threadIdx.x >> 3, \
+                     i = rs * TOK6_ROWS + il, g = threadIdx.x & 7, T = A.T, nP = A.m.nP, cw = A.m.cw, nseg = (T + TOK_SEG - 1) / TOK_SEG, \
+                     dot = A.m.bias == BIAS_DOT
+__global__ void __launch_bounds__(TOK6_THREADS) mem_token_forward_v6_kernel(MemArgs A) {
+    __shared__ TokStageF st[2];
+    TOK6_IDS;
+    real* P = A.P + (size_t)bh * nseg * nP + i * TOK_D + 8 * g;       // this thread's 8 values of every segment's start state
+    real* aux = A.aux + (size_t)bh * T * TOK_AUX;
+    real w[8];
+    { const real* p0 = A.p0 + (size_t)h * nP + i * TOK_D + 8 * g;
+      float4 a0 = al16(p0) ? ld4(p0) : ld4c<false>(p0), a1 = al16(p0) ? ld4(p0 + 4) : ld4c<false>(p0 + 4);
+      w[0] = a0.x; w[1] = a0.y; w[2] = a0.z; w[3] = a0.w; w[4] = a1.x; w[5] = a1.y; w[6] = a1.z; w[7] = a1.w; }
+    TokRegs6 s; tok6_seg_load(&s, A, bb, h, 0, 0); tok6_seg_store(&st[0], s);
+    __syncthreads();
+    for (int sg = 0; sg < nseg; sg++) {
+        int t0 = sg * TOK_SEG, n = T - t0 < TOK_SEG ? T - t0 : TOK_SEG; const TokStageF& x = st[sg & 1];
+        if (sg + 1 < nseg) tok6_seg_load(&s, A, bb, h, t0 + TOK_SEG, 0);
+        tok_store_w(P + (size_t)sg * nP, w);
+        for (int j = 0; j < n; j++) {
+            int t = t0 + j;
+            real k[8], q[8]; tok_cols8(k, x.k[j], g); tok_cols8(q, x.q[j], g);
+            real r0 = 0, xw = 0, xx = 0;                                 // r0 = (W k)_i, xw = (W q)_i, xx = q . k
+#pragma unroll
+            for (int c = 0; c < 8; c++) { r0 += w[c] * k[c]; xw += w[c] * q[c]; xx += q[c] * k[c]; }
+            r0 = row8_sum(r0); xw = row8_sum(xw); xx = row8_sum(xx);
+            real psi = dot ? -x.v[j][i] : r0 - x.v[j][i], r = cw ? x.etac[j][i] * psi : psi, C = x.eta[j], alpha = x.a[j];  // psi: l2 e, dot -v
+            if (g == 0) {
+                A.y[((size_t)bb * T + t) * A.D + h * TOK_D + i] = alpha * xw - (C * xx) * r;          // mem_read_forward
+                aux[(size_t)t * TOK_AUX + i] = psi; aux[(size_t)t * TOK_AUX + TOK_D + i] = xw;
+                if (i == 0) aux[(size_t)t * TOK_AUX + 2 * TOK_D] = xx;
+            }
+            real cr = C * r;
+#pragma unroll
+            for (int c = 0; c < 8; c++) { w[c] = alpha * w[c]; w[c] -= cr * k[c]; }                 // mem_update_forward
+        }
+        if (sg + 1 < nseg) tok6_seg_store(&st[(sg + 1) & 1], s);
+        __syncthreads();
+    }
+}
+// Dynamic shared memory: the warps' parts (TOK_SEG, TOK6_WARPS, TOK_PART).
+static const size_t TOK6_SMEM_BYTES = (size_t)TOK_SEG * TOK6_WARPS * TOK_PART * sizeof(real);
+__global__ void __launch_bounds__(TOK6_THREADS) mem_token_backward_v6_kernel(MemArgs A) {
+    __shared__ TokStageB st[2]; __shared__ real sc[TOK_SEG][4];
+    TOK6_IDS;
+    real* part = mem_dyn_smem();
+    int lane = LANE, wp = threadIdx.x >> 5, D = A.D, Ge = cw ? D : A.H;
+    const real* P = A.P + (size_t)bh * nseg * nP + i * TOK_D + 8 * g;
+    real* gp = A.gpart + (size_t)bh * T * TOK_R * TOK_GP;
+    real dw[8], w[8], wck[8];                                           // wck: the next segment's start state, in flight
+#pragma unroll
+    for (int c = 0; c < 8; c++) dw[c] = 0;
+    tok_load_w(wck, P + (size_t)(nseg - 1) * nP);
+    TokRegs6 s; tok6_seg_load(&s, A, bb, h, (nseg - 1) * TOK_SEG, 1); tok6_seg_store(&st[(nseg - 1) & 1], s);
+    __syncthreads();
+    for (int sg = nseg - 1; sg >= 0; sg--) {
+        int t0 = sg * TOK_SEG, n = T - t0 < TOK_SEG ? T - t0 : TOK_SEG; const TokStageB& x = st[sg & 1];
+#pragma unroll
+        for (int c = 0; c < 8; c++) w[c] = wck[c];
+        if (sg > 0) { tok6_seg_load(&s, A, bb, h, t0 - TOK_SEG, 1); tok_load_w(wck, P + (size_t)(sg - 1) * nP); }
+        real ws[TOK_SEG][8];                                            // the segment's states, as the forward made them
+#pragma unroll                                                          // (unrolled: ws stays in registers)
+        for (int j = 0; j < TOK_SEG; j++) if (j < n) {
+#pragma unroll
+            for (int c = 0; c < 8; c++) ws[j][c] = w[c];
+            real k[8]; tok_cols8(k, x.k[j], g);
+            real psi = x.psi[j][i], r = cw ? x.etac[j][i] * psi : psi, C = x.eta[j], alpha = x.a[j], cr = C * r;
+#pragma unroll
+            for (int c = 0; c < 8; c++) { w[c] = alpha * w[c]; w[c] -= cr * k[c]; }
+        }
+#pragma unroll
+        for (int j = TOK_SEG - 1; j >= 0; j--) if (j < n) {
+            int t = t0 + j;
+#pragma unroll
+            for (int c = 0; c < 8; c++) w[c] = ws[j][c];
+            real k[8], q[8]; tok_cols8(k, x.k[j], g); tok_cols8(q, x.q[j], g);
+            real dy = x.dy[j][i], psi = x.psi[j][i], xw = x.xw[j][i], etac = x.etac[j][i], C = x.eta[j], alpha = x.a[j], xx = x.xx[j];
+            real r = cw ? etac * psi : psi, has = t < T - 1;
+            real pww = 0, gx = 0;                                       // mem_update_backward
+#pragma unroll
+            for (int c = 0; c < 8; c++) { pww += dw[c] * w[c]; gx += dw[c] * k[c]; }
+            gx = row8_sum(gx);
+            real dr = has ? 0 - C * gx : 0, dcu = has ? -(r * gx) : 0;
+            real colA[8], colB[8], colC[8];
+#pragma unroll
+            for (int c = 0; c < 8; c++) colA[c] = r * dw[c];
+            real wx = C * xx;                                           // mem_read_backward (cs = 1)
+            dr -= wx * dy;
+            real dps = cw ? dr * etac : dr, detac = dr * psi;           // mem_bias_backward (l2: de = dps; dot: de = 0)
+            real dmk = dot ? 0 : dps;
+#pragma unroll
+            for (int c = 0; c < 8; c++) {
+                colB[c] = w[c] * dy; colC[c] = w[c] * dmk;
+                real nw = alpha * dw[c]; nw += (dy * alpha) * q[c]; nw += dmk * k[c];
+                dw[c] = nw;
+            }
+            real* pw = part + ((size_t)j * TOK6_WARPS + wp) * TOK_PART;
+            tok_rs_cols(colA, pw); tok_rs_cols(colB, pw + TOK_D); tok_rs_cols(colC, pw + 2 * TOK_D);
+            tok_rs_scalars(pww, g == 0 ? dy * xw : 0, g == 0 ? dcu : 0, g == 0 ? dy * r : 0, pw + 3 * TOK_D);
+            if (g == 0) {                                               // row outputs: dv, and detac per channel
+                size_t row = (size_t)bb * T + t;
+                A.dv[row * D + h * TOK_D + i] = 0 - dps;
+                if (cw) A.dgeta[row * Ge + h * TOK_D + i] = 0 + detac;
+            }
+        }
+        __syncthreads();
+        for (int idx = wp; idx < TOK_SEG * 4; idx += TOK6_WARPS) {     // the segment's scalars (token jj, scalar sx): a warp each
+            int jj = idx >> 2, sx = idx & 3; real acc = 0;
+            if (jj < n) {
+#pragma unroll
+                for (int q2 = 0; q2 < TOK6_WARPS * 8 / 32; q2++) { int e = lane + 32 * q2; acc += part[((size_t)jj * TOK6_WARPS + (e >> 3)) * TOK_PART + 3 * TOK_D + 8 * sx + (e & 7)]; }
+            }
+            acc = warp_sum(acc);
+            if (lane == 0) sc[jj][sx] = acc;
+        }
+        __syncthreads();
+        for (int e = threadIdx.x; e < n * TOK_D; e += TOK6_THREADS) {  // the block's sums over its rows, to the partials
+            int jj = e / TOK_D, c = e % TOK_D; real sA = 0, sB = 0, sC = 0;
+            for (int u = 0; u < TOK6_WARPS; u++) {
+                const real* ru = part + ((size_t)jj * TOK6_WARPS + u) * TOK_PART;
+                sA += ru[c]; sB += ru[TOK_D + c]; sC += ru[2 * TOK_D + c];
+            }
+            real* o = gp + ((size_t)(t0 + jj) * TOK_R + rs) * TOK_GP;
+            o[c] = sA; o[TOK_D + c] = sB; o[2 * TOK_D + c] = sC;
+            if (c < 4) o[3 * TOK_D + c] = sc[jj][c];
+        }
+        if (sg > 0) tok6_seg_store(&st[(sg - 1) & 1], s);
+        __syncthreads();
+    }
+    real* out = A.dbh + (size_t)bh * (nP + 2 * TOK_D) + i * TOK_D + 8 * g;   // dL/dP_0 (no LN)
+    tok_store_w(out, dw);
+    if (rs == 0 && threadIdx.x < 2 * TOK_D) A.dbh[(size_t)bh * (nP + 2 * TOK_D) + nP + threadIdx.x] = 0;
+}
+// dq, dk and the gates of every token from the TOK_R partials (v5's column pass): thread (row, head, column)
+__global__ void mem_token_reduce_v6_kernel(MemArgs A) {
+    int T = A.T, H = A.H, D = A.D, cw = A.m.cw, Ge = cw ? D : H;
+    GRID_FOR(e, (size_t)A.B * T * D) {
+        int c = (int)(e % TOK_D), h = (int)(e / TOK_D % H); size_t row = e / D; int bb = (int)(row / T), t = (int)(row % T);
+        const real* gp = A.gpart + (((size_t)bb * H + h) * T + t) * TOK_R * TOK_GP;
+        real sA = 0, sB = 0, sC = 0, S[4] = {0, 0, 0, 0};
+        for (int u = 0; u < TOK_R; u++) {
+            const real* o = gp + (size_t)u * TOK_GP;
+            sA += o[c]; sB += o[TOK_D + c]; sC += o[2 * TOK_D + c];
+            if (c == 0) { S[0] += o[3 * TOK_D]; S[1] += o[3 * TOK_D + 1]; S[2] += o[3 * TOK_D + 2]; }
+            S[3] += o[3 * TOK_D + 3];
+        }
+        real C = cw ? 1 : A.geta[row * Ge + h], alpha = A.ga[row * H + h], has = t < T - 1;
+        real dA = -S[3], gs = dA * C, xc = A.q[row * D + h * TOK_D + c], kc = A.k[row * D + h * TOK_D + c];
+        real dk = 0 + (-1 * C) * sA; dk += gs * xc; dk += sC;
+        real dq = 0 + alpha * sB; dq += gs * kc;
+        A.dq[row * D + h * TOK_D + c] = dq; A.dk[row * D + h * TOK_D + c] = dk;
+        if (c == 0) {
+            real xx = A.aux[(((size_t)bb * H + h) * T + t) * TOK_AUX + 2 * TOK_D];
+            real da = 0; if (has) da += S[0]; da += S[1];
+            real dC = has ? S[2] : 0; dC += dA * xx;
+            A.dga[row * H + h] = 0 + da; A.dgth[row * H + h] = 0;
+            if (!cw) A.dgeta[row * Ge + h] = 0 + dC;
+        }
+    }
+}
+// v6 runs these configurations at any chunk size b where the dot bias makes the writes independent of the state
+// (linear attention: the chunked rule equals the per-token one); its segment start states need ceil(T / TOK_SEG)
+// slots per (sequence, head) (mem_state_slots)
+static int mem_token6_cfg(const MemCfg* m, int b) {
+    return m->depth == 1 && m->d == TOK_D && !m->momentum && m->retention == RET_NONE && !m->anchor && (m->bias == BIAS_DOT || (m->bias == BIAS_L2 && b == 1));
+}
+static int mem_state_slots(const MemCfg* m, int b, int T) {
+    int nch = (T + b - 1) / b, ns = (T + TOK_SEG - 1) / TOK_SEG;
+    return mem_token6_cfg(m, b) && ns > nch ? ns : nch;
+}
 // the b = 1 kernels run these configurations; the others take the generic kernels
 static int mem_token_ok(const MemArgs& A) {
     const MemCfg& m = A.m;
-    return A.b == 1 && m.depth == 1 && m.d == TOK_D && !m.momentum && m.retention == 0 && m.bias == 0 && !m.anchor && A.H * TOK_D == A.D;
+    return A.b == 1 && m.depth == 1 && m.d == TOK_D && !m.momentum && m.retention == RET_NONE && m.bias == BIAS_L2 && !m.anchor && A.H * TOK_D == A.D;
 }
 // The plan of the chunk scratch in shared memory for a kernel (fwd: the forward; else the backward), at most
 // `bytes`: the arrays in the order below while they fit; the gradient arrays as one block (they are zeroed and
@@ -1558,7 +2017,7 @@ static MemSmem mem_smem_plan(const MemCfg* m, int b, int fwd, size_t bytes) {
                               SL(xx1), SL(xx2), SL(nn1), SL(nn2), SL(keep), SL(oma), SL(nk), SL(r), SL(u), SL(d1), SL(e), SL(psi), SL(xw2), SL(xs2), SL(nq), SL(y)};
     if (m->anchor) order.push_back(SL(xa2));
     if (m->cw) order.push_back(SL(etac));
-    if (m->bias == 3) order.push_back(SL(delta));
+    if (m->bias == BIAS_HUBER) order.push_back(SL(delta));
     if (!fwd) { order.push_back(SL(dy)); order.push_back(-1); }    // -1: the gradient block
     for (int f : {SL(zk), SL(hk), SL(d2), SL(gk), SL(tk), SL(zq), SL(hq), SL(tq), SL(xw1), SL(xs1)}) order.push_back(f);
     if (m->anchor) order.push_back(SL(xa1));
@@ -1582,15 +2041,18 @@ static MemSmem mem_smem_plan(const MemCfg* m, int b, int fwd, size_t bytes) {
     return sm;
 }
 // The launches (the trainer's and the kernel lab's). Versions: 2 register-tiled products, chunk scratch in
-// global memory; 3 as 2 with the chunk scratch in shared memory as far as it fits; 4 (and 0, the default) as 3,
-// and the b = 1 linear memories token by token (mem_token_*_kernel).
-static const int MEM_VERSIONS __attribute__((unused)) = 4;  // (read by dev/cuda/memlab.cu)
+// global memory; 3 as 2 with the chunk scratch in shared memory as far as it fits; 4 as 3, and the b = 1 linear
+// memories token by token (mem_token_*_kernel); 5 as 4 with the v5 token kernels (they need MemArgs.aux); 6 (and
+// 0, the default) with the v6 token kernels (MemArgs.aux and .gpart; without them, the older ones).
+static const int MEM_VERSIONS __attribute__((unused)) = 6;  // (read by dev/cuda/memlab.cu)
 static size_t mem_smem_bytes(void) {
     static int optin = -1;
     if (optin < 0) { cudaCheck(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0)); optin -= 2048; } // room for the static shared memory
     return optin > 0 ? (size_t)optin : 0;
 }
 static void mem_forward_launch(MemArgs A, int nblocks) {
+    if ((A.ver == 0 || A.ver >= 6) && mem_token6_cfg(&A.m, A.b) && A.H * TOK_D == A.D && A.aux && A.gpart) { mem_token_forward_v6_kernel<<<nblocks * TOK_R, TOK6_THREADS>>>(A); KCHECK("mem_token_forward_v6"); return; }
+    if ((A.ver == 0 || A.ver >= 5) && mem_token_ok(A) && A.aux) { mem_token_forward_v5_kernel<<<nblocks, TOK_THREADS>>>(A); KCHECK("mem_token_forward_v5"); return; }
     if ((A.ver == 0 || A.ver >= 4) && mem_token_ok(A)) { mem_token_forward_kernel<<<nblocks, TOK_THREADS>>>(A); KCHECK("mem_token_forward"); return; }
     if (A.ver == 0 || A.ver >= 3) A.sm = mem_smem_plan(&A.m, A.b, 1, mem_smem_bytes()); else A.sm.n = A.sm.floats = 0;
     size_t sb = (size_t)A.sm.floats * sizeof(real);
@@ -1598,6 +2060,15 @@ static void mem_forward_launch(MemArgs A, int nblocks) {
     memory_forward_kernel<<<nblocks, MEM_THREADS, sb>>>(A); KCHECK("memory_forward");
 }
 static void mem_backward_launch(MemArgs A, int nblocks) {
+    if ((A.ver == 0 || A.ver >= 6) && mem_token6_cfg(&A.m, A.b) && A.H * TOK_D == A.D && A.aux && A.gpart) {
+        cudaCheck(cudaFuncSetAttribute(mem_token_backward_v6_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)TOK6_SMEM_BYTES));
+        mem_token_backward_v6_kernel<<<nblocks * TOK_R, TOK6_THREADS, TOK6_SMEM_BYTES>>>(A); KCHECK("mem_token_backward_v6");
+        mem_token_reduce_v6_kernel<<<::nblocks((size_t)A.B * A.T * A.D), NT>>>(A); KCHECK("mem_token_reduce_v6"); return;
+    }
+    if ((A.ver == 0 || A.ver >= 5) && mem_token_ok(A) && A.aux) {
+        cudaCheck(cudaFuncSetAttribute(mem_token_backward_v5_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)TOK_PART_BYTES));
+        mem_token_backward_v5_kernel<<<nblocks, TOK_THREADS, TOK_PART_BYTES>>>(A); KCHECK("mem_token_backward_v5"); return;
+    }
     if ((A.ver == 0 || A.ver >= 4) && mem_token_ok(A)) { mem_token_backward_kernel<<<nblocks, TOK_THREADS>>>(A); KCHECK("mem_token_backward"); return; }
     if (A.ver == 0 || A.ver >= 3) A.sm = mem_smem_plan(&A.m, A.b, 0, mem_smem_bytes()); else A.sm.n = A.sm.floats = 0;
     size_t sb = (size_t)A.sm.floats * sizeof(real);
@@ -1638,6 +2109,8 @@ typedef struct {
     bf16 *ln1b, *zb, *ln2b, *hgb, *lnfb;  // (L, N, D) u, z, ln2; (L, N, F) hg; (N, D) lnf
     real *mem_P, *mem_S;        // (L, B, H, nchunks, nP) memory state at every chunk start (S: momentum only)
     real *mem_dbh;              // (B, H, nP + 2d) per-sequence gradients of P_0 and the memory LN, summed over B after
+    real *mem_aux;              // (L, B, H, T, TOK_AUX) the b = 1 token kernels' forward values for the backward, or NULL
+    real *mem_gpart;            // (B, H, T, TOK_R, TOK_GP) the v6 token backward's partial sums (one layer at a time), or NULL
     MemChunk* chunks; real* chunk_memory;  // one chunk scratch per (sequence, head), device
     int *inputs, *targets;      // (B, T) device
     int *h_inputs, *h_targets;  // and their host copies
@@ -1686,7 +2159,7 @@ static void model_to_host(Model* M) {
 }
 
 static void model_free_acts(Model* M) {
-    dfree(M->acts_memory); dfree(M->grads_acts_memory); dfree(M->acts_bf16); dfree(M->mem_P); dfree(M->mem_S); dfree(M->mem_dbh);
+    dfree(M->acts_memory); dfree(M->grads_acts_memory); dfree(M->acts_bf16); dfree(M->mem_P); dfree(M->mem_S); dfree(M->mem_dbh); dfree(M->mem_aux); dfree(M->mem_gpart);
     dfree(M->chunk_memory); dfree(M->chunks); dfree(M->inputs); dfree(M->targets);
     dfree(M->enc_uniq); dfree(M->enc_off); dfree(M->enc_pos); dfree(M->argmax);
     free(M->h_inputs); free(M->h_targets); free(M->h_cnt); free(M->h_cur); free(M->h_uniq); free(M->h_off); free(M->h_pos);
@@ -1714,10 +2187,15 @@ static void model_alloc_acts(Model* M, int B, int T) {
         M->acts_bf16 = (bf16*)dmalloc((3 * nD + nF + N * c->D) * sizeof(bf16));
         M->ln1b = M->acts_bf16; M->zb = M->ln1b + nD; M->ln2b = M->zb + nD; M->hgb = M->ln2b + nD; M->lnfb = M->hgb + nF;
     }
-    size_t nstate = (size_t)c->L * B * c->H * nchunks(M, T) * M->mem.nP;
+    size_t nstate = (size_t)c->L * B * c->H * mem_state_slots(&M->mem, c->b, T) * M->mem.nP;
     M->mem_P = (real*)dmalloc(nstate * sizeof(real));
     M->mem_S = NULL; if (M->mem.momentum) M->mem_S = (real*)dmalloc(nstate * sizeof(real));
     M->mem_dbh = (real*)dmalloc((size_t)B * c->H * (M->mem.nP + 2 * M->mem.d) * sizeof(real));
+    M->mem_aux = M->mem_gpart = NULL;
+    if (mem_token6_cfg(&M->mem, c->b)) {
+        M->mem_aux = (real*)dmalloc((size_t)c->L * N * c->H * TOK_AUX * sizeof(real));
+        M->mem_gpart = (real*)dmalloc(N * c->H * TOK_R * TOK_GP * sizeof(real));
+    }
     int nb = B * c->H; MemChunk tmp;
     size_t per = memchunk_carve(&tmp, NULL, c->b, M->mem.d, M->mem.dm, M->mem.nP);
     M->chunk_memory = (real*)dmalloc((size_t)nb * per * sizeof(real));
@@ -1762,7 +2240,7 @@ static MemArgs mem_args(Model* M, int l) {
     A.m = M->mem; A.B = B; A.T = T; A.H = H; A.D = D; A.b = c->b; A.nch = nch;
     A.q = a->q + oD; A.k = a->k + oD; A.v = a->v + oD; A.ga = a->ga + oH; A.gth = a->gth + oH; A.geta = a->geta + oG; A.gdel = a->gdel + oG;
     A.y = a->y + oD;
-    size_t so = (size_t)l * B * H * nch * nP;
+    size_t so = (size_t)l * B * H * mem_state_slots(&M->mem, c->b, T) * nP;
     A.P = M->mem_P + so; A.S = M->mem_S ? M->mem_S + so : NULL;
     A.p0 = M->params.mem_p0 + (size_t)l * H * nP;
     A.lng = M->mem.ln ? M->params.mem_ln_g + (size_t)l * H * d : NULL; A.lnb = M->mem.ln ? M->params.mem_ln_b + (size_t)l * H * d : NULL;
@@ -1770,6 +2248,7 @@ static MemArgs mem_args(Model* M, int l) {
     A.dy = g->y + oD; A.dq = g->q + oD; A.dk = g->k + oD; A.dv = g->v + oD;
     A.dga = g->ga + oH; A.dgth = g->gth + oH; A.dgeta = g->geta + oG; A.dgdel = g->gdel + oG;
     A.dbh = M->mem_dbh;
+    A.aux = M->mem_aux ? M->mem_aux + (size_t)l * N * H * TOK_AUX : NULL; A.gpart = M->mem_gpart;
     return A;
 }
 // The memory read of layer l for all sequences and heads (SPEC §5): y = MemoryRead(q, k, v, gates).
@@ -1807,9 +2286,9 @@ static void gates_forward(const Model* M, int l, const real* u, const bf16* ub, 
     if (c->gate_eta) { gate_forward(geta, eta_lr, u, ub, p->gate_eta_w + l * gw, p->gate_eta_b + (size_t)l * Ge, R ? p->gate_eta_up + (size_t)l * D * R : NULL, N, D, Ge, R);
                        gate_act_forward(geta, (size_t)N * Ge, c->eta_max); }
     else fill_const(geta, (size_t)N * Ge, 1);
-    if (c->algo == 1) { matmul_forward(gth, u, p->gate_theta_w + (size_t)l * H * D, p->gate_theta_b + (size_t)l * H, N, D, H, ub); gate_act_forward(gth, (size_t)N * H, 1); }
+    if (c->algo == ALGO_MOMENTUM) { matmul_forward(gth, u, p->gate_theta_w + (size_t)l * H * D, p->gate_theta_b + (size_t)l * H, N, D, H, ub); gate_act_forward(gth, (size_t)N * H, 1); }
     else fill_const(gth, (size_t)N * H, 0);
-    if (c->bias == 3) { gate_forward(gdel, del_lr, u, ub, p->gate_delta_w + l * gw, p->gate_delta_b + (size_t)l * Ge, R ? p->gate_delta_up + (size_t)l * D * R : NULL, N, D, Ge, R);
+    if (c->bias == BIAS_HUBER) { gate_forward(gdel, del_lr, u, ub, p->gate_delta_w + l * gw, p->gate_delta_b + (size_t)l * Ge, R ? p->gate_delta_up + (size_t)l * D * R : NULL, N, D, Ge, R);
                         softplus_forward(gdel, (size_t)N * Ge); }
 }
 // from the gates' gradients (turned into pre-activation gradients in place) to du and the gate parameters
@@ -1821,9 +2300,9 @@ static void gates_backward(Model* M, int l, real* du, const real* u, const bf16*
     if (c->gate_eta) { gate_act_backward(g->geta + oG, g->geta + oG, a->geta + oG, nG, c->eta_max);
         gate_backward(du, dp->gate_eta_w + l * gw, dp->gate_eta_b + (size_t)l * Ge, R ? dp->gate_eta_up + (size_t)l * D * R : NULL, g->geta_lr + oR,
                       g->geta + oG, u, ub, p->gate_eta_w + l * gw, R ? p->gate_eta_up + (size_t)l * D * R : NULL, a->geta_lr + oR, N, D, Ge, R); }
-    if (c->algo == 1) { gate_act_backward(g->gth + oH, g->gth + oH, a->gth + oH, nH, 1);
+    if (c->algo == ALGO_MOMENTUM) { gate_act_backward(g->gth + oH, g->gth + oH, a->gth + oH, nH, 1);
         matmul_backward(du, dp->gate_theta_w + (size_t)l * H * D, dp->gate_theta_b + (size_t)l * H, g->gth + oH, u, p->gate_theta_w + (size_t)l * H * D, N, D, H, ub); }
-    if (c->bias == 3) { softplus_backward(g->gdel + oG, g->gdel + oG, a->gdel + oG, nG);
+    if (c->bias == BIAS_HUBER) { softplus_backward(g->gdel + oG, g->gdel + oG, a->gdel + oG, nG);
         gate_backward(du, dp->gate_delta_w + l * gw, dp->gate_delta_b + (size_t)l * Ge, R ? dp->gate_delta_up + (size_t)l * D * R : NULL, g->gdel_lr + oR,
                       g->gdel + oG, u, ub, p->gate_delta_w + l * gw, R ? p->gate_delta_up + (size_t)l * D * R : NULL, a->gdel_lr + oR, N, D, Ge, R); }
 }
@@ -2019,13 +2498,13 @@ __global__ void __launch_bounds__(MEM_THREADS) decoder_memory_kernel(DecArgs A) 
     real* part = A.part + (size_t)h * A.b * rw; real* row = part + (size_t)A.cnt * rw;   // this token's row: q, k, v, a, theta, eta, delta
     FOR(i, d) { row[i] = A.q[h * d + i]; row[d + i] = A.k[h * d + i]; row[2 * d + i] = A.v[h * d + i]; }
     if (threadIdx.x == 0) { row[3 * d] = A.ga[h]; row[3 * d + 1] = A.gth[h]; }
-    FOR(i, ew) { row[3 * d + 2 + i] = A.geta[h * ew + i]; if (m.bias == 3) row[3 * d + 2 + ew + i] = A.gdel[h * ew + i]; }
+    FOR(i, ew) { row[3 * d + 2 + i] = A.geta[h * ew + i]; if (m.bias == BIAS_HUBER) row[3 * d + 2 + ew + i] = A.gdel[h * ew + i]; }
     __syncthreads();
     FOR(e, n * d) {                                  // chunk_set_row of rows 0..n-1
         int t = e / d, i = e % d; const real* r = part + (size_t)t * rw;
         c.q[e] = r[i]; c.k[e] = r[d + i]; c.v[e] = r[2 * d + i];
         if (m.cw) c.etac[e] = r[3 * d + 2 + i];
-        if (m.bias == 3) c.delta[e] = r[3 * d + 2 + ew + (m.cw ? i : 0)];
+        if (m.bias == BIAS_HUBER) c.delta[e] = r[3 * d + 2 + ew + (m.cw ? i : 0)];
     }
     FOR(t, n) { const real* r = part + (size_t)t * rw; c.a[t] = r[3 * d]; c.theta[t] = r[3 * d + 1]; c.eta[t] = m.cw ? 1 : r[3 * d + 2]; }
     __syncthreads();
@@ -2217,12 +2696,15 @@ static real evaluate(Model* M, DataLoader* dl, int nb, real* acc) {
 static void generate(Model* M, const Tokenizer* tk, const int* prompt, int np, int ngen, uint64_t* rng) {
     Decoder dec; decoder_init(&dec, M); const real* logits = NULL;
     for (int i = 0; i < np; i++) { logits = decoder_step(&dec, prompt[i]); print_token(tk, prompt[i], M->cfg.V); }
+    double t0 = now_s();   // per-token latency of the generated tokens (B = 1; each step ends with the logits on the host)
     for (int i = 0; i < ngen; i++) {
         int t = sample_token(logits, M->cfg.V, 1.0, rng);
         print_token(tk, t, M->cfg.V); fflush(stdout);
         if (i + 1 < ngen) logits = decoder_step(&dec, t);
     }
-    printf("\n"); decoder_free(&dec);
+    printf("\n");
+    if (ngen > 1) printf("decode: %d tokens, %.3f ms per token\n", ngen - 1, 1e3 * (now_s() - t0) / (ngen - 1));
+    decoder_free(&dec);
 }
 
 } // namespace gpu

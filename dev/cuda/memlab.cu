@@ -118,6 +118,7 @@ struct Dev {
     real *q, *k, *v, *ga, *gth, *geta, *gdel, *p0, *lng, *lnb, *dy;
     real *y, *P, *S, *dq, *dk, *dv, *dga, *dgth, *dgeta, *dgdel, *dbh;
     real* chunk_memory; void* chunks;
+    real *aux, *gpart;   // the v5/v6 token kernels' buffers (b = 1 linear memories), or NULL
 };
 static real* up(const std::vector<real>& x) { real* p = (real*)dmalloc(x.size() * sizeof(real)); h2d(p, x.data(), x.size() * sizeof(real)); return p; }
 template <class MA> static MA lab_args(const Lab& L, const Dev& G) {
@@ -196,10 +197,11 @@ int main(int argc, char** argv) {
     Dev G; memset(&G, 0, sizeof G);
     G.q = up(L.q); G.k = up(L.k); G.v = up(L.v); G.ga = up(L.ga); G.gth = up(L.gth); G.geta = up(L.geta); G.gdel = up(L.gdel);
     G.p0 = up(L.p0); G.lng = up(L.lng); G.lnb = up(L.lnb); G.dy = up(L.dy);
-    size_t N = (size_t)B * T, ND = N * L.D, nstate = (size_t)npair * L.nch * L.m.nP, nbh = (size_t)npair * (L.m.nP + 2 * d);
+    size_t N = (size_t)B * T, ND = N * L.D, nstate = (size_t)npair * gpu::mem_state_slots((const gpu::MemCfg*)&L.m, L.b, T) * L.m.nP, nbh = (size_t)npair * (L.m.nP + 2 * d);
     G.y = (real*)dmalloc(ND * 4); G.dq = (real*)dmalloc(ND * 4); G.dk = (real*)dmalloc(ND * 4); G.dv = (real*)dmalloc(ND * 4);
     G.dga = (real*)dmalloc(N * H * 4); G.dgth = (real*)dmalloc(N * H * 4); G.dgeta = (real*)dmalloc(N * L.Ge * 4); G.dgdel = (real*)dmalloc(N * L.Ge * 4);
     G.dbh = (real*)dmalloc(nbh * 4); G.P = (real*)dmalloc(nstate * 4); G.S = L.m.momentum ? (real*)dmalloc(nstate * 4) : NULL;
+    if (gpu::mem_token6_cfg((const gpu::MemCfg*)&L.m, L.b)) { G.aux = (real*)dmalloc(N * H * TOK_AUX * 4); G.gpart = (real*)dmalloc(N * H * TOK_R * TOK_GP * 4); }
     printf("state memory: %.2f GB\n", nstate * 4.0 * (L.m.momentum ? 2 : 1) / 1e9);
 
     // indices of the checked pairs' elements in each output
@@ -277,7 +279,7 @@ int main(int argc, char** argv) {
     }
     for (int ver = 2; ver <= gpu::MEM_VERSIONS; ver++) {
         if (only && only != ver) continue;
-        gpu::MemArgs A = lab_args<gpu::MemArgs>(L, G); A.ver = ver;
+        gpu::MemArgs A = lab_args<gpu::MemArgs>(L, G); A.ver = ver; A.aux = G.aux; A.gpart = G.gpart;
         char* name = (char*)malloc(8); snprintf(name, 8, "v%d", ver);
         run_version(name, [&]() { gpu::mem_forward_launch(A, nb); }, [&]() { gpu::mem_backward_launch(A, nb); });
     }

@@ -11,3 +11,5 @@ inline __nv_bfloat16 __float2bfloat16(float f) {
     b.x = (uint16_t)(u >> 16); return b;
 }
 inline float __bfloat162float(__nv_bfloat16 b) { uint32_t u = (uint32_t)b.x << 16; float f; memcpy(&f, &u, 4); return f; }
+struct alignas(4) __nv_bfloat162 { __nv_bfloat16 x, y; };
+inline __nv_bfloat162 __floats2bfloat162_rn(float a, float b) { return __nv_bfloat162{__float2bfloat16(a), __float2bfloat16(b)}; }

@@ -34,6 +34,8 @@ struct dim3 { unsigned x, y, z; dim3(unsigned a = 1, unsigned b = 1, unsigned c 
 struct uint3 { unsigned x, y, z; };
 struct alignas(16) float4 { float x, y, z, w; };
 inline float4 make_float4(float x, float y, float z, float w) { return float4{x, y, z, w}; }
+struct alignas(8) float2 { float x, y; };
+inline float2 make_float2(float x, float y) { return float2{x, y}; }
 inline uint3 threadIdx, blockIdx; inline dim3 blockDim, gridDim;   // the running thread's (set by the scheduler)
 
 
@@ -98,8 +100,9 @@ inline void launch(dim3 grid, dim3 block, const std::function<void()>& fn, size_
     if (block.x % 32 || block.x > 1024) { fprintf(stderr, "emu: block size %u\n", block.x); abort(); }
     gridDim = grid; blockDim = block; s.fn = &fn;
     long b0 = barriers;
-    for (unsigned b = 0; b < grid.x; b++) { blockIdx.x = b; blockIdx.y = blockIdx.z = 0; run_block((int)block.x); }
-    if (getenv("EMU_BARRIERS")) fprintf(stderr, "emu: launch of %u blocks: %ld barriers per block\n", grid.x, (barriers - b0) / (long)grid.x);
+    for (unsigned y = 0; y < grid.y; y++)
+        for (unsigned b = 0; b < grid.x; b++) { blockIdx.x = b; blockIdx.y = y; blockIdx.z = 0; run_block((int)block.x); }
+    if (getenv("EMU_BARRIERS")) fprintf(stderr, "emu: launch of %u blocks: %ld barriers per block\n", grid.x, (barriers - b0) / (long)(grid.x * grid.y));
 }
 inline void* dyn_smem() { return S().dyn.data(); }
 inline void check_align16(const void* p) {   // a 16-byte access must be 16-byte aligned on a GPU
