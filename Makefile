@@ -1,7 +1,10 @@
 # train_miras: CPU trainer, tests, data tools; the GPU trainer when nvcc is there.
 # make            build everything for the CPU (OMP=0 builds without OpenMP)
 # make train      make the default corpus from this repo's own sources and train the default model
-# make test       all tests; the last line says "N passed, N failed"
+# make test       all tests; the last line says "N passed, N failed, N skipped"
+# make test_asan  the same tests with every binary built with -fsanitize=address,undefined (build/asan)
+# make fuzz       each libFuzzer target of dev/fuzz for FUZZ_SECONDS (default 60); needs clang
+# make ci         what .ci/run runs: the tests, the ASan tests and a 10 s fuzz smoke run, summed in one line
 # make train_miras USE_MPI=1      the data-parallel trainer (mpicc, Debian: libopenmpi-dev openmpi-bin): mpirun -np N ./train_miras ...
 # make train_miras_cu USE_MPI=1   the GPU trainer with NCCL (gradients summed by ncclAllReduce; MPI launches the ranks)
 # CC defaults to gcc (make's own default, cc, is an origin-"default" value that `CC ?= gcc` would not replace);
@@ -31,7 +34,7 @@ else
   TRAIN_CC = $(CC)
 endif
 
-.PHONY: all test train data clean
+.PHONY: all test test_asan fuzz fuzz_build ci ci_build train data clean
 all: train_miras test_miras test_miras_fp64 data_prep
 
 train_miras: train_miras.c build/use_mpi
@@ -71,6 +74,48 @@ test_gpu: train_miras train_miras_cu test_miras
 # the same checks without a GPU: train_miras.cu run thread by thread in a CPU emulator of CUDA (slow; see dev/cuda)
 test_gpu_emu: train_miras test_miras
 	@bash dev/cuda/emu_build.sh && GPU_BIN=build/emu/train_miras_emu SYNTH=0 bash dev/test_gpu.sh
+
+# ---- sanitizers and fuzzing (README "Tests": "Sanitizers", "Fuzzing")
+ASAN_CC ?= $(CC)
+ASAN_CFLAGS = -O2 -g -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer -Wall -Wno-unused-function -Wno-format-truncation -fopenmp
+build/asan/train_miras: train_miras.c
+	@mkdir -p build/asan
+	$(ASAN_CC) $(ASAN_CFLAGS) -o $@ $< $(LDLIBS)
+build/asan/test_miras: test_miras.c train_miras.c
+	@mkdir -p build/asan
+	$(ASAN_CC) $(ASAN_CFLAGS) -o $@ $< $(LDLIBS)
+build/asan/test_miras_fp64: test_miras.c train_miras.c
+	@mkdir -p build/asan
+	$(ASAN_CC) $(ASAN_CFLAGS) -DMIRAS_DOUBLE -o $@ $< $(LDLIBS)
+build/asan/data_prep/%: data_prep/%.c data_prep/common.h data_prep/gpt2_bpe.h
+	@mkdir -p build/asan/data_prep
+	$(ASAN_CC) $(ASAN_CFLAGS) -o $@ $<
+ASAN_BINS = build/asan/train_miras build/asan/test_miras build/asan/test_miras_fp64 $(DATA_PREP_BINS:data_prep/%=build/asan/data_prep/%)
+test_asan: $(ASAN_BINS)
+	@MIRAS_BIN_DIR=build/asan bash dev/test_all.sh
+
+FUZZ_CC ?= clang
+FUZZ_SECONDS ?= 60
+FUZZ_TARGETS = shard mask tokenizer checkpoint fixture shard2text
+FUZZ_CFLAGS = -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer -Wall -Wno-unused-function -Wno-unknown-pragmas
+build/fuzz/fuzz_shard2text: dev/fuzz/fuzz_shard2text.c dev/fuzz/fuzz.h data_prep/shard2text.c data_prep/common.h
+	@mkdir -p build/fuzz
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $< -lm
+build/fuzz/fuzz_%: dev/fuzz/fuzz_%.c dev/fuzz/fuzz.h dev/fuzz/fuzz_miras.h train_miras.c
+	@mkdir -p build/fuzz
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $< -lm
+build/fuzz/make_seeds: dev/fuzz/make_seeds.c train_miras.c
+	@mkdir -p build/fuzz
+	$(CC) -O1 -Wall -Wno-unused-function -Wno-unknown-pragmas -o $@ $< -lm
+fuzz_build: $(FUZZ_TARGETS:%=build/fuzz/fuzz_%) build/fuzz/make_seeds
+fuzz: fuzz_build
+	@FUZZ_SECONDS=$(FUZZ_SECONDS) bash dev/fuzz/run.sh
+
+# CI: the tests, the ASan tests and a short fuzz run, summed into one last line
+ci_build: train_miras test_miras test_miras_fp64 data_prep $(ASAN_BINS) fuzz_build
+ci: ci_build
+	@FUZZ_SECONDS=$${FUZZ_SECONDS:-10} bash dev/test_all.sh ./test_miras ./test_miras_fp64 "bash data_prep/test_data_prep.sh" \
+		"env MIRAS_BIN_DIR=build/asan bash dev/test_all.sh" "bash dev/fuzz/run.sh"
 
 clean:
 	rm -rf train_miras train_miras_mpi test_miras test_miras_fp64 train_miras_cu memlab $(DATA_PREP_BINS) build

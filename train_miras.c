@@ -28,6 +28,7 @@ Shapes are written (B, T, C) row-major. Matrices are (out, in): y = x W^T.
 #include <glob.h>
 #include <unistd.h>
 #include <sys/stat.h>
+#include <fcntl.h>
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -50,6 +51,8 @@ typedef float real;
 // reports it and ends the job; an error of one rank only is printed with its rank and ends the job as well.
 static int g_rank = 0, g_world = 1, g_die_collective = 0;
 static volatile sig_atomic_t g_dying = 0;
+// die_hook: NULL except in the fuzz targets (dev/fuzz), which check the message and longjmp back instead of exiting
+static void (*die_hook)(const char* msg, const char* hint);
 static void die(const char* msg, const char* hint) {
     g_dying = 1;
 #ifdef USE_MPI
@@ -58,6 +61,7 @@ static void die(const char* msg, const char* hint) {
     char who[32] = "";
     if (g_world > 1 && !(g_die_collective && g_rank == 0)) snprintf(who, sizeof who, "rank %d: ", g_rank);
     fprintf(stderr, "error: %s%s%s%s%s\n", who, msg, hint ? " (hint: " : "", hint ? hint : "", hint ? ")" : "");
+    if (die_hook) die_hook(msg, hint);
 #ifdef USE_MPI
     if (g_world > 1) { fflush(stderr); MPI_Abort(MPI_COMM_WORLD, 1); }   // no rank may wait forever on this one
 #endif
@@ -358,25 +362,25 @@ typedef struct {
 } MemChunk;
 
 static size_t memchunk_carve(MemChunk* c, real* base, int b, int d, int dm, int nP) {
-    real* p = base; size_t nd = (size_t)b * d, nm = (size_t)b * dm, nn = (size_t)b * b;
-#define TAKE(f, sz) do { c->f = base ? p : NULL; p += (sz); } while (0)
+    size_t off = 0, nd = (size_t)b * d, nm = (size_t)b * dm, nn = (size_t)b * b;  // (offsets: no arithmetic on a NULL base)
+#define TAKE(f, sz) do { c->f = base ? base + off : NULL; off += (sz); } while (0)
     TAKE(q, nd); TAKE(k, nd); TAKE(v, nd); TAKE(a, b); TAKE(eta, b); TAKE(theta, b); TAKE(dy, nd); TAKE(etac, nd); TAKE(delta, nd);
     TAKE(alpha, b); TAKE(beta, b); TAKE(sigma, b); TAKE(C, nn); TAKE(s, nn);
     TAKE(zk, nm); TAKE(tk, nm); TAKE(hk, nm); TAKE(nk, nd); TAKE(rk, b); TAKE(r, nd); TAKE(u, nd); TAKE(d1, nd); TAKE(gk, nm); TAKE(d2, nm); TAKE(e, nd); TAKE(psi, nd);
     TAKE(xw1, nm); TAKE(xs1, nm); TAKE(xx1, nn); TAKE(zq, nm); TAKE(tq, nm); TAKE(hq, nm);
     TAKE(xw2, nd); TAKE(xs2, nd); TAKE(xx2, nn); TAKE(nq, nd); TAKE(rq, b); TAKE(y, nd);
-    real* g0 = p;
+    size_t g0 = off;
     TAKE(dq, nd); TAKE(dk, nd); TAKE(dv, nd); TAKE(da, b); TAKE(deta, b); TAKE(dtheta, b);
     TAKE(dalpha, b); TAKE(dbeta, b); TAKE(dC, nn); TAKE(ds, b); TAKE(dsig, 1);
     TAKE(dzk, nm); TAKE(dhk, nm); TAKE(dnk, nd); TAKE(drk, b); TAKE(dr, nd); TAKE(du, nd); TAKE(dd1, nd);
     TAKE(dgk, nm); TAKE(dd2, nm); TAKE(dzq, nm); TAKE(dhq, nm); TAKE(doq, nd); TAKE(dok, nd);
     TAKE(detac, nd); TAKE(ddelta, nd); TAKE(dmk, nd); TAKE(dcs, 2);
-    c->grad0 = base ? g0 : NULL; c->ngrad = (size_t)(p - g0);
+    c->grad0 = base ? base + g0 : NULL; c->ngrad = off - g0;
     TAKE(Pa, nP); TAKE(Pb, nP); TAKE(Sa, nP); TAKE(Sb, nP); TAKE(dlng, d); TAKE(dlnb, d);
     TAKE(Wa, nP); TAKE(Wb, nP); TAKE(Wc, nP); TAKE(dWa, nP); TAKE(dWb, nP); TAKE(save, c->ngrad); TAKE(zero, nd);
     TAKE(xa1, nm); TAKE(xa2, nd); TAKE(dp0, nP); c->p0 = NULL;
 #undef TAKE
-    return (size_t)(p - base);
+    return off;
 }
 
 // Chunk coefficients by the recurrences (t, i local, 0-based; sigma_{-1} = alpha_{-1} = 1):
@@ -1137,22 +1141,41 @@ static void memory_backward(Model* M, int l) {
     }
 }
 
+static const char* cfg_origin = "";   // where the config being checked comes from ("" for the flags): "FILE: "
+// Every field of a config is bounded here, before anything is sized from it: a config may come from a file
+// (checkpoint, fixture), so a bad one must end in an error, never in a division by zero or a huge allocation.
 static void config_check(const Config* c) {
-    if (c->D % c->H) DIE("pick -D a multiple of -H", "width D = %d is not divisible by heads H = %d", c->D, c->H);
-    if (c->V < 1 || c->V > 65536) DIE("token shards hold uint16 ids", "vocab size %d out of range 1..65536", c->V);
-    if (c->b < 1 || c->L < 1 || c->L > 128 || c->F < 1 || c->E < 1 || c->K < 1)
-        DIE("check -k, -L, -F, -E", "bad config: b=%d L=%d F=%d E=%d K=%d", c->b, c->L, c->F, c->E, c->K);
-    if (c->bias < BIAS_L2 || c->bias > BIAS_HUBER || c->algo < ALGO_GD || c->algo > ALGO_MOMENTUM || c->retention < RET_NONE || c->retention > RET_KL || c->gate_rank < 0)
-        DIE("is this file from a newer train_miras?", "bad memory config: bias %d, algo %d, retention %d, gate rank %d", c->bias, c->algo, c->retention, c->gate_rank);
-    if (c->retention != RET_NONE && c->algo == ALGO_MOMENTUM) DIE("use gd with the lq and kl retentions", "momentum with retention %d is not implemented", c->retention);
-    if (c->anchor < 0 || c->anchor > 1) DIE("-Z is 0 or 1", "bad anchor flag %d", c->anchor);
+    if (c->H < 1 || c->D < 1 || c->D > 65536) DIE("check -D and -H", "%sbad width D = %d or heads H = %d (D in 1..65536, H >= 1)", cfg_origin, c->D, c->H);
+    if (c->D % c->H) DIE("pick -D a multiple of -H", "%swidth D = %d is not divisible by heads H = %d", cfg_origin, c->D, c->H);
+    if (c->V < 1 || c->V > 65536) DIE("token shards hold uint16 ids", "%svocab size %d out of range 1..65536", cfg_origin, c->V);
+    if (c->Vp != (c->V + 63) / 64 * 64) DIE("Vp is V rounded up to a multiple of 64", "%spadded vocab Vp = %d for vocab V = %d (expected %d)", cfg_origin, c->Vp, c->V, (c->V + 63) / 64 * 64);
+    if (c->b < 1 || c->b > 1024 || c->L < 1 || c->L > 128 || c->F < 1 || c->F > 1048576 || c->E < 1 || c->E > 64 || c->K < 1 || c->K > 8)
+        DIE("check -k, -L, -F, -E", "%sbad config: b=%d L=%d F=%d E=%d K=%d (b in 1..1024, L 1..128, F 1..2^20, E 1..64, K 1..8)", cfg_origin, c->b, c->L, c->F, c->E, c->K);
+    if (c->mem_depth < 1 || c->mem_depth > 2 || c->mem_resid < 0 || c->mem_resid > 1 || c->mem_ln < 0 || c->mem_ln > 1 ||
+        c->gate_a < 0 || c->gate_a > 1 || c->gate_eta < 0 || c->gate_eta > 1)
+        DIE("is this file from a newer train_miras?", "%sbad memory config: depth %d, residual %d, LN %d, gates a %d eta %d", cfg_origin, c->mem_depth, c->mem_resid, c->mem_ln, c->gate_a, c->gate_eta);
+    if (c->bias < BIAS_L2 || c->bias > BIAS_HUBER || c->algo < ALGO_GD || c->algo > ALGO_MOMENTUM || c->retention < RET_NONE || c->retention > RET_KL || c->gate_rank < 0 || c->gate_rank > c->D)
+        DIE("is this file from a newer train_miras? (-R is at most D)", "%sbad memory config: bias %d, algo %d, retention %d, gate rank %d", cfg_origin, c->bias, c->algo, c->retention, c->gate_rank);
+    if (c->retention != RET_NONE && c->algo == ALGO_MOMENTUM) DIE("use gd with the lq and kl retentions", "%smomentum with retention %d is not implemented", cfg_origin, c->retention);
+    if (c->anchor < 0 || c->anchor > 1) DIE("-Z is 0 or 1", "%sbad anchor flag %d", cfg_origin, c->anchor);
     if (c->anchor && (c->retention == RET_KL || !c->gate_a))
-        DIE("use -Z 0 here", "the anchored retention needs a learned retention gate a and no kl retention (memora)");
-    if (!(c->eta_max > 0) || c->eta_max > 1e6) DIE("pick -X in (0, 1e6]", "bad eta_max %g", c->eta_max);
-    if (c->D / c->H > 256) DIE("use more heads", "head width %d above 256", c->D / c->H);
-    if ((int)strlen(c->pattern) != c->L) DIE("one letter per layer", "layer pattern '%s' has %d letters for %d layers", c->pattern, (int)strlen(c->pattern), c->L);
+        DIE("use -Z 0 here", "%sthe anchored retention needs a learned retention gate a and no kl retention (memora)", cfg_origin);
+    if (!(c->eta_max > 0) || c->eta_max > 1e6) DIE("pick -X in (0, 1e6]", "%sbad eta_max %g", cfg_origin, c->eta_max);
+    if (c->D / c->H > 256) DIE("use more heads", "%shead width %d above 256", cfg_origin, c->D / c->H);
+    char pat[4 * sizeof c->pattern + 1]; size_t np = 0;   // the pattern as printable text (it may come from a file)
+    for (const unsigned char* q = (const unsigned char*)c->pattern; *q && np + 5 < sizeof pat; q++)
+        np += (size_t)(*q >= 32 && *q < 127 ? snprintf(pat + np, 2, "%c", *q) : snprintf(pat + np, 5, "\\x%02x", *q));
+    pat[np] = 0;
+    if ((int)strlen(c->pattern) != c->L) DIE("one letter per layer", "%slayer pattern '%s' has %d letters for %d layers", cfg_origin, pat, (int)strlen(c->pattern), c->L);
     for (int l = 0; l < c->L; l++) if (c->pattern[l] != 'M')
-        DIE("only memory layers 'M' exist in this version", "layer pattern '%s': '%c' is not implemented", c->pattern, c->pattern[l]);
+        DIE("only memory layers 'M' exist in this version", "%slayer pattern '%s': letter %d is not implemented", cfg_origin, pat, l + 1);
+}
+
+// The parameter count of a config (checked first: the sizes are bounded, so the sum cannot overflow)
+static size_t config_num_params(const Config* c) {
+    config_check(c); size_t s[NUM_PARAM_TENSORS], n = 0; fill_in_parameter_sizes(s, c);
+    for (int i = 0; i < NUM_PARAM_TENSORS; i++) n += s[i];
+    return n;
 }
 
 // Allocate the parameters of a config (zeros). The caller fills them (init or checkpoint).
@@ -1202,6 +1225,15 @@ static void model_init(Model* M, uint64_t seed) {
 }
 
 // (Re)allocate activations for batch B, length T (lazily, like llm.c; a new shape reallocates).
+// The floats model_alloc_acts takes for a batch (B, T), as a double: a budget check before allocating, for
+// sizes that come from a file (dump mode). Mirrors the allocations below.
+static double model_act_floats(const Config* c, int B, int T) {
+    MemCfg m = mem_config(c); size_t s[NUM_ACT_TENSORS]; MemChunk tmp; fill_in_activation_sizes(s, c, B, T);
+    double n = (double)head_act_size(c, B, T); for (int i = 0; i < NUM_ACT_TENSORS; i++) n += (double)s[i];
+    double nstate = (double)c->L * B * c->H * ((T + c->b - 1) / c->b) * m.nP;
+    return 2 * n + nstate * (1 + m.momentum) + (double)B * c->H * (m.nP + 2 * m.d)
+         + (double)max_threads() * memchunk_carve(&tmp, NULL, c->b, m.d, m.dm, m.nP) + 2.0 * B * T;
+}
 static void model_alloc_acts(Model* M, int B, int T) {
     if (M->acts_memory && M->B == B && M->T == T) return;
     free(M->acts_memory); free(M->grads_acts_memory); free(M->mem_P); free(M->mem_S); free(M->mem_dbh);
@@ -1520,12 +1552,14 @@ static void header_to_config(Config* c, const int* h) {
 }
 
 // reals are stored as float32 whatever `real` is
+static long write_delay_us;   // > 0 only inside save_checkpoint with MIRAS_CKPT_DELAY_US set (the kill -9 test)
 static int write_reals(FILE* f, const real* x, size_t n) {
     float buf[4096];
     for (size_t i = 0; i < n; i += 4096) {
         size_t k = n - i < 4096 ? n - i : 4096;
         for (size_t j = 0; j < k; j++) buf[j] = (float)x[i + j];
         if (fwrite(buf, 4, k, f) != k) return 0;
+        if (write_delay_us > 0) { fflush(f); usleep((useconds_t)write_delay_us); }
     }
     return 1;
 }
@@ -1545,9 +1579,13 @@ static long file_size(const char* path) { struct stat st; return stat(path, &st)
 // (shard, pos above are rank 0's; rank_shard/rank_pos have world entries when world > 1, else NULL).
 typedef struct { long step; int shard; long pos; uint64_t rng; int world; int* rank_shard; long* rank_pos; } TrainState;
 
-// Checkpoint: model header + params [+ state header + AdamW m, v]. Written to PATH.tmp, then renamed.
+// Checkpoint: model header + params [+ state header + AdamW m, v]. Written to PATH.tmp, flushed to disk (fsync),
+// then renamed over PATH, and the directory is fsynced: PATH is always a whole old or a whole new checkpoint, even
+// if the process is killed mid-write (make test kills it with SIGKILL at random points, many times: test 5e).
+// MIRAS_CKPT_DELAY_US=N (a test hook) sleeps N us after every 16 KB written, so that such kills land mid-write.
 static void save_checkpoint(const Model* M, const char* path, const TrainState* st) {
     char tmp[4096]; snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    const char* delay = getenv("MIRAS_CKPT_DELAY_US"); write_delay_us = delay ? atol(delay) : 0;
     FILE* f = fopen(tmp, "wb");
     if (!f) DIE("check that the output directory exists and is writable", "cannot write checkpoint %s: %s", tmp, strerror(errno));
     int h[256] = {0}; h[0] = MODEL_MAGIC; h[1] = 1; config_to_header(h, &M->cfg, M->num_params);
@@ -1563,21 +1601,31 @@ static void save_checkpoint(const Model* M, const char* path, const TrainState* 
             ok = fwrite(p, 4, 3, f) == 3;
         }
     }
-    ok = fflush(f) == 0 && ok; if (ok) fsync(fileno(f));
+    write_delay_us = 0;
+    ok = fflush(f) == 0 && ok; if (ok) ok = fsync(fileno(f)) == 0;
     if (fclose(f) != 0 || !ok) { remove(tmp); DIE("is the disk full?", "failed writing checkpoint %s", tmp); }
-    if (rename(tmp, path) != 0) DIE(NULL, "cannot rename %s to %s: %s", tmp, path, strerror(errno));
+    if (rename(tmp, path) != 0) DIE("check the output directory's permissions", "cannot rename %s to %s: %s", tmp, path, strerror(errno));
+    char dir[4096]; snprintf(dir, sizeof dir, "%s", path); char* slash = strrchr(dir, '/');
+    if (slash) *(slash == dir ? slash + 1 : slash) = 0; else snprintf(dir, sizeof dir, ".");
+    int dfd = open(dir, O_RDONLY);   // the rename itself reaches the disk with the directory
+    if (dfd >= 0) { fsync(dfd); close(dfd); }
 }
 
 // Read a checkpoint's header into cfg (returns 1 if it also carries a training state).
 static int peek_checkpoint(const char* path, Config* cfg) {
     FILE* f = fopen(path, "rb");
     if (!f) DIE("give an existing checkpoint with -e, or drop -r to start fresh", "cannot open checkpoint %s: %s", path, strerror(errno));
-    int h[256];
-    if (fread(h, 4, 256, f) != 256) DIE("the file was cut short; use an older checkpoint", "checkpoint %s is truncated (no full header)", path);
+    int h[256]; int got = fread(h, 4, 256, f) == 256;
     fclose(f);
+    if (!got) DIE("the file was cut short; use an older checkpoint", "checkpoint %s is truncated (no full header)", path);
     if (h[0] != MODEL_MAGIC) DIE("is this a train_miras checkpoint?", "%s has magic %d, expected %d", path, h[0], MODEL_MAGIC);
     if (h[1] != 1) DIE("written by another version of train_miras", "%s has version %d, expected 1", path, h[1]);
     header_to_config(cfg, h);
+    static char origin[4200]; snprintf(origin, sizeof origin, "checkpoint %s: ", path); cfg_origin = origin;
+    size_t nc = config_num_params(cfg);   // (the config is checked first: nothing is sized from a bad one)
+    cfg_origin = "";
+    if (nc != (size_t)(unsigned)h[19])
+        DIE("the header is corrupt; use an older checkpoint", "checkpoint %s says %d params, its config makes %zu", path, h[19], nc);
     long np = h[19], need = 1024 + 4 * np, have = file_size(path);
     if (have < need) DIE("the file was cut short; use an older checkpoint", "checkpoint %s is truncated (%ld bytes, expected %ld)", path, have, need);
     if (have == need) return 0;
@@ -1594,20 +1642,24 @@ static void load_checkpoint(Model* M, const char* path, TrainState* st) {
     FILE* f = fopen(path, "rb");
     if (!f) DIE(NULL, "cannot open checkpoint %s: %s", path, strerror(errno));
     int h[256];
-    if (fread(h, 4, 256, f) != 256 || h[19] != (int)M->num_params) DIE(NULL, "checkpoint %s does not match the model (%d params, model has %zu)", path, h[19], M->num_params);
-    if (!read_reals(f, M->params_memory, M->num_params)) DIE("the file was cut short", "checkpoint %s is truncated", path);
+    if (fread(h, 4, 256, f) != 256 || h[19] != (int)M->num_params) { fclose(f); DIE("the checkpoint changed while it was read; run again", "checkpoint %s does not match the model (%d params, model has %zu)", path, h[19], M->num_params); }
+    if (!read_reals(f, M->params_memory, M->num_params)) { fclose(f); DIE("the file was cut short", "checkpoint %s is truncated", path); }
     if (st) {
         int s[256];
-        if (fread(s, 4, 256, f) != 256 || s[0] != STATE_MAGIC) DIE("this file holds a model only; start a run from it with -e instead of -r", "checkpoint %s has no training state", path);
+        if (fread(s, 4, 256, f) != 256 || s[0] != STATE_MAGIC) { fclose(f); DIE("this file holds a model only; start a run from it with -e instead of -r", "checkpoint %s has no training state", path); }
+        if (s[1] != 1 || s[2] < 0 || s[3] < 0 || s[4] < 0 || s[5] < 0 || s[8] < 0) { fclose(f);
+            DIE("the training state is corrupt; use an older checkpoint, or start from this one with -e", "checkpoint %s has a bad training state (version %d, step %d, shard %d, position %d/%d, AdamW step %d)", path, s[1], s[2], s[3], s[4], s[5], s[8]); }
         st->step = s[2]; st->shard = s[3]; st->pos = (long)s[4] | ((long)s[5] << 31);
         st->rng = (uint64_t)(uint32_t)s[6] | ((uint64_t)(uint32_t)s[7] << 32); M->adam_t = s[8];
-        M->m_memory = xmalloc(M->num_params * sizeof(real)); M->v_memory = xmalloc(M->num_params * sizeof(real));
-        if (!read_reals(f, M->m_memory, M->num_params) || !read_reals(f, M->v_memory, M->num_params)) DIE("the file was cut short", "checkpoint %s is truncated", path);
-        st->world = s[9] > 1 ? s[9] : 1;   // older files hold 0: one process
+        if (!M->m_memory) M->m_memory = xmalloc(M->num_params * sizeof(real));
+        if (!M->v_memory) M->v_memory = xmalloc(M->num_params * sizeof(real));
+        if (!read_reals(f, M->m_memory, M->num_params) || !read_reals(f, M->v_memory, M->num_params)) { fclose(f); DIE("the file was cut short", "checkpoint %s is truncated", path); }
+        st->world = s[9] > 1 ? s[9] : 1;   // older files hold 0: one process (peek_checkpoint checked the count against the file size)
         if (st->world > 1) {
             st->rank_shard = xmalloc(st->world * sizeof(int)); st->rank_pos = xmalloc(st->world * sizeof(long));
             for (int r = 0; r < st->world; r++) {
-                int p[3]; if (fread(p, 4, 3, f) != 3) DIE("the file was cut short", "checkpoint %s is truncated", path);
+                int p[3]; if (fread(p, 4, 3, f) != 3) { fclose(f); DIE("the file was cut short", "checkpoint %s is truncated", path); }
+                if (p[0] < 0 || p[1] < 0 || p[2] < 0) { fclose(f); DIE("the training state is corrupt; use an older checkpoint, or start from this one with -e", "checkpoint %s has a bad data position for rank %d (shard %d)", path, r, p[0]); }
                 st->rank_shard[r] = p[0]; st->rank_pos[r] = (long)p[1] | ((long)p[2] << 31);
             }
         }
@@ -1624,10 +1676,10 @@ typedef struct {
 
 static long shard_check(const char* path, int B, int T) {
     FILE* f = fopen(path, "rb");
-    if (!f) DIE(NULL, "cannot open shard %s: %s", path, strerror(errno));
-    int h[256];
-    if (fread(h, 4, 256, f) != 256) DIE("re-create it with data_prep/text2shards", "shard %s is truncated (no full 1024-byte header)", path);
+    if (!f) DIE("check the -i / -j globs and the file's permissions", "cannot open shard %s: %s", path, strerror(errno));
+    int h[256]; int got = fread(h, 4, 256, f) == 256;
     fclose(f);
+    if (!got) DIE("re-create it with data_prep/text2shards", "shard %s is truncated (no full 1024-byte header)", path);
     if (h[0] != SHARD_MAGIC) DIE("token shards are made by data_prep/text2shards (llm.c format)", "shard %s has magic %d, expected %d", path, h[0], SHARD_MAGIC);
     if (h[1] != 1) DIE("only llm.c's GPT-2 style uint16 shards are read", "shard %s has version %d, expected 1", path, h[1]);
     long n = h[2], sz = file_size(path);
@@ -1639,6 +1691,19 @@ static void mask_path(char* out, size_t cap, const char* shard) {
     snprintf(out, cap, "%s", shard); size_t n = strlen(out);
     if (n > 4 && !strcmp(out + n - 4, ".bin")) strcpy(out + n - 4, ".mask");
 }
+// An answer mask beside a shard (X.mask for X.bin): 1 if it is there and valid, 0 if there is none; an error if it
+// is there but does not belong to the shard (a wrong header, size or count would silently misplace the answers).
+static int mask_check(const char* path, long ntok) {
+    long sz = file_size(path);
+    if (sz < 0) return 0;
+    FILE* f = fopen(path, "rb"); int h[256] = {0}; int got = f && fread(h, 4, 256, f) == 256;
+    if (f) fclose(f);
+    if (!got) DIE("re-create the shards and masks with data_prep/synth, or remove the .mask file", "answer mask %s is unreadable or has no full 1024-byte header", path);
+    if (h[0] != MASK_MAGIC || h[1] != 1) DIE("re-create the shards and masks with data_prep/synth, or remove the .mask file", "answer mask %s has magic %d version %d, expected %d version 1", path, h[0], h[1], MASK_MAGIC);
+    if (h[2] != ntok || sz != 1024 + ntok)
+        DIE("re-create the shards and masks with data_prep/synth, or remove the .mask file", "answer mask %s does not match its shard (%d entries, %ld bytes; the shard has %ld tokens)", path, h[2], sz, ntok);
+    return 1;
+}
 static void dataloader_init(DataLoader* dl, const char* pattern, int B, int T) {
     memset(dl, 0, sizeof *dl); dl->B = B; dl->T = T;
     if (glob(pattern, 0, NULL, &dl->g) != 0 || dl->g.gl_pathc == 0)
@@ -1648,7 +1713,7 @@ static void dataloader_init(DataLoader* dl, const char* pattern, int B, int T) {
     for (int i = 0; i < dl->nfiles; i++) {
         dl->ntok[i] = shard_check(dl->g.gl_pathv[i], B, T);
         char mp[4096]; mask_path(mp, sizeof mp, dl->g.gl_pathv[i]);
-        if (file_size(mp) != 1024 + dl->ntok[i]) dl->has_mask = 0;
+        if (!mask_check(mp, dl->ntok[i])) dl->has_mask = 0;
     }
     dl->buf = xmalloc(((size_t)B * T + 1) * sizeof(uint16_t));
     dl->inputs = xmalloc((size_t)B * T * sizeof(int)); dl->targets = xmalloc((size_t)B * T * sizeof(int));
@@ -1660,12 +1725,14 @@ static void dataloader_next(DataLoader* dl) {
     if (dl->pos + need > dl->ntok[dl->shard]) { dl->shard = (dl->shard + 1) % dl->nfiles; dl->pos = 0; }
     const char* path = dl->g.gl_pathv[dl->shard];
     FILE* f = fopen(path, "rb");
-    if (!f || fseek(f, 1024 + 2 * dl->pos, SEEK_SET) || fread(dl->buf, 2, need, f) != (size_t)need) DIE(NULL, "failed reading shard %s", path);
-    fclose(f);
+    int ok = f && !fseek(f, 1024 + 2 * dl->pos, SEEK_SET) && fread(dl->buf, 2, need, f) == (size_t)need;
+    if (f) fclose(f);
+    if (!ok) DIE("was the shard changed or removed during the run?", "failed reading shard %s", path);
     if (dl->has_mask) {
         char mp[4096]; mask_path(mp, sizeof mp, path); FILE* g = fopen(mp, "rb");
-        if (!g || fseek(g, 1024 + dl->pos, SEEK_SET) || fread(dl->mask, 1, need, g) != (size_t)need) DIE(NULL, "failed reading mask %s", mp);
-        fclose(g);
+        ok = g && !fseek(g, 1024 + dl->pos, SEEK_SET) && fread(dl->mask, 1, need, g) == (size_t)need;
+        if (g) fclose(g);
+        if (!ok) DIE("was the mask changed or removed during the run?", "failed reading mask %s", mp);
     }
     for (long i = 0; i < need - 1; i++) { dl->inputs[i] = dl->buf[i]; dl->targets[i] = dl->buf[i + 1]; }
     dl->pos += need - 1;
@@ -1683,18 +1750,28 @@ static void dataloader_free(DataLoader* dl) { globfree(&dl->g); free(dl->ntok); 
 
 // Tokenizer (llm.c): 256 uint32 header (20240328, 2, vocab, eot), then per token a uint8 length and bytes.
 typedef struct { int n, eot; char** tok; } Tokenizer;
+static void tokenizer_free(Tokenizer* tk) {
+    for (int i = 0; tk->tok && i < tk->n; i++) free(tk->tok[i]);
+    free(tk->tok); tk->tok = NULL; tk->n = 0;
+}
+// Returns 1 when loaded, 0 when there is no such file (-z none: samples print as ids). A file that is there but is
+// not a valid tokenizer is an error; its vocab is checked against the file size before anything is allocated.
 static int tokenizer_load(Tokenizer* tk, const char* path) {
     memset(tk, 0, sizeof *tk); tk->eot = -1;
     FILE* f = path ? fopen(path, "rb") : NULL;
     if (!f) return 0;
-    uint32_t h[256];
-    if (fread(h, 4, 256, f) != 256 || h[0] != TOKENIZER_MAGIC) { fclose(f); fprintf(stderr, "warning: %s is not a tokenizer file; samples print as ids\n", path); return 0; }
+    const char* hint = "give the tokenizer file written with the shards with -z, or -z none";
+    uint32_t h[256]; long sz = file_size(path);
+    if (fread(h, 4, 256, f) != 256 || h[0] != TOKENIZER_MAGIC || (h[1] != 1 && h[1] != 2)) {
+        fclose(f); DIE(hint, "%s is not a tokenizer file (no llm.c header with magic %d, version 1 or 2)", path, TOKENIZER_MAGIC); }
+    if (h[2] < 1 || h[2] > 65536 || (long)h[2] > sz - 1024) {   // every token takes at least its length byte
+        fclose(f); DIE(hint, "tokenizer %s has a bad vocab size %u (1..65536, at most one per byte of its %ld-byte body)", path, h[2], sz - 1024); }
     tk->n = (int)h[2]; tk->eot = h[1] >= 2 ? (int)h[3] : -1; tk->tok = xmalloc(tk->n * sizeof(char*));
     for (int i = 0; i < tk->n; i++) {
         unsigned char len;
-        if (fread(&len, 1, 1, f) != 1) { fclose(f); fprintf(stderr, "warning: tokenizer %s is truncated; samples print as ids\n", path); tk->n = i; return 0; }
-        tk->tok[i] = xmalloc(len + 1);
-        if (fread(tk->tok[i], 1, len, f) != len) { fclose(f); tk->n = i + 1; return 0; }
+        int ok = fread(&len, 1, 1, f) == 1;
+        if (ok) { tk->tok[i] = xmalloc(len + 1); ok = fread(tk->tok[i], 1, len, f) == len; }
+        if (!ok) { fclose(f); tokenizer_free(tk); DIE(hint, "tokenizer %s is truncated (in token %d of %u)", path, i, h[2]); }
     }
     fclose(f); return 1;
 }
@@ -1763,20 +1840,55 @@ static double now_s(void) { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t
 // is ignored). OUT: 256 int32 (20261104, 1, B, T, V, num_params, nsteps), then float32 logits (B*T*V), loss, every
 // gradient, the losses of nsteps AdamW steps on the batch (the first is the loss above), and the params after them.
 #define DUMP_MAGIC 20261104
+#define FIXTURE_MAGIC 20261103
+#define DUMP_MAX_STEPS 1000           // AdamW steps of a dump run
+#define DUMP_MAX_FLOATS (1.0 * (1 << 28))  // the activations of its batch (1 GiB in float)
+static const char* const FIXTURE_HINT = "give a fixture file from dev/fixtures (or one from train_miras_cu --make-input)";
+// Check a fixture-layout header (h: its 256 ints) against the size of its file before anything is sized from it:
+// the config, the batch and step counts, the parameter count, and that the params and tokens are there. Fills cfg;
+// returns the byte offset where the tokens end (the reference outputs of dev/reference.py follow).
+static long fixture_check(const char* in, const int* h, Config* cfg, long size) {
+    if (h[0] != FIXTURE_MAGIC || h[1] != 1) DIE(FIXTURE_HINT, "%s is not a fixture-layout file (magic %d version %d, expected %d version 1)", in, h[0], h[1], FIXTURE_MAGIC);
+    header_to_config(cfg, h);
+    int B = h[100], T = h[101], nsteps = h[102];
+    if (B < 1 || B > 65536 || T < 1 || T > 1048576 || nsteps < 0 || nsteps > DUMP_MAX_STEPS || (long)B * T > (1L << 24))
+        DIE(FIXTURE_HINT, "%s has a bad batch header: B %d, T %d, nsteps %d (B*T at most 2^24, nsteps 0..%d)", in, B, T, nsteps, DUMP_MAX_STEPS);
+    static char origin[4200]; snprintf(origin, sizeof origin, "%s: ", in); cfg_origin = origin;
+    size_t np = config_num_params(cfg);
+    cfg_origin = "";
+    if (np != (size_t)(unsigned)h[19]) DIE(FIXTURE_HINT, "%s says %d params, its config makes %zu", in, h[19], np);
+    long end = 1024 + 4 * (long)np + 4L * B * (T + 1);
+    if (size < end) DIE(FIXTURE_HINT, "%s is truncated (%ld bytes; its params and tokens need %ld)", in, size, end);
+    if (model_act_floats(cfg, B, T) > DUMP_MAX_FLOATS)
+        DIE("use a smaller batch in the input", "%s: a batch of B %d, T %d for this model needs %.3g floats of activations, above the %.3g of dump mode", in, B, T, model_act_floats(cfg, B, T), DUMP_MAX_FLOATS);
+    return end;
+}
+// Read a fixture-layout file (dump mode, here and in train_miras.cu): the header into h and cfg, the params into M
+// (built here), and the B x (T+1) tokens as inputs and targets (B*T each, allocated here).
+static void dump_input_read(const char* in, Model* M, Config* cfg, int* h, int** inp, int** tgt) {
+    FILE* f = fopen(in, "rb");
+    if (!f) DIE(FIXTURE_HINT, "cannot open dump input %s: %s", in, strerror(errno));
+    int got = fread(h, 4, 256, f) == 256; long size = file_size(in);
+    if (!got) { fclose(f); DIE(FIXTURE_HINT, "dump input %s is truncated (no full 1024-byte header)", in); }
+    fclose(f);
+    fixture_check(in, h, cfg, size);
+    int B = h[100], T = h[101];
+    model_build(M, cfg);
+    size_t N = (size_t)B * T; int* tok = xmalloc(((size_t)B * (T + 1)) * sizeof(int)); *inp = xmalloc(N * sizeof(int)); *tgt = xmalloc(N * sizeof(int));
+    f = fopen(in, "rb");
+    int ok = f && !fseek(f, 1024, SEEK_SET) && read_reals(f, M->params_memory, M->num_params) && fread(tok, 4, (size_t)B * (T + 1), f) == (size_t)B * (T + 1);
+    if (f) fclose(f);
+    if (!ok) { free(tok); DIE("was the file changed while it was read?", "dump input %s is truncated", in); }
+    for (int r = 0; r < B; r++) for (int t = 0; t < T; t++) { (*inp)[r * T + t] = tok[r * (T + 1) + t]; (*tgt)[r * T + t] = tok[r * (T + 1) + t + 1]; }
+    free(tok);
+}
 static void dump_run(const char* in, const char* out) {
-    FILE* f = fopen(in, "rb"); int h[256];
-    if (!f || fread(h, 4, 256, f) != 256) DIE("give a fixture file from dev/fixtures", "cannot read dump input %s", in);
-    Config cfg; header_to_config(&cfg, h);
+    int h[256]; Config cfg; Model M; int *inp, *tgt;
+    dump_input_read(in, &M, &cfg, h, &inp, &tgt);
     int B = h[100], T = h[101], nsteps = h[102];
     real lr = bits_f32(h[103]), b1 = bits_f32(h[104]), b2 = bits_f32(h[105]), eps = bits_f32(h[106]), wd = bits_f32(h[107]), clip = bits_f32(h[108]);
-    if (B < 1 || T < 1 || nsteps < 0) DIE("give a fixture file from dev/fixtures", "dump input %s has a bad batch header", in);
-    Model M; model_build(&M, &cfg);
-    if ((size_t)h[19] != M.num_params) DIE(NULL, "dump input %s: %d params, its config makes %zu", in, h[19], M.num_params);
-    size_t N = (size_t)B * T; int* tok = xmalloc(((size_t)B * (T + 1)) * sizeof(int)); int* inp = xmalloc(N * sizeof(int)); int* tgt = xmalloc(N * sizeof(int));
-    if (!read_reals(f, M.params_memory, M.num_params) || fread(tok, 4, (size_t)B * (T + 1), f) != (size_t)B * (T + 1)) DIE(NULL, "dump input %s is truncated", in);
-    fclose(f);
-    for (int r = 0; r < B; r++) for (int t = 0; t < T; t++) { inp[r * T + t] = tok[r * (T + 1) + t]; tgt[r * T + t] = tok[r * (T + 1) + t + 1]; }
-    FILE* g = fopen(out, "wb"); if (!g) DIE(NULL, "cannot write %s", out);
+    size_t N = (size_t)B * T;
+    FILE* g = fopen(out, "wb"); if (!g) DIE("check that the output directory exists and is writable", "cannot write %s: %s", out, strerror(errno));
     int oh[256] = {0}; oh[0] = DUMP_MAGIC; oh[1] = 1; oh[2] = B; oh[3] = T; oh[4] = cfg.V; oh[5] = (int)M.num_params; oh[6] = nsteps;
     fwrite(oh, 4, 256, g);
     real* losses = xmalloc((nsteps + 1) * sizeof(real));
@@ -1791,8 +1903,8 @@ static void dump_run(const char* in, const char* out) {
         grad_clip(&M, grad_norm(&M), clip); model_update(&M, lr, b1, b2, eps, wd);
     }
     write_reals(g, losses, nsteps); write_reals(g, M.params_memory, M.num_params);
-    if (fclose(g) != 0) DIE(NULL, "failed writing %s", out);
-    free(losses); free(tok); free(inp); free(tgt); model_free(&M);
+    if (fclose(g) != 0) DIE("is the disk full?", "failed writing %s", out);
+    free(losses); free(inp); free(tgt); model_free(&M);
 }
 
 // ---- the command line and the run's files, shared with train_miras.cu (whose main differs only in the model calls)
@@ -1926,6 +2038,7 @@ static void run_close(Run* r) {
     if (r->logf) fclose(r->logf);
     if (r->train.nfiles) dataloader_free(&r->train);
     if (r->have_val) dataloader_free(&r->val);
+    tokenizer_free(&r->tk);
 }
 // one validation line on stdout and in the log (step < 0: a lone evaluation, no log)
 static void report_val(const Run* r, long step, real vl, real acc) {

@@ -2615,18 +2615,7 @@ static const real* decoder_step(Decoder* dec, int token) {
 // file; OUT: 256 int32 (20261104, 1, B, T, V, num_params, nsteps), then float32 logits (B*T*V), loss, every
 // gradient, the losses of nsteps AdamW steps on the batch (the first is the loss above), and the params after them.
 static void read_dump_input(const char* in, ::Model* HM, Config* cfg, int* hdr, int** inp, int** tgt) {
-    FILE* f = fopen(in, "rb"); int* h = hdr;
-    if (!f || fread(h, 4, 256, f) != 256) DIE("give a fixture file from dev/fixtures", "cannot read dump input %s", in);
-    header_to_config(cfg, h);
-    int B = h[100], T = h[101], nsteps = h[102];
-    if (B < 1 || T < 1 || nsteps < 0) DIE("give a fixture file from dev/fixtures", "dump input %s has a bad batch header", in);
-    ::model_build(HM, cfg);
-    if ((size_t)h[19] != HM->num_params) DIE(NULL, "dump input %s: %d params, its config makes %zu", in, h[19], HM->num_params);
-    size_t N = (size_t)B * T; int* tok = xmalloc(((size_t)B * (T + 1)) * sizeof(int)); *inp = xmalloc(N * sizeof(int)); *tgt = xmalloc(N * sizeof(int));
-    if (!read_reals(f, HM->params_memory, HM->num_params) || fread(tok, 4, (size_t)B * (T + 1), f) != (size_t)B * (T + 1)) DIE(NULL, "dump input %s is truncated", in);
-    fclose(f);
-    for (int r = 0; r < B; r++) for (int t = 0; t < T; t++) { (*inp)[r * T + t] = tok[r * (T + 1) + t]; (*tgt)[r * T + t] = tok[r * (T + 1) + t + 1]; }
-    free(tok);
+    ::dump_input_read(in, HM, cfg, hdr, inp, tgt);   // train_miras.c: every header field checked against the file size
 }
 static void dump_run(const char* in, const char* out) {
     int h[256]; Config cfg; ::Model HM; int *inp, *tgt;
