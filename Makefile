@@ -1,7 +1,12 @@
 # train_miras: CPU trainer, tests, data tools; the GPU trainer when nvcc is there.
 # make            build everything for the CPU (OMP=0 builds without OpenMP)
 # make train      make the default corpus from this repo's own sources and train the default model
-# make test       all tests; the last line says "N passed, N failed"
+# make test       all tests; the last line says "N passed, N failed, N skipped"
+# make test_asan  the same tests with every binary built with -fsanitize=address,undefined (build/asan)
+# make fuzz       each libFuzzer target of dev/fuzz for FUZZ_SECONDS (default 60); needs clang
+# make ci         what .ci/run runs: the tests, the ASan tests and a 10 s fuzz smoke run, summed in one line
+# make train_miras USE_MPI=1      the data-parallel trainer (mpicc, Debian: libopenmpi-dev openmpi-bin): mpirun -np N ./train_miras ...
+# make train_miras_cu USE_MPI=1   the GPU trainer with NCCL (gradients summed by ncclAllReduce; MPI launches the ranks)
 # CC defaults to gcc (make's own default, cc, is an origin-"default" value that `CC ?= gcc` would not replace);
 # `make CC=clang` or CC=clang in the environment still wins
 ifeq ($(origin CC),default)
@@ -15,12 +20,28 @@ endif
 LDLIBS = -lm
 NVCC ?= nvcc
 GPU_COMPUTE_CAPABILITY ?= 90
+# Data parallel (README "Data parallel"): USE_MPI=1 builds train_miras with mpicc and -DUSE_MPI. The value is kept
+# in build/use_mpi (rewritten only when it changes), so switching USE_MPI rebuilds the trainers.
+USE_MPI ?= 0
+MPICC ?= mpicc
+HAVE_MPI := $(shell command -v $(MPICC) >/dev/null 2>&1 && command -v mpirun >/dev/null 2>&1 && echo 1)
+_use_mpi := $(shell mkdir -p build && [ "$$(cat build/use_mpi 2>/dev/null)" = "$(USE_MPI)" ] || echo $(USE_MPI) > build/use_mpi)
+ifeq ($(USE_MPI),1)
+  TRAIN_CC = $(MPICC)
+  TRAIN_DEFS = -DUSE_MPI
+  NVCC_MPI = -DUSE_MPI $(shell $(MPICC) --showme:compile 2>/dev/null) $(shell $(MPICC) --showme:link 2>/dev/null | sed 's/-Wl,[^ ]*//g') -lnccl
+else
+  TRAIN_CC = $(CC)
+endif
 
-.PHONY: all test train data clean
+.PHONY: all test test_asan fuzz fuzz_build ci ci_build train data clean
 all: train_miras test_miras test_miras_fp64 data_prep
 
-train_miras: train_miras.c
-	$(CC) $(CFLAGS) -o $@ $< $(LDLIBS)
+train_miras: train_miras.c build/use_mpi
+	$(TRAIN_CC) $(CFLAGS) $(TRAIN_DEFS) -o $@ $< $(LDLIBS)
+# the MPI trainer that make test runs under mpirun (built when mpicc and mpirun are there; else those tests skip)
+train_miras_mpi: train_miras.c
+	$(MPICC) $(CFLAGS) -DUSE_MPI -o $@ $< $(LDLIBS)
 
 # the test driver includes train_miras.c; the fp64 build also runs the finite-difference checks
 test_miras: test_miras.c train_miras.c
@@ -30,7 +51,7 @@ test_miras_fp64: test_miras.c train_miras.c
 
 -include data_prep/data_prep.mk
 
-test: train_miras test_miras test_miras_fp64 data_prep
+test: train_miras test_miras test_miras_fp64 data_prep $(if $(HAVE_MPI),train_miras_mpi)
 	@bash dev/test_all.sh
 
 # the default corpus: this repository's own text, byte-level (no download); the val split is its first 10%
@@ -45,8 +66,8 @@ train: train_miras data
 	./train_miras -p titans -x 400 -v 50 -o build/run
 
 # the GPU trainer (train_miras.cu includes train_miras.c for the host side: config, files, the CPU model)
-train_miras_cu: train_miras.cu train_miras.c
-	$(NVCC) -O3 -arch=sm_$(GPU_COMPUTE_CAPABILITY) -Xcompiler -fopenmp -o $@ $< -lcublas
+train_miras_cu: train_miras.cu train_miras.c build/use_mpi
+	$(NVCC) -O3 -arch=sm_$(GPU_COMPUTE_CAPABILITY) -Xcompiler -fopenmp $(NVCC_MPI) -o $@ $< -lcublas
 # CPU vs GPU on every fixture (dump mode), and decode vs parallel on the GPU; needs a GPU
 test_gpu: train_miras train_miras_cu test_miras
 	@bash dev/test_gpu.sh
@@ -54,8 +75,50 @@ test_gpu: train_miras train_miras_cu test_miras
 test_gpu_emu: train_miras test_miras
 	@bash dev/cuda/emu_build.sh && GPU_BIN=build/emu/train_miras_emu SYNTH=0 bash dev/test_gpu.sh
 
+# ---- sanitizers and fuzzing (README "Tests": "Sanitizers", "Fuzzing")
+ASAN_CC ?= $(CC)
+ASAN_CFLAGS = -O2 -g -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer -Wall -Wno-unused-function -Wno-format-truncation -fopenmp
+build/asan/train_miras: train_miras.c
+	@mkdir -p build/asan
+	$(ASAN_CC) $(ASAN_CFLAGS) -o $@ $< $(LDLIBS)
+build/asan/test_miras: test_miras.c train_miras.c
+	@mkdir -p build/asan
+	$(ASAN_CC) $(ASAN_CFLAGS) -o $@ $< $(LDLIBS)
+build/asan/test_miras_fp64: test_miras.c train_miras.c
+	@mkdir -p build/asan
+	$(ASAN_CC) $(ASAN_CFLAGS) -DMIRAS_DOUBLE -o $@ $< $(LDLIBS)
+build/asan/data_prep/%: data_prep/%.c data_prep/common.h data_prep/gpt2_bpe.h
+	@mkdir -p build/asan/data_prep
+	$(ASAN_CC) $(ASAN_CFLAGS) -o $@ $<
+ASAN_BINS = build/asan/train_miras build/asan/test_miras build/asan/test_miras_fp64 $(DATA_PREP_BINS:data_prep/%=build/asan/data_prep/%)
+test_asan: $(ASAN_BINS)
+	@MIRAS_BIN_DIR=build/asan bash dev/test_all.sh
+
+FUZZ_CC ?= clang
+FUZZ_SECONDS ?= 60
+FUZZ_TARGETS = shard mask tokenizer checkpoint fixture shard2text
+FUZZ_CFLAGS = -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer -Wall -Wno-unused-function -Wno-unknown-pragmas
+build/fuzz/fuzz_shard2text: dev/fuzz/fuzz_shard2text.c dev/fuzz/fuzz.h data_prep/shard2text.c data_prep/common.h
+	@mkdir -p build/fuzz
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $< -lm
+build/fuzz/fuzz_%: dev/fuzz/fuzz_%.c dev/fuzz/fuzz.h dev/fuzz/fuzz_miras.h train_miras.c
+	@mkdir -p build/fuzz
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $< -lm
+build/fuzz/make_seeds: dev/fuzz/make_seeds.c train_miras.c
+	@mkdir -p build/fuzz
+	$(CC) -O1 -Wall -Wno-unused-function -Wno-unknown-pragmas -o $@ $< -lm
+fuzz_build: $(FUZZ_TARGETS:%=build/fuzz/fuzz_%) build/fuzz/make_seeds
+fuzz: fuzz_build
+	@FUZZ_SECONDS=$(FUZZ_SECONDS) bash dev/fuzz/run.sh
+
+# CI: the tests, the ASan tests and a short fuzz run, summed into one last line
+ci_build: train_miras test_miras test_miras_fp64 data_prep $(ASAN_BINS) fuzz_build
+ci: ci_build
+	@FUZZ_SECONDS=$${FUZZ_SECONDS:-10} bash dev/test_all.sh ./test_miras ./test_miras_fp64 "bash data_prep/test_data_prep.sh" \
+		"env MIRAS_BIN_DIR=build/asan bash dev/test_all.sh" "bash dev/fuzz/run.sh"
+
 clean:
-	rm -rf train_miras test_miras test_miras_fp64 train_miras_cu memlab $(DATA_PREP_BINS) build
+	rm -rf train_miras train_miras_mpi test_miras test_miras_fp64 train_miras_cu memlab $(DATA_PREP_BINS) build
 
 # the kernel lab of the memory (dev/cuda/memlab.cu): every version of the memory kernels, checked against the CPU and timed
 memlab: dev/cuda/memlab.cu dev/cuda/memlab_v1.cuh train_miras.cu train_miras.c

@@ -9,6 +9,7 @@ Errors are norm-relative: |a - b| / |b| over a whole tensor; gradients get a tab
 #include "train_miras.c"
 #include <stdarg.h>
 #include <sys/wait.h>
+#include <signal.h>
 
 // fp64: ~5x the worst seen over the 17 fixtures with gcc -march=native (OpenMP on and off, 1 and 2 threads),
 // gcc -march=x86-64, gcc -O0 and clang: logits 3.6e-15 (loss 8e-16), the worst gradient tensor 3.8e-14, the step
@@ -88,8 +89,9 @@ typedef struct {
 
 static int fixture_load(Fixture* fx, const char* path) {
     FILE* f = fopen(path, "rb"); if (!f) return 0;
-    int h[256]; if (fread(h, 4, 256, f) != 256 || h[0] != 20261103) { fclose(f); return 0; }
-    header_to_config(&fx->cfg, h);
+    int h[256]; if (fread(h, 4, 256, f) != 256 || h[0] != FIXTURE_MAGIC) { fclose(f); return 0; }
+    long end = fixture_check(path, h, &fx->cfg, file_size(path));   // the header against the file size (an error if bad)
+    if (file_size(path) != end + 8 * ((long)h[100] * h[101] * fx->cfg.V + 1 + h[19] + h[102])) { fclose(f); return 0; }
     fx->B = h[100]; fx->T = h[101]; fx->nsteps = h[102];
     fx->lr = bits_f32(h[103]); fx->beta1 = bits_f32(h[104]); fx->beta2 = bits_f32(h[105]);
     fx->eps = bits_f32(h[106]); fx->wd = bits_f32(h[107]); fx->clip = bits_f32(h[108]); fx->np = (size_t)h[19];
@@ -477,7 +479,8 @@ static void test_long_init(void) {
 // ---------------------------------------------------------------------------
 // 5, 6: the trainer binary end to end (float build only): resume bit-for-bit, bad input
 
-static const char* BIN = "./train_miras";
+static const char* BIN = "./train_miras";    // MIRAS_TRAIN_BIN overrides it (make test_asan: build/asan/train_miras)
+static const char* SELF = "./test_miras";     // argv[0], for --compare
 static char TMP[256];
 
 static void write_shard(const char* path, int ntok, int magic, int claim, uint64_t seed) {
@@ -499,6 +502,84 @@ static int files_equal(const char* a, const char* b) {
     FILE *f = fopen(a, "rb"), *g = fopen(b, "rb"); if (!f || !g) { if (f) fclose(f); if (g) fclose(g); return 0; }
     int eq = 1, x, y; do { x = fgetc(f); y = fgetc(g); if (x != y) { eq = 0; break; } } while (x != EOF);
     fclose(f); fclose(g); return eq;
+}
+
+// copy src to dst with the int32 at byte offset off replaced by v (a corrupt header field)
+static void patch_copy(const char* src, const char* dst, long off, int v) {
+    FILE *f = fopen(src, "rb"), *g = fopen(dst, "wb"); int ch; long i = 0;
+    if (f && g) while ((ch = fgetc(f)) != EOF) { if (i >= off && i < off + 4) ch = ((const unsigned char*)&v)[i - off]; fputc(ch, g); i++; }
+    if (f) fclose(f);
+    if (g) fclose(g);
+}
+static double wall_s(void) { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return t.tv_sec + 1e-9 * t.tv_nsec; }
+// start the trainer in the background (its output to /dev/null) with MIRAS_CKPT_DELAY_US=delay_us; returns its pid
+static pid_t spawn_trainer(const char* args, long delay_us) {
+    char cmd[4096]; snprintf(cmd, sizeof cmd, "exec %s %s >/dev/null 2>&1", BIN, args);
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        char d[32]; snprintf(d, sizeof d, "%ld", delay_us); setenv("MIRAS_CKPT_DELAY_US", d, 1);
+        execl("/bin/sh", "sh", "-c", cmd, (char*)NULL); _exit(127);
+    }
+    return pid;
+}
+// 5e. durability: kill -9 the trainer at random points while it writes checkpoints (one after every step, each
+// slowed to ~20 ms by MIRAS_CKPT_DELAY_US), ITER times: two kills in three wait for the .tmp of a random step's
+// checkpoint to appear and strike at a random point of that write; the third at a random time of the whole run.
+// After every kill ckpt.bin must be a whole checkpoint (the exact size, a training state at a step it reached),
+// and resuming from it (or starting fresh when the kill came before the first save) must end byte-identical to
+// a straight run.
+static void test_kill_during_checkpoint(const char* shards) {
+    const int ITER = 30, STEPS = 8; const long DELAY = 1000;
+    const char* km = "-p titans -D 32 -L 1 -H 2 -k 4 -b 2 -t 16 -v 0 -g 0 -u 2 -x 8 -n 1";
+    char args[4096], cmd[1024], err[2048], ref[512], ck[512], tmpf[512], dir[512];
+    snprintf(dir, sizeof dir, "%s/k", TMP); snprintf(ck, sizeof ck, "%s/ckpt.bin", dir); snprintf(tmpf, sizeof tmpf, "%s/ckpt.bin.tmp", dir);
+    snprintf(ref, sizeof ref, "%s/kref/ckpt.bin", TMP);
+    snprintf(args, sizeof args, "%s -i '%s' -j none -o %s/kref", km, shards, TMP);
+    int e0 = run(args, NULL, err, sizeof err); long ref_size = file_size(ref);
+    double write_s = (double)ref_size / 16384 * DELAY * 1e-6;   // the slept part of one checkpoint write
+    // the hook changes no byte, and says how long a slowed run takes
+    snprintf(cmd, sizeof cmd, "rm -rf %s && mkdir -p %s", dir, dir); if (system(cmd)) {}
+    snprintf(args, sizeof args, "%s -i '%s' -j none -o %s", km, shards, dir);
+    double t0 = wall_s(); int st = 0; pid_t pid = spawn_trainer(args, DELAY); waitpid(pid, &st, 0); double span = wall_s() - t0;
+    int slowed_same = WIFEXITED(st) && WEXITSTATUS(st) == 0 && files_equal(ck, ref);
+    int whole = 0, identical = 0, mid_write = 0, resumed = 0; uint64_t r = 4242; char bad[512] = "";
+    for (int it = 0; it < ITER; it++) {
+        snprintf(cmd, sizeof cmd, "rm -rf %s && mkdir -p %s", dir, dir); if (system(cmd)) {}
+        snprintf(args, sizeof args, "%s -i '%s' -j none -o %s", km, shards, dir);
+        int k = 1 + (int)(rng_u64(&r) % STEPS); double u = rng_f64(&r), at = 0; int exited = 0;
+        t0 = wall_s(); pid = spawn_trainer(args, DELAY);
+        if (it % 3 == 2) usleep((useconds_t)(span * u * 1e6));   // anywhere in the run
+        else {   // inside the k-th checkpoint write: count the appearances of ckpt.bin.tmp
+            int seen = 0, present = 0;
+            while (seen < k && wall_s() - t0 < 60) {
+                int p = access(tmpf, F_OK) == 0; if (p && !present) seen++; present = p;
+                if (seen < k) { if (waitpid(pid, &st, WNOHANG) == pid) { exited = 1; break; } usleep(200); }
+            }
+            if (!exited) usleep((useconds_t)(write_s * u * 1e6));
+        }
+        at = wall_s() - t0;
+        if (!exited) { kill(pid, SIGKILL); waitpid(pid, &st, 0); }
+        mid_write += access(tmpf, F_OK) == 0;
+        int has = access(ck, F_OK) == 0, ok = 1;
+        if (has) {   // a whole checkpoint: the exact size, the state header at a step in 1..STEPS
+            FILE* f = fopen(ck, "rb"); int s[256] = {0};
+            ok = f && file_size(ck) == ref_size && !fseek(f, ref_size - 1024 - 8 * (ref_size - 2048) / 12, SEEK_SET)
+                 && fread(s, 4, 256, f) == 256 && s[0] == STATE_MAGIC && s[2] >= 1 && s[2] <= STEPS;
+            if (f) fclose(f);
+            if (!ok && !bad[0]) snprintf(bad, sizeof bad, "kill %d after %.0f ms: a torn ckpt.bin (%ld bytes, expected %ld)", it, at * 1e3, file_size(ck), ref_size);
+        }
+        whole += ok;
+        snprintf(args, sizeof args, "%s -i '%s' -j none -o %s%s", km, shards, dir, has ? " -r 1" : "");
+        int e = run(args, NULL, err, sizeof err); resumed += has;
+        int same = e == 0 && files_equal(ck, ref); identical += same;
+        if (!same && !bad[0]) snprintf(bad, sizeof bad, "kill %d after %.0f ms: %s exit %d, final checkpoint %s", it, at * 1e3, has ? "resume" : "fresh run", e, e ? err : "differs");
+    }
+    char* nl = strchr(bad, '\n'); if (nl) *nl = 0;
+    check(e0 == 0 && slowed_same && whole == ITER && identical == ITER && mid_write >= ITER / 2 && resumed >= ITER / 2,
+          "kill -9 at %d random points of checkpoint writes and runs: ckpt.bin always whole (%d/%d), the run resumed from it byte-identical to a straight run (%d/%d); "
+          "%d kills landed mid-write, %d resumed (a slowed run %.0f ms; MIRAS_CKPT_DELAY_US changes no byte: %s)%s%s",
+          ITER, whole, ITER, identical, ITER, mid_write, resumed, span * 1e3, slowed_same ? "yes" : "NO", bad[0] ? "; first problem: " : "", bad);
 }
 
 static float* read_dump(const char* path, int* h);   // (below, with --compare)
@@ -530,10 +611,10 @@ static void test_binary(void) {
         snprintf(args, sizeof args, "%s -i '%s/d_train_*.bin' -j none -o %s/ha -x 6", hy, TMP, TMP); int h1 = run(args, NULL, err, sizeof err);
         snprintf(args, sizeof args, "%s -i '%s/d_train_*.bin' -j none -o %s/hb -x 6 -S 3", hy, TMP, TMP); int h2 = run(args, NULL, err, sizeof err);
         snprintf(args, sizeof args, "-b 2 -t 16 -v 0 -g 0 -u 2 -i '%s/d_train_*.bin' -j none -o %s/hb -x 6 -r 1", TMP, TMP); int h3 = run(args, NULL, err, sizeof err);
-        snprintf(ca, sizeof ca, "%s/ha/ckpt.bin", TMP); snprintf(cb, sizeof cb, "%s/hb/ckpt.bin", TMP);
-        Config hc; int has = peek_checkpoint(ca, &hc);
+        char ha[512], hb[512]; snprintf(ha, sizeof ha, "%s/ha/ckpt.bin", TMP); snprintf(hb, sizeof hb, "%s/hb/ckpt.bin", TMP);
+        Config hc; int has = peek_checkpoint(ha, &hc);
         snprintf(args, sizeof args, "-W 6 -b 2 -t 16 -i '%s/d_train_*.bin' -j none -o %s/hb -x 7 -r 1", TMP, TMP); int e_w = run(args, &lines, err, sizeof err);
-        check(h1 == 0 && h2 == 0 && h3 == 0 && files_equal(ca, cb) && has && !strcmp(hc.pattern, "ASM") && hc.window == 5 && e_w == 1 && lines == 1,
+        check(h1 == 0 && h2 == 0 && h3 == 0 && files_equal(ha, hb) && has && !strcmp(hc.pattern, "ASM") && hc.window == 5 && e_w == 1 && lines == 1,
               "hybrid ASM (W 5): resume from step 3 bit-identical (exit codes %d %d %d), header pattern %s window %d, a disagreeing -W exits %d with %d error line",
               h1, h2, h3, has ? hc.pattern : "?", has ? hc.window : -1, e_w, lines);
     }
@@ -590,7 +671,7 @@ static void test_binary(void) {
         int made = system(cmd) == 0;
         float* x = made ? read_dump(d1, hd) : NULL;
         if (x) {
-            snprintf(cmd, sizeof cmd, "./test_miras --compare self %s %s dev/fixtures/titans.bin >%s 2>&1", d1, d1, out);
+            snprintf(cmd, sizeof cmd, "%s --compare self %s %s dev/fixtures/titans.bin >%s 2>&1", SELF, d1, d1, out);
             int st = system(cmd); e_same = WIFEXITED(st) ? WEXITSTATUS(st) : 128;
             dump_layout("dev/fixtures/titans.bin", hd[5], sz);
             for (int t = 0; t < NUM_PARAM_TENSORS; t++) off[t + 1] = off[t] + sz[t];
@@ -606,7 +687,7 @@ static void test_binary(void) {
             else g[sz[tix[k]] / 2] = NAN;
             FILE* f = fopen(d2, "wb"); if (f) { fwrite(hd, 4, 256, f); fwrite(y, 4, ntot, f); fclose(f); }
             free(y);
-            snprintf(cmd, sizeof cmd, "./test_miras --compare planted %s %s dev/fixtures/titans.bin >%s 2>&1", d2, d1, out);
+            snprintf(cmd, sizeof cmd, "%s --compare planted %s %s dev/fixtures/titans.bin >%s 2>&1", SELF, d2, d1, out);
             int st = system(cmd), e_diff = WIFEXITED(st) ? WEXITSTATUS(st) : 128, named = 0, rows = 0; char line[1024], want[64], row[64];
             snprintf(want, sizeof want, "worst %s err %s", plants[k], k == 2 ? "nan" : ""); snprintf(row, sizeof row, "    %s ", plants[k]);
             FILE* h = fopen(out, "r");
@@ -621,8 +702,10 @@ static void test_binary(void) {
         }
         free(x);
     }
+    // 5e. kill -9 during checkpoint writes
+    { char sh[512]; snprintf(sh, sizeof sh, "%s/d_train_*.bin", TMP); test_kill_during_checkpoint(sh); }
     // 6. bad input: a clear one-line error and a non-zero exit
-    struct { const char* what; char args[1024]; const char* expect; } cases[10]; int nc = 0;
+    struct { const char* what; char args[1024]; const char* expect; } cases[20]; int nc = 0;
 #define CASE(w, e, ...) do { cases[nc].what = w; cases[nc].expect = e; snprintf(cases[nc].args, 1024, __VA_ARGS__); nc++; } while (0)
     CASE("missing shard", "no token shards match", "%s -i '%s/nothing_*.bin' -o %s/c -x 2", model, TMP, TMP);
     snprintf(p, sizeof p, "%s/m_train_000000.bin", TMP); write_shard(p, 3000, 12345, 3000, 1);
@@ -637,6 +720,24 @@ static void test_binary(void) {
     // the spec's retention toward zero (-Z 0) overflows yaad's backward at T = 4096: the error says where
     snprintf(p, sizeof p, "%s/long_train_000000.bin", TMP); write_shard(p, 9000, 20240520, 9000, 3);
     CASE("overflow over a long sequence", "first overflowed in layer", "-p yaad -Z 0 -D 64 -L 2 -H 2 -b 1 -t 4096 -g 0 -i '%s/long_train_*.bin' -j none -o %s/c -x 1", TMP, TMP);
+    // corrupt files (each once crashed, hung or allocated without bound; the fuzz targets of dev/fuzz look for more)
+    long np4 = 4 * ((file_size(ca) - 2048) / 12);   // the params' bytes of the checkpoint ca
+    snprintf(p, sizeof p, "%s/h0.bin", TMP); patch_copy(ca, p, 4 * 6, 0);
+    CASE("checkpoint with 0 heads", "bad width", "%s -e %s -i '%s/d_train_*.bin' -j none -o %s/c -x 2", model, p, TMP, TMP);
+    snprintf(p, sizeof p, "%s/np.bin", TMP); patch_copy(ca, p, 4 * 19, 2147483647);
+    CASE("checkpoint claiming 2^31 params", "its config makes", "%s -e %s -i '%s/d_train_*.bin' -j none -o %s/c -x 2", model, p, TMP, TMP);
+    snprintf(cmd, sizeof cmd, "mkdir -p %s/neg", TMP); if (system(cmd)) {}
+    snprintf(p, sizeof p, "%s/neg/ckpt.bin", TMP); patch_copy(ca, p, 1024 + np4 + 4 * 3, -5);
+    CASE("checkpoint resuming at shard -5", "bad training state", "%s -r 1 -i '%s/d_train_*.bin' -j none -o %s/neg -x 8", model, TMP, TMP);
+    snprintf(p, sizeof p, "%s/d_train_000000.bin", TMP);
+    CASE("a shard given as the tokenizer", "not a tokenizer file", "%s -z %s -i '%s/d_train_*.bin' -j none -o %s/c -x 1", model, p, TMP, TMP);
+    { int th[256] = {20240328, 2, 2000000000, -1}; snprintf(p, sizeof p, "%s/tok.bin", TMP); FILE* f = fopen(p, "wb"); if (f) { fwrite(th, 4, 256, f); fputs("\1a", f); fclose(f); } }
+    CASE("tokenizer claiming 2e9 tokens", "bad vocab size", "%s -z %s -i '%s/d_train_*.bin' -j none -o %s/c -x 1", model, p, TMP, TMP);
+    snprintf(p, sizeof p, "%s/k_train_000000.bin", TMP); write_shard(p, 3000, 20240520, 3000, 1);
+    snprintf(p, sizeof p, "%s/k_train_000000.mask", TMP); write_shard(p, 1000, 20261111, 3000, 1);   // 3000 bytes, wrong magic
+    CASE("answer mask with a wrong magic", "answer mask", "%s -i '%s/k_train_*.bin' -j none -o %s/c -x 1", model, TMP, TMP);
+    snprintf(p, sizeof p, "%s/bigb.bin", TMP); patch_copy("dev/fixtures/titans.bin", p, 4 * 100, 1 << 20);
+    CASE("fixture with a batch of 2^20 rows", "bad batch header", "-J %s -O %s/dump.bin", p, TMP);
     for (int i = 0; i < nc; i++) {
         int code = run(cases[i].args, &lines, err, sizeof err);
         int ok = code != 0 && lines == 1 && !strncmp(err, "error: ", 7) && strstr(err, cases[i].expect) && strstr(err, "(hint:");
@@ -764,6 +865,8 @@ int main(int argc, char** argv) {
         printf("%d passed, %d failed\n", n_pass, n_fail);
         return n_fail ? 1 : 0;
     }
+    if (getenv("MIRAS_TRAIN_BIN")) BIN = getenv("MIRAS_TRAIN_BIN");
+    SELF = argv[0];
     const char* dir = argc > 1 ? argv[1] : "dev/fixtures";
     printf("test_miras (%s build, %d threads)\n", BUILD, max_threads());
     for (int i = 0; i < NFIX; i++) test_fixture(dir, FIXTURES[i]);

@@ -28,8 +28,13 @@ Shapes are written (B, T, C) row-major. Matrices are (out, in): y = x W^T.
 #include <glob.h>
 #include <unistd.h>
 #include <sys/stat.h>
+#include <fcntl.h>
 #ifdef _OPENMP
 #include <omp.h>
+#endif
+#include <signal.h>
+#ifdef USE_MPI
+#include <mpi.h>      // data parallel (section 6b): make USE_MPI=1, launched with mpirun or srun
 #endif
 
 #ifdef MIRAS_DOUBLE
@@ -41,8 +46,25 @@ typedef float real;
 // ----------------------------------------------------------------------------
 // 1. basics: errors that say what went wrong and what to do, checked allocation
 
+// Data parallel (section 6b): this process's rank and the number of ranks (0 and 1 without USE_MPI).
+// An error every rank meets alike (the flags, a checkpoint, a global gradient norm) is "collective": rank 0
+// reports it and ends the job; an error of one rank only is printed with its rank and ends the job as well.
+static int g_rank = 0, g_world = 1, g_die_collective = 0;
+static volatile sig_atomic_t g_dying = 0;
+// die_hook: NULL except in the fuzz targets (dev/fuzz), which check the message and longjmp back instead of exiting
+static void (*die_hook)(const char* msg, const char* hint);
 static void die(const char* msg, const char* hint) {
-    fprintf(stderr, "error: %s%s%s%s\n", msg, hint ? " (hint: " : "", hint ? hint : "", hint ? ")" : "");
+    g_dying = 1;
+#ifdef USE_MPI
+    if (g_world > 1 && g_rank != 0 && g_die_collective) sleep(5);   // rank 0 prints the same line and aborts the job first
+#endif
+    char who[32] = "";
+    if (g_world > 1 && !(g_die_collective && g_rank == 0)) snprintf(who, sizeof who, "rank %d: ", g_rank);
+    fprintf(stderr, "error: %s%s%s%s%s\n", who, msg, hint ? " (hint: " : "", hint ? hint : "", hint ? ")" : "");
+    if (die_hook) die_hook(msg, hint);
+#ifdef USE_MPI
+    if (g_world > 1) { fflush(stderr); MPI_Abort(MPI_COMM_WORLD, 1); }   // no rank may wait forever on this one
+#endif
     exit(1);
 }
 #define DIE(hint, ...) do { char _m[8192]; snprintf(_m, sizeof _m, __VA_ARGS__); die(_m, hint); } while (0)
@@ -414,25 +436,25 @@ typedef struct {
 } MemChunk;
 
 static size_t memchunk_carve(MemChunk* c, real* base, int b, int d, int dm, int nP) {
-    real* p = base; size_t nd = (size_t)b * d, nm = (size_t)b * dm, nn = (size_t)b * b;
-#define TAKE(f, sz) do { c->f = base ? p : NULL; p += (sz); } while (0)
+    size_t off = 0, nd = (size_t)b * d, nm = (size_t)b * dm, nn = (size_t)b * b;  // (offsets: no arithmetic on a NULL base)
+#define TAKE(f, sz) do { c->f = base ? base + off : NULL; off += (sz); } while (0)
     TAKE(q, nd); TAKE(k, nd); TAKE(v, nd); TAKE(a, b); TAKE(eta, b); TAKE(theta, b); TAKE(dy, nd); TAKE(etac, nd); TAKE(delta, nd);
     TAKE(alpha, b); TAKE(beta, b); TAKE(sigma, b); TAKE(C, nn); TAKE(s, nn);
     TAKE(zk, nm); TAKE(tk, nm); TAKE(hk, nm); TAKE(nk, nd); TAKE(rk, b); TAKE(r, nd); TAKE(u, nd); TAKE(d1, nd); TAKE(gk, nm); TAKE(d2, nm); TAKE(e, nd); TAKE(psi, nd);
     TAKE(xw1, nm); TAKE(xs1, nm); TAKE(xx1, nn); TAKE(zq, nm); TAKE(tq, nm); TAKE(hq, nm);
     TAKE(xw2, nd); TAKE(xs2, nd); TAKE(xx2, nn); TAKE(nq, nd); TAKE(rq, b); TAKE(y, nd);
-    real* g0 = p;
+    size_t g0 = off;
     TAKE(dq, nd); TAKE(dk, nd); TAKE(dv, nd); TAKE(da, b); TAKE(deta, b); TAKE(dtheta, b);
     TAKE(dalpha, b); TAKE(dbeta, b); TAKE(dC, nn); TAKE(ds, b); TAKE(dsig, 1);
     TAKE(dzk, nm); TAKE(dhk, nm); TAKE(dnk, nd); TAKE(drk, b); TAKE(dr, nd); TAKE(du, nd); TAKE(dd1, nd);
     TAKE(dgk, nm); TAKE(dd2, nm); TAKE(dzq, nm); TAKE(dhq, nm); TAKE(doq, nd); TAKE(dok, nd);
     TAKE(detac, nd); TAKE(ddelta, nd); TAKE(dmk, nd); TAKE(dcs, 2);
-    c->grad0 = base ? g0 : NULL; c->ngrad = (size_t)(p - g0);
+    c->grad0 = base ? base + g0 : NULL; c->ngrad = off - g0;
     TAKE(Pa, nP); TAKE(Pb, nP); TAKE(Sa, nP); TAKE(Sb, nP); TAKE(dlng, d); TAKE(dlnb, d);
     TAKE(Wa, nP); TAKE(Wb, nP); TAKE(Wc, nP); TAKE(dWa, nP); TAKE(dWb, nP); TAKE(save, c->ngrad); TAKE(zero, nd);
     TAKE(xa1, nm); TAKE(xa2, nd); TAKE(dp0, nP); c->p0 = NULL;
 #undef TAKE
-    return (size_t)(p - base);
+    return off;
 }
 
 // Chunk coefficients by the recurrences (t, i local, 0-based; sigma_{-1} = alpha_{-1} = 1):
@@ -1217,27 +1239,45 @@ static void memory_backward(Model* M, int l) {
     }
 }
 
+static const char* cfg_origin = "";   // where the config being checked comes from ("" for the flags): "FILE: "
+// Every field of a config is bounded here, before anything is sized from it: a config may come from a file
+// (checkpoint, fixture), so a bad one must end in an error, never in a division by zero or a huge allocation.
 static void config_check(const Config* c) {
-    if (c->D % c->H) DIE("pick -D a multiple of -H", "width D = %d is not divisible by heads H = %d", c->D, c->H);
-    if (c->V < 1 || c->V > 65536) DIE("token shards hold uint16 ids", "vocab size %d out of range 1..65536", c->V);
-    if (c->b < 1 || c->L < 1 || c->L > 128 || c->F < 1 || c->E < 1 || c->K < 1)
-        DIE("check -k, -L, -F, -E", "bad config: b=%d L=%d F=%d E=%d K=%d", c->b, c->L, c->F, c->E, c->K);
-    if (c->bias < BIAS_L2 || c->bias > BIAS_HUBER || c->algo < ALGO_GD || c->algo > ALGO_MOMENTUM || c->retention < RET_NONE || c->retention > RET_KL || c->gate_rank < 0)
-        DIE("is this file from a newer train_miras?", "bad memory config: bias %d, algo %d, retention %d, gate rank %d", c->bias, c->algo, c->retention, c->gate_rank);
-    if (c->retention != RET_NONE && c->algo == ALGO_MOMENTUM) DIE("use gd with the lq and kl retentions", "momentum with retention %d is not implemented", c->retention);
-    if (c->anchor < 0 || c->anchor > 1) DIE("-Z is 0 or 1", "bad anchor flag %d", c->anchor);
+    if (c->H < 1 || c->D < 1 || c->D > 65536) DIE("check -D and -H", "%sbad width D = %d or heads H = %d (D in 1..65536, H >= 1)", cfg_origin, c->D, c->H);
+    if (c->D % c->H) DIE("pick -D a multiple of -H", "%swidth D = %d is not divisible by heads H = %d", cfg_origin, c->D, c->H);
+    if (c->V < 1 || c->V > 65536) DIE("token shards hold uint16 ids", "%svocab size %d out of range 1..65536", cfg_origin, c->V);
+    if (c->Vp != (c->V + 63) / 64 * 64) DIE("Vp is V rounded up to a multiple of 64", "%spadded vocab Vp = %d for vocab V = %d (expected %d)", cfg_origin, c->Vp, c->V, (c->V + 63) / 64 * 64);
+    if (c->b < 1 || c->b > 1024 || c->L < 1 || c->L > 128 || c->F < 1 || c->F > 1048576 || c->E < 1 || c->E > 64 || c->K < 1 || c->K > 8)
+        DIE("check -k, -L, -F, -E", "%sbad config: b=%d L=%d F=%d E=%d K=%d (b in 1..1024, L 1..128, F 1..2^20, E 1..64, K 1..8)", cfg_origin, c->b, c->L, c->F, c->E, c->K);
+    if (c->mem_depth < 1 || c->mem_depth > 2 || c->mem_resid < 0 || c->mem_resid > 1 || c->mem_ln < 0 || c->mem_ln > 1 ||
+        c->gate_a < 0 || c->gate_a > 1 || c->gate_eta < 0 || c->gate_eta > 1)
+        DIE("is this file from a newer train_miras?", "%sbad memory config: depth %d, residual %d, LN %d, gates a %d eta %d", cfg_origin, c->mem_depth, c->mem_resid, c->mem_ln, c->gate_a, c->gate_eta);
+    if (c->bias < BIAS_L2 || c->bias > BIAS_HUBER || c->algo < ALGO_GD || c->algo > ALGO_MOMENTUM || c->retention < RET_NONE || c->retention > RET_KL || c->gate_rank < 0 || c->gate_rank > c->D)
+        DIE("is this file from a newer train_miras? (-R is at most D)", "%sbad memory config: bias %d, algo %d, retention %d, gate rank %d", cfg_origin, c->bias, c->algo, c->retention, c->gate_rank);
+    if (c->retention != RET_NONE && c->algo == ALGO_MOMENTUM) DIE("use gd with the lq and kl retentions", "%smomentum with retention %d is not implemented", cfg_origin, c->retention);
+    if (c->anchor < 0 || c->anchor > 1) DIE("-Z is 0 or 1", "%sbad anchor flag %d", cfg_origin, c->anchor);
     if (c->anchor && (c->retention == RET_KL || !c->gate_a))
-        DIE("use -Z 0 here", "the anchored retention needs a learned retention gate a and no kl retention (memora)");
-    if (!(c->eta_max > 0) || c->eta_max > 1e6) DIE("pick -X in (0, 1e6]", "bad eta_max %g", c->eta_max);
-    if (c->D / c->H > 256) DIE("use more heads", "head width %d above 256", c->D / c->H);
-    if ((int)strlen(c->pattern) != c->L) DIE("one letter per layer", "layer pattern '%s' has %d letters for %d layers", c->pattern, (int)strlen(c->pattern), c->L);
-    for (int l = 0; l < c->L; l++) if (!strchr("MAS", c->pattern[l]) || !c->pattern[l])
-        DIE("use M (memory), A (attention) or S (sliding-window attention)", "layer pattern '%s': '%c' is not a layer kind", c->pattern, c->pattern[l]);
-    if (strchr(c->pattern, 'A') || strchr(c->pattern, 'S')) {
-        if ((c->D / c->H) % 2) DIE("pick an even head width D/H", "attention layers need an even head width for RoPE, got %d", c->D / c->H);
-    }
-    if (strchr(c->pattern, 'S') ? c->window < 1 : c->window != 0)
-        DIE("give -W >= 1 with 'S' layers (and none without)", "bad attention window %d for layer pattern '%s'", c->window, c->pattern);
+        DIE("use -Z 0 here", "%sthe anchored retention needs a learned retention gate a and no kl retention (memora)", cfg_origin);
+    if (!(c->eta_max > 0) || c->eta_max > 1e6) DIE("pick -X in (0, 1e6]", "%sbad eta_max %g", cfg_origin, c->eta_max);
+    if (c->D / c->H > 256) DIE("use more heads", "%shead width %d above 256", cfg_origin, c->D / c->H);
+    char pat[4 * sizeof c->pattern + 1]; size_t np = 0;   // the pattern as printable text (it may come from a file)
+    for (const unsigned char* q = (const unsigned char*)c->pattern; *q && np + 5 < sizeof pat; q++)
+        np += (size_t)(*q >= 32 && *q < 127 ? snprintf(pat + np, 2, "%c", *q) : snprintf(pat + np, 5, "\\x%02x", *q));
+    pat[np] = 0;
+    if ((int)strlen(c->pattern) != c->L) DIE("one letter per layer", "%slayer pattern '%s' has %d letters for %d layers", cfg_origin, pat, (int)strlen(c->pattern), c->L);
+    for (int l = 0; l < c->L; l++) if (!c->pattern[l] || !strchr("MAS", c->pattern[l]))
+        DIE("use M (memory), A (attention) or S (sliding-window attention)", "%slayer pattern '%s': letter %d is not a layer kind", cfg_origin, pat, l + 1);
+    if ((strchr(c->pattern, 'A') || strchr(c->pattern, 'S')) && (c->D / c->H) % 2)
+        DIE("pick an even head width D/H", "%sattention layers need an even head width for RoPE, got %d", cfg_origin, c->D / c->H);
+    if (c->window < 0 || c->window > (1 << 24) || (strchr(c->pattern, 'S') ? c->window < 1 : c->window != 0))
+        DIE("give -W in 1..2^24 with 'S' layers (and none without)", "%sbad attention window %d for layer pattern '%s'", cfg_origin, c->window, pat);
+}
+
+// The parameter count of a config (checked first: the sizes are bounded, so the sum cannot overflow)
+static size_t config_num_params(const Config* c) {
+    config_check(c); size_t s[NUM_PARAM_TENSORS], n = 0; fill_in_parameter_sizes(s, c);
+    for (int i = 0; i < NUM_PARAM_TENSORS; i++) n += s[i];
+    return n;
 }
 
 // Allocate the parameters of a config (zeros). The caller fills them (init or checkpoint).
@@ -1288,6 +1328,15 @@ static void model_init(Model* M, uint64_t seed) {
 }
 
 // (Re)allocate activations for batch B, length T (lazily, like llm.c; a new shape reallocates).
+// The floats model_alloc_acts takes for a batch (B, T), as a double: a budget check before allocating, for
+// sizes that come from a file (dump mode). Mirrors the allocations below.
+static double model_act_floats(const Config* c, int B, int T) {
+    MemCfg m = mem_config(c); size_t s[NUM_ACT_TENSORS]; MemChunk tmp; fill_in_activation_sizes(s, c, B, T);
+    double n = (double)head_act_size(c, B, T); for (int i = 0; i < NUM_ACT_TENSORS; i++) n += (double)s[i];
+    double nstate = (double)c->L * B * c->H * ((T + c->b - 1) / c->b) * m.nP;
+    return 2 * n + nstate * (1 + m.momentum) + (double)B * c->H * (m.nP + 2 * m.d)
+         + (double)max_threads() * memchunk_carve(&tmp, NULL, c->b, m.d, m.dm, m.nP) + 2.0 * B * T;
+}
 static void model_alloc_acts(Model* M, int B, int T) {
     if (M->acts_memory && M->B == B && M->T == T) return;
     free(M->acts_memory); free(M->grads_acts_memory); free(M->mem_P); free(M->mem_S); free(M->mem_dbh);
@@ -1668,12 +1717,14 @@ static void header_to_config(Config* c, const int* h) {
 }
 
 // reals are stored as float32 whatever `real` is
+static long write_delay_us;   // > 0 only inside save_checkpoint with MIRAS_CKPT_DELAY_US set (the kill -9 test)
 static int write_reals(FILE* f, const real* x, size_t n) {
     float buf[4096];
     for (size_t i = 0; i < n; i += 4096) {
         size_t k = n - i < 4096 ? n - i : 4096;
         for (size_t j = 0; j < k; j++) buf[j] = (float)x[i + j];
         if (fwrite(buf, 4, k, f) != k) return 0;
+        if (write_delay_us > 0) { fflush(f); usleep((useconds_t)write_delay_us); }
     }
     return 1;
 }
@@ -1689,11 +1740,17 @@ static int read_reals(FILE* f, real* x, size_t n) {
 static long file_size(const char* path) { struct stat st; return stat(path, &st) ? -1 : (long)st.st_size; }
 
 // Training state saved with a checkpoint, so that a resumed run continues bit for bit.
-typedef struct { long step; int shard; long pos; uint64_t rng; } TrainState;
+// With data parallel ranks (section 6b) it also holds the number of ranks and every rank's data position
+// (shard, pos above are rank 0's; rank_shard/rank_pos have world entries when world > 1, else NULL).
+typedef struct { long step; int shard; long pos; uint64_t rng; int world; int* rank_shard; long* rank_pos; } TrainState;
 
-// Checkpoint: model header + params [+ state header + AdamW m, v]. Written to PATH.tmp, then renamed.
+// Checkpoint: model header + params [+ state header + AdamW m, v]. Written to PATH.tmp, flushed to disk (fsync),
+// then renamed over PATH, and the directory is fsynced: PATH is always a whole old or a whole new checkpoint, even
+// if the process is killed mid-write (make test kills it with SIGKILL at random points, many times: test 5e).
+// MIRAS_CKPT_DELAY_US=N (a test hook) sleeps N us after every 16 KB written, so that such kills land mid-write.
 static void save_checkpoint(const Model* M, const char* path, const TrainState* st) {
     char tmp[4096]; snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    const char* delay = getenv("MIRAS_CKPT_DELAY_US"); write_delay_us = delay ? atol(delay) : 0;
     FILE* f = fopen(tmp, "wb");
     if (!f) DIE("check that the output directory exists and is writable", "cannot write checkpoint %s: %s", tmp, strerror(errno));
     int h[256] = {0}; h[0] = MODEL_MAGIC; h[1] = 1; config_to_header(h, &M->cfg, M->num_params);
@@ -1702,26 +1759,46 @@ static void save_checkpoint(const Model* M, const char* path, const TrainState* 
         int s[256] = {0}; s[0] = STATE_MAGIC; s[1] = 1;
         s[2] = (int)st->step; s[3] = st->shard; s[4] = (int)(st->pos & 0x7fffffff); s[5] = (int)(st->pos >> 31);
         s[6] = (int)(st->rng & 0xffffffffu); s[7] = (int)(st->rng >> 32); s[8] = (int)M->adam_t;
+        s[9] = st->world > 1 ? st->world : 1;
         ok = ok && fwrite(s, 4, 256, f) == 256 && write_reals(f, M->m_memory, M->num_params) && write_reals(f, M->v_memory, M->num_params);
+        for (int r = 0; ok && st->world > 1 && r < st->world; r++) {   // every rank's data position
+            int p[3] = {st->rank_shard[r], (int)(st->rank_pos[r] & 0x7fffffff), (int)(st->rank_pos[r] >> 31)};
+            ok = fwrite(p, 4, 3, f) == 3;
+        }
     }
-    ok = fflush(f) == 0 && ok; if (ok) fsync(fileno(f));
+    write_delay_us = 0;
+    ok = fflush(f) == 0 && ok; if (ok) ok = fsync(fileno(f)) == 0;
     if (fclose(f) != 0 || !ok) { remove(tmp); DIE("is the disk full?", "failed writing checkpoint %s", tmp); }
-    if (rename(tmp, path) != 0) DIE(NULL, "cannot rename %s to %s: %s", tmp, path, strerror(errno));
+    if (rename(tmp, path) != 0) DIE("check the output directory's permissions", "cannot rename %s to %s: %s", tmp, path, strerror(errno));
+    char dir[4096]; snprintf(dir, sizeof dir, "%s", path); char* slash = strrchr(dir, '/');
+    if (slash) *(slash == dir ? slash + 1 : slash) = 0; else snprintf(dir, sizeof dir, ".");
+    int dfd = open(dir, O_RDONLY);   // the rename itself reaches the disk with the directory
+    if (dfd >= 0) { fsync(dfd); close(dfd); }
 }
 
 // Read a checkpoint's header into cfg (returns 1 if it also carries a training state).
 static int peek_checkpoint(const char* path, Config* cfg) {
     FILE* f = fopen(path, "rb");
     if (!f) DIE("give an existing checkpoint with -e, or drop -r to start fresh", "cannot open checkpoint %s: %s", path, strerror(errno));
-    int h[256];
-    if (fread(h, 4, 256, f) != 256) DIE("the file was cut short; use an older checkpoint", "checkpoint %s is truncated (no full header)", path);
+    int h[256]; int got = fread(h, 4, 256, f) == 256;
     fclose(f);
+    if (!got) DIE("the file was cut short; use an older checkpoint", "checkpoint %s is truncated (no full header)", path);
     if (h[0] != MODEL_MAGIC) DIE("is this a train_miras checkpoint?", "%s has magic %d, expected %d", path, h[0], MODEL_MAGIC);
     if (h[1] != 1) DIE("written by another version of train_miras", "%s has version %d, expected 1", path, h[1]);
     header_to_config(cfg, h);
+    static char origin[4200]; snprintf(origin, sizeof origin, "checkpoint %s: ", path); cfg_origin = origin;
+    size_t nc = config_num_params(cfg);   // (the config is checked first: nothing is sized from a bad one)
+    cfg_origin = "";
+    if (nc != (size_t)(unsigned)h[19])
+        DIE("the header is corrupt; use an older checkpoint", "checkpoint %s says %d params, its config makes %zu", path, h[19], nc);
     long np = h[19], need = 1024 + 4 * np, have = file_size(path);
     if (have < need) DIE("the file was cut short; use an older checkpoint", "checkpoint %s is truncated (%ld bytes, expected %ld)", path, have, need);
     if (have == need) return 0;
+    if (have > need + 1024 + 8 * np) {   // a run of several ranks appends their data positions (3 int32 each)
+        int s[256] = {0}; FILE* g = fopen(path, "rb");
+        int got = g && !fseek(g, need, SEEK_SET) && fread(s, 4, 256, g) == 256; if (g) fclose(g);
+        if (got && s[0] == STATE_MAGIC && s[9] > 1 && have == need + 1024 + 8 * np + 12L * s[9]) return 1;
+    }
     if (have != need + 1024 + 8 * np) DIE("the file was cut short; use an older checkpoint", "checkpoint %s is truncated or has trailing bytes (%ld bytes, expected %ld)", path, have, need + 1024 + 8 * np);
     return 1;
 }
@@ -1730,15 +1807,27 @@ static void load_checkpoint(Model* M, const char* path, TrainState* st) {
     FILE* f = fopen(path, "rb");
     if (!f) DIE(NULL, "cannot open checkpoint %s: %s", path, strerror(errno));
     int h[256];
-    if (fread(h, 4, 256, f) != 256 || h[19] != (int)M->num_params) DIE(NULL, "checkpoint %s does not match the model (%d params, model has %zu)", path, h[19], M->num_params);
-    if (!read_reals(f, M->params_memory, M->num_params)) DIE("the file was cut short", "checkpoint %s is truncated", path);
+    if (fread(h, 4, 256, f) != 256 || h[19] != (int)M->num_params) { fclose(f); DIE("the checkpoint changed while it was read; run again", "checkpoint %s does not match the model (%d params, model has %zu)", path, h[19], M->num_params); }
+    if (!read_reals(f, M->params_memory, M->num_params)) { fclose(f); DIE("the file was cut short", "checkpoint %s is truncated", path); }
     if (st) {
         int s[256];
-        if (fread(s, 4, 256, f) != 256 || s[0] != STATE_MAGIC) DIE("this file holds a model only; start a run from it with -e instead of -r", "checkpoint %s has no training state", path);
+        if (fread(s, 4, 256, f) != 256 || s[0] != STATE_MAGIC) { fclose(f); DIE("this file holds a model only; start a run from it with -e instead of -r", "checkpoint %s has no training state", path); }
+        if (s[1] != 1 || s[2] < 0 || s[3] < 0 || s[4] < 0 || s[5] < 0 || s[8] < 0) { fclose(f);
+            DIE("the training state is corrupt; use an older checkpoint, or start from this one with -e", "checkpoint %s has a bad training state (version %d, step %d, shard %d, position %d/%d, AdamW step %d)", path, s[1], s[2], s[3], s[4], s[5], s[8]); }
         st->step = s[2]; st->shard = s[3]; st->pos = (long)s[4] | ((long)s[5] << 31);
         st->rng = (uint64_t)(uint32_t)s[6] | ((uint64_t)(uint32_t)s[7] << 32); M->adam_t = s[8];
-        M->m_memory = xmalloc(M->num_params * sizeof(real)); M->v_memory = xmalloc(M->num_params * sizeof(real));
-        if (!read_reals(f, M->m_memory, M->num_params) || !read_reals(f, M->v_memory, M->num_params)) DIE("the file was cut short", "checkpoint %s is truncated", path);
+        if (!M->m_memory) M->m_memory = xmalloc(M->num_params * sizeof(real));
+        if (!M->v_memory) M->v_memory = xmalloc(M->num_params * sizeof(real));
+        if (!read_reals(f, M->m_memory, M->num_params) || !read_reals(f, M->v_memory, M->num_params)) { fclose(f); DIE("the file was cut short", "checkpoint %s is truncated", path); }
+        st->world = s[9] > 1 ? s[9] : 1;   // older files hold 0: one process (peek_checkpoint checked the count against the file size)
+        if (st->world > 1) {
+            st->rank_shard = xmalloc(st->world * sizeof(int)); st->rank_pos = xmalloc(st->world * sizeof(long));
+            for (int r = 0; r < st->world; r++) {
+                int p[3]; if (fread(p, 4, 3, f) != 3) { fclose(f); DIE("the file was cut short", "checkpoint %s is truncated", path); }
+                if (p[0] < 0 || p[1] < 0 || p[2] < 0) { fclose(f); DIE("the training state is corrupt; use an older checkpoint, or start from this one with -e", "checkpoint %s has a bad data position for rank %d (shard %d)", path, r, p[0]); }
+                st->rank_shard[r] = p[0]; st->rank_pos[r] = (long)p[1] | ((long)p[2] << 31);
+            }
+        }
     }
     fclose(f);
 }
@@ -1752,10 +1841,10 @@ typedef struct {
 
 static long shard_check(const char* path, int B, int T) {
     FILE* f = fopen(path, "rb");
-    if (!f) DIE(NULL, "cannot open shard %s: %s", path, strerror(errno));
-    int h[256];
-    if (fread(h, 4, 256, f) != 256) DIE("re-create it with data_prep/text2shards", "shard %s is truncated (no full 1024-byte header)", path);
+    if (!f) DIE("check the -i / -j globs and the file's permissions", "cannot open shard %s: %s", path, strerror(errno));
+    int h[256]; int got = fread(h, 4, 256, f) == 256;
     fclose(f);
+    if (!got) DIE("re-create it with data_prep/text2shards", "shard %s is truncated (no full 1024-byte header)", path);
     if (h[0] != SHARD_MAGIC) DIE("token shards are made by data_prep/text2shards (llm.c format)", "shard %s has magic %d, expected %d", path, h[0], SHARD_MAGIC);
     if (h[1] != 1) DIE("only llm.c's GPT-2 style uint16 shards are read", "shard %s has version %d, expected 1", path, h[1]);
     long n = h[2], sz = file_size(path);
@@ -1767,6 +1856,19 @@ static void mask_path(char* out, size_t cap, const char* shard) {
     snprintf(out, cap, "%s", shard); size_t n = strlen(out);
     if (n > 4 && !strcmp(out + n - 4, ".bin")) strcpy(out + n - 4, ".mask");
 }
+// An answer mask beside a shard (X.mask for X.bin): 1 if it is there and valid, 0 if there is none; an error if it
+// is there but does not belong to the shard (a wrong header, size or count would silently misplace the answers).
+static int mask_check(const char* path, long ntok) {
+    long sz = file_size(path);
+    if (sz < 0) return 0;
+    FILE* f = fopen(path, "rb"); int h[256] = {0}; int got = f && fread(h, 4, 256, f) == 256;
+    if (f) fclose(f);
+    if (!got) DIE("re-create the shards and masks with data_prep/synth, or remove the .mask file", "answer mask %s is unreadable or has no full 1024-byte header", path);
+    if (h[0] != MASK_MAGIC || h[1] != 1) DIE("re-create the shards and masks with data_prep/synth, or remove the .mask file", "answer mask %s has magic %d version %d, expected %d version 1", path, h[0], h[1], MASK_MAGIC);
+    if (h[2] != ntok || sz != 1024 + ntok)
+        DIE("re-create the shards and masks with data_prep/synth, or remove the .mask file", "answer mask %s does not match its shard (%d entries, %ld bytes; the shard has %ld tokens)", path, h[2], sz, ntok);
+    return 1;
+}
 static void dataloader_init(DataLoader* dl, const char* pattern, int B, int T) {
     memset(dl, 0, sizeof *dl); dl->B = B; dl->T = T;
     if (glob(pattern, 0, NULL, &dl->g) != 0 || dl->g.gl_pathc == 0)
@@ -1776,7 +1878,7 @@ static void dataloader_init(DataLoader* dl, const char* pattern, int B, int T) {
     for (int i = 0; i < dl->nfiles; i++) {
         dl->ntok[i] = shard_check(dl->g.gl_pathv[i], B, T);
         char mp[4096]; mask_path(mp, sizeof mp, dl->g.gl_pathv[i]);
-        if (file_size(mp) != 1024 + dl->ntok[i]) dl->has_mask = 0;
+        if (!mask_check(mp, dl->ntok[i])) dl->has_mask = 0;
     }
     dl->buf = xmalloc(((size_t)B * T + 1) * sizeof(uint16_t));
     dl->inputs = xmalloc((size_t)B * T * sizeof(int)); dl->targets = xmalloc((size_t)B * T * sizeof(int));
@@ -1788,32 +1890,53 @@ static void dataloader_next(DataLoader* dl) {
     if (dl->pos + need > dl->ntok[dl->shard]) { dl->shard = (dl->shard + 1) % dl->nfiles; dl->pos = 0; }
     const char* path = dl->g.gl_pathv[dl->shard];
     FILE* f = fopen(path, "rb");
-    if (!f || fseek(f, 1024 + 2 * dl->pos, SEEK_SET) || fread(dl->buf, 2, need, f) != (size_t)need) DIE(NULL, "failed reading shard %s", path);
-    fclose(f);
+    int ok = f && !fseek(f, 1024 + 2 * dl->pos, SEEK_SET) && fread(dl->buf, 2, need, f) == (size_t)need;
+    if (f) fclose(f);
+    if (!ok) DIE("was the shard changed or removed during the run?", "failed reading shard %s", path);
     if (dl->has_mask) {
         char mp[4096]; mask_path(mp, sizeof mp, path); FILE* g = fopen(mp, "rb");
-        if (!g || fseek(g, 1024 + dl->pos, SEEK_SET) || fread(dl->mask, 1, need, g) != (size_t)need) DIE(NULL, "failed reading mask %s", mp);
-        fclose(g);
+        ok = g && !fseek(g, 1024 + dl->pos, SEEK_SET) && fread(dl->mask, 1, need, g) == (size_t)need;
+        if (g) fclose(g);
+        if (!ok) DIE("was the mask changed or removed during the run?", "failed reading mask %s", mp);
     }
     for (long i = 0; i < need - 1; i++) { dl->inputs[i] = dl->buf[i]; dl->targets[i] = dl->buf[i + 1]; }
     dl->pos += need - 1;
+}
+// move on by n batches without reading them, exactly as n calls of dataloader_next would (the batches of the
+// other data-parallel ranks, section 6b)
+static void dataloader_skip(DataLoader* dl, long n) {
+    long need = (long)dl->B * dl->T + 1;
+    for (long i = 0; i < n; i++) {
+        if (dl->pos + need > dl->ntok[dl->shard]) { dl->shard = (dl->shard + 1) % dl->nfiles; dl->pos = 0; }
+        dl->pos += need - 1;
+    }
 }
 static void dataloader_free(DataLoader* dl) { globfree(&dl->g); free(dl->ntok); free(dl->buf); free(dl->inputs); free(dl->targets); free(dl->mask); }
 
 // Tokenizer (llm.c): 256 uint32 header (20240328, 2, vocab, eot), then per token a uint8 length and bytes.
 typedef struct { int n, eot; char** tok; } Tokenizer;
+static void tokenizer_free(Tokenizer* tk) {
+    for (int i = 0; tk->tok && i < tk->n; i++) free(tk->tok[i]);
+    free(tk->tok); tk->tok = NULL; tk->n = 0;
+}
+// Returns 1 when loaded, 0 when there is no such file (-z none: samples print as ids). A file that is there but is
+// not a valid tokenizer is an error; its vocab is checked against the file size before anything is allocated.
 static int tokenizer_load(Tokenizer* tk, const char* path) {
     memset(tk, 0, sizeof *tk); tk->eot = -1;
     FILE* f = path ? fopen(path, "rb") : NULL;
     if (!f) return 0;
-    uint32_t h[256];
-    if (fread(h, 4, 256, f) != 256 || h[0] != TOKENIZER_MAGIC) { fclose(f); fprintf(stderr, "warning: %s is not a tokenizer file; samples print as ids\n", path); return 0; }
+    const char* hint = "give the tokenizer file written with the shards with -z, or -z none";
+    uint32_t h[256]; long sz = file_size(path);
+    if (fread(h, 4, 256, f) != 256 || h[0] != TOKENIZER_MAGIC || (h[1] != 1 && h[1] != 2)) {
+        fclose(f); DIE(hint, "%s is not a tokenizer file (no llm.c header with magic %d, version 1 or 2)", path, TOKENIZER_MAGIC); }
+    if (h[2] < 1 || h[2] > 65536 || (long)h[2] > sz - 1024) {   // every token takes at least its length byte
+        fclose(f); DIE(hint, "tokenizer %s has a bad vocab size %u (1..65536, at most one per byte of its %ld-byte body)", path, h[2], sz - 1024); }
     tk->n = (int)h[2]; tk->eot = h[1] >= 2 ? (int)h[3] : -1; tk->tok = xmalloc(tk->n * sizeof(char*));
     for (int i = 0; i < tk->n; i++) {
         unsigned char len;
-        if (fread(&len, 1, 1, f) != 1) { fclose(f); fprintf(stderr, "warning: tokenizer %s is truncated; samples print as ids\n", path); tk->n = i; return 0; }
-        tk->tok[i] = xmalloc(len + 1);
-        if (fread(tk->tok[i], 1, len, f) != len) { fclose(f); tk->n = i + 1; return 0; }
+        int ok = fread(&len, 1, 1, f) == 1;
+        if (ok) { tk->tok[i] = xmalloc(len + 1); ok = fread(tk->tok[i], 1, len, f) == len; }
+        if (!ok) { fclose(f); tokenizer_free(tk); DIE(hint, "tokenizer %s is truncated (in token %d of %u)", path, i, h[2]); }
     }
     fclose(f); return 1;
 }
@@ -1882,20 +2005,55 @@ static double now_s(void) { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t
 // is ignored). OUT: 256 int32 (20261104, 1, B, T, V, num_params, nsteps), then float32 logits (B*T*V), loss, every
 // gradient, the losses of nsteps AdamW steps on the batch (the first is the loss above), and the params after them.
 #define DUMP_MAGIC 20261104
+#define FIXTURE_MAGIC 20261103
+#define DUMP_MAX_STEPS 1000           // AdamW steps of a dump run
+#define DUMP_MAX_FLOATS (1.0 * (1 << 28))  // the activations of its batch (1 GiB in float)
+static const char* const FIXTURE_HINT = "give a fixture file from dev/fixtures (or one from train_miras_cu --make-input)";
+// Check a fixture-layout header (h: its 256 ints) against the size of its file before anything is sized from it:
+// the config, the batch and step counts, the parameter count, and that the params and tokens are there. Fills cfg;
+// returns the byte offset where the tokens end (the reference outputs of dev/reference.py follow).
+static long fixture_check(const char* in, const int* h, Config* cfg, long size) {
+    if (h[0] != FIXTURE_MAGIC || h[1] != 1) DIE(FIXTURE_HINT, "%s is not a fixture-layout file (magic %d version %d, expected %d version 1)", in, h[0], h[1], FIXTURE_MAGIC);
+    header_to_config(cfg, h);
+    int B = h[100], T = h[101], nsteps = h[102];
+    if (B < 1 || B > 65536 || T < 1 || T > 1048576 || nsteps < 0 || nsteps > DUMP_MAX_STEPS || (long)B * T > (1L << 24))
+        DIE(FIXTURE_HINT, "%s has a bad batch header: B %d, T %d, nsteps %d (B*T at most 2^24, nsteps 0..%d)", in, B, T, nsteps, DUMP_MAX_STEPS);
+    static char origin[4200]; snprintf(origin, sizeof origin, "%s: ", in); cfg_origin = origin;
+    size_t np = config_num_params(cfg);
+    cfg_origin = "";
+    if (np != (size_t)(unsigned)h[19]) DIE(FIXTURE_HINT, "%s says %d params, its config makes %zu", in, h[19], np);
+    long end = 1024 + 4 * (long)np + 4L * B * (T + 1);
+    if (size < end) DIE(FIXTURE_HINT, "%s is truncated (%ld bytes; its params and tokens need %ld)", in, size, end);
+    if (model_act_floats(cfg, B, T) > DUMP_MAX_FLOATS)
+        DIE("use a smaller batch in the input", "%s: a batch of B %d, T %d for this model needs %.3g floats of activations, above the %.3g of dump mode", in, B, T, model_act_floats(cfg, B, T), DUMP_MAX_FLOATS);
+    return end;
+}
+// Read a fixture-layout file (dump mode, here and in train_miras.cu): the header into h and cfg, the params into M
+// (built here), and the B x (T+1) tokens as inputs and targets (B*T each, allocated here).
+static void dump_input_read(const char* in, Model* M, Config* cfg, int* h, int** inp, int** tgt) {
+    FILE* f = fopen(in, "rb");
+    if (!f) DIE(FIXTURE_HINT, "cannot open dump input %s: %s", in, strerror(errno));
+    int got = fread(h, 4, 256, f) == 256; long size = file_size(in);
+    if (!got) { fclose(f); DIE(FIXTURE_HINT, "dump input %s is truncated (no full 1024-byte header)", in); }
+    fclose(f);
+    fixture_check(in, h, cfg, size);
+    int B = h[100], T = h[101];
+    model_build(M, cfg);
+    size_t N = (size_t)B * T; int* tok = xmalloc(((size_t)B * (T + 1)) * sizeof(int)); *inp = xmalloc(N * sizeof(int)); *tgt = xmalloc(N * sizeof(int));
+    f = fopen(in, "rb");
+    int ok = f && !fseek(f, 1024, SEEK_SET) && read_reals(f, M->params_memory, M->num_params) && fread(tok, 4, (size_t)B * (T + 1), f) == (size_t)B * (T + 1);
+    if (f) fclose(f);
+    if (!ok) { free(tok); DIE("was the file changed while it was read?", "dump input %s is truncated", in); }
+    for (int r = 0; r < B; r++) for (int t = 0; t < T; t++) { (*inp)[r * T + t] = tok[r * (T + 1) + t]; (*tgt)[r * T + t] = tok[r * (T + 1) + t + 1]; }
+    free(tok);
+}
 static void dump_run(const char* in, const char* out) {
-    FILE* f = fopen(in, "rb"); int h[256];
-    if (!f || fread(h, 4, 256, f) != 256) DIE("give a fixture file from dev/fixtures", "cannot read dump input %s", in);
-    Config cfg; header_to_config(&cfg, h);
+    int h[256]; Config cfg; Model M; int *inp, *tgt;
+    dump_input_read(in, &M, &cfg, h, &inp, &tgt);
     int B = h[100], T = h[101], nsteps = h[102];
     real lr = bits_f32(h[103]), b1 = bits_f32(h[104]), b2 = bits_f32(h[105]), eps = bits_f32(h[106]), wd = bits_f32(h[107]), clip = bits_f32(h[108]);
-    if (B < 1 || T < 1 || nsteps < 0) DIE("give a fixture file from dev/fixtures", "dump input %s has a bad batch header", in);
-    Model M; model_build(&M, &cfg);
-    if ((size_t)h[19] != M.num_params) DIE(NULL, "dump input %s: %d params, its config makes %zu", in, h[19], M.num_params);
-    size_t N = (size_t)B * T; int* tok = xmalloc(((size_t)B * (T + 1)) * sizeof(int)); int* inp = xmalloc(N * sizeof(int)); int* tgt = xmalloc(N * sizeof(int));
-    if (!read_reals(f, M.params_memory, M.num_params) || fread(tok, 4, (size_t)B * (T + 1), f) != (size_t)B * (T + 1)) DIE(NULL, "dump input %s is truncated", in);
-    fclose(f);
-    for (int r = 0; r < B; r++) for (int t = 0; t < T; t++) { inp[r * T + t] = tok[r * (T + 1) + t]; tgt[r * T + t] = tok[r * (T + 1) + t + 1]; }
-    FILE* g = fopen(out, "wb"); if (!g) DIE(NULL, "cannot write %s", out);
+    size_t N = (size_t)B * T;
+    FILE* g = fopen(out, "wb"); if (!g) DIE("check that the output directory exists and is writable", "cannot write %s: %s", out, strerror(errno));
     int oh[256] = {0}; oh[0] = DUMP_MAGIC; oh[1] = 1; oh[2] = B; oh[3] = T; oh[4] = cfg.V; oh[5] = (int)M.num_params; oh[6] = nsteps;
     fwrite(oh, 4, 256, g);
     real* losses = xmalloc((nsteps + 1) * sizeof(real));
@@ -1910,8 +2068,8 @@ static void dump_run(const char* in, const char* out) {
         grad_clip(&M, grad_norm(&M), clip); model_update(&M, lr, b1, b2, eps, wd);
     }
     write_reals(g, losses, nsteps); write_reals(g, M.params_memory, M.num_params);
-    if (fclose(g) != 0) DIE(NULL, "failed writing %s", out);
-    free(losses); free(tok); free(inp); free(tgt); model_free(&M);
+    if (fclose(g) != 0) DIE("is the disk full?", "failed writing %s", out);
+    free(losses); free(inp); free(tgt); model_free(&M);
 }
 
 // ---- the command line and the run's files, shared with train_miras.cu (whose main differs only in the model calls)
@@ -1982,7 +2140,7 @@ static void args_parse(Args* a, int argc, char** argv, void (*usage)(void), int 
     }
     if (a->dump_in || a->dump_out) { if (!a->dump_in || !a->dump_out) DIE("give both -J IN and -O OUT", "dump mode needs an input and an output file"); return; }
     if (a->B < 1 || a->T < 1 || a->max_steps < 0) DIE("use positive -b, -t and -x", "bad batch %d, length %d or steps %ld", a->B, a->T, a->max_steps);
-    if (a->tokens_per_step <= 0) a->tokens_per_step = (long)a->B * a->T;
+    if (a->tokens_per_step <= 0) a->tokens_per_step = (long)a->B * a->T * g_world;   // data parallel: B*T per rank
     if (a->tokens_per_step % ((long)a->B * a->T)) DIE("make -d a multiple of B*T", "tokens per step %ld is not a multiple of B*T = %d", a->tokens_per_step, a->B * a->T);
 }
 
@@ -2040,8 +2198,8 @@ static const uint8_t* run_open(Run* r, const Args* a, const Config* cfg, const T
     if (r->tk.n && r->tk.n != cfg->V) fprintf(stderr, "warning: tokenizer has %d tokens, model vocab is %d\n", r->tk.n, cfg->V);
     mkdir(a->out_dir, 0755);
     char log_path[4096]; snprintf(log_path, sizeof log_path, "%s/log.txt", a->out_dir);
-    r->logf = a->max_steps > 0 ? fopen(log_path, st->step ? "a" : "w") : NULL;
-    if (a->max_steps > 0 && !r->logf) DIE("check that the output directory is writable", "cannot write %s", log_path);
+    r->logf = a->max_steps > 0 && g_rank == 0 ? fopen(log_path, st->step ? "a" : "w") : NULL;   // rank 0 logs (section 6b)
+    if (a->max_steps > 0 && g_rank == 0 && !r->logf) DIE("check that the output directory is writable", "cannot write %s", log_path);
     if (!a->answers_only) return NULL;
     return a->max_steps > 0 ? r->train.mask + 1 : r->val.mask + 1;
 }
@@ -2049,6 +2207,7 @@ static void run_close(Run* r) {
     if (r->logf) fclose(r->logf);
     if (r->train.nfiles) dataloader_free(&r->train);
     if (r->have_val) dataloader_free(&r->val);
+    tokenizer_free(&r->tk);
 }
 // one validation line on stdout and in the log (step < 0: a lone evaluation, no log)
 static void report_val(const Run* r, long step, real vl, real acc) {
@@ -2062,7 +2221,7 @@ static void report_val(const Run* r, long step, real vl, real acc) {
 static int skip_nonfinite_step(const Run* r, long step, int* skipped, int max, const char* what) {
     if (*skipped >= max) return 0;
     (*skipped)++;
-    printf("warning: step %ld skipped: %s not finite (%d of %d allowed by -N)\n", step, what, *skipped, max);
+    if (g_rank == 0) printf("warning: step %ld skipped: %s not finite (%d of %d allowed by -N)\n", step, what, *skipped, max);
     if (r->logf) { fprintf(r->logf, "s:%ld skipped:%s\n", step, what); fflush(r->logf); }
     return 1;
 }
@@ -2072,27 +2231,137 @@ static void report_step(const Run* r, long step, long max_steps, real loss, real
     fprintf(r->logf, "s:%ld trl:%.6f lr:%.6e norm:%.4f ms:%.1f tok/s:%.0f\n", step, loss, lr, norm, 1e3 * dt, tps); fflush(r->logf);
 }
 
+// ----------------------------------------------------------------------------
+// 6b. data parallel training over MPI ranks (make USE_MPI=1; mpirun -np N or srun). Without USE_MPI these are
+// no-ops for one process. The global batch of a step (-d tokens) is the single-process batch with gradient
+// accumulation: its accum*N micro-batches, in stream order, go accum to a rank (rank r takes r*accum ..
+// r*accum+accum-1), so N ranks see exactly the tokens one process sees, and no two ranks the same micro-batch.
+// Each rank keeps its own position in the shards and skips the micro-batches of the others. The gradients are
+// summed with one MPI_Allreduce (each rank's backward is scaled by 1/(accum*N), so the sum is the mean); every
+// rank then has the same gradients, clips on the same global norm and takes the same AdamW step. Logging,
+// validation (on rank 0 only: the single-process numbers), sampling and checkpoints are rank 0's.
+
+static int dist_local_rank(void) {   // the GPU of this rank on its node (train_miras.cu)
+    const char* e = getenv("OMPI_COMM_WORLD_LOCAL_RANK"); if (!e) e = getenv("SLURM_LOCALID"); if (!e) e = getenv("MPI_LOCALRANKID");
+    return e ? atoi(e) : 0;
+}
+// a rank stopped by the launcher (mpirun ends the job when another rank exits or aborts) says so, and exits 1
+static void dist_on_term(int sig) {
+    (void)sig;
+    if (!g_dying) {
+        char m[256]; int n = snprintf(m, sizeof m, "error: rank %d: stopped by the launcher (another rank failed or the job was cancelled; its error is above) "
+                                      "(hint: fix that rank's error and start again, or resume from the last checkpoint with -r 1)\n", g_rank);
+        if (n > 0 && write(2, m, (size_t)n) < 0) {}
+    }
+    _exit(1);
+}
+#ifdef USE_MPI
+static void dist_finalize(void) { int fin = 0; MPI_Finalized(&fin); if (!fin) MPI_Finalize(); }
+#define MPI_REAL_T (sizeof(real) == sizeof(double) ? MPI_DOUBLE : MPI_FLOAT)
+#endif
+static void dist_init(int* argc, char*** argv) {
+#ifdef USE_MPI
+    MPI_Init(argc, argv);
+    MPI_Comm_rank(MPI_COMM_WORLD, &g_rank); MPI_Comm_size(MPI_COMM_WORLD, &g_world);
+    atexit(dist_finalize);
+    if (g_world > 1) { signal(SIGTERM, dist_on_term); signal(SIGINT, dist_on_term); }
+#else
+    (void)argc; (void)argv;
+#endif
+}
+// sum x over the ranks, in place (every rank gets the same sums: MPI's reduction order is fixed for a given
+// number of ranks and message size; dist_check_same_weights verifies it at every checkpoint)
+static void dist_allreduce(real* x, size_t n) {
+#ifdef USE_MPI
+    if (g_world <= 1) return;
+    for (size_t i = 0; i < n; i += (size_t)1 << 30) {
+        size_t k = n - i < ((size_t)1 << 30) ? n - i : ((size_t)1 << 30);
+        if (MPI_Allreduce(MPI_IN_PLACE, x + i, (int)k, MPI_REAL_T, MPI_SUM, MPI_COMM_WORLD) != MPI_SUCCESS) DIE(NULL, "MPI_Allreduce failed");
+    }
+#else
+    (void)x; (void)n;
+#endif
+}
+static void dist_allreduce_f64(double* x, int n) {
+#ifdef USE_MPI
+    if (g_world > 1 && MPI_Allreduce(MPI_IN_PLACE, x, n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD) != MPI_SUCCESS) DIE(NULL, "MPI_Allreduce failed");
+#else
+    (void)x; (void)n;
+#endif
+}
+// The tokens per step: -d is the global batch (default B*T per rank); accum micro-batches per rank and step.
+static int dist_accum(const Args* a) {
+    long per = (long)a->B * a->T * g_world;
+    if (a->tokens_per_step % per) DIE("make -d a multiple of B*T times the number of ranks", "tokens per step %ld is not a multiple of B*T*ranks = %d*%d*%d", a->tokens_per_step, a->B, a->T, g_world);
+    return (int)(a->tokens_per_step / per);
+}
+// After loading st: a resumed run must have as many ranks as the run that wrote the checkpoint.
+static void dist_check_resume(const Args* a, const char* path, const TrainState* st) {
+    if (!a->resume) return;
+    int w = st->world > 1 ? st->world : 1;
+    if (w != g_world) { g_die_collective = 1;
+        DIE(w > 1 ? "resume with mpirun -np set to the checkpoint's number of ranks, or start from its weights with -e (fresh optimizer and data position)"
+                  : "resume it without mpirun (one process), or start from its weights with -e (fresh optimizer and data position)",
+            "checkpoint %s was written by %d rank%s; this run has %d (data positions and the batch split differ)", path, w, w > 1 ? "s" : "", g_world); }
+}
+// Place this rank's train loader: a resumed run of several ranks at this rank's saved position; otherwise at the
+// stream position (shard, pos of st) moved on by the micro-batches of the ranks before this one.
+static void dist_place_loader(DataLoader* dl, const TrainState* st, int accum) {
+    if (st->world > 1) { dl->shard = st->rank_shard[g_rank]; dl->pos = st->rank_pos[g_rank];
+        if (dl->shard >= dl->nfiles) DIE("resume with the same -i shards", "checkpoint data position of rank %d (shard %d) is past the %d train shards", g_rank, dl->shard, dl->nfiles); }
+    else dataloader_skip(dl, (long)g_rank * accum);
+}
+// Before a checkpoint: every rank's data position into st (rank 0's arrays), and a check that the ranks' weights
+// are still the same bits (a hash of the parameters, compared as max(h) == ~max(~h), in one reduction).
+static void dist_checkpoint_state(TrainState* st, const DataLoader* dl, const real* params, size_t n) {
+#ifdef USE_MPI
+    if (g_world <= 1) return;
+    long mine[2] = {dl->shard, dl->pos}, *all = xmalloc(2 * (size_t)g_world * sizeof(long));
+    MPI_Gather(mine, 2, MPI_LONG, all, 2, MPI_LONG, 0, MPI_COMM_WORLD);
+    st->world = g_world;
+    if (!st->rank_shard) { st->rank_shard = xmalloc(g_world * sizeof(int)); st->rank_pos = xmalloc(g_world * sizeof(long)); }
+    for (int r = 0; r < g_world; r++) { st->rank_shard[r] = (int)all[2 * r]; st->rank_pos[r] = all[2 * r + 1]; }
+    free(all);
+    uint64_t h = 1469598103934665603ULL; const unsigned char* b = (const unsigned char*)params;
+    for (size_t i = 0; i < n * sizeof(real); i++) h = (h ^ b[i]) * 1099511628211ULL;
+    uint64_t hh[2] = {h, ~h};
+    MPI_Allreduce(MPI_IN_PLACE, hh, 2, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD);
+    if (hh[0] != h || ~hh[1] != h) { g_die_collective = 1; DIE("a bug: the ranks' gradient sums differ; run with one process and report it", "the weights of the ranks differ at step %ld", st->step); }
+#else
+    (void)st; (void)dl; (void)params; (void)n;
+#endif
+}
+
 #ifndef TESTING
 static void usage(void) { printf("usage: train_miras [flags]   (defaults in brackets)\n"); printf(USAGE, PRESETS); }
 
 int main(int argc, char** argv) {
+    dist_init(&argc, &argv); g_die_collective = 1;   // until training starts, every rank meets the same errors
     Args a; args_parse(&a, argc, argv, usage, NULL);
+    if (a.dump_in && g_world > 1) DIE("run dump mode as one process, without mpirun", "dump mode (-J, -O) does not run on %d ranks", g_world);
     if (a.dump_in) { dump_run(a.dump_in, a.dump_out); return 0; }
     Config cfg; char ckpt_path[4096]; const char* load_path = args_resolve(&a, &cfg, ckpt_path, sizeof ckpt_path);
     Model model; model_build(&model, &cfg);
     TrainState st = {0, 0, 0, a.seed * 0x9E3779B97F4A7C15ULL + 1};
     if (load_path) load_checkpoint(&model, load_path, a.resume ? &st : NULL); else model_init(&model, a.seed);
+    dist_check_resume(&a, load_path, &st);
     Run run; model.loss_mask = run_open(&run, &a, &cfg, &st);
-    int accum = (int)(a.tokens_per_step / ((long)a.B * a.T)), B = a.B, T = a.T; long max_steps = a.max_steps;
+    int accum = dist_accum(&a), B = a.B, T = a.T; long max_steps = a.max_steps;   // accum: micro-batches per rank and step
     DataLoader* train = &run.train;
-    printf("train_miras | preset %s | V %d D %d L %d H %d E %d F %d b %d | %zu params | B %d T %d accum %d | threads %d\n",
+    if (max_steps > 0) dist_place_loader(train, &st, accum);
+    if (g_world > 1 && g_rank == 0) printf("data parallel: %d ranks, each %d x %d tokens per step; validation and sampling on rank 0\n", g_world, accum, B * T);
+    if (g_rank == 0) printf("train_miras | preset %s | V %d D %d L %d H %d E %d F %d b %d | %zu params | B %d T %d accum %d | threads %d\n",
            load_path && !(a.given & G_P) ? "(from checkpoint)" : a.preset, cfg.V, cfg.D, cfg.L, cfg.H, cfg.E, cfg.F, cfg.b, model.num_params, B, T, accum, max_threads());
-    if (strchr(cfg.pattern, 'A') || strchr(cfg.pattern, 'S')) printf("layers %s (M memory, A attention, S sliding window W = %d)\n", cfg.pattern, cfg.window);
-    if (max_steps == 0) { real acc, vl = evaluate(&model, &run.val, a.val_batches, &acc); report_val(&run, -1, vl, acc); return 0; }
+    if (g_rank == 0 && (strchr(cfg.pattern, 'A') || strchr(cfg.pattern, 'S'))) printf("layers %s (M memory, A attention, S sliding window W = %d)\n", cfg.pattern, cfg.window);
+    if (max_steps == 0) { if (g_rank == 0) { real acc, vl = evaluate(&model, &run.val, a.val_batches, &acc); report_val(&run, -1, vl, acc); } return 0; }
     int skipped = 0;   // steps skipped for a non-finite loss or gradient (-N)
+    g_die_collective = 0;
+    const char* kill_rank = getenv("MIRAS_KILL_RANK"); long kill_step = kill_rank && getenv("MIRAS_KILL_STEP") ? atol(getenv("MIRAS_KILL_STEP")) : -1;
     for (long step = st.step; step < max_steps; step++) {
-        if (run.have_val && a.val_every > 0 && step % a.val_every == 0) { real acc, vl = evaluate(&model, &run.val, a.val_batches, &acc); report_val(&run, step, vl, acc); }
-        if (a.sample_every > 0 && step > 0 && step % a.sample_every == 0) { int p0 = train->inputs[0]; printf("sample: "); generate(&model, &run.tk, &p0, 1, a.gen_tokens, &st.rng); }
+        if (kill_rank && atoi(kill_rank) == g_rank && step + 1 == kill_step) {   // the tests' dying rank: gone without a word to MPI
+            fprintf(stderr, "rank %d: exiting at step %ld (MIRAS_KILL_RANK test hook)\n", g_rank, step + 1); _exit(3); }
+        if (g_rank == 0 && run.have_val && a.val_every > 0 && step % a.val_every == 0) { real acc, vl = evaluate(&model, &run.val, a.val_batches, &acc); report_val(&run, step, vl, acc); }
+        if (g_rank == 0 && a.sample_every > 0 && step > 0 && step % a.sample_every == 0) { int p0 = train->inputs[0]; printf("sample: "); generate(&model, &run.tk, &p0, 1, a.gen_tokens, &st.rng); }
         double t0 = now_s(); real loss = 0; int bad_loss = 0;
         model_zero_grad(&model);
         for (int k = 0; k < accum; k++) {
@@ -2102,26 +2371,34 @@ int main(int argc, char** argv) {
                 if (skipped >= a.max_skip) DIE("lower the learning rate -l or raise warmup -u (or allow skipped steps with -N)", "loss is not finite (%s) at step %ld", isnan(model.mean_loss) ? "nan" : "inf", step + 1);
                 bad_loss = 1; continue;
             }
-            model_backward(&model, (real)1 / accum); loss += model.mean_loss / accum;
+            model_backward(&model, (real)1 / (accum * g_world)); loss += model.mean_loss / (accum * g_world);
+        }
+        if (g_world > 1) {   // the other ranks' micro-batches; the sums over the ranks (gradients: one reduction)
+            dataloader_skip(train, (long)(g_world - 1) * accum);
+            dist_allreduce(model.grads_memory, model.num_params);
+            double ls[2] = {loss, (double)bad_loss}; dist_allreduce_f64(ls, 2); loss = (real)ls[0]; bad_loss = ls[1] > 0;
         }
         if (step + 1 == planted_nan_step()) model.grads_memory[0] = NAN;
         real norm = bad_loss ? NAN : grad_norm(&model);
         real lrs = lr_at(step, max_steps, a.lr, a.warmup, a.final_frac);
         if (!isfinite(norm)) {   // skip the update (weights and AdamW moments stay) while -N allows, else stop
             if (!skip_nonfinite_step(&run, step + 1, &skipped, a.max_skip, bad_loss ? "loss" : "gradient norm")) {
-                const char* t = nonfinite_grad_tensor(&model); die_nonfinite_grad(norm, step + 1, t, model.nf_layer, model.nf_chunk, model.nf_what, cfg.b); }
+                g_die_collective = 1; const char* t = nonfinite_grad_tensor(&model); die_nonfinite_grad(norm, step + 1, t, model.nf_layer, model.nf_chunk, model.nf_what, cfg.b); }
         } else {
             grad_clip(&model, norm, a.clip);
             model_update(&model, lrs, 0.9, 0.95, 1e-8, a.wd);
             double dt = now_s() - t0;
-            report_step(&run, step + 1, max_steps, loss, lrs, norm, dt, a.tokens_per_step / dt);
+            if (g_rank == 0) report_step(&run, step + 1, max_steps, loss, lrs, norm, dt, a.tokens_per_step / dt);
         }
         st.step = step + 1; st.shard = train->shard; st.pos = train->pos;
-        if ((a.ckpt_every > 0 && st.step % a.ckpt_every == 0) || st.step == max_steps || st.step == a.stop_at) save_checkpoint(&model, ckpt_path, &st);
-        if (st.step == a.stop_at) { printf("stopped after step %ld (-S); continue with -r 1\n", st.step); return 0; }
+        if ((a.ckpt_every > 0 && st.step % a.ckpt_every == 0) || st.step == max_steps || st.step == a.stop_at) {
+            dist_checkpoint_state(&st, train, model.params_memory, model.num_params);
+            if (g_rank == 0) save_checkpoint(&model, ckpt_path, &st);
+        }
+        if (st.step == a.stop_at) { if (g_rank == 0) printf("stopped after step %ld (-S); continue with -r 1\n", st.step); return 0; }
     }
-    if (run.have_val) { real acc, vl = evaluate(&model, &run.val, a.val_batches, &acc); report_val(&run, max_steps, vl, acc); }
-    if (a.gen_tokens > 0 && st.step > 0) { int p0 = train->inputs[0]; printf("sample: "); uint64_t r = st.rng; generate(&model, &run.tk, &p0, 1, a.gen_tokens, &r); }
+    if (g_rank == 0 && run.have_val) { real acc, vl = evaluate(&model, &run.val, a.val_batches, &acc); report_val(&run, max_steps, vl, acc); }
+    if (g_rank == 0 && a.gen_tokens > 0 && st.step > 0) { int p0 = train->inputs[0]; printf("sample: "); uint64_t r = st.rng; generate(&model, &run.tk, &p0, 1, a.gen_tokens, &r); }
     run_close(&run); model_free(&model);
     return 0;
 }

@@ -28,6 +28,9 @@ differently; the tests compare norm-relative errors).
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <vector>
+#ifdef USE_MPI
+#include <nccl.h>     // data parallel (make train_miras_cu USE_MPI=1): ncclAllReduce of the gradients, MPI launches
+#endif
 
 #ifdef MIRAS_DOUBLE
 #error "train_miras.cu is float32 only (the CPU trainer has the fp64 build)"
@@ -89,19 +92,21 @@ static void h2d(void* dst, const void* src, size_t bytes) { if (bytes) cudaCheck
 static void d2h(void* dst, const void* src, size_t bytes) { if (bytes) cudaCheck(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost)); }
 static void d2d(void* dst, const void* src, size_t bytes) { if (bytes) cudaCheck(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToDevice)); }
 
+static int g_device = 0;
 static void gpu_init(int prec) {
     int n = 0; cudaCheck(cudaGetDeviceCount(&n));
     if (n < 1) DIE("run train_miras (the CPU trainer) instead", "no CUDA device found");
     if (prec < PREC_FP32 || prec > PREC_BF16) DIE("-f 0 (fp32), 1 (TF32) or 2 (bf16)", "unknown precision -f %d", prec);
     g_prec = prec;
-    cudaCheck(cudaSetDevice(0));
+    g_device = dist_local_rank() % n;   // one GPU per rank on a node (0 without MPI)
+    cudaCheck(cudaSetDevice(g_device));
     cublasCheck(cublasCreate(&g_blas));
     // TF32 only for -f 1; with -f 2 the GEMMs are cublasGemmEx on bf16 operands, the rest (gemv) stays fp32
     cublasCheck(cublasSetMathMode(g_blas, prec == PREC_TF32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
     g_partials = (double*)dmalloc(NORM_BLOCKS * sizeof(double));
     const char* s = getenv("MIRAS_SYNC"); g_sync = s && atoi(s) > 0;
 }
-static const char* gpu_name(void) { static cudaDeviceProp p; cudaCheck(cudaGetDeviceProperties(&p, 0)); return p.name; }
+static const char* gpu_name(void) { static cudaDeviceProp p; cudaCheck(cudaGetDeviceProperties(&p, g_device)); return p.name; }
 // the shared buffers, grown on demand
 static void gpu_buffers(size_t N, size_t scratch) {
     if (N > g_ones_n) {
@@ -1934,7 +1939,7 @@ __device__ __forceinline__ void tok_store_w(real* p, const real* w) { st4(p, mak
 // block (sequence bb, head h, row part rs); thread (row i of the part's TOK6_ROWS, column group g)
 #define TOK6_IDS int bh = blockIdx.x / TOK_R, rs = blockIdx.x % TOK_R, bb = bh / A.H, h = bh % A.H, il = threadIdx.x >> 3, \
                      i = rs * TOK6_ROWS + il, g = threadIdx.x & 7, T = A.T, nP = A.m.nP, cw = A.m.cw, nseg = (T + TOK_SEG - 1) / TOK_SEG, \
-                     dot = A.m.bias == 1
+                     dot = A.m.bias == BIAS_DOT
 __global__ void __launch_bounds__(TOK6_THREADS) mem_token_forward_v6_kernel(MemArgs A) {
     __shared__ TokStageF st[2];
     TOK6_IDS;
@@ -2095,7 +2100,7 @@ __global__ void mem_token_reduce_v6_kernel(MemArgs A) {
 // (linear attention: the chunked rule equals the per-token one); its segment start states need ceil(T / TOK_SEG)
 // slots per (sequence, head) (mem_state_slots)
 static int mem_token6_cfg(const MemCfg* m, int b) {
-    return m->depth == 1 && m->d == TOK_D && !m->momentum && m->retention == 0 && !m->anchor && (m->bias == 1 || (m->bias == 0 && b == 1));
+    return m->depth == 1 && m->d == TOK_D && !m->momentum && m->retention == RET_NONE && !m->anchor && (m->bias == BIAS_DOT || (m->bias == BIAS_L2 && b == 1));
 }
 static int mem_state_slots(const MemCfg* m, int b, int T) {
     int nch = (T + b - 1) / b, ns = (T + TOK_SEG - 1) / TOK_SEG;
@@ -2104,7 +2109,7 @@ static int mem_state_slots(const MemCfg* m, int b, int T) {
 // the b = 1 kernels run these configurations; the others take the generic kernels
 static int mem_token_ok(const MemArgs& A) {
     const MemCfg& m = A.m;
-    return A.b == 1 && m.depth == 1 && m.d == TOK_D && !m.momentum && m.retention == 0 && m.bias == 0 && !m.anchor && A.H * TOK_D == A.D;
+    return A.b == 1 && m.depth == 1 && m.d == TOK_D && !m.momentum && m.retention == RET_NONE && m.bias == BIAS_L2 && !m.anchor && A.H * TOK_D == A.D;
 }
 // The plan of the chunk scratch in shared memory for a kernel (fwd: the forward; else the backward), at most
 // `bytes`: the arrays in the order below while they fit; the gradient arrays as one block (they are zeroed and
@@ -2767,18 +2772,7 @@ static const real* decoder_step(Decoder* dec, int token) {
 // file; OUT: 256 int32 (20261104, 1, B, T, V, num_params, nsteps), then float32 logits (B*T*V), loss, every
 // gradient, the losses of nsteps AdamW steps on the batch (the first is the loss above), and the params after them.
 static void read_dump_input(const char* in, ::Model* HM, Config* cfg, int* hdr, int** inp, int** tgt) {
-    FILE* f = fopen(in, "rb"); int* h = hdr;
-    if (!f || fread(h, 4, 256, f) != 256) DIE("give a fixture file from dev/fixtures", "cannot read dump input %s", in);
-    header_to_config(cfg, h);
-    int B = h[100], T = h[101], nsteps = h[102];
-    if (B < 1 || T < 1 || nsteps < 0) DIE("give a fixture file from dev/fixtures", "dump input %s has a bad batch header", in);
-    ::model_build(HM, cfg);
-    if ((size_t)h[19] != HM->num_params) DIE(NULL, "dump input %s: %d params, its config makes %zu", in, h[19], HM->num_params);
-    size_t N = (size_t)B * T; int* tok = xmalloc(((size_t)B * (T + 1)) * sizeof(int)); *inp = xmalloc(N * sizeof(int)); *tgt = xmalloc(N * sizeof(int));
-    if (!read_reals(f, HM->params_memory, HM->num_params) || fread(tok, 4, (size_t)B * (T + 1), f) != (size_t)B * (T + 1)) DIE(NULL, "dump input %s is truncated", in);
-    fclose(f);
-    for (int r = 0; r < B; r++) for (int t = 0; t < T; t++) { (*inp)[r * T + t] = tok[r * (T + 1) + t]; (*tgt)[r * T + t] = tok[r * (T + 1) + t + 1]; }
-    free(tok);
+    ::dump_input_read(in, HM, cfg, hdr, inp, tgt);   // train_miras.c: every header field checked against the file size
 }
 static void dump_run(const char* in, const char* out) {
     int h[256]; Config cfg; ::Model HM; int *inp, *tgt;
@@ -2916,8 +2910,29 @@ static int gpu_flag(const char* f, const char* v) {
     return 0;
 }
 
+// Data parallel on GPUs (train_miras.c section 6b, the same split and semantics): NCCL sums the gradients on the
+// device, MPI only launches the ranks and hands out NCCL's id. Not yet run on GPUs (README "Data parallel").
+#ifdef USE_MPI
+#define ncclCheck(x) do { ncclResult_t r_ = (x); if (r_ != ncclSuccess) DIE("check NCCL_DEBUG=INFO output and that every rank sees its GPU", "NCCL error %s at %s:%d", ncclGetErrorString(r_), __FILE__, __LINE__); } while (0)
+static ncclComm_t g_nccl;
+static void nccl_init(void) {
+    if (g_world <= 1) return;
+    ncclUniqueId id; if (g_rank == 0) ncclCheck(ncclGetUniqueId(&id));
+    MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD);
+    ncclCheck(ncclCommInitRank(&g_nccl, g_world, id, g_rank));
+}
+static void nccl_allreduce_grads(real* dgrads, size_t n) {   // in place, on the stream of the kernels (0)
+    if (g_world > 1) ncclCheck(ncclAllReduce(dgrads, dgrads, n, ncclFloat, ncclSum, g_nccl, 0));
+}
+#else
+static void nccl_init(void) {}
+static void nccl_allreduce_grads(real*, size_t) {}
+#endif
+
 int main(int argc, char** argv) {
+    dist_init(&argc, &argv); g_die_collective = 1;   // until training starts, every rank meets the same errors
     Args a; args_parse(&a, argc, argv, usage, gpu_flag);
+    if ((a.dump_in || g_decode_in || g_make_out) && g_world > 1) DIE("run it as one process, without mpirun", "dump, decode-test and make-input modes do not run on %d ranks", g_world);
     if (a.dump_in) { gpu_init(g_precision); gpu::dump_run(a.dump_in, a.dump_out); return 0; }
     if (g_decode_in) { gpu_init(g_precision); return gpu::decode_test(g_decode_in); }
     if (g_make_out) { Config mc = args_config(&a); config_check(&mc); make_input(g_make_out, &mc, a.B, a.T, a.seed); return 0; }
@@ -2926,18 +2941,23 @@ int main(int argc, char** argv) {
     Model model; model_build(&model, &cfg);   // the host model: initialisation and the checkpoint files
     TrainState st = {0, 0, 0, a.seed * 0x9E3779B97F4A7C15ULL + 1};
     if (load_path) load_checkpoint(&model, load_path, a.resume ? &st : NULL); else model_init(&model, a.seed);
+    dist_check_resume(&a, load_path, &st);
     gpu::Model gm; gpu::model_build(&gm, &model);
+    nccl_init();
     Run run; gm.loss_mask = run_open(&run, &a, &cfg, &st);
-    int accum = (int)(a.tokens_per_step / ((long)a.B * a.T)), B = a.B, T = a.T; long max_steps = a.max_steps;
+    int accum = dist_accum(&a), B = a.B, T = a.T; long max_steps = a.max_steps;   // accum: micro-batches per rank and step
     DataLoader* train = &run.train;
-    printf("train_miras_cu | preset %s | V %d D %d L %d H %d E %d F %d b %d | %zu params | B %d T %d accum %d | %s%s\n",
+    if (max_steps > 0) dist_place_loader(train, &st, accum);
+    if (g_world > 1 && g_rank == 0) printf("data parallel (NCCL): %d ranks, each %d x %d tokens per step; validation and sampling on rank 0\n", g_world, accum, B * T);
+    if (g_rank == 0) printf("train_miras_cu | preset %s | V %d D %d L %d H %d E %d F %d b %d | %zu params | B %d T %d accum %d | %s%s\n",
            load_path && !(a.given & G_P) ? "(from checkpoint)" : a.preset, cfg.V, cfg.D, cfg.L, cfg.H, cfg.E, cfg.F, cfg.b, model.num_params, B, T, accum,
            gpu_name(), g_prec == PREC_TF32 ? " (TF32)" : g_prec == PREC_BF16 ? " (bf16)" : "");
-    if (max_steps == 0) { real acc, vl = gpu::evaluate(&gm, &run.val, a.val_batches, &acc); report_val(&run, -1, vl, acc); return 0; }
+    if (max_steps == 0) { if (g_rank == 0) { real acc, vl = gpu::evaluate(&gm, &run.val, a.val_batches, &acc); report_val(&run, -1, vl, acc); } return 0; }
     int skipped = 0;   // steps skipped for a non-finite loss or gradient (-N)
+    g_die_collective = 0;
     for (long step = st.step; step < max_steps; step++) {
-        if (run.have_val && a.val_every > 0 && step % a.val_every == 0) { real acc, vl = gpu::evaluate(&gm, &run.val, a.val_batches, &acc); report_val(&run, step, vl, acc); }
-        if (a.sample_every > 0 && step > 0 && step % a.sample_every == 0) { int p0 = train->inputs[0]; printf("sample: "); gpu::generate(&gm, &run.tk, &p0, 1, a.gen_tokens, &st.rng); }
+        if (g_rank == 0 && run.have_val && a.val_every > 0 && step % a.val_every == 0) { real acc, vl = gpu::evaluate(&gm, &run.val, a.val_batches, &acc); report_val(&run, step, vl, acc); }
+        if (g_rank == 0 && a.sample_every > 0 && step > 0 && step % a.sample_every == 0) { int p0 = train->inputs[0]; printf("sample: "); gpu::generate(&gm, &run.tk, &p0, 1, a.gen_tokens, &st.rng); }
         cudaCheck(cudaDeviceSynchronize());
         double t0 = now_s(); real loss = 0; int bad_loss = 0;
         gpu::model_zero_grad(&gm);
@@ -2948,27 +2968,35 @@ int main(int argc, char** argv) {
                 if (skipped >= a.max_skip) DIE("lower the learning rate -l or raise warmup -u (or allow skipped steps with -N)", "loss is not finite (%s) at step %ld", isnan(gm.mean_loss) ? "nan" : "inf", step + 1);
                 bad_loss = 1; continue;
             }
-            gpu::model_backward(&gm, (real)1 / accum); loss += gm.mean_loss / accum;
+            gpu::model_backward(&gm, (real)1 / (accum * g_world)); loss += gm.mean_loss / (accum * g_world);
+        }
+        if (g_world > 1) {   // the other ranks' micro-batches; the sums over the ranks (gradients: one ncclAllReduce)
+            dataloader_skip(train, (long)(g_world - 1) * accum);
+            nccl_allreduce_grads(gm.grads_memory, gm.num_params);
+            double ls[2] = {loss, (double)bad_loss}; dist_allreduce_f64(ls, 2); loss = (real)ls[0]; bad_loss = ls[1] > 0;
         }
         if (step + 1 == planted_nan_step()) plant_nan(gm.grads_memory);
         real norm = bad_loss ? NAN : gpu::grad_norm(&gm);
         real lrs = lr_at(step, max_steps, a.lr, a.warmup, a.final_frac);
         if (!isfinite(norm)) {   // skip the update (weights and AdamW moments stay) while -N allows, else stop
             if (!skip_nonfinite_step(&run, step + 1, &skipped, a.max_skip, bad_loss ? "loss" : "gradient norm")) {
-                const char* t = gpu::nonfinite_grad_tensor(&gm); die_nonfinite_grad(norm, step + 1, t, 0, 0, NULL, cfg.b); }
+                g_die_collective = 1; const char* t = gpu::nonfinite_grad_tensor(&gm); die_nonfinite_grad(norm, step + 1, t, 0, 0, NULL, cfg.b); }
         } else {
             gpu::grad_clip(&gm, norm, a.clip);
             gpu::model_update(&gm, lrs, 0.9, 0.95, 1e-8, a.wd);
             cudaCheck(cudaDeviceSynchronize());
             double dt = now_s() - t0;
-            report_step(&run, step + 1, max_steps, loss, lrs, norm, dt, a.tokens_per_step / dt);
+            if (g_rank == 0) report_step(&run, step + 1, max_steps, loss, lrs, norm, dt, a.tokens_per_step / dt);
         }
         st.step = step + 1; st.shard = train->shard; st.pos = train->pos;
-        if ((a.ckpt_every > 0 && st.step % a.ckpt_every == 0) || st.step == max_steps || st.step == a.stop_at) { gpu::model_to_host(&gm); save_checkpoint(&model, ckpt_path, &st); }
-        if (st.step == a.stop_at) { printf("stopped after step %ld (-S); continue with -r 1\n", st.step); return 0; }
+        if ((a.ckpt_every > 0 && st.step % a.ckpt_every == 0) || st.step == max_steps || st.step == a.stop_at) {
+            gpu::model_to_host(&gm); dist_checkpoint_state(&st, train, model.params_memory, model.num_params);
+            if (g_rank == 0) save_checkpoint(&model, ckpt_path, &st);
+        }
+        if (st.step == a.stop_at) { if (g_rank == 0) printf("stopped after step %ld (-S); continue with -r 1\n", st.step); return 0; }
     }
-    if (run.have_val) { real acc, vl = gpu::evaluate(&gm, &run.val, a.val_batches, &acc); report_val(&run, max_steps, vl, acc); }
-    if (a.gen_tokens > 0 && st.step > 0) { int p0 = train->inputs[0]; printf("sample: "); uint64_t r = st.rng; gpu::generate(&gm, &run.tk, &p0, 1, a.gen_tokens, &r); }
+    if (g_rank == 0 && run.have_val) { real acc, vl = gpu::evaluate(&gm, &run.val, a.val_batches, &acc); report_val(&run, max_steps, vl, acc); }
+    if (g_rank == 0 && a.gen_tokens > 0 && st.step > 0) { int p0 = train->inputs[0]; printf("sample: "); uint64_t r = st.rng; gpu::generate(&gm, &run.tk, &p0, 1, a.gen_tokens, &r); }
     run_close(&run); gpu::model_free(&gm); model_free(&model);
     return 0;
 }

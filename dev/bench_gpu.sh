@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # GPU throughput and MFU of train_miras_cu on a ~100M-parameter titans model at T=4096, next to the PyTorch
 # reference on the same model (dev/reference.py bench --device cuda).
-# usage: dev/bench_gpu.sh [B=4] [T=4096] [steps=6] [prec=0] [REF_T=256] [REF_B=1]
+# usage: [PRESET=titans] [REF=1] dev/bench_gpu.sh [B=4] [T=4096] [steps=6] [prec=0] [REF_T=256] [REF_B=1]
+# PRESET: any preset at the same sizes (the README's GPU table: every preset with prec 2); REF=0 skips the reference
 # prec: the -f of train_miras_cu, the precision of the dense products: 0 fp32, 1 TF32, 2 bf16 (fp32 master weights)
 # (B=4 needs about 64 GB; if that run fails, B=2 (about 33 GB) is tried.)
 #
@@ -44,7 +45,8 @@ with open(path, "wb") as f:
     f.write(struct.pack("<256i", *h)); f.write(struct.pack("<%dH" % n, *[random.randrange(50257) for _ in range(n)]))
 EOF
 log=$out/train.txt
-run() { ./train_miras_cu -p titans -V $V -D $D -L $L -H $H -E $E -b $1 -t $T -x $steps -u 1 -v 0 -g 0 -n 0 -f $prec \
+PRESET=${PRESET:-titans}
+run() { ./train_miras_cu -p $PRESET -V $V -D $D -L $L -H $H -E $E -b $1 -t $T -x $steps -u 1 -v 0 -g 0 -n 0 -f $prec \
             -i "$out/rand_train_*.bin" -j none -z none -o $out >$log 2>&1; }
 if ! run $B; then
     echo "B=$B failed: $(grep -m1 error $log)"; [ "$B" -gt 2 ] || { cat $log; exit 1; }
@@ -60,14 +62,16 @@ else case "$dev" in
     *) peak=0 ;;
 esac; fi
 d=$((D / H)); dm=$((E * d)); plabel=$(case $prec in 1) echo TF32 ;; 2) echo bf16 ;; *) echo fp32 ;; esac)
-mfu=$(awk -v p="$params" -v t="$tps" -v pk="$peak" -v d=$d -v dm=$dm -v H=$H -v L=$L \
-      'BEGIN { f = 6 * p + 66 * d * dm * H * L; if (pk > 0) printf "%.2f%% (%.1f TFLOP/s of %d, %.0f MFLOP/token)", 100 * f * t / (pk * 1e12), f * t / 1e12, pk, f / 1e6; else printf "n/a (set PEAK_TFLOPS)" }')
+mf=66; case $PRESET in deltanet|gated_deltanet|linear_attn) mf=18; dm=$d ;; esac   # linear memories: ~9 d x d products per token
+mfu=$(awk -v p="$params" -v t="$tps" -v pk="$peak" -v d=$d -v dm=$dm -v H=$H -v L=$L -v mf=$mf \
+      'BEGIN { f = 6 * p + mf * d * dm * H * L; if (pk > 0) printf "%.2f%% (%.1f TFLOP/s of %d, %.0f MFLOP/token)", 100 * f * t / (pk * 1e12), f * t / 1e12, pk, f / 1e6; else printf "n/a (set PEAK_TFLOPS)" }')
 echo "device: $dev"
-echo "model: titans V=$V D=$D L=$L H=$H E=$E b=16, $params params; B=$B T=$T, $plabel dense products"
+echo "model: $PRESET V=$V D=$D L=$L H=$H E=$E $params params; B=$B T=$T, $plabel dense products"
 echo "train_miras_cu: $tps tok/s ($ms ms/step, median of steps 2..$steps, incl. AdamW), MFU $mfu"
 ref_tps=n/a; ref_note=""
-if /usr/bin/python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
-    if ref_line=$(timeout 300 /usr/bin/python3 dev/reference.py bench --preset titans --device cuda --V $V --D $D --L $L --H $H --E $E \
+if [ "${REF:-1}" = 0 ]; then echo "PyTorch reference: skipped (REF=0)"
+elif /usr/bin/python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
+    if ref_line=$(timeout 300 /usr/bin/python3 dev/reference.py bench --preset $PRESET --device cuda --V $V --D $D --L $L --H $H --E $E \
                   --B $REF_B --T $REF_T --steps 1 2>&1 | tail -n 1); then
         ref_tps=$(echo "$ref_line" | sed -E 's/.*, ([0-9.]+) tokens\/s/\1/'); ref_note=" at B=$REF_B T=$REF_T"
         echo "PyTorch reference (naive, fwd+bwd only)$ref_note: $ref_tps tok/s"
@@ -75,4 +79,4 @@ if /usr/bin/python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available
 else echo "PyTorch reference: skipped (no torch with CUDA for /usr/bin/python3)"; fi
 ratio=$(awk -v a="$tps" -v b="$ref_tps" 'BEGIN { if (b + 0 > 0) printf "%.0fx", a / b; else print "n/a" }')
 echo "| device | model | B x T | train_miras_cu tok/s | MFU | reference tok/s | ratio |"
-echo "| $dev | titans 103M, $plabel | ${B}x${T} | $tps | ${mfu%% (*} | $ref_tps${ref_note} | $ratio |"
+echo "| $dev | $PRESET ~100M, $plabel | ${B}x${T} | $tps | ${mfu%% (*} | $ref_tps${ref_note} | $ratio |"
