@@ -530,10 +530,10 @@ static void test_binary(void) {
         snprintf(args, sizeof args, "%s -i '%s/d_train_*.bin' -j none -o %s/ha -x 6", hy, TMP, TMP); int h1 = run(args, NULL, err, sizeof err);
         snprintf(args, sizeof args, "%s -i '%s/d_train_*.bin' -j none -o %s/hb -x 6 -S 3", hy, TMP, TMP); int h2 = run(args, NULL, err, sizeof err);
         snprintf(args, sizeof args, "-b 2 -t 16 -v 0 -g 0 -u 2 -i '%s/d_train_*.bin' -j none -o %s/hb -x 6 -r 1", TMP, TMP); int h3 = run(args, NULL, err, sizeof err);
-        snprintf(ca, sizeof ca, "%s/ha/ckpt.bin", TMP); snprintf(cb, sizeof cb, "%s/hb/ckpt.bin", TMP);
-        Config hc; int has = peek_checkpoint(ca, &hc);
+        char ha[512], hb[512]; snprintf(ha, sizeof ha, "%s/ha/ckpt.bin", TMP); snprintf(hb, sizeof hb, "%s/hb/ckpt.bin", TMP);
+        Config hc; int has = peek_checkpoint(ha, &hc);
         snprintf(args, sizeof args, "-W 6 -b 2 -t 16 -i '%s/d_train_*.bin' -j none -o %s/hb -x 7 -r 1", TMP, TMP); int e_w = run(args, &lines, err, sizeof err);
-        check(h1 == 0 && h2 == 0 && h3 == 0 && files_equal(ca, cb) && has && !strcmp(hc.pattern, "ASM") && hc.window == 5 && e_w == 1 && lines == 1,
+        check(h1 == 0 && h2 == 0 && h3 == 0 && files_equal(ha, hb) && has && !strcmp(hc.pattern, "ASM") && hc.window == 5 && e_w == 1 && lines == 1,
               "hybrid ASM (W 5): resume from step 3 bit-identical (exit codes %d %d %d), header pattern %s window %d, a disagreeing -W exits %d with %d error line",
               h1, h2, h3, has ? hc.pattern : "?", has ? hc.window : -1, e_w, lines);
     }
