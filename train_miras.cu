@@ -1432,7 +1432,7 @@ typedef struct {
     const real* dy;                                   // backward: dL/dy, and the gradients of the inputs (written)
     real *dq, *dk, *dv, *dga, *dgth, *dgeta, *dgdel;
     real* dbh;                                        // (B, H, nP + 2d): per-sequence dL/dP_0 and LN affine
-    real* aux;                                        // b = 1 token kernels (v5, v6): (B, H, T, TOK_AUX) forward values kept for the backward
+    real* aux;                                        // b = 1 token kernels (v6): (B, H, T, TOK_AUX) forward values kept for the backward
     real* gpart;                                      // v6: (B, H, T, TOK_R, TOK_GP) the row blocks' sums, added by mem_token_reduce_v6
     int ver;                                          // kernel version (dev/cuda/memlab.cu): 0 the best, see MEM_VERSIONS
     MemSmem sm;                                       // the chunk arrays this launch keeps in shared memory
@@ -1683,90 +1683,22 @@ __global__ void __launch_bounds__(TOK_THREADS) mem_token_backward_kernel(MemArgs
     st4(out, make_float4(dw[0], dw[1], dw[2], dw[3])); st4(out + 4, make_float4(dw[4], dw[5], dw[6], dw[7]));
     if (threadIdx.x < 2 * TOK_D) A.dbh[((size_t)bb * A.H + h) * (nP + 2 * TOK_D) + nP + threadIdx.x] = 0;
 }
-// ---- v5 of the b = 1 kernels: the same math with the per-token work off the critical path.
-// Forward: the inputs of TOK_SEG tokens are staged in shared memory (the next segment's loads are in flight while
-// this one runs: one barrier per segment, none per token), and e (= psi, l2 bias) and W q per row and q . k per
-// token are kept in aux, so the backward does not recompute them.
-// Backward: the sums over rows (the column outputs dq, dk and the gates' scalars) are outputs only: the recurrence
-// of dL/dW' is row-local. So each warp reduces its 4 rows with a reduce-scatter (6 shuffles per 8-column array
-// instead of 16) into shared memory, and the block adds the 16 warps' parts of TOK_SEG tokens at once.
-#define TOK_SEG 8                     // tokens per segment; TOK_SEG * TOK_D == TOK_THREADS (one staged value per thread)
+// ---- the pieces of the v6 token kernels below. Segments: the inputs of TOK_SEG tokens are staged in shared memory
+// (the next segment's loads in flight while this one runs: one barrier per segment, none per token); e (= psi) and
+// W q per row and q . k per token are kept in aux for the backward. The sums over rows (the column outputs dq, dk and
+// the gates' scalars) are outputs only (the recurrence of dL/dW' is row-local): each warp reduces its 4 rows with a
+// reduce-scatter (6 shuffles per 8-column array instead of 16) into shared memory, added once per segment. (Lab
+// version 5 was these with one block per head: dev/cuda/memlab_notes.md, run 3.)
+#define TOK_SEG 8                     // tokens per segment
 #define TOK_AUX (2 * TOK_D + 4)       // aux per token: psi (d), W q (d), q . k, 3 pad
-#define TOK_WARPS (TOK_THREADS / 32)
 #define TOK_PART (3 * TOK_D + 32)     // a warp's part of one token: 3 column arrays (64 each) and 4 scalars x 8 lanes
-static_assert(TOK_SEG * TOK_D == TOK_THREADS, "one staged value per thread");
 struct TokStageF { real k[TOK_SEG][TOK_D], q[TOK_SEG][TOK_D], v[TOK_SEG][TOK_D], etac[TOK_SEG][TOK_D], a[TOK_SEG], eta[TOK_SEG]; };
 struct TokStageB { real k[TOK_SEG][TOK_D], q[TOK_SEG][TOK_D], dy[TOK_SEG][TOK_D], psi[TOK_SEG][TOK_D], xw[TOK_SEG][TOK_D], etac[TOK_SEG][TOK_D],
                    a[TOK_SEG], eta[TOK_SEG], xx[TOK_SEG]; };
-struct TokRegs { real k, q, v, etac, dy, psi, xw, a, eta, xx; };   // one thread's share of a segment, in flight
-// thread e holds element (e / d, e % d) of the segment's (TOK_SEG, d) arrays; threads e < TOK_SEG the per-token values
-__device__ __forceinline__ void tok_seg_load(TokRegs* s, const MemArgs& A, int bb, int h, int t0, int bwd) {
-    const MemCfg& m = A.m; int e = threadIdx.x, t = t0 + e / TOK_D, c = e % TOK_D, Ge = m.cw ? A.D : A.H;
-    const real* aux = A.aux + ((size_t)bb * A.H + h) * A.T * TOK_AUX;
-    if (t < A.T) {
-        size_t r = (size_t)bb * A.T + t, o = r * A.D + h * TOK_D + c;
-        s->k = A.k[o]; s->q = A.q[o]; s->etac = m.cw ? A.geta[r * Ge + h * TOK_D + c] : 1;
-        if (bwd) { s->dy = A.dy[o]; s->psi = aux[(size_t)t * TOK_AUX + c]; s->xw = aux[(size_t)t * TOK_AUX + TOK_D + c]; }
-        else s->v = A.v[o];
-    }
-    t = t0 + e;
-    if (e < TOK_SEG && t < A.T) {
-        size_t r = (size_t)bb * A.T + t;
-        s->a = A.ga[r * A.H + h]; s->eta = m.cw ? 1 : A.geta[r * Ge + h];
-        if (bwd) s->xx = aux[(size_t)t * TOK_AUX + 2 * TOK_D];
-    }
-}
-__device__ __forceinline__ void tok_seg_store(TokStageF* x, const TokRegs& s) {
-    int e = threadIdx.x, j = e / TOK_D, c = e % TOK_D;
-    x->k[j][c] = s.k; x->q[j][c] = s.q; x->v[j][c] = s.v; x->etac[j][c] = s.etac;
-    if (e < TOK_SEG) { x->a[e] = s.a; x->eta[e] = s.eta; }
-}
-__device__ __forceinline__ void tok_seg_store(TokStageB* x, const TokRegs& s) {
-    int e = threadIdx.x, j = e / TOK_D, c = e % TOK_D;
-    x->k[j][c] = s.k; x->q[j][c] = s.q; x->dy[j][c] = s.dy; x->psi[j][c] = s.psi; x->xw[j][c] = s.xw; x->etac[j][c] = s.etac;
-    if (e < TOK_SEG) { x->a[e] = s.a; x->eta[e] = s.eta; x->xx[e] = s.xx; }
-}
 // this thread's 8 columns of a staged (TOK_SEG, d) row
 __device__ __forceinline__ void tok_cols8(real* dst, const real* row, int g) {
     float4 a = *(const float4*)(row + 8 * g), b = *(const float4*)(row + 8 * g + 4);
     dst[0] = a.x; dst[1] = a.y; dst[2] = a.z; dst[3] = a.w; dst[4] = b.x; dst[5] = b.y; dst[6] = b.z; dst[7] = b.w;
-}
-__global__ void __launch_bounds__(TOK_THREADS) mem_token_forward_v5_kernel(MemArgs A) {
-    __shared__ TokStageF st[2];
-    int bb = blockIdx.x / A.H, h = blockIdx.x % A.H, T = A.T, nP = A.m.nP, i = threadIdx.x >> 3, g = threadIdx.x & 7, cw = A.m.cw;
-    real* P = A.P + ((size_t)bb * A.H + h) * T * nP + i * TOK_D + 8 * g;   // this thread's 8 values of every token's state
-    real* aux = A.aux + ((size_t)bb * A.H + h) * T * TOK_AUX;
-    real w[8];
-    { const real* p0 = A.p0 + (size_t)h * nP + i * TOK_D + 8 * g;
-      float4 a0 = al16(p0) ? ld4(p0) : ld4c<false>(p0), a1 = al16(p0) ? ld4(p0 + 4) : ld4c<false>(p0 + 4);
-      w[0] = a0.x; w[1] = a0.y; w[2] = a0.z; w[3] = a0.w; w[4] = a1.x; w[5] = a1.y; w[6] = a1.z; w[7] = a1.w; }
-    TokRegs s; tok_seg_load(&s, A, bb, h, 0, 0); tok_seg_store(&st[0], s);
-    __syncthreads();
-    int nseg = (T + TOK_SEG - 1) / TOK_SEG;
-    for (int sg = 0; sg < nseg; sg++) {
-        int t0 = sg * TOK_SEG, n = T - t0 < TOK_SEG ? T - t0 : TOK_SEG; const TokStageF& x = st[sg & 1];
-        if (sg + 1 < nseg) tok_seg_load(&s, A, bb, h, t0 + TOK_SEG, 0);   // the next segment's inputs in flight
-        for (int j = 0; j < n; j++) {
-            int t = t0 + j;
-            st4(P + (size_t)t * nP, make_float4(w[0], w[1], w[2], w[3])); st4(P + (size_t)t * nP + 4, make_float4(w[4], w[5], w[6], w[7]));
-            real k[8], q[8]; tok_cols8(k, x.k[j], g); tok_cols8(q, x.q[j], g);
-            real r0 = 0, xw = 0, xx = 0;                                 // r0 = (W k)_i, xw = (W q)_i, xx = q . k
-#pragma unroll
-            for (int c = 0; c < 8; c++) { r0 += w[c] * k[c]; xw += w[c] * q[c]; xx += q[c] * k[c]; }
-            r0 = row8_sum(r0); xw = row8_sum(xw); xx = row8_sum(xx);
-            real psi = r0 - x.v[j][i], r = cw ? x.etac[j][i] * psi : psi, C = x.eta[j], alpha = x.a[j];   // l2 bias: psi = e
-            if (g == 0) {
-                A.y[((size_t)bb * T + t) * A.D + h * TOK_D + i] = alpha * xw - (C * xx) * r;          // mem_read_forward
-                aux[(size_t)t * TOK_AUX + i] = psi; aux[(size_t)t * TOK_AUX + TOK_D + i] = xw;
-                if (i == 0) aux[(size_t)t * TOK_AUX + 2 * TOK_D] = xx;
-            }
-            real cr = C * r;
-#pragma unroll
-            for (int c = 0; c < 8; c++) { w[c] = alpha * w[c]; w[c] -= cr * k[c]; }                 // mem_update_forward
-        }
-        if (sg + 1 < nseg) tok_seg_store(&st[(sg + 1) & 1], s);
-        __syncthreads();
-    }
 }
 // the sum of a warp's 4 rows of 8-column arrays (lane = 8 * row + g): a reduce-scatter, each lane ends with 2 of
 // its 8 columns summed over the rows (columns 8g + 4 b4 + 2 b3 + {0, 1}, b4 and b3 the lane's bits 4 and 3)
@@ -1790,108 +1722,12 @@ __device__ __forceinline__ void tok_load_w(real* dst, const real* p) {
     float4 a0 = ld4(p), a1 = ld4(p + 4);   // (states: aligned allocations, nP = 4096)
     dst[0] = a0.x; dst[1] = a0.y; dst[2] = a0.z; dst[3] = a0.w; dst[4] = a1.x; dst[5] = a1.y; dst[6] = a1.z; dst[7] = a1.w;
 }
-// The backward of mem_token_backward_kernel's math (same terms, same order per thread); the sums over rows in
-// TOK_SEG-token batches. Dynamic shared memory: the warps' parts, (TOK_SEG, TOK_WARPS, TOK_PART).
-__global__ void __launch_bounds__(TOK_THREADS) mem_token_backward_v5_kernel(MemArgs A) {
-    __shared__ TokStageB st[2]; __shared__ real sc[TOK_SEG][4];
-    real* part = mem_dyn_smem();
-    int bb = blockIdx.x / A.H, h = blockIdx.x % A.H, T = A.T, D = A.D, H = A.H, nP = A.m.nP, cw = A.m.cw;
-    int i = threadIdx.x >> 3, g = threadIdx.x & 7, lane = LANE, wp = threadIdx.x >> 5, Ge = cw ? D : H;
-    const real* P = A.P + ((size_t)bb * A.H + h) * T * nP + i * TOK_D + 8 * g;
-    real dw[8], w[8], wa[8], wb[8];                                   // wa, wb: the states of the next two tokens, in flight
-#pragma unroll
-    for (int c = 0; c < 8; c++) dw[c] = wb[c] = 0;
-    tok_load_w(wa, P + (size_t)(T - 1) * nP); if (T > 1) tok_load_w(wb, P + (size_t)(T - 2) * nP);
-    int nseg = (T + TOK_SEG - 1) / TOK_SEG;
-    TokRegs s; tok_seg_load(&s, A, bb, h, (nseg - 1) * TOK_SEG, 1); tok_seg_store(&st[(nseg - 1) & 1], s);
-    __syncthreads();
-    for (int sg = nseg - 1; sg >= 0; sg--) {
-        int t0 = sg * TOK_SEG, n = T - t0 < TOK_SEG ? T - t0 : TOK_SEG; const TokStageB& x = st[sg & 1];
-        if (sg > 0) tok_seg_load(&s, A, bb, h, t0 - TOK_SEG, 1);
-        for (int j = n - 1; j >= 0; j--) {
-            int t = t0 + j;
-#pragma unroll
-            for (int c = 0; c < 8; c++) { w[c] = wa[c]; wa[c] = wb[c]; }
-            if (t >= 2) tok_load_w(wb, P + (size_t)(t - 2) * nP);
-            real k[8], q[8]; tok_cols8(k, x.k[j], g); tok_cols8(q, x.q[j], g);
-            real dy = x.dy[j][i], psi = x.psi[j][i], xw = x.xw[j][i], etac = x.etac[j][i], C = x.eta[j], alpha = x.a[j], xx = x.xx[j];
-            real r = cw ? etac * psi : psi, has = t < T - 1;
-            real pww = 0, gx = 0;                                       // mem_update_backward
-#pragma unroll
-            for (int c = 0; c < 8; c++) { pww += dw[c] * w[c]; gx += dw[c] * k[c]; }
-            gx = row8_sum(gx);
-            real dr = has ? 0 - C * gx : 0, dcu = has ? -(r * gx) : 0;
-            real colA[8], colB[8], colC[8];
-#pragma unroll
-            for (int c = 0; c < 8; c++) colA[c] = r * dw[c];
-            real wx = C * xx;                                           // mem_read_backward (cs = 1)
-            dr -= wx * dy;
-            real dps = cw ? dr * etac : dr, detac = dr * psi;           // mem_bias_backward (l2: de = dps)
-            real dmk = dps;
-#pragma unroll
-            for (int c = 0; c < 8; c++) {
-                colB[c] = w[c] * dy; colC[c] = w[c] * dmk;
-                real nw = alpha * dw[c]; nw += (dy * alpha) * q[c]; nw += dmk * k[c];
-                dw[c] = nw;
-            }
-            real* pw = part + ((size_t)j * TOK_WARPS + wp) * TOK_PART;
-            tok_rs_cols(colA, pw); tok_rs_cols(colB, pw + TOK_D); tok_rs_cols(colC, pw + 2 * TOK_D);
-            tok_rs_scalars(pww, g == 0 ? dy * xw : 0, g == 0 ? dcu : 0, g == 0 ? dy * r : 0, pw + 3 * TOK_D);
-            if (g == 0) {                                               // row outputs: dv, and detac per channel
-                size_t row = (size_t)bb * T + t;
-                A.dv[row * D + h * TOK_D + i] = 0 - dps;
-                if (cw) A.dgeta[row * Ge + h * TOK_D + i] = 0 + detac;
-            }
-        }
-        __syncthreads();
-        // the segment's scalars: warp wp adds (token, scalar) pairs 2 wp and 2 wp + 1 over the warps and lanes
-#pragma unroll
-        for (int u2 = 0; u2 < 2; u2++) {
-            int idx = 2 * wp + u2, jj = idx >> 2, sx = idx & 3; real acc = 0;
-            if (jj < n) {
-#pragma unroll
-                for (int q4 = 0; q4 < 4; q4++) { int e = lane + 32 * q4; acc += part[((size_t)jj * TOK_WARPS + (e >> 3)) * TOK_PART + 3 * TOK_D + 8 * sx + (e & 7)]; }
-            }
-            acc = warp_sum(acc);
-            if (lane == 0) sc[jj][sx] = acc;
-        }
-        __syncthreads();
-        {   // the column outputs dq, dk and the gates: thread (token jj, column c)
-            int jj = threadIdx.x / TOK_D, c = threadIdx.x % TOK_D;
-            if (jj < n) {
-                real sA = 0, sB = 0, sC = 0;
-                for (int u = 0; u < TOK_WARPS; u++) {
-                    const real* ru = part + ((size_t)jj * TOK_WARPS + u) * TOK_PART;
-                    sA += ru[c]; sB += ru[TOK_D + c]; sC += ru[2 * TOK_D + c];
-                }
-                int t = t0 + jj; size_t row = (size_t)bb * T + t; real has = t < T - 1;
-                real C = x.eta[jj], alpha = x.a[jj], xx = x.xx[jj];
-                real dA = -sc[jj][3], gs = dA * C, xc = x.q[jj][c], kc = x.k[jj][c];
-                real dk = 0 + (-1 * C) * sA; dk += gs * xc; dk += sC;
-                real dq = 0 + alpha * sB; dq += gs * kc;
-                A.dq[row * D + h * TOK_D + c] = dq; A.dk[row * D + h * TOK_D + c] = dk;
-                if (c == 0) {
-                    real da = 0; if (has) da += sc[jj][0]; da += sc[jj][1];
-                    real dC = has ? sc[jj][2] : 0; dC += dA * xx;
-                    A.dga[row * H + h] = 0 + da; A.dgth[row * H + h] = 0;
-                    if (!cw) A.dgeta[row * Ge + h] = 0 + dC;
-                }
-            }
-        }
-        if (sg > 0) tok_seg_store(&st[(sg - 1) & 1], s);
-        __syncthreads();
-    }
-    real* out = A.dbh + ((size_t)bb * A.H + h) * (nP + 2 * TOK_D) + i * TOK_D + 8 * g;   // dL/dP_0 (no LN)
-    st4(out, make_float4(dw[0], dw[1], dw[2], dw[3])); st4(out + 4, make_float4(dw[4], dw[5], dw[6], dw[7]));
-    if (threadIdx.x < 2 * TOK_D) A.dbh[((size_t)bb * A.H + h) * (nP + 2 * TOK_D) + nP + threadIdx.x] = 0;
-}
-static const size_t TOK_PART_BYTES = (size_t)TOK_SEG * TOK_WARPS * TOK_PART * sizeof(real);
-// ---- v6 of the b = 1 kernels: v5 with the rows of a head split over TOK_R blocks (the rows of the delta rule
+// ---- v6 of the b = 1 kernels: the pieces above with the rows of a head split over TOK_R blocks (the rows of the delta rule
 // are independent: W_i' = a W_i - C r_i k^T, r_i = psi((W k)_i - v_i)), so that 96 of the 132 SMs work instead of 48,
 // and with the state stored only at segment starts (one slot per TOK_SEG tokens: the per-token states were 3.2 GB
 // per layer at B=4, T=4096, and the forward wrote them at the memory's write bandwidth). The backward recomputes a
 // segment's states from its start, row-locally (r = psi (* eta_c) is kept in aux: no sums over columns), into
-// shared memory, then runs v5's per-token math; the block's sums over its rows go to TokGrad partials in global
+// registers, then runs mem_token_backward_kernel's per-token math; the block's sums over its rows go to TokGrad partials in global
 // memory, and mem_token_reduce_v6_kernel adds the TOK_R parts of every token in a fixed order (dq, dk, gates).
 #ifndef TOK_R
 #define TOK_R 2                       // (make memlab NVCC="nvcc -DTOK_R=4" to try 4)
@@ -2069,7 +1905,7 @@ __global__ void __launch_bounds__(TOK6_THREADS) mem_token_backward_v6_kernel(Mem
     tok_store_w(out, dw);
     if (rs == 0 && threadIdx.x < 2 * TOK_D) A.dbh[(size_t)bh * (nP + 2 * TOK_D) + nP + threadIdx.x] = 0;
 }
-// dq, dk and the gates of every token from the TOK_R partials (v5's column pass): thread (row, head, column)
+// dq, dk and the gates of every token from the TOK_R partials: thread (row, head, column)
 __global__ void mem_token_reduce_v6_kernel(MemArgs A) {
     int T = A.T, H = A.H, D = A.D, cw = A.m.cw, Ge = cw ? D : H;
     GRID_FOR(e, (size_t)A.B * T * D) {
@@ -2149,8 +1985,8 @@ static MemSmem mem_smem_plan(const MemCfg* m, int b, int fwd, size_t bytes) {
 }
 // The launches (the trainer's and the kernel lab's). Versions: 2 register-tiled products, chunk scratch in
 // global memory; 3 as 2 with the chunk scratch in shared memory as far as it fits; 4 as 3, and the b = 1 linear
-// memories token by token (mem_token_*_kernel); 5 as 4 with the v5 token kernels (they need MemArgs.aux); 6 (and
-// 0, the default) with the v6 token kernels (MemArgs.aux and .gpart; without them, the older ones).
+// memories token by token (mem_token_*_kernel); 5 is retired (folded into 6; run as 4); 6 (and 0, the default)
+// with the v6 token kernels (MemArgs.aux and .gpart; without them, 4's).
 static const int MEM_VERSIONS __attribute__((unused)) = 6;  // (read by dev/cuda/memlab.cu)
 static size_t mem_smem_bytes(void) {
     static int optin = -1;
@@ -2159,7 +1995,6 @@ static size_t mem_smem_bytes(void) {
 }
 static void mem_forward_launch(MemArgs A, int nblocks) {
     if ((A.ver == 0 || A.ver >= 6) && mem_token6_cfg(&A.m, A.b) && A.H * TOK_D == A.D && A.aux && A.gpart) { mem_token_forward_v6_kernel<<<nblocks * TOK_R, TOK6_THREADS>>>(A); KCHECK("mem_token_forward_v6"); return; }
-    if ((A.ver == 0 || A.ver >= 5) && mem_token_ok(A) && A.aux) { mem_token_forward_v5_kernel<<<nblocks, TOK_THREADS>>>(A); KCHECK("mem_token_forward_v5"); return; }
     if ((A.ver == 0 || A.ver >= 4) && mem_token_ok(A)) { mem_token_forward_kernel<<<nblocks, TOK_THREADS>>>(A); KCHECK("mem_token_forward"); return; }
     if (A.ver == 0 || A.ver >= 3) A.sm = mem_smem_plan(&A.m, A.b, 1, mem_smem_bytes()); else A.sm.n = A.sm.floats = 0;
     size_t sb = (size_t)A.sm.floats * sizeof(real);
@@ -2171,10 +2006,6 @@ static void mem_backward_launch(MemArgs A, int nblocks) {
         cudaCheck(cudaFuncSetAttribute(mem_token_backward_v6_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)TOK6_SMEM_BYTES));
         mem_token_backward_v6_kernel<<<nblocks * TOK_R, TOK6_THREADS, TOK6_SMEM_BYTES>>>(A); KCHECK("mem_token_backward_v6");
         mem_token_reduce_v6_kernel<<<::nblocks((size_t)A.B * A.T * A.D), NT>>>(A); KCHECK("mem_token_reduce_v6"); return;
-    }
-    if ((A.ver == 0 || A.ver >= 5) && mem_token_ok(A) && A.aux) {
-        cudaCheck(cudaFuncSetAttribute(mem_token_backward_v5_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)TOK_PART_BYTES));
-        mem_token_backward_v5_kernel<<<nblocks, TOK_THREADS, TOK_PART_BYTES>>>(A); KCHECK("mem_token_backward_v5"); return;
     }
     if ((A.ver == 0 || A.ver >= 4) && mem_token_ok(A)) { mem_token_backward_kernel<<<nblocks, TOK_THREADS>>>(A); KCHECK("mem_token_backward"); return; }
     if (A.ver == 0 || A.ver >= 3) A.sm = mem_smem_plan(&A.m, A.b, 0, mem_smem_bytes()); else A.sm.n = A.sm.floats = 0;
