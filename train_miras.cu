@@ -1938,9 +1938,12 @@ __global__ void mem_token_reduce_v6_kernel(MemArgs A) {
 static int mem_token6_cfg(const MemCfg* m, int b) {
     return m->depth == 1 && m->d == TOK_D && !m->momentum && m->retention == RET_NONE && !m->anchor && (m->bias == BIAS_DOT || (m->bias == BIAS_L2 && b == 1));
 }
-static int mem_state_slots(const MemCfg* m, int b, int T) {
+// (the trainer, whose launches take v6 for these: ns slots, an eighth of the per-token states at b = 1; the lab,
+// which also runs the older versions: all, the larger of ns and the chunk count)
+static int mem_state_slots(const MemCfg* m, int b, int T, int all = 0) {
     int nch = (T + b - 1) / b, ns = (T + TOK_SEG - 1) / TOK_SEG;
-    return mem_token6_cfg(m, b) && ns > nch ? ns : nch;
+    if (!mem_token6_cfg(m, b)) return nch;
+    return all && nch > ns ? nch : ns;
 }
 // the b = 1 kernels run these configurations; the others take the generic kernels
 static int mem_token_ok(const MemArgs& A) {
@@ -2045,7 +2048,7 @@ typedef struct {
     bf16* params_bf16;          // bf16 mode (-f 2): the parameters in bf16, params_memory's layout (see g_prec); else NULL
     bf16 *acts_bf16;            // bf16 mode: one buffer for the bf16 copies of the GEMMs' activation inputs, else NULL:
     bf16 *ln1b, *zb, *ln2b, *hgb, *lnfb;  // (L, N, D) u, z, ln2; (L, N, F) hg; (N, D) lnf
-    real *mem_P, *mem_S;        // (L, B, H, nchunks, nP) memory state at every chunk start (S: momentum only)
+    real *mem_P, *mem_S;        // (L, B, H, slots, nP) memory state at every chunk start, or every TOK_SEG-th token for v6 (mem_state_slots; S: momentum only)
     real *mem_dbh;              // (B, H, nP + 2d) per-sequence gradients of P_0 and the memory LN, summed over B after
     real *mem_aux;              // (L, B, H, T, TOK_AUX) the b = 1 token kernels' forward values for the backward, or NULL
     real *mem_gpart;            // (B, H, T, TOK_R, TOK_GP) the v6 token backward's partial sums (one layer at a time), or NULL

@@ -197,7 +197,7 @@ int main(int argc, char** argv) {
     Dev G; memset(&G, 0, sizeof G);
     G.q = up(L.q); G.k = up(L.k); G.v = up(L.v); G.ga = up(L.ga); G.gth = up(L.gth); G.geta = up(L.geta); G.gdel = up(L.gdel);
     G.p0 = up(L.p0); G.lng = up(L.lng); G.lnb = up(L.lnb); G.dy = up(L.dy);
-    size_t N = (size_t)B * T, ND = N * L.D, nstate = (size_t)npair * gpu::mem_state_slots((const gpu::MemCfg*)&L.m, L.b, T) * L.m.nP, nbh = (size_t)npair * (L.m.nP + 2 * d);
+    size_t N = (size_t)B * T, ND = N * L.D, nstate = (size_t)npair * gpu::mem_state_slots((const gpu::MemCfg*)&L.m, L.b, T, 1) * L.m.nP, nbh = (size_t)npair * (L.m.nP + 2 * d);
     G.y = (real*)dmalloc(ND * 4); G.dq = (real*)dmalloc(ND * 4); G.dk = (real*)dmalloc(ND * 4); G.dv = (real*)dmalloc(ND * 4);
     G.dga = (real*)dmalloc(N * H * 4); G.dgth = (real*)dmalloc(N * H * 4); G.dgeta = (real*)dmalloc(N * L.Ge * 4); G.dgdel = (real*)dmalloc(N * L.Ge * 4);
     G.dbh = (real*)dmalloc(nbh * 4); G.P = (real*)dmalloc(nstate * 4); G.S = L.m.momentum ? (real*)dmalloc(nstate * 4) : NULL;
