@@ -374,25 +374,31 @@ static void test_online(const char* label, int depth, int ln, int resid, int bia
           chunk_invariant ? "must not, the rule is chunk-invariant" : "must, so the check bites");
 }
 
+// the error of token-by-token decoding against the parallel forward over the T tokens tok (norm-relative, logits)
+static double decode_err(Model* M, const int* tok, int T) {
+    int Vp = M->cfg.Vp;
+    model_forward(M, tok, NULL, 1, T);
+    real* par = malloc((size_t)T * Vp * sizeof(real)); memcpy(par, M->acts.logits, (size_t)T * Vp * sizeof(real));
+    Decoder dec; decoder_init(&dec, M);
+    real* seq = malloc((size_t)T * Vp * sizeof(real));
+    for (int t = 0; t < T; t++) memcpy(seq + (size_t)t * Vp, decoder_step(&dec, tok[t]), Vp * sizeof(real));
+    double e = relerr_rr(seq, par, (size_t)T * Vp);
+    decoder_free(&dec); free(seq); free(par);
+    return e;
+}
 // 4. token-by-token decode equals the parallel forward, for prompt lengths 1, b-1, b+1 and T; with 'S' layers also
 // W-1, W (within the window) and W+1 (across it)
 static void test_decode(const char* dir, const char* name) {
     char path[1024]; snprintf(path, sizeof path, "%s/%s.bin", dir, name);
     Fixture fx; if (!fixture_load(&fx, path)) { check(0, "decode %s: cannot read %s", name, path); return; }
     Model M; fixture_model(&M, &fx);
-    int b = fx.cfg.b, Vp = fx.cfg.Vp, W = fx.cfg.window, lens[7] = {1, b - 1, b + 1, 2 * b + 3 > fx.T ? 2 * b + 3 : fx.T, W - 1, W, W + 1};
+    int b = fx.cfg.b, W = fx.cfg.window, lens[7] = {1, b - 1, b + 1, 2 * b + 3 > fx.T ? 2 * b + 3 : fx.T, W - 1, W, W + 1};
     double worst = 0; char which[64] = "";
     for (int li = 0; li < (W ? 7 : 4); li++) {
         int T = lens[li]; if (T < 1) continue;
         int* tok = malloc(T * 4); for (int t = 0; t < T; t++) tok[t] = fx.tokens[t % (fx.T + 1)];
-        model_forward(&M, tok, NULL, 1, T);
-        real* par = malloc((size_t)T * Vp * sizeof(real)); memcpy(par, M.acts.logits, (size_t)T * Vp * sizeof(real));
-        Decoder dec; decoder_init(&dec, &M);
-        real* seq = malloc((size_t)T * Vp * sizeof(real));
-        for (int t = 0; t < T; t++) memcpy(seq + (size_t)t * Vp, decoder_step(&dec, tok[t]), Vp * sizeof(real));
-        double e = relerr_rr(seq, par, (size_t)T * Vp);
+        double e = decode_err(&M, tok, T); free(tok);
         if (worse(e, worst) || !which[0]) { if (worse(e, worst)) worst = e; snprintf(which, sizeof which, "T=%d", T); }
-        decoder_free(&dec); free(seq); free(par); free(tok);
     }
     check(worst <= TOL_SELF, "%s %s: decode equals parallel forward for prompt lengths 1, b-1, b+1, long%s: worst err %.2e at %s", BUILD, name,
           W ? ", W-1, W, W+1" : "", worst, which);
@@ -422,19 +428,13 @@ static void attn_model(Model* M, const char* pattern, int W, int b) {
 }
 static void test_attn_decode(const char* pattern, int W) {
     Model M; attn_model(&M, pattern, W, 4);
-    int Vp = M.cfg.Vp, lens[] = {1, W > 1 ? W - 1 : 2, W, W + 1, 2 * W + 3, 70};
+    int lens[] = {1, W > 1 ? W - 1 : 2, W, W + 1, 2 * W + 3, 70};
     double worst = 0; char which[64] = "";
     for (int li = 0; li < 6; li++) {
         int T = lens[li]; if (T < 1) continue;
         int* tok = malloc(T * 4); uint64_t r = 11; for (int t = 0; t < T; t++) tok[t] = (int)(rng_f64(&r) * M.cfg.V);
-        model_forward(&M, tok, NULL, 1, T);
-        real* par = malloc((size_t)T * Vp * sizeof(real)); memcpy(par, M.acts.logits, (size_t)T * Vp * sizeof(real));
-        Decoder dec; decoder_init(&dec, &M);
-        real* seq = malloc((size_t)T * Vp * sizeof(real));
-        for (int t = 0; t < T; t++) memcpy(seq + (size_t)t * Vp, decoder_step(&dec, tok[t]), Vp * sizeof(real));
-        double e = relerr_rr(seq, par, (size_t)T * Vp);
+        double e = decode_err(&M, tok, T); free(tok);
         if (worse(e, worst) || !which[0]) { if (worse(e, worst)) worst = e; snprintf(which, sizeof which, "T=%d", T); }
-        decoder_free(&dec); free(seq); free(par); free(tok);
     }
     check(worst <= TOL_SELF, "%s layers %s (W %d): decode equals parallel forward for prompt lengths 1, W-1, W, W+1, 2W+3, 70: worst err %.2e at %s",
           BUILD, pattern, W, worst, which);

@@ -1945,6 +1945,7 @@ static int mem_state_slots(const MemCfg* m, int b, int T, int all = 0) {
     if (!mem_token6_cfg(m, b)) return nch;
     return all && nch > ns ? nch : ns;
 }
+static int mem_token6_ok(const MemArgs& A) { return mem_token6_cfg(&A.m, A.b) && A.H * TOK_D == A.D && A.aux && A.gpart; }
 // the b = 1 kernels run these configurations; the others take the generic kernels
 static int mem_token_ok(const MemArgs& A) {
     const MemCfg& m = A.m;
@@ -1997,7 +1998,7 @@ static size_t mem_smem_bytes(void) {
     return optin > 0 ? (size_t)optin : 0;
 }
 static void mem_forward_launch(MemArgs A, int nblocks) {
-    if ((A.ver == 0 || A.ver >= 6) && mem_token6_cfg(&A.m, A.b) && A.H * TOK_D == A.D && A.aux && A.gpart) { mem_token_forward_v6_kernel<<<nblocks * TOK_R, TOK6_THREADS>>>(A); KCHECK("mem_token_forward_v6"); return; }
+    if ((A.ver == 0 || A.ver >= 6) && mem_token6_ok(A)) { mem_token_forward_v6_kernel<<<nblocks * TOK_R, TOK6_THREADS>>>(A); KCHECK("mem_token_forward_v6"); return; }
     if ((A.ver == 0 || A.ver >= 4) && mem_token_ok(A)) { mem_token_forward_kernel<<<nblocks, TOK_THREADS>>>(A); KCHECK("mem_token_forward"); return; }
     if (A.ver == 0 || A.ver >= 3) A.sm = mem_smem_plan(&A.m, A.b, 1, mem_smem_bytes()); else A.sm.n = A.sm.floats = 0;
     size_t sb = (size_t)A.sm.floats * sizeof(real);
@@ -2005,7 +2006,7 @@ static void mem_forward_launch(MemArgs A, int nblocks) {
     memory_forward_kernel<<<nblocks, MEM_THREADS, sb>>>(A); KCHECK("memory_forward");
 }
 static void mem_backward_launch(MemArgs A, int nblocks) {
-    if ((A.ver == 0 || A.ver >= 6) && mem_token6_cfg(&A.m, A.b) && A.H * TOK_D == A.D && A.aux && A.gpart) {
+    if ((A.ver == 0 || A.ver >= 6) && mem_token6_ok(A)) {
         cudaCheck(cudaFuncSetAttribute(mem_token_backward_v6_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)TOK6_SMEM_BYTES));
         mem_token_backward_v6_kernel<<<nblocks * TOK_R, TOK6_THREADS, TOK6_SMEM_BYTES>>>(A); KCHECK("mem_token_backward_v6");
         mem_token_reduce_v6_kernel<<<::nblocks((size_t)A.B * A.T * A.D), NT>>>(A); KCHECK("mem_token_reduce_v6"); return;
