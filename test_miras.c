@@ -1,6 +1,6 @@
 /*
 test_miras.c: checks train_miras.c against the PyTorch reference, against finite differences,
-against an independent per-token implementation of the online rule, and against itself
+against the naive per-token memory of train_miras.c (the online rule), and against itself
 (decode vs parallel forward, save/load/continue, bad input). `make test` builds it twice:
 with float (test_miras) and with double (test_miras_fp64, which also runs the gradient checks).
 Errors are norm-relative: |a - b| / |b| over a whole tensor; gradients get a table per parameter tensor.
@@ -243,97 +243,8 @@ static void test_fd_masked(const char* dir) {
     free(mask); free(in); free(tg); model_free(&M); fixture_free(&fx);
 }
 
-// 3. b = 1 against a direct per-token implementation of the online rule (SPEC §5.1-5.4),
-// written independently: per-token weights, the inner gradient by explicit backprop.
-// The carried state X is the weights (no retention), A (lq: weights A / s, s from the previous A) or Z (kl: softmax rows).
-static void online_weights(const MemCfg* m, const double* X, double* W) {
-    int nm = m->depth == 2 ? 2 : 1;
-    for (int k = 0; k < nm; k++) {
-        int rows = k == 0 ? m->d : m->dm, cols = m->depth == 1 ? m->d : (k == 0 ? m->dm : m->d);
-        size_t off = k == 0 ? 0 : (size_t)m->d * m->dm, n = (size_t)rows * cols;
-        if (m->retention == RET_LQ) { double q4 = 0; for (size_t i = 0; i < n; i++) q4 += pow(X[off + i], 4);
-            double sc = pow(pow(q4, 0.25) + 1e-6, 2); for (size_t i = 0; i < n; i++) W[off + i] = X[off + i] / sc; }
-        else if (m->retention == RET_KL) for (int r = 0; r < rows; r++) {
-            const double* z = X + off + (size_t)r * cols; double mx = z[0], sum = 0;
-            for (int j = 0; j < cols; j++) mx = z[j] > mx ? z[j] : mx;
-            for (int j = 0; j < cols; j++) sum += exp(z[j] - mx);
-            for (int j = 0; j < cols; j++) W[off + (size_t)r * cols + j] = exp(z[j] - mx) / sum;
-        } else for (size_t i = 0; i < n; i++) W[off + i] = X[off + i];
-    }
-}
-// With the anchored retention the state decays toward its start X_0 = P0: X_t = a_t X_{t-1} + (1 - a_t) X_0 ...
-static void online_memory(const MemCfg* m, const real* P0, const real* q, const real* k, const real* v,
-                          const real* ga, const real* ge, const real* gt, const real* gd, const real* lng, const real* lnb,
-                          int T, int stride, int gstride, int estride, real* y) {
-    int d = m->d, dm = m->dm, nP = m->nP;
-    double *X = calloc(nP, 8), *P = calloc(nP, 8), *S = calloc(nP, 8), *G = calloc(nP, 8), *R = calloc(nP, 8), sprev[2];
-    double *z = calloc(dm, 8), *hh = calloc(dm, 8), *o = calloc(d, 8), *r = calloc(d, 8), *dO = calloc(d, 8), *dz = calloc(dm, 8);
-    for (int i = 0; i < nP; i++) X[i] = P0[i];
-    for (int t = 0; t < T; t++) {
-        online_weights(m, X, P);                      // weights at which token t's gradient is taken
-        for (int kk = 0; kk < (m->depth == 2 ? 2 : 1); kk++) {  // lq: the scale s(A_{t-1}) of each matrix
-            size_t off = kk == 0 ? 0 : (size_t)d * dm, n = m->depth == 2 ? (size_t)d * dm : (size_t)d * d; double q4 = 0;
-            for (size_t i = 0; i < n; i++) q4 += pow(X[off + i], 4);
-            sprev[kk] = pow(pow(q4, 0.25) + 1e-6, 2);
-        }
-        double* Pread = P;
-        for (int pass = 0; pass < 2; pass++) {        // 0: the write (gradient, step), 1: the read
-            const real* x = pass == 0 ? k + (size_t)t * stride : q + (size_t)t * stride;
-            // forward of M(x; P)
-            double mu = 0, var = 0, rs = 1;
-            if (m->depth == 1) { for (int i = 0; i < d; i++) { o[i] = 0; for (int j = 0; j < d; j++) o[i] += Pread[i * d + j] * x[j]; } }
-            else {
-                for (int a = 0; a < dm; a++) { z[a] = 0; for (int j = 0; j < d; j++) z[a] += Pread[d * dm + a * d + j] * x[j]; hh[a] = gelu(z[a], gelu_tanh(z[a])); }
-                for (int i = 0; i < d; i++) { o[i] = 0; for (int a = 0; a < dm; a++) o[i] += Pread[i * dm + a] * hh[a]; }
-                if (m->ln) {
-                    for (int i = 0; i < d; i++) mu += o[i];
-                    mu /= d; for (int i = 0; i < d; i++) var += (o[i] - mu) * (o[i] - mu);
-                    rs = 1 / sqrt(var / d + 1e-5);
-                }
-            }
-            double out[256];
-            for (int i = 0; i < d; i++) {
-                double nn = m->depth == 2 && m->ln ? (o[i] - mu) * rs * lng[i] + lnb[i] : o[i];
-                out[i] = (m->depth == 2 && m->resid ? x[i] : 0) + nn;
-            }
-            if (pass == 1) { for (int i = 0; i < d; i++) y[(size_t)t * stride + i] = out[i]; continue; }
-            // inner gradient g_t: the bias' dloss/dM(k), times channel-wise eta, back through M
-            const real* et = ge + (size_t)t * estride; const real* dl = gd + (size_t)t * estride;
-            for (int i = 0; i < d; i++) {
-                double e = out[i] - v[(size_t)t * stride + i], ps;
-                if (m->bias == BIAS_L2) ps = e; else if (m->bias == BIAS_DOT) ps = -v[(size_t)t * stride + i];
-                else if (m->bias == BIAS_LP) ps = 3 * tanh(10 * e) * (e * e + 1e-6);
-                else { double de = dl[m->cw ? i : 0]; ps = e > de ? de : (e < -de ? -de : e); }
-                r[i] = m->cw ? et[i] * ps : ps;
-            }
-            if (m->depth == 1) { for (int i = 0; i < d; i++) for (int j = 0; j < d; j++) G[i * d + j] = r[i] * x[j]; }
-            else {
-                if (m->ln) {
-                    double mu_u = 0, mux = 0;
-                    for (int i = 0; i < d; i++) { double u = r[i] * lng[i], xh = (o[i] - mu) * rs; mu_u += u; mux += u * xh; }
-                    mu_u /= d; mux /= d;
-                    for (int i = 0; i < d; i++) dO[i] = rs * (r[i] * lng[i] - mu_u - (o[i] - mu) * rs * mux);
-                } else for (int i = 0; i < d; i++) dO[i] = r[i];
-                for (int i = 0; i < d; i++) for (int a = 0; a < dm; a++) G[i * dm + a] = dO[i] * hh[a];
-                for (int a = 0; a < dm; a++) { double s2 = 0; for (int i = 0; i < d; i++) s2 += P[i * dm + a] * dO[i]; dz[a] = s2 * gelu_d1(z[a], gelu_tanh(z[a])); }
-                for (int a = 0; a < dm; a++) for (int j = 0; j < d; j++) G[d * dm + a * d + j] = dz[a] * x[j];
-            }
-            double a_ = ga[(size_t)t * gstride], e_ = m->cw ? 1 : et[0], th = gt[(size_t)t * gstride];
-            for (int i = 0; i < nP; i++) {
-                double keep = a_ * X[i] + (m->anchor ? (1 - a_) * P0[i] : 0);   // the retention
-                if (m->momentum) { S[i] = th * S[i] - e_ * G[i]; X[i] = keep + S[i]; }
-                else X[i] = keep - e_ * G[i];
-            }
-            // the read: lq divides the new A by the previous scale s(A_{t-1}); the others read the new state's weights
-            size_t n0 = m->depth == 2 ? (size_t)d * dm : (size_t)nP;
-            if (m->retention == RET_LQ) for (size_t i = 0; i < (size_t)nP; i++) R[i] = X[i] / sprev[i < n0 ? 0 : 1];
-            else online_weights(m, X, R);
-            Pread = R;
-        }
-    }
-    free(X); free(P); free(S); free(G); free(R); free(z); free(hh); free(o); free(r); free(dO); free(dz);
-}
-
+// 3. b = 1 against the naive memory (train_miras.c, memory_forward_naive): the online rule of SPEC §5.1-5.4 written
+// independently of the chunked functions: per-token weights materialised, the inner gradient by explicit backprop.
 static void test_online(const char* label, int depth, int ln, int resid, int bias, int algo, int retention, int rank, int anchor) {
     Config c; memset(&c, 0, sizeof c);
     c.V = 7; c.Vp = 64; c.D = 16; c.L = 1; c.H = 2; c.E = 2; c.F = 64; c.K = 4; c.b = 1; strcpy(c.pattern, "M");
@@ -358,7 +269,7 @@ static void test_online(const char* label, int depth, int ln, int resid, int bia
         int ew = rank ? M.mem.d : 1;
         for (int bb = 0; bb < B; bb++) for (int h = 0; h < c.H; h++) {
             size_t o = (size_t)bb * T * c.D + h * M.mem.d, og = (size_t)bb * T * c.H + h, oe = (size_t)bb * T * Ge + h * ew;
-            online_memory(&M.mem, M.params.mem_p0 + (size_t)h * M.mem.nP, M.acts.q + o, M.acts.k + o, M.acts.v + o,
+            memory_forward_naive(&M.mem, M.params.mem_p0 + (size_t)h * M.mem.nP, M.acts.q + o, M.acts.k + o, M.acts.v + o,
                           M.acts.ga + og, M.acts.geta + oe, M.acts.gth + og, M.acts.gdel + oe,
                           M.mem.ln ? M.params.mem_ln_g + h * M.mem.d : NULL, M.mem.ln ? M.params.mem_ln_b + h * M.mem.d : NULL,
                           T, c.D, c.H, Ge, ref + o);

@@ -902,6 +902,169 @@ static void mem_step_backward(const MemCfg* m, MemChunk* c, int n, const real* d
     for (size_t i = 0; i < c->ngrad; i++) c->grad0[i] += c->save[i];
 }
 
+// ---- the naive memory (llm.c's matmul_forward_naive manner): the online rule (b = 1) of one head, token by
+// token, every state materialised. Slow and plain, for a reader and for the tests (test_miras.c checks the
+// chunked functions above at b = 1 against it). Double precision inside. For t = 0..T-1 (SPEC §4, §5):
+//   W_{t-1} = weights(X_{t-1})                                  X is the carried state: W itself, or A (lq), or Z (kl)
+//   g_t     = d bias(M(k_t; W), v_t) / dW  at W = W_{t-1}        the inner gradient, by explicit backprop through M
+//   gd:       X_t = a_t X_{t-1} - eta_t g_t
+//   momentum: S_t = theta_t S_{t-1} - eta_t g_t ;  X_t = a_t X_{t-1} + S_t
+//   anchored retention (-Z 1) adds (1 - a_t) X_0 to X_t
+//   y_t     = M(q_t; W_t)                                       read after the write
+// weights(X): X (no retention); A / s(A) with s = (|A|_4 + 1e-6)^2 per matrix (lq; the read of token t uses the
+// scale of A_{t-1}, SPEC §5.3); softmax over each row of Z (kl).
+static void naive_weights(const MemCfg* m, const double* X, double* W, double* s) {
+    size_t off[2];
+    int rows[2], cols[2];
+    int nm = mem_matrices(m, off, rows, cols);
+    for (int k = 0; k < nm; k++) {
+        size_t n = (size_t)rows[k] * cols[k];
+        const double* x = X + off[k];
+        double* w = W + off[k];
+        if (m->retention == RET_LQ) {
+            double q4 = 0;
+            for (size_t i = 0; i < n; i++) q4 += x[i] * x[i] * x[i] * x[i];
+            double nrm = pow(q4, 0.25);
+            s[k] = (nrm + 1e-6) * (nrm + 1e-6);
+            for (size_t i = 0; i < n; i++) w[i] = x[i] / s[k];
+        } else if (m->retention == RET_KL) {
+            for (int r = 0; r < rows[k]; r++) {
+                const double* z = x + (size_t)r * cols[k];
+                double mx = z[0], sum = 0;
+                for (int j = 1; j < cols[k]; j++) mx = z[j] > mx ? z[j] : mx;
+                for (int j = 0; j < cols[k]; j++) sum += exp(z[j] - mx);
+                for (int j = 0; j < cols[k]; j++) w[(size_t)r * cols[k] + j] = exp(z[j] - mx) / sum;
+            }
+        } else {
+            for (size_t i = 0; i < n; i++) w[i] = x[i];
+        }
+    }
+}
+
+// M(x; W) for one input row x (SPEC §4), keeping what the inner gradient needs: z = W2 x, hg = GELU(z),
+// o = W1 hg, its LN mean and 1/std. lng, lnb: the LN affine of this head.
+typedef struct { double *z, *hg, *o, mu, rstd; } NaiveCache;
+static void naive_apply(const MemCfg* m, const double* W, const real* x, const real* lng, const real* lnb,
+                        double* out, NaiveCache* c) {
+    int d = m->d, dm = m->dm;
+    if (m->depth == 1) {                                   // M(x) = W x
+        for (int i = 0; i < d; i++) {
+            out[i] = 0;
+            for (int j = 0; j < d; j++) out[i] += W[(size_t)i * d + j] * x[j];
+        }
+        return;
+    }
+    const double* W1 = W;                                  // (d, dm)
+    const double* W2 = W + (size_t)d * dm;                 // (dm, d)
+    for (int a = 0; a < dm; a++) {
+        c->z[a] = 0;
+        for (int j = 0; j < d; j++) c->z[a] += W2[(size_t)a * d + j] * x[j];
+        c->hg[a] = gelu(c->z[a], gelu_tanh(c->z[a]));
+    }
+    for (int i = 0; i < d; i++) {
+        c->o[i] = 0;
+        for (int a = 0; a < dm; a++) c->o[i] += W1[(size_t)i * dm + a] * c->hg[a];
+    }
+    c->mu = 0;
+    c->rstd = 1;
+    if (m->ln) {                                           // LN over d: biased variance, eps 1e-5
+        double var = 0;
+        for (int i = 0; i < d; i++) c->mu += c->o[i];
+        c->mu /= d;
+        for (int i = 0; i < d; i++) var += (c->o[i] - c->mu) * (c->o[i] - c->mu);
+        c->rstd = 1 / sqrt(var / d + 1e-5);
+    }
+    for (int i = 0; i < d; i++) {
+        double n = m->ln ? (c->o[i] - c->mu) * c->rstd * lng[i] + lnb[i] : c->o[i];
+        out[i] = (m->resid ? x[i] : 0) + n;                // M(x) = x + LN(W1 GELU(W2 x))
+    }
+}
+
+// One head's memory over T tokens. Row t of q, k, v, y is at t*stride; of a, theta at t*gstride; of eta, delta at
+// t*estride (channel-wise gates, m->cw: d entries there). P0 the head's initial state, lng/lnb its LN affine.
+static void memory_forward_naive(const MemCfg* m, const real* P0, const real* q, const real* k, const real* v,
+                                 const real* a, const real* eta, const real* theta, const real* delta,
+                                 const real* lng, const real* lnb, int T, int stride, int gstride, int estride, real* y) {
+    int d = m->d, dm = m->dm, nP = m->nP;
+    double* X = (double*)xmalloc((size_t)nP * 8);          // the carried state X_t
+    double* W = (double*)xmalloc((size_t)nP * 8);          // the weights the gradient is taken at
+    double* R = (double*)xmalloc((size_t)nP * 8);          // the weights the read uses
+    double* S = (double*)xmalloc((size_t)nP * 8);          // momentum
+    double* g = (double*)xmalloc((size_t)nP * 8);          // the inner gradient g_t
+    double* buf = (double*)xmalloc((size_t)(3 * dm + 4 * d) * 8);   // z, hg (dm); o, out, r, dO (d); dz (dm)
+    NaiveCache c = { buf, buf + dm, buf + 2 * dm, 0, 1 };
+    double *out = buf + 2 * dm + d, *r = out + d, *dO = r + d, *dz = dO + d;
+    double s[2] = {1, 1}, s_prev[2];
+    size_t n0 = m->depth == 2 ? (size_t)d * dm : (size_t)nP;  // entries of the first matrix (for lq's two scales)
+    for (int i = 0; i < nP; i++) { X[i] = P0[i]; S[i] = 0; }
+    for (int t = 0; t < T; t++) {
+        const real* kt = k + (size_t)t * stride;
+        const real* vt = v + (size_t)t * stride;
+        const real* et = eta + (size_t)t * estride;
+        const real* dt = delta + (size_t)t * estride;
+        naive_weights(m, X, W, s);
+        s_prev[0] = s[0];
+        s_prev[1] = s[1];
+        // the write: r = dbias/dM(k) (times eta per channel when channel-wise), then back through M to g
+        naive_apply(m, W, kt, lng, lnb, out, &c);
+        for (int i = 0; i < d; i++) {
+            double e = out[i] - vt[i], psi;
+            if (m->bias == BIAS_L2) psi = e;
+            else if (m->bias == BIAS_DOT) psi = -vt[i];
+            else if (m->bias == BIAS_LP) psi = 3 * tanh(10 * e) * (e * e + 1e-6);
+            else psi = fmin(fmax(e, -dt[m->cw ? i : 0]), dt[m->cw ? i : 0]);   // Huber: clamp(e, -delta, delta)
+            r[i] = m->cw ? et[i] * psi : psi;
+        }
+        if (m->depth == 1) {
+            for (int i = 0; i < d; i++)
+                for (int j = 0; j < d; j++) g[(size_t)i * d + j] = r[i] * kt[j];          // g = r k^T
+        } else {
+            if (m->ln) {                                   // dO = LN backward of r * lng
+                double mean_u = 0, mean_ux = 0;
+                for (int i = 0; i < d; i++) {
+                    double xh = (c.o[i] - c.mu) * c.rstd;
+                    mean_u += r[i] * lng[i];
+                    mean_ux += r[i] * lng[i] * xh;
+                }
+                mean_u /= d;
+                mean_ux /= d;
+                for (int i = 0; i < d; i++) dO[i] = c.rstd * (r[i] * lng[i] - mean_u - (c.o[i] - c.mu) * c.rstd * mean_ux);
+            } else {
+                for (int i = 0; i < d; i++) dO[i] = r[i];
+            }
+            for (int i = 0; i < d; i++)
+                for (int aa = 0; aa < dm; aa++) g[(size_t)i * dm + aa] = dO[i] * c.hg[aa];   // dW1 = dO GELU(z)^T
+            for (int aa = 0; aa < dm; aa++) {
+                double back = 0;
+                for (int i = 0; i < d; i++) back += W[(size_t)i * dm + aa] * dO[i];
+                dz[aa] = back * gelu_d1(c.z[aa], gelu_tanh(c.z[aa]));
+            }
+            for (int aa = 0; aa < dm; aa++)
+                for (int j = 0; j < d; j++) g[n0 + (size_t)aa * d + j] = dz[aa] * kt[j];     // dW2 = dz k^T
+        }
+        // the step (channel-wise eta is already inside r)
+        double at = a[(size_t)t * gstride], eta_t = m->cw ? 1 : et[0], th = theta[(size_t)t * gstride];
+        for (int i = 0; i < nP; i++) {
+            double keep = at * X[i] + (m->anchor ? (1 - at) * P0[i] : 0);
+            if (m->momentum) {
+                S[i] = th * S[i] - eta_t * g[i];
+                X[i] = keep + S[i];
+            } else {
+                X[i] = keep - eta_t * g[i];
+            }
+        }
+        // the read, after the write
+        if (m->retention == RET_LQ) {
+            for (int i = 0; i < nP; i++) R[i] = X[i] / s_prev[(size_t)i < n0 ? 0 : 1];
+        } else {
+            naive_weights(m, X, R, s);
+        }
+        naive_apply(m, R, q + (size_t)t * stride, lng, lnb, out, &c);
+        for (int i = 0; i < d; i++) y[(size_t)t * stride + i] = (real)out[i];
+    }
+    free(X); free(W); free(R); free(S); free(g); free(buf);
+}
+
 // ----------------------------------------------------------------------------
 // 4. the model
 
