@@ -365,10 +365,11 @@ static void test_attn_fd(const char* pattern, int W) {
 // 7. long sequences (SPEC §10): at each preset's default init, the gradient norm of a tiny model at T = 1024
 // is finite and within 3x of its T = 128 value (the spec's retention-to-zero defaults grow 10-1e40x here).
 // Tokens: this file's own bytes (text, so the memory has something to fit), the same for every preset.
-static double init_grad_norm(const char* preset, int T, const int* tok) {
+static double init_grad_norm(const char* preset, int T, const int* tok, int D, int E) {
     Config c; memset(&c, 0, sizeof c);
     if (!preset_config(&c, preset)) { printf("unknown preset %s\n", preset); exit(1); }
-    c.V = 256; c.Vp = 256; c.D = 16; c.L = 1; c.H = 2; c.E = 2; c.F = 64; c.K = 4; strcpy(c.pattern, "M");
+    c.V = 256; c.Vp = 256; c.D = D; c.L = 1; c.H = 2; c.E = E; c.F = 64; c.K = 4; strcpy(c.pattern, "M");
+    preset_size_defaults(&c);
     Model M; model_build(&M, &c); model_init(&M, 1337);
     model_forward(&M, tok, tok + 1, 1, T); model_zero_grad(&M); model_backward(&M, 1);
     double n = grad_norm(&M); model_free(&M); return n;
@@ -380,10 +381,16 @@ static void test_long_init(void) {
     unsigned char* bytes = (unsigned char*)tok; uint64_t r = 5;
     for (int t = T; t >= 0; t--) tok[t] = t < nr ? bytes[t] : (int)(rng_f64(&r) * 256);  // widen in place, from the end
     for (int i = 0; i < 8; i++) {
-        double n128 = init_grad_norm(presets[i], 128, tok), n1024 = init_grad_norm(presets[i], T, tok), ratio = n1024 / n128;
+        double n128 = init_grad_norm(presets[i], 128, tok, 16, 2), n1024 = init_grad_norm(presets[i], T, tok, 16, 2), ratio = n1024 / n128;
         check(isfinite(n128) && isfinite(n1024) && ratio <= 3 && ratio >= 1.0 / 3, "%s %s: gradient norm at init flat in T: %.3g at T=128, %.3g at T=1024 (ratio %.2f, within 3x)",
               BUILD, presets[i], n128, n1024, ratio);
     }
+    // memora's default eta_max = 0.64 / d_m (preset_size_defaults) keeps its norm at init flat in d_m at head width
+    // d = 64 (with a fixed 0.01 the ratio below is 1.47, and 3x at the 103M shape: README "Long sequences")
+    double n64 = init_grad_norm("memora", 256, tok, 128, 1), n1024 = init_grad_norm("memora", 256, tok, 128, 16);
+    check(isfinite(n64) && isfinite(n1024) && n1024 / n64 <= 1.2 && n64 / n1024 <= 1.2,
+          "%s memora: gradient norm at init flat in d_m (d = 64, T = 256): %.3g at d_m = 64, %.3g at d_m = 1024 (ratio %.2f, within 1.2x)",
+          BUILD, n64, n1024, n1024 / n64);
     free(tok);
 }
 

@@ -1093,7 +1093,7 @@ static int preset_config(Config* c, const char* name) {
     if (!strcmp(name, "titans")) { c->algo = ALGO_MOMENTUM; c->anchor = 1; c->eta_max = 0.1f; }
     else if (!strcmp(name, "moneta")) { c->bias = BIAS_LP; c->retention = RET_LQ; c->anchor = 1; c->eta_max = 0.003f; }
     else if (!strcmp(name, "yaad")) { c->bias = BIAS_HUBER; c->anchor = 1; c->eta_max = 0.3f; }
-    else if (!strcmp(name, "memora")) { c->retention = RET_KL; c->eta_max = 0.01f; }
+    else if (!strcmp(name, "memora")) { c->retention = RET_KL; c->eta_max = 0.01f; }  // at d_m = 64: preset_size_defaults
     else if (!strcmp(name, "ttt_mlp")) { c->gate_a = 0; }
     else if (!strcmp(name, "linear_attn")) { c->mem_depth = 1; c->mem_resid = c->mem_ln = 0; c->bias = BIAS_DOT; c->gate_a = c->gate_eta = 0; }
     else if (!strcmp(name, "deltanet")) { c->mem_depth = 1; c->mem_resid = c->mem_ln = 0; c->gate_a = 0; c->b = 1; }
@@ -1106,6 +1106,12 @@ static int preset_config(Config* c, const char* name) {
         return strcmp(base, "transformer") && preset_config(c, base);
     }
     return 1;
+}
+// The defaults that depend on the model's sizes, once D, H and E are set. Memora's inner step stiffens with d_m
+// (the gradient norm at init tracks eta_max * d_m; README "Long sequences"), so its eta_max is 0.64 / d_m:
+// 0.01 at d_m = 64, 0.0025 at d_m = 256 (the 103M shape).
+static void preset_size_defaults(Config* c) {
+    if (c->retention == RET_KL && c->mem_depth == 2 && c->E > 0 && c->H > 0 && c->D / c->H > 0) c->eta_max = 0.64f / (c->E * (c->D / c->H));
 }
 // SPEC §9.4: the layer pattern of a preset with L layers: all 'A' for transformer, 'MS' repeated (truncated for odd L)
 // for the "-H" hybrids, else all 'M'
@@ -1219,6 +1225,8 @@ typedef struct {
     real mean_loss;             // -1 when the last forward had no targets
     const uint8_t* loss_mask;   // (B, T) 1 where a position's loss counts (answers of a synthetic task); NULL: all
     long adam_t;                // AdamW step count (bias correction)
+    size_t opt_lo, opt_n;       // the parameters [opt_lo, opt_lo + opt_n) whose AdamW moments this process keeps and updates
+                                // (all of them, unless -K 1 shards the optimizer over data-parallel ranks: ZeRO stage 1)
     int nf_layer, nf_chunk; const char* nf_what;  // where the last backward first went non-finite in a memory (nf_what NULL: nowhere)
     int mlayer[128];            // layer l's index in the memory-only parameter tensors (its rank among the 'M' layers); -1: attention
 } Model;
@@ -1452,6 +1460,7 @@ static void model_build(Model* M, const Config* cfg) {
     for (int i = 0; i < NUM_PARAM_TENSORS; i++) M->num_params += M->param_sizes[i];
     M->params_memory = xmalloc(M->num_params * sizeof(real));
     point_parameters(&M->params, M->params_memory, M->param_sizes);
+    M->opt_lo = 0; M->opt_n = M->num_params;
     M->mean_loss = -1;
 }
 
@@ -1671,19 +1680,21 @@ static void grad_clip(Model* M, real norm, real clip) {
     if (clip > 0 && norm > clip) { real sc = clip / norm; for (size_t i = 0; i < M->num_params; i++) M->grads_memory[i] *= sc; }
 }
 
-// AdamW as torch.optim.AdamW: decoupled decay (on PARAM_DECAY tensors), bias-corrected moments.
+// AdamW as torch.optim.AdamW: decoupled decay (on PARAM_DECAY tensors), bias-corrected moments. It updates the
+// parameters [opt_lo, opt_lo + opt_n) (all, or this rank's shard with -K 1), whose moments m_memory, v_memory hold.
 static void model_update(Model* M, real lr, real beta1, real beta2, real eps, real wd) {
-    if (!M->m_memory) { M->m_memory = xmalloc(M->num_params * sizeof(real)); M->v_memory = xmalloc(M->num_params * sizeof(real)); }
+    if (!M->m_memory) { M->m_memory = xmalloc(M->opt_n * sizeof(real)); M->v_memory = xmalloc(M->opt_n * sizeof(real)); }
     M->adam_t++;
     real bc1 = 1 - pow(beta1, M->adam_t), bc2 = 1 - pow(beta2, M->adam_t);
-    size_t off = 0;
+    size_t off = 0, lo = M->opt_lo, hi = M->opt_lo + M->opt_n;
     for (int t = 0; t < NUM_PARAM_TENSORS; t++) {
         real decay = PARAM_DECAY[t] ? wd : 0;
+        size_t i0 = off > lo ? off : lo, i1 = off + M->param_sizes[t] < hi ? off + M->param_sizes[t] : hi;
         #pragma omp parallel for
-        for (size_t i = off; i < off + M->param_sizes[t]; i++) {
+        for (size_t i = i0; i < i1; i++) {
             real gr = M->grads_memory[i], *w = &M->params_memory[i];
-            real m = beta1 * M->m_memory[i] + (1 - beta1) * gr, v = beta2 * M->v_memory[i] + (1 - beta2) * gr * gr;
-            M->m_memory[i] = m; M->v_memory[i] = v;
+            real m = beta1 * M->m_memory[i - lo] + (1 - beta1) * gr, v = beta2 * M->v_memory[i - lo] + (1 - beta2) * gr * gr;
+            M->m_memory[i - lo] = m; M->v_memory[i - lo] = v;
             *w -= lr * decay * *w;
             *w -= lr * (m / bc1) / (sqrt(v / bc2) + eps);
         }
@@ -2244,6 +2255,7 @@ typedef struct {
     int anchor; float eta_max;  // -Z, -X: the preset's unless given
     int max_skip;               // -N: steps with a non-finite loss or gradient that may be skipped before stopping
     int window;                 // -W: the window of 'S' layers
+    int zero;                   // -K 1: shard the AdamW moments over the data-parallel ranks (ZeRO stage 1)
 } Args;
 enum { G_P = 1, G_V = 2, G_D = 4, G_L = 8, G_H = 16, G_E = 32, G_F = 64, G_K = 128, G_PAT = 256, G_R = 512, G_Z = 1024, G_X = 2048, G_W = 4096 };
 
@@ -2266,6 +2278,8 @@ static const char* const USAGE =  // a printf format: %s is PRESETS
     " -x 0 with -e evaluates once (loss, and answer accuracy when the val shards have .mask files)\n"
     " -A 1 train (and score val loss) on answer tokens only, from the shards' .mask files (synthetic tasks)\n"
     " -N skip up to N steps whose loss or gradient is not finite (no update: weights and AdamW moments stay), then stop [0]\n"
+    " -K 1 with several ranks (mpirun): each rank keeps and updates only its 1/ranks share of the AdamW moments\n"
+    "      (ZeRO stage 1), then the ranks gather the updated weights; same results as -K 0 [0]\n"
     " -J IN -O OUT: dump mode (logits, loss, gradients, AdamW steps of a fixture-layout file), to diff CPU and GPU\n";
 
 // Parse the flags (pairs like -x 100). extra, if given, is asked first and returns 1 for a flag it takes
@@ -2291,6 +2305,7 @@ static void args_parse(Args* a, int argc, char** argv, void (*usage)(void), int 
             case 'k': a->chunk = atoi(v); a->given |= G_K; break; case 'R': a->gate_rank = atoi(v); a->given |= G_R; break;
             case 'Z': a->anchor = atoi(v); a->given |= G_Z; break; case 'X': a->eta_max = atof(v); a->given |= G_X; break;
             case 'N': a->max_skip = atoi(v); break; case 'W': a->window = atoi(v); a->given |= G_W; break;
+            case 'K': a->zero = atoi(v); break;
             case 'J': a->dump_in = v; break; case 'O': a->dump_out = v; break; case 'A': a->answers_only = atoi(v); break;
             case 'b': a->B = atoi(v); break; case 't': a->T = atoi(v); break; case 'd': a->tokens_per_step = atol(v); break;
             case 'l': a->lr = atof(v); break; case 'u': a->warmup = atoi(v); break; case 'q': a->final_frac = atof(v); break;
@@ -2303,6 +2318,7 @@ static void args_parse(Args* a, int argc, char** argv, void (*usage)(void), int 
     }
     if (a->dump_in || a->dump_out) { if (!a->dump_in || !a->dump_out) DIE("give both -J IN and -O OUT", "dump mode needs an input and an output file"); return; }
     if (a->B < 1 || a->T < 1 || a->max_steps < 0) DIE("use positive -b, -t and -x", "bad batch %d, length %d or steps %ld", a->B, a->T, a->max_steps);
+    if (a->zero != 0 && a->zero != 1) DIE("-K 0 (every rank keeps all AdamW moments) or -K 1 (sharded, ZeRO stage 1)", "bad -K %d", a->zero);
     if (a->tokens_per_step <= 0) a->tokens_per_step = (long)a->B * a->T * g_world;   // data parallel: B*T per rank
     if (a->tokens_per_step % ((long)a->B * a->T)) DIE("make -d a multiple of B*T", "tokens per step %ld is not a multiple of B*T = %d", a->tokens_per_step, a->B * a->T);
 }
@@ -2316,6 +2332,7 @@ static Config args_config(const Args* a) {
     if (a->chunk) cfg.b = a->chunk;
     if (a->gate_rank >= 0) cfg.gate_rank = a->gate_rank;
     if (a->given & G_Z) cfg.anchor = a->anchor;
+    preset_size_defaults(&cfg);
     if (a->given & G_X) cfg.eta_max = a->eta_max;
     int L = a->L < 128 ? (a->L > 0 ? a->L : 0) : 128;
     if (a->pattern) snprintf(cfg.pattern, sizeof cfg.pattern, "%s", a->pattern); else preset_pattern(cfg.pattern, a->preset, L);
@@ -2495,6 +2512,66 @@ static void dist_checkpoint_state(TrainState* st, const DataLoader* dl, const re
 #endif
 }
 
+// ZeRO stage 1 (-K 1): rank r keeps the AdamW moments of the parameters [lo_r, lo_r + n_r) only, the contiguous
+// shares of dist_share; every rank still sums the whole gradient (one all-reduce, as without -K) and computes the
+// same norm and clip, updates its share, and the ranks then gather the updated weights (one all-gather). Each weight
+// is updated by the same arithmetic as without sharding, so the run is bit-identical to -K 0 (dev/test_mpi.sh checks).
+static void dist_share(size_t n, int r, size_t* lo, size_t* cnt) {
+    size_t per = (n + g_world - 1) / g_world;
+    *lo = (size_t)r * per < n ? (size_t)r * per : n;
+    *cnt = *lo + per < n ? per : n - *lo;
+}
+// keep only this rank's share of the moments (a resumed checkpoint loaded all of them)
+static void dist_shard_optimizer(Model* M) {
+    if (g_world <= 1) return;
+    size_t lo, n; dist_share(M->num_params, g_rank, &lo, &n);
+    if (M->num_params / g_world >= (size_t)1 << 31) DIE("use more ranks or -K 0", "a share of %zu parameters is too large for one MPI message", M->num_params / g_world);
+    if (M->m_memory) {
+        real* m = xmalloc((n ? n : 1) * sizeof(real)); real* v = xmalloc((n ? n : 1) * sizeof(real));
+        memcpy(m, M->m_memory + lo, n * sizeof(real)); memcpy(v, M->v_memory + lo, n * sizeof(real));
+        free(M->m_memory); free(M->v_memory); M->m_memory = m; M->v_memory = v;
+    }
+    M->opt_lo = lo; M->opt_n = n;
+}
+// after the update: every rank gets every share of the weights
+static void dist_gather_params(Model* M) {
+#ifdef USE_MPI
+    if (g_world <= 1 || M->opt_n == M->num_params) return;
+    int* cnt = xmalloc(g_world * sizeof(int)); int* at = xmalloc(g_world * sizeof(int));
+    for (int r = 0; r < g_world; r++) { size_t lo, n; dist_share(M->num_params, r, &lo, &n); cnt[r] = (int)n; at[r] = (int)lo; }
+    if (M->num_params >= (size_t)1 << 31) DIE("use -K 0", "%zu parameters are too many for one MPI all-gather", M->num_params);
+    if (MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, M->params_memory, cnt, at, MPI_REAL_T, MPI_COMM_WORLD) != MPI_SUCCESS) DIE(NULL, "MPI_Allgatherv failed");
+    free(cnt); free(at);
+#else
+    (void)M;
+#endif
+}
+// for a checkpoint: all the moments, on rank 0 (*m, *v: NULL elsewhere, and when the moments are not sharded)
+static void dist_gather_moments(const Model* M, real** m, real** v) {
+    *m = *v = NULL;
+#ifdef USE_MPI
+    if (g_world <= 1 || M->opt_n == M->num_params || !M->m_memory) return;
+    int* cnt = xmalloc(g_world * sizeof(int)); int* at = xmalloc(g_world * sizeof(int));
+    for (int r = 0; r < g_world; r++) { size_t lo, n; dist_share(M->num_params, r, &lo, &n); cnt[r] = (int)n; at[r] = (int)lo; }
+    if (g_rank == 0) { *m = xmalloc(M->num_params * sizeof(real)); *v = xmalloc(M->num_params * sizeof(real)); }
+    if (MPI_Gatherv(M->m_memory, (int)M->opt_n, MPI_REAL_T, *m, cnt, at, MPI_REAL_T, 0, MPI_COMM_WORLD) != MPI_SUCCESS ||
+        MPI_Gatherv(M->v_memory, (int)M->opt_n, MPI_REAL_T, *v, cnt, at, MPI_REAL_T, 0, MPI_COMM_WORLD) != MPI_SUCCESS) DIE(NULL, "MPI_Gatherv failed");
+    free(cnt); free(at);
+#else
+    (void)M;
+#endif
+}
+// rank 0 writes the checkpoint, with the whole AdamW state also when it is sharded
+static void dist_save_checkpoint(Model* M, const char* path, const TrainState* st) {
+    real *m, *v; dist_gather_moments(M, &m, &v);
+    if (g_rank == 0) {
+        Model whole = *M;
+        if (m) { whole.m_memory = m; whole.v_memory = v; whole.opt_lo = 0; whole.opt_n = M->num_params; }
+        save_checkpoint(&whole, path, st);
+    }
+    free(m); free(v);
+}
+
 #ifndef TESTING
 static void usage(void) { printf("usage: train_miras [flags]   (defaults in brackets)\n"); printf(USAGE, PRESETS); }
 
@@ -2508,6 +2585,7 @@ int main(int argc, char** argv) {
     TrainState st = {0, 0, 0, a.seed * 0x9E3779B97F4A7C15ULL + 1};
     if (load_path) load_checkpoint(&model, load_path, a.resume ? &st : NULL); else model_init(&model, a.seed);
     dist_check_resume(&a, load_path, &st);
+    if (a.zero) dist_shard_optimizer(&model);
     Run run; model.loss_mask = run_open(&run, &a, &cfg, &st);
     int accum = dist_accum(&a), B = a.B, T = a.T; long max_steps = a.max_steps;   // accum: micro-batches per rank and step
     DataLoader* train = &run.train;
@@ -2550,13 +2628,14 @@ int main(int argc, char** argv) {
         } else {
             grad_clip(&model, norm, a.clip);
             model_update(&model, lrs, 0.9, 0.95, 1e-8, a.wd);
+            dist_gather_params(&model);
             double dt = now_s() - t0;
             if (g_rank == 0) report_step(&run, step + 1, max_steps, loss, lrs, norm, dt, a.tokens_per_step / dt);
         }
         st.step = step + 1; st.shard = train->shard; st.pos = train->pos;
         if ((a.ckpt_every > 0 && st.step % a.ckpt_every == 0) || st.step == max_steps || st.step == a.stop_at) {
             dist_checkpoint_state(&st, train, model.params_memory, model.num_params);
-            if (g_rank == 0) save_checkpoint(&model, ckpt_path, &st);
+            dist_save_checkpoint(&model, ckpt_path, &st);
         }
         if (st.step == a.stop_at) { if (g_rank == 0) printf("stopped after step %ld (-S); continue with -r 1\n", st.step); return 0; }
     }

@@ -2065,6 +2065,7 @@ typedef struct {
     uint8_t *mask, *h_mask;     // the forward's copy of it, device and host (used by the backward); has_mask: whether one was given
     int has_mask;
     long adam_t;                // AdamW step count (bias correction)
+    size_t opt_lo, opt_n;       // the parameters whose AdamW moments this rank keeps (all, or its share with -K 1)
 } Model;
 
 static int nchunks(const Model* M, int T) { return (T + M->cfg.b - 1) / M->cfg.b; }
@@ -2079,9 +2080,10 @@ static void model_build(Model* M, ::Model* host) {
     M->params_memory = (real*)dmalloc(M->num_params * sizeof(real));
     h2d(M->params_memory, host->params_memory, M->num_params * sizeof(real));
     point_parameters(&M->params, M->params_memory, M->param_sizes);
+    M->opt_lo = host->opt_lo; M->opt_n = host->opt_n;
     if (host->m_memory) {
-        M->m_memory = (real*)dmalloc(M->num_params * sizeof(real)); M->v_memory = (real*)dmalloc(M->num_params * sizeof(real));
-        h2d(M->m_memory, host->m_memory, M->num_params * sizeof(real)); h2d(M->v_memory, host->v_memory, M->num_params * sizeof(real));
+        M->m_memory = (real*)dmalloc(M->opt_n * sizeof(real)); M->v_memory = (real*)dmalloc(M->opt_n * sizeof(real));
+        h2d(M->m_memory, host->m_memory, M->opt_n * sizeof(real)); h2d(M->v_memory, host->v_memory, M->opt_n * sizeof(real));
     }
     M->adam_t = host->adam_t;
     M->mean_loss = -1;
@@ -2096,8 +2098,8 @@ static void model_to_host(Model* M) {
     ::Model* H = M->hm;
     d2h(H->params_memory, M->params_memory, M->num_params * sizeof(real));
     if (M->m_memory) {
-        if (!H->m_memory) { H->m_memory = xmalloc(M->num_params * sizeof(real)); H->v_memory = xmalloc(M->num_params * sizeof(real)); }
-        d2h(H->m_memory, M->m_memory, M->num_params * sizeof(real)); d2h(H->v_memory, M->v_memory, M->num_params * sizeof(real));
+        if (!H->m_memory) { H->m_memory = xmalloc(M->opt_n * sizeof(real)); H->v_memory = xmalloc(M->opt_n * sizeof(real)); }
+        d2h(H->m_memory, M->m_memory, M->opt_n * sizeof(real)); d2h(H->v_memory, M->v_memory, M->opt_n * sizeof(real));
     }
     H->adam_t = M->adam_t;
 }
@@ -2405,17 +2407,19 @@ static void grad_clip(Model* M, real norm, real clip) {
     if (clip > 0 && norm > clip) { real sc = clip / norm; scale_kernel<<<nblocks(M->num_params), NT>>>(M->grads_memory, M->num_params, sc); KCHECK("grad_clip"); }
 }
 
-// AdamW as torch.optim.AdamW: decoupled decay (on PARAM_DECAY tensors), bias-corrected moments.
+// AdamW as torch.optim.AdamW: decoupled decay (on PARAM_DECAY tensors), bias-corrected moments, on the parameters
+// [opt_lo, opt_lo + opt_n) (all, or this rank's share with -K 1; train_miras.c's dist_share).
 static void model_update(Model* M, real lr, real beta1, real beta2, real eps, real wd) {
-    if (!M->m_memory) { M->m_memory = (real*)dmalloc(M->num_params * sizeof(real)); M->v_memory = (real*)dmalloc(M->num_params * sizeof(real)); }
+    if (!M->m_memory) { M->m_memory = (real*)dmalloc(M->opt_n * sizeof(real)); M->v_memory = (real*)dmalloc(M->opt_n * sizeof(real)); }
     M->adam_t++;
     real bc1 = (real)(1 - pow((double)beta1, (double)M->adam_t)), bc2 = (real)(1 - pow((double)beta2, (double)M->adam_t));
-    size_t off = 0;
+    size_t off = 0, lo = M->opt_lo, hi = M->opt_lo + M->opt_n;
     for (int t = 0; t < NUM_PARAM_TENSORS; t++) {
-        real decay = PARAM_DECAY[t] ? wd : 0; size_t n = M->param_sizes[t];
-        if (n) { adamw_kernel<<<nblocks(n), NT>>>(M->params_memory + off, M->params_bf16 ? M->params_bf16 + off : NULL, M->grads_memory + off, M->m_memory + off, M->v_memory + off, n,
-                                                 lr, beta1, beta2, eps, decay, bc1, bc2); KCHECK("adamw"); }
-        off += n;
+        real decay = PARAM_DECAY[t] ? wd : 0;
+        size_t i0 = off > lo ? off : lo, i1 = off + M->param_sizes[t] < hi ? off + M->param_sizes[t] : hi;
+        if (i1 > i0) { adamw_kernel<<<nblocks(i1 - i0), NT>>>(M->params_memory + i0, M->params_bf16 ? M->params_bf16 + i0 : NULL, M->grads_memory + i0,
+                                                            M->m_memory + (i0 - lo), M->v_memory + (i0 - lo), i1 - i0, lr, beta1, beta2, eps, decay, bc1, bc2); KCHECK("adamw"); }
+        off += M->param_sizes[t];
     }
 }
 
@@ -2759,9 +2763,22 @@ static void nccl_init(void) {
 static void nccl_allreduce_grads(real* dgrads, size_t n) {   // in place, on the stream of the kernels (0)
     if (g_world > 1) ncclCheck(ncclAllReduce(dgrads, dgrads, n, ncclFloat, ncclSum, g_nccl, 0));
 }
+// -K 1 (ZeRO stage 1), after the update: each rank broadcasts its share of the weights (shares may differ in size
+// by one, so a group of broadcasts rather than ncclAllGather), then the bf16 copy is refreshed from the fp32 weights
+static void nccl_gather_params(gpu::Model* M) {
+    if (g_world <= 1 || M->opt_n == M->num_params) return;
+    ncclCheck(ncclGroupStart());
+    for (int r = 0; r < g_world; r++) {
+        size_t lo, n; dist_share(M->num_params, r, &lo, &n);
+        if (n) ncclCheck(ncclBroadcast(M->params_memory + lo, M->params_memory + lo, n, ncclFloat, r, g_nccl, 0));
+    }
+    ncclCheck(ncclGroupEnd());
+    if (M->params_bf16) { gpu::to_bf16_kernel<<<nblocks(M->num_params), NT>>>(M->params_bf16, M->params_memory, M->num_params); KCHECK("to_bf16"); }
+}
 #else
 static void nccl_init(void) {}
 static void nccl_allreduce_grads(real*, size_t) {}
+static void nccl_gather_params(gpu::Model*) {}
 #endif
 
 int main(int argc, char** argv) {
@@ -2777,6 +2794,7 @@ int main(int argc, char** argv) {
     TrainState st = {0, 0, 0, a.seed * 0x9E3779B97F4A7C15ULL + 1};
     if (load_path) load_checkpoint(&model, load_path, a.resume ? &st : NULL); else model_init(&model, a.seed);
     dist_check_resume(&a, load_path, &st);
+    if (a.zero) dist_shard_optimizer(&model);   // -K 1: this rank's share of the AdamW moments, on the host and the GPU
     gpu::Model gm; gpu::model_build(&gm, &model);
     nccl_init();
     Run run; gm.loss_mask = run_open(&run, &a, &cfg, &st);
@@ -2819,6 +2837,7 @@ int main(int argc, char** argv) {
         } else {
             gpu::grad_clip(&gm, norm, a.clip);
             gpu::model_update(&gm, lrs, 0.9, 0.95, 1e-8, a.wd);
+            nccl_gather_params(&gm);
             cudaCheck(cudaDeviceSynchronize());
             double dt = now_s() - t0;
             if (g_rank == 0) report_step(&run, step + 1, max_steps, loss, lrs, norm, dt, a.tokens_per_step / dt);
@@ -2826,7 +2845,7 @@ int main(int argc, char** argv) {
         st.step = step + 1; st.shard = train->shard; st.pos = train->pos;
         if ((a.ckpt_every > 0 && st.step % a.ckpt_every == 0) || st.step == max_steps || st.step == a.stop_at) {
             gpu::model_to_host(&gm); dist_checkpoint_state(&st, train, model.params_memory, model.num_params);
-            if (g_rank == 0) save_checkpoint(&model, ckpt_path, &st);
+            dist_save_checkpoint(&model, ckpt_path, &st);
         }
         if (st.step == a.stop_at) { if (g_rank == 0) printf("stopped after step %ld (-S); continue with -r 1\n", st.step); return 0; }
     }

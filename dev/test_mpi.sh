@@ -17,7 +17,9 @@ finish() { [ "$skipped" -gt 0 ] && echo "# $skipped check(s) skipped"; echo "$pa
 CHECKS=("np=2 equals one process with 2x accumulation" "np=2 with accumulation 2 per rank equals one process with 4x"
         "np=2 checkpoint carries 2 ranks and distinct data positions" "np=2 resume is bit-identical"
         "np=1 resume of an np=2 checkpoint refuses" "np=2 resume of a one-process checkpoint refuses" "a dying rank ends every rank"
-        "the MPI build as one process equals the plain build" "-d not a multiple of B*T*ranks refuses")
+        "the MPI build as one process equals the plain build" "-d not a multiple of B*T*ranks refuses"
+        "np=2 -K 1 (sharded AdamW moments, ZeRO-1) equals -K 0" "np=3 -K 1 with uneven shares equals -K 0"
+        "np=2 -K 1 resume is bit-identical" "a bad -K refuses")
 if ! command -v mpirun >/dev/null 2>&1 || [ ! -x ./train_miras_mpi ] || [ ! -x ./train_miras ]; then
     why="needs mpirun and ./train_miras_mpi (apt-get install libopenmpi-dev openmpi-bin; make train_miras_mpi)"
     for c in "${CHECKS[@]}"; do skip "$c" "$why"; done
@@ -87,4 +89,23 @@ else notok "${CHECKS[7]}" "exit $e: $(head -c 300 "$TMP/e/err.txt")"; fi
 run2 "$TMP/f" $M -x 2 -d 96; e=$?
 if one_error $e "$TMP/f/err.txt" "not a multiple of B\*T\*ranks" && [ "$(wc -l <"$TMP/f/err.txt")" -eq 1 ]; then ok "${CHECKS[8]}: $(cut -c 1-100 "$TMP/f/err.txt")"
 else notok "${CHECKS[8]}" "exit $e: $(cat "$TMP/f/err.txt")"; fi
+# 10-12. ZeRO stage 1: each rank updates its share of the weights with its share of the moments, then the ranks
+# gather the weights; the arithmetic per weight is unchanged, so the checkpoint (weights and the gathered moments)
+# is byte-identical to the unsharded run's
+run2 "$TMP/z1" $M -x 6 -K 1; e=$?
+if [ $e -eq 0 ] && cmp -s "$TMP/z1/ckpt.bin" "$TMP/a2/ckpt.bin" && close "$TMP/z1/log.txt" "$TMP/a2/log.txt"; then ok "${CHECKS[9]}: byte-identical checkpoints after 6 steps, same losses"
+else notok "${CHECKS[9]}" "exit $e: $(head -c 300 "$TMP/z1/err.txt")"; fi
+n3=$(hdr_at "$TMP/a2/ckpt.bin" 76 4)
+mkdir -p "$TMP/z3" "$TMP/z4"
+timeout 120 mpirun -q --oversubscribe -np 3 ./train_miras_mpi $M -x 4 -d 96 -K 1 -o "$TMP/z3" >"$TMP/z3/out.txt" 2>"$TMP/z3/err.txt"; e1=$?
+timeout 120 mpirun -q --oversubscribe -np 3 ./train_miras_mpi $M -x 4 -d 96 -K 0 -o "$TMP/z4" >"$TMP/z4/out.txt" 2>"$TMP/z4/err.txt"; e2=$?
+if [ $e1 -eq 0 ] && [ $e2 -eq 0 ] && [ $((n3 % 3)) -ne 0 ] && cmp -s "$TMP/z3/ckpt.bin" "$TMP/z4/ckpt.bin"; then ok "${CHECKS[10]}: $n3 parameters over 3 ranks, byte-identical checkpoints"
+else notok "${CHECKS[10]}" "exit codes $e1 $e2, $n3 parameters: $(head -c 300 "$TMP/z3/err.txt")"; fi
+run2 "$TMP/z2" $M -x 6 -K 1 -S 3; e1=$?
+run2 "$TMP/z2" $M -x 6 -K 1 -r 1; e2=$?
+if [ $e1 -eq 0 ] && [ $e2 -eq 0 ] && cmp -s "$TMP/z2/ckpt.bin" "$TMP/a2/ckpt.bin"; then ok "${CHECKS[11]}: 3 + 3 steps equal 6 straight steps (of -K 0), byte for byte"
+else notok "${CHECKS[11]}" "exit codes $e1 $e2: $(head -c 300 "$TMP/z2/err.txt")"; fi
+run1 "$TMP/z5" $M -x 1 -K 2; e=$?
+if one_error $e "$TMP/z5/err.txt" "bad -K 2"; then ok "${CHECKS[12]}: $(cut -c 1-100 "$TMP/z5/err.txt")"
+else notok "${CHECKS[12]}" "exit $e: $(cat "$TMP/z5/err.txt")"; fi
 finish
