@@ -666,6 +666,151 @@ static void test_binary(void) {
     snprintf(cmd, sizeof cmd, "rm -rf %s", TMP); if (system(cmd)) {}
 }
 
+// ---------------------------------------------------------------------------
+// Lattice (SPEC §5.8, train_miras.c section 3b): fixtures, finite differences, decode, the checkpoint interval, the
+// reduction to the delta rule, long sequences, the trainer binary
+static const char* LAT_FIXTURES[] = {"lattice", "lattice_enc", "lattice_sim", "lattice_mu", "lattice_sim_nr", "lattice_delta"};
+#define NLAT 6
+// fp64: finite differences of the ablation/variant combinations no fixture has, on lattice_mu's parameters (the same
+// layout for every kind and ablation): ENC without the orthogonal term, SIM with both ablations, DEC without it
+#ifdef MIRAS_DOUBLE
+static void test_lattice_fd_variant(const char* dir, int kind, int ablate) {
+    char path[1024]; snprintf(path, sizeof path, "%s/lattice_mu.bin", dir);
+    Fixture fx; if (!fixture_load(&fx, path)) { check(0, "lattice fd: cannot read %s", path); return; }
+    fx.cfg.lattice = kind; fx.cfg.lat_ablate = ablate; fx.cfg.lat_k = 3;
+    Model M; fixture_model(&M, &fx);
+    int N = fx.B * fx.T; int* in = malloc(N * 4); int* tg = malloc(N * 4); fixture_batch(&fx, in, tg);
+    Table tb = fd_model(&M, in, tg, fx.B, fx.T, 6, 43);
+    check_table(&tb, TOL_FD, "fp64 finite differences lattice kind %d (1 DEC, 2 ENC, 3 SIM) ablation bits %d, mu gate, k 3", kind, ablate);
+    free(in); free(tg); model_free(&M); fixture_free(&fx);
+}
+#endif
+// The checkpoint interval k changes nothing: logits, loss and every gradient bit for bit equal for k = 1, 3, 64 and T
+// (one segment), on the fixture's parameters over a longer random batch (B 2, T 70: segments of 1, 3 (a partial last one)
+// and 64 (+6)).
+static void test_lattice_k(const char* dir, const char* name) {
+    char path[1024]; snprintf(path, sizeof path, "%s/%s.bin", dir, name);
+    Fixture fx; if (!fixture_load(&fx, path)) { check(0, "lattice k %s: cannot read %s", name, path); return; }
+    int B = 2, T = 70, N = B * T, ks[4] = {1, 3, 64, 70}; int* in = malloc(N * 4); int* tg = malloc(N * 4); uint64_t r = 17;
+    for (int i = 0; i < N; i++) { in[i] = (int)(rng_f64(&r) * fx.cfg.V); tg[i] = (int)(rng_f64(&r) * fx.cfg.V); }
+    real *g0 = NULL, *l0 = NULL; int same = 1; double gn = 0; size_t nl = (size_t)N * fx.cfg.Vp;
+    for (int ki = 0; ki < 4; ki++) {
+        fx.cfg.lat_k = ks[ki]; Model M; fixture_model(&M, &fx);
+        model_forward(&M, in, tg, B, T); model_zero_grad(&M); model_backward(&M, 1);
+        if (!ki) { g0 = malloc(M.num_params * sizeof(real)); l0 = malloc(nl * sizeof(real)); memcpy(g0, M.grads_memory, M.num_params * sizeof(real));
+                   memcpy(l0, M.acts.logits, nl * sizeof(real)); gn = grad_norm(&M); }
+        else same &= !memcmp(g0, M.grads_memory, M.num_params * sizeof(real)) && !memcmp(l0, M.acts.logits, nl * sizeof(real));
+        model_free(&M);
+    }
+    check(same && gn > 0 && isfinite(gn), "%s %s: checkpoint interval k = 1, 3, 64, 70 (T 70): logits and all gradients bitwise equal (|grad| %.3g)", BUILD, name, gn);
+    free(g0); free(l0); free(in); free(tg); fixture_free(&fx);
+}
+// DEC with both ablations (-Y 3) is the delta rule from S_0 = I: the whole model against `deltanet` (and, with the
+// forgetting gate -B 1, against `gated_deltanet`: a = mu) whose trained P_0 is set to the identity. Same parameters
+// (the layouts differ only in mem_p0, which Lattice has not), same tokens: logits, loss and every gradient but P_0's
+// must agree to float precision; the same comparison with the full Lattice rule (-Y 0) must not (so the check bites).
+static double lattice_vs_delta(const Fixture* fx, int ablate, int gated, double* gerr) {
+    Config lc = fx->cfg; lc.lat_ablate = ablate; lc.gate_a = gated;
+    Config dc; memset(&dc, 0, sizeof dc); preset_config(&dc, gated ? "gated_deltanet" : "deltanet");
+    dc.V = lc.V; dc.Vp = lc.Vp; dc.D = lc.D; dc.L = lc.L; dc.H = lc.H; dc.E = lc.E; dc.F = lc.F; dc.K = lc.K; dc.eta_max = lc.eta_max;
+    snprintf(dc.pattern, sizeof dc.pattern, "%s", lc.pattern);
+    Model A, Dm; model_build(&A, &lc); model_build(&Dm, &dc); uint64_t r = 5;
+    fill_normal(A.params_memory, A.num_params, 0.3, &r);                       // the fixture's where they exist
+    size_t o = 0; for (size_t i = 0; i < A.num_params && i < fx->np; i++) A.params_memory[i] = fx->params[i];
+    size_t oa = 0, od = 0;
+    for (int t = 0; t < NUM_PARAM_TENSORS; t++) {
+        if (A.param_sizes[t] == Dm.param_sizes[t]) memcpy(Dm.params_memory + od, A.params_memory + oa, A.param_sizes[t] * sizeof(real));
+        else if (t == 14) { int d = Dm.mem.d; for (size_t lh = 0; lh < (size_t)memory_layers(&dc) * dc.H; lh++) lattice_identity(Dm.params_memory + od + lh * d * d, d); }
+        else { printf("FAIL - layouts differ in %s\n", PARAM_NAMES[t]); exit(1); }
+        oa += A.param_sizes[t]; od += Dm.param_sizes[t];
+    }
+    (void)o;
+    int N = fx->B * fx->T; int* in = malloc(N * 4); int* tg = malloc(N * 4); fixture_batch(fx, in, tg);
+    model_forward(&A, in, tg, fx->B, fx->T); model_zero_grad(&A); model_backward(&A, 1);
+    model_forward(&Dm, in, tg, fx->B, fx->T); model_zero_grad(&Dm); model_backward(&Dm, 1);
+    double el = relerr_rr(A.acts.logits, Dm.acts.logits, (size_t)N * lc.Vp), worst = 0; oa = od = 0;
+    for (int t = 0; t < NUM_PARAM_TENSORS; t++) {
+        if (t != 14 && A.param_sizes[t]) { double e = relerr_rr(A.grads_memory + oa, Dm.grads_memory + od, A.param_sizes[t]); if (worse(e, worst)) worst = e; }
+        oa += A.param_sizes[t]; od += Dm.param_sizes[t];
+    }
+    *gerr = worst; free(in); free(tg); model_free(&A); model_free(&Dm);
+    return el;
+}
+static void test_lattice_delta(const char* dir) {
+    char path[1024]; snprintf(path, sizeof path, "%s/lattice_delta.bin", dir);
+    Fixture fx; if (!fixture_load(&fx, path)) { check(0, "lattice delta: cannot read %s", path); return; }
+    for (int gated = 0; gated <= 1; gated++) {
+        double ge, gf, el = lattice_vs_delta(&fx, 3, gated, &ge), ef = lattice_vs_delta(&fx, 0, gated, &gf);
+        check(el <= TOL_SELF && ge <= 10 * TOL_SELF && ef > 1e-3 && gf > 1e-3,
+              "%s lattice -Y 3%s is %s with P_0 = I: logits err %.2e, worst gradient err %.2e (tol %.0e, %.0e); the full rule -Y 0 differs (%.2e, %.2e)",
+              BUILD, gated ? " -B 1" : "", gated ? "gated_deltanet (a = mu)" : "deltanet", el, ge, TOL_SELF, 10 * TOL_SELF, ef, gf);
+    }
+    fixture_free(&fx);
+}
+// SPEC §10 for Lattice: the gradient norm at the preset's init is finite and flat in T (within 3x from T = 128 to 1024)
+static void test_lattice_long(void) {
+    const char* presets[] = {"lattice", "lattice_enc", "lattice_sim"};
+    int T = 1024, *tok = malloc((T + 1) * sizeof(int));
+    FILE* f = fopen("test_miras.c", "rb"); int nr = f ? (int)fread(tok, 1, T + 1, f) : 0; if (f) fclose(f);
+    unsigned char* bytes = (unsigned char*)tok; uint64_t r = 5;
+    for (int t = T; t >= 0; t--) tok[t] = t < nr ? bytes[t] : (int)(rng_f64(&r) * 256);
+    for (int i = 0; i < 3; i++) {
+        double n128 = init_grad_norm(presets[i], 128, tok, 16, 2), n1024 = init_grad_norm(presets[i], T, tok, 16, 2), ratio = n1024 / n128;
+        check(isfinite(n128) && isfinite(n1024) && ratio <= 3 && ratio >= 1.0 / 3, "%s %s: gradient norm at init flat in T: %.3g at T=128, %.3g at T=1024 (ratio %.2f, within 3x)",
+              BUILD, presets[i], n128, n1024, ratio);
+    }
+    free(tok);
+}
+#ifndef MIRAS_DOUBLE
+// the binary: resume bit-identical with -w 3 -B 1 (and -w may change on resume: it changes no result); bad flags
+static void test_lattice_binary(void) {
+    if (access(BIN, X_OK) != 0) { check(0, "the trainer binary %s exists (build it with make)", BIN); return; }
+    snprintf(TMP, sizeof TMP, "/tmp/test_miras_lat_%d", (int)getpid());
+    char cmd[1024], p[512], args[4096], err[2048]; int lines;
+    snprintf(cmd, sizeof cmd, "rm -rf %s && mkdir -p %s/a %s/b %s/c", TMP, TMP, TMP, TMP); if (system(cmd)) return;
+    snprintf(p, sizeof p, "%s/d_train_000000.bin", TMP); write_shard(p, 3000, 20240520, 3000, 1);
+    const char* model = "-p lattice_sim -B 1 -w 3 -D 32 -L 2 -H 2 -b 2 -t 16 -v 0 -g 0 -u 2";
+    snprintf(args, sizeof args, "%s -i '%s/d_train_*.bin' -j none -o %s/a -x 6", model, TMP, TMP); int c1 = run(args, NULL, err, sizeof err);
+    snprintf(args, sizeof args, "%s -i '%s/d_train_*.bin' -j none -o %s/b -x 6 -S 3", model, TMP, TMP); int c2 = run(args, NULL, err, sizeof err);
+    snprintf(args, sizeof args, "-w 5 -b 2 -t 16 -v 0 -g 0 -u 2 -i '%s/d_train_*.bin' -j none -o %s/b -x 6 -r 1", TMP, TMP); int c3 = run(args, NULL, err, sizeof err);
+    char ca[512], cb[512]; snprintf(ca, sizeof ca, "%s/a/ckpt.bin", TMP); snprintf(cb, sizeof cb, "%s/b/ckpt.bin", TMP);
+    Config hc; int has = peek_checkpoint(ca, &hc);
+    int same = 0; { FILE *f = fopen(ca, "rb"), *g = fopen(cb, "rb"); if (f && g) { same = 1; int x, y, i = 0;   // all but slot 39 (k)
+        do { x = fgetc(f); y = fgetc(g); if (x != y && !(i >= 4 * 39 && i < 4 * 40)) { same = 0; break; } i++; } while (x != EOF); }
+        if (f) fclose(f);
+        if (g) fclose(g); }
+    check(c1 == 0 && c2 == 0 && c3 == 0 && same && has && hc.lattice == LAT_SIM && hc.lat_k == 3 && hc.gate_a == 1,
+          "lattice_sim -B 1 -w 3: resume from step 3 (with -w 5) bit-identical to a straight run (exit codes %d %d %d), header kind %d k %d mu gate %d",
+          c1, c2, c3, has ? hc.lattice : -1, has ? hc.lat_k : -1, has ? hc.gate_a : -1);
+    struct { const char* what; const char* args; const char* expect; } cases[] = {
+        {"-w 0", "-p lattice -w 0 -x 1", "bad Lattice config"}, {"-Y 7", "-p lattice -Y 7 -x 1", "bad Lattice config"},
+        {"-B 2", "-p lattice -B 2 -x 1", "bad -B"}, {"-w with titans", "-p titans -w 8 -x 1", "Lattice flag given"},
+        {"lattice with -R 2", "-p lattice -R 2 -x 1", "Lattice needs"}};
+    for (int i = 0; i < 5; i++) {
+        snprintf(args, sizeof args, "%s -i '%s/d_train_*.bin' -j none -o %s/c", cases[i].args, TMP, TMP);
+        int code = run(args, &lines, err, sizeof err);
+        int ok = code != 0 && lines == 1 && !strncmp(err, "error: ", 7) && strstr(err, cases[i].expect) && strstr(err, "(hint:");
+        char* nl = strchr(err, '\n'); if (nl) *nl = 0;
+        check(ok, "bad input, Lattice %s: exit %d, '%s'", cases[i].what, code, err);
+    }
+    snprintf(cmd, sizeof cmd, "rm -rf %s", TMP); if (system(cmd)) {}
+}
+#endif
+static void test_lattice(const char* dir) {
+    for (int i = 0; i < NLAT; i++) test_fixture(dir, LAT_FIXTURES[i]);
+#ifdef MIRAS_DOUBLE
+    for (int i = 0; i < NLAT; i++) test_fd(dir, LAT_FIXTURES[i], -1, -1, 0);
+    test_lattice_fd_variant(dir, LAT_ENC, LATA_NO_ORTHO); test_lattice_fd_variant(dir, LAT_SIM, 3); test_lattice_fd_variant(dir, LAT_DEC, LATA_NO_ORTHO);
+#endif
+    for (int i = 0; i < NLAT; i++) test_decode(dir, LAT_FIXTURES[i]);
+    for (int i = 0; i < NLAT; i++) test_lattice_k(dir, LAT_FIXTURES[i]);
+    test_lattice_delta(dir);
+    test_lattice_long();
+#ifndef MIRAS_DOUBLE
+    test_lattice_binary();
+#endif
+}
+
 // --compare CPU GPU [INPUT]: diff two dump files of `train_miras -J IN -O OUT` (and of train_miras.cu), float32
 // whatever the build: logits and loss within 1e-5; the gradients, and after the AdamW steps (their losses within
 // 1e-4) the parameters, within 1e-4 over all and 1e-3 per tensor. Per tensor is looser because both sides carry
@@ -820,6 +965,7 @@ int main(int argc, char** argv) {
 #endif
     test_long_init();
     test_tables(dir);
+    test_lattice(dir);
 #ifndef MIRAS_DOUBLE
     test_binary();
 #endif

@@ -413,6 +413,7 @@ typedef struct {
     int cw;          // channel-wise eta (and delta): eta scales the error per output channel
     int anchor;      // retention toward P_0 instead of toward 0 (README "anchored retention"; SPEC §10)
     int nP;          // state size per head: deep W1 (d, dm) then W2 (dm, d); linear W (d, d)
+    int lattice, lat_k, lat_ablate;  // Lattice (section 3b): LAT_* kind (0 none), checkpoint interval k, ablation bits LATA_*
 } MemCfg;
 
 // Scratch for one chunk of one head, n <= b rows. One per thread, carved from one allocation.
@@ -1066,6 +1067,101 @@ static void memory_forward_naive(const MemCfg* m, const real* P0, const real* q,
 }
 
 // ----------------------------------------------------------------------------
+// 3b. Lattice (SPEC §5.8): the orthogonal slot memory. Per head a state S (d x m, m = d slots, each a unit column),
+// S_0 = I (fixed), updated token by token by the unified template (research/lattice.md 2.2):
+//   DEC: h = S k - v, c = k      ENC: h = v, c = S^T v - k      SIM: h = -v, c = k
+//   g = S^T h ;  A = mu + eta (c * g) ;  W = S diag(A) - eta h c^T ;  S_t = W diag(1/|W_i|) ;  y_t = S_t q_t
+// (|W_i| the explicitly computed column norm, no eps). Ablations (-Y): LATA_NO_ORTHO drops eta (c * g) from A,
+// LATA_NO_RENORM keeps S_t = W; with both, DEC is the delta rule S_t = mu S - eta (S k - v) k^T from S_0 = I.
+// There is no chunked form: training is backpropagation through the T per-token steps. The forward keeps the state
+// only at every lat_k-th token (S before token j*k); the backward recomputes each segment's k states from its
+// checkpoint and runs the steps in reverse (section "lattice_memory_backward"). Storage: column i of S is
+// S[i*d .. i*d+d) (slot-major), so g_i = S_i . h and the column norms are contiguous.
+enum { LAT_NONE = 0, LAT_DEC = 1, LAT_ENC = 2, LAT_SIM = 3 };        // header slot 38; never renumber
+enum { LATA_NO_ORTHO = 1, LATA_NO_RENORM = 2 };                       // header slot 40 (bits)
+
+// Scratch of one step: h, c, g, A, n (d each) and a column (d); see lattice_scratch_size for the rest.
+typedef struct { real *h, *c, *g, *A, *n, *col, *dh, *dc, *dg; } LatVec;
+static void latvec_carve(LatVec* v, real* base, int d) {
+    v->h = base; v->c = base + d; v->g = base + 2 * d; v->A = base + 3 * d; v->n = base + 4 * d; v->col = base + 5 * d;
+    v->dh = base + 6 * d; v->dc = base + 7 * d; v->dg = base + 8 * d;
+}
+#define LAT_NVEC 9
+
+// h, c, g, A of one step from S = S_{t-1} (the quantities the forward and the backward share)
+static void lattice_step_coefs(const MemCfg* m, const real* S, const real* k, const real* v, real eta, real mu, LatVec* w) {
+    int d = m->d;
+    if (m->lattice == LAT_DEC) { for (int r = 0; r < d; r++) w->h[r] = -v[r];                       // h = S k - v
+                                 for (int i = 0; i < d; i++) for (int r = 0; r < d; r++) w->h[r] += S[(size_t)i * d + r] * k[i]; }
+    else if (m->lattice == LAT_ENC) for (int r = 0; r < d; r++) w->h[r] = v[r];                     // h = v
+    else for (int r = 0; r < d; r++) w->h[r] = -v[r];                                               // h = -v
+    for (int i = 0; i < d; i++) w->g[i] = dotv(S + (size_t)i * d, w->h, d);                        // g = S^T h
+    for (int i = 0; i < d; i++) w->c[i] = m->lattice == LAT_ENC ? w->g[i] - k[i] : k[i];           // ENC: c = S^T v - k
+    for (int i = 0; i < d; i++) w->A[i] = mu + (m->lat_ablate & LATA_NO_ORTHO ? 0 : eta * w->c[i] * w->g[i]);
+}
+// One step: Sn = S_t from S = S_{t-1}; y = S_t q if y. w->n holds the column norms |W_i| (1 without renormalisation).
+static void lattice_step_forward(const MemCfg* m, const real* S, real* Sn, const real* q, const real* k, const real* v,
+                                 real eta, real mu, real* y, LatVec* w) {
+    int d = m->d;
+    lattice_step_coefs(m, S, k, v, eta, mu, w);
+    for (int i = 0; i < d; i++) {
+        const real* Si = S + (size_t)i * d; real* Wi = Sn + (size_t)i * d; real ec = eta * w->c[i], nn = 0;
+        for (int r = 0; r < d; r++) { Wi[r] = w->A[i] * Si[r] - ec * w->h[r]; nn += Wi[r] * Wi[r]; }  // W_i = A_i S_i - eta c_i h
+        if (m->lat_ablate & LATA_NO_RENORM) { w->n[i] = 1; continue; }
+        w->n[i] = sqrt(nn);                                                                         // explicit norm, no eps
+        for (int r = 0; r < d; r++) Wi[r] /= w->n[i];
+    }
+    if (y) for (int r = 0; r < d; r++) { real s = 0; for (int i = 0; i < d; i++) s += Sn[(size_t)i * d + r] * q[i]; y[r] = s; }
+}
+// Its backward. G: dL/dS_t in, dL/dS_{t-1} out (in place); dy: dL/dy_t. S, Sn: S_{t-1}, S_t. Writes dq, dk, dv, *deta, *dmu.
+//   G += dy q^T ; dq = S_t^T dy ; dW_i = (G_i - s'_i (s'_i . G_i)) / n_i (renorm; else G_i)
+//   dA_i = S_i . dW_i ; dS_i = A_i dW_i ; dh = -eta sum_i c_i dW_i ; dc_i = -eta h . dW_i (+ eta dA_i g_i)
+//   deta = sum_i -c_i (h . dW_i) (+ dA_i c_i g_i) ; dmu = sum_i dA_i ; dg_i = eta dA_i c_i (ortho term; ENC: + dc_i)
+//   g = S^T h: dS_i += dg_i h, dh += sum_i dg_i S_i ; then DEC dS_i += k_i dh, dk = S^T dh + dc, dv = -dh;
+//   ENC dv = dh, dk = -dc ; SIM dv = -dh, dk = dc
+static void lattice_step_backward(const MemCfg* m, const real* S, const real* Sn, const real* q, const real* k, const real* v,
+                                  real eta, real mu, const real* dy, real* G, real* dq, real* dk, real* dv, real* deta, real* dmu, LatVec* w) {
+    int d = m->d, ortho = !(m->lat_ablate & LATA_NO_ORTHO), renorm = !(m->lat_ablate & LATA_NO_RENORM);
+    lattice_step_coefs(m, S, k, v, eta, mu, w);
+    for (int i = 0; i < d; i++) {                 // the norms |W_i| again (the forward's arithmetic, so the same values)
+        if (!renorm) { w->n[i] = 1; continue; }
+        const real* Si = S + (size_t)i * d; real ec = eta * w->c[i], nn = 0;
+        for (int r = 0; r < d; r++) { real x = w->A[i] * Si[r] - ec * w->h[r]; nn += x * x; }
+        w->n[i] = sqrt(nn);
+    }
+    for (int i = 0; i < d; i++) { real s = 0; for (int r = 0; r < d; r++) s += Sn[(size_t)i * d + r] * dy[r]; dq[i] = s; }
+    real de = 0, dm = 0;
+    for (int r = 0; r < d; r++) w->dh[r] = 0;
+    for (int i = 0; i < d; i++) {
+        const real* Si = S + (size_t)i * d; const real* Sni = Sn + (size_t)i * d; real* Gi = G + (size_t)i * d; real* dW = w->col;
+        for (int r = 0; r < d; r++) Gi[r] += dy[r] * q[i];
+        if (renorm) { real p = dotv(Sni, Gi, d); for (int r = 0; r < d; r++) dW[r] = (Gi[r] - Sni[r] * p) / w->n[i]; }
+        else for (int r = 0; r < d; r++) dW[r] = Gi[r];
+        real dA = dotv(Si, dW, d), hdW = dotv(w->h, dW, d);
+        for (int r = 0; r < d; r++) { Gi[r] = w->A[i] * dW[r]; w->dh[r] -= eta * w->c[i] * dW[r]; }
+        w->dc[i] = -eta * hdW + (ortho ? eta * dA * w->g[i] : 0);
+        de += -w->c[i] * hdW + (ortho ? dA * w->c[i] * w->g[i] : 0);
+        dm += dA;
+        w->dg[i] = ortho ? eta * dA * w->c[i] : 0;
+        if (m->lattice == LAT_ENC) w->dg[i] += w->dc[i];    // c = g - k
+    }
+    for (int i = 0; i < d; i++) {                            // g = S^T h
+        const real* Si = S + (size_t)i * d; real* Gi = G + (size_t)i * d;
+        for (int r = 0; r < d; r++) { Gi[r] += w->dg[i] * w->h[r]; w->dh[r] += w->dg[i] * Si[r]; }
+    }
+    if (m->lattice == LAT_DEC) {                             // h = S k - v
+        for (int i = 0; i < d; i++) { real* Gi = G + (size_t)i * d; for (int r = 0; r < d; r++) Gi[r] += k[i] * w->dh[r];
+                                      dk[i] = dotv(S + (size_t)i * d, w->dh, d) + w->dc[i]; }
+        for (int r = 0; r < d; r++) dv[r] = -w->dh[r];
+    } else if (m->lattice == LAT_ENC) { for (int r = 0; r < d; r++) dv[r] = w->dh[r]; for (int i = 0; i < d; i++) dk[i] = -w->dc[i]; }
+    else { for (int r = 0; r < d; r++) dv[r] = -w->dh[r]; for (int i = 0; i < d; i++) dk[i] = w->dc[i]; }
+    *deta = de; *dmu = dm;
+}
+static void lattice_identity(real* S, int d) { memset(S, 0, (size_t)d * d * sizeof(real)); for (int i = 0; i < d; i++) S[(size_t)i * d + i] = 1; }
+// floats of one thread's scratch: the k+1 states of a segment, the gradient carry, the step vectors
+static size_t lattice_scratch_size(int d, int k) { return ((size_t)k + 2) * d * d + (size_t)LAT_NVEC * d; }
+
+// ----------------------------------------------------------------------------
 // 4. the model
 
 typedef struct {
@@ -1079,6 +1175,8 @@ typedef struct {
     int anchor;                       // retention toward P_0 (1) or toward 0 (0, SPEC §5): README "anchored retention"
     char pattern[129];                // mixer per layer: 'M' memory, 'A' causal attention, 'S' sliding-window attention (SPEC §2, §9.1)
     int window;                       // W of the 'S' layers: key j visible to query i iff i - W < j <= i (0 when there is no 'S')
+    int lattice, lat_k, lat_ablate;   // Lattice (SPEC §5.8, section 3b): LAT_NONE/DEC/ENC/SIM; states kept every lat_k tokens
+                                      // (-w); ablation bits LATA_NO_ORTHO | LATA_NO_RENORM (-Y). The forgetting gate mu (-B 1) is gate_a
 } Config;
 
 // SPEC §5.9 presets: the memory part of the config; sizes come from the command line.
@@ -1090,6 +1188,7 @@ typedef struct {
 static int preset_config(Config* c, const char* name) {
     c->mem_depth = 2; c->mem_resid = 1; c->mem_ln = 1; c->bias = BIAS_L2; c->algo = ALGO_GD; c->gate_a = 1; c->gate_eta = 1;
     c->retention = RET_NONE; c->gate_rank = 0; c->eta_max = 1.0f; c->b = 16; c->anchor = 0;
+    c->lattice = LAT_NONE; c->lat_k = 0; c->lat_ablate = 0;
     if (!strcmp(name, "titans")) { c->algo = ALGO_MOMENTUM; c->anchor = 1; c->eta_max = 0.1f; }
     else if (!strcmp(name, "moneta")) { c->bias = BIAS_LP; c->retention = RET_LQ; c->anchor = 1; c->eta_max = 0.003f; }
     else if (!strcmp(name, "yaad")) { c->bias = BIAS_HUBER; c->anchor = 1; c->eta_max = 0.3f; }
@@ -1098,6 +1197,9 @@ static int preset_config(Config* c, const char* name) {
     else if (!strcmp(name, "linear_attn")) { c->mem_depth = 1; c->mem_resid = c->mem_ln = 0; c->bias = BIAS_DOT; c->gate_a = c->gate_eta = 0; }
     else if (!strcmp(name, "deltanet")) { c->mem_depth = 1; c->mem_resid = c->mem_ln = 0; c->gate_a = 0; c->b = 1; }
     else if (!strcmp(name, "gated_deltanet")) { c->mem_depth = 1; c->mem_resid = c->mem_ln = 0; c->b = 1; }
+    else if (!strcmp(name, "lattice") || !strcmp(name, "lattice_enc") || !strcmp(name, "lattice_sim")) {   // SPEC §5.8: slots, no a gate
+        c->mem_depth = 1; c->mem_resid = c->mem_ln = 0; c->gate_a = 0; c->b = 1; c->lat_k = 64;
+        c->lattice = name[7] == 0 ? LAT_DEC : name[8] == 'e' ? LAT_ENC : LAT_SIM; }
     else if (!strcmp(name, "transformer")) return preset_config(c, "titans");  // all 'A' (preset_pattern); the memory fields are unused
     else {  // "<memory preset>-H": that memory, in the Samba-style hybrid pattern (preset_pattern)
         size_t n = strlen(name); char base[64];
@@ -1120,7 +1222,7 @@ static void preset_pattern(char* out, const char* name, int L) {
     for (int l = 0; l < L; l++) out[l] = !strcmp(name, "transformer") ? 'A' : hybrid ? "MS"[l % 2] : 'M';
     out[L] = 0;
 }
-static const char* const PRESETS = "titans, moneta, yaad, memora, ttt_mlp, linear_attn, deltanet, gated_deltanet, transformer; "
+static const char* const PRESETS = "titans, moneta, yaad, memora, ttt_mlp, linear_attn, deltanet, gated_deltanet, lattice, lattice_enc, lattice_sim, transformer; "
                                    "a memory preset with -H (e.g. titans-H) alternates it with sliding-window attention";
 
 static MemCfg mem_config(const Config* c) {
@@ -1129,6 +1231,7 @@ static MemCfg mem_config(const Config* c) {
     m.resid = c->mem_depth == 2 && c->mem_resid; m.ln = c->mem_depth == 2 && c->mem_ln;
     m.bias = c->bias; m.momentum = c->algo == ALGO_MOMENTUM; m.retention = c->retention; m.cw = c->gate_rank > 0; m.anchor = c->anchor;
     m.nP = c->mem_depth == 2 ? 2 * d * m.dm : d * d;
+    m.lattice = c->lattice; m.lat_k = c->lat_k; m.lat_ablate = c->lat_ablate;   // Lattice: S is d x d (m = d slots)
     return m;
 }
 
@@ -1157,7 +1260,7 @@ static void fill_in_parameter_sizes(size_t* s, const Config* c) {
     size_t v[NUM_PARAM_TENSORS] = {
         (size_t)c->Vp * D, LL * D, LL * D * D, LL * D * D, LL * D * D, L * D * K, L * D * K, L * D * K,
         ga * L * H * D, ga * L * H, ge * L * gw, ge * L * gb, gt * L * H * D, gt * L * H,
-        L * H * m.nP, ln * L * H * d, ln * L * H * d, L * D * D, L * D, LL * D * D, LL * D, LL * F * D, LL * F * D, LL * D * F, D,
+        c->lattice ? 0 : L * H * m.nP, ln * L * H * d, ln * L * H * d, L * D * D, L * D, LL * D * D, LL * D, LL * F * D, LL * F * D, LL * D * F, D,
         ge * L * D * R, hu * L * gw, hu * L * gb, hu * L * D * R};
     memcpy(s, v, sizeof v);
 }
@@ -1229,6 +1332,7 @@ typedef struct {
                                 // (all of them, unless -K 1 shards the optimizer over data-parallel ranks: ZeRO stage 1)
     int nf_layer, nf_chunk; const char* nf_what;  // where the last backward first went non-finite in a memory (nf_what NULL: nowhere)
     int mlayer[128];            // layer l's index in the memory-only parameter tensors (its rank among the 'M' layers); -1: attention
+    real* lat_scratch;          // Lattice: per thread, a segment's states, the carry and vectors (lattice_scratch_size)
 } Model;
 
 static int nchunks(const Model* M, int T) { return (T + M->cfg.b - 1) / M->cfg.b; }
@@ -1338,9 +1442,66 @@ static const char* mem_chunk_nonfinite(const MemCfg* m, const MemChunk* c, int n
     return NULL;
 }
 
+// Lattice (section 3b) for layer l, all sequences and heads: y = S_t q_t token by token from S_0 = I. Keeps S at every
+// lat_k-th token (slot j: the state before token j*k) in M->mem_P for the backward. eta, mu: the gates geta, ga
+// (ga is 1 without the forgetting gate).
+static int lattice_slots(const Config* c, int T) { return (T + c->lat_k - 1) / c->lat_k; }
+static void lattice_memory_forward(Model* M, int l) {
+    const MemCfg* m = &M->mem; int B = M->B, T = M->T, H = M->cfg.H, D = M->cfg.D, d = m->d, k = m->lat_k, ns = lattice_slots(&M->cfg, T);
+    size_t nP = m->nP;
+    #pragma omp parallel for collapse(2) schedule(dynamic)
+    for (int bb = 0; bb < B; bb++) for (int h = 0; h < H; h++) {
+        real* scr = M->lat_scratch + (size_t)thread_id() * lattice_scratch_size(d, k);
+        real *Sa = scr, *Sb = scr + nP; LatVec w; latvec_carve(&w, scr + ((size_t)k + 2) * nP, d);
+        real* ck = M->mem_P + (((size_t)l * B + bb) * H + h) * ns * nP;
+        lattice_identity(Sa, d);
+        for (int t = 0; t < T; t++) {
+            if (t % k == 0) memcpy(ck + (size_t)(t / k) * nP, Sa, nP * sizeof(real));
+            size_t r = (size_t)l * B * T + (size_t)bb * T + t;   // row in the layer-stacked tensors
+            lattice_step_forward(m, Sa, Sb, M->acts.q + r * D + h * d, M->acts.k + r * D + h * d, M->acts.v + r * D + h * d,
+                                 M->acts.geta[r * H + h], M->acts.ga[r * H + h], M->acts.y + r * D + h * d, &w);
+            real* tmp = Sa; Sa = Sb; Sb = tmp;
+        }
+    }
+}
+// Its backward: segments in reverse; each recomputes its states S_{t0-1} .. S_{t0+n-1} from its checkpoint (the
+// forward's own arithmetic: the same values bit for bit, so k changes nothing), then steps back through them
+// carrying G = dL/dS. Writes dq, dk, dv, deta, dmu (into the gate gradients; gates_backward takes them from there).
+static void lattice_memory_backward(Model* M, int l) {
+    const MemCfg* m = &M->mem; int B = M->B, T = M->T, H = M->cfg.H, D = M->cfg.D, d = m->d, k = m->lat_k, ns = lattice_slots(&M->cfg, T);
+    size_t nP = m->nP; const ActivationTensors* a = &M->acts; ActivationTensors* g = &M->grads_acts;
+    #pragma omp parallel for collapse(2) schedule(dynamic)
+    for (int bb = 0; bb < B; bb++) for (int h = 0; h < H; h++) {
+        real* scr = M->lat_scratch + (size_t)thread_id() * lattice_scratch_size(d, k);
+        real *St = scr, *G = scr + ((size_t)k + 1) * nP; LatVec w; latvec_carve(&w, scr + ((size_t)k + 2) * nP, d);
+        const real* ck = M->mem_P + (((size_t)l * B + bb) * H + h) * ns * nP;
+        memset(G, 0, nP * sizeof(real));   // dL/dS_T = 0
+        for (int sg = ns - 1; sg >= 0; sg--) {
+            int t0 = sg * k, n = T - t0 < k ? T - t0 : k;
+            memcpy(St, ck + (size_t)sg * nP, nP * sizeof(real));
+            for (int j = 0; j < n; j++) {      // recompute the segment's states (no reads needed)
+                size_t r = (size_t)l * B * T + (size_t)bb * T + t0 + j;
+                lattice_step_forward(m, St + (size_t)j * nP, St + (size_t)(j + 1) * nP, NULL, a->k + r * D + h * d, a->v + r * D + h * d,
+                                     a->geta[r * H + h], a->ga[r * H + h], NULL, &w);
+            }
+            for (int j = n - 1; j >= 0; j--) {
+                size_t r = (size_t)l * B * T + (size_t)bb * T + t0 + j;
+                lattice_step_backward(m, St + (size_t)j * nP, St + (size_t)(j + 1) * nP, a->q + r * D + h * d, a->k + r * D + h * d,
+                                      a->v + r * D + h * d, a->geta[r * H + h], a->ga[r * H + h], g->y + r * D + h * d, G,
+                                      g->q + r * D + h * d, g->k + r * D + h * d, g->v + r * D + h * d, &g->geta[r * H + h], &g->ga[r * H + h], &w);
+            }
+            if (!all_finite(G, nP)) {
+                #pragma omp critical
+                if (!M->nf_what || (M->nf_layer == l && t0 > M->nf_chunk)) { M->nf_what = "the Lattice state gradient dL/dS"; M->nf_layer = l; M->nf_chunk = t0; }
+            }
+        }
+    }
+}
+
 // The memory read of layer l for all sequences and heads (SPEC §5): y = MemoryRead(q, k, v, gates).
 // Each (sequence, head) runs its chunks in order; every chunk-start state is kept for the backward.
 static void memory_forward(Model* M, int l) {
+    if (M->mem.lattice) { lattice_memory_forward(M, l); return; }   // Lattice: per token, section 3b
     const MemCfg* m = &M->mem; int B = M->B, T = M->T, H = M->cfg.H, b = M->cfg.b, nch = nchunks(M, T), nP = m->nP;
     #pragma omp parallel for collapse(2) schedule(dynamic)
     for (int bb = 0; bb < B; bb++) for (int h = 0; h < H; h++) {
@@ -1366,6 +1527,7 @@ static void memory_forward(Model* M, int l) {
 // Backward through all chunks in reverse, carrying dL/dP and dL/dS across chunk boundaries
 // (each chunk's intermediates are recomputed from its stored start state).
 static void memory_backward(Model* M, int l) {
+    if (M->mem.lattice) { lattice_memory_backward(M, l); return; }
     const MemCfg* m = &M->mem; int B = M->B, T = M->T, H = M->cfg.H, D = M->cfg.D, b = M->cfg.b, nch = nchunks(M, T), nP = m->nP, d = m->d;
     ActivationTensors* g = &M->grads_acts; size_t o = (size_t)l * B * T;
     #pragma omp parallel for collapse(2) schedule(dynamic)
@@ -1431,6 +1593,10 @@ static void config_check(const Config* c) {
         DIE("use -Z 0 here", "%sthe anchored retention needs a learned retention gate a and no kl retention (memora)", cfg_origin);
     if (!(c->eta_max > 0) || c->eta_max > 1e6) DIE("pick -X in (0, 1e6]", "%sbad eta_max %g", cfg_origin, c->eta_max);
     if (c->D / c->H > 256) DIE("use more heads", "%shead width %d above 256", cfg_origin, c->D / c->H);
+    if (c->lattice < LAT_NONE || c->lattice > LAT_SIM || c->lat_ablate < 0 || c->lat_ablate > 3 || (c->lattice ? c->lat_k < 1 || c->lat_k > 65536 : c->lat_k || c->lat_ablate))
+        DIE("-w is 1..65536 and -Y 0..3, for the lattice presets only", "%sbad Lattice config: kind %d, checkpoint interval %d, ablation bits %d", cfg_origin, c->lattice, c->lat_k, c->lat_ablate);
+    if (c->lattice && (c->mem_depth != 1 || c->algo != ALGO_GD || c->retention != RET_NONE || c->gate_rank || c->anchor || !c->gate_eta))
+        DIE("use the lattice presets as they are (-R 0, -Z 0)", "%sLattice needs its own memory: linear slots, gd, no retention, per-head eta (gate rank %d, anchor %d)", cfg_origin, c->gate_rank, c->anchor);
     char pat[4 * sizeof c->pattern + 1]; size_t np = 0;   // the pattern as printable text (it may come from a file)
     for (const unsigned char* q = (const unsigned char*)c->pattern; *q && np + 5 < sizeof pat; q++)
         np += (size_t)(*q >= 32 && *q < 127 ? snprintf(pat + np, 2, "%c", *q) : snprintf(pat + np, 5, "\\x%02x", *q));
@@ -1505,14 +1671,15 @@ static void model_init(Model* M, uint64_t seed) {
 static double model_act_floats(const Config* c, int B, int T) {
     MemCfg m = mem_config(c); size_t s[NUM_ACT_TENSORS]; MemChunk tmp; fill_in_activation_sizes(s, c, B, T);
     double n = (double)head_act_size(c, B, T); for (int i = 0; i < NUM_ACT_TENSORS; i++) n += (double)s[i];
-    double nstate = (double)c->L * B * c->H * ((T + c->b - 1) / c->b) * m.nP;
+    double nstate = (double)c->L * B * c->H * (c->lattice ? lattice_slots(c, T) : (T + c->b - 1) / c->b) * m.nP;
+    if (c->lattice) nstate += (double)max_threads() * lattice_scratch_size(m.d, c->lat_k);
     return 2 * n + nstate * (1 + m.momentum) + (double)B * c->H * (m.nP + 2 * m.d)
          + (double)max_threads() * memchunk_carve(&tmp, NULL, c->b, m.d, m.dm, m.nP) + 2.0 * B * T;
 }
 static void model_alloc_acts(Model* M, int B, int T) {
     if (M->acts_memory && M->B == B && M->T == T) return;
     free(M->acts_memory); free(M->grads_acts_memory); free(M->mem_P); free(M->mem_S); free(M->mem_dbh);
-    free(M->chunk_memory); free(M->chunks); free(M->inputs); free(M->targets);
+    free(M->chunk_memory); free(M->chunks); free(M->inputs); free(M->targets); free(M->lat_scratch); M->lat_scratch = NULL;
     M->B = B; M->T = T;
     fill_in_activation_sizes(M->act_sizes, &M->cfg, B, T);
     M->num_acts = head_act_size(&M->cfg, B, T);
@@ -1521,8 +1688,9 @@ static void model_alloc_acts(Model* M, int B, int T) {
     M->grads_acts_memory = xmalloc(M->num_acts * sizeof(real));
     point_activations(&M->acts, M->acts_memory, M->act_sizes, &M->cfg, B, T);
     point_activations(&M->grads_acts, M->grads_acts_memory, M->act_sizes, &M->cfg, B, T);
-    size_t nstate = (size_t)M->cfg.L * B * M->cfg.H * nchunks(M, T) * M->mem.nP;
+    size_t nstate = (size_t)M->cfg.L * B * M->cfg.H * (M->cfg.lattice ? lattice_slots(&M->cfg, T) : nchunks(M, T)) * M->mem.nP;
     M->mem_P = xmalloc(nstate * sizeof(real));
+    if (M->cfg.lattice) M->lat_scratch = xmalloc((size_t)max_threads() * lattice_scratch_size(M->mem.d, M->cfg.lat_k) * sizeof(real));
     M->mem_S = NULL; if (M->mem.momentum) M->mem_S = xmalloc(nstate * sizeof(real));
     M->mem_dbh = xmalloc((size_t)B * M->cfg.H * (M->mem.nP + 2 * M->mem.d) * sizeof(real));
     int nt = max_threads(); MemChunk tmp;
@@ -1705,7 +1873,7 @@ static void model_update(Model* M, real lr, real beta1, real beta2, real eps, re
 static void model_free(Model* M) {
     free(M->params_memory); free(M->grads_memory); free(M->m_memory); free(M->v_memory);
     free(M->acts_memory); free(M->grads_acts_memory); free(M->mem_P); free(M->mem_S); free(M->mem_dbh);
-    free(M->chunk_memory); free(M->chunks); free(M->inputs); free(M->targets);
+    free(M->chunk_memory); free(M->chunks); free(M->inputs); free(M->targets); free(M->lat_scratch);
 }
 
 // ----------------------------------------------------------------------------
@@ -1727,6 +1895,7 @@ typedef struct {
     real *part;             // (L, H, b, rw) q, k, v, a, theta, eta, delta of the current chunk's tokens (decoder_row_width)
     MemChunk c; real* chunk_memory;
     real *kc[128], *vc[128]; int kvcap;  // per attention layer: keys and values, (kvcap, D) for 'A', (W, D) for 'S'
+    real* lat_w;                         // Lattice: the step vectors (LAT_NVEC * d); its state is P, updated every token
 } Decoder;
 
 static int decoder_row_width(const MemCfg* m) { return 3 * m->d + 2 + 2 * (m->cw ? m->d : 1); }
@@ -1743,7 +1912,10 @@ static void decoder_init(Decoder* dec, Model* M) {
     dec->part = xmalloc(LH * c->b * decoder_row_width(m) * sizeof(real));
     dec->chunk_memory = xmalloc(memchunk_carve(&dec->c, NULL, c->b, m->d, m->dm, m->nP) * sizeof(real));
     memchunk_carve(&dec->c, dec->chunk_memory, c->b, m->d, m->dm, m->nP);
-    for (int l = 0; l < c->L; l++) if (M->mlayer[l] >= 0)  // P_0 of each memory layer
+    dec->lat_w = xmalloc((size_t)LAT_NVEC * m->d * sizeof(real));
+    for (int l = 0; l < c->L; l++) if (M->mlayer[l] >= 0 && c->lattice)   // Lattice: S_0 = I per head
+        for (int h = 0; h < c->H; h++) lattice_identity(dec->P + ((size_t)l * c->H + h) * m->nP, m->d);
+    for (int l = 0; l < c->L; l++) if (M->mlayer[l] >= 0 && !c->lattice)  // P_0 of each memory layer
         memcpy(dec->P + (size_t)l * c->H * m->nP, M->params.mem_p0 + (size_t)M->mlayer[l] * c->H * m->nP, (size_t)c->H * m->nP * sizeof(real));
     dec->kvcap = 64;
     for (int l = 0; l < c->L; l++) if (c->pattern[l] != 'M') {
@@ -1785,6 +1957,7 @@ static void decoder_attention(Decoder* dec, int l, real* out, const real* u) {
 static void decoder_free(Decoder* dec) {
     for (int l = 0; l < dec->M->cfg.L; l++) { free(dec->kc[l]); free(dec->vc[l]); }
     free(dec->acts_memory); free(dec->conv_hist); free(dec->P); free(dec->S); free(dec->Pn); free(dec->Sn); free(dec->part); free(dec->chunk_memory);
+    free(dec->lat_w);
 }
 
 // one conv output row from the history of K-1 rows and the current row x; then shift the history
@@ -1822,7 +1995,12 @@ static const real* decoder_step(Decoder* dec, int token) {
         silu_forward(a->qs, a->qc, D); silu_forward(a->ks, a->kc, D); silu_forward(a->v, a->vc, D);
         l2norm_forward(a->q, a->qrn, a->qs, 1, H, d); l2norm_forward(a->k, a->krn, a->ks, 1, H, d);
         gates_forward(M, l, u, 1, a->ga, a->geta, a->gth, a->gdel, a->geta_lr, a->gdel_lr);
-        for (int h = 0; h < H; h++) {
+        for (int h = 0; h < H && c->lattice; h++) {   // Lattice: one step of the state, S_t from S_{t-1}, and the read
+            real* P = dec->P + ((size_t)l * H + h) * nP; LatVec w; latvec_carve(&w, dec->lat_w, d);
+            lattice_step_forward(m, P, dec->Pn, a->q + h * d, a->k + h * d, a->v + h * d, a->geta[h], a->ga[h], a->y + h * d, &w);
+            memcpy(P, dec->Pn, nP * sizeof(real));
+        }
+        for (int h = 0; h < H && !c->lattice; h++) {
             size_t lh = (size_t)l * H + h; real* part = dec->part + lh * b * rw; real* row = part + (size_t)cnt * rw;
             int ew = m->cw ? d : 1;   // this token's row: q, k, v, a, theta, eta, delta
             memcpy(row, a->q + h * d, d * sizeof(real)); memcpy(row + d, a->k + h * d, d * sizeof(real));
@@ -1879,6 +2057,7 @@ static void config_to_header(int* h, const Config* c, size_t num_params) {
     h[11] = c->mem_depth; h[12] = c->mem_resid; h[13] = c->mem_ln; h[14] = c->bias; h[15] = c->algo;
     h[16] = c->gate_a; h[17] = c->gate_eta; h[18] = f32_bits(c->eta_max); h[19] = (int)num_params;
     h[20] = c->retention; h[21] = c->gate_rank; h[22] = c->anchor; h[23] = c->window;
+    h[38] = c->lattice; h[39] = c->lat_k; h[40] = c->lat_ablate;   // Lattice (slots 38..45 are its)
     for (int l = 0; l < c->L; l++) h[64 + l] = c->pattern[l];
 }
 static void header_to_config(Config* c, const int* h) {
@@ -1887,6 +2066,7 @@ static void header_to_config(Config* c, const int* h) {
     c->mem_depth = h[11]; c->mem_resid = h[12]; c->mem_ln = h[13]; c->bias = h[14]; c->algo = h[15];
     c->gate_a = h[16]; c->gate_eta = h[17]; c->eta_max = bits_f32(h[18]); c->retention = h[20]; c->gate_rank = h[21]; c->anchor = h[22];
     c->window = h[23];
+    c->lattice = h[38]; c->lat_k = h[39]; c->lat_ablate = h[40];
     for (int l = 0; l < c->L && l < 128; l++) c->pattern[l] = (char)h[64 + l];
 }
 
@@ -2256,6 +2436,7 @@ typedef struct {
     int max_skip;               // -N: steps with a non-finite loss or gradient that may be skipped before stopping
     int window;                 // -W: the window of 'S' layers
     int zero;                   // -K 1: shard the AdamW moments over the data-parallel ranks (ZeRO stage 1)
+    int lat_k, lat_ablate, lat_mu;  // -w, -Y, -B: Lattice's checkpoint interval, ablation bits, forgetting gate (-1: the preset's)
 } Args;
 enum { G_P = 1, G_V = 2, G_D = 4, G_L = 8, G_H = 16, G_E = 32, G_F = 64, G_K = 128, G_PAT = 256, G_R = 512, G_Z = 1024, G_X = 2048, G_W = 4096 };
 
@@ -2280,6 +2461,9 @@ static const char* const USAGE =  // a printf format: %s is PRESETS
     " -N skip up to N steps whose loss or gradient is not finite (no update: weights and AdamW moments stay), then stop [0]\n"
     " -K 1 with several ranks (mpirun): each rank keeps and updates only its 1/ranks share of the AdamW moments\n"
     "      (ZeRO stage 1), then the ranks gather the updated weights; same results as -K 0 [0]\n"
+    " Lattice (-p lattice, lattice_enc, lattice_sim): -w keep the state every k tokens, the backward recomputes between [64]\n"
+    "        -Y ablation bits: 1 no orthogonal term, 2 no renormalisation (3: DEC is the delta rule) [0]\n"
+    "        -B 1 a learned forgetting gate mu (sigmoid, the a gate's weights), 0 mu = 1 [0]\n"
     " -J IN -O OUT: dump mode (logits, loss, gradients, AdamW steps of a fixture-layout file), to diff CPU and GPU\n";
 
 // Parse the flags (pairs like -x 100). extra, if given, is asked first and returns 1 for a flag it takes
@@ -2288,7 +2472,7 @@ static void args_parse(Args* a, int argc, char** argv, void (*usage)(void), int 
     Args d = {"build/data/repo_train_*.bin", "build/data/repo_val_*.bin", "build/data/repo_tokenizer.bin", "build/run", NULL, "titans", NULL, NULL, NULL,
               8, 128, 256, 128, 4, 4, 2, 0, 0, -1, 20, 50, 8, 0, 128, 100, 0, 0,
               0, 300, -1, (real)3e-3, (real)0.1, (real)0.1, (real)1.0, 1337, 0, -1, 0, 0, 512};
-    *a = d;
+    *a = d; a->lat_k = a->lat_ablate = a->lat_mu = -1;
     for (int i = 1; i < argc; i += 2) {
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) { usage(); exit(0); }
         if (i + 1 >= argc) { usage(); DIE("flags come in pairs like -x 100", "flag '%s' has no value", argv[i]); }
@@ -2306,6 +2490,7 @@ static void args_parse(Args* a, int argc, char** argv, void (*usage)(void), int 
             case 'Z': a->anchor = atoi(v); a->given |= G_Z; break; case 'X': a->eta_max = atof(v); a->given |= G_X; break;
             case 'N': a->max_skip = atoi(v); break; case 'W': a->window = atoi(v); a->given |= G_W; break;
             case 'K': a->zero = atoi(v); break;
+            case 'w': a->lat_k = atoi(v); break; case 'Y': a->lat_ablate = atoi(v); break; case 'B': a->lat_mu = atoi(v); break;  // Lattice
             case 'J': a->dump_in = v; break; case 'O': a->dump_out = v; break; case 'A': a->answers_only = atoi(v); break;
             case 'b': a->B = atoi(v); break; case 't': a->T = atoi(v); break; case 'd': a->tokens_per_step = atol(v); break;
             case 'l': a->lr = atof(v); break; case 'u': a->warmup = atoi(v); break; case 'q': a->final_frac = atof(v); break;
@@ -2334,6 +2519,12 @@ static Config args_config(const Args* a) {
     if (a->given & G_Z) cfg.anchor = a->anchor;
     preset_size_defaults(&cfg);
     if (a->given & G_X) cfg.eta_max = a->eta_max;
+    if (a->lat_mu > 1 || a->lat_mu < -1) DIE("-B is 0 (mu = 1) or 1 (a learned forgetting gate mu)", "bad -B %d", a->lat_mu);
+    int lat_flags = a->lat_k >= 0 || a->lat_ablate >= 0 || a->lat_mu >= 0;   // (with a checkpoint to load: args_resolve checks them)
+    if (lat_flags && !cfg.lattice && !a->resume && !a->init_ckpt) DIE("-w, -Y and -B are for the lattice presets", "Lattice flag given with preset '%s'", a->preset);
+    if (cfg.lattice && a->lat_k >= 0) cfg.lat_k = a->lat_k;
+    if (cfg.lattice && a->lat_ablate >= 0) cfg.lat_ablate = a->lat_ablate;
+    if (cfg.lattice && a->lat_mu >= 0) cfg.gate_a = a->lat_mu;
     int L = a->L < 128 ? (a->L > 0 ? a->L : 0) : 128;
     if (a->pattern) snprintf(cfg.pattern, sizeof cfg.pattern, "%s", a->pattern); else preset_pattern(cfg.pattern, a->preset, L);
     cfg.window = strchr(cfg.pattern, 'S') ? a->window : 0;   // the header's window is 0 without 'S' layers
@@ -2357,9 +2548,13 @@ static const char* args_resolve(const Args* a, Config* cfg, char* ckpt_path, siz
     AGREE(G_P, gate_a, "gate a (preset -p)"); AGREE(G_P, gate_eta, "gate eta (preset -p)"); AGREE(G_P, mem_ln, "memory LN (preset -p)");
     AGREE(G_P, retention, "retention (preset -p)"); AGREE(G_R, gate_rank, "gate rank -R");
     AGREE(G_Z, anchor, "anchored retention -Z"); AGREE(G_X, eta_max, "eta_max -X"); AGREE(G_W, window, "attention window -W");
+    if ((a->lat_k >= 0 || a->lat_ablate >= 0 || a->lat_mu >= 0) && !cc.lattice) DIE("-w, -Y and -B are for the lattice presets", "Lattice flag given, but checkpoint %s is not a Lattice model", load_path);
+    if (a->lat_ablate >= 0 && cc.lat_ablate != a->lat_ablate) DIE("drop the flag or make it match the checkpoint", "checkpoint %s has Lattice ablation -Y = %d but the flags say %d", load_path, cc.lat_ablate, a->lat_ablate);
+    if (a->lat_mu >= 0 && cc.gate_a != a->lat_mu) DIE("drop the flag or make it match the checkpoint", "checkpoint %s has forgetting gate -B = %d but the flags say %d", load_path, cc.gate_a, a->lat_mu);
 #undef AGREE
     if ((a->given & G_PAT) && strcmp(cc.pattern, cfg->pattern)) DIE("drop -P or make it match", "checkpoint %s has layer pattern %s but the flags say %s", load_path, cc.pattern, cfg->pattern);
     *cfg = cc;
+    if (a->lat_k >= 0 && cfg->lattice) cfg->lat_k = a->lat_k;   // the checkpoint interval changes no result: -w may differ
     return load_path;
 }
 

@@ -1436,6 +1436,7 @@ typedef struct {
     real* gpart;                                      // v6: (B, H, T, TOK_R, TOK_GP) the row blocks' sums, added by mem_token_reduce_v6
     int ver;                                          // kernel version (dev/cuda/memlab.cu): 0 the best, see MEM_VERSIONS
     MemSmem sm;                                       // the chunk arrays this launch keeps in shared memory
+    real* lat;                                        // Lattice: per block, a segment's k + 1 states and the carry
 } MemArgs;
 
 // copy rows [t0, t0+n) of head h of sequence bb from a (B, T, G*w) tensor into dst (n, w), and back
@@ -1935,12 +1936,137 @@ __global__ void mem_token_reduce_v6_kernel(MemArgs A) {
 // v6 runs these configurations at any chunk size b where the dot bias makes the writes independent of the state
 // (linear attention: the chunked rule equals the per-token one); its segment start states need ceil(T / TOK_SEG)
 // slots per (sequence, head) (mem_state_slots)
+// ---- Lattice (train_miras.c section 3b, SPEC §5.8): one block per (sequence, head), fp32, token by token. Thread j
+// owns slot (column) j of S in the column operations (g = S^T h, the update and renormalisation of column j, the
+// column outputs dq, dk) and row j in the row operations (h = S k - v, y = S q, dh); a barrier between the two kinds.
+// The state lives in global memory, slot-major like the CPU's (column i at S + i d). The forward keeps S at every
+// lat_k-th token in A.P; the backward recomputes each segment's states into the block's scratch A.lat (k + 2 states:
+// the segment's and the carry G = dL/dS) and steps back through them: the CPU's lattice_step_backward, term by term
+// in the same order.
+#define LAT_MAXD 256
+struct LatSh { real k[LAT_MAXD], v[LAT_MAXD], q[LAT_MAXD], h[LAT_MAXD], g[LAT_MAXD], c[LAT_MAXD], A[LAT_MAXD], n[LAT_MAXD],
+               dy[LAT_MAXD], dh[LAT_MAXD], dc[LAT_MAXD], dg[LAT_MAXD], pe[LAT_MAXD], pm[LAT_MAXD]; real eta, mu; };
+static unsigned lat_threads(int d) { return (unsigned)((d + 31) / 32 * 32); }
+__device__ real lat_dot(const real* a, const real* b, int n) { real s = 0; for (int i = 0; i < n; i++) s += a[i] * b[i]; return s; }
+// this token's q, k, v (and dy), eta, mu into shared memory
+__device__ void lat_load(LatSh* s, const MemArgs* A, int bb, int h, int t, int dy) {
+    int j = threadIdx.x, d = A->m.d; size_t r = (size_t)bb * A->T + t;
+    if (j < d) { s->q[j] = A->q[r * A->D + h * d + j]; s->k[j] = A->k[r * A->D + h * d + j]; s->v[j] = A->v[r * A->D + h * d + j];
+                 if (dy) s->dy[j] = A->dy[r * A->D + h * d + j]; }
+    if (j == 0) { s->eta = A->geta[r * A->H + h]; s->mu = A->ga[r * A->H + h]; }
+    __syncthreads();
+}
+// h (row op), then g, c, A (column op) from S = S_{t-1}: lattice_step_coefs
+__device__ void lat_coefs(const MemCfg& m, const real* S, LatSh* s) {
+    int j = threadIdx.x, d = m.d;
+    if (j < d) {
+        real x;
+        if (m.lattice == LAT_DEC) { x = -s->v[j]; for (int i = 0; i < d; i++) x += S[(size_t)i * d + j] * s->k[i]; }
+        else x = m.lattice == LAT_ENC ? s->v[j] : -s->v[j];
+        s->h[j] = x;
+    }
+    __syncthreads();
+    if (j < d) {
+        real g = lat_dot(S + (size_t)j * d, s->h, d); s->g[j] = g;
+        real c = m.lattice == LAT_ENC ? g - s->k[j] : s->k[j]; s->c[j] = c;
+        s->A[j] = s->mu + (m.lat_ablate & LATA_NO_ORTHO ? 0 : s->eta * c * g);
+    }
+    __syncthreads();
+}
+// one step: Sn = S_t (Sn may be S: column j is read and written by thread j only, after the coefficients); y = S_t q if y
+__device__ void lat_step(const MemCfg& m, const real* S, real* Sn, LatSh* s, real* y) {
+    int j = threadIdx.x, d = m.d;
+    lat_coefs(m, S, s);
+    if (j < d) {
+        const real* Sj = S + (size_t)j * d; real* Wj = Sn + (size_t)j * d; real ec = s->eta * s->c[j], nn = 0, A = s->A[j];
+        for (int r = 0; r < d; r++) { real w = A * Sj[r] - ec * s->h[r]; Wj[r] = w; nn += w * w; }
+        if (!(m.lat_ablate & LATA_NO_RENORM)) { real n = sqrtf(nn); for (int r = 0; r < d; r++) Wj[r] /= n; }
+    }
+    __syncthreads();
+    if (y && j < d) { real acc = 0; for (int i = 0; i < d; i++) acc += Sn[(size_t)i * d + j] * s->q[i]; y[j] = acc; }
+    __syncthreads();
+}
+__global__ void lattice_forward_kernel(MemArgs A) {
+    __shared__ LatSh s;
+    int bb = blockIdx.x / A.H, h = blockIdx.x % A.H, d = A.m.d, k = A.m.lat_k, T = A.T, ns = (T + k - 1) / k; size_t nP = A.m.nP;
+    real* S = A.lat + (size_t)blockIdx.x * (k + 2) * nP; real* ck = A.P + (size_t)blockIdx.x * ns * nP;
+    FOR(e, nP) S[e] = e / d == e % d ? 1 : 0;                               // S_0 = I
+    __syncthreads();
+    for (int t = 0; t < T; t++) {
+        if (t % k == 0) block_copy(ck + (size_t)(t / k) * nP, S, nP);
+        lat_load(&s, &A, bb, h, t, 0);
+        lat_step(A.m, S, S, &s, A.y + ((size_t)bb * T + t) * A.D + h * d);
+    }
+}
+// the backward of one step (lattice_step_backward); G: dL/dS_t in, dL/dS_{t-1} out
+__device__ void lat_step_backward(const MemCfg& m, const real* S, const real* Sn, real* G, LatSh* s, const MemArgs* A, size_t row, int h) {
+    int j = threadIdx.x, d = m.d, ortho = !(m.lat_ablate & LATA_NO_ORTHO), renorm = !(m.lat_ablate & LATA_NO_RENORM);
+    lat_coefs(m, S, s);
+    if (j < d) {
+        const real* Sj = S + (size_t)j * d; const real* Snj = Sn + (size_t)j * d; real* Gj = G + (size_t)j * d;
+        real n = 1;
+        if (renorm) { real ec = s->eta * s->c[j], nn = 0; for (int r = 0; r < d; r++) { real x = s->A[j] * Sj[r] - ec * s->h[r]; nn += x * x; } n = sqrtf(nn); }
+        A->dq[row * A->D + h * d + j] = lat_dot(Snj, s->dy, d);
+        for (int r = 0; r < d; r++) Gj[r] += s->dy[r] * s->q[j];
+        if (renorm) { real p = lat_dot(Snj, Gj, d); for (int r = 0; r < d; r++) Gj[r] = (Gj[r] - Snj[r] * p) / n; }   // G_j := dW_j
+        real dA = lat_dot(Sj, Gj, d), hdW = lat_dot(s->h, Gj, d);
+        s->dc[j] = -s->eta * hdW + (ortho ? s->eta * dA * s->g[j] : 0);
+        s->pe[j] = -s->c[j] * hdW + (ortho ? dA * s->c[j] * s->g[j] : 0);
+        s->pm[j] = dA;
+        real dg = ortho ? s->eta * dA * s->c[j] : 0;
+        if (m.lattice == LAT_ENC) dg += s->dc[j];
+        s->dg[j] = dg;
+    }
+    __syncthreads();
+    if (j < d) {                                                             // dh (row j)
+        real x = 0;
+        for (int i = 0; i < d; i++) x -= s->eta * s->c[i] * G[(size_t)i * d + j];
+        for (int i = 0; i < d; i++) x += s->dg[i] * S[(size_t)i * d + j];
+        s->dh[j] = x;
+        A->dv[row * A->D + h * d + j] = m.lattice == LAT_ENC ? x : -x;
+    }
+    __syncthreads();
+    if (j < d) {                                                             // the carry dL/dS_{t-1}, column j; dk
+        const real* Sj = S + (size_t)j * d; real* Gj = G + (size_t)j * d; real A_ = s->A[j], dg = s->dg[j], kj = s->k[j];
+        for (int r = 0; r < d; r++) { real x = A_ * Gj[r]; x += dg * s->h[r]; if (m.lattice == LAT_DEC) x += kj * s->dh[r]; Gj[r] = x; }
+        A->dk[row * A->D + h * d + j] = m.lattice == LAT_DEC ? lat_dot(Sj, s->dh, d) + s->dc[j] : m.lattice == LAT_ENC ? -s->dc[j] : s->dc[j];
+    }
+    if (j == 0) { real de = 0, dm = 0; for (int i = 0; i < d; i++) { de += s->pe[i]; dm += s->pm[i]; } A->dgeta[row * A->H + h] = de; A->dga[row * A->H + h] = dm; A->dgth[row * A->H + h] = 0; }
+    __syncthreads();
+}
+__global__ void lattice_backward_kernel(MemArgs A) {
+    __shared__ LatSh s;
+    int bb = blockIdx.x / A.H, h = blockIdx.x % A.H, k = A.m.lat_k, T = A.T, ns = (T + k - 1) / k; size_t nP = A.m.nP;
+    real* St = A.lat + (size_t)blockIdx.x * (k + 2) * nP; real* G = St + (size_t)(k + 1) * nP; const real* ck = A.P + (size_t)blockIdx.x * ns * nP;
+    FOR(e, nP) G[e] = 0;                                                     // dL/dS_T = 0
+    for (int sg = ns - 1; sg >= 0; sg--) {
+        int t0 = sg * k, n = T - t0 < k ? T - t0 : k;
+        block_copy(St, ck + (size_t)sg * nP, nP);
+        for (int j = 0; j < n; j++) { lat_load(&s, &A, bb, h, t0 + j, 0); lat_step(A.m, St + (size_t)j * nP, St + (size_t)(j + 1) * nP, &s, NULL); }
+        for (int j = n - 1; j >= 0; j--) {
+            lat_load(&s, &A, bb, h, t0 + j, 1);
+            lat_step_backward(A.m, St + (size_t)j * nP, St + (size_t)(j + 1) * nP, G, &s, &A, (size_t)bb * T + t0 + j, h);
+        }
+    }
+}
+// decoding: one block per head, one step of the state P (in place) and the read
+__global__ void lattice_decode_kernel(MemCfg m, real* P, const real* q, const real* k, const real* v, const real* geta, const real* ga, real* y) {
+    __shared__ LatSh s;
+    int h = blockIdx.x, d = m.d, j = threadIdx.x;
+    if (j < d) { s.q[j] = q[h * d + j]; s.k[j] = k[h * d + j]; s.v[j] = v[h * d + j]; }
+    if (j == 0) { s.eta = geta[h]; s.mu = ga[h]; }
+    __syncthreads();
+    real* S = P + (size_t)h * m.nP;
+    lat_step(m, S, S, &s, y + h * d);
+}
+
 static int mem_token6_cfg(const MemCfg* m, int b) {
-    return m->depth == 1 && m->d == TOK_D && !m->momentum && m->retention == RET_NONE && !m->anchor && (m->bias == BIAS_DOT || (m->bias == BIAS_L2 && b == 1));
+    return !m->lattice && m->depth == 1 && m->d == TOK_D && !m->momentum && m->retention == RET_NONE && !m->anchor && (m->bias == BIAS_DOT || (m->bias == BIAS_L2 && b == 1));
 }
 // (the trainer, whose launches take v6 for these: ns slots, an eighth of the per-token states at b = 1; the lab,
 // which also runs the older versions: all, the larger of ns and the chunk count)
 static int mem_state_slots(const MemCfg* m, int b, int T, int all = 0) {
+    if (m->lattice) return (T + m->lat_k - 1) / m->lat_k;   // Lattice: every lat_k-th token's state
     int nch = (T + b - 1) / b, ns = (T + TOK_SEG - 1) / TOK_SEG;
     if (!mem_token6_cfg(m, b)) return nch;
     return all && nch > ns ? nch : ns;
@@ -1949,7 +2075,7 @@ static int mem_token6_ok(const MemArgs& A) { return mem_token6_cfg(&A.m, A.b) &&
 // the b = 1 kernels run these configurations; the others take the generic kernels
 static int mem_token_ok(const MemArgs& A) {
     const MemCfg& m = A.m;
-    return A.b == 1 && m.depth == 1 && m.d == TOK_D && !m.momentum && m.retention == RET_NONE && m.bias == BIAS_L2 && !m.anchor && A.H * TOK_D == A.D;
+    return !m.lattice && A.b == 1 && m.depth == 1 && m.d == TOK_D && !m.momentum && m.retention == RET_NONE && m.bias == BIAS_L2 && !m.anchor && A.H * TOK_D == A.D;
 }
 // The plan of the chunk scratch in shared memory for a kernel (fwd: the forward; else the backward), at most
 // `bytes`: the arrays in the order below while they fit; the gradient arrays as one block (they are zeroed and
@@ -1998,6 +2124,7 @@ static size_t mem_smem_bytes(void) {
     return optin > 0 ? (size_t)optin : 0;
 }
 static void mem_forward_launch(MemArgs A, int nblocks) {
+    if (A.m.lattice) { lattice_forward_kernel<<<nblocks, lat_threads(A.m.d)>>>(A); KCHECK("lattice_forward"); return; }
     if ((A.ver == 0 || A.ver >= 6) && mem_token6_ok(A)) { mem_token_forward_v6_kernel<<<nblocks * TOK_R, TOK6_THREADS>>>(A); KCHECK("mem_token_forward_v6"); return; }
     if ((A.ver == 0 || A.ver >= 4) && mem_token_ok(A)) { mem_token_forward_kernel<<<nblocks, TOK_THREADS>>>(A); KCHECK("mem_token_forward"); return; }
     if (A.ver == 0 || A.ver >= 3) A.sm = mem_smem_plan(&A.m, A.b, 1, mem_smem_bytes()); else A.sm.n = A.sm.floats = 0;
@@ -2006,6 +2133,7 @@ static void mem_forward_launch(MemArgs A, int nblocks) {
     memory_forward_kernel<<<nblocks, MEM_THREADS, sb>>>(A); KCHECK("memory_forward");
 }
 static void mem_backward_launch(MemArgs A, int nblocks) {
+    if (A.m.lattice) { lattice_backward_kernel<<<nblocks, lat_threads(A.m.d)>>>(A); KCHECK("lattice_backward"); return; }
     if ((A.ver == 0 || A.ver >= 6) && mem_token6_ok(A)) {
         cudaCheck(cudaFuncSetAttribute(mem_token_backward_v6_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)TOK6_SMEM_BYTES));
         mem_token_backward_v6_kernel<<<nblocks * TOK_R, TOK6_THREADS, TOK6_SMEM_BYTES>>>(A); KCHECK("mem_token_backward_v6");
@@ -2053,6 +2181,7 @@ typedef struct {
     real *mem_dbh;              // (B, H, nP + 2d) per-sequence gradients of P_0 and the memory LN, summed over B after
     real *mem_aux;              // (L, B, H, T, TOK_AUX) the b = 1 token kernels' forward values for the backward, or NULL
     real *mem_gpart;            // (B, H, T, TOK_R, TOK_GP) the v6 token backward's partial sums (one layer at a time), or NULL
+    real *lat_scratch;          // Lattice: (B, H, lat_k + 2, nP) the backward's segment states and carry, or NULL
     MemChunk* chunks; real* chunk_memory;  // one chunk scratch per (sequence, head), device
     int *inputs, *targets;      // (B, T) device
     int *h_inputs, *h_targets;  // and their host copies
@@ -2106,6 +2235,7 @@ static void model_to_host(Model* M) {
 
 static void model_free_acts(Model* M) {
     dfree(M->acts_memory); dfree(M->grads_acts_memory); dfree(M->acts_bf16); dfree(M->mem_P); dfree(M->mem_S); dfree(M->mem_dbh); dfree(M->mem_aux); dfree(M->mem_gpart);
+    dfree(M->lat_scratch); M->lat_scratch = NULL;
     dfree(M->chunk_memory); dfree(M->chunks); dfree(M->inputs); dfree(M->targets);
     dfree(M->enc_uniq); dfree(M->enc_off); dfree(M->enc_pos); dfree(M->argmax);
     free(M->h_inputs); free(M->h_targets); free(M->h_cnt); free(M->h_cur); free(M->h_uniq); free(M->h_off); free(M->h_pos);
@@ -2138,6 +2268,7 @@ static void model_alloc_acts(Model* M, int B, int T) {
     M->mem_S = NULL; if (M->mem.momentum) M->mem_S = (real*)dmalloc(nstate * sizeof(real));
     M->mem_dbh = (real*)dmalloc((size_t)B * c->H * (M->mem.nP + 2 * M->mem.d) * sizeof(real));
     M->mem_aux = M->mem_gpart = NULL;
+    if (c->lattice) M->lat_scratch = (real*)dmalloc((size_t)B * c->H * (c->lat_k + 2) * M->mem.nP * sizeof(real));
     if (mem_token6_cfg(&M->mem, c->b)) {
         M->mem_aux = (real*)dmalloc((size_t)c->L * N * c->H * TOK_AUX * sizeof(real));
         M->mem_gpart = (real*)dmalloc(N * c->H * TOK_R * TOK_GP * sizeof(real));
@@ -2196,6 +2327,7 @@ static MemArgs mem_args(Model* M, int l) {
     A.dga = g->ga + oH; A.dgth = g->gth + oH; A.dgeta = g->geta + oG; A.dgdel = g->gdel + oG;
     A.dbh = M->mem_dbh;
     A.aux = M->mem_aux ? M->mem_aux + (size_t)l * N * H * TOK_AUX : NULL; A.gpart = M->mem_gpart;
+    A.lat = M->lat_scratch;
     return A;
 }
 // The memory read of layer l for all sequences and heads (SPEC §5): y = MemoryRead(q, k, v, gates).
@@ -2207,6 +2339,7 @@ static void memory_forward(Model* M, int l) {
 static void memory_backward(Model* M, int l) {
     MemArgs A = mem_args(M, l); const Config* c = &M->cfg; int H = c->H, d = M->mem.d, nP = M->mem.nP;
     mem_backward_launch(A, M->B * H);
+    if (M->mem.lattice) return;   // Lattice: S_0 = I is fixed (no P_0, no LN)
     size_t ml = M->hm->mlayer[l];   // in the memory-only parameter tensors
     memory_dbh_reduce_kernel<<<nblocks((size_t)H * (nP + 2 * d)), NT>>>(M->grads.mem_p0 + ml * H * nP,
         M->mem.ln ? M->grads.mem_ln_g + ml * H * d : NULL, M->mem.ln ? M->grads.mem_ln_b + ml * H * d : NULL,
@@ -2512,7 +2645,13 @@ static void decoder_init(Decoder* dec, Model* M) {
     MemChunk* hc = xmalloc((size_t)c->H * sizeof(MemChunk));
     for (int h = 0; h < c->H; h++) memchunk_carve(&hc[h], dec->chunk_memory + (size_t)h * per, c->b, m->d, m->dm, m->nP);
     dec->chunks = (MemChunk*)dmalloc((size_t)c->H * sizeof(MemChunk)); h2d(dec->chunks, hc, (size_t)c->H * sizeof(MemChunk)); free(hc);
-    for (int l = 0; l < c->L; l++) if (M->hm->mlayer[l] >= 0)   // P_0 of each memory layer
+    if (c->lattice) {   // Lattice: S_0 = I per head of each memory layer
+        real* I = (real*)calloc((size_t)c->H * m->nP, sizeof(real));
+        for (int h = 0; h < c->H; h++) lattice_identity(I + (size_t)h * m->nP, m->d);
+        for (int l = 0; l < c->L; l++) if (M->hm->mlayer[l] >= 0) h2d(dec->P + (size_t)l * c->H * m->nP, I, (size_t)c->H * m->nP * sizeof(real));
+        free(I);
+    }
+    for (int l = 0; l < c->L; l++) if (M->hm->mlayer[l] >= 0 && !c->lattice)   // P_0 of each memory layer
         d2d(dec->P + (size_t)l * c->H * m->nP, M->params.mem_p0 + (size_t)M->hm->mlayer[l] * c->H * m->nP, (size_t)c->H * m->nP * sizeof(real));
     dec->kvcap = 64;
     for (int l = 0; l < c->L; l++) if (c->pattern[l] != 'M') {
@@ -2575,6 +2714,8 @@ static const real* decoder_step(Decoder* dec, int token) {
         silu_forward(a->qs, a->qc, D); silu_forward(a->ks, a->kc, D); silu_forward(a->v, a->vc, D);
         l2norm_forward(a->q, a->qrn, a->qs, 1, H, d); l2norm_forward(a->k, a->krn, a->ks, 1, H, d);
         gates_forward(M, l, u, NULL, 1, a->ga, a->geta, a->gth, a->gdel, a->geta_lr, a->gdel_lr);
+        if (c->lattice) { lattice_decode_kernel<<<H, lat_threads(d)>>>(*m, dec->P + (size_t)l * H * nP, a->q, a->k, a->v, a->geta, a->ga, a->y); KCHECK("lattice_decode"); }
+        else {
         DecArgs A; memset(&A, 0, sizeof A);
         A.m = *m; A.H = H; A.b = b; A.cnt = cnt; A.rw = rw;
         A.q = a->q; A.k = a->k; A.v = a->v; A.ga = a->ga; A.gth = a->gth; A.geta = a->geta; A.gdel = a->gdel; A.y = a->y;
@@ -2583,6 +2724,7 @@ static const real* decoder_step(Decoder* dec, int token) {
         A.lng = m->ln ? p->mem_ln_g + ml * H * d : NULL; A.lnb = m->ln ? p->mem_ln_b + ml * H * d : NULL;
         A.chunks = dec->chunks; A.p0 = p->mem_p0 + ml * H * nP;
         decoder_memory_kernel<<<H, MEM_THREADS>>>(A); KCHECK("decoder_memory");
+        }
         rmsnorm_forward(a->yn, a->yrstd, a->y, p->rmsh_w + ml * D, 1, H, d);
         matmul_forward(a->gp, u, p->wg + ml * D * D, NULL, 1, D, D);
         gate_mul_forward(a->z, a->yn, a->gp, D);

@@ -71,6 +71,8 @@ DECAYED = {"wte", "wq", "wk", "wv", "gate_a_w", "gate_eta_w", "gate_theta_w",
 BIASES = ["l2", "dot", "lp", "huber"]                # header slot 14
 ALGOS = ["gd", "momentum"]                           # header slot 15
 RETENTIONS = ["none", "lq", "kl"]                    # header slot 20
+LATTICES = ["none", "dec", "enc", "sim"]             # header slot 38 (Lattice, SPEC §5.8)
+LATA_NO_ORTHO, LATA_NO_RENORM = 1, 2                 # header slot 40 (ablation bits)
 
 # lp bias (Moneta, SPEC §4): r = p tanh(s e) (e^2 + eps)^((p-1)/2), p = 3, s = 10, eps = 1e-6
 LP_P, LP_S, LP_EPS = 3.0, 10.0, 1e-6
@@ -80,7 +82,7 @@ LQ_Q, LQ_EPS = 4, 1e-6
 
 def make_config(V, D, L, H, E, F, b, mem_depth, mem_resid, mem_ln, bias, algo,
                 gate_a, gate_eta, eta_max=1.0, K=4, pattern=None, retention="none",
-                gate_rank=0, anchor=0, window=0):
+                gate_rank=0, anchor=0, window=0, lattice="none", lat_k=0, lat_ablate=0):
     """Model config dict with the fields of the CONTRACT header."""
     assert D % H == 0
     pattern = pattern if pattern is not None else "M" * L
@@ -95,11 +97,17 @@ def make_config(V, D, L, H, E, F, b, mem_depth, mem_resid, mem_ln, bias, algo,
     assert anchor in (0, 1) and not (anchor and (retention == "kl" or not gate_a))
     if mem_depth == 1:            # the linear memory never has a residual or LN (SPEC §4)
         mem_resid, mem_ln = 0, 0
+    # Lattice (SPEC §5.8): a linear d x d slot state S_0 = I (no P_0), gd, no retention, per-head eta;
+    # lat_k (the trainer's checkpoint interval, header slot 39) changes nothing in the results
+    assert lattice in LATTICES and lat_ablate in (0, 1, 2, 3)
+    assert (lat_k >= 1) if lattice != "none" else (lat_k == 0 and lat_ablate == 0)
+    assert lattice == "none" or (mem_depth == 1 and algo == "gd" and retention == "none"
+                                 and gate_rank == 0 and not anchor and gate_eta)
     return dict(V=V, Vp=(V + 63) // 64 * 64, D=D, L=L, H=H, E=E, F=F, b=b, K=K,
                 mem_depth=mem_depth, mem_resid=mem_resid, mem_ln=mem_ln, bias=bias,
                 algo=algo, gate_a=gate_a, gate_eta=gate_eta, eta_max=eta_max,
                 pattern=pattern, retention=retention, gate_rank=gate_rank, anchor=anchor,
-                window=window)
+                window=window, lattice=lattice, lat_k=lat_k, lat_ablate=lat_ablate)
 
 
 def head_dims(cfg):
@@ -145,7 +153,7 @@ def param_shapes(cfg):
         "gate_eta_b": ((L, HD) if r else (L, H)) if cfg["gate_eta"] else none,
         "gate_theta_w": (L, H, D) if mom else none,
         "gate_theta_b": (L, H) if mom else none,
-        "mem_p0": (L, H, mem_state_size(cfg)),
+        "mem_p0": (L, H, mem_state_size(cfg)) if cfg["lattice"] == "none" else none,  # Lattice: S_0 = I fixed
         "mem_ln_g": (L, H, d) if deep_ln else none,
         "mem_ln_b": (L, H, d) if deep_ln else none,
         "wg": (L, D, D), "rmsh_w": (L, HD), "wo": (LL, D, HD), "rms2_w": (LL, D),
@@ -512,6 +520,38 @@ def memory_read_online(cfg, P0, ln_g, ln_b, q, k, v, a, eta, theta, eta_ch=None,
     return torch.stack(ys, dim=1)
 
 
+def lattice_read(cfg, q, k, v, eta, mu):
+    """Lattice (SPEC §5.8), the naive per-token loop; autograd differentiates through it.
+    q, k, v (B,T,H,d); eta (B,T,H); mu (B,T,H) or None (= 1). State S (B,H,d,m), m = d slots as
+    columns, S_0 = I. Per token:
+        DEC: h = S k - v, c = k     ENC: h = v, c = S^T v - k     SIM: h = -v, c = k
+        g = S^T h ; A = mu + eta (c * g) ; W = S diag(A) - eta h c^T
+        S_t = W with each column divided by its norm ; y_t = S_t q_t
+    Ablation bits (cfg["lat_ablate"]): 1 drops eta (c * g) from A, 2 drops the renormalisation."""
+    B, T, H, d = q.shape
+    kind, abl = cfg["lattice"], cfg["lat_ablate"]
+    S = torch.eye(d, dtype=q.dtype).expand(B, H, d, d)
+    ys = []
+    for t in range(T):
+        kt, vt, qt = k[:, t], v[:, t], q[:, t]                          # (B,H,d)
+        et = eta[:, t].unsqueeze(-1)                                  # (B,H,1)
+        mt = 1.0 if mu is None else mu[:, t].unsqueeze(-1)
+        if kind == "dec":
+            h = torch.einsum("bhrm,bhm->bhr", S, kt) - vt
+        elif kind == "enc":
+            h = vt
+        else:
+            h = -vt
+        g = torch.einsum("bhrm,bhr->bhm", S, h)                       # S^T h
+        c = g - kt if kind == "enc" else kt
+        A = mt + (0.0 if abl & LATA_NO_ORTHO else et * c * g)
+        A = A * torch.ones_like(c)
+        W = S * A.unsqueeze(-2) - et.unsqueeze(-1) * h.unsqueeze(-1) * c.unsqueeze(-2)
+        S = W if abl & LATA_NO_RENORM else W / torch.sqrt((W * W).sum(dim=-2, keepdim=True))
+        ys.append(torch.einsum("bhrm,bhm->bhr", S, qt))
+    return torch.stack(ys, dim=1)
+
+
 # ----------------------------------------------------------------------------------------
 # Model (SPEC §2, §3)
 # ----------------------------------------------------------------------------------------
@@ -569,7 +609,9 @@ class MirasModel:
         deep_ln = cfg["mem_depth"] == 2 and cfg["mem_ln"]
         ln_g = p["mem_ln_g"][ml] if deep_ln else None      # (H,d)
         ln_b = p["mem_ln_b"][ml] if deep_ln else None
-        if self.read_fn == "chunked":
+        if cfg["lattice"] != "none":                      # Lattice: mu = the a gate (1 without it)
+            y = lattice_read(cfg, q, k, v, eta, a)
+        elif self.read_fn == "chunked":
             y = memory_read_chunked(cfg, p["mem_p0"][ml], ln_g, ln_b, q, k, v, a, eta, theta,
                                     grad_fn=self.grad_fn, eta_ch=eta_ch, delta=delta)
         else:
@@ -685,7 +727,7 @@ TRAIN_HP = dict(B=2, T=11, nsteps=10, lr=3e-3, beta1=0.9, beta2=0.95, eps=1e-8,
 for _k in ("lr", "beta1", "beta2", "eps", "weight_decay", "grad_clip"):
     TRAIN_HP[_k] = float(np.float32(TRAIN_HP[_k]))
 
-# name: (mem_depth, mem_resid, mem_ln, bias, algo, gate_a, gate_eta, b, retention, gate_rank[, anchor])
+# name: (mem_depth, mem_resid, mem_ln, bias, algo, gate_a, gate_eta, b, retention, gate_rank[, anchor[, lattice, lat_k, lat_ablate]])
 # (new fixtures are appended: FIXTURE_SEED depends on the position)
 FIXTURES = {
     "titans":         (2, 1, 1, "l2", "momentum", 1, 1, 4, "none", 0),
@@ -714,6 +756,14 @@ FIXTURES = {
     "transformer":    (2, 1, 1, "l2", "momentum", 1, 1, 4, "none", 0),
     "titans_H":       (2, 1, 1, "l2", "momentum", 1, 1, 4, "none", 0),
     "hybrid_asm":     (2, 1, 1, "l2", "momentum", 1, 1, 3, "none", 0),
+    # Lattice (SPEC §5.8): the three variants (mu = 1), DEC with the forgetting gate mu (gate_a), SIM with mu and
+    # without the renormalisation, DEC with both ablations (the delta rule from S_0 = I); lat_k 4 (T = 11: 4, 4, 3)
+    "lattice":        (1, 0, 0, "l2", "gd", 0, 1, 1, "none", 0, 0, "dec", 4, 0),
+    "lattice_enc":    (1, 0, 0, "l2", "gd", 0, 1, 1, "none", 0, 0, "enc", 4, 0),
+    "lattice_sim":    (1, 0, 0, "l2", "gd", 0, 1, 1, "none", 0, 0, "sim", 4, 0),
+    "lattice_mu":     (1, 0, 0, "l2", "gd", 1, 1, 1, "none", 0, 0, "dec", 4, 0),
+    "lattice_sim_nr": (1, 0, 0, "l2", "gd", 1, 1, 1, "none", 0, 0, "sim", 4, 2),
+    "lattice_delta":  (1, 0, 0, "l2", "gd", 0, 1, 1, "none", 0, 0, "dec", 4, 3),
 }
 # name: (layer pattern, window W, L); fixtures not named here are all 'M', L from SMALL
 FIXTURE_LAYERS = {
@@ -726,6 +776,8 @@ FIXTURE_LAYERS = {
 def fixture_config(name, **over):
     md, res, ln, bias, algo, ga, ge, b, ret, rank, *anc = FIXTURES[name]
     kw = dict(SMALL, b=b, retention=ret, gate_rank=rank, anchor=anc[0] if anc else 0)
+    if len(anc) > 1:
+        kw.update(lattice=anc[1], lat_k=anc[2], lat_ablate=anc[3])
     if name in FIXTURE_LAYERS:
         pat, W, L = FIXTURE_LAYERS[name]
         kw.update(pattern=pat, window=W, L=L)
@@ -810,6 +862,8 @@ def init_params(cfg, gen):
         elif name == "gate_eta_b":                        # momentum amplifies the step
             target = 0.3 if cfg["algo"] == "momentum" else 0.45
             target = INIT_ETA.get(cfg["retention"], target)
+            if cfg.get("lat_ablate", 0) & LATA_NO_RENORM:   # Lattice without the renormalisation: the slots
+                target = 0.1                              # grow with every step; a small step keeps float32 close
             t = N(shape, 0.3, logit(target / cfg["eta_max"]))
         elif name == "gate_theta_b":
             t = N(shape, 0.3, logit(0.7))
@@ -864,6 +918,9 @@ def make_header(cfg, magic, hp=None):
     h[21] = cfg["gate_rank"]
     h[22] = cfg.get("anchor", 0)
     h[23] = cfg.get("window", 0)                          # W of the 'S' layers (0 without)
+    h[38] = LATTICES.index(cfg.get("lattice", "none"))    # Lattice kind, checkpoint interval, ablation bits
+    h[39] = cfg.get("lat_k", 0)
+    h[40] = cfg.get("lat_ablate", 0)
     assert cfg["L"] <= 128
     for l, ch in enumerate(cfg["pattern"]):
         h[64 + l] = ord(ch)                               # one ASCII char per int32 slot
@@ -883,7 +940,7 @@ def config_from_header(h):
                 algo=ALGOS[h[15]], gate_a=int(h[16]), gate_eta=int(h[17]),
                 eta_max=bits_f32(h[18]), pattern="".join(chr(c) for c in h[64:64 + L]),
                 retention=RETENTIONS[h[20]], gate_rank=int(h[21]), anchor=int(h[22]),
-                window=int(h[23]))
+                window=int(h[23]), lattice=LATTICES[h[38]], lat_k=int(h[39]), lat_ablate=int(h[40]))
 
 
 def write_fixture(path, cfg, hp, params32, tokens, logits, loss, grads, losses):

@@ -51,6 +51,8 @@ synth=(
   "syn_titans_n2048 -p titans -V 512 -D 128 -L 2 -H 2 -E 2 -k 16 -b 4 -t 512"
   "syn_hybrid_asm   -p titans-H -P ASM -W 9 -V 256 -D 128 -L 3 -H 2 -E 2 -k 8 -b 2 -t 29"
   "syn_transformer  -p transformer -V 256 -D 192 -L 2 -H 2 -b 2 -t 70"
+  "syn_lattice_d64  -p lattice -V 256 -D 128 -L 2 -H 2 -b 2 -t 40 -w 16"
+  "syn_lattice_enc  -p lattice_enc -B 1 -V 256 -D 128 -L 1 -H 2 -b 2 -t 29 -w 8"
 )
 inputs=()
 for f in dev/fixtures/*.bin; do inputs+=("$f"); done
