@@ -117,8 +117,10 @@ static void fixture_batch(const Fixture* fx, int* in, int* tg) {
 static const char* FIXTURES[] = {"titans", "ttt_mlp", "linear_attn", "deltanet", "gated_deltanet", "deep_noln", "deep_nores_gd",
                                  "moneta", "yaad", "memora", "moneta_cw", "yaad_cw", "memora_cw",
                                  "titans_anchor", "yaad_anchor", "moneta_anchor", "gdn_anchor",
-                                 "transformer", "titans_H", "hybrid_asm"};   // attention layers: AA, MS (W 4), ASM (W 3)
-#define NFIX 20
+                                 "transformer", "titans_H", "hybrid_asm",    // attention layers: AA, MS (W 4), ASM (W 3)
+                                 "mal", "mag", "mag_gdn", "mac"};   // Titans layers: MAL (N_p 3, W 4, b 4), MAG (N_p 2, W 5, b 4;
+                                                                    // gated DeltaNet N_p 3, W 3), MAC (N_p 2, C 4, b 2)
+#define NFIX 24
 
 // 1. logits, loss, every gradient and 10 AdamW steps against the PyTorch reference
 static void test_fixture(const char* dir, const char* name) {
@@ -361,6 +363,76 @@ static void test_attn_fd(const char* pattern, int W) {
     free(in); free(tg); model_free(&M);
 }
 #endif
+
+// 4c. Titans layers (SPEC §9.2-9.3, train_miras.c section 4b) on a fresh model: MAL, MAG with N_p persistent tokens.
+// Params as attn_model's (O(1) effects), the Titans tensors too: P ~ N(0, 1), the attention's projections N(0, 1/D)
+// (wq, wk larger), the gate norms 1 + N(0, 0.01).
+static void titans_model(Model* M, int arch, const char* mem, int L, int np, int W, int b) {
+    Config c; memset(&c, 0, sizeof c); preset_config(&c, mem); c.arch = arch; c.npers = np;
+    c.V = 61; c.Vp = 64; c.D = 16; c.H = 2; c.E = 2; c.F = 32; c.K = 4; c.b = b; c.L = L; c.window = W;
+    if (arch == ARCH_MAC) { c.seg = W; c.window = 0; }   // (for MAC, W is the segment length C)
+    for (int l = 0; l < L; l++) c.pattern[l] = 'M';
+    model_build(M, &c); model_init(M, 7);
+    uint64_t r = 3; ParameterTensors* p = &M->params; size_t D = c.D, F = c.F, K = c.K, H = c.H, LL = L;
+    fill_normal(p->wte, (size_t)c.V * D, 0.5, &r);
+    fill_normal(p->wq, LL * D * D, 0.25, &r); fill_normal(p->wk, LL * D * D, 0.25, &r); fill_normal(p->wv, LL * D * D, 0.25, &r);
+    fill_normal(p->wo, LL * D * D, 0.25, &r); fill_normal(p->wg, LL * D * D, 0.25, &r);
+    fill_normal(p->mlp_w1, LL * F * D, 0.25, &r); fill_normal(p->mlp_w3, LL * F * D, 0.25, &r); fill_normal(p->mlp_w2, LL * D * F, 0.18, &r);
+    fill_normal(p->conv_q, LL * D * K, 0.5, &r); fill_normal(p->conv_k, LL * D * K, 0.5, &r); fill_normal(p->conv_v, LL * D * K, 0.5, &r);
+    if (c.gate_a) { fill_const(p->gate_a_b, LL * H, 2.2); fill_normal(p->gate_a_w, LL * H * D, 0.2, &r); }
+    if (c.gate_eta) fill_normal(p->gate_eta_w, LL * H * D, 0.2, &r);
+    if (c.algo == ALGO_MOMENTUM) fill_normal(p->gate_theta_w, LL * H * D, 0.2, &r);
+    fill_normal(p->att_wq, LL * D * D, 0.5, &r); fill_normal(p->att_wk, LL * D * D, 0.5, &r);
+    fill_normal(p->att_wv, LL * D * D, 0.25, &r); fill_normal(p->att_wo, LL * D * D, 0.25, &r);
+    for (size_t i = 0; i < LL * D; i++) {
+        p->rms1_w[i] += (real)(0.1 * rng_normal(&r)); p->rms2_w[i] += (real)(0.1 * rng_normal(&r));
+        if (arch == ARCH_MAL) p->rmsa_w[i] += (real)(0.1 * rng_normal(&r));
+        if (arch >= ARCH_MAG) { p->og1_w[i] += (real)(0.1 * rng_normal(&r)); p->og2_w[i] += (real)(0.1 * rng_normal(&r)); }
+    }
+}
+static const char* const ARCH_NAMES[] = {"-", "MAL", "MAG", "MAC"};
+// decode vs parallel at prompt lengths inside the first chunk, across chunk and window boundaries (MAC: segment
+// boundaries, W = C), and long
+static void test_titans_decode(int arch, const char* mem, int np, int W, int b) {
+    Model M; titans_model(&M, arch, mem, 2, np, W, b);
+    int lens[] = {1, b - 1, b + 1, W - 1, W, W + 1, 2 * W + 3, 37};
+    double worst = 0; char which[64] = "";
+    for (int li = 0; li < 8; li++) {
+        int T = lens[li]; if (T < 1) continue;
+        int* tok = malloc(T * 4); uint64_t r = 11; for (int t = 0; t < T; t++) tok[t] = (int)(rng_f64(&r) * M.cfg.V);
+        double e = decode_err(&M, tok, T); free(tok);
+        if (worse(e, worst) || !which[0]) { if (worse(e, worst)) worst = e; snprintf(which, sizeof which, "T=%d", T); }
+    }
+    check(worst <= TOL_SELF, "%s %s (%s memory, N_p %d, %s %d, b %d): decode equals parallel forward for prompt lengths 1, b-1, b+1, %s-1, %s, %s+1, 2%s+3, 37: worst err %.2e at %s",
+          BUILD, ARCH_NAMES[arch], mem, np, arch == ARCH_MAC ? "C" : "W", W, b, arch == ARCH_MAC ? "C" : "W", arch == ARCH_MAC ? "C" : "W",
+          arch == ARCH_MAC ? "C" : "W", arch == ARCH_MAC ? "C" : "W", worst, which);
+    model_free(&M);
+}
+#ifdef MIRAS_DOUBLE
+static void test_titans_fd(int arch, const char* mem, int np, int W, int b) {
+    Model M; titans_model(&M, arch, mem, 2, np, W, b);
+    int B = 2, T = 9, N = B * T; int* in = malloc(N * 4); int* tg = malloc(N * 4); uint64_t r = 5;
+    for (int i = 0; i < N; i++) { in[i] = (int)(rng_f64(&r) * M.cfg.V); tg[i] = (int)(rng_f64(&r) * M.cfg.V); }
+    Table tb = fd_model(&M, in, tg, B, T, 6, 42);
+    check_table(&tb, TOL_FD, "fp64 finite differences, fresh model, %s (%s memory, N_p %d, %s %d, b %d, T %d)", ARCH_NAMES[arch], mem, np,
+                arch == ARCH_MAC ? "C" : "W", W, b, T);
+    free(in); free(tg); model_free(&M);
+}
+#endif
+// the fresh-model checks: titans memory with N_p 3; N_p 0; other memories inside (-Q: memora's kl, the gated DeltaNet at b 1);
+// MAC with C = 2b, b, 5 (b 1)
+static void test_titans_all(void) {
+#ifdef MIRAS_DOUBLE
+    test_titans_fd(ARCH_MAL, "titans", 3, 4, 3); test_titans_fd(ARCH_MAG, "titans", 3, 4, 3);
+    test_titans_fd(ARCH_MAL, "titans", 0, 3, 4); test_titans_fd(ARCH_MAG, "memora", 2, 4, 2);
+    test_titans_fd(ARCH_MAC, "titans", 3, 4, 2); test_titans_fd(ARCH_MAC, "gated_deltanet", 0, 3, 1);
+#endif
+    test_titans_decode(ARCH_MAL, "titans", 3, 5, 3); test_titans_decode(ARCH_MAG, "titans", 3, 5, 3);
+    test_titans_decode(ARCH_MAL, "titans", 0, 4, 4); test_titans_decode(ARCH_MAG, "titans", 0, 6, 4);
+    test_titans_decode(ARCH_MAG, "memora", 2, 4, 4); test_titans_decode(ARCH_MAL, "gated_deltanet", 5, 3, 1);
+    test_titans_decode(ARCH_MAC, "titans", 3, 6, 3); test_titans_decode(ARCH_MAC, "titans", 0, 4, 4);
+    test_titans_decode(ARCH_MAC, "gated_deltanet", 2, 5, 1);
+}
 
 // 7. long sequences (SPEC §10): at each preset's default init, the gradient norm of a tiny model at T = 1024
 // is finite and within 3x of its T = 128 value (the spec's retention-to-zero defaults grow 10-1e40x here).
@@ -932,6 +1004,15 @@ int main(int argc, char** argv) {
     SELF = argv[0];
     const char* dir = argc > 1 ? argv[1] : "dev/fixtures";
     printf("test_miras (%s build, %d threads)\n", BUILD, max_threads());
+    if (getenv("MIRAS_ONLY_TITANS")) {   // (development: the Titans checks alone, fixtures 20.. and fresh models)
+        for (int i = 20; i < NFIX; i++) test_fixture(dir, FIXTURES[i]);
+#ifdef MIRAS_DOUBLE
+        for (int i = 20; i < NFIX; i++) test_fd(dir, FIXTURES[i], -1, -1, 0);
+#endif
+        for (int i = 20; i < NFIX; i++) test_decode(dir, FIXTURES[i]);
+        test_titans_all();
+        printf("%d passed, %d failed\n", n_pass, n_fail); return n_fail ? 1 : 0;
+    }
     for (int i = 0; i < NFIX; i++) test_fixture(dir, FIXTURES[i]);
 #ifdef MIRAS_DOUBLE
     for (int i = 0; i < NFIX; i++) test_fd(dir, FIXTURES[i], -1, -1, 0);
@@ -963,6 +1044,7 @@ int main(int argc, char** argv) {
 #ifdef MIRAS_DOUBLE
     test_attn_fd("AS", 4); test_attn_fd("SMA", 3);
 #endif
+    test_titans_all();
     test_long_init();
     test_tables(dir);
     test_lattice(dir);

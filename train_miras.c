@@ -1177,7 +1177,10 @@ typedef struct {
     int window;                       // W of the 'S' layers: key j visible to query i iff i - W < j <= i (0 when there is no 'S')
     int lattice, lat_k, lat_ablate;   // Lattice (SPEC §5.8, section 3b): LAT_NONE/DEC/ENC/SIM; states kept every lat_k tokens
                                       // (-w); ablation bits LATA_NO_ORTHO | LATA_NO_RENORM (-Y). The forgetting gate mu (-B 1) is gate_a
+    int arch, npers, seg;             // Titans layers (section 4b, SPEC §9.2-9.3): ARCH_*, N_p persistent tokens, MAC segment C
 } Config;
+// the Titans arrangements (header slot 24): every layer of the model is of that kind (its pattern letters are all 'M')
+enum { ARCH_NONE = 0, ARCH_MAL = 1, ARCH_MAG = 2, ARCH_MAC = 3 };
 
 // SPEC §5.9 presets: the memory part of the config; sizes come from the command line.
 // Long sequences (SPEC §10, README "Long sequences"): the deep memories with a retention gate decay toward P_0
@@ -1201,6 +1204,9 @@ static int preset_config(Config* c, const char* name) {
         c->mem_depth = 1; c->mem_resid = c->mem_ln = 0; c->gate_a = 0; c->b = 1; c->lat_k = 64;
         c->lattice = name[7] == 0 ? LAT_DEC : name[8] == 'e' ? LAT_ENC : LAT_SIM; }
     else if (!strcmp(name, "transformer")) return preset_config(c, "titans");  // all 'A' (preset_pattern); the memory fields are unused
+    else if (!strcmp(name, "mal") || !strcmp(name, "mag") || !strcmp(name, "mac")) {   // Titans layers (section 4b), titans memory (-Q: another)
+        preset_config(c, "titans"); c->arch = name[2] == 'l' ? ARCH_MAL : name[2] == 'g' ? ARCH_MAG : ARCH_MAC; return 1;
+    }
     else {  // "<memory preset>-H": that memory, in the Samba-style hybrid pattern (preset_pattern)
         size_t n = strlen(name); char base[64];
         if (n < 3 || n - 2 >= sizeof base || strcmp(name + n - 2, "-H")) return 0;
@@ -1223,7 +1229,8 @@ static void preset_pattern(char* out, const char* name, int L) {
     out[L] = 0;
 }
 static const char* const PRESETS = "titans, moneta, yaad, memora, ttt_mlp, linear_attn, deltanet, gated_deltanet, lattice, lattice_enc, lattice_sim, transformer; "
-                                   "a memory preset with -H (e.g. titans-H) alternates it with sliding-window attention";
+                                   "a memory preset with -H (e.g. titans-H) alternates it with sliding-window attention; "
+                                   "mal, mag, mac (Titans: memory as a layer, a gate, context; -Q the memory preset)";
 
 static MemCfg mem_config(const Config* c) {
     MemCfg m; int d = c->D / c->H;
@@ -1236,19 +1243,22 @@ static MemCfg mem_config(const Config* c) {
 }
 
 // Parameters: one allocation, tensors back to back in this order (the checkpoint layout).
-#define NUM_PARAM_TENSORS 29
+#define NUM_PARAM_TENSORS 37
 typedef struct {
     real *wte, *rms1_w, *wq, *wk, *wv, *conv_q, *conv_k, *conv_v;
     real *gate_a_w, *gate_a_b, *gate_eta_w, *gate_eta_b, *gate_theta_w, *gate_theta_b;
     real *mem_p0, *mem_ln_g, *mem_ln_b, *wg, *rmsh_w, *wo, *rms2_w, *mlp_w1, *mlp_w3, *mlp_w2, *rmsf_w;
     real *gate_eta_up, *gate_delta_w, *gate_delta_b, *gate_delta_up;  // channel-wise eta; Yaad's delta (after rmsf_w: older layouts stay valid)
+    real *pers, *att_wq, *att_wk, *att_wv, *att_wo, *rmsa_w, *og1_w, *og2_w;  // Titans layers (section 4b); empty otherwise
 } ParameterTensors;
 static const char* const PARAM_NAMES[NUM_PARAM_TENSORS] = {
     "wte", "rms1_w", "wq", "wk", "wv", "conv_q", "conv_k", "conv_v", "gate_a_w", "gate_a_b", "gate_eta_w", "gate_eta_b",
     "gate_theta_w", "gate_theta_b", "mem_p0", "mem_ln_g", "mem_ln_b", "wg", "rmsh_w", "wo", "rms2_w", "mlp_w1", "mlp_w3", "mlp_w2", "rmsf_w",
-    "gate_eta_up", "gate_delta_w", "gate_delta_b", "gate_delta_up"};
+    "gate_eta_up", "gate_delta_w", "gate_delta_b", "gate_delta_up",
+    "pers", "att_wq", "att_wk", "att_wv", "att_wo", "rmsa_w", "og1_w", "og2_w"};
 // AdamW weight decay on matrices only (SPEC §8): not norms, conv filters, gate biases, P_0, the memory LN
-static const int PARAM_DECAY[NUM_PARAM_TENSORS] = {1, 0, 1, 1, 1, 0, 0, 0, 1, 0, 1, 0, 1, 0, 0, 0, 0, 1, 0, 1, 0, 1, 1, 1, 0, 1, 1, 0, 1};
+static const int PARAM_DECAY[NUM_PARAM_TENSORS] = {1, 0, 1, 1, 1, 0, 0, 0, 1, 0, 1, 0, 1, 0, 0, 0, 0, 1, 0, 1, 0, 1, 1, 1, 0, 1, 1, 0, 1,
+                                                   0, 1, 1, 1, 1, 0, 0, 0};  // Titans: persistent tokens and norms not decayed
 
 // The tensors only a memory mixer uses (conv, gates, P_0, memory LN, wg, rmsh_w) are stacked over the Lm = number of
 // 'M' layers, in layer order (a memory layer's index there is its rank among the 'M' layers); all others over L.
@@ -1261,7 +1271,11 @@ static void fill_in_parameter_sizes(size_t* s, const Config* c) {
         (size_t)c->Vp * D, LL * D, LL * D * D, LL * D * D, LL * D * D, L * D * K, L * D * K, L * D * K,
         ga * L * H * D, ga * L * H, ge * L * gw, ge * L * gb, gt * L * H * D, gt * L * H,
         c->lattice ? 0 : L * H * m.nP, ln * L * H * d, ln * L * H * d, L * D * D, L * D, LL * D * D, LL * D, LL * F * D, LL * F * D, LL * D * F, D,
-        ge * L * D * R, hu * L * gw, hu * L * gb, hu * L * D * R};
+        ge * L * D * R, hu * L * gw, hu * L * gb, hu * L * D * R,
+        // Titans layers (section 4b): N_p persistent D-vectors per layer; the attention's own q, k, v, o projections;
+        // MAL's RMSNorm_attn; the o(y, m) gate's two RMSNorms (MAG, MAC)
+        LL * c->npers * D, c->arch ? LL * D * D : 0, c->arch ? LL * D * D : 0, c->arch ? LL * D * D : 0,
+        c->arch ? LL * D * D : 0, c->arch == ARCH_MAL ? LL * D : 0, c->arch >= ARCH_MAG ? LL * D : 0, c->arch >= ARCH_MAG ? LL * D : 0};
     memcpy(s, v, sizeof v);
 }
 static void point_parameters(ParameterTensors* p, real* mem, const size_t* sizes) {
@@ -1269,7 +1283,8 @@ static void point_parameters(ParameterTensors* p, real* mem, const size_t* sizes
         &p->wte, &p->rms1_w, &p->wq, &p->wk, &p->wv, &p->conv_q, &p->conv_k, &p->conv_v, &p->gate_a_w, &p->gate_a_b,
         &p->gate_eta_w, &p->gate_eta_b, &p->gate_theta_w, &p->gate_theta_b, &p->mem_p0, &p->mem_ln_g, &p->mem_ln_b,
         &p->wg, &p->rmsh_w, &p->wo, &p->rms2_w, &p->mlp_w1, &p->mlp_w3, &p->mlp_w2, &p->rmsf_w,
-        &p->gate_eta_up, &p->gate_delta_w, &p->gate_delta_b, &p->gate_delta_up};
+        &p->gate_eta_up, &p->gate_delta_w, &p->gate_delta_b, &p->gate_delta_up,
+        &p->pers, &p->att_wq, &p->att_wk, &p->att_wv, &p->att_wo, &p->rmsa_w, &p->og1_w, &p->og2_w};
     for (int i = 0; i < NUM_PARAM_TENSORS; i++) { *ptrs[i] = mem; mem += sizes[i]; }
 }
 
@@ -1333,7 +1348,14 @@ typedef struct {
     int nf_layer, nf_chunk; const char* nf_what;  // where the last backward first went non-finite in a memory (nf_what NULL: nowhere)
     int mlayer[128];            // layer l's index in the memory-only parameter tensors (its rank among the 'M' layers); -1: attention
     real* lat_scratch;          // Lattice: per thread, a segment's states, the carry and vectors (lattice_scratch_size)
+    struct Titans* tx; int tx_sub;  // Titans layers (section 4b): the stream model and its buffers; tx_sub: this is that stream model
 } Model;
+// section 4b (Titans layers), called from the model's functions below
+static void titans_alloc(Model* M, int B, int T);
+static void titans_free(Model* M);
+static void titans_init(Model* M, uint64_t* r);
+static void titans_layer_forward(Model* M, int l, const real* x);
+static void titans_layer_backward(Model* M, int l, real* dx, real* du);
 
 static int nchunks(const Model* M, int T) { return (T + M->cfg.b - 1) / M->cfg.b; }
 
@@ -1606,8 +1628,21 @@ static void config_check(const Config* c) {
         DIE("use M (memory), A (attention) or S (sliding-window attention)", "%slayer pattern '%s': letter %d is not a layer kind", cfg_origin, pat, l + 1);
     if ((strchr(c->pattern, 'A') || strchr(c->pattern, 'S')) && (c->D / c->H) % 2)
         DIE("pick an even head width D/H", "%sattention layers need an even head width for RoPE, got %d", cfg_origin, c->D / c->H);
-    if (c->window < 0 || c->window > (1 << 24) || (strchr(c->pattern, 'S') ? c->window < 1 : c->window != 0))
-        DIE("give -W in 1..2^24 with 'S' layers (and none without)", "%sbad attention window %d for layer pattern '%s'", cfg_origin, c->window, pat);
+    int swa = strchr(c->pattern, 'S') || c->arch == ARCH_MAL || c->arch == ARCH_MAG;   // MAL, MAG: sliding-window attention too
+    if (c->window < 0 || c->window > (1 << 24) || (swa ? c->window < 1 : c->window != 0))
+        DIE("give -W in 1..2^24 with 'S' layers or mal, mag (and none otherwise)", "%sbad attention window %d for layer pattern '%s'", cfg_origin, c->window, pat);
+    // Titans layers (section 4b): every layer 'M' (it holds the memory; the attention is part of the layer)
+    if (c->arch < ARCH_NONE || c->arch > ARCH_MAC || c->npers < 0 || c->npers > 4096 || c->seg < 0 || c->seg > (1 << 20))
+        DIE("is this file from a newer train_miras? (-M is 0..4096)", "%sbad Titans config: arch %d, N_p %d, segment %d", cfg_origin, c->arch, c->npers, c->seg);
+    if (!c->arch && (c->npers || c->seg)) DIE("-M and -C need -p mal, mag or mac", "%spersistent tokens (%d) or a segment (%d) without a Titans arrangement", cfg_origin, c->npers, c->seg);
+    if (c->arch) {
+        if (strspn(c->pattern, "M") != strlen(c->pattern)) DIE("drop -P with mal, mag, mac", "%sthe Titans arrangements have every layer 'M' (pattern '%s')", cfg_origin, pat);
+        if ((c->D / c->H) % 2) DIE("pick an even head width D/H", "%sattention layers need an even head width for RoPE, got %d", cfg_origin, c->D / c->H);
+        if (c->arch == ARCH_MAC ? (c->seg < 1 || c->seg % c->b) : c->seg != 0)
+            DIE("give -C a multiple of the chunk size -k (MAC only)", "%sbad MAC segment length %d for chunk size %d", cfg_origin, c->seg, c->b);
+        if (c->arch == ARCH_MAC && (c->retention != RET_NONE || c->gate_rank || c->bias == BIAS_HUBER))
+            DIE("-Q titans, ttt_mlp, linear_attn, deltanet or gated_deltanet with mac", "%sMAC is implemented for the plain retention, per-head gates and no Huber bias", cfg_origin);
+    }
 }
 
 // The parameter count of a config (checked first: the sizes are bounded, so the sum cannot overflow)
@@ -1663,6 +1698,7 @@ static void model_init(Model* M, uint64_t seed) {
     if (m->ln) { fill_const(p->mem_ln_g, L * H * d, 1); fill_const(p->mem_ln_b, L * H * d, 0); }
     fill_normal(p->wg, L * D * D, 0.02, &r); fill_normal(p->wo, LL * D * D, s_res, &r);
     fill_normal(p->mlp_w1, LL * F * D, 0.02, &r); fill_normal(p->mlp_w3, LL * F * D, 0.02, &r); fill_normal(p->mlp_w2, LL * D * F, s_res, &r);
+    titans_init(M, &r);   // Titans layers' own tensors (none otherwise)
 }
 
 // (Re)allocate activations for batch B, length T (lazily, like llm.c; a new shape reallocates).
@@ -1699,6 +1735,7 @@ static void model_alloc_acts(Model* M, int B, int T) {
     M->chunks = xmalloc((size_t)nt * sizeof(MemChunk));
     for (int i = 0; i < nt; i++) memchunk_carve(&M->chunks[i], M->chunk_memory + (size_t)i * per, M->cfg.b, M->mem.d, M->mem.dm, M->mem.nP);
     M->inputs = xmalloc((size_t)B * T * sizeof(int)); M->targets = xmalloc((size_t)B * T * sizeof(int));
+    if (M->cfg.arch && !M->tx_sub) titans_alloc(M, B, T);   // Titans layers: the stream model at (B, N_p + T)
 }
 
 // The forward pass (SPEC §2, §3). targets may be NULL (no loss).
@@ -1716,6 +1753,8 @@ static void model_forward(Model* M, const int* inputs, const int* targets, int B
         real* x = l == 0 ? a->encoded : a->res3 + oD - N * D;
         real* u = a->ln1 + oD; size_t ml = M->mlayer[l];  // ml: the layer's index in the memory-only tensors
         rmsnorm_forward(u, a->ln1_rstd + (size_t)l * N, x, p->rms1_w + (size_t)l * D, N, 1, D);
+        if (c->arch) titans_layer_forward(M, l, x);   // MAL, MAG (section 4b): a->mo from x and u
+        else {
         matmul_forward(a->qp + oD, u, p->wq + (size_t)l * D * D, NULL, N, D, D);
         matmul_forward(a->kp + oD, u, p->wk + (size_t)l * D * D, NULL, N, D, D);
         matmul_forward(a->vp + oD, u, p->wv + (size_t)l * D * D, NULL, N, D, D);
@@ -1741,6 +1780,7 @@ static void model_forward(Model* M, const int* inputs, const int* targets, int B
         matmul_forward(a->gp + oD, u, p->wg + ml * D * D, NULL, N, D, D);
         gate_mul_forward(a->z + oD, a->yn + oD, a->gp + oD, N * D);
         matmul_forward(a->mo + oD, a->z + oD, p->wo + (size_t)l * D * D, NULL, N, D, D);
+        }
         }
         residual_forward(a->res2 + oD, x, a->mo + oD, N * D);
         // x = x + SwiGLU(RMSNorm(x))
@@ -1794,6 +1834,8 @@ static void model_backward(Model* M, real loss_scale) {
         rmsnorm_backward(g->res2 + oD, dp->rms2_w + (size_t)l * D, g->ln2 + oD, a->res2 + oD, p->rms2_w + (size_t)l * D, a->ln2_rstd + (size_t)l * N, N, 1, D);
         // res2 = x + (RMSNorm_head(y) * SiLU(u Wg^T)) Wo^T
         residual_forward(dx, dx, g->res2 + oD, N * D);
+        if (c->arch) titans_layer_backward(M, l, dx, du);   // MAL, MAG (section 4b)
+        else {
         matmul_backward(g->z + oD, dp->wo + (size_t)l * D * D, NULL, g->res2 + oD, a->z + oD, p->wo + (size_t)l * D * D, N, D, D);
         if (c->pattern[l] != 'M') {   // attention (SPEC §9.1): back through attn, RoPE and the projections
             attention_backward(g->q + oD, g->k + oD, g->vp + oD, g->z + oD, a->q + oD, a->k + oD, a->vp + oD, a->z + oD, a->qrn + oH,
@@ -1817,6 +1859,7 @@ static void model_backward(Model* M, real loss_scale) {
         matmul_backward(du, dp->wq + (size_t)l * D * D, NULL, g->qp + oD, u, p->wq + (size_t)l * D * D, N, D, D);
         matmul_backward(du, dp->wk + (size_t)l * D * D, NULL, g->kp + oD, u, p->wk + (size_t)l * D * D, N, D, D);
         matmul_backward(du, dp->wv + (size_t)l * D * D, NULL, g->vp + oD, u, p->wv + (size_t)l * D * D, N, D, D);
+        }
         rmsnorm_backward(dx, dp->rms1_w + (size_t)l * D, du, x, p->rms1_w + (size_t)l * D, a->ln1_rstd + (size_t)l * N, N, 1, D);
     }
     encoder_backward(dp->wte, g->encoded, M->inputs, N, D);
@@ -1874,6 +1917,568 @@ static void model_free(Model* M) {
     free(M->params_memory); free(M->grads_memory); free(M->m_memory); free(M->v_memory);
     free(M->acts_memory); free(M->grads_acts_memory); free(M->mem_P); free(M->mem_S); free(M->mem_dbh);
     free(M->chunk_memory); free(M->chunks); free(M->inputs); free(M->targets); free(M->lat_scratch);
+    titans_free(M);
+}
+
+// ----------------------------------------------------------------------------
+// 4b. Titans layers (SPEC §9.2-9.3): persistent memory, MAL, MAG (MAC: not yet)
+//
+// Every layer of a Titans model is of one kind (Config.arch). Its memory mixer runs over the stream [P || u] of
+// Tn = N_p + T rows: section 3 unchanged (chunks counted from the stream start, the conv over the stream, the gates
+// from the P rows too), and only the sequence rows of its output are kept. A second Model X shares the model's
+// parameters and gradients and holds the mixer's activations at (B, Tn); the mixer code below is section 3's, run on
+// X. The stream's prefix rows are the layer's N_p persistent tokens P (learned D-vectors, in place of u's rows).
+//   MAL: x += Mixer([P||u])[seq];  x += attn_SWA(RMSNorm_attn(x)) Wo_a  (RoPE positions t, no prefix);  x += SwiGLU
+//   MAG: y = attn_SWA([P||u]) Wo_a at the sequence queries: P rows are keys/values every query sees (also outside the
+//        window), at RoPE positions 0..N_p-1, token t at N_p + t;  m = Mixer([P||u])[seq];
+//        x += o(y, m) = RMSNorm_g1(y) * sigmoid(RMSNorm_g2(m));  x += SwiGLU
+// The attention of a Titans layer has its own projections att_wq, att_wk, att_wv, att_wo (D x D each).
+typedef struct {
+    real *q, *k, *v, *z, *lse, *y;  // attention: (L, Nq, D) RoPE'd q, k; v; softmax(.) v; lse (L, Nq, H); y = z Wo_a^T
+                                    // (Nq = B*Tn stream rows for MAG, B*T sequence rows for MAL)
+    real *m, *ua, *ra;              // (L, N, D) the mixer's sequence rows m (MAL: x + m); MAL: RMSNorm_attn(x + m), (L, N) rstd
+    real *ys, *n1, *n2, *r1, *r2;   // MAG: (L, N, D) y's sequence rows, RMSNorm_g1(y), RMSNorm_g2(m); (L, N) their rstd
+                                    // (MAC: y holds y Wo_a^T, n1, n2 the gate's norms of it and of m)
+    real *uqp, *uqc, *uqs, *uq, *uqrn;  // MAC: (L, N, D) the u sequence's memory q: u Wq^T, conv, SiLU, l2 norm; (L, N, H)
+    real *h, *kh, *vh, *kP, *vP;        // MAC: (L, N, D) h, its RoPE'd keys and values; (L, N_p, D) P's
+    real *dPc, *dSc;                    // MAC (gradients only): (B, H, nP) dL/dP, dL/dS carried across segments
+} TxActs;
+typedef struct Titans { Model X; int Tn; real *mem, *gmem; size_t n; TxActs a, g; } Titans;
+
+static size_t tx_point(TxActs* t, real* p, const Config* c, int B, int T) {
+    size_t L = c->L, D = c->D, H = c->H, N = (size_t)B * T, Nq = c->arch == ARCH_MAG ? (size_t)B * (T + c->npers) : N, off = 0;
+#define TX(f, sz) do { t->f = p ? p + off : NULL; off += (sz); } while (0)
+    TX(q, L * Nq * D); TX(k, L * Nq * D); TX(v, L * Nq * D); TX(z, L * Nq * D); TX(lse, L * Nq * H); TX(y, L * Nq * D);
+    TX(m, L * N * D); TX(ua, L * N * D); TX(ra, L * N); TX(ys, L * N * D); TX(n1, L * N * D); TX(n2, L * N * D); TX(r1, L * N); TX(r2, L * N);
+    size_t Lc = c->arch == ARCH_MAC ? L : 0, nP = mem_config(c).nP;
+    TX(uqp, Lc * N * D); TX(uqc, Lc * N * D); TX(uqs, Lc * N * D); TX(uq, Lc * N * D); TX(uqrn, Lc * N * H);
+    TX(h, Lc * N * D); TX(kh, Lc * N * D); TX(vh, Lc * N * D); TX(kP, Lc * c->npers * D); TX(vP, Lc * c->npers * D);
+    TX(dPc, Lc ? (size_t)B * H * nP : 0); TX(dSc, Lc ? (size_t)B * H * nP : 0);
+#undef TX
+    return off;
+}
+static void model_alloc_acts(Model* M, int B, int T);
+// (re)allocate with the model's activations (model_alloc_acts)
+static void titans_alloc(Model* M, int B, int T) {
+    Titans* t = M->tx;
+    if (!t) { t = M->tx = xmalloc(sizeof(Titans)); memset(t, 0, sizeof *t); }
+    else { free(t->mem); free(t->gmem); }
+    Model* X = &t->X; t->Tn = T + M->cfg.npers;
+    X->cfg = M->cfg; X->mem = M->mem; X->tx_sub = 1; memcpy(X->mlayer, M->mlayer, sizeof M->mlayer);
+    memcpy(X->param_sizes, M->param_sizes, sizeof M->param_sizes); X->num_params = M->num_params;
+    X->params = M->params; X->params_memory = M->params_memory;
+    if (M->cfg.arch != ARCH_MAC) model_alloc_acts(X, B, t->Tn);   // (MAC's memory sees no prefix: no stream)
+    t->n = tx_point(&t->a, NULL, &M->cfg, B, T);
+    t->mem = xmalloc(t->n * sizeof(real)); t->gmem = xmalloc(t->n * sizeof(real));
+    tx_point(&t->a, t->mem, &M->cfg, B, T); tx_point(&t->g, t->gmem, &M->cfg, B, T);
+}
+static void titans_free(Model* M) {
+    Titans* t = M->tx; if (!t) return;
+    Model* X = &t->X; X->params_memory = NULL; X->grads_memory = NULL;   // shared with M
+    model_free(X); free(t->mem); free(t->gmem); free(t); M->tx = NULL;
+}
+// Init (README "Model definition"): P ~ N(0, 1) (like the unit-RMS rows of u); the attention's projections as the
+// mixer's (N(0, 0.02), Wo_a N(0, 0.02/sqrt(2L))); the norms' weights 1
+static void titans_init(Model* M, uint64_t* r) {
+    const Config* c = &M->cfg; ParameterTensors* p = &M->params; size_t L = c->L, D = c->D;
+    if (!c->arch) return;
+    fill_normal(p->pers, L * c->npers * D, 1, r);
+    fill_normal(p->att_wq, L * D * D, 0.02, r); fill_normal(p->att_wk, L * D * D, 0.02, r); fill_normal(p->att_wv, L * D * D, 0.02, r);
+    fill_normal(p->att_wo, L * D * D, 0.02 / sqrt(2.0 * c->L), r);
+    if (c->arch == ARCH_MAL) fill_const(p->rmsa_w, L * D, 1);
+    if (c->arch >= ARCH_MAG) { fill_const(p->og1_w, L * D, 1); fill_const(p->og2_w, L * D, 1); }
+}
+
+// Attention with a prefix of np rows (SPEC §9.2): key j visible to query i iff j <= i and (j < np, or no window, or
+// i - W < j). np = 0 is section 9.1's attention_forward. The keys of query i, in this order: [0, min(np, i+1)), then
+// [max(np, i-W+1), i] (W = 0: from np).
+static void attn_px_keys(int i, int np, int W, int* e1, int* j0) {
+    *e1 = np < i + 1 ? np : i + 1;
+    int lo = W > 0 ? i - W + 1 : 0; *j0 = lo > np ? lo : np;
+}
+static void attn_px_forward(real* out, real* lse, const real* q, const real* k, const real* v, int B, int T, int H, int d, int W, int np) {
+    real scale = 1 / sqrt((real)d); int D = H * d;
+    #pragma omp parallel for collapse(2) schedule(dynamic)
+    for (int bb = 0; bb < B; bb++) for (int h = 0; h < H; h++) {
+        real* s = xmalloc((size_t)T * sizeof(real));
+        for (int i = 0; i < T; i++) {
+            const real* qi = q + ((size_t)bb * T + i) * D + h * d; real* oi = out + ((size_t)bb * T + i) * D + h * d;
+            int e1, j0; attn_px_keys(i, np, W, &e1, &j0);
+            real mx = -1e30, sum = 0;
+            for (int j = 0; j <= i; j++) { if (j == e1) j = j0; if (j > i) break;
+                s[j] = dotv(qi, k + ((size_t)bb * T + j) * D + h * d, d) * scale; if (s[j] > mx) mx = s[j]; }
+            for (int j = 0; j <= i; j++) { if (j == e1) j = j0; if (j > i) break; s[j] = exp(s[j] - mx); sum += s[j]; }
+            for (int c = 0; c < d; c++) oi[c] = 0;
+            for (int j = 0; j <= i; j++) { if (j == e1) j = j0; if (j > i) break;
+                const real* vj = v + ((size_t)bb * T + j) * D + h * d; real p = s[j] / sum; for (int c = 0; c < d; c++) oi[c] += p * vj[c]; }
+            lse[((size_t)bb * T + i) * H + h] = mx + log(sum);
+        }
+        free(s);
+    }
+}
+// backward as attention_backward (accumulates into dq, dk, dv), over the same keys
+static void attn_px_backward(real* dq, real* dk, real* dv, const real* dout, const real* q, const real* k, const real* v,
+                             const real* out, const real* lse, int B, int T, int H, int d, int W, int np) {
+    real scale = 1 / sqrt((real)d); int D = H * d;
+    #pragma omp parallel for collapse(2) schedule(dynamic)
+    for (int bb = 0; bb < B; bb++) for (int h = 0; h < H; h++) {
+        for (int i = 0; i < T; i++) {
+            size_t ri = ((size_t)bb * T + i) * D + h * d;
+            const real *qi = q + ri, *doi = dout + ri; real* dqi = dq + ri;
+            int e1, j0; attn_px_keys(i, np, W, &e1, &j0);
+            real li = lse[((size_t)bb * T + i) * H + h], Di = dotv(doi, out + ri, d);
+            for (int j = 0; j <= i; j++) { if (j == e1) j = j0; if (j > i) break;
+                size_t rj = ((size_t)bb * T + j) * D + h * d;
+                real p = exp(dotv(qi, k + rj, d) * scale - li);
+                real ds = p * (dotv(doi, v + rj, d) - Di) * scale;
+                for (int c = 0; c < d; c++) { dv[rj + c] += p * doi[c]; dqi[c] += ds * k[rj + c]; dk[rj + c] += ds * qi[c]; }
+            }
+        }
+    }
+}
+
+// Section 3's memory mixer of layer l on X's rows (X->B, X->T): u in X->acts.ln1, output in X->acts.mo
+// (the code of model_forward's 'M' branch)
+static void tx_mixer_forward(Model* X, int l) {
+    const Config* c = &X->cfg; int D = c->D, H = c->H, d = D / H, N = X->B * X->T, B = X->B, T = X->T; size_t ml = X->mlayer[l];
+    ParameterTensors* p = &X->params; ActivationTensors* a = &X->acts;
+    size_t oD = (size_t)l * N * D, oH = (size_t)l * N * H; real* u = a->ln1 + oD;
+    matmul_forward(a->qp + oD, u, p->wq + (size_t)l * D * D, NULL, N, D, D);
+    matmul_forward(a->kp + oD, u, p->wk + (size_t)l * D * D, NULL, N, D, D);
+    matmul_forward(a->vp + oD, u, p->wv + (size_t)l * D * D, NULL, N, D, D);
+    conv_forward(a->qc + oD, a->qp + oD, p->conv_q + ml * D * c->K, B, T, D, c->K);
+    conv_forward(a->kc + oD, a->kp + oD, p->conv_k + ml * D * c->K, B, T, D, c->K);
+    conv_forward(a->vc + oD, a->vp + oD, p->conv_v + ml * D * c->K, B, T, D, c->K);
+    silu_forward(a->qs + oD, a->qc + oD, (size_t)N * D); silu_forward(a->ks + oD, a->kc + oD, (size_t)N * D); silu_forward(a->v + oD, a->vc + oD, (size_t)N * D);
+    l2norm_forward(a->q + oD, a->qrn + oH, a->qs + oD, N, H, d);
+    l2norm_forward(a->k + oD, a->krn + oH, a->ks + oD, N, H, d);
+    size_t oG = (size_t)l * N * (c->gate_rank ? D : H), oR = (size_t)l * N * c->gate_rank;
+    gates_forward(X, l, u, N, a->ga + oH, a->geta + oG, a->gth + oH, a->gdel + oG, a->geta_lr + oR, a->gdel_lr + oR);
+    memory_forward(X, l);
+    rmsnorm_forward(a->yn + oD, a->yrstd + oH, a->y + oD, p->rmsh_w + ml * D, N, H, d);
+    matmul_forward(a->gp + oD, u, p->wg + ml * D * D, NULL, N, D, D);
+    gate_mul_forward(a->z + oD, a->yn + oD, a->gp + oD, (size_t)N * D);
+    matmul_forward(a->mo + oD, a->z + oD, p->wo + (size_t)l * D * D, NULL, N, D, D);
+}
+// its backward (model_backward's 'M' branch): from X->grads_acts.mo to X->grads_acts.ln1 (accumulated) and the grads
+static void tx_mixer_backward(Model* X, int l) {
+    const Config* c = &X->cfg; int D = c->D, H = c->H, d = D / H, N = X->B * X->T, B = X->B, T = X->T; size_t ml = X->mlayer[l];
+    ParameterTensors *p = &X->params, *dp = &X->grads; ActivationTensors *a = &X->acts, *g = &X->grads_acts;
+    size_t oD = (size_t)l * N * D, oH = (size_t)l * N * H; real *u = a->ln1 + oD, *du = g->ln1 + oD;
+    matmul_backward(g->z + oD, dp->wo + (size_t)l * D * D, NULL, g->mo + oD, a->z + oD, p->wo + (size_t)l * D * D, N, D, D);
+    gate_mul_backward(g->yn + oD, g->gp + oD, g->z + oD, a->yn + oD, a->gp + oD, (size_t)N * D);
+    matmul_backward(du, dp->wg + ml * D * D, NULL, g->gp + oD, u, p->wg + ml * D * D, N, D, D);
+    rmsnorm_backward(g->y + oD, dp->rmsh_w + ml * D, g->yn + oD, a->y + oD, p->rmsh_w + ml * D, a->yrstd + oH, N, H, d);
+    memory_backward(X, l);
+    gates_backward(X, l, du, u, N, a, g, oH, (size_t)l * N * (c->gate_rank ? D : H), (size_t)l * N * c->gate_rank);
+    l2norm_backward(g->qs + oD, g->q + oD, a->q + oD, a->qrn + oH, N, H, d);
+    l2norm_backward(g->ks + oD, g->k + oD, a->k + oD, a->krn + oH, N, H, d);
+    silu_backward(g->qc + oD, g->qs + oD, a->qc + oD, (size_t)N * D); silu_backward(g->kc + oD, g->ks + oD, a->kc + oD, (size_t)N * D);
+    silu_backward(g->vc + oD, g->v + oD, a->vc + oD, (size_t)N * D);
+    conv_backward(g->qp + oD, dp->conv_q + ml * D * c->K, g->qc + oD, a->qp + oD, p->conv_q + ml * D * c->K, B, T, D, c->K);
+    conv_backward(g->kp + oD, dp->conv_k + ml * D * c->K, g->kc + oD, a->kp + oD, p->conv_k + ml * D * c->K, B, T, D, c->K);
+    conv_backward(g->vp + oD, dp->conv_v + ml * D * c->K, g->vc + oD, a->vp + oD, p->conv_v + ml * D * c->K, B, T, D, c->K);
+    matmul_backward(du, dp->wq + (size_t)l * D * D, NULL, g->qp + oD, u, p->wq + (size_t)l * D * D, N, D, D);
+    matmul_backward(du, dp->wk + (size_t)l * D * D, NULL, g->kp + oD, u, p->wk + (size_t)l * D * D, N, D, D);
+    matmul_backward(du, dp->wv + (size_t)l * D * D, NULL, g->vp + oD, u, p->wv + (size_t)l * D * D, N, D, D);
+}
+
+// The attention of a Titans layer on rows ua (Nq = B*Tr of them): q, k = RoPE(ua Wq_a^T), RoPE(ua Wk_a^T) at the rows'
+// positions 0..Tr-1; v = ua Wv_a^T; z = attn (window W, prefix np); y = z Wo_a^T
+static void tx_attn_forward(Model* M, int l, const real* ua, int Tr, int np, size_t o, size_t oh) {
+    const Config* c = &M->cfg; ParameterTensors* p = &M->params; TxActs* t = &M->tx->a;
+    int B = M->B, D = c->D, H = c->H, d = D / H, Nq = B * Tr; size_t oW = (size_t)l * D * D;
+    matmul_forward(t->q + o, ua, p->att_wq + oW, NULL, Nq, D, D); rope_forward(t->q + o, t->q + o, B, Tr, H, d, 1);
+    matmul_forward(t->k + o, ua, p->att_wk + oW, NULL, Nq, D, D); rope_forward(t->k + o, t->k + o, B, Tr, H, d, 1);
+    matmul_forward(t->v + o, ua, p->att_wv + oW, NULL, Nq, D, D);
+    attn_px_forward(t->z + o, t->lse + oh, t->q + o, t->k + o, t->v + o, B, Tr, H, d, c->window, np);
+    matmul_forward(t->y + o, t->z + o, p->att_wo + oW, NULL, Nq, D, D);
+}
+// its backward, from t->g.y to dua (accumulated)
+static void tx_attn_backward(Model* M, int l, real* dua, const real* ua, int Tr, int np, size_t o, size_t oh) {
+    const Config* c = &M->cfg; ParameterTensors *p = &M->params, *dp = &M->grads; TxActs *t = &M->tx->a, *g = &M->tx->g;
+    int B = M->B, D = c->D, H = c->H, d = D / H, Nq = B * Tr; size_t oW = (size_t)l * D * D;
+    matmul_backward(g->z + o, dp->att_wo + oW, NULL, g->y + o, t->z + o, p->att_wo + oW, Nq, D, D);
+    attn_px_backward(g->q + o, g->k + o, g->v + o, g->z + o, t->q + o, t->k + o, t->v + o, t->z + o, t->lse + oh, B, Tr, H, d, c->window, np);
+    rope_backward(g->q + o, g->q + o, B, Tr, H, d); rope_backward(g->k + o, g->k + o, B, Tr, H, d);
+    matmul_backward(dua, dp->att_wq + oW, NULL, g->q + o, ua, p->att_wq + oW, Nq, D, D);
+    matmul_backward(dua, dp->att_wk + oW, NULL, g->k + o, ua, p->att_wk + oW, Nq, D, D);
+    matmul_backward(dua, dp->att_wv + oW, NULL, g->v + o, ua, p->att_wv + oW, Nq, D, D);
+}
+
+// ---- MAC, memory as context (SPEC §9.3). Segments of C tokens (C a multiple of b, so segments are whole chunks).
+// For segment s (rows s0..s1-1 of each sequence), with the memory state P_(s) at the segment start (the stored
+// chunk-start state of chunk s0/b):
+//   h_t = M(uq_t; P_(s))      a read without update; uq = l2norm(SiLU(conv_q(u Wq^T))) over the u sequence
+//   y_t = attn over keys/values [P || h_s0..t || u_s0..t] (att_wk, att_wv; RoPE: P at 0..N_p-1, h_t and u_t at
+//         N_p + t), query att_wq u_t at N_p + t; y = the attention output before Wo_a
+//   the memory (section 3's projections, conv over the y sequence, gates) takes q, k, v, gates from y, writes
+//   and reads per section 5: m_t = M(q_t; P_t) (raw: no Wg, head norm or Wo of the mixer)
+//   x += RMSNorm_g1(y Wo_a^T) * sigmoid(RMSNorm_g2(m))
+// The forward runs segment after segment (segment s's attention needs the state the earlier segments wrote);
+// the backward sweeps the segments in reverse, carrying dL/dP across them, and adds at each segment start the
+// gradient of the h reads (dL/dP_(s)), once the segment's dy (from the gate and the memory's inputs) is complete.
+// The memory's wg, rmsh_w and wo are not used by MAC (their gradients stay zero).
+
+// RoPE on rows [t0, t1) of each sequence of x (B, T, H*d), at positions off + t, in place (dir -1: backward)
+static void rope_rows(real* x, int B, int T, int H, int d, int t0, int t1, int off, int dir) {
+    #pragma omp parallel for
+    for (int t = t0; t < t1; t++) {
+        real cs[128], sn[128]; rope_angles(cs, sn, off + t, d / 2);
+        for (int bb = 0; bb < B; bb++) { size_t o = ((size_t)bb * T + t) * H * d; rope_rotate(x + o, x + o, cs, sn, H, d, dir); }
+    }
+}
+// the causal conv of rows [t0, t1) only (conv_forward's sums), and its backward for those output rows
+static void conv_rows_forward(real* out, const real* x, const real* w, int B, int T, int C, int K, int t0, int t1) {
+    #pragma omp parallel for collapse(2)
+    for (int bb = 0; bb < B; bb++) for (int t = t0; t < t1; t++)
+        for (int i = 0; i < C; i++) {
+            real s = 0;
+            for (int j = 0; j < K; j++) { int tt = t - K + 1 + j; if (tt >= 0) s += w[i * K + j] * x[((size_t)bb * T + tt) * C + i]; }
+            out[((size_t)bb * T + t) * C + i] = s;
+        }
+}
+static void conv_rows_backward(real* dx, real* dw, const real* dout, const real* x, const real* w, int B, int T, int C, int K, int t0, int t1) {
+    #pragma omp parallel for
+    for (int i = 0; i < C; i++) for (int b = 0; b < B; b++) for (int t = t0; t < t1; t++) {
+        real g = dout[((size_t)b * T + t) * C + i];
+        for (int j = 0; j < K; j++) {
+            int tt = t - K + 1 + j; if (tt < 0) continue;
+            dx[((size_t)b * T + tt) * C + i] += w[i * K + j] * g;
+            dw[i * K + j] += g * x[((size_t)b * T + tt) * C + i];
+        }
+    }
+}
+// rows [t0, t0+n) of head h of sequence bb as a read-without-update chunk: q from q (B*T, D), no write (a = 1, eta = 0)
+static void mac_read_rows(const Model* M, MemChunk* c, const real* q, int bb, int h, int t0, int n) {
+    const MemCfg* m = &M->mem; int d = m->d, D = M->cfg.D, T = M->T; real zero[256] = {0}, one[256];
+    for (int i = 0; i < d; i++) one[i] = 1;
+    for (int t = 0; t < n; t++) chunk_set_row(m, c, t, q + ((size_t)bb * T + t0 + t) * D + h * d, zero, zero, 1, 0, zero, one);
+}
+// the memory chunks [ch0, ch1) of layer l for all sequences and heads (memory_forward's loop over a range; the
+// start state of chunk ch0 is in M->mem_P already)
+static void mac_memory_forward(Model* M, int l, int ch0, int ch1) {
+    const MemCfg* m = &M->mem; int B = M->B, T = M->T, H = M->cfg.H, b = M->cfg.b, nch = nchunks(M, T), nP = m->nP;
+    #pragma omp parallel for collapse(2) schedule(dynamic)
+    for (int bb = 0; bb < B; bb++) for (int h = 0; h < H; h++) {
+        MemChunk* c = &M->chunks[thread_id()];
+        size_t base = ((((size_t)l * B + bb) * H + h) * nch) * nP, lh = (size_t)l * H + h;
+        real* P = M->mem_P + base; real* S = m->momentum ? M->mem_S + base : NULL;
+        const real* lng = m->ln ? M->params.mem_ln_g + lh * m->d : NULL;
+        const real* lnb = m->ln ? M->params.mem_ln_b + lh * m->d : NULL;
+        c->p0 = m->anchor ? M->params.mem_p0 + lh * nP : NULL;
+        for (int ch = ch0; ch < ch1; ch++) {
+            int t0 = ch * b, n = T - t0 < b ? T - t0 : b, last = ch == nch - 1;
+            load_chunk_inputs(c, M, l, bb, h, t0, n);
+            mem_step_forward(m, c, n, P + (size_t)ch * nP, S ? S + (size_t)ch * nP : NULL,
+                             last ? NULL : P + (size_t)(ch + 1) * nP, (S && !last) ? S + (size_t)(ch + 1) * nP : NULL, lng, lnb);
+            scatter_rows(M->acts.y + (size_t)l * B * T * M->cfg.D, c->y, bb, h, t0, n, T, H, m->d);
+        }
+    }
+}
+// the segment attention of queries [s0, s1): keys P (np), h_s0..j, u_s0..j (in this order)
+static void mac_attn_forward(Model* M, int l, int s0, int s1) {
+    const Config* c = &M->cfg; TxActs* t = &M->tx->a; int B = M->B, T = M->T, D = c->D, H = c->H, d = D / H, np = c->npers;
+    size_t N = (size_t)B * T, oD = (size_t)l * N * D, oH = (size_t)l * N * H; real scale = 1 / sqrt((real)d);
+    const real *kP = t->kP + (size_t)l * np * D, *vP = t->vP + (size_t)l * np * D;
+    #pragma omp parallel for collapse(2) schedule(dynamic)
+    for (int bb = 0; bb < B; bb++) for (int h = 0; h < H; h++) {
+        real* s = xmalloc((size_t)(np + 2 * (s1 - s0)) * sizeof(real));
+        for (int j = s0; j < s1; j++) {
+            size_t rj = oD + ((size_t)bb * T + j) * D + h * d; const real* qj = t->q + rj; real* oj = t->z + rj;
+            int n = j - s0 + 1, nk = np + 2 * n; real mx = -1e30, sum = 0;
+            for (int e = 0; e < nk; e++) {
+                const real* ke = e < np ? kP + (size_t)e * D + h * d : (e < np + n ? t->kh : t->k) + oD + ((size_t)bb * T + s0 + (e - np) % n) * D + h * d;
+                s[e] = dotv(qj, ke, d) * scale; if (s[e] > mx) mx = s[e];
+            }
+            for (int e = 0; e < nk; e++) { s[e] = exp(s[e] - mx); sum += s[e]; }
+            for (int i = 0; i < d; i++) oj[i] = 0;
+            for (int e = 0; e < nk; e++) {
+                const real* ve = e < np ? vP + (size_t)e * D + h * d : (e < np + n ? t->vh : t->v) + oD + ((size_t)bb * T + s0 + (e - np) % n) * D + h * d;
+                real pe = s[e] / sum; for (int i = 0; i < d; i++) oj[i] += pe * ve[i];
+            }
+            t->lse[oH + ((size_t)bb * T + j) * H + h] = mx + log(sum);
+        }
+        free(s);
+    }
+}
+// its backward (accumulates): dq, dk, dv (u rows), dkh, dvh (h rows), dkP, dvP. One task per head: the P rows are shared
+static void mac_attn_backward(Model* M, int l, int s0, int s1) {
+    const Config* c = &M->cfg; TxActs *t = &M->tx->a, *g = &M->tx->g; int B = M->B, T = M->T, D = c->D, H = c->H, d = D / H, np = c->npers;
+    size_t N = (size_t)B * T, oD = (size_t)l * N * D, oH = (size_t)l * N * H; real scale = 1 / sqrt((real)d);
+    const real *kP = t->kP + (size_t)l * np * D, *vP = t->vP + (size_t)l * np * D; real *dkP = g->kP + (size_t)l * np * D, *dvP = g->vP + (size_t)l * np * D;
+    #pragma omp parallel for schedule(dynamic)
+    for (int h = 0; h < H; h++) for (int bb = 0; bb < B; bb++) for (int j = s0; j < s1; j++) {
+        size_t rj = oD + ((size_t)bb * T + j) * D + h * d; const real *qj = t->q + rj, *doj = g->z + rj; real* dqj = g->q + rj;
+        int n = j - s0 + 1, nk = np + 2 * n;
+        real lj = t->lse[oH + ((size_t)bb * T + j) * H + h], Dj = dotv(doj, t->z + rj, d);
+        for (int e = 0; e < nk; e++) {
+            size_t re = e < np ? (size_t)e * D + h * d : oD + ((size_t)bb * T + s0 + (e - np) % n) * D + h * d;
+            const real *ke, *ve; real *dke, *dve;
+            if (e < np) { ke = kP + re; ve = vP + re; dke = dkP + re; dve = dvP + re; }
+            else if (e < np + n) { ke = t->kh + re; ve = t->vh + re; dke = g->kh + re; dve = g->vh + re; }
+            else { ke = t->k + re; ve = t->v + re; dke = g->k + re; dve = g->v + re; }
+            real p = exp(dotv(qj, ke, d) * scale - lj), ds = p * (dotv(doj, ve, d) - Dj) * scale;
+            for (int i = 0; i < d; i++) { dve[i] += p * doj[i]; dqj[i] += ds * ke[i]; dke[i] += ds * qj[i]; }
+        }
+    }
+}
+// y rows [s0, s1) -> the memory's inputs of those rows (projections, conv over the y sequence, SiLU, l2 norm, gates)
+static void mac_inputs_forward(Model* M, int l, int s0, int s1) {
+    const Config* c = &M->cfg; ParameterTensors* p = &M->params; ActivationTensors* a = &M->acts; TxActs* t = &M->tx->a;
+    int B = M->B, T = M->T, D = c->D, H = c->H, d = D / H, K = c->K, n = s1 - s0, Ge = c->gate_rank ? D : H, R = c->gate_rank;
+    size_t N = (size_t)B * T, oD = (size_t)l * N * D, oH = (size_t)l * N * H, oW = (size_t)l * D * D;
+    for (int bb = 0; bb < B; bb++) {
+        size_t r = (size_t)bb * T + s0; const real* y = t->z + oD + r * D;
+        matmul_forward(a->qp + oD + r * D, y, p->wq + oW, NULL, n, D, D);
+        matmul_forward(a->kp + oD + r * D, y, p->wk + oW, NULL, n, D, D);
+        matmul_forward(a->vp + oD + r * D, y, p->wv + oW, NULL, n, D, D);
+    }
+    conv_rows_forward(a->qc + oD, a->qp + oD, p->conv_q + (size_t)l * D * K, B, T, D, K, s0, s1);
+    conv_rows_forward(a->kc + oD, a->kp + oD, p->conv_k + (size_t)l * D * K, B, T, D, K, s0, s1);
+    conv_rows_forward(a->vc + oD, a->vp + oD, p->conv_v + (size_t)l * D * K, B, T, D, K, s0, s1);
+    for (int bb = 0; bb < B; bb++) {
+        size_t r = (size_t)bb * T + s0, o = oD + r * D, oh = oH + r * H;
+        silu_forward(a->qs + o, a->qc + o, (size_t)n * D); silu_forward(a->ks + o, a->kc + o, (size_t)n * D); silu_forward(a->v + o, a->vc + o, (size_t)n * D);
+        l2norm_forward(a->q + o, a->qrn + oh, a->qs + o, n, H, d); l2norm_forward(a->k + o, a->krn + oh, a->ks + o, n, H, d);
+        gates_forward(M, l, t->z + o, n, a->ga + oh, a->geta + (size_t)l * N * Ge + r * Ge, a->gth + oh, a->gdel + (size_t)l * N * Ge + r * Ge,
+                      a->geta_lr + (size_t)l * N * R + r * R, a->gdel_lr + (size_t)l * N * R + r * R);
+    }
+}
+// its backward for rows [s0, s1): from g->q, k, v, gates of those rows to dy (t->g.z) rows (conv: the input rows back to s0 - K + 1)
+static void mac_inputs_backward(Model* M, int l, int s0, int s1) {
+    const Config* c = &M->cfg; ParameterTensors *p = &M->params, *dp = &M->grads; ActivationTensors *a = &M->acts, *g = &M->grads_acts;
+    TxActs *t = &M->tx->a, *tg = &M->tx->g;
+    int B = M->B, T = M->T, D = c->D, H = c->H, d = D / H, K = c->K, n = s1 - s0, Ge = c->gate_rank ? D : H, R = c->gate_rank;
+    size_t N = (size_t)B * T, oD = (size_t)l * N * D, oH = (size_t)l * N * H, oW = (size_t)l * D * D;
+    for (int bb = 0; bb < B; bb++) {
+        size_t r = (size_t)bb * T + s0, o = oD + r * D, oh = oH + r * H;
+        gates_backward(M, l, tg->z + o, t->z + o, n, a, g, oh, (size_t)l * N * Ge + r * Ge, (size_t)l * N * R + r * R);
+        l2norm_backward(g->qs + o, g->q + o, a->q + o, a->qrn + oh, n, H, d); l2norm_backward(g->ks + o, g->k + o, a->k + o, a->krn + oh, n, H, d);
+        silu_backward(g->qc + o, g->qs + o, a->qc + o, (size_t)n * D); silu_backward(g->kc + o, g->ks + o, a->kc + o, (size_t)n * D);
+        silu_backward(g->vc + o, g->v + o, a->vc + o, (size_t)n * D);
+    }
+    conv_rows_backward(g->qp + oD, dp->conv_q + (size_t)l * D * K, g->qc + oD, a->qp + oD, p->conv_q + (size_t)l * D * K, B, T, D, K, s0, s1);
+    conv_rows_backward(g->kp + oD, dp->conv_k + (size_t)l * D * K, g->kc + oD, a->kp + oD, p->conv_k + (size_t)l * D * K, B, T, D, K, s0, s1);
+    conv_rows_backward(g->vp + oD, dp->conv_v + (size_t)l * D * K, g->vc + oD, a->vp + oD, p->conv_v + (size_t)l * D * K, B, T, D, K, s0, s1);
+    for (int bb = 0; bb < B; bb++) {   // the projections' rows [s0, s1) are complete: later rows' convs are done
+        size_t r = (size_t)bb * T + s0, o = oD + r * D; const real* y = t->z + o;
+        matmul_backward(tg->z + o, dp->wq + oW, NULL, g->qp + o, y, p->wq + oW, n, D, D);
+        matmul_backward(tg->z + o, dp->wk + oW, NULL, g->kp + o, y, p->wk + oW, n, D, D);
+        matmul_backward(tg->z + o, dp->wv + oW, NULL, g->vp + o, y, p->wv + oW, n, D, D);
+    }
+}
+// h rows [s0, s1) (or their backward): per sequence and head, reads at the segment-start state in pieces of <= b rows
+static void mac_h_forward(Model* M, int l, int s0, int s1) {
+    const MemCfg* m = &M->mem; int B = M->B, T = M->T, H = M->cfg.H, b = M->cfg.b, nch = nchunks(M, T), nP = m->nP;
+    TxActs* t = &M->tx->a; size_t oD = (size_t)l * B * T * M->cfg.D;
+    #pragma omp parallel for collapse(2) schedule(dynamic)
+    for (int bb = 0; bb < B; bb++) for (int h = 0; h < H; h++) {
+        MemChunk* c = &M->chunks[thread_id()]; size_t lh = (size_t)l * H + h;
+        size_t base = ((((size_t)l * B + bb) * H + h) * nch + s0 / b) * nP;
+        c->p0 = m->anchor ? M->params.mem_p0 + lh * nP : NULL;
+        for (int t0 = s0; t0 < s1; t0 += b) {
+            int n = s1 - t0 < b ? s1 - t0 : b;
+            mac_read_rows(M, c, t->uq + oD, bb, h, t0, n);
+            mem_step_forward(m, c, n, M->mem_P + base, m->momentum ? M->mem_S + base : NULL, NULL, NULL,
+                             m->ln ? M->params.mem_ln_g + lh * m->d : NULL, m->ln ? M->params.mem_ln_b + lh * m->d : NULL);
+            scatter_rows(t->h + oD, c->y, bb, h, t0, n, T, H, m->d);
+        }
+    }
+}
+
+// MAC's mixing part of layer l: M->acts.mo from u = M->acts.ln1 (model_forward then adds x)
+static void mac_layer_forward(Model* M, int l) {
+    const Config* c = &M->cfg; ParameterTensors* p = &M->params; ActivationTensors* a = &M->acts; TxActs* t = &M->tx->a; const MemCfg* m = &M->mem;
+    int B = M->B, T = M->T, D = c->D, H = c->H, d = D / H, K = c->K, np = c->npers, C = c->seg, b = c->b, nch = nchunks(M, T);
+    size_t N = (size_t)B * T, oD = (size_t)l * N * D, oH = (size_t)l * N * H, oW = (size_t)l * D * D; const real* u = a->ln1 + oD;
+    // the u sequence: the memory's q for h; the attention's q, k, v (positions N_p + t); P's keys and values
+    matmul_forward(t->uqp + oD, u, p->wq + oW, NULL, N, D, D); conv_forward(t->uqc + oD, t->uqp + oD, p->conv_q + (size_t)l * D * K, B, T, D, K);
+    silu_forward(t->uqs + oD, t->uqc + oD, N * D); l2norm_forward(t->uq + oD, t->uqrn + oH, t->uqs + oD, N, H, d);
+    matmul_forward(t->q + oD, u, p->att_wq + oW, NULL, N, D, D); rope_rows(t->q + oD, B, T, H, d, 0, T, np, 1);
+    matmul_forward(t->k + oD, u, p->att_wk + oW, NULL, N, D, D); rope_rows(t->k + oD, B, T, H, d, 0, T, np, 1);
+    matmul_forward(t->v + oD, u, p->att_wv + oW, NULL, N, D, D);
+    if (np) { const real* Pr = p->pers + (size_t)l * np * D; real *kP = t->kP + (size_t)l * np * D;
+        matmul_forward(kP, Pr, p->att_wk + oW, NULL, np, D, D); rope_rows(kP, 1, np, H, d, 0, np, 0, 1);
+        matmul_forward(t->vP + (size_t)l * np * D, Pr, p->att_wv + oW, NULL, np, D, D); }
+    for (int bb = 0; bb < B; bb++) for (int h = 0; h < H; h++) {   // the state at the first segment's start: P_0, S = 0
+        size_t base = ((((size_t)l * B + bb) * H + h) * nch) * m->nP;
+        memcpy(M->mem_P + base, p->mem_p0 + ((size_t)l * H + h) * m->nP, m->nP * sizeof(real));
+        if (m->momentum) memset(M->mem_S + base, 0, m->nP * sizeof(real));
+    }
+    for (int s0 = 0; s0 < T; s0 += C) {
+        int s1 = s0 + C < T ? s0 + C : T, n = s1 - s0;
+        mac_h_forward(M, l, s0, s1);
+        for (int bb = 0; bb < B; bb++) {
+            size_t o = oD + ((size_t)bb * T + s0) * D;
+            matmul_forward(t->kh + o, t->h + o, p->att_wk + oW, NULL, n, D, D); matmul_forward(t->vh + o, t->h + o, p->att_wv + oW, NULL, n, D, D);
+        }
+        rope_rows(t->kh + oD, B, T, H, d, s0, s1, np, 1);
+        mac_attn_forward(M, l, s0, s1);
+        mac_inputs_forward(M, l, s0, s1);
+        mac_memory_forward(M, l, s0 / b, (s1 + b - 1) / b);
+    }
+    // x += RMSNorm_g1(y Wo_a^T) * sigmoid(RMSNorm_g2(m))
+    matmul_forward(t->y + oD, t->z + oD, p->att_wo + oW, NULL, N, D, D);
+    rmsnorm_forward(t->n1 + oD, t->r1 + (size_t)l * N, t->y + oD, p->og1_w + (size_t)l * D, N, 1, D);
+    rmsnorm_forward(t->n2 + oD, t->r2 + (size_t)l * N, a->y + oD, p->og2_w + (size_t)l * D, N, 1, D);
+    for (size_t i = 0; i < N * D; i++) a->mo[oD + i] = t->n1[oD + i] * sigmoidr(t->n2[oD + i]);
+}
+// Its backward: from M->grads_acts.res2 to du (M->grads_acts.ln1, accumulated) and the parameters
+static void mac_layer_backward(Model* M, int l) {
+    const Config* c = &M->cfg; ParameterTensors *p = &M->params, *dp = &M->grads; ActivationTensors *a = &M->acts, *g = &M->grads_acts;
+    TxActs *t = &M->tx->a, *tg = &M->tx->g; const MemCfg* m = &M->mem;
+    int B = M->B, T = M->T, D = c->D, H = c->H, d = D / H, K = c->K, np = c->npers, C = c->seg, b = c->b, nch = nchunks(M, T), nP = m->nP;
+    size_t N = (size_t)B * T, oD = (size_t)l * N * D, oH = (size_t)l * N * H, oW = (size_t)l * D * D; const real* u = a->ln1 + oD; real* du = g->ln1 + oD;
+    memset(M->tx->gmem, 0, M->tx->n * sizeof(real)); memset(M->mem_dbh, 0, (size_t)B * H * (nP + 2 * d) * sizeof(real));
+    const real* dres = g->res2 + oD;
+    for (size_t i = 0; i < N * D; i++) {   // o = n1 * sigmoid(n2)
+        real s = sigmoidr(t->n2[oD + i]); tg->n1[oD + i] = dres[i] * s; tg->n2[oD + i] = dres[i] * t->n1[oD + i] * s * (1 - s);
+    }
+    rmsnorm_backward(tg->y + oD, dp->og1_w + (size_t)l * D, tg->n1 + oD, t->y + oD, p->og1_w + (size_t)l * D, t->r1 + (size_t)l * N, N, 1, D);
+    rmsnorm_backward(g->y + oD, dp->og2_w + (size_t)l * D, tg->n2 + oD, a->y + oD, p->og2_w + (size_t)l * D, t->r2 + (size_t)l * N, N, 1, D);
+    matmul_backward(tg->z + oD, dp->att_wo + oW, NULL, tg->y + oD, t->z + oD, p->att_wo + oW, N, D, D);
+    int nseg = (T + C - 1) / C;
+    for (int s = nseg - 1; s >= 0; s--) {
+        int s0 = s * C, s1 = s0 + C < T ? s0 + C : T, n = s1 - s0;
+        // the memory's chunks of the segment, in reverse, from the carried dL/dP (none after the last chunk)
+        #pragma omp parallel for collapse(2) schedule(dynamic)
+        for (int bb = 0; bb < B; bb++) for (int h = 0; h < H; h++) {
+            MemChunk* ck = &M->chunks[thread_id()]; size_t lh = (size_t)l * H + h, bh = (size_t)bb * H + h;
+            size_t base = ((((size_t)l * B + bb) * H + h) * nch) * nP;
+            const real* lng = m->ln ? p->mem_ln_g + lh * d : NULL; const real* lnb = m->ln ? p->mem_ln_b + lh * d : NULL;
+            real* carry = tg->dPc + bh * nP; real* carryS = tg->dSc + bh * nP; real* acc = M->mem_dbh + bh * (nP + 2 * d);
+            memset(ck->dlng, 0, d * sizeof(real)); memset(ck->dlnb, 0, d * sizeof(real)); memset(ck->dp0, 0, nP * sizeof(real));
+            ck->p0 = m->anchor ? p->mem_p0 + lh * nP : NULL;
+            const real *dPn = s1 == T ? NULL : carry, *dSn = s1 == T ? NULL : carryS; real *dPs = ck->Pa, *dSs = ck->Sa;
+            for (int ch = (s1 + b - 1) / b - 1; ch >= s0 / b; ch--) {
+                int t0 = ch * b, nn = T - t0 < b ? T - t0 : b;
+                load_chunk_inputs(ck, M, l, bb, h, t0, nn);
+                gather_rows(ck->dy, g->y + oD, bb, h, t0, nn, T, H, d);
+                mem_step_backward(m, ck, nn, ck->dy, M->mem_P + base + (size_t)ch * nP, m->momentum ? M->mem_S + base + (size_t)ch * nP : NULL,
+                                  dPn, dSn, dPs, dSs, lng, lnb);
+                store_chunk_grads(ck, M, l, bb, h, t0, nn);
+                dPn = dPs; dSn = dSs; dPs = dPs == ck->Pa ? ck->Pb : ck->Pa; dSs = dSs == ck->Sa ? ck->Sb : ck->Sa;
+            }
+            memcpy(carry, dPn, nP * sizeof(real)); if (m->momentum) memcpy(carryS, dSn, nP * sizeof(real));
+            for (int i = 0; i < nP; i++) acc[i] += ck->dp0[i];
+            for (int i = 0; i < d; i++) { acc[nP + i] += ck->dlng[i]; acc[nP + d + i] += ck->dlnb[i]; }
+        }
+        mac_inputs_backward(M, l, s0, s1);   // dy of the segment is complete: from the gate and the memory's inputs
+        mac_attn_backward(M, l, s0, s1);
+        rope_rows(tg->kh + oD, B, T, H, d, s0, s1, np, -1);
+        for (int bb = 0; bb < B; bb++) {
+            size_t o = oD + ((size_t)bb * T + s0) * D;
+            matmul_backward(tg->h + o, dp->att_wk + oW, NULL, tg->kh + o, t->h + o, p->att_wk + oW, n, D, D);
+            matmul_backward(tg->h + o, dp->att_wv + oW, NULL, tg->vh + o, t->h + o, p->att_wv + oW, n, D, D);
+        }
+        // the h reads: dL/duq and dL/dP_(s), added to the carry
+        #pragma omp parallel for collapse(2) schedule(dynamic)
+        for (int bb = 0; bb < B; bb++) for (int h = 0; h < H; h++) {
+            MemChunk* ck = &M->chunks[thread_id()]; size_t lh = (size_t)l * H + h, bh = (size_t)bb * H + h;
+            size_t base = ((((size_t)l * B + bb) * H + h) * nch + s0 / b) * nP;
+            const real* lng = m->ln ? p->mem_ln_g + lh * d : NULL; const real* lnb = m->ln ? p->mem_ln_b + lh * d : NULL;
+            real* carry = tg->dPc + bh * nP; real* carryS = tg->dSc + bh * nP; real* acc = M->mem_dbh + bh * (nP + 2 * d);
+            ck->p0 = m->anchor ? p->mem_p0 + lh * nP : NULL;
+            for (int t0 = s0; t0 < s1; t0 += b) {
+                int nn = s1 - t0 < b ? s1 - t0 : b;
+                memset(ck->dlng, 0, d * sizeof(real)); memset(ck->dlnb, 0, d * sizeof(real)); memset(ck->dp0, 0, nP * sizeof(real));
+                mac_read_rows(M, ck, t->uq + oD, bb, h, t0, nn);
+                gather_rows(ck->dy, tg->h + oD, bb, h, t0, nn, T, H, d);
+                mem_step_backward(m, ck, nn, ck->dy, M->mem_P + base, m->momentum ? M->mem_S + base : NULL, NULL, NULL, ck->Pa, ck->Sa, lng, lnb);
+                for (int r = 0; r < nn; r++) memcpy(tg->uq + oD + ((size_t)bb * T + t0 + r) * D + h * d, ck->dq + (size_t)r * d, d * sizeof(real));
+                for (int i = 0; i < nP; i++) { carry[i] += ck->Pa[i]; acc[i] += ck->dp0[i]; }
+                if (m->momentum) for (int i = 0; i < nP; i++) carryS[i] += ck->Sa[i];
+                for (int i = 0; i < d; i++) { acc[nP + i] += ck->dlng[i]; acc[nP + d + i] += ck->dlnb[i]; }
+            }
+        }
+    }
+    for (int h = 0; h < H; h++) for (int bb = 0; bb < B; bb++) {   // P_0 and the memory LN, summed over the batch in a fixed order
+        size_t bh = (size_t)bb * H + h, lh = (size_t)l * H + h; const real* acc = M->mem_dbh + bh * (nP + 2 * d);
+        for (int i = 0; i < nP; i++) dp->mem_p0[lh * nP + i] += acc[i] + tg->dPc[bh * nP + i];
+        if (m->ln) for (int i = 0; i < d; i++) { dp->mem_ln_g[lh * d + i] += acc[nP + i]; dp->mem_ln_b[lh * d + i] += acc[nP + d + i]; }
+    }
+    // the u sequence: the attention's q, k, v; the memory's q for h; P's keys and values
+    rope_rows(tg->q + oD, B, T, H, d, 0, T, np, -1); rope_rows(tg->k + oD, B, T, H, d, 0, T, np, -1);
+    matmul_backward(du, dp->att_wq + oW, NULL, tg->q + oD, u, p->att_wq + oW, N, D, D);
+    matmul_backward(du, dp->att_wk + oW, NULL, tg->k + oD, u, p->att_wk + oW, N, D, D);
+    matmul_backward(du, dp->att_wv + oW, NULL, tg->v + oD, u, p->att_wv + oW, N, D, D);
+    l2norm_backward(tg->uqs + oD, tg->uq + oD, t->uq + oD, t->uqrn + oH, N, H, d);
+    silu_backward(tg->uqc + oD, tg->uqs + oD, t->uqc + oD, N * D);
+    conv_backward(tg->uqp + oD, dp->conv_q + (size_t)l * D * K, tg->uqc + oD, t->uqp + oD, p->conv_q + (size_t)l * D * K, B, T, D, K);
+    matmul_backward(du, dp->wq + oW, NULL, tg->uqp + oD, u, p->wq + oW, N, D, D);
+    if (np) {
+        const real* Pr = p->pers + (size_t)l * np * D; real *dPr = dp->pers + (size_t)l * np * D, *dkP = tg->kP + (size_t)l * np * D;
+        rope_rows(dkP, 1, np, H, d, 0, np, 0, -1);
+        matmul_backward(dPr, dp->att_wk + oW, NULL, dkP, Pr, p->att_wk + oW, np, D, D);
+        matmul_backward(dPr, dp->att_wv + oW, NULL, tg->vP + (size_t)l * np * D, Pr, p->att_wv + oW, np, D, D);
+    }
+}
+
+// The layer's mixing part, from x and u = RMSNorm(x) (M->acts.ln1) to M->acts.mo, so that model_forward's
+// res2 = x + mo: MAL mo = m + attn_SWA(RMSNorm_attn(x + m)) Wo_a, MAG mo = o(y, m)
+static void titans_layer_forward(Model* M, int l, const real* x) {
+    if (M->cfg.arch == ARCH_MAC) { mac_layer_forward(M, l); return; }
+    Titans* t = M->tx; Model* X = &t->X; const Config* c = &M->cfg; ParameterTensors* p = &M->params;
+    int B = M->B, T = M->T, Tn = t->Tn, np = c->npers, D = c->D, H = c->H; size_t N = (size_t)B * T, Ns = (size_t)B * Tn;
+    size_t oD = (size_t)l * N * D, oS = (size_t)l * Ns * D;
+    real *us = X->acts.ln1 + oS, *m = t->a.m + oD, *mo = M->acts.mo + oD; const real* u = M->acts.ln1 + oD;
+    for (int bb = 0; bb < B; bb++) {   // the stream [P || u]
+        memcpy(us + (size_t)bb * Tn * D, p->pers + (size_t)l * np * D, (size_t)np * D * sizeof(real));
+        memcpy(us + ((size_t)bb * Tn + np) * D, u + (size_t)bb * T * D, (size_t)T * D * sizeof(real));
+    }
+    tx_mixer_forward(X, l);
+    for (int bb = 0; bb < B; bb++) memcpy(m + (size_t)bb * T * D, X->acts.mo + oS + ((size_t)bb * Tn + np) * D, (size_t)T * D * sizeof(real));
+    if (c->arch == ARCH_MAL) {
+        memcpy(mo, m, N * D * sizeof(real));
+        residual_forward(m, x, m, N * D);                                   // m := x + m, the attention sublayer's input
+        rmsnorm_forward(t->a.ua + oD, t->a.ra + (size_t)l * N, m, p->rmsa_w + (size_t)l * D, N, 1, D);
+        tx_attn_forward(M, l, t->a.ua + oD, T, 0, oD, (size_t)l * N * H);
+        residual_forward(mo, mo, t->a.y + oD, N * D);
+    } else {   // MAG
+        tx_attn_forward(M, l, us, Tn, np, oS, (size_t)l * Ns * H);
+        real* ys = t->a.ys + oD;
+        for (int bb = 0; bb < B; bb++) memcpy(ys + (size_t)bb * T * D, t->a.y + oS + ((size_t)bb * Tn + np) * D, (size_t)T * D * sizeof(real));
+        rmsnorm_forward(t->a.n1 + oD, t->a.r1 + (size_t)l * N, ys, p->og1_w + (size_t)l * D, N, 1, D);
+        rmsnorm_forward(t->a.n2 + oD, t->a.r2 + (size_t)l * N, m, p->og2_w + (size_t)l * D, N, 1, D);
+        for (size_t i = 0; i < N * D; i++) mo[i] = t->a.n1[oD + i] * sigmoidr(t->a.n2[oD + i]);
+    }
+}
+// Its backward: from M->grads_acts.res2 (= dL/d mo; model_backward has added it to dx already) to dx (MAL: the path
+// through RMSNorm_attn), du (the sequence rows of the stream's gradient) and the parameters (P: the prefix rows)
+static void titans_layer_backward(Model* M, int l, real* dx, real* du) {
+    if (M->cfg.arch == ARCH_MAC) { mac_layer_backward(M, l); return; }
+    Titans* t = M->tx; Model* X = &t->X; const Config* c = &M->cfg; ParameterTensors *p = &M->params, *dp = &M->grads;
+    int B = M->B, T = M->T, Tn = t->Tn, np = c->npers, D = c->D, H = c->H; size_t N = (size_t)B * T, Ns = (size_t)B * Tn;
+    size_t oD = (size_t)l * N * D, oS = (size_t)l * Ns * D;
+    X->grads = M->grads; X->grads_memory = M->grads_memory; X->nf_what = NULL;
+    memset(X->grads_acts_memory, 0, X->num_acts * sizeof(real)); memset(t->gmem, 0, t->n * sizeof(real));
+    const real* dres = M->grads_acts.res2 + oD; real* dm = t->g.m + oD;
+    if (c->arch == ARCH_MAL) {
+        memcpy(t->g.y + oD, dres, N * D * sizeof(real));
+        tx_attn_backward(M, l, t->g.ua + oD, t->a.ua + oD, T, 0, oD, (size_t)l * N * H);
+        rmsnorm_backward(dm, dp->rmsa_w + (size_t)l * D, t->g.ua + oD, t->a.m + oD, p->rmsa_w + (size_t)l * D, t->a.ra + (size_t)l * N, N, 1, D);
+        residual_forward(dx, dx, dm, N * D);       // x's path through the attention sublayer's input x + m
+        residual_forward(dm, dm, dres, N * D);     // dm = dres + that path
+    } else {   // MAG: o = n1 * sigmoid(n2)
+        real *dn1 = t->g.n1 + oD, *dn2 = t->g.n2 + oD, *dys = t->g.ys + oD;
+        for (size_t i = 0; i < N * D; i++) {
+            real s = sigmoidr(t->a.n2[oD + i]); dn1[i] = dres[i] * s; dn2[i] = dres[i] * t->a.n1[oD + i] * s * (1 - s);
+        }
+        rmsnorm_backward(dys, dp->og1_w + (size_t)l * D, dn1, t->a.ys + oD, p->og1_w + (size_t)l * D, t->a.r1 + (size_t)l * N, N, 1, D);
+        rmsnorm_backward(dm, dp->og2_w + (size_t)l * D, dn2, t->a.m + oD, p->og2_w + (size_t)l * D, t->a.r2 + (size_t)l * N, N, 1, D);
+        for (int bb = 0; bb < B; bb++) memcpy(t->g.y + oS + ((size_t)bb * Tn + np) * D, dys + (size_t)bb * T * D, (size_t)T * D * sizeof(real));
+        tx_attn_backward(M, l, X->grads_acts.ln1 + oS, X->acts.ln1 + oS, Tn, np, oS, (size_t)l * Ns * H);
+    }
+    for (int bb = 0; bb < B; bb++) memcpy(X->grads_acts.mo + oS + ((size_t)bb * Tn + np) * D, dm + (size_t)bb * T * D, (size_t)T * D * sizeof(real));
+    tx_mixer_backward(X, l);
+    if (X->nf_what && !M->nf_what) { M->nf_what = X->nf_what; M->nf_layer = X->nf_layer; M->nf_chunk = X->nf_chunk; }
+    const real* dus = X->grads_acts.ln1 + oS; real* dP = dp->pers + (size_t)l * np * D;
+    for (int bb = 0; bb < B; bb++) {   // the stream's rows: P's, then the sequence's
+        const real* src = dus + (size_t)bb * Tn * D;
+        for (size_t i = 0; i < (size_t)np * D; i++) dP[i] += src[i];
+        residual_forward(du + (size_t)bb * T * D, du + (size_t)bb * T * D, src + (size_t)np * D, (size_t)T * D);
+    }
 }
 
 // ----------------------------------------------------------------------------
@@ -1899,6 +2504,7 @@ typedef struct {
 } Decoder;
 
 static int decoder_row_width(const MemCfg* m) { return 3 * m->d + 2 + 2 * (m->cw ? m->d : 1); }
+static void titans_dec_init(Decoder* dec);   // section 5b
 static void decoder_init(Decoder* dec, Model* M) {
     const Config* c = &M->cfg; MemCfg* m = &M->mem; memset(dec, 0, sizeof *dec); dec->M = M;
     fill_in_activation_sizes(dec->act_sizes, c, 1, 1);
@@ -1922,6 +2528,7 @@ static void decoder_init(Decoder* dec, Model* M) {
         size_t rows = c->pattern[l] == 'S' ? (size_t)c->window : (size_t)dec->kvcap;
         dec->kc[l] = xmalloc(rows * c->D * sizeof(real)); dec->vc[l] = xmalloc(rows * c->D * sizeof(real));
     }
+    if (c->arch) titans_dec_init(dec);   // Titans layers: their caches, and the P rows through each layer (section 5b)
 }
 // One query row of an attention layer against its cache, the computation of attention_forward's row i = pos
 // (the same order of keys j). Grows the 'A' caches when full.
@@ -1970,6 +2577,173 @@ static void conv_step(real* out, real* hist, const real* x, const real* w, int C
     if (K > 1) { memmove(hist, hist + C, (size_t)(K - 2) * C * sizeof(real)); memcpy(hist + (size_t)(K - 2) * C, x, C * sizeof(real)); }
 }
 
+// ---- 5b. decoding Titans layers (section 4b). Sequence token pos is stream row N_p + pos of its layer's memory:
+// decoder_init feeds each layer's P rows through its memory (conv buffers, chunk state) and MAG's attention cache
+// first, and every token then continues the stream. The attention caches hold N_p + W rows: P pinned in slots
+// 0..N_p-1 (MAG; none for MAL), then a ring of the last W rows (stream row j >= N_p in slot N_p + (j - N_p) mod W).
+// One stream row of layer l's section-3 mixer (decoder_step's 'M' branch, chunk position from the stream row): out (D)
+static void tx_dec_mixer(Decoder* dec, int l, const real* u, int spos, real* out) {
+    Model* M = dec->M; const Config* c = &M->cfg; const MemCfg* m = &M->mem; ParameterTensors* p = &M->params;
+    ActivationTensors* a = &dec->a; int D = c->D, H = c->H, d = m->d, K = c->K, nP = m->nP, b = c->b;
+    int cnt = spos % b, rw = decoder_row_width(m); real* hist = dec->conv_hist + (size_t)l * 3 * (K - 1) * D; size_t ml = M->mlayer[l];
+    matmul_forward(a->qp, u, p->wq + (size_t)l * D * D, NULL, 1, D, D);
+    matmul_forward(a->kp, u, p->wk + (size_t)l * D * D, NULL, 1, D, D);
+    matmul_forward(a->vp, u, p->wv + (size_t)l * D * D, NULL, 1, D, D);
+    conv_step(a->qc, hist, a->qp, p->conv_q + ml * D * K, D, K);
+    conv_step(a->kc, hist + (size_t)(K - 1) * D, a->kp, p->conv_k + ml * D * K, D, K);
+    conv_step(a->vc, hist + (size_t)2 * (K - 1) * D, a->vp, p->conv_v + ml * D * K, D, K);
+    silu_forward(a->qs, a->qc, D); silu_forward(a->ks, a->kc, D); silu_forward(a->v, a->vc, D);
+    l2norm_forward(a->q, a->qrn, a->qs, 1, H, d); l2norm_forward(a->k, a->krn, a->ks, 1, H, d);
+    gates_forward(M, l, u, 1, a->ga, a->geta, a->gth, a->gdel, a->geta_lr, a->gdel_lr);
+    for (int h = 0; h < H; h++) {
+        size_t lh = (size_t)l * H + h; real* part = dec->part + lh * b * rw; real* row = part + (size_t)cnt * rw;
+        int ew = m->cw ? d : 1;
+        memcpy(row, a->q + h * d, d * sizeof(real)); memcpy(row + d, a->k + h * d, d * sizeof(real));
+        memcpy(row + 2 * d, a->v + h * d, d * sizeof(real)); row[3 * d] = a->ga[h]; row[3 * d + 1] = a->gth[h];
+        memcpy(row + 3 * d + 2, a->geta + h * ew, ew * sizeof(real));
+        if (m->bias == BIAS_HUBER) memcpy(row + 3 * d + 2 + ew, a->gdel + h * ew, ew * sizeof(real));
+        MemChunk* ch = &dec->c; int n = cnt + 1;
+        for (int t = 0; t < n; t++) {
+            const real* r = part + (size_t)t * rw;
+            chunk_set_row(m, ch, t, r, r + d, r + 2 * d, r[3 * d], r[3 * d + 1], r + 3 * d + 2, r + 3 * d + 2 + ew);
+        }
+        real* P = dec->P + lh * nP; real* S = dec->S + lh * nP; int full = n == b;
+        size_t mh = ml * H + h;
+        ch->p0 = m->anchor ? p->mem_p0 + mh * nP : NULL;
+        mem_step_forward(m, ch, n, P, S, full ? dec->Pn : NULL, full ? dec->Sn : NULL,
+                         m->ln ? p->mem_ln_g + mh * d : NULL, m->ln ? p->mem_ln_b + mh * d : NULL);
+        memcpy(a->y + h * d, ch->y + (size_t)(n - 1) * d, d * sizeof(real));
+        if (full) { memcpy(P, dec->Pn, nP * sizeof(real)); if (m->momentum) memcpy(S, dec->Sn, nP * sizeof(real)); }
+    }
+    rmsnorm_forward(a->yn, a->yrstd, a->y, p->rmsh_w + ml * D, 1, H, d);
+    matmul_forward(a->gp, u, p->wg + ml * D * D, NULL, 1, D, D);
+    gate_mul_forward(a->z, a->yn, a->gp, D);
+    matmul_forward(out, a->z, p->wo + (size_t)l * D * D, NULL, 1, D, D);
+}
+// One row of layer l's attention (row j of its rows: RoPE position j; np pinned prefix rows): out = attn Wo_a^T (D)
+static void tx_dec_attn(Decoder* dec, int l, const real* ua, int j, int np, real* out) {
+    Model* M = dec->M; const Config* c = &M->cfg; const ParameterTensors* p = &M->params;
+    int D = c->D, H = c->H, d = D / H, W = c->window; size_t oW = (size_t)l * D * D;
+    real* buf = xmalloc((size_t)(3 * D + j + 1) * sizeof(real)); real *q = buf, *kp = buf + D, *z = buf + 2 * D, *s = buf + 3 * D;
+    real cs[128], sn[128]; rope_angles(cs, sn, j, d / 2);
+#define SLOT(r) ((size_t)((r) < np ? (r) : np + ((r) - np) % W))
+    matmul_forward(kp, ua, p->att_wq + oW, NULL, 1, D, D); rope_rotate(q, kp, cs, sn, H, d, 1);
+    matmul_forward(kp, ua, p->att_wk + oW, NULL, 1, D, D); rope_rotate(dec->kc[l] + SLOT(j) * D, kp, cs, sn, H, d, 1);
+    matmul_forward(dec->vc[l] + SLOT(j) * D, ua, p->att_wv + oW, NULL, 1, D, D);
+    int e1, j0; attn_px_keys(j, np, W, &e1, &j0); real scale = 1 / sqrt((real)d);
+    for (int h = 0; h < H; h++) {   // the keys in attn_px_forward's order
+        real mx = -1e30, sum = 0; real* oh = z + h * d;
+        for (int i = 0; i <= j; i++) { if (i == e1) i = j0; if (i > j) break;
+            s[i] = dotv(q + h * d, dec->kc[l] + SLOT(i) * D + h * d, d) * scale; if (s[i] > mx) mx = s[i]; }
+        for (int i = 0; i <= j; i++) { if (i == e1) i = j0; if (i > j) break; s[i] = exp(s[i] - mx); sum += s[i]; }
+        for (int i = 0; i < d; i++) oh[i] = 0;
+        for (int i = 0; i <= j; i++) { if (i == e1) i = j0; if (i > j) break;
+            const real* vi = dec->vc[l] + SLOT(i) * D + h * d; real pi = s[i] / sum; for (int e = 0; e < d; e++) oh[e] += pi * vi[e]; }
+    }
+#undef SLOT
+    matmul_forward(out, z, p->att_wo + oW, NULL, 1, D, D);
+    free(buf);
+}
+// MAC (section 4b): kc[l] holds the keys of P (N_p rows) and of the segment's h and u (C rows each), vc[l] their
+// values, then the u sequence's conv buffer for the memory's q (K-1 rows) and the segment-start state (P, S).
+static void mac_dec_init(Decoder* dec, int l) {
+    Model* M = dec->M; const Config* c = &M->cfg; const ParameterTensors* p = &M->params;
+    int D = c->D, H = c->H, d = D / H, np = c->npers, C = c->seg, nP = M->mem.nP; size_t oW = (size_t)l * D * D;
+    dec->kc[l] = xmalloc((size_t)(np + 2 * C) * D * sizeof(real));
+    dec->vc[l] = xmalloc(((size_t)(np + 2 * C + c->K - 1) * D + 2 * (size_t)H * nP) * sizeof(real));
+    real* kp = xmalloc((size_t)D * sizeof(real));
+    for (int e = 0; e < np; e++) {
+        const real* Pr = p->pers + ((size_t)l * np + e) * D; real cs[128], sn[128]; rope_angles(cs, sn, e, d / 2);
+        matmul_forward(kp, Pr, p->att_wk + oW, NULL, 1, D, D); rope_rotate(dec->kc[l] + (size_t)e * D, kp, cs, sn, H, d, 1);
+        matmul_forward(dec->vc[l] + (size_t)e * D, Pr, p->att_wv + oW, NULL, 1, D, D);
+    }
+    free(kp);
+}
+static void mac_dec_layer(Decoder* dec, int l, const real* u) {
+    Model* M = dec->M; const Config* c = &M->cfg; const MemCfg* m = &M->mem; const ParameterTensors* p = &M->params;
+    int D = c->D, H = c->H, d = D / H, np = c->npers, C = c->seg, K = c->K, nP = m->nP, pos = dec->pos, j = pos % C;
+    size_t oW = (size_t)l * D * D; real *kc = dec->kc[l], *vc = dec->vc[l];
+    real *hist = vc + (size_t)(np + 2 * C) * D, *Pseg = hist + (size_t)(K - 1) * D, *Sseg = Pseg + (size_t)H * nP;
+    real* buf = xmalloc((size_t)(8 * D + np + 2 * C) * sizeof(real));
+    real *uq = buf, *t1 = buf + D, *t2 = buf + 2 * D, *hrow = buf + 3 * D, *q = buf + 4 * D, *y = buf + 5 * D, *yo = buf + 6 * D, *rn = buf + 7 * D, *s = buf + 8 * D, r1, r2;
+    if (j == 0) {   // a new segment: its start state, and an empty h / u cache
+        memcpy(Pseg, dec->P + (size_t)l * H * nP, (size_t)H * nP * sizeof(real));
+        memcpy(Sseg, dec->S + (size_t)l * H * nP, (size_t)H * nP * sizeof(real));
+    }
+    // the u sequence's memory q, and h = M(uq; P_(s)) per head (a one-row read without update)
+    matmul_forward(t1, u, p->wq + oW, NULL, 1, D, D); conv_step(t2, hist, t1, p->conv_q + (size_t)l * D * K, D, K);
+    silu_forward(t1, t2, D); l2norm_forward(uq, rn, t1, 1, H, d);
+    real zero[256] = {0}, one[256]; for (int i = 0; i < d; i++) one[i] = 1;
+    for (int h = 0; h < H; h++) {
+        MemChunk* ch = &dec->c; size_t lh = (size_t)l * H + h;
+        chunk_set_row(m, ch, 0, uq + h * d, zero, zero, 1, 0, zero, one);
+        ch->p0 = m->anchor ? p->mem_p0 + lh * nP : NULL;
+        mem_step_forward(m, ch, 1, Pseg + (size_t)h * nP, m->momentum ? Sseg + (size_t)h * nP : NULL, NULL, NULL,
+                         m->ln ? p->mem_ln_g + lh * d : NULL, m->ln ? p->mem_ln_b + lh * d : NULL);
+        memcpy(hrow + h * d, ch->y, d * sizeof(real));
+    }
+    // keys and values of h_j and u_j (RoPE position N_p + pos), the query; attention over P, h_0..j, u_0..j
+    real cs[128], sn[128]; rope_angles(cs, sn, np + pos, d / 2);
+    matmul_forward(t1, hrow, p->att_wk + oW, NULL, 1, D, D); rope_rotate(kc + (size_t)(np + j) * D, t1, cs, sn, H, d, 1);
+    matmul_forward(vc + (size_t)(np + j) * D, hrow, p->att_wv + oW, NULL, 1, D, D);
+    matmul_forward(t1, u, p->att_wk + oW, NULL, 1, D, D); rope_rotate(kc + (size_t)(np + C + j) * D, t1, cs, sn, H, d, 1);
+    matmul_forward(vc + (size_t)(np + C + j) * D, u, p->att_wv + oW, NULL, 1, D, D);
+    matmul_forward(t1, u, p->att_wq + oW, NULL, 1, D, D); rope_rotate(q, t1, cs, sn, H, d, 1);
+    int n = j + 1, nk = np + 2 * n; real scale = 1 / sqrt((real)d);
+#define ROW(e) ((size_t)((e) < np ? (e) : (e) < np + n ? (e) : (e) - n + C) * D)   // P, h_0..j, u_0..j
+    for (int h = 0; h < H; h++) {
+        real mx = -1e30, sum = 0; real* oh = y + h * d;
+        for (int e = 0; e < nk; e++) { s[e] = dotv(q + h * d, kc + ROW(e) + h * d, d) * scale; if (s[e] > mx) mx = s[e]; }
+        for (int e = 0; e < nk; e++) { s[e] = exp(s[e] - mx); sum += s[e]; }
+        for (int i = 0; i < d; i++) oh[i] = 0;
+        for (int e = 0; e < nk; e++) { const real* ve = vc + ROW(e) + h * d; real pe = s[e] / sum; for (int i = 0; i < d; i++) oh[i] += pe * ve[i]; }
+    }
+#undef ROW
+    // the memory on the y stream (its write and read; m = the raw read, in dec->a.y), then the gate
+    tx_dec_mixer(dec, l, y, pos, t1);
+    matmul_forward(yo, y, p->att_wo + oW, NULL, 1, D, D);
+    rmsnorm_forward(t1, &r1, yo, p->og1_w + (size_t)l * D, 1, 1, D);
+    rmsnorm_forward(t2, &r2, dec->a.y, p->og2_w + (size_t)l * D, 1, 1, D);
+    for (int i = 0; i < D; i++) dec->a.mo[i] = t1[i] * sigmoidr(t2[i]);
+    free(buf);
+}
+// decoder_init's part: the caches, and each layer's P rows through its memory and MAG's attention
+static void titans_dec_init(Decoder* dec) {
+    Model* M = dec->M; const Config* c = &M->cfg; int D = c->D, np = c->npers;
+    if (c->arch == ARCH_MAC) { for (int l = 0; l < c->L; l++) mac_dec_init(dec, l); return; }
+    real* junk = xmalloc((size_t)D * sizeof(real));
+    for (int l = 0; l < c->L; l++) {
+        size_t rows = (size_t)(c->arch == ARCH_MAG ? np : 0) + c->window;
+        dec->kc[l] = xmalloc(rows * D * sizeof(real)); dec->vc[l] = xmalloc(rows * D * sizeof(real));
+        for (int s = 0; s < np; s++) {
+            const real* P = M->params.pers + ((size_t)l * np + s) * D;
+            tx_dec_mixer(dec, l, P, s, junk);
+            if (c->arch == ARCH_MAG) tx_dec_attn(dec, l, P, s, np, junk);
+        }
+    }
+    free(junk);
+}
+// decoder_step's part: layer l's a->mo from x and u (as titans_layer_forward)
+static void titans_dec_layer(Decoder* dec, int l, const real* x, const real* u) {
+    Model* M = dec->M; const Config* c = &M->cfg; const ParameterTensors* p = &M->params; int D = c->D, np = c->npers;
+    if (c->arch == ARCH_MAC) { mac_dec_layer(dec, l, u); return; }
+    real* buf = xmalloc((size_t)4 * D * sizeof(real)); real *m = buf, *t1 = buf + D, *t2 = buf + 2 * D, *y = buf + 3 * D, r1, r2;
+    real* mo = dec->a.mo;
+    tx_dec_mixer(dec, l, u, np + dec->pos, m);
+    if (c->arch == ARCH_MAL) {
+        residual_forward(t1, x, m, D);
+        rmsnorm_forward(t2, &r1, t1, p->rmsa_w + (size_t)l * D, 1, 1, D);
+        tx_dec_attn(dec, l, t2, dec->pos, 0, y);
+        residual_forward(mo, m, y, D);
+    } else {
+        tx_dec_attn(dec, l, u, np + dec->pos, np, y);
+        rmsnorm_forward(t1, &r1, y, p->og1_w + (size_t)l * D, 1, 1, D);
+        rmsnorm_forward(t2, &r2, m, p->og2_w + (size_t)l * D, 1, 1, D);
+        for (int i = 0; i < D; i++) mo[i] = t1[i] * sigmoidr(t2[i]);
+    }
+    free(buf);
+}
+
 // Feed one token; returns the Vp logits of the next-token distribution (valid until the next call).
 static const real* decoder_step(Decoder* dec, int token) {
     Model* M = dec->M; const Config* c = &M->cfg; const MemCfg* m = &M->mem; ParameterTensors* p = &M->params;
@@ -1982,7 +2756,8 @@ static const real* decoder_step(Decoder* dec, int token) {
         // with one row, the layer-stacked activations of dec->a hold one layer; reuse them per layer
         real* u = a->ln1; real* hist = dec->conv_hist + (size_t)l * 3 * (K - 1) * D; size_t ml = M->mlayer[l];
         rmsnorm_forward(u, a->ln1_rstd, x, p->rms1_w + (size_t)l * D, 1, 1, D);
-        if (c->pattern[l] != 'M') {   // attention: this position's row against the KV cache, then Wo
+        if (c->arch) titans_dec_layer(dec, l, x, u);   // MAL, MAG (section 5b)
+        else if (c->pattern[l] != 'M') {   // attention: this position's row against the KV cache, then Wo
             decoder_attention(dec, l, a->z, u);
             matmul_forward(a->mo, a->z, p->wo + (size_t)l * D * D, NULL, 1, D, D);
         } else {
@@ -2058,6 +2833,7 @@ static void config_to_header(int* h, const Config* c, size_t num_params) {
     h[16] = c->gate_a; h[17] = c->gate_eta; h[18] = f32_bits(c->eta_max); h[19] = (int)num_params;
     h[20] = c->retention; h[21] = c->gate_rank; h[22] = c->anchor; h[23] = c->window;
     h[38] = c->lattice; h[39] = c->lat_k; h[40] = c->lat_ablate;   // Lattice (slots 38..45 are its)
+    h[24] = c->arch; h[25] = c->npers; h[26] = c->seg;   // Titans layers (section 4b)
     for (int l = 0; l < c->L; l++) h[64 + l] = c->pattern[l];
 }
 static void header_to_config(Config* c, const int* h) {
@@ -2067,6 +2843,7 @@ static void header_to_config(Config* c, const int* h) {
     c->gate_a = h[16]; c->gate_eta = h[17]; c->eta_max = bits_f32(h[18]); c->retention = h[20]; c->gate_rank = h[21]; c->anchor = h[22];
     c->window = h[23];
     c->lattice = h[38]; c->lat_k = h[39]; c->lat_ablate = h[40];
+    c->window = h[23]; c->arch = h[24]; c->npers = h[25]; c->seg = h[26];
     for (int l = 0; l < c->L && l < 128; l++) c->pattern[l] = (char)h[64 + l];
 }
 
@@ -2437,8 +3214,10 @@ typedef struct {
     int window;                 // -W: the window of 'S' layers
     int zero;                   // -K 1: shard the AdamW moments over the data-parallel ranks (ZeRO stage 1)
     int lat_k, lat_ablate, lat_mu;  // -w, -Y, -B: Lattice's checkpoint interval, ablation bits, forgetting gate (-1: the preset's)
+    int npers, seg; const char* mem_preset;  // -M N_p, -C MAC segment, -Q the memory preset of mal / mag / mac (section 4b)
 } Args;
-enum { G_P = 1, G_V = 2, G_D = 4, G_L = 8, G_H = 16, G_E = 32, G_F = 64, G_K = 128, G_PAT = 256, G_R = 512, G_Z = 1024, G_X = 2048, G_W = 4096 };
+enum { G_P = 1, G_V = 2, G_D = 4, G_L = 8, G_H = 16, G_E = 32, G_F = 64, G_K = 128, G_PAT = 256, G_R = 512, G_Z = 1024, G_X = 2048, G_W = 4096,
+       G_M = 8192, G_C = 16384, G_Q = 32768 };
 
 static const char* const USAGE =  // a printf format: %s is PRESETS
     " data:  -i train shards glob [build/data/repo_train_*.bin]  -j val shards glob [build/data/repo_val_*.bin]\n"
@@ -2450,6 +3229,8 @@ static const char* const USAGE =  // a printf format: %s is PRESETS
     "           transformer all A; <preset>-H MS repeated] -W window of the S layers [512]\n"
     "        -R rank of channel-wise eta/delta gates, 0 = per head [0]\n"
     "        -Z 1 anchored retention (the state decays toward P_0), 0 toward zero [preset] -X eta_max [preset]\n"
+    "        mal, mag, mac: -M persistent tokens N_p per layer [16] -Q memory preset [titans]; mal, mag: -W window of\n"
+    "           their attention [512]; mac: -C segment length, a multiple of -k [4b]\n"
     " train: -b batch [8] -t seq len [128] -d tokens per step, via gradient accumulation [B*T]\n"
     "        -l lr [3e-3] -u warmup steps [20] -q final lr fraction [0.1] -c weight decay [0.1] -a grad clip [1.0]\n"
     "        -x steps [300] -y seed [1337] -S stop after this step, as if preempted (the schedule still runs to -x)\n"
@@ -2473,6 +3254,7 @@ static void args_parse(Args* a, int argc, char** argv, void (*usage)(void), int 
               8, 128, 256, 128, 4, 4, 2, 0, 0, -1, 20, 50, 8, 0, 128, 100, 0, 0,
               0, 300, -1, (real)3e-3, (real)0.1, (real)0.1, (real)1.0, 1337, 0, -1, 0, 0, 512};
     *a = d; a->lat_k = a->lat_ablate = a->lat_mu = -1;
+    *a = d; a->npers = -1;
     for (int i = 1; i < argc; i += 2) {
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) { usage(); exit(0); }
         if (i + 1 >= argc) { usage(); DIE("flags come in pairs like -x 100", "flag '%s' has no value", argv[i]); }
@@ -2491,6 +3273,8 @@ static void args_parse(Args* a, int argc, char** argv, void (*usage)(void), int 
             case 'N': a->max_skip = atoi(v); break; case 'W': a->window = atoi(v); a->given |= G_W; break;
             case 'K': a->zero = atoi(v); break;
             case 'w': a->lat_k = atoi(v); break; case 'Y': a->lat_ablate = atoi(v); break; case 'B': a->lat_mu = atoi(v); break;  // Lattice
+            case 'M': a->npers = atoi(v); a->given |= G_M; break; case 'C': a->seg = atoi(v); a->given |= G_C; break;
+            case 'Q': a->mem_preset = v; a->given |= G_Q; break;
             case 'J': a->dump_in = v; break; case 'O': a->dump_out = v; break; case 'A': a->answers_only = atoi(v); break;
             case 'b': a->B = atoi(v); break; case 't': a->T = atoi(v); break; case 'd': a->tokens_per_step = atol(v); break;
             case 'l': a->lr = atof(v); break; case 'u': a->warmup = atoi(v); break; case 'q': a->final_frac = atof(v); break;
@@ -2512,6 +3296,17 @@ static void args_parse(Args* a, int argc, char** argv, void (*usage)(void), int 
 static Config args_config(const Args* a) {
     Config cfg; memset(&cfg, 0, sizeof cfg);
     if (!preset_config(&cfg, a->preset)) DIE(PRESETS, "unknown preset '%s'", a->preset);
+    if (a->mem_preset) {   // -Q: the memory of mal / mag / mac (section 4b)
+        int arch = cfg.arch; size_t n = strlen(a->mem_preset);
+        if (!arch) DIE("-Q goes with -p mal, mag or mac", "-Q %s without a Titans arrangement (preset '%s')", a->mem_preset, a->preset);
+        if (!strcmp(a->mem_preset, "transformer") || (n >= 2 && !strcmp(a->mem_preset + n - 2, "-H")) || !strcmp(a->mem_preset, "mal") ||
+            !strcmp(a->mem_preset, "mag") || !strcmp(a->mem_preset, "mac") || !preset_config(&cfg, a->mem_preset))
+            DIE("name a memory preset: titans, moneta, yaad, memora, ttt_mlp, linear_attn, deltanet, gated_deltanet", "-Q %s is not a memory preset", a->mem_preset);
+        cfg.arch = arch;
+    }
+    if (cfg.arch) { cfg.npers = (a->given & G_M) ? a->npers : 16; if (cfg.arch == ARCH_MAC) cfg.seg = a->seg; }
+    if (cfg.arch != ARCH_MAC && (a->given & G_C)) DIE("-C goes with -p mac", "a MAC segment length -C without MAC (preset '%s')", a->preset);
+    if (!cfg.arch && (a->given & G_M)) DIE("-M goes with -p mal, mag or mac", "persistent tokens -M without a Titans arrangement (preset '%s')", a->preset);
     cfg.V = a->V; cfg.Vp = (a->V + 63) / 64 * 64; cfg.D = a->D; cfg.L = a->L; cfg.H = a->H; cfg.E = a->E; cfg.K = 4;
     cfg.F = a->F ? a->F : ((8 * a->D / 3) + 63) / 64 * 64;
     if (a->chunk) cfg.b = a->chunk;
@@ -2528,6 +3323,8 @@ static Config args_config(const Args* a) {
     int L = a->L < 128 ? (a->L > 0 ? a->L : 0) : 128;
     if (a->pattern) snprintf(cfg.pattern, sizeof cfg.pattern, "%s", a->pattern); else preset_pattern(cfg.pattern, a->preset, L);
     cfg.window = strchr(cfg.pattern, 'S') ? a->window : 0;   // the header's window is 0 without 'S' layers
+    if (cfg.arch == ARCH_MAL || cfg.arch == ARCH_MAG) cfg.window = a->window;   // their sliding-window attention
+    if (cfg.arch == ARCH_MAC && !a->seg) cfg.seg = 4 * cfg.b;               // SPEC §9.3: C = 4b by default
     return cfg;
 }
 
@@ -2551,6 +3348,7 @@ static const char* args_resolve(const Args* a, Config* cfg, char* ckpt_path, siz
     if ((a->lat_k >= 0 || a->lat_ablate >= 0 || a->lat_mu >= 0) && !cc.lattice) DIE("-w, -Y and -B are for the lattice presets", "Lattice flag given, but checkpoint %s is not a Lattice model", load_path);
     if (a->lat_ablate >= 0 && cc.lat_ablate != a->lat_ablate) DIE("drop the flag or make it match the checkpoint", "checkpoint %s has Lattice ablation -Y = %d but the flags say %d", load_path, cc.lat_ablate, a->lat_ablate);
     if (a->lat_mu >= 0 && cc.gate_a != a->lat_mu) DIE("drop the flag or make it match the checkpoint", "checkpoint %s has forgetting gate -B = %d but the flags say %d", load_path, cc.gate_a, a->lat_mu);
+    AGREE(G_P, arch, "Titans arrangement (preset -p)"); AGREE(G_M, npers, "persistent tokens -M"); AGREE(G_C, seg, "MAC segment -C");
 #undef AGREE
     if ((a->given & G_PAT) && strcmp(cc.pattern, cfg->pattern)) DIE("drop -P or make it match", "checkpoint %s has layer pattern %s but the flags say %s", load_path, cc.pattern, cfg->pattern);
     *cfg = cc;
@@ -2788,6 +3586,8 @@ int main(int argc, char** argv) {
     if (g_world > 1 && g_rank == 0) printf("data parallel: %d ranks, each %d x %d tokens per step; validation and sampling on rank 0\n", g_world, accum, B * T);
     if (g_rank == 0) printf("train_miras | preset %s | V %d D %d L %d H %d E %d F %d b %d | %zu params | B %d T %d accum %d | threads %d\n",
            load_path && !(a.given & G_P) ? "(from checkpoint)" : a.preset, cfg.V, cfg.D, cfg.L, cfg.H, cfg.E, cfg.F, cfg.b, model.num_params, B, T, accum, max_threads());
+    if (g_rank == 0 && cfg.arch) printf("Titans %s: N_p %d persistent tokens per layer, %s %d\n", cfg.arch == ARCH_MAL ? "MAL" : cfg.arch == ARCH_MAG ? "MAG" : "MAC",
+                                        cfg.npers, cfg.arch == ARCH_MAC ? "segment C =" : "attention window W =", cfg.arch == ARCH_MAC ? cfg.seg : cfg.window);
     if (g_rank == 0 && (strchr(cfg.pattern, 'A') || strchr(cfg.pattern, 'S'))) printf("layers %s (M memory, A attention, S sliding window W = %d)\n", cfg.pattern, cfg.window);
     if (max_steps == 0) { if (g_rank == 0) { real acc, vl = evaluate(&model, &run.val, a.val_batches, &acc); report_val(&run, -1, vl, acc); } return 0; }
     int skipped = 0;   // steps skipped for a non-finite loss or gradient (-N)

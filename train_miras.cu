@@ -2201,6 +2201,8 @@ static int nchunks(const Model* M, int T) { return (T + M->cfg.b - 1) / M->cfg.b
 
 // The GPU model of a built host model: parameters (and AdamW moments, if the host has them) copied over.
 static void model_build(Model* M, ::Model* host) {
+    if (host->cfg.arch)   // Titans layers (train_miras.c section 4b): CPU only, so far
+        DIE("train mal, mag, mac with the CPU trainer train_miras", "the GPU trainer has no Titans layers (MAL, MAG, MAC) yet; preset arrangement %d", host->cfg.arch);
     if (g_prec == PREC_BF16 && (strchr(host->cfg.pattern, 'A') || strchr(host->cfg.pattern, 'S')))   // fp32 / TF32 only, so far
         DIE("use -f 0 or -f 1 with attention layers", "the GPU trainer's attention layers ('A', 'S') have no bf16 mode yet; layer pattern '%s'", host->cfg.pattern);
     memset(M, 0, sizeof *M);

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Equal-size, equal-token comparison of the memory presets on tinyshakespeare (byte-level) and on MQAR.
 # usage: dev/compare_miras.sh [OUTDIR]     (needs ../shared/data/tinyshakespeare.txt; ~30 min on 2 cores)
-# env: PRESETS (default below), TS_STEPS (150), MQ_STEPS (8000), SKIP_DATA=1 to reuse OUTDIR's data
+# env: PRESETS (default below), TS_STEPS (150), MQ_STEPS (8000), SKIP_DATA=1 to reuse OUTDIR's data, EXTRA (model flags)
 # Prints a markdown table: final val loss, MQAR answer accuracy, median tokens/s.
 set -eu
 cd "$(dirname "$0")/.."
@@ -14,7 +14,7 @@ if [ "${SKIP_DATA:-0}" != 1 ]; then
     data_prep/text2shards -q -t byte -v 0.1 -o "$out/ts" "$ts"
     data_prep/synth mqar -o "$out/mqar" -V 64 -T 16 -k 4 -q 4 -n 20000 -m 512 > "$out/mqar_synth.txt"
 fi
-model="-D 64 -L 2 -H 2 -E 2 -k 16 -g 0 -n 0"
+model="-D 64 -L 2 -H 2 -E 2 -k 16 -g 0 -n 0 ${EXTRA:-}"   # EXTRA: more flags for every preset (e.g. -W 64 -M 16)
 median() { grep -E '^step +[0-9]+/' "$1" | tail -n +2 | sed -E 's/.*\| ([0-9]+) tok\/s/\1/' | sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
 echo "| preset | params | tinyshakespeare val loss | tok/s | MQAR answer accuracy | MQAR val loss | tok/s |"
 echo "|---|---|---|---|---|---|---|"

@@ -62,17 +62,21 @@ PARAM_NAMES = [
     "mlp_w1", "mlp_w3", "mlp_w2", "rmsf_w",
     # CONTRACT "Extension for MIRAS": appended, so that older layouts are unchanged
     "gate_eta_up", "gate_delta_w", "gate_delta_b", "gate_delta_up",
+    # Titans layers (SPEC §9.2-9.3; README "Titans layers"): appended as well
+    "pers", "att_wq", "att_wk", "att_wv", "att_wo", "rmsa_w", "og1_w", "og2_w",
 ]
 # AdamW weight decay applies to these tensors only (CONTRACT.md)
 DECAYED = {"wte", "wq", "wk", "wv", "gate_a_w", "gate_eta_w", "gate_theta_w",
            "wg", "wo", "mlp_w1", "mlp_w3", "mlp_w2",
-           "gate_eta_up", "gate_delta_w", "gate_delta_up"}
+           "gate_eta_up", "gate_delta_w", "gate_delta_up",
+           "att_wq", "att_wk", "att_wv", "att_wo"}
 
 BIASES = ["l2", "dot", "lp", "huber"]                # header slot 14
 ALGOS = ["gd", "momentum"]                           # header slot 15
 RETENTIONS = ["none", "lq", "kl"]                    # header slot 20
 LATTICES = ["none", "dec", "enc", "sim"]             # header slot 38 (Lattice, SPEC §5.8)
 LATA_NO_ORTHO, LATA_NO_RENORM = 1, 2                 # header slot 40 (ablation bits)
+ARCHS = ["none", "mal", "mag", "mac"]                # header slot 24 (25: N_p, 26: MAC segment C)
 
 # lp bias (Moneta, SPEC §4): r = p tanh(s e) (e^2 + eps)^((p-1)/2), p = 3, s = 10, eps = 1e-6
 LP_P, LP_S, LP_EPS = 3.0, 10.0, 1e-6
@@ -82,12 +86,19 @@ LQ_Q, LQ_EPS = 4, 1e-6
 
 def make_config(V, D, L, H, E, F, b, mem_depth, mem_resid, mem_ln, bias, algo,
                 gate_a, gate_eta, eta_max=1.0, K=4, pattern=None, retention="none",
-                gate_rank=0, anchor=0, window=0, lattice="none", lat_k=0, lat_ablate=0):
+                gate_rank=0, anchor=0, window=0, lattice="none", lat_k=0, lat_ablate=0, arch="none", npers=0, seg=0):
     """Model config dict with the fields of the CONTRACT header."""
     assert D % H == 0
     pattern = pattern if pattern is not None else "M" * L
     assert len(pattern) == L and set(pattern) <= set("MAS")
-    assert (window >= 1) if "S" in pattern else window == 0     # W only with 'S' layers
+    assert arch in ARCHS and npers >= 0
+    swa = "S" in pattern or arch in ("mal", "mag")              # MAL, MAG: sliding-window attention
+    assert (window >= 1) if swa else window == 0                 # W only with 'S' layers
+    if arch != "none":                                           # Titans: every layer 'M', even d for RoPE
+        assert set(pattern) == {"M"} and (D // H) % 2 == 0
+        assert (seg >= 1 and seg % b == 0) if arch == "mac" else seg == 0
+    else:
+        assert npers == 0 and seg == 0
     assert not ("A" in pattern or "S" in pattern) or (D // H) % 2 == 0   # RoPE pairs halves
     assert bias in BIASES and algo in ALGOS and retention in RETENTIONS
     # lq / kl are defined for the gd recurrence only (SPEC §5.3, §5.4, §5.9)
@@ -107,7 +118,7 @@ def make_config(V, D, L, H, E, F, b, mem_depth, mem_resid, mem_ln, bias, algo,
                 mem_depth=mem_depth, mem_resid=mem_resid, mem_ln=mem_ln, bias=bias,
                 algo=algo, gate_a=gate_a, gate_eta=gate_eta, eta_max=eta_max,
                 pattern=pattern, retention=retention, gate_rank=gate_rank, anchor=anchor,
-                window=window, lattice=lattice, lat_k=lat_k, lat_ablate=lat_ablate)
+                window=window, lattice=lattice, lat_k=lat_k, lat_ablate=lat_ablate, arch=arch, npers=npers, seg=seg)
 
 
 def head_dims(cfg):
@@ -141,6 +152,8 @@ def param_shapes(cfg):
     mom = cfg["algo"] == "momentum"
     r = cfg["gate_rank"]                              # 0: scalar per head; > 0: channel-wise
     huber = cfg["bias"] == "huber"
+    arch = cfg.get("arch", "none")
+    titans = arch != "none"
     none = (0,)
     shapes = {
         "wte": (Vp, D), "rms1_w": (LL, D),
@@ -162,6 +175,14 @@ def param_shapes(cfg):
         "gate_delta_w": ((L, r, D) if r else (L, H, D)) if huber else none,
         "gate_delta_b": ((L, HD) if r else (L, H)) if huber else none,
         "gate_delta_up": (L, HD, r) if huber and r else none,
+        # Titans layers: N_p persistent D-vectors per layer, the attention's own projections,
+        # MAL's RMSNorm_attn, the o(y, m) gate's two RMSNorms (MAG, MAC)
+        "pers": (LL, cfg.get("npers", 0), D) if cfg.get("npers", 0) else none,
+        "att_wq": (LL, HD, D) if titans else none, "att_wk": (LL, HD, D) if titans else none,
+        "att_wv": (LL, HD, D) if titans else none, "att_wo": (LL, D, HD) if titans else none,
+        "rmsa_w": (LL, D) if arch == "mal" else none,
+        "og1_w": (LL, D) if arch in ("mag", "mac") else none,
+        "og2_w": (LL, D) if arch in ("mag", "mac") else none,
     }
     return [(n, shapes[n]) for n in PARAM_NAMES]
 
@@ -248,6 +269,18 @@ def rope(x):
     th = torch.arange(T, dtype=torch.float64).view(T, 1) * inv.view(1, half)
     cos = torch.cos(th).to(x.dtype).view(1, T, 1, half)
     sin = torch.sin(th).to(x.dtype).view(1, T, 1, half)
+    x1, x2 = x[..., :half], x[..., half:]
+    return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1)
+
+
+def rope_at(x, pos):
+    """RoPE as rope() on x (B,n,H,d), row i at position pos[i] (MAC's segments)."""
+    B, n, H, d = x.shape
+    half = d // 2
+    inv = torch.tensor([10000.0 ** (-2.0 * i / d) for i in range(half)], dtype=torch.float64)
+    th = torch.tensor(pos, dtype=torch.float64).view(n, 1) * inv.view(1, half)
+    cos = torch.cos(th).to(x.dtype).view(1, n, 1, half)
+    sin = torch.sin(th).to(x.dtype).view(1, n, 1, half)
     x1, x2 = x[..., :half], x[..., half:]
     return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1)
 
@@ -403,7 +436,7 @@ def kl_weights(cfg, Z):
 
 
 def memory_read_chunked(cfg, P0, ln_g, ln_b, q, k, v, a, eta, theta, grad_fn=mem_grad_autograd,
-                        eta_ch=None, delta=None):
+                        eta_ch=None, delta=None, state=None):
     """SPEC §5 chunked algorithm, naive.
     q, k, v: (B,T,H,d); a, eta, theta: (B,T,H) or None (= constant 1); P0: (H,S).
     eta_ch (B,T,H,d) or None: channel-wise eta (then eta is None: the scalar eta of the
@@ -416,12 +449,17 @@ def memory_read_chunked(cfg, P0, ln_g, ln_b, q, k, v, a, eta, theta, grad_fn=mem
     and the read is after the write: y_t = M(q_t; P_t). With the anchored retention
     (cfg["anchor"], README) the retention decays toward P_0 instead of 0: a_t P_{t-1} becomes
     a_t P_{t-1} + (1 - a_t) P_0 (for lq: A_t = a_t A_{t-1} + (1 - a_t) A_0 - eta_t g_t). Retention lq / kl (SPEC §5.3, §5.4,
-    CONTRACT) replace the carried state, see below. Returns y (B,T,H,d)."""
+    CONTRACT) replace the carried state, see below. Returns y (B,T,H,d).
+    state (MAC's segments, retention none): None, or a list [P, S] of the state (B,H,S) to start
+    from, replaced in place by the end state."""
     B, T, H, d = q.shape
     b = cfg["b"]
     ret = cfg["retention"]
     P = P0.unsqueeze(0).repeat(B, 1, 1)                   # P_0 (A_0, Z_0) restored per sequence
     S = torch.zeros_like(P)                               # momentum, 0 at sequence start
+    if state is not None:
+        assert ret == "none"
+        P, S = state
     anc = P0.unsqueeze(0) if cfg.get("anchor", 0) else 0.0   # where the retention decays to
     ys = []
 
@@ -470,6 +508,8 @@ def memory_read_chunked(cfg, P0, ln_g, ln_b, q, k, v, a, eta, theta, grad_fn=mem
                 W = a_t * W - eta_t * g                   # linear in-chunk form from W_1
                 P = a_t * P - eta_t * g                   # same recurrence on Z -> Z_end
                 ys.append(mem_apply(cfg, W, q[:, t], ln_g, ln_b))
+    if state is not None:
+        state[:] = [P, S]
     return torch.stack(ys, dim=1)
 
 
@@ -643,6 +683,114 @@ class MirasModel:
         o = torch.einsum("bhij,bjhc->bihc", torch.softmax(s, dim=-1), v).reshape(B, T, D)
         return o @ p["wo"][l].T
 
+    def titans_attention(self, l, ua, np_):
+        """SPEC §9.2-9.3 attention of a Titans layer over rows ua (B,Tr,D) with its own projections
+        att_w*: RoPE at row positions 0..Tr-1; key j visible to query i iff j <= i and (j < np_
+        (the persistent rows) or i - W < j); returns attn Wo_a^T for every row (B,Tr,D)."""
+        cfg, p = self.cfg, self.p
+        B, Tr, D = ua.shape
+        H = cfg["H"]
+        d, _ = head_dims(cfg)
+        q = rope((ua @ p["att_wq"][l].T).view(B, Tr, H, d))
+        k = rope((ua @ p["att_wk"][l].T).view(B, Tr, H, d))
+        v = (ua @ p["att_wv"][l].T).view(B, Tr, H, d)
+        s = torch.einsum("bihc,bjhc->bhij", q, k) / math.sqrt(d)
+        i = torch.arange(Tr).view(Tr, 1)
+        j = torch.arange(Tr).view(1, Tr)
+        vis = (j <= i) & ((j < np_) | (j > i - cfg["window"]))
+        s = s.masked_fill(~vis, float("-inf"))
+        o = torch.einsum("bhij,bjhc->bihc", torch.softmax(s, dim=-1), v).reshape(B, Tr, D)
+        return o @ p["att_wo"][l].T
+
+    def titans_layer(self, l, x):
+        """SPEC §9.2-9.3, one MAL or MAG layer on the residual stream x (B,T,D), SwiGLU included.
+        The memory mixer (section 3, self.mixer) runs over the stream [P || u] of N_p + T rows
+        and keeps the sequence rows."""
+        cfg, p = self.cfg, self.p
+        B, T, D = x.shape
+        np_ = cfg["npers"]
+        u = rmsnorm(x, p["rms1_w"][l])
+        P = p["pers"][l].unsqueeze(0).expand(B, np_, D) if np_ else u[:, :0]
+        us = torch.cat([P, u], dim=1)                     # [P || u]
+        m = self.mixer(l, us)[:, np_:]
+        if cfg["arch"] == "mal":
+            x = x + m                                     # memory as a layer, then SWA (no prefix)
+            x = x + self.titans_attention(l, rmsnorm(x, p["rmsa_w"][l]), 0)
+        else:                                             # MAG: o(y, m)
+            y = self.titans_attention(l, us, np_)[:, np_:]
+            o = rmsnorm(y, p["og1_w"][l]) * torch.sigmoid(rmsnorm(m, p["og2_w"][l]))
+            x = x + o
+        return x + self.swiglu(l, rmsnorm(x, p["rms2_w"][l]))
+
+    def mac_layer(self, l, x):
+        """SPEC §9.3 MAC, one layer on x (B,T,D), SwiGLU included. Segments of C tokens; for
+        segment s: h = M(q(u_s); P_(s)) read without update (q from the memory's Wq and conv_q over
+        the u sequence, SiLU, l2 norm); attention over [P || h || u_s] (P and h keys/values only,
+        projected by att_wk, att_wv; P at RoPE positions 0..N_p-1, h_j and u_j at N_p + t); y = the
+        attention output before Wo_a; the memory takes q, k, v and gates from y (its projections and
+        conv over the y sequence), writes and reads (section 5), m = the raw reads;
+        x += RMSNorm_g1(y Wo_a^T) * sigmoid(RMSNorm_g2(m)). Retention none, scalar gates."""
+        cfg, p = self.cfg, self.p
+        assert cfg["retention"] == "none" and cfg["gate_rank"] == 0 and cfg["bias"] != "huber"
+        B, T, D = x.shape
+        H = cfg["H"]
+        d, _ = head_dims(cfg)
+        np_, C = cfg["npers"], cfg["seg"]
+        u = rmsnorm(x, p["rms1_w"][l])
+        deep_ln = cfg["mem_depth"] == 2 and cfg["mem_ln"]
+        ln_g = p["mem_ln_g"][l] if deep_ln else None
+        ln_b = p["mem_ln_b"][l] if deep_ln else None
+
+        def memq(z):                                      # the memory's q of a stream z (B,n,D)
+            n = z.shape[1]
+            return l2norm(silu(causal_conv(z @ p["wq"][l].T, p["conv_q"][l])).view(B, n, H, d))
+        qu = memq(u)                                      # the u-stream q (for h)
+        Pr = p["pers"][l].unsqueeze(0).expand(B, np_, D) if np_ else u[:, :0]
+        kP = rope_at((Pr @ p["att_wk"][l].T).view(B, np_, H, d), list(range(np_)))
+        vP = (Pr @ p["att_wv"][l].T).view(B, np_, H, d)
+        state = [p["mem_p0"][l].unsqueeze(0).repeat(B, 1, 1), None]
+        state[1] = torch.zeros_like(state[0])
+        ys, ms = [], []
+        for s0 in range(0, T, C):
+            s1 = min(s0 + C, T)
+            n = s1 - s0
+            pos = [np_ + t for t in range(s0, s1)]
+            h = torch.stack([mem_apply(cfg, state[0], qu[:, t], ln_g, ln_b) for t in range(s0, s1)],
+                            dim=1).reshape(B, n, D)   # read at P_(s), no update
+            us = u[:, s0:s1]
+            q = rope_at((us @ p["att_wq"][l].T).view(B, n, H, d), pos)
+            kh = rope_at((h @ p["att_wk"][l].T).view(B, n, H, d), pos)
+            ku = rope_at((us @ p["att_wk"][l].T).view(B, n, H, d), pos)
+            vh = (h @ p["att_wv"][l].T).view(B, n, H, d)
+            vu = (us @ p["att_wv"][l].T).view(B, n, H, d)
+            k = torch.cat([kP, kh, ku], dim=1)            # keys: P, h, u_s
+            v = torch.cat([vP, vh, vu], dim=1)
+            sc = torch.einsum("bihc,bjhc->bhij", q, k) / math.sqrt(d)
+            i = torch.arange(n).view(n, 1)
+            j = torch.arange(n).view(1, n)
+            vis = torch.cat([torch.ones(n, np_, dtype=torch.bool), j <= i, j <= i], dim=1)
+            sc = sc.masked_fill(~vis, float("-inf"))
+            ys.append(torch.einsum("bhij,bjhc->bihc", torch.softmax(sc, dim=-1), v).reshape(B, n, D))
+            Y = torch.cat(ys, dim=1)                      # the y stream so far (its conv is causal)
+            qy = memq(Y)[:, s0:s1]
+            ky = l2norm(silu(causal_conv(Y @ p["wk"][l].T, p["conv_k"][l])).view(B, s1, H, d))[:, s0:s1]
+            vy = silu(causal_conv(Y @ p["wv"][l].T, p["conv_v"][l])).view(B, s1, H, d)[:, s0:s1]
+            ys_ = Y[:, s0:s1]
+            a = torch.sigmoid(ys_ @ p["gate_a_w"][l].T + p["gate_a_b"][l]) if cfg["gate_a"] else None
+            eta = (cfg["eta_max"] * torch.sigmoid(ys_ @ p["gate_eta_w"][l].T + p["gate_eta_b"][l])
+                   if cfg["gate_eta"] else None)
+            theta = (torch.sigmoid(ys_ @ p["gate_theta_w"][l].T + p["gate_theta_b"][l])
+                     if cfg["algo"] == "momentum" else None)
+            # g_t is the partial derivative with k, v held fixed (SPEC §9.3): k, v depend on P_(s) through
+            # h, so the writes take their gradients at a copy of P_(s) (autograd differentiates w.r.t. it)
+            state[0] = state[0].clone()
+            ms.append(memory_read_chunked(cfg, p["mem_p0"][l], ln_g, ln_b, qy, ky, vy, a, eta, theta,
+                                          grad_fn=self.grad_fn, state=state).reshape(B, n, D))
+        y, m = torch.cat(ys, dim=1), torch.cat(ms, dim=1)
+        o = rmsnorm(y @ p["att_wo"][l].T, p["og1_w"][l]) * torch.sigmoid(rmsnorm(m, p["og2_w"][l]))
+        x = x + o
+        return x + self.swiglu(l, rmsnorm(x, p["rms2_w"][l]))
+
     def swiglu(self, l, x):
         # SPEC §2: (SiLU(x W1^T) * (x W3^T)) W2^T
         p = self.p
@@ -653,6 +801,12 @@ class MirasModel:
         cfg, p = self.cfg, self.p
         x = p["wte"][tokens]
         for l in range(cfg["L"]):
+            if cfg.get("arch", "none") == "mac":
+                x = self.mac_layer(l, x)
+                continue
+            if cfg.get("arch", "none") != "none":
+                x = self.titans_layer(l, x)
+                continue
             mix = self.mixer if cfg["pattern"][l] == "M" else self.attention
             x = x + mix(l, rmsnorm(x, p["rms1_w"][l]))
             x = x + self.swiglu(l, rmsnorm(x, p["rms2_w"][l]))
@@ -764,6 +918,19 @@ FIXTURES = {
     "lattice_mu":     (1, 0, 0, "l2", "gd", 1, 1, 1, "none", 0, 0, "dec", 4, 0),
     "lattice_sim_nr": (1, 0, 0, "l2", "gd", 1, 1, 1, "none", 0, 0, "sim", 4, 2),
     "lattice_delta":  (1, 0, 0, "l2", "gd", 0, 1, 1, "none", 0, 0, "dec", 4, 3),
+    # Titans layers (SPEC §9.2-9.3; arrangement, N_p and W in FIXTURE_TITANS): N_p + T (14, 13) and T = 11
+    # no multiple of b, W < T; MAG also with the gated DeltaNet memory (-Q gated_deltanet, b = 1)
+    "mal":            (2, 1, 1, "l2", "momentum", 1, 1, 4, "none", 0),
+    "mag":            (2, 1, 1, "l2", "momentum", 1, 1, 4, "none", 0),
+    "mag_gdn":        (1, 0, 0, "l2", "gd", 1, 1, 1, "none", 0),
+    "mac":            (2, 1, 1, "l2", "momentum", 1, 1, 2, "none", 0),
+}
+# name: (arch, N_p, W); L from SMALL, every layer 'M'
+FIXTURE_TITANS = {
+    "mal":     ("mal", 3, 4),
+    "mag":     ("mag", 2, 5),
+    "mag_gdn": ("mag", 3, 3),
+    "mac":     ("mac", 2, 0),                           # segment C = 4 (= 2b): T = 11 is no multiple of C
 }
 # name: (layer pattern, window W, L); fixtures not named here are all 'M', L from SMALL
 FIXTURE_LAYERS = {
@@ -781,6 +948,9 @@ def fixture_config(name, **over):
     if name in FIXTURE_LAYERS:
         pat, W, L = FIXTURE_LAYERS[name]
         kw.update(pattern=pat, window=W, L=L)
+    if name in FIXTURE_TITANS:
+        arch, npers, W = FIXTURE_TITANS[name]
+        kw.update(arch=arch, npers=npers, window=W, seg=4 if arch == "mac" else 0)
     kw.update(over)
     return make_config(mem_depth=md, mem_resid=res, mem_ln=ln, bias=bias, algo=algo,
                        gate_a=ga, gate_eta=ge, **kw)
@@ -837,6 +1007,12 @@ def init_params(cfg, gen):
             continue
         if name == "wte":
             t = N(shape, 0.5)
+        elif name == "pers":                              # persistent tokens: unit-RMS like u's rows
+            t = N(shape, 1.0)
+        elif name in ("att_wq", "att_wk", "att_wv", "att_wo"):
+            t = N(shape, 1.0 / math.sqrt(D))
+        elif name in ("rmsa_w", "og1_w", "og2_w"):
+            t = N(shape, 0.1, 1.0)
         elif name in ("wq", "wk", "wv", "wg", "mlp_w1", "mlp_w3"):
             t = N(shape, 1.0 / math.sqrt(D))
         elif name == "wo":
@@ -921,6 +1097,9 @@ def make_header(cfg, magic, hp=None):
     h[38] = LATTICES.index(cfg.get("lattice", "none"))    # Lattice kind, checkpoint interval, ablation bits
     h[39] = cfg.get("lat_k", 0)
     h[40] = cfg.get("lat_ablate", 0)
+    h[24] = ARCHS.index(cfg.get("arch", "none"))          # Titans layers: arch, N_p, MAC segment
+    h[25] = cfg.get("npers", 0)
+    h[26] = cfg.get("seg", 0)
     assert cfg["L"] <= 128
     for l, ch in enumerate(cfg["pattern"]):
         h[64 + l] = ord(ch)                               # one ASCII char per int32 slot
@@ -940,7 +1119,8 @@ def config_from_header(h):
                 algo=ALGOS[h[15]], gate_a=int(h[16]), gate_eta=int(h[17]),
                 eta_max=bits_f32(h[18]), pattern="".join(chr(c) for c in h[64:64 + L]),
                 retention=RETENTIONS[h[20]], gate_rank=int(h[21]), anchor=int(h[22]),
-                window=int(h[23]), lattice=LATTICES[h[38]], lat_k=int(h[39]), lat_ablate=int(h[40]))
+                window=int(h[23]), lattice=LATTICES[h[38]], lat_k=int(h[39]), lat_ablate=int(h[40]),
+                arch=ARCHS[h[24]], npers=int(h[25]), seg=int(h[26]))
 
 
 def write_fixture(path, cfg, hp, params32, tokens, logits, loss, grads, losses):

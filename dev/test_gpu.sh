@@ -70,6 +70,8 @@ for f in "${inputs[@]}"; do
     echo "$name" | grep -Eq -- "$ONLY" || continue
     # attention layers ('A' = 65, 'S' = 83 in the pattern slots 64..191) have no bf16 mode yet: train_miras_cu -f 2 refuses them
     attn=0; if od -An -v -t d4 -j 256 -N 512 "$f" | tr -s ' ' '\n' | grep -qxE '65|83'; then attn=1; fi
+    # Titans layers (header slot 24: MAL, MAG, MAC) are CPU only so far: train_miras_cu refuses them
+    if [ "$(od -An -t d4 -j 96 -N 4 "$f" | tr -d ' ')" != 0 ]; then echo "# SKIP $name: the GPU trainer has no Titans layers (MAL, MAG, MAC) yet"; continue; fi
     echo "=== $name"
     if ! ./train_miras -J "$f" -O "$out/cpu_$name.bin" 2>"$out/cpu_$name.err"; then
         echo "FAIL - $name: train_miras -J failed: $(head -n 1 "$out/cpu_$name.err")"; fail=$((fail + 1)); continue
