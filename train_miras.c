@@ -3253,8 +3253,7 @@ static void args_parse(Args* a, int argc, char** argv, void (*usage)(void), int 
     Args d = {"build/data/repo_train_*.bin", "build/data/repo_val_*.bin", "build/data/repo_tokenizer.bin", "build/run", NULL, "titans", NULL, NULL, NULL,
               8, 128, 256, 128, 4, 4, 2, 0, 0, -1, 20, 50, 8, 0, 128, 100, 0, 0,
               0, 300, -1, (real)3e-3, (real)0.1, (real)0.1, (real)1.0, 1337, 0, -1, 0, 0, 512};
-    *a = d; a->lat_k = a->lat_ablate = a->lat_mu = -1;
-    *a = d; a->npers = -1;
+    *a = d; a->lat_k = a->lat_ablate = a->lat_mu = -1; a->npers = -1;
     for (int i = 1; i < argc; i += 2) {
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) { usage(); exit(0); }
         if (i + 1 >= argc) { usage(); DIE("flags come in pairs like -x 100", "flag '%s' has no value", argv[i]); }
@@ -3302,6 +3301,7 @@ static Config args_config(const Args* a) {
         if (!strcmp(a->mem_preset, "transformer") || (n >= 2 && !strcmp(a->mem_preset + n - 2, "-H")) || !strcmp(a->mem_preset, "mal") ||
             !strcmp(a->mem_preset, "mag") || !strcmp(a->mem_preset, "mac") || !preset_config(&cfg, a->mem_preset))
             DIE("name a memory preset: titans, moneta, yaad, memora, ttt_mlp, linear_attn, deltanet, gated_deltanet", "-Q %s is not a memory preset", a->mem_preset);
+        if (cfg.lattice) DIE("name a memory preset of sections 3-5 (titans, yaad, gated_deltanet, ...)", "-Q %s: Lattice memories are not built into mal / mag / mac", a->mem_preset);
         cfg.arch = arch;
     }
     if (cfg.arch) { cfg.npers = (a->given & G_M) ? a->npers : 16; if (cfg.arch == ARCH_MAC) cfg.seg = a->seg; }
