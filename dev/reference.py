@@ -592,6 +592,44 @@ def lattice_read(cfg, q, k, v, eta, mu):
     return torch.stack(ys, dim=1)
 
 
+def lattice_read_paper(cfg, q, k, v, eta, mu):
+    """The same rule written independently, slot by slot in the paper's form (selftest's "online" path):
+    the decoder uses the normalised slots phi_i = s_i / |s_i|; the step on slot i is the projected gradient
+    Delta s_i = -eta c_i P(s_i) h / |s_i| with P(s) = I - s s^T / |s|^2 (Eq. 7/13; ENC's c uses phi too),
+    then s_i <- mu s_i + Delta s_i and the projection onto the unit sphere (Eq. 14/16). On unit slots (always,
+    with the renormalisation, since S_0 = I) this equals lattice_read's template. Without the orthogonal term
+    the step is the plain -eta c_i h; without the renormalisation the template is taken literally (its
+    unit-slot assumption then fails, so the paper's form is not the definition)."""
+    B, T, H, d = q.shape
+    kind, abl = cfg["lattice"], cfg["lat_ablate"]
+    ortho, renorm = not abl & LATA_NO_ORTHO, not abl & LATA_NO_RENORM
+    slots = [torch.zeros(B, H, d, dtype=q.dtype).index_fill(-1, torch.tensor([i]), 1.0) for i in range(d)]
+    ys = []
+    for t in range(T):
+        kt, vt, qt, et = k[:, t], v[:, t], q[:, t], eta[:, t].unsqueeze(-1)
+        mt = 1.0 if mu is None else mu[:, t].unsqueeze(-1)
+        nrm = [torch.sqrt((s_ * s_).sum(-1, keepdim=True)) for s_ in slots]
+        phi = [s_ / n_ if renorm else s_ for s_, n_ in zip(slots, nrm)]
+        dec = sum(phi[i] * kt[..., i:i + 1] for i in range(d))          # phi(S) k
+        h = dec - vt if kind == "dec" else (vt if kind == "enc" else -vt)
+        new = []
+        for i in range(d):
+            si = slots[i]
+            ci = ((phi[i] * vt).sum(-1, keepdim=True) - kt[..., i:i + 1]) if kind == "enc" else kt[..., i:i + 1]
+            if ortho and renorm:
+                Ph = h - si * (si * h).sum(-1, keepdim=True) / nrm[i] ** 2
+                step = -et * ci * Ph / nrm[i]
+            elif ortho:                                               # template: + eta c_i (s_i . h) s_i - eta c_i h
+                step = et * ci * (si * h).sum(-1, keepdim=True) * si - et * ci * h
+            else:
+                step = -et * ci * h
+            w = mt * si + step
+            new.append(w / torch.sqrt((w * w).sum(-1, keepdim=True)) if renorm else w)
+        slots = new
+        ys.append(sum(slots[i] * qt[..., i:i + 1] for i in range(d)))
+    return torch.stack(ys, dim=1)
+
+
 # ----------------------------------------------------------------------------------------
 # Model (SPEC §2, §3)
 # ----------------------------------------------------------------------------------------
@@ -650,7 +688,7 @@ class MirasModel:
         ln_g = p["mem_ln_g"][ml] if deep_ln else None      # (H,d)
         ln_b = p["mem_ln_b"][ml] if deep_ln else None
         if cfg["lattice"] != "none":                      # Lattice: mu = the a gate (1 without it)
-            y = lattice_read(cfg, q, k, v, eta, a)
+            y = (lattice_read_paper if self.read_fn == "online" else lattice_read)(cfg, q, k, v, eta, a)
         elif self.read_fn == "chunked":
             y = memory_read_chunked(cfg, p["mem_p0"][ml], ln_g, ln_b, q, k, v, a, eta, theta,
                                     grad_fn=self.grad_fn, eta_ch=eta_ch, delta=delta)
