@@ -69,6 +69,13 @@ for f in "${inputs[@]}"; do
     # attention layers ('A' = 65, 'S' = 83 in the pattern slots 64..191) have no bf16 mode yet: train_miras_cu -f 2 refuses them
     attn=0; if od -An -v -t d4 -j 256 -N 512 "$f" | tr -s ' ' '\n' | grep -qxE '65|83'; then attn=1; fi
     echo "=== $name"
+    # the ATLAS family (header slots 30, 31: omega's window, poly) is CPU only so far: the GPU trainer must refuse it in one line
+    if [ "$(od -An -v -t d4 -j 120 -N 8 "$f" | tr -d ' ')" != 00 ]; then
+        if ! "$GPU" -J "$f" -O "$out/gpu_$name.bin" 2>"$out/gpu_$name.err" && grep -q '^error: .*no ATLAS-family memory' "$out/gpu_$name.err"; then
+            echo "ok - $name: the GPU trainer refuses it: $(head -n 1 "$out/gpu_$name.err")"; pass=$((pass + 1))
+        else echo "FAIL - $name: the GPU trainer should refuse the ATLAS family's memories"; fail=$((fail + 1)); fi
+        continue
+    fi
     if ! ./train_miras -J "$f" -O "$out/cpu_$name.bin" 2>"$out/cpu_$name.err"; then
         echo "FAIL - $name: train_miras -J failed: $(head -n 1 "$out/cpu_$name.err")"; fail=$((fail + 1)); continue
     fi
