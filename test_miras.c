@@ -118,9 +118,11 @@ static const char* FIXTURES[] = {"titans", "ttt_mlp", "linear_attn", "deltanet",
                                  "moneta", "yaad", "memora", "moneta_cw", "yaad_cw", "memora_cw",
                                  "titans_anchor", "yaad_anchor", "moneta_anchor", "gdn_anchor",
                                  "transformer", "titans_H", "hybrid_asm",    // attention layers: AA, MS (W 4), ASM (W 3)
-                                 "mal", "mag", "mag_gdn", "mac"};   // Titans layers: MAL (N_p 3, W 4, b 4), MAG (N_p 2, W 5, b 4;
+                                 "mal", "mag", "mag_gdn", "mac",    // Titans layers: MAL (N_p 3, W 4, b 4), MAG (N_p 2, W 5, b 4;
                                                                     // gated DeltaNet N_p 3, W 3), MAC (N_p 2, C 4, b 2)
-#define NFIX 24
+                                 "omega_gd", "omega_mom", "omega_linear",    // the ATLAS family (omega window 3, 3, 4)
+                                 "omeganet", "poly_mom", "poly_linear"};      // with the poly features (omega 3, 1, 2)
+#define NFIX 30
 
 // 1. logits, loss, every gradient and 10 AdamW steps against the PyTorch reference
 static void test_fixture(const char* dir, const char* name) {
@@ -464,6 +466,274 @@ static void test_long_init(void) {
           "%s memora: gradient norm at init flat in d_m (d = 64, T = 256): %.3g at d_m = 64, %.3g at d_m = 1024 (ratio %.2f, within 1.2x)",
           BUILD, n64, n1024, n1024 / n64);
     free(tok);
+}
+
+// ---------------------------------------------------------------------------
+// 8. the ATLAS family (README "ATLAS"; SPEC §5.5-5.7)
+
+// omega, b = 1 against an independent per-token Omega rule: per token t, from the state P_{t-1},
+// G_t = sum_{o<c} gamma_t[o] g(P_{t-1}; k_{t-o}, v_{t-o}) by explicit backprop in double, then the gd or momentum step
+// (anchored or not), and the read y_t = M(q_t; P_t).
+// poly (SPEC §5.6), written out here independently: [sqrt a0, sqrt a1 x, sqrt a2 x_i^2, sqrt(2 a2) x_i x_j (i < j)]
+static void ref_phi(const MemCfg* m, const real* x, const real* rho, double* f) {
+    int d = m->d, e = 1 + 2 * d; double a[3];
+    if (!m->poly) { for (int i = 0; i < d; i++) f[i] = x[i]; return; }
+    for (int i = 0; i < 3; i++) a[i] = log(1 + exp((double)rho[i]));
+    f[0] = sqrt(a[0]);
+    for (int i = 0; i < d; i++) { f[1 + i] = sqrt(a[1]) * x[i]; f[1 + d + i] = sqrt(a[2]) * x[i] * x[i]; }
+    for (int i = 0; i < d; i++) for (int j = i + 1; j < d; j++) f[e++] = sqrt(2 * a[2]) * x[i] * x[j];
+}
+static void omega_ref_apply(const MemCfg* m, const double* P, const real* x, const real* rho, const real* lng, const real* lnb,
+                            double* z, double* hh, double* o, double* rs, double* out) {
+    int d = m->d, dm = m->dm, din = m->din; double xf[2200]; ref_phi(m, x, rho, xf);
+    if (m->depth == 1) { for (int i = 0; i < d; i++) { o[i] = 0; for (int j = 0; j < din; j++) o[i] += P[i * din + j] * xf[j]; out[i] = o[i]; } return; }
+    for (int a = 0; a < dm; a++) { z[a] = 0; for (int j = 0; j < din; j++) z[a] += P[d * dm + a * din + j] * xf[j]; hh[a] = 0.5 * z[a] * (1 + tanh(0.7978845608028654 * (z[a] + 0.044715 * z[a] * z[a] * z[a]))); }
+    double mu = 0, var = 0; *rs = 1;
+    for (int i = 0; i < d; i++) { o[i] = 0; for (int a = 0; a < dm; a++) o[i] += P[i * dm + a] * hh[a]; mu += o[i]; }
+    mu /= d; for (int i = 0; i < d; i++) var += (o[i] - mu) * (o[i] - mu);
+    if (m->ln) *rs = 1 / sqrt(var / d + 1e-5);
+    for (int i = 0; i < d; i++) { double xh = m->ln ? (o[i] - mu) * *rs : o[i]; o[i] = xh; out[i] = (m->resid ? x[i] : 0) + (m->ln ? xh * lng[i] + lnb[i] : xh); }
+}
+static void omega_ref_grad(const MemCfg* m, const double* P, const real* x, const real* v, double delta, const real* rho, const real* lng,
+                           const real* lnb, double w, double* G) {   // G += w * g(P; x, v)
+    int d = m->d, dm = m->dm, din = m->din; double z[2048], hh[2048], o[256], out[256], r[256], dO[256], rs, xf[2200];
+    ref_phi(m, x, rho, xf);
+    omega_ref_apply(m, P, x, rho, lng, lnb, z, hh, o, &rs, out);
+    for (int i = 0; i < d; i++) {
+        double e = out[i] - v[i];
+        r[i] = m->bias == BIAS_DOT ? -v[i] : m->bias == BIAS_HUBER ? (e > delta ? delta : e < -delta ? -delta : e) : e;
+    }
+    if (m->depth == 1) { for (int i = 0; i < d; i++) for (int j = 0; j < din; j++) G[i * din + j] += w * r[i] * xf[j]; return; }
+    if (m->ln) {   // d o_i of (x^ g) . r, x^ = LN(o): rs (u - mean u - x^ mean(u x^)), u = r g
+        double mu_u = 0, mux = 0;
+        for (int i = 0; i < d; i++) { mu_u += r[i] * lng[i]; mux += r[i] * lng[i] * o[i]; }
+        mu_u /= d; mux /= d;
+        for (int i = 0; i < d; i++) dO[i] = rs * (r[i] * lng[i] - mu_u - o[i] * mux);
+    } else for (int i = 0; i < d; i++) dO[i] = r[i];
+    for (int i = 0; i < d; i++) for (int a = 0; a < dm; a++) G[i * dm + a] += w * dO[i] * hh[a];
+    for (int a = 0; a < dm; a++) {
+        double s2 = 0; for (int i = 0; i < d; i++) s2 += P[i * dm + a] * dO[i];
+        double u = 0.7978845608028654 * (z[a] + 0.044715 * z[a] * z[a] * z[a]), th = tanh(u);
+        double gd = 0.5 * (1 + th) + 0.5 * z[a] * (1 - th * th) * 0.7978845608028654 * (1 + 3 * 0.044715 * z[a] * z[a]);
+        for (int j = 0; j < din; j++) G[d * dm + a * din + j] += w * s2 * gd * xf[j];
+    }
+}
+static void omega_ref_memory(const MemCfg* m, const real* P0, const real* q, const real* k, const real* v, const real* ga, const real* ge,
+                             const real* gt, const real* gd, const real* gam, const real* rho, const real* lng, const real* lnb, int T, int stride,
+                             int gstride, int cstride, real* y) {
+    int nP = m->nP, c = m->omega; double *P = calloc(nP, 8), *S = calloc(nP, 8), *G = calloc(nP, 8);
+    double z[2048], hh[2048], o[256], out[256], rs;
+    for (int i = 0; i < nP; i++) P[i] = P0[i];
+    for (int t = 0; t < T; t++) {
+        memset(G, 0, nP * 8);
+        for (int j = 0; j < c && j <= t; j++)
+            omega_ref_grad(m, P, k + (size_t)(t - j) * stride, v + (size_t)(t - j) * stride, gd[(size_t)(t - j) * gstride], rho, lng, lnb,
+                           c > 1 ? gam[(size_t)t * cstride + j] : 1, G);
+        double a = ga[(size_t)t * gstride], e = ge[(size_t)t * gstride], th = gt[(size_t)t * gstride];
+        for (int i = 0; i < nP; i++) {
+            double keep = a * P[i] + (m->anchor ? (1 - a) * P0[i] : 0);
+            if (m->momentum) { S[i] = th * S[i] - e * G[i]; P[i] = keep + S[i]; } else P[i] = keep - e * G[i];
+        }
+        omega_ref_apply(m, P, q + (size_t)t * stride, rho, lng, lnb, z, hh, o, &rs, out);
+        for (int i = 0; i < m->d; i++) y[(size_t)t * stride + i] = out[i];
+    }
+    free(P); free(S); free(G);
+}
+// a memory-only model (one 'M' layer) with random q, k, v and gates in its activations (as test_online does)
+static void omega_mem_model(Model* M, int depth, int bias, int algo, int anchor, int omega, int poly, int b, int B, int T, uint64_t seed) {
+    Config c; memset(&c, 0, sizeof c);
+    c.V = 7; c.Vp = 64; c.D = 16; c.L = 1; c.H = 2; c.E = 2; c.F = 64; c.K = 4; c.b = b; strcpy(c.pattern, "M");
+    c.mem_depth = depth; c.mem_ln = c.mem_resid = depth == 2; c.bias = bias; c.algo = algo; c.gate_a = c.gate_eta = 1; c.eta_max = 1;
+    c.anchor = anchor; c.omega = omega; c.poly = poly;
+    model_build(M, &c); uint64_t r = seed;
+    fill_normal(M->params_memory, M->num_params, 0.5, &r);
+    if (M->mem.ln) fill_normal(M->params.mem_ln_g, c.H * M->mem.d, 0.2, &r);
+    model_alloc_acts(M, B, T);
+    size_t N = (size_t)B * T;
+    fill_normal(M->acts.q, N * c.D, 1, &r); fill_normal(M->acts.k, N * c.D, 1, &r); fill_normal(M->acts.v, N * c.D, 1, &r);
+    l2norm_forward(M->acts.q, M->acts.qrn, M->acts.q, N, c.H, M->mem.d); l2norm_forward(M->acts.k, M->acts.krn, M->acts.k, N, c.H, M->mem.d);
+    for (size_t i = 0; i < N * c.H; i++) {
+        M->acts.ga[i] = 0.7 + 0.3 * rng_f64(&r); M->acts.gth[i] = algo == ALGO_MOMENTUM ? 0.9 * rng_f64(&r) : 0;
+        M->acts.geta[i] = 0.5 * rng_f64(&r); M->acts.gdel[i] = 0.05 + 0.5 * rng_f64(&r);
+    }
+    if (omega > 1) for (size_t i = 0; i < N * c.H * omega; i++) M->acts.ggam[i] = rng_f64(&r);
+    if (poly) { poly_forward(M->acts.qf, M->acts.q, M->params.poly_rho, N, c.H, M->mem.d); poly_forward(M->acts.kf, M->acts.k, M->params.poly_rho, N, c.H, M->mem.d); }
+}
+static void test_online_omega(const char* label, int depth, int bias, int algo, int anchor, int omega, int poly) {
+    int B = 2, T = 13, H = 2; double worst = 0, diff_b = 0;
+    for (int bsz = 1; bsz <= 4; bsz += 3) {
+        Model M; omega_mem_model(&M, depth, bias, algo, anchor, omega, poly, bsz, B, T, 99);
+        memory_forward(&M, 0);
+        int D = M.cfg.D, d = M.mem.d; size_t N = (size_t)B * T; real* ref = calloc(N * D, sizeof(real));
+        for (int bb = 0; bb < B; bb++) for (int h = 0; h < H; h++) {
+            size_t o = (size_t)bb * T * D + h * d, og = (size_t)bb * T * H + h;
+            omega_ref_memory(&M.mem, M.params.mem_p0 + (size_t)h * M.mem.nP, M.acts.q + o, M.acts.k + o, M.acts.v + o, M.acts.ga + og,
+                             M.acts.geta + og, M.acts.gth + og, M.acts.gdel + og, omega > 1 ? M.acts.ggam + ((size_t)bb * T * H + h) * omega : NULL,
+                             M.params.poly_rho, M.mem.ln ? M.params.mem_ln_g + h * d : NULL, M.mem.ln ? M.params.mem_ln_b + h * d : NULL, T, D, H, H * omega, ref + o);
+        }
+        double e = relerr_rr(M.acts.y, ref, N * D);
+        if (bsz == 1) worst = e; else diff_b = e;
+        free(ref); model_free(&M);
+    }
+    check(worst <= TOL_SELF && diff_b > 1e-3, "%s %s b=1 equals the per-token rule (omega window %d, halo at P_{t-1}; poly %d): %s err %.2e (b=4 differs by %.2e: must, so the check bites)",
+          BUILD, poly ? "poly" : "omega", omega, poly, label, worst, diff_b);
+}
+// c = 1 (gamma = 1) is exactly the plain rule; here the omega machinery itself (window 3, halo rows, the mixed
+// coefficients) with gamma = (1, 0, 0) must give the plain rule's y and, for a random dL/dy, its dL/dq, dk, dv, da, deta,
+// dtheta and dL/dP_0; gamma = (1, 0.5, 0) must differ.
+static void test_omega_reduces(int depth, int algo, int b) {
+    int B = 2, T = 11, H = 2; double ey = 0, eg = 0, diff = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        Model P, O; omega_mem_model(&P, depth, BIAS_L2, algo, 1, 1, 0, b, B, T, 5); omega_mem_model(&O, depth, BIAS_L2, algo, 1, 3, 0, b, B, T, 5);
+        size_t N = (size_t)B * T, D = P.cfg.D;   // the same memory parameters and inputs in both
+        memcpy(O.params.mem_p0, P.params.mem_p0, P.param_sizes[14] * sizeof(real));
+        real* src[7] = {P.acts.q, P.acts.k, P.acts.v, P.acts.ga, P.acts.geta, P.acts.gth, P.acts.gdel};
+        real* dst[7] = {O.acts.q, O.acts.k, O.acts.v, O.acts.ga, O.acts.geta, O.acts.gth, O.acts.gdel};
+        for (int k = 0; k < 7; k++) memcpy(dst[k], src[k], (k < 3 ? N * D : N * H) * sizeof(real));
+        if (P.mem.ln) { memcpy(O.params.mem_ln_g, P.params.mem_ln_g, H * P.mem.d * sizeof(real)); memcpy(O.params.mem_ln_b, P.params.mem_ln_b, H * P.mem.d * sizeof(real)); }
+        for (size_t i = 0; i < N * H; i++) for (int o = 0; o < 3; o++) O.acts.ggam[i * 3 + o] = o == 0 ? 1 : (pass && o == 1 ? 0.5 : 0);
+        memory_forward(&P, 0); memory_forward(&O, 0);
+        double e = relerr_rr(O.acts.y, P.acts.y, N * D);
+        if (pass) { diff = e; model_free(&P); model_free(&O); break; }
+        ey = e;
+        Model* ms[2] = {&P, &O}; uint64_t r = 17; real* dy = malloc(N * D * sizeof(real)); fill_normal(dy, N * D, 1, &r);
+        for (int k = 0; k < 2; k++) {
+            model_zero_grad(ms[k]); memset(ms[k]->grads_acts_memory, 0, ms[k]->num_acts * sizeof(real));
+            memcpy(ms[k]->grads_acts.y, dy, N * D * sizeof(real)); memory_backward(ms[k], 0);
+        }
+        real* pairs[6][2] = {{P.grads_acts.q, O.grads_acts.q}, {P.grads_acts.k, O.grads_acts.k}, {P.grads_acts.v, O.grads_acts.v},
+                             {P.grads_acts.ga, O.grads_acts.ga}, {P.grads_acts.geta, O.grads_acts.geta}, {P.grads.mem_p0, O.grads.mem_p0}};
+        size_t ns[6] = {N * D, N * D, N * D, N * H, N * H, P.param_sizes[14]};
+        for (int k = 0; k < 6; k++) { double e2 = relerr_rr(pairs[k][1], pairs[k][0], ns[k]); if (worse(e2, eg)) eg = e2; }
+        if (algo == ALGO_MOMENTUM) { double e2 = relerr_rr(O.grads_acts.gth, P.grads_acts.gth, N * H); if (worse(e2, eg)) eg = e2; }
+        free(dy); model_free(&P); model_free(&O);
+    }
+    check(ey <= TOL_SELF && eg <= TOL_SELF && diff > 1e-3, "%s omega with gamma = (1, 0, 0) is the plain rule (%s %s, b %d): y err %.2e, worst gradient err %.2e; gamma = (1, 0.5, 0) differs by %.2e",
+          BUILD, depth == 2 ? "deep" : "linear", algo == ALGO_MOMENTUM ? "momentum" : "gd", b, ey, eg, diff);
+}
+// decode vs parallel for every prompt length 1..T of an omega fixture: prompts ending inside the halo of every chunk
+static void test_decode_every_length(const char* dir, const char* name) {
+    char path[1024]; snprintf(path, sizeof path, "%s/%s.bin", dir, name);
+    Fixture fx; if (!fixture_load(&fx, path)) { check(0, "decode %s: cannot read %s", name, path); return; }
+    Model M; fixture_model(&M, &fx);
+    double worst = 0; int at = 0, maxT = 2 * fx.cfg.b + 2 * fx.cfg.omega + 1;
+    for (int T = 1; T <= maxT; T++) {
+        int* tok = malloc(T * 4); for (int t = 0; t < T; t++) tok[t] = fx.tokens[t % (fx.T + 1)];
+        double e = decode_err(&M, tok, T); free(tok);
+        if (worse(e, worst) || !at) { if (worse(e, worst)) worst = e; at = T; }
+    }
+    check(worst <= TOL_SELF, "%s %s: decode equals parallel forward for every prompt length 1..%d (b %d, omega window %d): worst err %.2e at T=%d",
+          BUILD, name, maxT, fx.cfg.b, fx.cfg.omega, worst, at);
+    model_free(&M); fixture_free(&fx);
+}
+// SPEC §10 for the ATLAS presets: the gradient norm at init flat in T (128 vs 1024), as test_long_init
+static void test_long_init_atlas(void) {
+    const char* presets[] = {"omeganet"};
+    int T = 1024, *tok = malloc((T + 1) * sizeof(int));
+    FILE* f = fopen("test_miras.c", "rb"); int nr = f ? (int)fread(tok, 1, T + 1, f) : 0; if (f) fclose(f);
+    unsigned char* bytes = (unsigned char*)tok; uint64_t r = 5;
+    for (int t = T; t >= 0; t--) tok[t] = t < nr ? bytes[t] : (int)(rng_f64(&r) * 256);
+    for (int i = 0; i < (int)(sizeof presets / sizeof *presets); i++) {
+        double n128 = init_grad_norm(presets[i], 128, tok, 16, 2), n1024 = init_grad_norm(presets[i], T, tok, 16, 2), ratio = n1024 / n128;
+        check(isfinite(n128) && isfinite(n1024) && ratio <= 3 && ratio >= 1.0 / 3, "%s %s: gradient norm at init flat in T: %.3g at T=128, %.3g at T=1024 (ratio %.2f, within 3x)",
+              BUILD, presets[i], n128, n1024, ratio);
+    }
+    free(tok);
+}
+// muon's NS5 (SPEC §5.7; not yet used by a memory): its properties and its hand-written backward.
+// The eigenvalues of a symmetric m x m matrix by cyclic Jacobi rotations (in double), for the singular values.
+static void sym_eig(double* a, int m, double* ev) {
+    for (int sweep = 0; sweep < 60; sweep++) {
+        double off = 0; for (int i = 0; i < m; i++) for (int j = i + 1; j < m; j++) off += a[i * m + j] * a[i * m + j];
+        if (off < 1e-30) break;
+        for (int p = 0; p < m; p++) for (int q = p + 1; q < m; q++) {
+            double apq = a[p * m + q]; if (fabs(apq) < 1e-300) continue;
+            double th = 0.5 * atan2(2 * apq, a[q * m + q] - a[p * m + p]), c = cos(th), sn = sin(th);
+            for (int k = 0; k < m; k++) { double akp = a[k * m + p], akq = a[k * m + q]; a[k * m + p] = c * akp - sn * akq; a[k * m + q] = sn * akp + c * akq; }
+            for (int k = 0; k < m; k++) { double apk = a[p * m + k], aqk = a[q * m + k]; a[p * m + k] = c * apk - sn * aqk; a[q * m + k] = sn * apk + c * aqk; }
+        }
+    }
+    for (int i = 0; i < m; i++) ev[i] = a[i * m + i];
+}
+static void test_ns5(void) {
+    int shapes[3][2] = {{16, 32}, {32, 16}, {8, 8}}; double e_odd = 0, e_scale = 0, e_r1 = 0, smin = 1e9, smax = 0; int zero_ok = 1;
+    for (int si = 0; si < 3; si++) {
+        int r = shapes[si][0], cc = shapes[si][1], m = r < cc ? r : cc; size_t n = (size_t)r * cc; uint64_t rs = 31 + si;
+        real *S = malloc(n * sizeof(real)), *S2 = malloc(n * sizeof(real)), *O = malloc(n * sizeof(real)), *O2 = malloc(n * sizeof(real));
+        real *sv = malloc(ns5_saved(r, cc) * sizeof(real)), *tmp = malloc((3 * (size_t)m * m + 2 * n) * sizeof(real));
+        fill_normal(S, n, 1, &rs); ns5_forward(O, sv, tmp, S, r, cc);
+        for (size_t e = 0; e < n; e++) S2[e] = -S[e];                       // odd: NS5(-S) = -NS5(S), exactly
+        ns5_forward(O2, sv, tmp, S2, r, cc); for (size_t e = 0; e < n; e++) O2[e] = -O2[e];
+        double e1 = relerr_rr(O2, O, n); if (worse(e1, e_odd)) e_odd = e1;
+        for (size_t e = 0; e < n; e++) S2[e] = (real)7.3 * S[e];             // scale-invariant (up to the 1e-7 in the norm)
+        ns5_forward(O2, sv, tmp, S2, r, cc); e1 = relerr_rr(O2, O, n); if (worse(e1, e_scale)) e_scale = e1;
+        double* a = calloc((size_t)m * m, 8); double ev[64];                  // singular values: sqrt(eig(O O^T)) (or O^T O)
+        for (int i = 0; i < m; i++) for (int j = 0; j < m; j++) for (int k = 0; k < (r < cc ? cc : r); k++)
+            a[i * m + j] += r <= cc ? (double)O[(size_t)i * cc + k] * O[(size_t)j * cc + k] : (double)O[(size_t)k * cc + i] * O[(size_t)k * cc + j];
+        sym_eig(a, m, ev);
+        for (int i = 0; i < m; i++) { double sg = sqrt(ev[i] > 0 ? ev[i] : 0); if (sg < smin || isnan(sg)) smin = sg; if (sg > smax || isnan(sg)) smax = sg; }
+        free(a);
+        // rank one: NS5(sigma u v^T) = p^5(sigma / (sigma + 1e-7)) u v^T / (|u| |v|), p(x) = a x + b x^3 + c x^5
+        real u[64], v[64]; double nu = 0, nv = 0; for (int i = 0; i < r; i++) { u[i] = (real)rng_normal(&rs); nu += u[i] * u[i]; }
+        for (int j = 0; j < cc; j++) { v[j] = (real)rng_normal(&rs); nv += v[j] * v[j]; }
+        for (int i = 0; i < r; i++) for (int j = 0; j < cc; j++) S2[(size_t)i * cc + j] = u[i] * v[j];
+        double sig = sqrt(nu * nv), x = sig / (sig + 1e-7);
+        for (int k = 0; k < 5; k++) x = 3.4445 * x - 4.7750 * x * x * x + 2.0315 * x * x * x * x * x;
+        ns5_forward(O2, sv, tmp, S2, r, cc);
+        for (size_t e = 0; e < n; e++) O[e] = (real)(x * S2[e] / sig);
+        e1 = relerr_rr(O2, O, n); if (worse(e1, e_r1)) e_r1 = e1;
+        memset(S2, 0, n * sizeof(real)); ns5_forward(O2, sv, tmp, S2, r, cc);  // NS5(0) = 0, zero derivative
+        fill_normal(O, n, 1, &rs); memset(S, 0, n * sizeof(real)); ns5_backward(S, O, sv, tmp, S2, r, cc);
+        for (size_t e = 0; e < n; e++) if (O2[e] != 0 || S[e] != 0) zero_ok = 0;
+        free(S); free(S2); free(O); free(O2); free(sv); free(tmp);
+    }
+#ifdef MIRAS_DOUBLE
+    double tol_scale = 1e-6, tol_r1 = 1e-12;   // scale: the 1e-7 in the norm moves X_0 by ~1e-7/|S| (|S| ~ 8-23 here)
+#else
+    double tol_scale = 1e-5, tol_r1 = 2e-4;    // float: the zero singular values' rounding grows by p'(0)^5 = 3.4445^5 ~ 490
+#endif
+    check(e_odd == 0 && e_scale <= tol_scale && e_r1 <= tol_r1 && smin >= 0.6 && smax <= 1.2 && zero_ok,
+          "%s NS5 (16x32, 32x16, 8x8 Gaussian): odd err %.1e (exact), scale-invariant err %.1e (tol %.0e), rank one = p^5(1) u v^T err %.1e (tol %.0e), "
+          "singular values in [%.3f, %.3f] (band [0.6, 1.2]), NS5(0) = 0 with zero derivative: %s", BUILD, e_odd, e_scale, tol_scale, e_r1, tol_r1, smin, smax, zero_ok ? "yes" : "no");
+#ifdef MIRAS_DOUBLE
+    double worst = 0;   // the hand-written backward through the 5 iterations against central differences of <W, NS5(S)>
+    for (int si = 0; si < 3; si++) {
+        int r = shapes[si][0], cc = shapes[si][1], m = r < cc ? r : cc; size_t n = (size_t)r * cc; uint64_t rs = 77 + si;
+        real *S = malloc(n * sizeof(real)), *W = malloc(n * sizeof(real)), *O = malloc(n * sizeof(real)), *dS = calloc(n, sizeof(real));
+        real *sv = malloc(ns5_saved(r, cc) * sizeof(real)), *tmp = malloc((3 * (size_t)m * m + 2 * n) * sizeof(real));
+        fill_normal(S, n, 1, &rs); fill_normal(W, n, 1, &rs);
+        ns5_forward(O, sv, tmp, S, r, cc); ns5_backward(dS, W, sv, tmp, S, r, cc);
+        double num = 0, den = 0;
+        for (size_t e = 0; e < n; e++) {
+            double h = 1e-5, f[2]; real save = S[e];
+            for (int sgn = 0; sgn < 2; sgn++) { S[e] = save + (sgn ? -h : h); ns5_forward(O, sv, tmp, S, r, cc); f[sgn] = dotv(O, W, (int)n); }
+            S[e] = save; double fd = (f[0] - f[1]) / (2 * h);
+            num += (fd - dS[e]) * (fd - dS[e]); den += fd * fd;
+        }
+        double e1 = sqrt(num / den); if (worse(e1, worst)) worst = e1;
+        free(S); free(W); free(O); free(dS); free(sv); free(tmp);
+    }
+    check(worst <= 1e-7, "fp64 NS5 backward (hand-written through the 5 iterations and the normalisation) vs central differences, every entry of 16x32, 32x16, 8x8: err %.2e (tol 1e-7)", worst);
+#endif
+}
+static void test_atlas(const char* dir) {
+    test_ns5();
+    test_long_init_atlas();
+    test_online_omega("deep l2 gd", 2, BIAS_L2, ALGO_GD, 0, 3, 0);
+    test_online_omega("deep l2 momentum, anchored", 2, BIAS_L2, ALGO_MOMENTUM, 1, 3, 0);
+    test_online_omega("deep Huber gd, window 5", 2, BIAS_HUBER, ALGO_GD, 1, 5, 0);
+    test_online_omega("linear l2 gd", 1, BIAS_L2, ALGO_GD, 0, 4, 0);
+    test_online_omega("linear Huber momentum, window 2", 1, BIAS_HUBER, ALGO_MOMENTUM, 0, 2, 0);
+    test_online_omega("omeganet's memory: deep l2 gd, anchored", 2, BIAS_L2, ALGO_GD, 1, 3, 1);
+    test_online_omega("deep l2 momentum, no omega", 2, BIAS_L2, ALGO_MOMENTUM, 0, 1, 1);
+    test_online_omega("linear l2 gd", 1, BIAS_L2, ALGO_GD, 0, 2, 1);
+    test_omega_reduces(2, ALGO_GD, 4); test_omega_reduces(2, ALGO_MOMENTUM, 3); test_omega_reduces(1, ALGO_MOMENTUM, 2);
+    test_decode_every_length(dir, "omega_gd"); test_decode_every_length(dir, "omega_mom"); test_decode_every_length(dir, "omega_linear");
+    test_decode_every_length(dir, "omeganet"); test_decode_every_length(dir, "poly_linear");
+#ifdef MIRAS_DOUBLE
+    test_fd(dir, "omega_gd", -1, -1, 1); test_fd(dir, "omega_mom", -1, -1, 3); test_fd(dir, "omega_linear", -1, -1, 5);  // other b: halos of 0..3 rows
+    test_fd(dir, "omeganet", -1, -1, 1); test_fd(dir, "omeganet", 1, 0, 3);   // b = 1; b = 3 without the residual
+#endif
 }
 
 // ---------------------------------------------------------------------------
@@ -989,6 +1259,23 @@ static int compare_bf16(const char* name, const char* in, const char* a, const c
     free(x); free(y); return 0;
 }
 
+// the ATLAS family's flags (README "ATLAS"): bad values are a one-line error with a hint, exit 1
+static void test_atlas_bad_input(void) {
+    char cmd[512]; snprintf(TMP, sizeof TMP, "/tmp/test_miras_atlas_%d", (int)getpid());
+    snprintf(cmd, sizeof cmd, "mkdir -p %s", TMP); if (system(cmd)) {}
+    const char* cases[][2] = {{"-G 0", "bad -G 0"}, {"-G 65", "bad -G 65"}, {"-p omeganet -R 2", "channel-wise gates"}, {"-p memora -G 4", "the omega rule"},
+                              {"-p titans -G 3 -R 2", "the omega rule"}, {"-I 2", "bad poly flag 2"}, {"-p omeganet -D 256 -H 2", "head width of at most 64"},
+                              {"-p moneta -I 1", "the poly features"}};
+    for (int i = 0; i < 8; i++) {
+        char args[256], err[4096]; int lines = 0; snprintf(args, sizeof args, "%s -x 0 -i none", cases[i][0]);
+        int code = run(args, &lines, err, sizeof err);
+        int ok = code != 0 && lines == 1 && !strncmp(err, "error: ", 7) && strstr(err, cases[i][1]) && strstr(err, "(hint:");
+        char* nl = strchr(err, '\n'); if (nl) *nl = 0;
+        check(ok, "bad input, %s: exit %d, '%s'", cases[i][0], code, err);
+    }
+    snprintf(cmd, sizeof cmd, "rm -rf %s", TMP); if (system(cmd)) {}
+}
+
 int main(int argc, char** argv) {
     if ((argc == 5 || argc == 6) && !strcmp(argv[1], "--compare")) {  // test_miras --compare NAME CPU.bin GPU.bin [INPUT.bin]
         compare_dumps(argv[2], argv[3], argv[4], argc == 6 ? argv[5] : NULL);
@@ -1046,10 +1333,12 @@ int main(int argc, char** argv) {
 #endif
     test_titans_all();
     test_long_init();
+    test_atlas(dir);
     test_tables(dir);
     test_lattice(dir);
 #ifndef MIRAS_DOUBLE
     test_binary();
+    test_atlas_bad_input();
 #endif
     printf("%d passed, %d failed\n", n_pass, n_fail);
     return n_fail ? 1 : 0;

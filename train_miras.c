@@ -56,7 +56,7 @@ static void (*die_hook)(const char* msg, const char* hint);
 static void die(const char* msg, const char* hint) {
     g_dying = 1;
 #ifdef USE_MPI
-    if (g_world > 1 && g_rank != 0 && g_die_collective) sleep(5);   // rank 0 prints the same line and aborts the job first
+    if (g_world > 1 && g_rank != 0 && g_die_collective) sleep(30);   // rank 0 prints the same line and aborts the job first (30 s: a loaded machine)
 #endif
     char who[32] = "";
     if (g_world > 1 && !(g_die_collective && g_rank == 0)) snprintf(who, sizeof who, "rank %d: ", g_rank);
@@ -414,6 +414,8 @@ typedef struct {
     int anchor;      // retention toward P_0 instead of toward 0 (README "anchored retention"; SPEC §10)
     int nP;          // state size per head: deep W1 (d, dm) then W2 (dm, d); linear W (d, d)
     int lattice, lat_k, lat_ablate;  // Lattice (section 3b): LAT_* kind (0 none), checkpoint interval k, ablation bits LATA_*
+    int omega;       // Omega rule window c (SPEC §5.5); 1: off (the plain rule)
+    int poly, din;   // poly features (SPEC §5.6) on q, k; the memory's input width: d, or D_phi = 1 + d + d(d+1)/2 with poly
 } MemCfg;
 
 // Scratch for one chunk of one head, n <= b rows. One per thread, carved from one allocation.
@@ -434,28 +436,79 @@ typedef struct {
     real *dlng, *dlnb;                                 // LN affine gradients of this head (d each)
     real *xa1, *xa2, *dp0;                             // anchored retention: reads through P_0 (n, dm), (n, d); dL/dP_0 (nP)
     const real* p0;                                    // the anchor P_0 (A_0 for lq) of this head, NULL without anchor
+    int nh, wc;                                        // omega (SPEC §5.5): halo rows before the chunk's own; window c (1: off)
+    real *gam, *C0, *s0, *dgam, *dC0;                  // omega: gates (rows, c); C, s before the window mix; their gradients
+    real *qr, *kr, *dqr, *dkr;                         // poly: q, k are the features (n, din); the raw rows (n, d) for the residual
 } MemChunk;
 
-static size_t memchunk_carve(MemChunk* c, real* base, int b, int d, int dm, int nP) {
-    size_t off = 0, nd = (size_t)b * d, nm = (size_t)b * dm, nn = (size_t)b * b;  // (offsets: no arithmetic on a NULL base)
+static size_t memchunk_carve_in(MemChunk* c, real* base, int b, int d, int din, int dm, int nP) {
+    size_t off = 0, nd = (size_t)b * d, nm = (size_t)b * dm, nn = (size_t)b * b, ni = (size_t)b * din;  // (offsets: no arithmetic on a NULL base)
 #define TAKE(f, sz) do { c->f = base ? base + off : NULL; off += (sz); } while (0)
-    TAKE(q, nd); TAKE(k, nd); TAKE(v, nd); TAKE(a, b); TAKE(eta, b); TAKE(theta, b); TAKE(dy, nd); TAKE(etac, nd); TAKE(delta, nd);
+    TAKE(q, ni); TAKE(k, ni); TAKE(v, nd); TAKE(a, b); TAKE(eta, b); TAKE(theta, b); TAKE(dy, nd); TAKE(etac, nd); TAKE(delta, nd);
     TAKE(alpha, b); TAKE(beta, b); TAKE(sigma, b); TAKE(C, nn); TAKE(s, nn);
     TAKE(zk, nm); TAKE(tk, nm); TAKE(hk, nm); TAKE(nk, nd); TAKE(rk, b); TAKE(r, nd); TAKE(u, nd); TAKE(d1, nd); TAKE(gk, nm); TAKE(d2, nm); TAKE(e, nd); TAKE(psi, nd);
     TAKE(xw1, nm); TAKE(xs1, nm); TAKE(xx1, nn); TAKE(zq, nm); TAKE(tq, nm); TAKE(hq, nm);
     TAKE(xw2, nd); TAKE(xs2, nd); TAKE(xx2, nn); TAKE(nq, nd); TAKE(rq, b); TAKE(y, nd);
     size_t g0 = off;
-    TAKE(dq, nd); TAKE(dk, nd); TAKE(dv, nd); TAKE(da, b); TAKE(deta, b); TAKE(dtheta, b);
+    TAKE(dq, ni); TAKE(dk, ni); TAKE(dv, nd); TAKE(da, b); TAKE(deta, b); TAKE(dtheta, b);
     TAKE(dalpha, b); TAKE(dbeta, b); TAKE(dC, nn); TAKE(ds, b); TAKE(dsig, 1);
     TAKE(dzk, nm); TAKE(dhk, nm); TAKE(dnk, nd); TAKE(drk, b); TAKE(dr, nd); TAKE(du, nd); TAKE(dd1, nd);
     TAKE(dgk, nm); TAKE(dd2, nm); TAKE(dzq, nm); TAKE(dhq, nm); TAKE(doq, nd); TAKE(dok, nd);
     TAKE(detac, nd); TAKE(ddelta, nd); TAKE(dmk, nd); TAKE(dcs, 2);
+    if (din != d) { TAKE(dqr, nd); TAKE(dkr, nd); } else { c->dqr = c->dq; c->dkr = c->dk; }   // poly: the raw rows' gradients
     c->grad0 = base ? base + g0 : NULL; c->ngrad = off - g0;
     TAKE(Pa, nP); TAKE(Pb, nP); TAKE(Sa, nP); TAKE(Sb, nP); TAKE(dlng, d); TAKE(dlnb, d);
     TAKE(Wa, nP); TAKE(Wb, nP); TAKE(Wc, nP); TAKE(dWa, nP); TAKE(dWb, nP); TAKE(save, c->ngrad); TAKE(zero, nd);
     TAKE(xa1, nm); TAKE(xa2, nd); TAKE(dp0, nP); c->p0 = NULL;
+    TAKE(gam, nn); TAKE(C0, nn); TAKE(s0, nn); TAKE(dgam, nn); TAKE(dC0, nn + b); c->nh = 0; c->wc = 1;  // omega (b: rows incl. the halo)
+    if (din != d) { TAKE(qr, nd); TAKE(kr, nd); } else { c->qr = c->q; c->kr = c->k; }   // poly: the raw rows
 #undef TAKE
     return off;
+}
+static size_t memchunk_carve(MemChunk* c, real* base, int b, int d, int dm, int nP) { return memchunk_carve_in(c, base, b, d, d, dm, nP); }
+
+// ---- omega (SPEC §5.5): the sliding-window coefficient mask
+// With the Omega rule every step uses G_j = sum_{o<c} gamma_j[o] g_{j-o} instead of g_j. The chunk then holds nh halo
+// rows (the c-1 tokens before it, nh = min(c-1, t0)) ahead of its own n rows: their gradients are taken at the chunk-start
+// state P_s like the others, and their own steps are nothing (a = 1, eta = 0, theta = 1, beta = 0). Since
+//     P_t = alpha_t P_s + beta_t S_s - sum_{j<=t} C[t][j] G_j = ... - sum_i (sum_j C[t][j] Gamma[j][i]) g_i,
+// Gamma[j][i] = gamma_j[j - i] for 0 <= j - i < c (real rows j only), the reads and the carry keep their dual form with
+// the mixed coefficients C' = C Gamma (and s' = s Gamma for the momentum carry). C, s before the mix are kept in C0, s0.
+static void omega_coef_forward(MemChunk* c, int n) {
+    int w = c->wc; size_t nn = (size_t)n * n;
+    memcpy(c->C0, c->C, nn * sizeof(real)); memcpy(c->s0, c->s, nn * sizeof(real));
+    for (int t = 0; t < n; t++) for (int i = 0; i <= t; i++) {
+        real sc = 0, ss = 0;
+        for (int j = i > c->nh ? i : c->nh; j <= t && j < i + w; j++) {
+            real gm = c->gam[(size_t)j * w + j - i];
+            sc += c->C0[(size_t)t * n + j] * gm; ss += c->s0[(size_t)t * n + j] * gm;
+        }
+        c->C[(size_t)t * n + i] = sc; c->s[(size_t)t * n + i] = ss;
+    }
+}
+// From dC' (all rows) and ds' (last row, c->ds) to dgamma (c->dgam) and dC, ds of the unmixed coefficients, in place;
+// C, s get their unmixed values back for the recurrences' backward.
+static void omega_coef_backward(MemChunk* c, int n) {
+    int w = c->wc; size_t nn = (size_t)n * n; real* ds0 = c->dC0 + nn;
+    memset(c->dgam, 0, (size_t)n * w * sizeof(real));
+    for (int t = 0; t < n; t++) for (int j = c->nh; j <= t; j++) {
+        real g = 0;
+        for (int o = 0; o < w && o <= j; o++) {
+            real gm = c->gam[(size_t)j * w + o], dc = c->dC[(size_t)t * n + j - o];
+            c->dgam[(size_t)j * w + o] += dc * c->C0[(size_t)t * n + j] + (t == n - 1 ? c->ds[j - o] * c->s0[(size_t)t * n + j] : 0);
+            g += dc * gm;
+        }
+        c->dC0[(size_t)t * n + j] = g;
+    }
+    for (int j = 0; j < n; j++) {
+        real g = 0;
+        if (j >= c->nh) for (int o = 0; o < w && o <= j; o++) g += c->ds[j - o] * c->gam[(size_t)j * w + o];
+        ds0[j] = g;
+    }
+    for (int t = 0; t < n; t++) for (int j = 0; j < c->nh && j <= t; j++) c->dC0[(size_t)t * n + j] = 0;   // halo columns: C = 0
+    for (int t = 0; t < n; t++) for (int j = t + 1; j < n; j++) c->dC0[(size_t)t * n + j] = 0;
+    memcpy(c->dC, c->dC0, nn * sizeof(real)); memcpy(c->ds, ds0, n * sizeof(real));
+    memcpy(c->C, c->C0, nn * sizeof(real)); memcpy(c->s, c->s0, nn * sizeof(real));
 }
 
 // Chunk coefficients by the recurrences (t, i local, 0-based; sigma_{-1} = alpha_{-1} = 1):
@@ -466,17 +519,19 @@ static void mem_coef_forward(MemChunk* c, int n, int momentum) {
         real th = momentum ? c->theta[t] : 0;
         c->alpha[t] = c->a[t] * (t ? c->alpha[t - 1] : 1);
         c->sigma[t] = th * (t ? c->sigma[t - 1] : 1);
-        c->beta[t] = c->a[t] * (t ? c->beta[t - 1] : 0) + c->sigma[t];
+        c->beta[t] = t < c->nh ? 0 : c->a[t] * (t ? c->beta[t - 1] : 0) + c->sigma[t];   // (omega's halo rows: no step)
         for (int i = 0; i < n; i++) {
             real s = i == t ? c->eta[i] : (i < t ? th * c->s[(t - 1) * n + i] : 0);
             c->s[t * n + i] = s;
             c->C[t * n + i] = i <= t ? c->a[t] * (i < t ? c->C[(t - 1) * n + i] : 0) + s : 0;
         }
     }
+    if (c->wc > 1) omega_coef_forward(c, n);
 }
 // Reverse mode through the recurrences: from dalpha, dbeta, dC (all rows) and dsigma, ds (last row)
 // to da, deta, dtheta.
 static void mem_coef_backward(MemChunk* c, int n, int momentum) {
+    if (c->wc > 1) omega_coef_backward(c, n);
     real ga = 0, gb = 0, gs = 0;            // adjoints of alpha_{t+1}, beta_{t+1}, sigma_{t+1}
     real* gC = c->dzq; real* gS = c->dhq;  // per-source adjoints of C[t+1][i], s[t+1][i]; borrowed scratch (n each)
     for (int i = 0; i < n; i++) gC[i] = gS[i] = 0;
@@ -671,28 +726,28 @@ static void mem_bias_backward(const MemCfg* m, MemChunk* c, int n) {
 // W1 and W2 (or W) scale their write terms by cs[0], cs[1] (NULL: 1). Both are for the retentions below.
 static void mem_chunk_forward(const MemCfg* m, MemChunk* c, int n, const real* P, const real* S, real* Pn, real* Sn,
                               const real* lng, const real* lnb, const real* base, const real* cs) {
-    int d = m->d, dm = m->dm; size_t nd = (size_t)n * d;
+    int d = m->d, dm = m->dm, din = m->din; size_t nd = (size_t)n * d;   // din: the input width (D_phi with poly, else d)
     const real* Sx = m->momentum ? S : NULL;
     const real* B0 = base ? base : P;
     real cs0 = cs ? cs[0] : 1, cs1 = cs ? cs[1] : 1;
     mem_coef_forward(c, n, m->momentum);
     const real* crow = c->C + (size_t)(n - 1) * n; const real* srow = c->s + (size_t)(n - 1) * n;
     if (m->depth == 1) {                                    // linear memory M(x) = W x, g_i = r_i k_i^T
-        mm_nt(c->r, c->k, P, n, d, d, 1, 0);                // M(k_i) = W_s k_i
+        mm_nt(c->r, c->k, P, n, d, din, 1, 0);              // M(k_i) = W_s k_i
         mem_bias_forward(m, c, n);
-        mem_read_forward(c->y, c->xw1, c->xs1, c->xx1, c->xa2, c->q, c->k, c->r, P, Sx, c->p0, cs0, c, n, d, d);
-        if (Pn) mem_update_forward(Pn, B0, c->alpha[n - 1], c->p0, Sx, c->beta[n - 1], c->r, c->k, crow, n, d, d);
-        if (Pn && Sx) mem_update_forward(Sn, Sx, c->sigma[n - 1], NULL, NULL, 0, c->r, c->k, srow, n, d, d);
+        mem_read_forward(c->y, c->xw1, c->xs1, c->xx1, c->xa2, c->q, c->k, c->r, P, Sx, c->p0, cs0, c, n, d, din);
+        if (Pn) mem_update_forward(Pn, B0, c->alpha[n - 1], c->p0, Sx, c->beta[n - 1], c->r, c->k, crow, n, d, din);
+        if (Pn && Sx) mem_update_forward(Sn, Sx, c->sigma[n - 1], NULL, NULL, 0, c->r, c->k, srow, n, d, din);
         return;
     }
     // deep memory: W1 (d, dm), W2 (dm, d); g_i = (d1_i hk_i^T, d2_i k_i^T)
     const real *W1 = P, *W2 = P + (size_t)d * dm, *S1 = Sx, *S2 = Sx ? Sx + (size_t)d * dm : NULL;
     const real *A1 = c->p0, *A2 = c->p0 ? c->p0 + (size_t)d * dm : NULL;   // the anchor's W1, W2 (or NULL)
-    mm_nt(c->zk, c->k, W2, n, dm, d, 1, 0);                 // z = W2 k
+    mm_nt(c->zk, c->k, W2, n, dm, din, 1, 0);               // z = W2 k
     for (size_t e = 0; e < (size_t)n * dm; e++) { c->tk[e] = gelu_tanh(c->zk[e]); c->hk[e] = gelu(c->zk[e], c->tk[e]); }
     mm_nt(c->nk, c->hk, W1, n, d, dm, 1, 0);                // o = W1 h
     if (m->ln) ln_forward(c->nk, c->rk, n, d);              // x^ = LN(o)
-    mem_out_forward(c->r, c->k, c->nk, lng, lnb, m, n);    // M(k)
+    mem_out_forward(c->r, c->kr, c->nk, lng, lnb, m, n);   // M(k) (the residual adds the raw k)
     mem_bias_forward(m, c, n);                              // r = dloss/dM(k)
     if (m->ln) {                                            // d1 = dloss/do: r back through the LN affine and norm
         for (int t = 0; t < n; t++) for (int i = 0; i < d; i++) c->u[(size_t)t * d + i] = c->r[(size_t)t * d + i] * lng[i];
@@ -702,18 +757,18 @@ static void mem_chunk_forward(const MemCfg* m, MemChunk* c, int n, const real* P
     mm_nn(c->gk, c->d1, W1, n, dm, d, 1, 0);                // dloss/dh = W1^T d1
     for (size_t e = 0; e < (size_t)n * dm; e++) c->d2[e] = c->gk[e] * gelu_d1(c->zk[e], c->tk[e]); // d2 = dloss/dz
     // reads, after the write: y_t = q_t + LN(W1_t GELU(W2_t q_t))
-    mem_read_forward(c->zq, c->xw1, c->xs1, c->xx1, c->xa1, c->q, c->k, c->d2, W2, S2, A2, cs1, c, n, dm, d);
+    mem_read_forward(c->zq, c->xw1, c->xs1, c->xx1, c->xa1, c->q, c->k, c->d2, W2, S2, A2, cs1, c, n, dm, din);
     for (size_t e = 0; e < (size_t)n * dm; e++) { c->tq[e] = gelu_tanh(c->zq[e]); c->hq[e] = gelu(c->zq[e], c->tq[e]); }
     mem_read_forward(c->nq, c->xw2, c->xs2, c->xx2, c->xa2, c->hq, c->hk, c->d1, W1, S1, A1, cs0, c, n, d, dm);
     if (m->ln) ln_forward(c->nq, c->rq, n, d);
-    mem_out_forward(c->y, c->q, c->nq, lng, lnb, m, n);
+    mem_out_forward(c->y, c->qr, c->nq, lng, lnb, m, n);
     if (Pn) {
         mem_update_forward(Pn, B0, c->alpha[n - 1], A1, S1, c->beta[n - 1], c->d1, c->hk, crow, n, d, dm);
-        mem_update_forward(Pn + (size_t)d * dm, B0 + (size_t)d * dm, c->alpha[n - 1], A2, S2, c->beta[n - 1], c->d2, c->k, crow, n, dm, d);
+        mem_update_forward(Pn + (size_t)d * dm, B0 + (size_t)d * dm, c->alpha[n - 1], A2, S2, c->beta[n - 1], c->d2, c->k, crow, n, dm, din);
     }
     if (Pn && Sx) {
         mem_update_forward(Sn, S1, c->sigma[n - 1], NULL, NULL, 0, c->d1, c->hk, srow, n, d, dm);
-        mem_update_forward(Sn + (size_t)d * dm, S2, c->sigma[n - 1], NULL, NULL, 0, c->d2, c->k, srow, n, dm, d);
+        mem_update_forward(Sn + (size_t)d * dm, S2, c->sigma[n - 1], NULL, NULL, 0, c->d2, c->k, srow, n, dm, din);
     }
 }
 
@@ -724,7 +779,7 @@ static void mem_chunk_forward(const MemCfg* m, MemChunk* c, int n, const real* P
 static void mem_chunk_backward(const MemCfg* m, MemChunk* c, int n, const real* dy, const real* P, const real* S,
                                const real* dPn, const real* dSn, real* dPs, real* dSs, const real* lng,
                                const real* base, real* dBase, const real* cs) {
-    int d = m->d, dm = m->dm; size_t nd = (size_t)n * d, nm = (size_t)n * dm;
+    int d = m->d, dm = m->dm, din = m->din; size_t nd = (size_t)n * d, nm = (size_t)n * dm;
     const real* Sx = m->momentum ? S : NULL;
     const real* B0 = base ? base : P;
     real cs0 = cs ? cs[0] : 1, cs1 = cs ? cs[1] : 1;
@@ -736,14 +791,14 @@ static void mem_chunk_backward(const MemCfg* m, MemChunk* c, int n, const real* 
     real* dSx = Sx ? dSs : NULL;
     if (m->depth == 1) {
         if (dPn) mem_update_backward(dBase, dSx, c->dp0, &c->dalpha[n - 1], &c->dbeta[n - 1], c->dr, c->dk, dcrow,
-                                     dPn, B0, c->alpha[n - 1], c->p0, Sx, c->beta[n - 1], c->r, c->k, crow, n, d, d);
+                                     dPn, B0, c->alpha[n - 1], c->p0, Sx, c->beta[n - 1], c->r, c->k, crow, n, d, din);
         if (dPn && Sx) mem_update_backward(dSs, NULL, NULL, c->dsig, NULL, c->dr, c->dk, c->ds,
-                                           dSn, Sx, c->sigma[n - 1], NULL, NULL, 0, c->r, c->k, srow, n, d, d);
+                                           dSn, Sx, c->sigma[n - 1], NULL, NULL, 0, c->r, c->k, srow, n, d, din);
         mem_read_backward(c->dq, c->dk, c->dr, dPs, dSx, c->dp0, &c->dcs[0], c, dy, c->q, c->k, c->r, P, Sx, c->p0, cs0,
-                          c->xw1, c->xs1, c->xx1, c->xa2, n, d, d);
+                          c->xw1, c->xs1, c->xx1, c->xa2, n, d, din);
         mem_bias_backward(m, c, n);                            // r -> M(k_i) = W k_i
-        mm_nn(c->dk, c->dmk, P, n, d, d, 1, 1);
-        mm_tn(dPs, c->dmk, c->k, d, d, n, 1, 1);
+        mm_nn(c->dk, c->dmk, P, n, din, d, 1, 1);
+        mm_tn(dPs, c->dmk, c->k, d, din, n, 1, 1);
         mem_coef_backward(c, n, m->momentum);
         return;
     }
@@ -756,20 +811,20 @@ static void mem_chunk_backward(const MemCfg* m, MemChunk* c, int n, const real* 
         mem_update_backward(dBase, dS1, dA1, &c->dalpha[n - 1], &c->dbeta[n - 1], c->dd1, c->dhk, dcrow,
                             dPn, B0, c->alpha[n - 1], A1, S1, c->beta[n - 1], c->d1, c->hk, crow, n, d, dm);
         mem_update_backward(dBase + (size_t)d * dm, dS2, dA2, &c->dalpha[n - 1], &c->dbeta[n - 1], c->dd2, c->dk, dcrow,
-                            dPn + (size_t)d * dm, B0 + (size_t)d * dm, c->alpha[n - 1], A2, S2, c->beta[n - 1], c->d2, c->k, crow, n, dm, d);
+                            dPn + (size_t)d * dm, B0 + (size_t)d * dm, c->alpha[n - 1], A2, S2, c->beta[n - 1], c->d2, c->k, crow, n, dm, din);
     }
     if (dPn && Sx) {
         mem_update_backward(dS1, NULL, NULL, c->dsig, NULL, c->dd1, c->dhk, c->ds, dSn, S1, c->sigma[n - 1], NULL, NULL, 0, c->d1, c->hk, srow, n, d, dm);
-        mem_update_backward(dS2, NULL, NULL, c->dsig, NULL, c->dd2, c->dk, c->ds, dSn + (size_t)d * dm, S2, c->sigma[n - 1], NULL, NULL, 0, c->d2, c->k, srow, n, dm, d);
+        mem_update_backward(dS2, NULL, NULL, c->dsig, NULL, c->dd2, c->dk, c->ds, dSn + (size_t)d * dm, S2, c->sigma[n - 1], NULL, NULL, 0, c->d2, c->k, srow, n, dm, din);
     }
     // reads: y = q + LN(o_q) g + beta, o_q = read(W1, hq), hq = GELU(zq), zq = read(W2, q)
-    mem_out_backward(c->dq, c->doq, c->dlng, c->dlnb, dy, c->nq, lng, m, n);
+    mem_out_backward(c->dqr, c->doq, c->dlng, c->dlnb, dy, c->nq, lng, m, n);   // (dqr is dq without poly)
     if (m->ln) { memcpy(c->dnk, c->doq, nd * sizeof(real)); memset(c->doq, 0, nd * sizeof(real)); ln_backward(c->doq, c->dnk, NULL, c->nq, c->rq, n, d); memset(c->dnk, 0, nd * sizeof(real)); }
     mem_read_backward(c->dhq, c->dhk, c->dd1, dW1, dS1, dA1, &c->dcs[0], c, c->doq, c->hq, c->hk, c->d1, W1, S1, A1, cs0,
                       c->xw2, c->xs2, c->xx2, c->xa2, n, d, dm);
     for (size_t e = 0; e < nm; e++) c->dzq[e] = c->dhq[e] * gelu_d1(c->zq[e], c->tq[e]);
     mem_read_backward(c->dq, c->dk, c->dd2, dW2, dS2, dA2, &c->dcs[1], c, c->dzq, c->q, c->k, c->d2, W2, S2, A2, cs1,
-                      c->xw1, c->xs1, c->xx1, c->xa1, n, dm, d);
+                      c->xw1, c->xs1, c->xx1, c->xa1, n, dm, din);
     // second order: back through the inner gradient d2 = (W1^T d1) * GELU'(zk), d1 = LN-back(r g), r = bias(M(k), v)
     for (size_t e = 0; e < nm; e++) {
         c->dgk[e] = c->dd2[e] * gelu_d1(c->zk[e], c->tk[e]);
@@ -785,14 +840,14 @@ static void mem_chunk_backward(const MemCfg* m, MemChunk* c, int n, const real* 
         }
     } else for (size_t e = 0; e < nd; e++) c->dr[e] += c->dd1[e];
     mem_bias_backward(m, c, n);                                 // r -> M(k)
-    mem_out_backward(c->dk, c->dnk, c->dlng, c->dlnb, c->dmk, c->nk, lng, m, n);
+    mem_out_backward(c->dkr, c->dnk, c->dlng, c->dlnb, c->dmk, c->nk, lng, m, n);
     if (m->ln) ln_backward(c->dok, c->dnk, c->drk, c->nk, c->rk, n, d);
     else memcpy(c->dok, c->dnk, nd * sizeof(real));
     mm_nn(c->dhk, c->dok, W1, n, dm, d, 1, 1);                  // o = W1 hk
     mm_tn(dW1, c->dok, c->hk, d, dm, n, 1, 1);
     for (size_t e = 0; e < nm; e++) c->dzk[e] += c->dhk[e] * gelu_d1(c->zk[e], c->tk[e]);
-    mm_nn(c->dk, c->dzk, W2, n, d, dm, 1, 1);                   // zk = W2 k
-    mm_tn(dW2, c->dzk, c->k, dm, d, n, 1, 1);
+    mm_nn(c->dk, c->dzk, W2, n, din, dm, 1, 1);                 // zk = W2 k
+    mm_tn(dW2, c->dzk, c->k, dm, din, n, 1, 1);
     mem_coef_backward(c, n, m->momentum);
 }
 
@@ -800,9 +855,9 @@ static void mem_chunk_backward(const MemCfg* m, MemChunk* c, int n, const real* 
 
 // the state's matrices: deep W1 (d, dm) then W2 (dm, d); linear W (d, d)
 static int mem_matrices(const MemCfg* m, size_t* off, int* rows, int* cols) {
-    off[0] = 0; rows[0] = m->d; cols[0] = m->depth == 2 ? m->dm : m->d;
+    off[0] = 0; rows[0] = m->d; cols[0] = m->depth == 2 ? m->dm : m->din;
     if (m->depth == 1) return 1;
-    off[1] = (size_t)m->d * m->dm; rows[1] = m->dm; cols[1] = m->d; return 2;
+    off[1] = (size_t)m->d * m->dm; rows[1] = m->dm; cols[1] = m->din; return 2;
 }
 // Moneta: s = (|A|_4 + 1e-6)^2 per matrix; P_s = A / s; the reads' write terms scale by 1/s
 static void lq_scales(const MemCfg* m, const real* A, real* P, real* cs) {
@@ -1178,6 +1233,8 @@ typedef struct {
     int lattice, lat_k, lat_ablate;   // Lattice (SPEC §5.8, section 3b): LAT_NONE/DEC/ENC/SIM; states kept every lat_k tokens
                                       // (-w); ablation bits LATA_NO_ORTHO | LATA_NO_RENORM (-Y). The forgetting gate mu (-B 1) is gate_a
     int arch, npers, seg;             // Titans layers (section 4b, SPEC §9.2-9.3): ARCH_*, N_p persistent tokens, MAC segment C
+    int omega;                        // Omega rule window c (SPEC §5.5); 0 or 1: off (header slot 30, flag -G)
+    int poly;                         // degree-2 polynomial features on q, k (SPEC §5.6): 1 on (header slot 31, flag -I)
 } Config;
 // the Titans arrangements (header slot 24): every layer of the model is of that kind (its pattern letters are all 'M')
 enum { ARCH_NONE = 0, ARCH_MAL = 1, ARCH_MAG = 2, ARCH_MAC = 3 };
@@ -1192,6 +1249,7 @@ static int preset_config(Config* c, const char* name) {
     c->mem_depth = 2; c->mem_resid = 1; c->mem_ln = 1; c->bias = BIAS_L2; c->algo = ALGO_GD; c->gate_a = 1; c->gate_eta = 1;
     c->retention = RET_NONE; c->gate_rank = 0; c->eta_max = 1.0f; c->b = 16; c->anchor = 0;
     c->lattice = LAT_NONE; c->lat_k = 0; c->lat_ablate = 0;
+    c->retention = RET_NONE; c->gate_rank = 0; c->eta_max = 1.0f; c->b = 16; c->anchor = 0; c->omega = 1; c->poly = 0;
     if (!strcmp(name, "titans")) { c->algo = ALGO_MOMENTUM; c->anchor = 1; c->eta_max = 0.1f; }
     else if (!strcmp(name, "moneta")) { c->bias = BIAS_LP; c->retention = RET_LQ; c->anchor = 1; c->eta_max = 0.003f; }
     else if (!strcmp(name, "yaad")) { c->bias = BIAS_HUBER; c->anchor = 1; c->eta_max = 0.3f; }
@@ -1203,6 +1261,7 @@ static int preset_config(Config* c, const char* name) {
     else if (!strcmp(name, "lattice") || !strcmp(name, "lattice_enc") || !strcmp(name, "lattice_sim")) {   // SPEC §5.8: slots, no a gate
         c->mem_depth = 1; c->mem_resid = c->mem_ln = 0; c->gate_a = 0; c->b = 1; c->lat_k = 64;
         c->lattice = name[7] == 0 ? LAT_DEC : name[8] == 'e' ? LAT_ENC : LAT_SIM; }
+    else if (!strcmp(name, "omeganet")) { c->omega = 8; c->poly = 1; c->anchor = 1; c->eta_max = 0.3f; }
     else if (!strcmp(name, "transformer")) return preset_config(c, "titans");  // all 'A' (preset_pattern); the memory fields are unused
     else if (!strcmp(name, "mal") || !strcmp(name, "mag") || !strcmp(name, "mac")) {   // Titans layers (section 4b), titans memory (-Q: another)
         preset_config(c, "titans"); c->arch = name[2] == 'l' ? ARCH_MAL : name[2] == 'g' ? ARCH_MAG : ARCH_MAC; return 1;
@@ -1228,7 +1287,7 @@ static void preset_pattern(char* out, const char* name, int L) {
     for (int l = 0; l < L; l++) out[l] = !strcmp(name, "transformer") ? 'A' : hybrid ? "MS"[l % 2] : 'M';
     out[L] = 0;
 }
-static const char* const PRESETS = "titans, moneta, yaad, memora, ttt_mlp, linear_attn, deltanet, gated_deltanet, lattice, lattice_enc, lattice_sim, transformer; "
+static const char* const PRESETS = "titans, moneta, yaad, memora, ttt_mlp, linear_attn, deltanet, gated_deltanet, lattice, lattice_enc, lattice_sim, omeganet, transformer; "
                                    "a memory preset with -H (e.g. titans-H) alternates it with sliding-window attention; "
                                    "mal, mag, mac (Titans: memory as a layer, a gate, context; -Q the memory preset)";
 
@@ -1237,28 +1296,34 @@ static MemCfg mem_config(const Config* c) {
     m.d = d; m.depth = c->mem_depth; m.dm = c->mem_depth == 2 ? c->E * d : d;
     m.resid = c->mem_depth == 2 && c->mem_resid; m.ln = c->mem_depth == 2 && c->mem_ln;
     m.bias = c->bias; m.momentum = c->algo == ALGO_MOMENTUM; m.retention = c->retention; m.cw = c->gate_rank > 0; m.anchor = c->anchor;
-    m.nP = c->mem_depth == 2 ? 2 * d * m.dm : d * d;
+    m.poly = c->poly; m.din = c->poly ? 1 + d + d * (d + 1) / 2 : d;   // D_phi (SPEC §5.6)
+    m.nP = c->mem_depth == 2 ? d * m.dm + m.dm * m.din : d * m.din;
+    m.omega = c->omega > 1 ? c->omega : 1;
     m.lattice = c->lattice; m.lat_k = c->lat_k; m.lat_ablate = c->lat_ablate;   // Lattice: S is d x d (m = d slots)
     return m;
 }
 
 // Parameters: one allocation, tensors back to back in this order (the checkpoint layout).
-#define NUM_PARAM_TENSORS 37
+#define NUM_PARAM_TENSORS 40
 typedef struct {
     real *wte, *rms1_w, *wq, *wk, *wv, *conv_q, *conv_k, *conv_v;
     real *gate_a_w, *gate_a_b, *gate_eta_w, *gate_eta_b, *gate_theta_w, *gate_theta_b;
     real *mem_p0, *mem_ln_g, *mem_ln_b, *wg, *rmsh_w, *wo, *rms2_w, *mlp_w1, *mlp_w3, *mlp_w2, *rmsf_w;
     real *gate_eta_up, *gate_delta_w, *gate_delta_b, *gate_delta_up;  // channel-wise eta; Yaad's delta (after rmsf_w: older layouts stay valid)
     real *pers, *att_wq, *att_wk, *att_wv, *att_wo, *rmsa_w, *og1_w, *og2_w;  // Titans layers (section 4b); empty otherwise
+    real *gate_gamma_w, *gate_gamma_b;                                // omega's window gates (SPEC §5.5): (Lm, H*c, D), (Lm, H*c)
+    real *poly_rho;                                                   // poly (SPEC §5.6): (Lm, 3), a_i = softplus(rho_i)
 } ParameterTensors;
 static const char* const PARAM_NAMES[NUM_PARAM_TENSORS] = {
     "wte", "rms1_w", "wq", "wk", "wv", "conv_q", "conv_k", "conv_v", "gate_a_w", "gate_a_b", "gate_eta_w", "gate_eta_b",
     "gate_theta_w", "gate_theta_b", "mem_p0", "mem_ln_g", "mem_ln_b", "wg", "rmsh_w", "wo", "rms2_w", "mlp_w1", "mlp_w3", "mlp_w2", "rmsf_w",
     "gate_eta_up", "gate_delta_w", "gate_delta_b", "gate_delta_up",
-    "pers", "att_wq", "att_wk", "att_wv", "att_wo", "rmsa_w", "og1_w", "og2_w"};
+    "pers", "att_wq", "att_wk", "att_wv", "att_wo", "rmsa_w", "og1_w", "og2_w",
+    "gate_gamma_w", "gate_gamma_b", "poly_rho"};
 // AdamW weight decay on matrices only (SPEC §8): not norms, conv filters, gate biases, P_0, the memory LN
 static const int PARAM_DECAY[NUM_PARAM_TENSORS] = {1, 0, 1, 1, 1, 0, 0, 0, 1, 0, 1, 0, 1, 0, 0, 0, 0, 1, 0, 1, 0, 1, 1, 1, 0, 1, 1, 0, 1,
-                                                   0, 1, 1, 1, 1, 0, 0, 0};  // Titans: persistent tokens and norms not decayed
+                                                   0, 1, 1, 1, 1, 0, 0, 0,   // Titans: persistent tokens and norms not decayed
+                                                   1, 0, 0};  // ATLAS: the window gate's weights decayed; its bias and poly's rho not
 
 // The tensors only a memory mixer uses (conv, gates, P_0, memory LN, wg, rmsh_w) are stacked over the Lm = number of
 // 'M' layers, in layer order (a memory layer's index there is its rank among the 'M' layers); all others over L.
@@ -1267,6 +1332,7 @@ static void fill_in_parameter_sizes(size_t* s, const Config* c) {
     size_t LL = c->L, L = memory_layers(c), D = c->D, H = c->H, d = D / H, K = c->K, F = c->F; MemCfg m = mem_config(c);
     size_t ga = c->gate_a, ge = c->gate_eta, gt = c->algo == ALGO_MOMENTUM, ln = m.ln, hu = c->bias == BIAS_HUBER, R = c->gate_rank;
     size_t gw = R ? R * D : H * D, gb = R ? D : H;  // a gate's first matrix and its bias: per head, or rank R per channel
+    size_t Hc = m.omega > 1 ? H * m.omega : 0;      // omega's gamma gates: H*c outputs (none without omega)
     size_t v[NUM_PARAM_TENSORS] = {
         (size_t)c->Vp * D, LL * D, LL * D * D, LL * D * D, LL * D * D, L * D * K, L * D * K, L * D * K,
         ga * L * H * D, ga * L * H, ge * L * gw, ge * L * gb, gt * L * H * D, gt * L * H,
@@ -1275,7 +1341,8 @@ static void fill_in_parameter_sizes(size_t* s, const Config* c) {
         // Titans layers (section 4b): N_p persistent D-vectors per layer; the attention's own q, k, v, o projections;
         // MAL's RMSNorm_attn; the o(y, m) gate's two RMSNorms (MAG, MAC)
         LL * c->npers * D, c->arch ? LL * D * D : 0, c->arch ? LL * D * D : 0, c->arch ? LL * D * D : 0,
-        c->arch ? LL * D * D : 0, c->arch == ARCH_MAL ? LL * D : 0, c->arch >= ARCH_MAG ? LL * D : 0, c->arch >= ARCH_MAG ? LL * D : 0};
+        c->arch ? LL * D * D : 0, c->arch == ARCH_MAL ? LL * D : 0, c->arch >= ARCH_MAG ? LL * D : 0, c->arch >= ARCH_MAG ? LL * D : 0,
+        L * Hc * D, L * Hc, c->poly ? L * 3 : 0};  // ATLAS: omega's window gates, poly's rho
     memcpy(s, v, sizeof v);
 }
 static void point_parameters(ParameterTensors* p, real* mem, const size_t* sizes) {
@@ -1284,12 +1351,13 @@ static void point_parameters(ParameterTensors* p, real* mem, const size_t* sizes
         &p->gate_eta_w, &p->gate_eta_b, &p->gate_theta_w, &p->gate_theta_b, &p->mem_p0, &p->mem_ln_g, &p->mem_ln_b,
         &p->wg, &p->rmsh_w, &p->wo, &p->rms2_w, &p->mlp_w1, &p->mlp_w3, &p->mlp_w2, &p->rmsf_w,
         &p->gate_eta_up, &p->gate_delta_w, &p->gate_delta_b, &p->gate_delta_up,
-        &p->pers, &p->att_wq, &p->att_wk, &p->att_wv, &p->att_wo, &p->rmsa_w, &p->og1_w, &p->og2_w};
+        &p->pers, &p->att_wq, &p->att_wk, &p->att_wv, &p->att_wo, &p->rmsa_w, &p->og1_w, &p->og2_w,
+        &p->gate_gamma_w, &p->gate_gamma_b, &p->poly_rho};
     for (int i = 0; i < NUM_PARAM_TENSORS; i++) { *ptrs[i] = mem; mem += sizes[i]; }
 }
 
 // Activations: one allocation; every per-layer tensor stacked as (L, ...). N = B*T.
-#define NUM_ACT_TENSORS 36
+#define NUM_ACT_TENSORS 39
 typedef struct {
     real *encoded;                          // (N, D) token embeddings
     real *ln1, *ln1_rstd;                   // (L, N, D), (L, N)   u = RMSNorm(x)
@@ -1305,6 +1373,8 @@ typedef struct {
     real *h1, *h3, *hg;                     // (L, N, F) SwiGLU branches and product
     real *mlpo, *res3;                      // (L, N, D) hg W2^T, res2 + mlpo (the layer output)
     real *lnf, *lnf_rstd, *logits, *probs, *losses; // (N, D), (N), (N, Vp), (N, Vp), (N)
+    real *ggam;                             // (L, N, H*c) omega's gamma gates (none without omega)
+    real *qf, *kf;                          // (L, N, H*D_phi) poly features of q, k (none without poly)
 } ActivationTensors;
 
 static void fill_in_activation_sizes(size_t* s, const Config* c, int B, int T) {
@@ -1313,13 +1383,14 @@ static void fill_in_activation_sizes(size_t* s, const Config* c, int B, int T) {
         L * N * D, L * N * D, L * N * D, L * N * D, L * N * H, L * N * H, L * N * D, L * N * H, L * N * Ge, L * N * H,
         L * N * Ge, L * N * R, L * N * R,
         L * N * D, L * N * H, L * N * D, L * N * D, L * N * D, L * N * D, L * N * D, L * N * D, L * N,
-        L * N * F, L * N * F, L * N * F, L * N * D, L * N * D};
+        L * N * F, L * N * F, L * N * F, L * N * D, L * N * D, c->omega > 1 ? L * N * H * c->omega : 0,
+        c->poly ? L * N * H * mem_config(c).din : 0, c->poly ? L * N * H * mem_config(c).din : 0};
     memcpy(s, v, sizeof v);
 }
 static void point_activations(ActivationTensors* a, real* mem, const size_t* sizes, const Config* c, int B, int T) {
     real** ptrs[NUM_ACT_TENSORS] = {&a->encoded, &a->ln1, &a->ln1_rstd, &a->qp, &a->kp, &a->vp, &a->qc, &a->kc, &a->vc,
         &a->qs, &a->ks, &a->q, &a->k, &a->qrn, &a->krn, &a->v, &a->ga, &a->geta, &a->gth, &a->gdel, &a->geta_lr, &a->gdel_lr, &a->y, &a->yrstd, &a->yn,
-        &a->gp, &a->z, &a->mo, &a->res2, &a->ln2, &a->ln2_rstd, &a->h1, &a->h3, &a->hg, &a->mlpo, &a->res3};
+        &a->gp, &a->z, &a->mo, &a->res2, &a->ln2, &a->ln2_rstd, &a->h1, &a->h3, &a->hg, &a->mlpo, &a->res3, &a->ggam, &a->qf, &a->kf};
     for (int i = 0; i < NUM_ACT_TENSORS; i++) { *ptrs[i] = mem; mem += sizes[i]; }
     size_t N = (size_t)B * T; // the head: not layer-stacked
     a->lnf = mem; mem += N * c->D; a->lnf_rstd = mem; mem += N; a->logits = mem; mem += N * c->Vp;
@@ -1451,6 +1522,162 @@ static void gates_backward(Model* M, int l, real* du, const real* u, int N, cons
                       g->gdel + oG, u, p->gate_delta_w + l * gw, R ? p->gate_delta_up + (size_t)l * D * R : NULL, a->gdel_lr + oR, N, D, Ge, R); }
 }
 
+// poly (SPEC §5.6): phi(x) = [sqrt(a0); sqrt(a1) x; sqrt(a2) (x_i^2)_i; sqrt(2 a2) (x_i x_j)_{i<j}], a = softplus(rho),
+// so phi(q).phi(k) = a0 + a1 q.k + a2 (q.k)^2; per head, rows x (N, H*d) -> out (N, H*D_phi); the pairs row-major (i, then j > i)
+static void poly_forward(real* out, const real* x, const real* rho, int N, int H, int d) {
+    int dp = 1 + d + d * (d + 1) / 2; real sa[3];
+    for (int i = 0; i < 3; i++) sa[i] = sqrt(rho[i] > 20 ? rho[i] : log1p(exp(rho[i])));
+    real s2b = sqrt((real)2) * sa[2];
+    for (size_t r = 0; r < (size_t)N * H; r++) {
+        const real* xi = x + r * d; real* o = out + r * dp; int e = 1 + d + d;
+        o[0] = sa[0];
+        for (int i = 0; i < d; i++) { o[1 + i] = sa[1] * xi[i]; o[1 + d + i] = sa[2] * xi[i] * xi[i]; }
+        for (int i = 0; i < d; i++) for (int j = i + 1; j < d; j++) o[e++] = s2b * xi[i] * xi[j];
+    }
+}
+// dx += dphi/dx^T dout; drho += dphi/drho^T dout (d sqrt(c a)/da = sqrt(c a) / (2 a), da/drho = sigmoid(rho))
+static void poly_backward(real* dx, real* drho, const real* dout, const real* x, const real* rho, int N, int H, int d) {
+    int dp = 1 + d + d * (d + 1) / 2; real a[3], sa[3], g[3] = {0, 0, 0};
+    for (int i = 0; i < 3; i++) { a[i] = rho[i] > 20 ? rho[i] : log1p(exp(rho[i])); sa[i] = sqrt(a[i]); }
+    real s2b = sqrt((real)2) * sa[2];
+    for (size_t r = 0; r < (size_t)N * H; r++) {
+        const real* xi = x + r * d; const real* go = dout + r * dp; real* dxi = dx + r * d; int e = 1 + d + d;
+        real g1 = 0, g2 = 0, g2b = 0;
+        g[0] += go[0];
+        for (int i = 0; i < d; i++) {
+            dxi[i] += sa[1] * go[1 + i] + 2 * sa[2] * xi[i] * go[1 + d + i];
+            g1 += go[1 + i] * xi[i]; g2 += go[1 + d + i] * xi[i] * xi[i];
+        }
+        for (int i = 0; i < d; i++) for (int j = i + 1; j < d; j++, e++) {
+            dxi[i] += s2b * xi[j] * go[e]; dxi[j] += s2b * xi[i] * go[e]; g2b += go[e] * xi[i] * xi[j];
+        }
+        g[1] += g1; g[2] += g2 + sqrt((real)2) * g2b;   // (the sqrt(2 a2) block: sqrt(2) sqrt(a2))
+    }
+    for (int i = 0; i < 3; i++) drho[i] += g[i] * sa[i] / (2 * a[i]) * sigmoidr(rho[i]);
+}
+
+// ---- muon's Newton-Schulz (SPEC §5.7), a building block: not yet used by any memory (README "ATLAS family").
+// NS5(S): X = S / (|S|_F + 1e-7), transposed so that rows <= cols (m x n), then 5 times
+//     A = X X^T ;  X = 3.4445 X + (-4.7750 A + 2.0315 A A) X
+// and transposed back; NS5(0) = 0 with zero derivative. The forward keeps X_0..X_5 (6 m n) and A_0..A_4 (5 m m)
+// in sv for the backward; tmp: 2 m m + m n scratch.
+static const real NS5_A = 3.4445, NS5_B = -4.7750, NS5_C = 2.0315;
+static size_t ns5_saved(int r, int cc) { size_t m = r < cc ? r : cc, n = r < cc ? cc : r; return 6 * m * n + 5 * m * m + 1; }
+static void ns5_forward(real* out, real* sv, real* tmp, const real* S, int r, int cc) {
+    int tr = r > cc, m = tr ? cc : r, n = tr ? r : cc; size_t mn = (size_t)m * n, mm = (size_t)m * m;
+    real *X = sv, *A = sv + 6 * mn, *nrm = A + 5 * mm, *B = tmp;
+    double s2 = 0; for (size_t e = 0; e < mn; e++) s2 += (double)S[e] * S[e];
+    *nrm = (real)sqrt(s2);
+    if (*nrm == 0) { memset(out, 0, mn * sizeof(real)); return; }
+    real f = 1 / (*nrm + (real)1e-7);
+    for (int i = 0; i < r; i++) for (int j = 0; j < cc; j++) X[tr ? (size_t)j * n + i : (size_t)i * n + j] = f * S[(size_t)i * cc + j];
+    for (int k = 0; k < 5; k++) {
+        real *Xk = X + k * mn, *Xn = Xk + mn, *Ak = A + k * mm;
+        mm_nt(Ak, Xk, Xk, m, m, n, 1, 0);                          // A = X X^T
+        mm_nn(B, Ak, Ak, m, m, m, NS5_C, 0);                       // B = b A + c A A
+        for (size_t e = 0; e < mm; e++) B[e] += NS5_B * Ak[e];
+        mm_nn(Xn, B, Xk, m, n, m, 1, 0);                           // X' = a X + B X
+        for (size_t e = 0; e < mn; e++) Xn[e] += NS5_A * Xk[e];
+    }
+    const real* X5 = X + 5 * mn;
+    for (int i = 0; i < r; i++) for (int j = 0; j < cc; j++) out[(size_t)i * cc + j] = X5[tr ? (size_t)j * n + i : (size_t)i * n + j];
+}
+// dS += dNS5/dS^T dout, from the forward's sv (tmp: 3 m m + 2 m n). Per iteration, with B = b A + c A^2 (symmetric):
+//   dX = a G + B G + (dA + dA^T) X,  dA = b dB + c (dB A + A dB),  dB = G X^T;  then through X_0 = S / (|S| + eps):
+//   dS = G_0 / (|S| + eps) - S <S, G_0> / ((|S| + eps)^2 |S|)
+static void ns5_backward(real* dS, const real* dout, const real* sv, real* tmp, const real* S, int r, int cc) {
+    int tr = r > cc, m = tr ? cc : r, n = tr ? r : cc; size_t mn = (size_t)m * n, mm = (size_t)m * m;
+    const real *X = sv, *A = sv + 6 * mn; real nrm = A[5 * mm];
+    if (nrm == 0) return;
+    real *G = tmp, *Gn = G + mn, *B = Gn + mn, *dB = B + mm, *dA = dB + mm;
+    for (int i = 0; i < r; i++) for (int j = 0; j < cc; j++) G[tr ? (size_t)j * n + i : (size_t)i * n + j] = dout[(size_t)i * cc + j];
+    for (int k = 4; k >= 0; k--) {
+        const real *Xk = X + k * mn, *Ak = A + k * mm;
+        mm_nn(B, Ak, Ak, m, m, m, NS5_C, 0); for (size_t e = 0; e < mm; e++) B[e] += NS5_B * Ak[e];
+        mm_nn(Gn, B, G, m, n, m, 1, 0);                            // B^T G = B G
+        for (size_t e = 0; e < mn; e++) Gn[e] += NS5_A * G[e];
+        mm_nt(dB, G, Xk, m, m, n, 1, 0);                           // dB = G X^T
+        mm_nn(dA, dB, Ak, m, m, m, NS5_C, 0); mm_nn(dA, Ak, dB, m, m, m, NS5_C, 1);
+        for (size_t e = 0; e < mm; e++) dA[e] += NS5_B * dB[e];
+        for (int i = 0; i < m; i++) for (int j = 0; j < m; j++) dB[(size_t)i * m + j] = dA[(size_t)i * m + j] + dA[(size_t)j * m + i];
+        mm_nn(Gn, dB, Xk, m, n, m, 1, 1);                          // + (dA + dA^T) X
+        memcpy(G, Gn, mn * sizeof(real));
+    }
+    real f = 1 / (nrm + (real)1e-7); double sg = 0;
+    for (int i = 0; i < r; i++) for (int j = 0; j < cc; j++) sg += (double)S[(size_t)i * cc + j] * G[tr ? (size_t)j * n + i : (size_t)i * n + j];
+    real w = (real)(sg * f * f / nrm);
+    for (int i = 0; i < r; i++) for (int j = 0; j < cc; j++)
+        dS[(size_t)i * cc + j] += f * G[tr ? (size_t)j * n + i : (size_t)i * n + j] - w * S[(size_t)i * cc + j];
+}
+
+// omega's window gates (SPEC §5.5): gamma_t[o] = sigmoid(u_t W_gamma + b_gamma)[h*c + o], out (N, H*c) of layer l
+static void omega_gates_forward(const Model* M, int l, const real* u, int N, real* out) {
+    int D = M->cfg.D, Hc = M->cfg.H * M->mem.omega; size_t ml = M->mlayer[l];
+    matmul_forward(out, u, M->params.gate_gamma_w + ml * Hc * D, M->params.gate_gamma_b + ml * Hc, N, D, Hc);
+    gate_act_forward(out, (size_t)N * Hc, 1);
+}
+// dg (the gates' gradients, turned into pre-activation gradients in place) -> du, dW_gamma, db_gamma
+static void omega_gates_backward(Model* M, int l, real* du, const real* u, int N, const real* g, real* dg) {
+    int D = M->cfg.D, Hc = M->cfg.H * M->mem.omega; size_t ml = M->mlayer[l];
+    gate_act_backward(dg, dg, g, (size_t)N * Hc, 1);
+    matmul_backward(du, M->grads.gate_gamma_w + ml * Hc * D, M->grads.gate_gamma_b + ml * Hc, dg, u, M->params.gate_gamma_w + ml * Hc * D, N, D, Hc);
+}
+// The chunk of rows [t0, t0+n) with its halo: rows [t0-nh, t0) first (nh = min(c-1, t0)), whose own steps are nothing
+// (a = 1, eta = 0, theta = 1; beta is held at 0 by mem_coef_forward); the gates gamma of the chunk's own rows.
+static int omega_halo(MemChunk* c, const MemCfg* m, int nh) {
+    c->nh = nh; c->wc = m->omega;
+    for (int t = 0; t < nh; t++) { c->a[t] = 1; c->eta[t] = 0; c->theta[t] = 1; }
+    return nh;
+}
+// poly: the chunk's q, k rows become the features (n, din), the raw rows go to qr, kr (all rows set first: the raw
+// rows were written at stride d into q, k)
+static void poly_rows(MemChunk* c, const MemCfg* m, int n, const real* const* qf, const real* const* kf) {
+    int d = m->d, din = m->din;
+    memcpy(c->qr, c->q, (size_t)n * d * sizeof(real)); memcpy(c->kr, c->k, (size_t)n * d * sizeof(real));
+    for (int t = 0; t < n; t++) { memcpy(c->q + (size_t)t * din, qf[t], din * sizeof(real)); memcpy(c->k + (size_t)t * din, kf[t], din * sizeof(real)); }
+}
+// the chunk's rows for the ATLAS family (omega and/or poly): returns the halo rows nh (0 without omega)
+static int omega_load_chunk(MemChunk* c, const Model* M, int l, int bb, int h, int t0, int n) {
+    int w = M->mem.omega, nh = t0 < w - 1 ? t0 : w - 1, Hc = M->cfg.H * w, din = M->mem.din; size_t Hp = (size_t)M->cfg.H * din;
+    load_chunk_inputs(c, M, l, bb, h, t0 - nh, nh + n);
+    if (M->mem.poly) {
+        const real* qf[1024 + 64]; const real* kf[1024 + 64];
+        for (int t = 0; t < nh + n; t++) {
+            size_t r = (size_t)l * M->B * M->T + (size_t)bb * M->T + t0 - nh + t;
+            qf[t] = M->acts.qf + r * Hp + (size_t)h * din; kf[t] = M->acts.kf + r * Hp + (size_t)h * din;
+        }
+        poly_rows(c, &M->mem, nh + n, qf, kf);
+    }
+    if (w == 1) return 0;
+    for (int t = 0; t < n; t++) {
+        size_t r = (size_t)l * M->B * M->T + (size_t)bb * M->T + t0 + t;
+        memcpy(c->gam + (size_t)(nh + t) * w, M->acts.ggam + r * Hc + (size_t)h * w, w * sizeof(real));
+    }
+    return omega_halo(c, &M->mem, nh);
+}
+// the gradients back: the chunk's own rows all of them, the halo rows dk, dv (and delta) only; accumulated (a later
+// chunk's halo has already added to these rows, and this chunk's halo adds to the previous chunk's)
+// (poly: dq, dk are the features' gradients, into qf, kf; the residual's raw ones dqr, dkr into q, k)
+static void omega_store_chunk_grads(const MemChunk* c, Model* M, int l, int bb, int h, int t0, int n) {
+    ActivationTensors* g = &M->grads_acts; int T = M->T, H = M->cfg.H, D = M->cfg.D, d = M->mem.d, w = M->mem.omega, nh = c->nh, din = M->mem.din;
+    for (int t = 0; t < nh + n; t++) {
+        size_t r = (size_t)l * M->B * T + (size_t)bb * T + t0 - nh + t; int own = t >= nh;
+        for (int i = 0; i < d; i++) {
+            size_t e = (size_t)t * d + i;
+            g->q[r * D + h * d + i] += own ? c->dqr[e] : 0; g->k[r * D + h * d + i] += c->dkr[e]; g->v[r * D + h * d + i] += c->dv[e];
+        }
+        if (M->mem.poly) for (int i = 0; i < din; i++) {
+            size_t e = (size_t)t * din + i, o = r * H * din + (size_t)h * din + i;
+            g->qf[o] += own ? c->dq[e] : 0; g->kf[o] += c->dk[e];
+        }
+        if (M->mem.bias == BIAS_HUBER) { real s = 0; for (int i = 0; i < d; i++) s += c->ddelta[(size_t)t * d + i]; g->gdel[r * H + h] += s; }
+        if (!own) continue;
+        g->ga[r * H + h] += c->da[t]; g->gth[r * H + h] += c->dtheta[t];
+        if (M->mem.cw) for (int i = 0; i < d; i++) g->geta[r * D + h * d + i] += c->detac[(size_t)t * d + i]; else g->geta[r * H + h] += c->deta[t];
+        if (w > 1) for (int o = 0; o < w; o++) g->ggam[r * H * w + (size_t)h * w + o] += c->dgam[(size_t)t * w + o];
+    }
+}
+
 // The first non-finite quantity of a chunk's backward, or NULL: the gradient arriving from the layers above (dy),
 // the gradient of the memory state at the chunk start (dL/dP_s; the recurrence's product grows here when a chunk
 // map amplifies), or the chunk's input gradients (q, k, v, gates).
@@ -1537,11 +1764,11 @@ static void memory_forward(Model* M, int l) {
         const real* lnb = m->ln ? M->params.mem_ln_b + lh * m->d : NULL;
         c->p0 = m->anchor ? M->params.mem_p0 + lh * nP : NULL;
         for (int ch = 0; ch < nch; ch++) {
-            int t0 = ch * b, n = T - t0 < b ? T - t0 : b, last = ch == nch - 1;
-            load_chunk_inputs(c, M, l, bb, h, t0, n);
-            mem_step_forward(m, c, n, P + (size_t)ch * nP, S ? S + (size_t)ch * nP : NULL,
+            int t0 = ch * b, n = T - t0 < b ? T - t0 : b, last = ch == nch - 1, nh = 0;   // nh: omega's halo rows
+            if (m->omega > 1 || m->poly) nh = omega_load_chunk(c, M, l, bb, h, t0, n); else load_chunk_inputs(c, M, l, bb, h, t0, n);
+            mem_step_forward(m, c, nh + n, P + (size_t)ch * nP, S ? S + (size_t)ch * nP : NULL,
                              last ? NULL : P + (size_t)(ch + 1) * nP, (S && !last) ? S + (size_t)(ch + 1) * nP : NULL, lng, lnb);
-            scatter_rows(M->acts.y + (size_t)l * B * T * M->cfg.D, c->y, bb, h, t0, n, T, H, m->d);
+            scatter_rows(M->acts.y + (size_t)l * B * T * M->cfg.D, c->y + (size_t)nh * m->d, bb, h, t0, n, T, H, m->d);
         }
     }
 }
@@ -1564,13 +1791,14 @@ static void memory_backward(Model* M, int l) {
         c->p0 = m->anchor ? M->params.mem_p0 + lh * nP : NULL;
         real *dPn = NULL, *dSn = NULL, *dPs = c->Pa, *dSs = c->Sa;
         for (int ch = nch - 1; ch >= 0; ch--) {
-            int t0 = ch * b, n = T - t0 < b ? T - t0 : b;
+            int t0 = ch * b, n = T - t0 < b ? T - t0 : b, nh = 0;   // nh: omega's halo rows (their dy is 0)
             real* Pc = P + (size_t)ch * nP; real* Sc = S ? S + (size_t)ch * nP : NULL;
-            load_chunk_inputs(c, M, l, bb, h, t0, n);
-            gather_rows(c->dy, g->y + o * D, bb, h, t0, n, T, H, d);
-            mem_step_backward(m, c, n, c->dy, Pc, Sc, dPn, dSn, dPs, dSs, lng, lnb);
-            store_chunk_grads(c, M, l, bb, h, t0, n);
-            const char* what = mem_chunk_nonfinite(m, c, n, dPs);   // keep the first place (in backward order)
+            if (m->omega > 1 || m->poly) nh = omega_load_chunk(c, M, l, bb, h, t0, n); else load_chunk_inputs(c, M, l, bb, h, t0, n);
+            memset(c->dy, 0, (size_t)nh * d * sizeof(real));
+            gather_rows(c->dy + (size_t)nh * d, g->y + o * D, bb, h, t0, n, T, H, d);
+            mem_step_backward(m, c, nh + n, c->dy, Pc, Sc, dPn, dSn, dPs, dSs, lng, lnb);
+            if (m->omega > 1 || m->poly) omega_store_chunk_grads(c, M, l, bb, h, t0, n); else store_chunk_grads(c, M, l, bb, h, t0, n);
+            const char* what = mem_chunk_nonfinite(m, c, nh + n, dPs);   // keep the first place (in backward order)
             if (what) {                                               // a memory went non-finite (shared: one writer)
                 #pragma omp critical
                 if (!M->nf_what || (M->nf_layer == l && ch > M->nf_chunk)) { M->nf_what = what; M->nf_layer = l; M->nf_chunk = ch; }
@@ -1619,6 +1847,12 @@ static void config_check(const Config* c) {
         DIE("-w is 1..65536 and -Y 0..3, for the lattice presets only", "%sbad Lattice config: kind %d, checkpoint interval %d, ablation bits %d", cfg_origin, c->lattice, c->lat_k, c->lat_ablate);
     if (c->lattice && (c->mem_depth != 1 || c->algo != ALGO_GD || c->retention != RET_NONE || c->gate_rank || c->anchor || !c->gate_eta))
         DIE("use the lattice presets as they are (-R 0, -Z 0)", "%sLattice needs its own memory: linear slots, gd, no retention, per-head eta (gate rank %d, anchor %d)", cfg_origin, c->gate_rank, c->anchor);
+    if (c->omega < 0 || c->omega > 64) DIE("-G is the Omega window c in 1..64", "%sbad omega window %d", cfg_origin, c->omega);
+    if (c->poly < 0 || c->poly > 1) DIE("-I is 0 or 1", "%sbad poly flag %d", cfg_origin, c->poly);
+    if (c->poly && (c->retention != RET_NONE || c->gate_rank || c->D / c->H > 64))
+        DIE("use -I 0 here, or more heads", "%sthe poly features (SPEC 5.6) work without the lq/kl retentions and channel-wise gates (-R 0), and with a head width of at most 64 (D_phi = 1 + d + d(d+1)/2), got d = %d", cfg_origin, c->D / c->H);
+    if (c->omega > 1 && (c->retention != RET_NONE || c->gate_rank))
+        DIE("use -G 1 here", "%sthe omega rule (window %d) works with gd or momentum, without the lq/kl retentions and channel-wise gates (-R 0)", cfg_origin, c->omega);
     char pat[4 * sizeof c->pattern + 1]; size_t np = 0;   // the pattern as printable text (it may come from a file)
     for (const unsigned char* q = (const unsigned char*)c->pattern; *q && np + 5 < sizeof pat; q++)
         np += (size_t)(*q >= 32 && *q < 127 ? snprintf(pat + np, 2, "%c", *q) : snprintf(pat + np, 5, "\\x%02x", *q));
@@ -1684,6 +1918,9 @@ static void model_init(Model* M, uint64_t seed) {
     if (c->bias == BIAS_HUBER) { fill_normal(p->gate_delta_w, L * gw, 0.02, &r); fill_const(p->gate_delta_b, L * Ge, log(exp(1.0) - 1));  // delta = 1
                         if (R) fill_normal(p->gate_delta_up, L * D * R, 0.02, &r); }
     if (c->algo == ALGO_MOMENTUM) { fill_normal(p->gate_theta_w, L * H * D, 0.02, &r); fill_const(p->gate_theta_b, L * H, log(0.9 / 0.1)); } // theta = 0.9
+    if (m->poly) for (size_t l = 0; l < L; l++) {   // a = (1, 1, 1/2) (SPEC §5.6)
+        p->poly_rho[l * 3] = (real)log(exp(1.0) - 1); p->poly_rho[l * 3 + 1] = (real)log(exp(1.0) - 1); p->poly_rho[l * 3 + 2] = (real)log(exp(0.5) - 1); }
+    if (m->omega > 1) { size_t Hc = H * m->omega; fill_normal(p->gate_gamma_w, L * Hc * D, 0.02, &r); fill_const(p->gate_gamma_b, L * Hc, log(0.88 / 0.12)); } // gamma = 0.88
     // P_0: linear W = 0. Deep W2 ~ N(0, 1) so that W2 k (k unit-norm) is O(1) at the GELU; W1 ~ N(0, 1) with
     // the LN (which makes the inner step on W1 scale like eta/|W1|^2: small W1 would make it unstable),
     // N(0, 1/d_m) without it.
@@ -1692,7 +1929,7 @@ static void model_init(Model* M, uint64_t seed) {
     for (size_t lh = 0; lh < L * H; lh++) {
         real* P0 = p->mem_p0 + lh * m->nP;
         if (m->retention == RET_KL) fill_normal(P0, m->nP, 1, &r);
-        else if (m->depth == 2) { fill_normal(P0, d * m->dm, m->ln ? 1 : 1 / sqrt((double)m->dm), &r); fill_normal(P0 + d * m->dm, d * m->dm, 1, &r); }
+        else if (m->depth == 2) { fill_normal(P0, d * m->dm, m->ln ? 1 : 1 / sqrt((double)m->dm), &r); fill_normal(P0 + d * m->dm, m->dm * m->din, 1, &r); }
         if (m->retention == RET_LQ) { real cs[2]; lq_scales(m, P0, P0, cs); }   // A_0 = P / |P|_4^2, so A_0 / s(A_0) = P
     }
     if (m->ln) { fill_const(p->mem_ln_g, L * H * d, 1); fill_const(p->mem_ln_b, L * H * d, 0); }
@@ -1710,7 +1947,7 @@ static double model_act_floats(const Config* c, int B, int T) {
     double nstate = (double)c->L * B * c->H * (c->lattice ? lattice_slots(c, T) : (T + c->b - 1) / c->b) * m.nP;
     if (c->lattice) nstate += (double)max_threads() * lattice_scratch_size(m.d, c->lat_k);
     return 2 * n + nstate * (1 + m.momentum) + (double)B * c->H * (m.nP + 2 * m.d)
-         + (double)max_threads() * memchunk_carve(&tmp, NULL, c->b, m.d, m.dm, m.nP) + 2.0 * B * T;
+         + (double)max_threads() * memchunk_carve_in(&tmp, NULL, c->b + m.omega - 1, m.d, m.din, m.dm, m.nP) + 2.0 * B * T;
 }
 static void model_alloc_acts(Model* M, int B, int T) {
     if (M->acts_memory && M->B == B && M->T == T) return;
@@ -1730,10 +1967,10 @@ static void model_alloc_acts(Model* M, int B, int T) {
     M->mem_S = NULL; if (M->mem.momentum) M->mem_S = xmalloc(nstate * sizeof(real));
     M->mem_dbh = xmalloc((size_t)B * M->cfg.H * (M->mem.nP + 2 * M->mem.d) * sizeof(real));
     int nt = max_threads(); MemChunk tmp;
-    size_t per = memchunk_carve(&tmp, NULL, M->cfg.b, M->mem.d, M->mem.dm, M->mem.nP);
+    size_t per = memchunk_carve_in(&tmp, NULL, M->cfg.b + M->mem.omega - 1, M->mem.d, M->mem.din, M->mem.dm, M->mem.nP);   // (omega: + halo)
     M->chunk_memory = xmalloc((size_t)nt * per * sizeof(real));
     M->chunks = xmalloc((size_t)nt * sizeof(MemChunk));
-    for (int i = 0; i < nt; i++) memchunk_carve(&M->chunks[i], M->chunk_memory + (size_t)i * per, M->cfg.b, M->mem.d, M->mem.dm, M->mem.nP);
+    for (int i = 0; i < nt; i++) memchunk_carve_in(&M->chunks[i], M->chunk_memory + (size_t)i * per, M->cfg.b + M->mem.omega - 1, M->mem.d, M->mem.din, M->mem.dm, M->mem.nP);
     M->inputs = xmalloc((size_t)B * T * sizeof(int)); M->targets = xmalloc((size_t)B * T * sizeof(int));
     if (M->cfg.arch && !M->tx_sub) titans_alloc(M, B, T);   // Titans layers: the stream model at (B, N_p + T)
 }
@@ -1772,8 +2009,13 @@ static void model_forward(Model* M, const int* inputs, const int* targets, int B
         silu_forward(a->qs + oD, a->qc + oD, N * D); silu_forward(a->ks + oD, a->kc + oD, N * D); silu_forward(a->v + oD, a->vc + oD, N * D);
         l2norm_forward(a->q + oD, a->qrn + oH, a->qs + oD, N, H, d);
         l2norm_forward(a->k + oD, a->krn + oH, a->ks + oD, N, H, d);
+        if (M->mem.poly) {   // poly features (SPEC §5.6) of the l2-normed q, k
+            size_t oP = (size_t)l * N * H * M->mem.din; const real* rho = p->poly_rho + ml * 3;
+            poly_forward(a->qf + oP, a->q + oD, rho, N, H, d); poly_forward(a->kf + oP, a->k + oD, rho, N, H, d);
+        }
         size_t oG = (size_t)l * N * (c->gate_rank ? D : H), oR = (size_t)l * N * c->gate_rank;
         gates_forward(M, l, u, N, a->ga + oH, a->geta + oG, a->gth + oH, a->gdel + oG, a->geta_lr + oR, a->gdel_lr + oR);
+        if (M->mem.omega > 1) omega_gates_forward(M, l, u, N, a->ggam + oH * M->mem.omega);
         memory_forward(M, l);
         // out = (RMSNorm_head(y) * SiLU(u Wg^T)) Wo^T ; x = x + out
         rmsnorm_forward(a->yn + oD, a->yrstd + oH, a->y + oD, p->rmsh_w + ml * D, N, H, d);
@@ -1847,6 +2089,12 @@ static void model_backward(Model* M, real loss_scale) {
         rmsnorm_backward(g->y + oD, dp->rmsh_w + ml * D, g->yn + oD, a->y + oD, p->rmsh_w + ml * D, a->yrstd + oH, N, H, d);
         memory_backward(M, l);
         gates_backward(M, l, du, u, N, a, g, oH, (size_t)l * N * (c->gate_rank ? D : H), (size_t)l * N * c->gate_rank);
+        if (M->mem.omega > 1) omega_gates_backward(M, l, du, u, N, a->ggam + oH * M->mem.omega, g->ggam + oH * M->mem.omega);
+        if (M->mem.poly) {   // poly: the features' gradients into q, k (which hold the residual's) and rho
+            size_t oP = (size_t)l * N * H * M->mem.din; const real* rho = p->poly_rho + ml * 3;
+            poly_backward(g->q + oD, dp->poly_rho + ml * 3, g->qf + oP, a->q + oD, rho, N, H, d);
+            poly_backward(g->k + oD, dp->poly_rho + ml * 3, g->kf + oP, a->k + oD, rho, N, H, d);
+        }
         // q, k, v
         l2norm_backward(g->qs + oD, g->q + oD, a->q + oD, a->qrn + oH, N, H, d);
         l2norm_backward(g->ks + oD, g->k + oD, a->k + oD, a->krn + oH, N, H, d);
@@ -2497,13 +2745,14 @@ typedef struct {
     ActivationTensors a; real* acts_memory; size_t act_sizes[NUM_ACT_TENSORS];  // one row (B = T = 1)
     real *conv_hist;        // (L, 3, K-1, D) inputs of the q, k, v convs at the previous K-1 positions
     real *P, *S, *Pn, *Sn;  // (L, H, nP) boundary state; chunk-end scratch (nP)
-    real *part;             // (L, H, b, rw) q, k, v, a, theta, eta, delta of the current chunk's tokens (decoder_row_width)
+    real *part;             // (L, H, b + c-1, rw) q, k, v, a, theta, eta, delta (gamma) of the current chunk's tokens (decoder_row_width),
+                            // after omega's halo: the c-1 tokens before the chunk
     MemChunk c; real* chunk_memory;
     real *kc[128], *vc[128]; int kvcap;  // per attention layer: keys and values, (kvcap, D) for 'A', (W, D) for 'S'
     real* lat_w;                         // Lattice: the step vectors (LAT_NVEC * d); its state is P, updated every token
 } Decoder;
 
-static int decoder_row_width(const MemCfg* m) { return 3 * m->d + 2 + 2 * (m->cw ? m->d : 1); }
+static int decoder_row_width(const MemCfg* m) { return 3 * m->d + 2 + 2 * (m->cw ? m->d : 1) + (m->poly ? 2 * m->din : 0) + (m->omega > 1 ? m->omega : 0); }  // (+ poly's features, omega's gamma)
 static void titans_dec_init(Decoder* dec);   // section 5b
 static void decoder_init(Decoder* dec, Model* M) {
     const Config* c = &M->cfg; MemCfg* m = &M->mem; memset(dec, 0, sizeof *dec); dec->M = M;
@@ -2515,9 +2764,10 @@ static void decoder_init(Decoder* dec, Model* M) {
     dec->conv_hist = xmalloc((size_t)c->L * 3 * (c->K - 1 + 1) * c->D * sizeof(real));
     dec->P = xmalloc(LH * m->nP * sizeof(real)); dec->S = xmalloc(LH * m->nP * sizeof(real));
     dec->Pn = xmalloc(m->nP * sizeof(real)); dec->Sn = xmalloc(m->nP * sizeof(real));
-    dec->part = xmalloc(LH * c->b * decoder_row_width(m) * sizeof(real));
-    dec->chunk_memory = xmalloc(memchunk_carve(&dec->c, NULL, c->b, m->d, m->dm, m->nP) * sizeof(real));
-    memchunk_carve(&dec->c, dec->chunk_memory, c->b, m->d, m->dm, m->nP);
+    int rows = c->b + m->omega - 1;   // (omega: + the halo)
+    dec->part = xmalloc(LH * rows * decoder_row_width(m) * sizeof(real));
+    dec->chunk_memory = xmalloc(memchunk_carve_in(&dec->c, NULL, rows, m->d, m->din, m->dm, m->nP) * sizeof(real));
+    memchunk_carve_in(&dec->c, dec->chunk_memory, rows, m->d, m->din, m->dm, m->nP);
     dec->lat_w = xmalloc((size_t)LAT_NVEC * m->d * sizeof(real));
     for (int l = 0; l < c->L; l++) if (M->mlayer[l] >= 0 && c->lattice)   // Lattice: S_0 = I per head
         for (int h = 0; h < c->H; h++) lattice_identity(dec->P + ((size_t)l * c->H + h) * m->nP, m->d);
@@ -2775,25 +3025,42 @@ static const real* decoder_step(Decoder* dec, int token) {
             lattice_step_forward(m, P, dec->Pn, a->q + h * d, a->k + h * d, a->v + h * d, a->geta[h], a->ga[h], a->y + h * d, &w);
             memcpy(P, dec->Pn, nP * sizeof(real));
         }
+        int w = m->omega, nh = dec->pos - cnt < w - 1 ? dec->pos - cnt : w - 1;   // omega: window, halo rows of this chunk
+        if (w > 1) omega_gates_forward(M, l, u, 1, a->ggam);
+        int din = m->din, fo = rw - (w > 1 ? w : 0) - 2 * din;   // poly: the features' place in a row
+        if (m->poly) { poly_forward(a->qf, a->q, p->poly_rho + ml * 3, 1, H, d); poly_forward(a->kf, a->k, p->poly_rho + ml * 3, 1, H, d); }
         for (int h = 0; h < H && !c->lattice; h++) {
-            size_t lh = (size_t)l * H + h; real* part = dec->part + lh * b * rw; real* row = part + (size_t)cnt * rw;
+            size_t lh = (size_t)l * H + h; real* part = dec->part + lh * (b + w - 1) * rw; real* row = part + (size_t)(nh + cnt) * rw;
             int ew = m->cw ? d : 1;   // this token's row: q, k, v, a, theta, eta, delta
             memcpy(row, a->q + h * d, d * sizeof(real)); memcpy(row + d, a->k + h * d, d * sizeof(real));
             memcpy(row + 2 * d, a->v + h * d, d * sizeof(real)); row[3 * d] = a->ga[h]; row[3 * d + 1] = a->gth[h];
             memcpy(row + 3 * d + 2, a->geta + h * ew, ew * sizeof(real));
             if (m->bias == BIAS_HUBER) memcpy(row + 3 * d + 2 + ew, a->gdel + h * ew, ew * sizeof(real));
+            if (w > 1) memcpy(row + rw - w, a->ggam + h * w, w * sizeof(real));
+            if (m->poly) { memcpy(row + fo, a->qf + (size_t)h * din, din * sizeof(real)); memcpy(row + fo + din, a->kf + (size_t)h * din, din * sizeof(real)); }
             MemChunk* ch = &dec->c; int n = cnt + 1;
-            for (int t = 0; t < n; t++) {
+            for (int t = 0; t < nh + n; t++) {
                 const real* r = part + (size_t)t * rw;
                 chunk_set_row(m, ch, t, r, r + d, r + 2 * d, r[3 * d], r[3 * d + 1], r + 3 * d + 2, r + 3 * d + 2 + ew);
+                if (w > 1) memcpy(ch->gam + (size_t)t * w, r + rw - w, w * sizeof(real));
             }
+            if (m->poly) {
+                const real* qf[1024 + 64]; const real* kf[1024 + 64];
+                for (int t = 0; t < nh + n; t++) { qf[t] = part + (size_t)t * rw + fo; kf[t] = qf[t] + din; }
+                poly_rows(ch, m, nh + n, qf, kf);
+            }
+            if (w > 1) omega_halo(ch, m, nh);
             real* P = dec->P + lh * nP; real* S = dec->S + lh * nP; int full = n == b;
             size_t mh = ml * H + h;   // in the memory-only parameter tensors
             ch->p0 = m->anchor ? p->mem_p0 + mh * nP : NULL;
-            mem_step_forward(m, ch, n, P, S, full ? dec->Pn : NULL, full ? dec->Sn : NULL,
+            mem_step_forward(m, ch, nh + n, P, S, full ? dec->Pn : NULL, full ? dec->Sn : NULL,
                              m->ln ? p->mem_ln_g + mh * d : NULL, m->ln ? p->mem_ln_b + mh * d : NULL);
-            memcpy(a->y + h * d, ch->y + (size_t)(n - 1) * d, d * sizeof(real));
+            memcpy(a->y + h * d, ch->y + (size_t)(nh + n - 1) * d, d * sizeof(real));
             if (full) { memcpy(P, dec->Pn, nP * sizeof(real)); if (m->momentum) memcpy(S, dec->Sn, nP * sizeof(real)); }
+            if (full && w > 1) {   // omega: the chunk's last c-1 rows are the next chunk's halo
+                int keep = nh + n < w - 1 ? nh + n : w - 1;
+                memmove(part, part + (size_t)(nh + n - keep) * rw, (size_t)keep * rw * sizeof(real));
+            }
         }
         rmsnorm_forward(a->yn, a->yrstd, a->y, p->rmsh_w + ml * D, 1, H, d);
         matmul_forward(a->gp, u, p->wg + ml * D * D, NULL, 1, D, D);
@@ -2834,6 +3101,8 @@ static void config_to_header(int* h, const Config* c, size_t num_params) {
     h[20] = c->retention; h[21] = c->gate_rank; h[22] = c->anchor; h[23] = c->window;
     h[38] = c->lattice; h[39] = c->lat_k; h[40] = c->lat_ablate;   // Lattice (slots 38..45 are its)
     h[24] = c->arch; h[25] = c->npers; h[26] = c->seg;   // Titans layers (section 4b)
+    h[30] = c->omega > 1 ? c->omega : 0;   // ATLAS family (README "ATLAS"): omega window (0: off; older files)
+    h[31] = c->poly;
     for (int l = 0; l < c->L; l++) h[64 + l] = c->pattern[l];
 }
 static void header_to_config(Config* c, const int* h) {
@@ -2844,6 +3113,7 @@ static void header_to_config(Config* c, const int* h) {
     c->window = h[23];
     c->lattice = h[38]; c->lat_k = h[39]; c->lat_ablate = h[40];
     c->window = h[23]; c->arch = h[24]; c->npers = h[25]; c->seg = h[26];
+    c->omega = h[30] ? h[30] : 1; c->poly = h[31];
     for (int l = 0; l < c->L && l < 128; l++) c->pattern[l] = (char)h[64 + l];
 }
 
@@ -3215,9 +3485,12 @@ typedef struct {
     int zero;                   // -K 1: shard the AdamW moments over the data-parallel ranks (ZeRO stage 1)
     int lat_k, lat_ablate, lat_mu;  // -w, -Y, -B: Lattice's checkpoint interval, ablation bits, forgetting gate (-1: the preset's)
     int npers, seg; const char* mem_preset;  // -M N_p, -C MAC segment, -Q the memory preset of mal / mag / mac (section 4b)
+    int omega;                  // -G: the Omega window c (README "ATLAS"); the preset's unless given
+    int poly;                   // -I: poly features 0/1 (README "ATLAS"); the preset's unless given
 } Args;
 enum { G_P = 1, G_V = 2, G_D = 4, G_L = 8, G_H = 16, G_E = 32, G_F = 64, G_K = 128, G_PAT = 256, G_R = 512, G_Z = 1024, G_X = 2048, G_W = 4096,
-       G_M = 8192, G_C = 16384, G_Q = 32768 };
+       G_M = 8192, G_C = 16384, G_Q = 32768,
+       G_G = 1 << 20, G_I = 1 << 21 };
 
 static const char* const USAGE =  // a printf format: %s is PRESETS
     " data:  -i train shards glob [build/data/repo_train_*.bin]  -j val shards glob [build/data/repo_val_*.bin]\n"
@@ -3231,6 +3504,8 @@ static const char* const USAGE =  // a printf format: %s is PRESETS
     "        -Z 1 anchored retention (the state decays toward P_0), 0 toward zero [preset] -X eta_max [preset]\n"
     "        mal, mag, mac: -M persistent tokens N_p per layer [16] -Q memory preset [titans]; mal, mag: -W window of\n"
     "           their attention [512]; mac: -C segment length, a multiple of -k [4b]\n"
+    "        -G Omega rule window c, 1 = off (omega, SPEC 5.5) [preset: omeganet 8, else 1]\n"
+    "        -I 1 degree-2 polynomial features on q, k (poly, SPEC 5.6), 0 off [preset: omeganet 1, else 0]\n"
     " train: -b batch [8] -t seq len [128] -d tokens per step, via gradient accumulation [B*T]\n"
     "        -l lr [3e-3] -u warmup steps [20] -q final lr fraction [0.1] -c weight decay [0.1] -a grad clip [1.0]\n"
     "        -x steps [300] -y seed [1337] -S stop after this step, as if preempted (the schedule still runs to -x)\n"
@@ -3274,6 +3549,7 @@ static void args_parse(Args* a, int argc, char** argv, void (*usage)(void), int 
             case 'w': a->lat_k = atoi(v); break; case 'Y': a->lat_ablate = atoi(v); break; case 'B': a->lat_mu = atoi(v); break;  // Lattice
             case 'M': a->npers = atoi(v); a->given |= G_M; break; case 'C': a->seg = atoi(v); a->given |= G_C; break;
             case 'Q': a->mem_preset = v; a->given |= G_Q; break;
+            case 'G': a->omega = atoi(v); a->given |= G_G; break; case 'I': a->poly = atoi(v); a->given |= G_I; break;
             case 'J': a->dump_in = v; break; case 'O': a->dump_out = v; break; case 'A': a->answers_only = atoi(v); break;
             case 'b': a->B = atoi(v); break; case 't': a->T = atoi(v); break; case 'd': a->tokens_per_step = atol(v); break;
             case 'l': a->lr = atof(v); break; case 'u': a->warmup = atoi(v); break; case 'q': a->final_frac = atof(v); break;
@@ -3320,6 +3596,8 @@ static Config args_config(const Args* a) {
     if (cfg.lattice && a->lat_k >= 0) cfg.lat_k = a->lat_k;
     if (cfg.lattice && a->lat_ablate >= 0) cfg.lat_ablate = a->lat_ablate;
     if (cfg.lattice && a->lat_mu >= 0) cfg.gate_a = a->lat_mu;
+    if (a->given & G_G) { if (a->omega < 1 || a->omega > 64) DIE("-G is the Omega window c in 1..64 (1: off)", "bad -G %d", a->omega); cfg.omega = a->omega; }
+    if (a->given & G_I) cfg.poly = a->poly;
     int L = a->L < 128 ? (a->L > 0 ? a->L : 0) : 128;
     if (a->pattern) snprintf(cfg.pattern, sizeof cfg.pattern, "%s", a->pattern); else preset_pattern(cfg.pattern, a->preset, L);
     cfg.window = strchr(cfg.pattern, 'S') ? a->window : 0;   // the header's window is 0 without 'S' layers
@@ -3349,6 +3627,7 @@ static const char* args_resolve(const Args* a, Config* cfg, char* ckpt_path, siz
     if (a->lat_ablate >= 0 && cc.lat_ablate != a->lat_ablate) DIE("drop the flag or make it match the checkpoint", "checkpoint %s has Lattice ablation -Y = %d but the flags say %d", load_path, cc.lat_ablate, a->lat_ablate);
     if (a->lat_mu >= 0 && cc.gate_a != a->lat_mu) DIE("drop the flag or make it match the checkpoint", "checkpoint %s has forgetting gate -B = %d but the flags say %d", load_path, cc.gate_a, a->lat_mu);
     AGREE(G_P, arch, "Titans arrangement (preset -p)"); AGREE(G_M, npers, "persistent tokens -M"); AGREE(G_C, seg, "MAC segment -C");
+    AGREE(G_G, omega, "omega window -G"); AGREE(G_I, poly, "poly features -I");
 #undef AGREE
     if ((a->given & G_PAT) && strcmp(cc.pattern, cfg->pattern)) DIE("drop -P or make it match", "checkpoint %s has layer pattern %s but the flags say %s", load_path, cc.pattern, cfg->pattern);
     *cfg = cc;

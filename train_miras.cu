@@ -2205,6 +2205,9 @@ static void model_build(Model* M, ::Model* host) {
         DIE("train mal, mag, mac with the CPU trainer train_miras", "the GPU trainer has no Titans layers (MAL, MAG, MAC) yet; preset arrangement %d", host->cfg.arch);
     if (g_prec == PREC_BF16 && (strchr(host->cfg.pattern, 'A') || strchr(host->cfg.pattern, 'S')))   // fp32 / TF32 only, so far
         DIE("use -f 0 or -f 1 with attention layers", "the GPU trainer's attention layers ('A', 'S') have no bf16 mode yet; layer pattern '%s'", host->cfg.pattern);
+    if (host->mem.omega > 1 || host->mem.poly)   // the ATLAS family (README "ATLAS"): CPU only, so far
+        DIE("train this preset with train_miras (the CPU trainer), or use -G 1 -I 0", "the GPU trainer has no ATLAS-family memory (omega window %d, poly %d) yet",
+            host->mem.omega, host->mem.poly);
     memset(M, 0, sizeof *M);
     M->hm = host; M->cfg = host->cfg; ::MemCfg* mb = &M->mem; *mb = host->mem;
     memcpy(M->param_sizes, host->param_sizes, sizeof M->param_sizes); M->num_params = host->num_params;

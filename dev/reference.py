@@ -64,12 +64,14 @@ PARAM_NAMES = [
     "gate_eta_up", "gate_delta_w", "gate_delta_b", "gate_delta_up",
     # Titans layers (SPEC §9.2-9.3; README "Titans layers"): appended as well
     "pers", "att_wq", "att_wk", "att_wv", "att_wo", "rmsa_w", "og1_w", "og2_w",
+    # the ATLAS family (README "ATLAS"): omega's window gates gamma (SPEC §5.5)
+    "gate_gamma_w", "gate_gamma_b", "poly_rho",
 ]
 # AdamW weight decay applies to these tensors only (CONTRACT.md)
 DECAYED = {"wte", "wq", "wk", "wv", "gate_a_w", "gate_eta_w", "gate_theta_w",
            "wg", "wo", "mlp_w1", "mlp_w3", "mlp_w2",
            "gate_eta_up", "gate_delta_w", "gate_delta_up",
-           "att_wq", "att_wk", "att_wv", "att_wo"}
+           "att_wq", "att_wk", "att_wv", "att_wo", "gate_gamma_w"}
 
 BIASES = ["l2", "dot", "lp", "huber"]                # header slot 14
 ALGOS = ["gd", "momentum"]                           # header slot 15
@@ -86,7 +88,7 @@ LQ_Q, LQ_EPS = 4, 1e-6
 
 def make_config(V, D, L, H, E, F, b, mem_depth, mem_resid, mem_ln, bias, algo,
                 gate_a, gate_eta, eta_max=1.0, K=4, pattern=None, retention="none",
-                gate_rank=0, anchor=0, window=0, lattice="none", lat_k=0, lat_ablate=0, arch="none", npers=0, seg=0):
+                gate_rank=0, anchor=0, window=0, lattice="none", lat_k=0, lat_ablate=0, arch="none", npers=0, seg=0, omega=1, poly=0):
     """Model config dict with the fields of the CONTRACT header."""
     assert D % H == 0
     pattern = pattern if pattern is not None else "M" * L
@@ -106,6 +108,10 @@ def make_config(V, D, L, H, E, F, b, mem_depth, mem_resid, mem_ln, bias, algo,
     assert gate_rank >= 0
     # anchored retention (README): P_t - P_0 follows the plain rule; needs a learned a, not kl
     assert anchor in (0, 1) and not (anchor and (retention == "kl" or not gate_a))
+    # omega (SPEC §5.5): window c >= 1 (1: the plain rule); with gd or momentum, no lq/kl, per-head gates
+    assert 1 <= omega <= 64 and (omega == 1 or (retention == "none" and gate_rank == 0))
+    # poly (SPEC §5.6): degree-2 features of q, k; no lq/kl, per-head gates
+    assert poly in (0, 1) and (not poly or (retention == "none" and gate_rank == 0))
     if mem_depth == 1:            # the linear memory never has a residual or LN (SPEC §4)
         mem_resid, mem_ln = 0, 0
     # Lattice (SPEC §5.8): a linear d x d slot state S_0 = I (no P_0), gd, no retention, per-head eta;
@@ -118,7 +124,7 @@ def make_config(V, D, L, H, E, F, b, mem_depth, mem_resid, mem_ln, bias, algo,
                 mem_depth=mem_depth, mem_resid=mem_resid, mem_ln=mem_ln, bias=bias,
                 algo=algo, gate_a=gate_a, gate_eta=gate_eta, eta_max=eta_max,
                 pattern=pattern, retention=retention, gate_rank=gate_rank, anchor=anchor,
-                window=window, lattice=lattice, lat_k=lat_k, lat_ablate=lat_ablate, arch=arch, npers=npers, seg=seg)
+                window=window, lattice=lattice, lat_k=lat_k, lat_ablate=lat_ablate, arch=arch, npers=npers, seg=seg, omega=omega, poly=poly)
 
 
 def head_dims(cfg):
@@ -126,9 +132,35 @@ def head_dims(cfg):
     return d, cfg["E"] * d                            # d, d_m
 
 
+def mem_in_dim(cfg):
+    """The memory's input width: d, or D_phi = 1 + d + d(d+1)/2 with the poly features (SPEC §5.6)."""
+    d, _ = head_dims(cfg)
+    return 1 + d + d * (d + 1) // 2 if cfg.get("poly", 0) else d
+
+
 def mem_state_size(cfg):
     d, dm = head_dims(cfg)
-    return 2 * d * dm if cfg["mem_depth"] == 2 else d * d
+    din = mem_in_dim(cfg)
+    return d * dm + dm * din if cfg["mem_depth"] == 2 else d * din
+
+
+def poly_features(x, a):
+    """SPEC §5.6: phi(x) = [sqrt(a0); sqrt(a1) x; sqrt(a2) (x_i^2)_i; sqrt(2 a2) (x_i x_j)_{i<j}],
+    the pairs in row-major order (i, then j > i). x (..., d), a (3,) -> (..., D_phi)."""
+    d = x.shape[-1]
+    iu, ju = torch.triu_indices(d, d, offset=1)
+    one = torch.ones_like(x[..., :1])
+    return torch.cat([torch.sqrt(a[0]) * one, torch.sqrt(a[1]) * x, torch.sqrt(a[2]) * x * x,
+                      torch.sqrt(2 * a[2]) * x[..., iu] * x[..., ju]], dim=-1)
+
+
+def mem_split(cfg, x):
+    """With poly the memory's inputs carry [raw (d), features (D_phi)]: the matrices see the features,
+    the residual adds the raw input (SPEC §4). Without poly both are x."""
+    if not cfg.get("poly", 0):
+        return x, x
+    d, _ = head_dims(cfg)
+    return x[..., :d], x[..., d:]
 
 
 def memory_layers(cfg):
@@ -183,6 +215,9 @@ def param_shapes(cfg):
         "rmsa_w": (LL, D) if arch == "mal" else none,
         "og1_w": (LL, D) if arch in ("mag", "mac") else none,
         "og2_w": (LL, D) if arch in ("mag", "mac") else none,
+        "gate_gamma_w": (L, H * cfg["omega"], D) if cfg["omega"] > 1 else none,
+        "gate_gamma_b": (L, H * cfg["omega"]) if cfg["omega"] > 1 else none,
+        "poly_rho": (L, 3) if cfg["poly"] else none,
     }
     return [(n, shapes[n]) for n in PARAM_NAMES]
 
@@ -298,16 +333,19 @@ def matvec(W, x):
 
 def mem_unpack(cfg, P):
     d, dm = head_dims(cfg)
+    din = mem_in_dim(cfg)
     lead = P.shape[:-1]
     if cfg["mem_depth"] == 2:
         W1 = P[..., :d * dm].reshape(*lead, d, dm)
-        W2 = P[..., d * dm:].reshape(*lead, dm, d)
+        W2 = P[..., d * dm:].reshape(*lead, dm, din)
         return W1, W2
-    return (P.reshape(*lead, d, d),)
+    return (P.reshape(*lead, d, din),)
 
 
 def mem_apply(cfg, P, x, ln_g, ln_b):
-    """M(x; P). P (B,H,S), x (B,H,d), ln_g/ln_b (H,d) (deep && mem_ln) -> (B,H,d)."""
+    """M(x; P). P (B,H,S), x (B,H,d), ln_g/ln_b (H,d) (deep && mem_ln) -> (B,H,d).
+    (poly: x is [raw, features], mem_split)"""
+    xr, x = mem_split(cfg, x)
     if cfg["mem_depth"] == 1:
         (W,) = mem_unpack(cfg, P)
         return matvec(W, x)                               # M(x) = W x
@@ -316,7 +354,7 @@ def mem_apply(cfg, P, x, ln_g, ln_b):
     if cfg["mem_ln"]:
         o = layernorm(o, ln_g, ln_b)                      # LN(.)
     if cfg["mem_resid"]:
-        o = x + o                                         # x + .
+        o = xr + o                                        # x + . (the raw input)
     return o
 
 
@@ -387,6 +425,7 @@ def mem_grad_manual(cfg, P, k, v, ln_g, ln_b, escale=None, delta=None):
         r = torch.minimum(torch.maximum(e, -delta), delta)
     if escale is not None:                                # channel-wise eta
         r = r * escale
+    _, k = mem_split(cfg, k)                              # (poly: the matrices see the features)
     if cfg["mem_depth"] == 1:
         return outer(r, k).flatten(-2)                    # dW = r k^T
     W1, W2 = mem_unpack(cfg, P)
@@ -411,9 +450,10 @@ def mem_matrices_flat(cfg, P):
     """The memory matrices of a flat state (..., S) as [(flat slice, rows, cols)]
     (CONTRACT: deep W1 (d, d_m) then W2 (d_m, d); linear W (d, d))."""
     d, dm = head_dims(cfg)
+    din = mem_in_dim(cfg)
     if cfg["mem_depth"] == 2:
-        return [(P[..., :d * dm], d, dm), (P[..., d * dm:], dm, d)]
-    return [(P, d, d)]
+        return [(P[..., :d * dm], d, dm), (P[..., d * dm:], dm, din)]
+    return [(P, d, din)]
 
 
 def lq_scale(cfg, A):
@@ -436,7 +476,7 @@ def kl_weights(cfg, Z):
 
 
 def memory_read_chunked(cfg, P0, ln_g, ln_b, q, k, v, a, eta, theta, grad_fn=mem_grad_autograd,
-                        eta_ch=None, delta=None, state=None):
+                        eta_ch=None, delta=None, state=None, gamma=None):
     """SPEC §5 chunked algorithm, naive.
     q, k, v: (B,T,H,d); a, eta, theta: (B,T,H) or None (= constant 1); P0: (H,S).
     eta_ch (B,T,H,d) or None: channel-wise eta (then eta is None: the scalar eta of the
@@ -449,7 +489,10 @@ def memory_read_chunked(cfg, P0, ln_g, ln_b, q, k, v, a, eta, theta, grad_fn=mem
     and the read is after the write: y_t = M(q_t; P_t). With the anchored retention
     (cfg["anchor"], README) the retention decays toward P_0 instead of 0: a_t P_{t-1} becomes
     a_t P_{t-1} + (1 - a_t) P_0 (for lq: A_t = a_t A_{t-1} + (1 - a_t) A_0 - eta_t g_t). Retention lq / kl (SPEC §5.3, §5.4,
-    CONTRACT) replace the carried state, see below. Returns y (B,T,H,d).
+    CONTRACT) replace the carried state, see below.
+    omega (SPEC §5.5, gamma (B,T,H,c) or None): g_t is replaced by G_t = sum_{o<c} gamma_t[o] g_{t-o}
+    (positions < 0 dropped), every g_{t-o} taken at the chunk-start state P_s, also for the c-1
+    tokens before the chunk (the halo). Returns y (B,T,H,d).
     state (MAC's segments, retention none): None, or a list [P, S] of the state (B,H,S) to start
     from, replaced in place by the end state."""
     B, T, H, d = q.shape
@@ -477,7 +520,13 @@ def memory_read_chunked(cfg, P0, ln_g, ln_b, q, k, v, a, eta, theta, grad_fn=mem
         c1 = min(c0 + b, T)
         if ret == "none":
             Ps = P                                        # chunk-start state
-            gs = [grad_at(Ps, t) for t in range(c0, c1)]
+            if gamma is None:
+                gs = [grad_at(Ps, t) for t in range(c0, c1)]
+            else:                                         # omega: the window sum, halo included
+                c_ = gamma.shape[-1]
+                gw = {j: grad_at(Ps, j) for j in range(max(0, c0 - c_ + 1), c1)}
+                gs = [sum(gamma[:, t, :, o].unsqueeze(-1) * gw[t - o] for o in range(c_) if t - o >= 0)
+                      for t in range(c0, c1)]
             for t, g in zip(range(c0, c1), gs):
                 a_t, eta_t = gates(t)
                 if cfg["algo"] == "gd":
@@ -513,7 +562,7 @@ def memory_read_chunked(cfg, P0, ln_g, ln_b, q, k, v, a, eta, theta, grad_fn=mem
     return torch.stack(ys, dim=1)
 
 
-def memory_read_online(cfg, P0, ln_g, ln_b, q, k, v, a, eta, theta, eta_ch=None, delta=None):
+def memory_read_online(cfg, P0, ln_g, ln_b, q, k, v, a, eta, theta, eta_ch=None, delta=None, gamma=None):
     """Independent exact online rule (what b = 1 must equal): per token, gradient at the
     previous state, hand-derived; P_t = a_t P_{t-1} - eta_t g_t(P_{t-1}) (or momentum).
     lq (Moneta, per-token normalisation with the one-token lag of SPEC §5.3):
@@ -547,7 +596,13 @@ def memory_read_online(cfg, P0, ln_g, ln_b, q, k, v, a, eta, theta, eta_ch=None,
             P = a_t * P + (1 - a_t) * anc - eta_t * g
             ys.append(mem_apply(cfg, P / s, q[:, t], ln_g, ln_b))
             continue
-        g = mem_grad_manual(cfg, P, k[:, t], v[:, t], ln_g, ln_b, **kw)
+        if gamma is None:
+            g = mem_grad_manual(cfg, P, k[:, t], v[:, t], ln_g, ln_b, **kw)
+        else:                                             # omega: window gradients at the current state
+            g = sum(gamma[:, t, :, o].unsqueeze(-1) * mem_grad_manual(
+                        cfg, P, k[:, t - o], v[:, t - o], ln_g, ln_b,
+                        delta=None if delta is None else delta[:, t - o])
+                    for o in range(gamma.shape[-1]) if t - o >= 0)
         if cfg["retention"] == "kl":
             X = a_t * torch.log(P) - eta_t * g
             P = per_matrix(X, lambda Z: torch.softmax(Z, dim=-1))
@@ -659,6 +714,10 @@ class MirasModel:
         v = silu(causal_conv(u @ p["wv"][l].T, p["conv_v"][ml]))
         q, k, v = (x.view(B, T, H, d) for x in (q, k, v))
         q, k = l2norm(q), l2norm(k)                       # per head; v = v~
+        if cfg["poly"]:                                   # SPEC §5.6: [raw, phi] (mem_split)
+            a_poly = torch.nn.functional.softplus(p["poly_rho"][ml])
+            q = torch.cat([q, poly_features(q, a_poly)], dim=-1)
+            k = torch.cat([k, poly_features(k, a_poly)], dim=-1)
         # gates, per head per token: affine map of u
         a = torch.sigmoid(u @ p["gate_a_w"][ml].T + p["gate_a_b"][ml]) if cfg["gate_a"] else None
         rank = cfg["gate_rank"]
@@ -684,6 +743,9 @@ class MirasModel:
                 ).view(B, T, H, d)
         theta = (torch.sigmoid(u @ p["gate_theta_w"][ml].T + p["gate_theta_b"][ml])
                  if cfg["algo"] == "momentum" else None)
+        gamma = None                                      # omega's window gates (SPEC §5.5), (B,T,H,c)
+        if cfg["omega"] > 1:
+            gamma = torch.sigmoid(u @ p["gate_gamma_w"][ml].T + p["gate_gamma_b"][ml]).view(B, T, H, cfg["omega"])
         deep_ln = cfg["mem_depth"] == 2 and cfg["mem_ln"]
         ln_g = p["mem_ln_g"][ml] if deep_ln else None      # (H,d)
         ln_b = p["mem_ln_b"][ml] if deep_ln else None
@@ -691,10 +753,10 @@ class MirasModel:
             y = (lattice_read_paper if self.read_fn == "online" else lattice_read)(cfg, q, k, v, eta, a)
         elif self.read_fn == "chunked":
             y = memory_read_chunked(cfg, p["mem_p0"][ml], ln_g, ln_b, q, k, v, a, eta, theta,
-                                    grad_fn=self.grad_fn, eta_ch=eta_ch, delta=delta)
+                                    grad_fn=self.grad_fn, eta_ch=eta_ch, delta=delta, gamma=gamma)
         else:
             y = memory_read_online(cfg, p["mem_p0"][ml], ln_g, ln_b, q, k, v, a, eta, theta,
-                                   eta_ch=eta_ch, delta=delta)
+                                   eta_ch=eta_ch, delta=delta, gamma=gamma)
         # out = (RMSNorm_head(y) * SiLU(u Wg^T)) Wo^T
         yn = rmsnorm(y, p["rmsh_w"][ml].view(H, d)).reshape(B, T, H * d)
         return (yn * silu(u @ p["wg"][ml].T)) @ p["wo"][l].T
@@ -948,6 +1010,17 @@ FIXTURES = {
     "transformer":    (2, 1, 1, "l2", "momentum", 1, 1, 4, "none", 0),
     "titans_H":       (2, 1, 1, "l2", "momentum", 1, 1, 4, "none", 0),
     "hybrid_asm":     (2, 1, 1, "l2", "momentum", 1, 1, 3, "none", 0),
+    # the ATLAS family (README "ATLAS"; the 12th field is omega's window c): omeganet's rule without the
+    # poly features (deep, gd, anchored), with momentum, and a linear memory whose halo (c-1 = 3) spans
+    # more than one chunk (b = 2)
+    "omega_gd":       (2, 1, 1, "l2", "gd", 1, 1, 4, "none", 0, 1, 3),
+    "omega_mom":      (2, 1, 1, "l2", "momentum", 1, 1, 4, "none", 0, 0, 3),
+    "omega_linear":   (1, 0, 0, "huber", "gd", 1, 1, 2, "none", 0, 0, 4),
+    # the 13th field: poly features (SPEC §5.6). omeganet's memory (deep + poly, gd, omega, anchored);
+    # poly alone on titans' rule; a linear memory with poly (W: d x D_phi)
+    "omeganet":       (2, 1, 1, "l2", "gd", 1, 1, 4, "none", 0, 1, 3, 1),
+    "poly_mom":       (2, 1, 1, "l2", "momentum", 1, 1, 4, "none", 0, 0, 1, 1),
+    "poly_linear":    (1, 0, 0, "l2", "gd", 1, 1, 3, "none", 0, 0, 2, 1),
     # Lattice (SPEC §5.8): the three variants (mu = 1), DEC with the forgetting gate mu (gate_a), SIM with mu and
     # without the renormalisation, DEC with both ablations (the delta rule from S_0 = I); lat_k 4 (T = 11: 4, 4, 3)
     "lattice":        (1, 0, 0, "l2", "gd", 0, 1, 1, "none", 0, 0, "dec", 4, 0),
@@ -979,10 +1052,12 @@ FIXTURE_LAYERS = {
 
 
 def fixture_config(name, **over):
-    md, res, ln, bias, algo, ga, ge, b, ret, rank, *anc = FIXTURES[name]
-    kw = dict(SMALL, b=b, retention=ret, gate_rank=rank, anchor=anc[0] if anc else 0)
-    if len(anc) > 1:
-        kw.update(lattice=anc[1], lat_k=anc[2], lat_ablate=anc[3])
+    md, res, ln, bias, algo, ga, ge, b, ret, rank, *ext = FIXTURES[name]
+    kw = dict(SMALL, b=b, retention=ret, gate_rank=rank, anchor=ext[0] if ext else 0)
+    if len(ext) > 1 and isinstance(ext[1], str):   # Lattice: kind, checkpoint interval, ablation bits
+        kw.update(lattice=ext[1], lat_k=ext[2], lat_ablate=ext[3])
+    else:                                          # the ATLAS family: omega's window c, poly features
+        kw.update(omega=ext[1] if len(ext) > 1 else 1, poly=ext[2] if len(ext) > 2 else 0)
     if name in FIXTURE_LAYERS:
         pat, W, L = FIXTURE_LAYERS[name]
         kw.update(pattern=pat, window=W, L=L)
@@ -1081,6 +1156,10 @@ def init_params(cfg, gen):
             t = N(shape, 0.3, logit(target / cfg["eta_max"]))
         elif name == "gate_theta_b":
             t = N(shape, 0.3, logit(0.7))
+        elif name == "gate_gamma_b":                      # omega's window gates ~ 0.7
+            t = N(shape, 0.3, logit(0.7))
+        elif name == "poly_rho":                          # a = softplus(rho) ~ (1, 1, 1/2) (SPEC §5.6)
+            t = N(shape, 0.1) + torch.tensor([softplus_inv(1.0), softplus_inv(1.0), softplus_inv(0.5)], dtype=torch.float64)
         elif name == "mem_p0" and cfg["retention"] == "lq":
             t = N(shape, INIT_LQ_STD)                     # A_0; P_0 = A_0 / (|A_0|_4 + 1e-6)^2
         elif name == "mem_p0" and cfg["retention"] == "kl":
@@ -1093,10 +1172,10 @@ def init_params(cfg, gen):
                     # scale of W1 and the effective inner step on the output is ~eta/std(W1)^2,
                     # so std 1 keeps the inner optimisation stable (well-conditioned fixture)
                     W1 = N((L, H, d * dm), 1.0)
-                    W2 = N((L, H, dm * d), 1.0)
+                    W2 = N((L, H, dm * mem_in_dim(cfg)), 1.0)
                 else:
                     W1 = N((L, H, d * dm), 1.0 / math.sqrt(dm))   # W1 (d, d_m): fan_in d_m
-                    W2 = N((L, H, dm * d), 1.0 / math.sqrt(d))    # W2 (d_m, d): fan_in d
+                    W2 = N((L, H, dm * mem_in_dim(cfg)), 1.0 / math.sqrt(mem_in_dim(cfg)))  # W2 (d_m, d_in)
                 t = torch.cat([W1, W2], dim=-1)
             else:
                 t = N(shape, 0.1)
@@ -1138,6 +1217,8 @@ def make_header(cfg, magic, hp=None):
     h[24] = ARCHS.index(cfg.get("arch", "none"))          # Titans layers: arch, N_p, MAC segment
     h[25] = cfg.get("npers", 0)
     h[26] = cfg.get("seg", 0)
+    h[30] = cfg.get("omega", 1) if cfg.get("omega", 1) > 1 else 0   # omega's window (0: off)
+    h[31] = cfg.get("poly", 0)                            # poly features (0/1)
     assert cfg["L"] <= 128
     for l, ch in enumerate(cfg["pattern"]):
         h[64 + l] = ord(ch)                               # one ASCII char per int32 slot
@@ -1158,7 +1239,8 @@ def config_from_header(h):
                 eta_max=bits_f32(h[18]), pattern="".join(chr(c) for c in h[64:64 + L]),
                 retention=RETENTIONS[h[20]], gate_rank=int(h[21]), anchor=int(h[22]),
                 window=int(h[23]), lattice=LATTICES[h[38]], lat_k=int(h[39]), lat_ablate=int(h[40]),
-                arch=ARCHS[h[24]], npers=int(h[25]), seg=int(h[26]))
+                arch=ARCHS[h[24]], npers=int(h[25]), seg=int(h[26]),
+                omega=int(h[30]) or 1, poly=int(h[31]))
 
 
 def write_fixture(path, cfg, hp, params32, tokens, logits, loss, grads, losses):
@@ -1197,6 +1279,11 @@ def read_fixture(path):
 
 
 FIXTURE_SEED = {name: 1000 + i for i, name in enumerate(FIXTURES)}
+# three families were added at once on separate branches, each numbered from position 20: they keep the seeds their
+# committed fixtures were made with (the ATLAS family's positions are those above)
+FIXTURE_SEED.update({name: 1020 + i for i, name in enumerate(["lattice", "lattice_enc", "lattice_sim", "lattice_mu",
+                                                              "lattice_sim_nr", "lattice_delta"])})
+FIXTURE_SEED.update({name: 1020 + i for i, name in enumerate(["mal", "mag", "mag_gdn", "mac"])})
 
 
 def build_fixture(name):

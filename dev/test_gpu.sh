@@ -73,6 +73,13 @@ for f in "${inputs[@]}"; do
     # Titans layers (header slot 24: MAL, MAG, MAC) are CPU only so far: train_miras_cu refuses them
     if [ "$(od -An -t d4 -j 96 -N 4 "$f" | tr -d ' ')" != 0 ]; then echo "# SKIP $name: the GPU trainer has no Titans layers (MAL, MAG, MAC) yet"; continue; fi
     echo "=== $name"
+    # the ATLAS family (header slots 30, 31: omega's window, poly) is CPU only so far: the GPU trainer must refuse it in one line
+    if [ "$(od -An -v -t d4 -j 120 -N 8 "$f" | tr -d ' ')" != 00 ]; then
+        if ! "$GPU" -J "$f" -O "$out/gpu_$name.bin" 2>"$out/gpu_$name.err" && grep -q '^error: .*no ATLAS-family memory' "$out/gpu_$name.err"; then
+            echo "ok - $name: the GPU trainer refuses it: $(head -n 1 "$out/gpu_$name.err")"; pass=$((pass + 1))
+        else echo "FAIL - $name: the GPU trainer should refuse the ATLAS family's memories"; fail=$((fail + 1)); fi
+        continue
+    fi
     if ! ./train_miras -J "$f" -O "$out/cpu_$name.bin" 2>"$out/cpu_$name.err"; then
         echo "FAIL - $name: train_miras -J failed: $(head -n 1 "$out/cpu_$name.err")"; fail=$((fail + 1)); continue
     fi
