@@ -1265,8 +1265,12 @@ static void test_atlas_bad_input(void) {
     snprintf(cmd, sizeof cmd, "mkdir -p %s", TMP); if (system(cmd)) {}
     const char* cases[][2] = {{"-G 0", "bad -G 0"}, {"-G 65", "bad -G 65"}, {"-p omeganet -R 2", "channel-wise gates"}, {"-p memora -G 4", "the omega rule"},
                               {"-p titans -G 3 -R 2", "the omega rule"}, {"-I 2", "bad poly flag 2"}, {"-p omeganet -D 256 -H 2", "head width of at most 64"},
-                              {"-p moneta -I 1", "the poly features"}};
-    for (int i = 0; i < 8; i++) {
+                              {"-p moneta -I 1", "the poly features"},
+                              // the three families of this session side by side: their combinations are refused
+                              {"-p mal -Q omeganet", "not built with Lattice, omega or poly"}, {"-p mag -G 4", "not built with Lattice, omega or poly"},
+                              {"-p mac -Q lattice", "Lattice memories are not built into"}, {"-p lattice -G 4", "Lattice takes no omega"},
+                              {"-p lattice_sim -I 1", "Lattice takes no omega"}};
+    for (int i = 0; i < (int)(sizeof cases / sizeof cases[0]); i++) {
         char args[256], err[4096]; int lines = 0; snprintf(args, sizeof args, "%s -x 0 -i none", cases[i][0]);
         int code = run(args, &lines, err, sizeof err);
         int ok = code != 0 && lines == 1 && !strncmp(err, "error: ", 7) && strstr(err, cases[i][1]) && strstr(err, "(hint:");

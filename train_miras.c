@@ -1876,7 +1876,10 @@ static void config_check(const Config* c) {
             DIE("give -C a multiple of the chunk size -k (MAC only)", "%sbad MAC segment length %d for chunk size %d", cfg_origin, c->seg, c->b);
         if (c->arch == ARCH_MAC && (c->retention != RET_NONE || c->gate_rank || c->bias == BIAS_HUBER))
             DIE("-Q titans, ttt_mlp, linear_attn, deltanet or gated_deltanet with mac", "%sMAC is implemented for the plain retention, per-head gates and no Huber bias", cfg_origin);
+        if (c->lattice || c->omega > 1 || c->poly)   // (three features built side by side; their combinations are not)
+            DIE("use mal, mag, mac with a memory of sections 3-5, without -G and -I", "%sthe Titans arrangements are not built with Lattice, omega or poly memories", cfg_origin);
     }
+    if (c->lattice && (c->omega > 1 || c->poly)) DIE("drop -G and -I with the lattice presets", "%sLattice takes no omega window or poly features", cfg_origin);
 }
 
 // The parameter count of a config (checked first: the sizes are bounded, so the sum cannot overflow)
