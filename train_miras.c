@@ -2216,6 +2216,7 @@ static void titans_alloc(Model* M, int B, int T) {
     else { free(t->mem); free(t->gmem); }
     Model* X = &t->X; t->Tn = T + M->cfg.npers;
     X->cfg = M->cfg; X->mem = M->mem; X->tx_sub = 1; memcpy(X->mlayer, M->mlayer, sizeof M->mlayer);
+    X->cfg.F = 1; X->cfg.Vp = 1;   // X runs the mixers only: no room for its (unused) SwiGLU and logits activations
     memcpy(X->param_sizes, M->param_sizes, sizeof M->param_sizes); X->num_params = M->num_params;
     X->params = M->params; X->params_memory = M->params_memory;
     if (M->cfg.arch != ARCH_MAC) model_alloc_acts(X, B, t->Tn);   // (MAC's memory sees no prefix: no stream)
