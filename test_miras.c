@@ -355,6 +355,48 @@ static void test_attn_decode(const char* pattern, int W) {
           BUILD, pattern, W, worst, which);
     model_free(&M);
 }
+// 4d. the memory families built this session beside each other (Lattice, the ATLAS family's omeganet) inside a
+// hybrid layer pattern with sliding-window attention (their `-H` presets): decode vs parallel on a fresh model
+// (model_init, then the projections and embeddings at O(1) scale), and in the double build finite differences.
+static void family_model(Model* M, const char* preset, const char* pattern, int W, int b) {
+    Config c; memset(&c, 0, sizeof c); preset_config(&c, preset);
+    c.V = 61; c.Vp = 64; c.D = 16; c.H = 2; c.E = 2; c.F = 32; c.K = 4; c.b = b; c.L = (int)strlen(pattern); c.window = W;
+    if (c.omega > 1) c.omega = 3;   // a window of 3 (not 8) at these short T: every offset's gate has a gradient of size
+    snprintf(c.pattern, sizeof c.pattern, "%s", pattern);
+    model_build(M, &c); model_init(M, 7);
+    uint64_t r = 3; ParameterTensors* p = &M->params; size_t L = c.L, D = c.D, F = c.F;
+    fill_normal(p->wte, (size_t)c.V * D, 0.5, &r);
+    fill_normal(p->wq, L * D * D, 0.5, &r); fill_normal(p->wk, L * D * D, 0.5, &r); fill_normal(p->wv, L * D * D, 0.25, &r);
+    fill_normal(p->wo, L * D * D, 0.25, &r);
+    fill_normal(p->mlp_w1, L * F * D, 0.25, &r); fill_normal(p->mlp_w3, L * F * D, 0.25, &r); fill_normal(p->mlp_w2, L * D * F, 0.18, &r);
+    size_t off = 0;   // every gate's weights N(0, 0.04), whichever gates the preset has (the init's 0.02^2 leaves their gradients tiny)
+    for (int t = 0; t < NUM_PARAM_TENSORS; off += M->param_sizes[t], t++) {
+        const char* nm = PARAM_NAMES[t]; size_t n = strlen(nm);
+        if (!strncmp(nm, "gate_", 5) && n > 2 && !strcmp(nm + n - 2, "_w")) fill_normal(M->params_memory + off, M->param_sizes[t], 0.2, &r);
+        if (!strcmp(nm, "gate_a_b")) fill_const(M->params_memory + off, M->param_sizes[t], 2.2);   // a ~ 0.9, not 0.99: its gradient O(1)
+    }
+}
+static void test_family_hybrid(const char* preset, const char* pattern, int W, int b) {
+    Model M; family_model(&M, preset, pattern, W, b);
+    int lens[] = {1, 2, W, W + 1, 2 * b + 3, 21};
+    double worst = 0; char which[64] = "";
+    for (int li = 0; li < 6; li++) {
+        int T = lens[li];
+        int* tok = malloc(T * 4); uint64_t r = 11; for (int t = 0; t < T; t++) tok[t] = (int)(rng_f64(&r) * M.cfg.V);
+        double e = decode_err(&M, tok, T); free(tok);
+        if (worse(e, worst) || !which[0]) { if (worse(e, worst)) worst = e; snprintf(which, sizeof which, "T=%d", T); }
+    }
+    check(worst <= TOL_SELF, "%s %s in layers %s (W %d, b %d): decode equals parallel forward for prompt lengths 1, 2, W, W+1, 2b+3, 21: worst err %.2e at %s",
+          BUILD, preset, pattern, W, b, worst, which);
+#ifdef MIRAS_DOUBLE
+    int B = 2, T = 9, N = B * T; int* in = malloc(N * 4); int* tg = malloc(N * 4); uint64_t r = 5;
+    for (int i = 0; i < N; i++) { in[i] = (int)(rng_f64(&r) * M.cfg.V); tg[i] = (int)(rng_f64(&r) * M.cfg.V); }
+    Table tb = fd_model(&M, in, tg, B, T, 16, 42);   // 16 entries per tensor: the window gates' gradients span decades
+    check_table(&tb, TOL_FD, "fp64 finite differences, fresh model, %s in layers %s (W %d, b %d, T %d)", preset, pattern, W, b, T);
+    free(in); free(tg);
+#endif
+    model_free(&M);
+}
 #ifdef MIRAS_DOUBLE
 static void test_attn_fd(const char* pattern, int W) {
     Model M; attn_model(&M, pattern, W, 3);
@@ -1335,6 +1377,8 @@ int main(int argc, char** argv) {
 #ifdef MIRAS_DOUBLE
     test_attn_fd("AS", 4); test_attn_fd("SMA", 3);
 #endif
+    test_family_hybrid("lattice", "MSM", 3, 1); test_family_hybrid("lattice_enc", "SM", 4, 1);
+    test_family_hybrid("omeganet", "MSM", 3, 4); test_family_hybrid("omeganet", "SMA", 5, 2);
     test_titans_all();
     test_long_init();
     test_atlas(dir);
