@@ -2835,11 +2835,13 @@ static void conv_step(real* out, real* hist, const real* x, const real* w, int C
 // decoder_init feeds each layer's P rows through its memory (conv buffers, chunk state) and MAG's attention cache
 // first, and every token then continues the stream. The attention caches hold N_p + W rows: P pinned in slots
 // 0..N_p-1 (MAG; none for MAL), then a ring of the last W rows (stream row j >= N_p in slot N_p + (j - N_p) mod W).
-// One stream row of layer l's section-3 mixer (decoder_step's 'M' branch, chunk position from the stream row): out (D)
-static void tx_dec_mixer(Decoder* dec, int l, const real* u, int spos, real* out) {
+// One row of layer l's section-3 mixer at stream position pos (the model's position, or a Titans layer's stream row):
+// q, k, v, gates of this row, the memory's partial chunk (plus omega's halo rows), the read after the write, then
+// the head norm, the output gate and Wo into out (D). Lattice steps its state instead (one token, no chunk).
+static void decoder_mixer(Decoder* dec, int l, const real* u, int pos, real* out) {
     Model* M = dec->M; const Config* c = &M->cfg; const MemCfg* m = &M->mem; ParameterTensors* p = &M->params;
     ActivationTensors* a = &dec->a; int D = c->D, H = c->H, d = m->d, K = c->K, nP = m->nP, b = c->b;
-    int cnt = spos % b, rw = decoder_row_width(m); real* hist = dec->conv_hist + (size_t)l * 3 * (K - 1) * D; size_t ml = M->mlayer[l];
+    int cnt = pos % b, rw = decoder_row_width(m); real* hist = dec->conv_hist + (size_t)l * 3 * (K - 1) * D; size_t ml = M->mlayer[l];
     matmul_forward(a->qp, u, p->wq + (size_t)l * D * D, NULL, 1, D, D);
     matmul_forward(a->kp, u, p->wk + (size_t)l * D * D, NULL, 1, D, D);
     matmul_forward(a->vp, u, p->wv + (size_t)l * D * D, NULL, 1, D, D);
@@ -2849,25 +2851,47 @@ static void tx_dec_mixer(Decoder* dec, int l, const real* u, int spos, real* out
     silu_forward(a->qs, a->qc, D); silu_forward(a->ks, a->kc, D); silu_forward(a->v, a->vc, D);
     l2norm_forward(a->q, a->qrn, a->qs, 1, H, d); l2norm_forward(a->k, a->krn, a->ks, 1, H, d);
     gates_forward(M, l, u, 1, a->ga, a->geta, a->gth, a->gdel, a->geta_lr, a->gdel_lr);
-    for (int h = 0; h < H; h++) {
-        size_t lh = (size_t)l * H + h; real* part = dec->part + lh * b * rw; real* row = part + (size_t)cnt * rw;
-        int ew = m->cw ? d : 1;
+    for (int h = 0; h < H && c->lattice; h++) {   // Lattice: one step of the state, S_t from S_{t-1}, and the read
+        real* P = dec->P + ((size_t)l * H + h) * nP; LatVec w; latvec_carve(&w, dec->lat_w, d);
+        lattice_step_forward(m, P, dec->Pn, a->q + h * d, a->k + h * d, a->v + h * d, a->geta[h], a->ga[h], a->y + h * d, &w);
+        memcpy(P, dec->Pn, nP * sizeof(real));
+    }
+    int w = m->omega, nh = pos - cnt < w - 1 ? pos - cnt : w - 1;   // omega: window, halo rows of this chunk
+    if (w > 1) omega_gates_forward(M, l, u, 1, a->ggam);
+    int din = m->din, fo = rw - (w > 1 ? w : 0) - 2 * din;   // poly: the features' place in a row
+    if (m->poly) { poly_forward(a->qf, a->q, p->poly_rho + ml * 3, 1, H, d); poly_forward(a->kf, a->k, p->poly_rho + ml * 3, 1, H, d); }
+    for (int h = 0; h < H && !c->lattice; h++) {
+        size_t lh = (size_t)l * H + h; real* part = dec->part + lh * (b + w - 1) * rw; real* row = part + (size_t)(nh + cnt) * rw;
+        int ew = m->cw ? d : 1;   // this token's row: q, k, v, a, theta, eta, delta
         memcpy(row, a->q + h * d, d * sizeof(real)); memcpy(row + d, a->k + h * d, d * sizeof(real));
         memcpy(row + 2 * d, a->v + h * d, d * sizeof(real)); row[3 * d] = a->ga[h]; row[3 * d + 1] = a->gth[h];
         memcpy(row + 3 * d + 2, a->geta + h * ew, ew * sizeof(real));
         if (m->bias == BIAS_HUBER) memcpy(row + 3 * d + 2 + ew, a->gdel + h * ew, ew * sizeof(real));
+        if (w > 1) memcpy(row + rw - w, a->ggam + h * w, w * sizeof(real));
+        if (m->poly) { memcpy(row + fo, a->qf + (size_t)h * din, din * sizeof(real)); memcpy(row + fo + din, a->kf + (size_t)h * din, din * sizeof(real)); }
         MemChunk* ch = &dec->c; int n = cnt + 1;
-        for (int t = 0; t < n; t++) {
+        for (int t = 0; t < nh + n; t++) {
             const real* r = part + (size_t)t * rw;
             chunk_set_row(m, ch, t, r, r + d, r + 2 * d, r[3 * d], r[3 * d + 1], r + 3 * d + 2, r + 3 * d + 2 + ew);
+            if (w > 1) memcpy(ch->gam + (size_t)t * w, r + rw - w, w * sizeof(real));
         }
+        if (m->poly) {
+            const real* qf[1024 + 64]; const real* kf[1024 + 64];
+            for (int t = 0; t < nh + n; t++) { qf[t] = part + (size_t)t * rw + fo; kf[t] = qf[t] + din; }
+            poly_rows(ch, m, nh + n, qf, kf);
+        }
+        if (w > 1) omega_halo(ch, m, nh);
         real* P = dec->P + lh * nP; real* S = dec->S + lh * nP; int full = n == b;
-        size_t mh = ml * H + h;
+        size_t mh = ml * H + h;   // in the memory-only parameter tensors
         ch->p0 = m->anchor ? p->mem_p0 + mh * nP : NULL;
-        mem_step_forward(m, ch, n, P, S, full ? dec->Pn : NULL, full ? dec->Sn : NULL,
+        mem_step_forward(m, ch, nh + n, P, S, full ? dec->Pn : NULL, full ? dec->Sn : NULL,
                          m->ln ? p->mem_ln_g + mh * d : NULL, m->ln ? p->mem_ln_b + mh * d : NULL);
-        memcpy(a->y + h * d, ch->y + (size_t)(n - 1) * d, d * sizeof(real));
+        memcpy(a->y + h * d, ch->y + (size_t)(nh + n - 1) * d, d * sizeof(real));
         if (full) { memcpy(P, dec->Pn, nP * sizeof(real)); if (m->momentum) memcpy(S, dec->Sn, nP * sizeof(real)); }
+        if (full && w > 1) {   // omega: the chunk's last c-1 rows are the next chunk's halo
+            int keep = nh + n < w - 1 ? nh + n : w - 1;
+            memmove(part, part + (size_t)(nh + n - keep) * rw, (size_t)keep * rw * sizeof(real));
+        }
     }
     rmsnorm_forward(a->yn, a->yrstd, a->y, p->rmsh_w + ml * D, 1, H, d);
     matmul_forward(a->gp, u, p->wg + ml * D * D, NULL, 1, D, D);
@@ -2954,7 +2978,7 @@ static void mac_dec_layer(Decoder* dec, int l, const real* u) {
     }
 #undef ROW
     // the memory on the y stream (its write and read; m = the raw read, in dec->a.y), then the gate
-    tx_dec_mixer(dec, l, y, pos, t1);
+    decoder_mixer(dec, l, y, pos, t1);
     matmul_forward(yo, y, p->att_wo + oW, NULL, 1, D, D);
     rmsnorm_forward(t1, &r1, yo, p->og1_w + (size_t)l * D, 1, 1, D);
     rmsnorm_forward(t2, &r2, dec->a.y, p->og2_w + (size_t)l * D, 1, 1, D);
@@ -2971,7 +2995,7 @@ static void titans_dec_init(Decoder* dec) {
         dec->kc[l] = xmalloc(rows * D * sizeof(real)); dec->vc[l] = xmalloc(rows * D * sizeof(real));
         for (int s = 0; s < np; s++) {
             const real* P = M->params.pers + ((size_t)l * np + s) * D;
-            tx_dec_mixer(dec, l, P, s, junk);
+            decoder_mixer(dec, l, P, s, junk);
             if (c->arch == ARCH_MAG) tx_dec_attn(dec, l, P, s, np, junk);
         }
     }
@@ -2983,7 +3007,7 @@ static void titans_dec_layer(Decoder* dec, int l, const real* x, const real* u) 
     if (c->arch == ARCH_MAC) { mac_dec_layer(dec, l, u); return; }
     real* buf = xmalloc((size_t)4 * D * sizeof(real)); real *m = buf, *t1 = buf + D, *t2 = buf + 2 * D, *y = buf + 3 * D, r1, r2;
     real* mo = dec->a.mo;
-    tx_dec_mixer(dec, l, u, np + dec->pos, m);
+    decoder_mixer(dec, l, u, np + dec->pos, m);
     if (c->arch == ARCH_MAL) {
         residual_forward(t1, x, m, D);
         rmsnorm_forward(t2, &r1, t1, p->rmsa_w + (size_t)l * D, 1, 1, D);
@@ -3000,77 +3024,20 @@ static void titans_dec_layer(Decoder* dec, int l, const real* x, const real* u) 
 
 // Feed one token; returns the Vp logits of the next-token distribution (valid until the next call).
 static const real* decoder_step(Decoder* dec, int token) {
-    Model* M = dec->M; const Config* c = &M->cfg; const MemCfg* m = &M->mem; ParameterTensors* p = &M->params;
-    ActivationTensors* a = &dec->a; int D = c->D, H = c->H, F = c->F, d = m->d, K = c->K, nP = m->nP, b = c->b;
-    int cnt = dec->pos % b, rw = decoder_row_width(m);  // rows already in the partial chunk; floats per row
+    Model* M = dec->M; const Config* c = &M->cfg; ParameterTensors* p = &M->params;
+    ActivationTensors* a = &dec->a; int D = c->D, F = c->F;
     if (token < 0 || token >= c->V) DIE("prompt tokens must be < vocab size", "token %d out of range for vocab %d", token, c->V);
     encoder_forward(a->encoded, &token, p->wte, 1, D);
     real* x = a->encoded;
     for (int l = 0; l < c->L; l++) {
         // with one row, the layer-stacked activations of dec->a hold one layer; reuse them per layer
-        real* u = a->ln1; real* hist = dec->conv_hist + (size_t)l * 3 * (K - 1) * D; size_t ml = M->mlayer[l];
+        real* u = a->ln1;
         rmsnorm_forward(u, a->ln1_rstd, x, p->rms1_w + (size_t)l * D, 1, 1, D);
         if (c->arch) titans_dec_layer(dec, l, x, u);   // MAL, MAG (section 5b)
         else if (c->pattern[l] != 'M') {   // attention: this position's row against the KV cache, then Wo
             decoder_attention(dec, l, a->z, u);
             matmul_forward(a->mo, a->z, p->wo + (size_t)l * D * D, NULL, 1, D, D);
-        } else {
-        matmul_forward(a->qp, u, p->wq + (size_t)l * D * D, NULL, 1, D, D);
-        matmul_forward(a->kp, u, p->wk + (size_t)l * D * D, NULL, 1, D, D);
-        matmul_forward(a->vp, u, p->wv + (size_t)l * D * D, NULL, 1, D, D);
-        conv_step(a->qc, hist, a->qp, p->conv_q + ml * D * K, D, K);
-        conv_step(a->kc, hist + (size_t)(K - 1) * D, a->kp, p->conv_k + ml * D * K, D, K);
-        conv_step(a->vc, hist + (size_t)2 * (K - 1) * D, a->vp, p->conv_v + ml * D * K, D, K);
-        silu_forward(a->qs, a->qc, D); silu_forward(a->ks, a->kc, D); silu_forward(a->v, a->vc, D);
-        l2norm_forward(a->q, a->qrn, a->qs, 1, H, d); l2norm_forward(a->k, a->krn, a->ks, 1, H, d);
-        gates_forward(M, l, u, 1, a->ga, a->geta, a->gth, a->gdel, a->geta_lr, a->gdel_lr);
-        for (int h = 0; h < H && c->lattice; h++) {   // Lattice: one step of the state, S_t from S_{t-1}, and the read
-            real* P = dec->P + ((size_t)l * H + h) * nP; LatVec w; latvec_carve(&w, dec->lat_w, d);
-            lattice_step_forward(m, P, dec->Pn, a->q + h * d, a->k + h * d, a->v + h * d, a->geta[h], a->ga[h], a->y + h * d, &w);
-            memcpy(P, dec->Pn, nP * sizeof(real));
-        }
-        int w = m->omega, nh = dec->pos - cnt < w - 1 ? dec->pos - cnt : w - 1;   // omega: window, halo rows of this chunk
-        if (w > 1) omega_gates_forward(M, l, u, 1, a->ggam);
-        int din = m->din, fo = rw - (w > 1 ? w : 0) - 2 * din;   // poly: the features' place in a row
-        if (m->poly) { poly_forward(a->qf, a->q, p->poly_rho + ml * 3, 1, H, d); poly_forward(a->kf, a->k, p->poly_rho + ml * 3, 1, H, d); }
-        for (int h = 0; h < H && !c->lattice; h++) {
-            size_t lh = (size_t)l * H + h; real* part = dec->part + lh * (b + w - 1) * rw; real* row = part + (size_t)(nh + cnt) * rw;
-            int ew = m->cw ? d : 1;   // this token's row: q, k, v, a, theta, eta, delta
-            memcpy(row, a->q + h * d, d * sizeof(real)); memcpy(row + d, a->k + h * d, d * sizeof(real));
-            memcpy(row + 2 * d, a->v + h * d, d * sizeof(real)); row[3 * d] = a->ga[h]; row[3 * d + 1] = a->gth[h];
-            memcpy(row + 3 * d + 2, a->geta + h * ew, ew * sizeof(real));
-            if (m->bias == BIAS_HUBER) memcpy(row + 3 * d + 2 + ew, a->gdel + h * ew, ew * sizeof(real));
-            if (w > 1) memcpy(row + rw - w, a->ggam + h * w, w * sizeof(real));
-            if (m->poly) { memcpy(row + fo, a->qf + (size_t)h * din, din * sizeof(real)); memcpy(row + fo + din, a->kf + (size_t)h * din, din * sizeof(real)); }
-            MemChunk* ch = &dec->c; int n = cnt + 1;
-            for (int t = 0; t < nh + n; t++) {
-                const real* r = part + (size_t)t * rw;
-                chunk_set_row(m, ch, t, r, r + d, r + 2 * d, r[3 * d], r[3 * d + 1], r + 3 * d + 2, r + 3 * d + 2 + ew);
-                if (w > 1) memcpy(ch->gam + (size_t)t * w, r + rw - w, w * sizeof(real));
-            }
-            if (m->poly) {
-                const real* qf[1024 + 64]; const real* kf[1024 + 64];
-                for (int t = 0; t < nh + n; t++) { qf[t] = part + (size_t)t * rw + fo; kf[t] = qf[t] + din; }
-                poly_rows(ch, m, nh + n, qf, kf);
-            }
-            if (w > 1) omega_halo(ch, m, nh);
-            real* P = dec->P + lh * nP; real* S = dec->S + lh * nP; int full = n == b;
-            size_t mh = ml * H + h;   // in the memory-only parameter tensors
-            ch->p0 = m->anchor ? p->mem_p0 + mh * nP : NULL;
-            mem_step_forward(m, ch, nh + n, P, S, full ? dec->Pn : NULL, full ? dec->Sn : NULL,
-                             m->ln ? p->mem_ln_g + mh * d : NULL, m->ln ? p->mem_ln_b + mh * d : NULL);
-            memcpy(a->y + h * d, ch->y + (size_t)(nh + n - 1) * d, d * sizeof(real));
-            if (full) { memcpy(P, dec->Pn, nP * sizeof(real)); if (m->momentum) memcpy(S, dec->Sn, nP * sizeof(real)); }
-            if (full && w > 1) {   // omega: the chunk's last c-1 rows are the next chunk's halo
-                int keep = nh + n < w - 1 ? nh + n : w - 1;
-                memmove(part, part + (size_t)(nh + n - keep) * rw, (size_t)keep * rw * sizeof(real));
-            }
-        }
-        rmsnorm_forward(a->yn, a->yrstd, a->y, p->rmsh_w + ml * D, 1, H, d);
-        matmul_forward(a->gp, u, p->wg + ml * D * D, NULL, 1, D, D);
-        gate_mul_forward(a->z, a->yn, a->gp, D);
-        matmul_forward(a->mo, a->z, p->wo + (size_t)l * D * D, NULL, 1, D, D);
-        }
+        } else decoder_mixer(dec, l, u, dec->pos, a->mo);   // 'M'
         residual_forward(a->res2, x, a->mo, D);
         rmsnorm_forward(a->ln2, a->ln2_rstd, a->res2, p->rms2_w + (size_t)l * D, 1, 1, D);
         matmul_forward(a->h1, a->ln2, p->mlp_w1 + (size_t)l * F * D, NULL, 1, D, F);
