@@ -338,42 +338,48 @@ static void rope_forward(real* out, const real* x, int B, int T, int H, int d, i
 }
 static void rope_backward(real* dx, const real* dout, int B, int T, int H, int d) { rope_forward(dx, dout, B, T, H, d, -1); }
 
-// Causal softmax attention per head, key j visible to query i iff j <= i ('A', window = 0) or i - W < j <= i ('S').
+// Causal softmax attention per head, key j visible to query i iff j <= i ('A', window = 0) or i - W < j <= i ('S'),
+// and, with a prefix of np persistent rows (SPEC §9.2, Titans layers), every j < np too.
 // q, k (after RoPE), v: (B, T, H*d). out (B, T, H*d) = concat_heads(softmax(q.k / sqrt(d)) v); lse (B, T, H) the
 // log-sum-exp of each query's scores, kept for the backward (no T x T matrix is stored):
 //   s_ij = q_i.k_j / sqrt(d),  lse_i = log sum_j exp(s_ij),  p_ij = exp(s_ij - lse_i),  out_i = sum_j p_ij v_j
-static void attention_forward(real* out, real* lse, const real* q, const real* k, const real* v, int B, int T, int H, int d, int window) {
+// The keys of query i, in this order: [0, e1) with e1 = min(np, i+1), then [j0, i] with j0 = max(np, i-W+1) (W = 0: np).
+static void attn_keys(int i, int np, int W, int* e1, int* j0) {
+    *e1 = np < i + 1 ? np : i + 1;
+    int lo = W > 0 ? i - W + 1 : 0; *j0 = lo > np ? lo : np;
+}
+static void attention_forward(real* out, real* lse, const real* q, const real* k, const real* v, int B, int T, int H, int d, int window, int np) {
     real scale = 1 / sqrt((real)d); int D = H * d;
     #pragma omp parallel for collapse(2) schedule(dynamic)
     for (int bb = 0; bb < B; bb++) for (int h = 0; h < H; h++) {
         real* s = xmalloc((size_t)T * sizeof(real));
         for (int i = 0; i < T; i++) {
             const real* qi = q + ((size_t)bb * T + i) * D + h * d; real* oi = out + ((size_t)bb * T + i) * D + h * d;
-            int j0 = window > 0 && i - window + 1 > 0 ? i - window + 1 : 0;
+            int e1, j0; attn_keys(i, np, window, &e1, &j0);
             real mx = -1e30, sum = 0;
-            for (int j = j0; j <= i; j++) { s[j] = dotv(qi, k + ((size_t)bb * T + j) * D + h * d, d) * scale; if (s[j] > mx) mx = s[j]; }
-            for (int j = j0; j <= i; j++) { s[j] = exp(s[j] - mx); sum += s[j]; }
+            for (int j = 0; j <= i; j++) { if (j == e1) j = j0; if (j > i) break; s[j] = dotv(qi, k + ((size_t)bb * T + j) * D + h * d, d) * scale; if (s[j] > mx) mx = s[j]; }
+            for (int j = 0; j <= i; j++) { if (j == e1) j = j0; if (j > i) break; s[j] = exp(s[j] - mx); sum += s[j]; }
             for (int c = 0; c < d; c++) oi[c] = 0;
-            for (int j = j0; j <= i; j++) { const real* vj = v + ((size_t)bb * T + j) * D + h * d; real p = s[j] / sum; for (int c = 0; c < d; c++) oi[c] += p * vj[c]; }
+            for (int j = 0; j <= i; j++) { if (j == e1) j = j0; if (j > i) break; const real* vj = v + ((size_t)bb * T + j) * D + h * d; real p = s[j] / sum; for (int c = 0; c < d; c++) oi[c] += p * vj[c]; }
             lse[((size_t)bb * T + i) * H + h] = mx + log(sum);
         }
         free(s);
     }
 }
-// Backward (accumulates into dq, dk, dv), recomputing p_ij from lse:
+// Backward (accumulates into dq, dk, dv), recomputing p_ij from lse, over the same keys:
 //   dv_j += sum_i p_ij dout_i;   dp_ij = dout_i.v_j;   ds_ij = p_ij (dp_ij - dout_i.out_i)   (softmax backward)
 //   dq_i += sum_j ds_ij k_j / sqrt(d);   dk_j += sum_i ds_ij q_i / sqrt(d)
 static void attention_backward(real* dq, real* dk, real* dv, const real* dout, const real* q, const real* k, const real* v,
-                               const real* out, const real* lse, int B, int T, int H, int d, int window) {
+                               const real* out, const real* lse, int B, int T, int H, int d, int window, int np) {
     real scale = 1 / sqrt((real)d); int D = H * d;
     #pragma omp parallel for collapse(2) schedule(dynamic)
     for (int bb = 0; bb < B; bb++) for (int h = 0; h < H; h++) {   // one (sequence, head) per task: dk, dv rows are its own
         for (int i = 0; i < T; i++) {
             size_t ri = ((size_t)bb * T + i) * D + h * d;
             const real *qi = q + ri, *doi = dout + ri; real* dqi = dq + ri;
-            int j0 = window > 0 && i - window + 1 > 0 ? i - window + 1 : 0;
+            int e1, j0; attn_keys(i, np, window, &e1, &j0);
             real li = lse[((size_t)bb * T + i) * H + h], Di = dotv(doi, out + ri, d);
-            for (int j = j0; j <= i; j++) {
+            for (int j = 0; j <= i; j++) { if (j == e1) j = j0; if (j > i) break;
                 size_t rj = ((size_t)bb * T + j) * D + h * d;
                 real p = exp(dotv(qi, k + rj, d) * scale - li);
                 real ds = p * (dotv(doi, v + rj, d) - Di) * scale;
@@ -2002,7 +2008,7 @@ static void model_forward(Model* M, const int* inputs, const int* targets, int B
             // attention (SPEC §9.1): q, k = RoPE(u Wq^T), RoPE(u Wk^T); v = u Wv^T; z = attn(q, k, v) (stored in z;
             // its log-sum-exps in qrn); x = x + z Wo^T. The memory's activations of this layer stay unused.
             rope_forward(a->q + oD, a->qp + oD, B, T, H, d, 1); rope_forward(a->k + oD, a->kp + oD, B, T, H, d, 1);
-            attention_forward(a->z + oD, a->qrn + oH, a->q + oD, a->k + oD, a->vp + oD, B, T, H, d, c->pattern[l] == 'S' ? c->window : 0);
+            attention_forward(a->z + oD, a->qrn + oH, a->q + oD, a->k + oD, a->vp + oD, B, T, H, d, c->pattern[l] == 'S' ? c->window : 0, 0);
             matmul_forward(a->mo + oD, a->z + oD, p->wo + (size_t)l * D * D, NULL, N, D, D);
         } else {
         // mixer (SPEC §3): u = RMSNorm(x); q, k, v = SiLU(conv(u W^T)); q, k l2-normed per head
@@ -2084,7 +2090,7 @@ static void model_backward(Model* M, real loss_scale) {
         matmul_backward(g->z + oD, dp->wo + (size_t)l * D * D, NULL, g->res2 + oD, a->z + oD, p->wo + (size_t)l * D * D, N, D, D);
         if (c->pattern[l] != 'M') {   // attention (SPEC §9.1): back through attn, RoPE and the projections
             attention_backward(g->q + oD, g->k + oD, g->vp + oD, g->z + oD, a->q + oD, a->k + oD, a->vp + oD, a->z + oD, a->qrn + oH,
-                               B, T, H, d, c->pattern[l] == 'S' ? c->window : 0);
+                               B, T, H, d, c->pattern[l] == 'S' ? c->window : 0, 0);
             rope_backward(g->qp + oD, g->q + oD, B, T, H, d); rope_backward(g->kp + oD, g->k + oD, B, T, H, d);
         } else {
         gate_mul_backward(g->yn + oD, g->gp + oD, g->z + oD, a->yn + oD, a->gp + oD, N * D);
@@ -2241,54 +2247,6 @@ static void titans_init(Model* M, uint64_t* r) {
     if (c->arch >= ARCH_MAG) { fill_const(p->og1_w, L * D, 1); fill_const(p->og2_w, L * D, 1); }
 }
 
-// Attention with a prefix of np rows (SPEC §9.2): key j visible to query i iff j <= i and (j < np, or no window, or
-// i - W < j). np = 0 is section 9.1's attention_forward. The keys of query i, in this order: [0, min(np, i+1)), then
-// [max(np, i-W+1), i] (W = 0: from np).
-static void attn_px_keys(int i, int np, int W, int* e1, int* j0) {
-    *e1 = np < i + 1 ? np : i + 1;
-    int lo = W > 0 ? i - W + 1 : 0; *j0 = lo > np ? lo : np;
-}
-static void attn_px_forward(real* out, real* lse, const real* q, const real* k, const real* v, int B, int T, int H, int d, int W, int np) {
-    real scale = 1 / sqrt((real)d); int D = H * d;
-    #pragma omp parallel for collapse(2) schedule(dynamic)
-    for (int bb = 0; bb < B; bb++) for (int h = 0; h < H; h++) {
-        real* s = xmalloc((size_t)T * sizeof(real));
-        for (int i = 0; i < T; i++) {
-            const real* qi = q + ((size_t)bb * T + i) * D + h * d; real* oi = out + ((size_t)bb * T + i) * D + h * d;
-            int e1, j0; attn_px_keys(i, np, W, &e1, &j0);
-            real mx = -1e30, sum = 0;
-            for (int j = 0; j <= i; j++) { if (j == e1) j = j0; if (j > i) break;
-                s[j] = dotv(qi, k + ((size_t)bb * T + j) * D + h * d, d) * scale; if (s[j] > mx) mx = s[j]; }
-            for (int j = 0; j <= i; j++) { if (j == e1) j = j0; if (j > i) break; s[j] = exp(s[j] - mx); sum += s[j]; }
-            for (int c = 0; c < d; c++) oi[c] = 0;
-            for (int j = 0; j <= i; j++) { if (j == e1) j = j0; if (j > i) break;
-                const real* vj = v + ((size_t)bb * T + j) * D + h * d; real p = s[j] / sum; for (int c = 0; c < d; c++) oi[c] += p * vj[c]; }
-            lse[((size_t)bb * T + i) * H + h] = mx + log(sum);
-        }
-        free(s);
-    }
-}
-// backward as attention_backward (accumulates into dq, dk, dv), over the same keys
-static void attn_px_backward(real* dq, real* dk, real* dv, const real* dout, const real* q, const real* k, const real* v,
-                             const real* out, const real* lse, int B, int T, int H, int d, int W, int np) {
-    real scale = 1 / sqrt((real)d); int D = H * d;
-    #pragma omp parallel for collapse(2) schedule(dynamic)
-    for (int bb = 0; bb < B; bb++) for (int h = 0; h < H; h++) {
-        for (int i = 0; i < T; i++) {
-            size_t ri = ((size_t)bb * T + i) * D + h * d;
-            const real *qi = q + ri, *doi = dout + ri; real* dqi = dq + ri;
-            int e1, j0; attn_px_keys(i, np, W, &e1, &j0);
-            real li = lse[((size_t)bb * T + i) * H + h], Di = dotv(doi, out + ri, d);
-            for (int j = 0; j <= i; j++) { if (j == e1) j = j0; if (j > i) break;
-                size_t rj = ((size_t)bb * T + j) * D + h * d;
-                real p = exp(dotv(qi, k + rj, d) * scale - li);
-                real ds = p * (dotv(doi, v + rj, d) - Di) * scale;
-                for (int c = 0; c < d; c++) { dv[rj + c] += p * doi[c]; dqi[c] += ds * k[rj + c]; dk[rj + c] += ds * qi[c]; }
-            }
-        }
-    }
-}
-
 // Section 3's memory mixer of layer l on X's rows (X->B, X->T): u in X->acts.ln1, output in X->acts.mo
 // (the code of model_forward's 'M' branch)
 static void tx_mixer_forward(Model* X, int l) {
@@ -2343,7 +2301,7 @@ static void tx_attn_forward(Model* M, int l, const real* ua, int Tr, int np, siz
     matmul_forward(t->q + o, ua, p->att_wq + oW, NULL, Nq, D, D); rope_forward(t->q + o, t->q + o, B, Tr, H, d, 1);
     matmul_forward(t->k + o, ua, p->att_wk + oW, NULL, Nq, D, D); rope_forward(t->k + o, t->k + o, B, Tr, H, d, 1);
     matmul_forward(t->v + o, ua, p->att_wv + oW, NULL, Nq, D, D);
-    attn_px_forward(t->z + o, t->lse + oh, t->q + o, t->k + o, t->v + o, B, Tr, H, d, c->window, np);
+    attention_forward(t->z + o, t->lse + oh, t->q + o, t->k + o, t->v + o, B, Tr, H, d, c->window, np);
     matmul_forward(t->y + o, t->z + o, p->att_wo + oW, NULL, Nq, D, D);
 }
 // its backward, from t->g.y to dua (accumulated)
@@ -2351,7 +2309,7 @@ static void tx_attn_backward(Model* M, int l, real* dua, const real* ua, int Tr,
     const Config* c = &M->cfg; ParameterTensors *p = &M->params, *dp = &M->grads; TxActs *t = &M->tx->a, *g = &M->tx->g;
     int B = M->B, D = c->D, H = c->H, d = D / H, Nq = B * Tr; size_t oW = (size_t)l * D * D;
     matmul_backward(g->z + o, dp->att_wo + oW, NULL, g->y + o, t->z + o, p->att_wo + oW, Nq, D, D);
-    attn_px_backward(g->q + o, g->k + o, g->v + o, g->z + o, t->q + o, t->k + o, t->v + o, t->z + o, t->lse + oh, B, Tr, H, d, c->window, np);
+    attention_backward(g->q + o, g->k + o, g->v + o, g->z + o, t->q + o, t->k + o, t->v + o, t->z + o, t->lse + oh, B, Tr, H, d, c->window, np);
     rope_backward(g->q + o, g->q + o, B, Tr, H, d); rope_backward(g->k + o, g->k + o, B, Tr, H, d);
     matmul_backward(dua, dp->att_wq + oW, NULL, g->q + o, ua, p->att_wq + oW, Nq, D, D);
     matmul_backward(dua, dp->att_wk + oW, NULL, g->k + o, ua, p->att_wk + oW, Nq, D, D);
@@ -2908,8 +2866,8 @@ static void tx_dec_attn(Decoder* dec, int l, const real* ua, int j, int np, real
     matmul_forward(kp, ua, p->att_wq + oW, NULL, 1, D, D); rope_rotate(q, kp, cs, sn, H, d, 1);
     matmul_forward(kp, ua, p->att_wk + oW, NULL, 1, D, D); rope_rotate(dec->kc[l] + SLOT(j) * D, kp, cs, sn, H, d, 1);
     matmul_forward(dec->vc[l] + SLOT(j) * D, ua, p->att_wv + oW, NULL, 1, D, D);
-    int e1, j0; attn_px_keys(j, np, W, &e1, &j0); real scale = 1 / sqrt((real)d);
-    for (int h = 0; h < H; h++) {   // the keys in attn_px_forward's order
+    int e1, j0; attn_keys(j, np, W, &e1, &j0); real scale = 1 / sqrt((real)d);
+    for (int h = 0; h < H; h++) {   // the keys in attention_forward's order
         real mx = -1e30, sum = 0; real* oh = z + h * d;
         for (int i = 0; i <= j; i++) { if (i == e1) i = j0; if (i > j) break;
             s[i] = dotv(q + h * d, dec->kc[l] + SLOT(i) * D + h * d, d) * scale; if (s[i] > mx) mx = s[i]; }

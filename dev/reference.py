@@ -298,18 +298,11 @@ def rope(x):
     """SPEC §9.1 RoPE, rotate-half pairing, on x (B,T,H,d) at positions t = 0..T-1:
     th = t * 10000^(-2i/d) for i < d/2 (float64), x'_i = x_i cos th - x_{i+d/2} sin th,
     x'_{i+d/2} = x_{i+d/2} cos th + x_i sin th."""
-    B, T, H, d = x.shape
-    half = d // 2
-    inv = torch.tensor([10000.0 ** (-2.0 * i / d) for i in range(half)], dtype=torch.float64)
-    th = torch.arange(T, dtype=torch.float64).view(T, 1) * inv.view(1, half)
-    cos = torch.cos(th).to(x.dtype).view(1, T, 1, half)
-    sin = torch.sin(th).to(x.dtype).view(1, T, 1, half)
-    x1, x2 = x[..., :half], x[..., half:]
-    return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1)
+    return rope_at(x, list(range(x.shape[1])))
 
 
 def rope_at(x, pos):
-    """RoPE as rope() on x (B,n,H,d), row i at position pos[i] (MAC's segments)."""
+    """RoPE as rope() on x (B,n,H,d), row i at position pos[i] (MAC's segments; rope(): pos = 0..T-1)."""
     B, n, H, d = x.shape
     half = d // 2
     inv = torch.tensor([10000.0 ** (-2.0 * i / d) for i in range(half)], dtype=torch.float64)
