@@ -72,6 +72,9 @@ static cublasHandle_t g_blas;
 //     the softmax and the loss stay fp32.
 enum { PREC_FP32 = 0, PREC_TF32 = 1, PREC_BF16 = 2 };
 static int g_prec = PREC_FP32;
+// the memory's chunk products (section 3, MemArgs.tc): 3 = 3xTF32 tensor cores (fp32-accurate) with -f 0, 1 = TF32
+// tensor cores with -f 1 and -f 2; MIRAS_MEM_TC=0 (the SIMT fp32 products), 1 or 3 overrides
+static int g_mem_tc = 3;
 typedef __nv_bfloat16 bf16;
 static real* g_ones; static size_t g_ones_n;   // a vector of ones: column sums as cuBLAS gemv
 static real* g_scratch; static size_t g_scratch_n;  // (N, D) products for parameter-gradient column sums
@@ -105,6 +108,11 @@ static void gpu_init(int prec) {
     cublasCheck(cublasSetMathMode(g_blas, prec == PREC_TF32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
     g_partials = (double*)dmalloc(NORM_BLOCKS * sizeof(double));
     const char* s = getenv("MIRAS_SYNC"); g_sync = s && atoi(s) > 0;
+    g_mem_tc = prec == PREC_FP32 ? 3 : 1;
+    if ((s = getenv("MIRAS_MEM_TC"))) {
+        g_mem_tc = atoi(s);
+        if (g_mem_tc != 0 && g_mem_tc != 1 && g_mem_tc != 3) DIE("MIRAS_MEM_TC=0 (SIMT fp32), 1 (TF32) or 3 (3xTF32)", "unknown MIRAS_MEM_TC=%s", s);
+    }
 }
 static const char* gpu_name(void) { static cudaDeviceProp p; cudaCheck(cudaGetDeviceProperties(&p, g_device)); return p.name; }
 // the shared buffers, grown on demand
@@ -676,6 +684,86 @@ __device__ __forceinline__ real warp_dot(const real* a, const real* b, int n) {
 // 4 adjacent values of a chunk array: one 16-byte load when aligned (AV), else 4 loads (the gradient arrays
 // sit at odd offsets in the carve of train_miras.c)
 template <bool AV> __device__ __forceinline__ float4 ld4c(const real* p) { if (AV) return ld4(p); return make_float4(p[0], p[1], p[2], p[3]); }
+// ---- the same products on the tensor cores (v7: TF32; v8: 3xTF32), a warp per 16 x 8 output tile
+// mma.sync m16n8k8 (row.col, TF32 in, fp32 accumulate), lane = 4 g + tg (PTX ISA, "Matrix fragments for
+// mma.m16n8k8" with .tf32):   a0 A[g][tg]  a1 A[g+8][tg]  a2 A[g][tg+4]  a3 A[g+8][tg+4]   b0 B[tg][g]  b1 B[tg+4][g]
+//                             c0 C[g][2tg]  c1 C[g][2tg+1]  c2 C[g+8][2tg]  c3 C[g+8][2tg+1]
+// TF32 keeps 10 of fp32's 23 mantissa bits (relative rounding ~5e-4 per operand). 3xTF32 splits each operand
+// x = hi + lo (hi = tf32(x), lo = tf32(x - hi)) and adds lo*hi' + hi*lo' + hi*hi' (lo*lo' dropped): products then
+// round like fp32's (~1e-7 relative), at three tensor-core instructions per product instead of one.
+// mem_tc is the block's choice (0: the SIMT products above, 1: TF32, 3: 3xTF32), set by thread 0 of every kernel
+// that runs the chunk functions, before its first barrier (MemArgs.tc).
+__shared__ int mem_tc;
+#ifdef EMU_CUDA
+__device__ inline uint32_t tf32_bits(float x) {       // cvt.rna.tf32.f32: round to nearest, ties away, 13 low bits zero
+    uint32_t u; memcpy(&u, &x, 4); if ((u & 0x7f800000u) != 0x7f800000u) u += 0x1000u; return u & 0xffffe000u;
+}
+__device__ inline void mma_tf32(float* c, const uint32_t* a, const uint32_t* b) { emu::mma_m16n8k8_tf32(c, a, b); }
+#else
+__device__ __forceinline__ uint32_t tf32_bits(float x) { uint32_t r; asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x)); return r; }
+__device__ __forceinline__ void mma_tf32(float* c, const uint32_t* a, const uint32_t* b) {
+    asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3]) : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+#endif
+__device__ __forceinline__ float tf32_f(uint32_t u) { return __uint_as_float(u); }
+// c += A B for one k-step of 8: P = 1 (TF32) or 3 (3xTF32) tensor-core instructions
+template <int P> __device__ __forceinline__ void mma_step(float* c, const float* af, const float* bf) {
+    uint32_t ah[4], bh[2];
+#pragma unroll
+    for (int i = 0; i < 4; i++) ah[i] = tf32_bits(af[i]);
+#pragma unroll
+    for (int i = 0; i < 2; i++) bh[i] = tf32_bits(bf[i]);
+    if (P == 3) {
+        uint32_t al[4], bl[2];
+#pragma unroll
+        for (int i = 0; i < 4; i++) al[i] = tf32_bits(af[i] - tf32_f(ah[i]));
+#pragma unroll
+        for (int i = 0; i < 2; i++) bl[i] = tf32_bits(bf[i] - tf32_f(bh[i]));
+        mma_tf32(c, al, bh); mma_tf32(c, ah, bl);
+    }
+    mma_tf32(c, ah, bh);
+}
+// out (M, N) = sum_k fa(i, k) fb(k, j) over k < K, tiles of 16 x 8 dealt to the warps in turn; fc(i, j, c_ij, c_ij+1)
+// stores two adjacent outputs of a row (i < M checked here, j + 1 < N by fc). fa, fb return 0 out of range.
+// Each output has one owner lane and a fixed k order: deterministic.
+template <int P, class FA, class FB, class FC> __device__ __forceinline__ void tc_product(int M, int N, int K, FA fa, FB fb, FC fc) {
+    int g = LANE >> 2, tg = LANE & 3, tn = (N + 7) / 8, tiles = (M + 15) / 16 * tn;
+    for (int tile = threadIdx.x >> 5; tile < tiles; tile += blockDim.x >> 5) {     // (the same trip count in a warp)
+        int i0 = tile / tn * 16, j0 = tile % tn * 8;
+        float c[4] = {0, 0, 0, 0};
+#pragma unroll 2
+        for (int k0 = 0; k0 < K; k0 += 8) {
+            float af[4] = {fa(i0 + g, k0 + tg), fa(i0 + g + 8, k0 + tg), fa(i0 + g, k0 + tg + 4), fa(i0 + g + 8, k0 + tg + 4)};
+            float bf[2] = {fb(k0 + tg, j0 + g), fb(k0 + tg + 4, j0 + g)};
+            mma_step<P>(c, af, bf);
+        }
+        if (i0 + g < M) fc(i0 + g, j0 + 2 * tg, c[0], c[1]);
+        if (i0 + g + 8 < M) fc(i0 + g + 8, j0 + 2 * tg, c[2], c[3]);
+    }
+}
+// out = (acc ? out : 0) + s rs[i] (fa fb)_ij  (rs: NULL for 1), the store of the three mm_*_rs
+template <int P, class FA, class FB> __device__ __forceinline__ void tc_mm(real* out, int M, int N, int K, FA fa, FB fb, const real* rs, real s, int acc) {
+    tc_product<P>(M, N, K, fa, fb, [&](int i, int j, float v0, float v1) {
+        real f = s * (rs ? rs[i] : 1); size_t e = (size_t)i * N + j;
+        if (j < N) out[e] = acc ? out[e] + f * v0 : f * v0;
+        if (j + 1 < N) out[e + 1] = acc ? out[e + 1] + f * v1 : f * v1;
+    });
+}
+// the three shapes: out = A B^T (B (N, K)), A B (B (K, N)), A^T B (A (K, M)); mm_tn's rs scales term k
+template <int P> __device__ void tc_nt(real* out, const real* A, const real* Bm, const real* rs, int M, int N, int K, real s, int acc) {
+    tc_mm<P>(out, M, N, K, [&](int i, int k) { return i < M && k < K ? A[(size_t)i * K + k] : 0.f; },
+             [&](int k, int j) { return k < K && j < N ? Bm[(size_t)j * K + k] : 0.f; }, rs, s, acc);
+}
+template <int P> __device__ void tc_nn(real* out, const real* A, const real* Bm, const real* rs, int M, int N, int K, real s, int acc) {
+    tc_mm<P>(out, M, N, K, [&](int i, int k) { return i < M && k < K ? A[(size_t)i * K + k] : 0.f; },
+             [&](int k, int j) { return k < K && j < N ? Bm[(size_t)k * N + j] : 0.f; }, rs, s, acc);
+}
+template <int P> __device__ void tc_tn(real* out, const real* A, const real* Bm, const real* rs, int M, int N, int K, real s, int acc) {
+    tc_mm<P>(out, M, N, K, [&](int i, int k) { return i < M && k < K ? A[(size_t)k * M + i] * (rs ? rs[k] : 1) : 0.f; },
+             [&](int k, int j) { return k < K && j < N ? Bm[(size_t)k * N + j] : 0.f; }, NULL, s, acc);
+}
+#define TC_DISPATCH(f, ...) do { if (mem_tc == 3) f<3>(__VA_ARGS__); else f<1>(__VA_ARGS__); } while (0)
 // mm_nt, one pass of output columns [j0, j0 + per): the state rows are read 16 bytes at a time (K % 4 == 0)
 // The state loops below load MM_U (8) state values before using any of them: a thread's loads are then in
 // flight together, and a pass waits for the L2 (or DRAM) once or twice instead of once per loaded value (with
@@ -709,6 +797,7 @@ template <bool AV> __device__ __forceinline__ void mm_nt_cols(real* r, const rea
     }
 }
 MEMFN void mm_nt_rs(real* out, const real* A, const real* Bm, const real* rs, int M, int N, int K, real s, int acc, int sync = 1) {
+    if (mem_tc) { TC_DISPATCH(tc_nt, out, A, Bm, rs, M, N, K, s, acc); if (sync) __syncthreads(); return; }
     int ks = mm_split(N), per = blockDim.x / ks, sl = threadIdx.x % ks;   // the ks lanes of a column are adjacent
     bool vec = K % 4 == 0 && al16(Bm), av = al16(A);
     for (int t0 = 0; t0 < M; t0 += MM_TR) {
@@ -768,6 +857,7 @@ template <bool AV> __device__ __forceinline__ void mm_nn_cols(real* r, const rea
     }
 }
 MEMFN void mm_nn_rs(real* out, const real* A, const real* Bm, const real* rs, int M, int N, int K, real s, int acc, int sync = 1) {
+    if (mem_tc) { TC_DISPATCH(tc_nn, out, A, Bm, rs, M, N, K, s, acc); if (sync) __syncthreads(); return; }
     int ks = mm_split(N), cpw = 32 / ks, per = (blockDim.x >> 5) * cpw;   // a warp: cpw adjacent columns x ks slices
     int sl = LANE / cpw, jw = (threadIdx.x >> 5) * cpw + LANE % cpw;
     bool vec = K % 4 == 0, av = al16(A);
@@ -821,6 +911,7 @@ template <bool BV> __device__ __forceinline__ void mm_tn_vec(real* out, const re
     }
 }
 MEMFN void mm_tn_rs(real* out, const real* A, const real* Bm, const real* rs, int M, int N, int K, real s, int acc, int sync = 1) {
+    if (mem_tc) { TC_DISPATCH(tc_tn, out, A, Bm, rs, M, N, K, s, acc); if (sync) __syncthreads(); return; }
     if (N % 4 == 0 && al16(out)) { if (al16(Bm)) mm_tn_vec<true>(out, A, Bm, rs, M, N, K, s, acc); else mm_tn_vec<false>(out, A, Bm, rs, M, N, K, s, acc); }
     else FOR(e, M * N) {
         int i = e / N, j = e % N; real o = acc ? out[e] : 0;
@@ -973,8 +1064,20 @@ MEMFN void mem_read_backward(real* dx, real* dxk, real* ddl, real* dW, real* dS,
 
 // The chunk-end state of one memory matrix: Wn = ca W + (1 - ca) W0 + cb S - sum_i c_i dl_i xk_i^T   (m, p)
 // (the W0 term only with the anchored retention; a thread per 4 adjacent elements of a row where aligned)
+template <int P> __device__ void tc_update(real* Wn, const real* W, real ca, const real* W0, const real* S, real cb,
+                                          const real* dl, const real* xk, const real* cv, int n, int m, int p) {
+    tc_product<P>(m, p, n, [&](int j, int i) { return j < m && i < n ? -cv[i] * dl[(size_t)i * m + j] : 0.f; },
+                  [&](int i, int q) { return i < n && q < p ? xk[(size_t)i * p + q] : 0.f; },
+                  [&](int j, int q, float v0, float v1) {             // the retention terms, then the rank-n sum
+                      for (int u = 0; u < 2 && q + u < p; u++) {
+                          size_t e = (size_t)j * p + q + u;
+                          Wn[e] = ca * W[e] + (W0 ? (1 - ca) * W0[e] : 0) + (S ? cb * S[e] : 0) + (u ? v1 : v0);
+                      }
+                  });
+}
 MEMFN void mem_update_forward(real* Wn, const real* W, real ca, const real* W0, const real* S, real cb,
                                    const real* dl, const real* xk, const real* cv, int n, int m, int p, int sync = 1) {
+    if (mem_tc) { TC_DISPATCH(tc_update, Wn, W, ca, W0, S, cb, dl, xk, cv, n, m, p); if (sync) __syncthreads(); return; }
     if (p % 4 == 0 && al16(Wn) && al16(W) && (!S || al16(S)) && (!W0 || al16(W0))) {
         int p4 = p / 4, tot = m * p4, nt = blockDim.x; bool xv4 = al16(xk);
         for (int e0 = threadIdx.x; e0 < tot; e0 += MM_U * nt) {             // MM_U groups of 4 at a time (loads first)
@@ -1435,6 +1538,7 @@ typedef struct {
     real* aux;                                        // b = 1 token kernels (v6): (B, H, T, TOK_AUX) forward values kept for the backward
     real* gpart;                                      // v6: (B, H, T, TOK_R, TOK_GP) the row blocks' sums, added by mem_token_reduce_v6
     int ver;                                          // kernel version (dev/cuda/memlab.cu): 0 the best, see MEM_VERSIONS
+    int tc;                                           // the chunk products: 0 SIMT fp32, 1 TF32 tensor cores, 3 3xTF32 (set by the launches from ver)
     MemSmem sm;                                       // the chunk arrays this launch keeps in shared memory
     real* lat;                                        // Lattice: per block, a segment's k + 1 states and the carry
 } MemArgs;
@@ -1493,7 +1597,7 @@ __device__ __forceinline__ void prefetch_l2(const real* p, size_t n) {
 // state is kept for the backward.
 __global__ void __launch_bounds__(MEM_THREADS) memory_forward_kernel(MemArgs A) {
     __shared__ MemChunk c; __shared__ MemCfg m;
-    if (threadIdx.x == 0) { c = A.chunks[blockIdx.x]; m = A.m; mem_smem_apply(&c, &A.sm); c.p0 = m.anchor ? A.p0 + (size_t)(blockIdx.x % A.H) * m.nP : NULL; }
+    if (threadIdx.x == 0) { c = A.chunks[blockIdx.x]; m = A.m; mem_smem_apply(&c, &A.sm); c.p0 = m.anchor ? A.p0 + (size_t)(blockIdx.x % A.H) * m.nP : NULL; mem_tc = A.tc; }
     __syncthreads();
     int bb = blockIdx.x / A.H, h = blockIdx.x % A.H, nch = A.nch, nP = m.nP, b = A.b, T = A.T;
     size_t base = (((size_t)bb * A.H + h) * nch) * nP;
@@ -1514,7 +1618,7 @@ __global__ void __launch_bounds__(MEM_THREADS) memory_forward_kernel(MemArgs A) 
 // (each chunk's intermediates are recomputed from its stored start state).
 __global__ void __launch_bounds__(MEM_THREADS) memory_backward_kernel(MemArgs A) {
     __shared__ MemChunk c; __shared__ MemCfg m;
-    if (threadIdx.x == 0) { c = A.chunks[blockIdx.x]; m = A.m; mem_smem_apply(&c, &A.sm); c.p0 = m.anchor ? A.p0 + (size_t)(blockIdx.x % A.H) * m.nP : NULL; }
+    if (threadIdx.x == 0) { c = A.chunks[blockIdx.x]; m = A.m; mem_smem_apply(&c, &A.sm); c.p0 = m.anchor ? A.p0 + (size_t)(blockIdx.x % A.H) * m.nP : NULL; mem_tc = A.tc; }
     __syncthreads();
     int bb = blockIdx.x / A.H, h = blockIdx.x % A.H, nch = A.nch, nP = m.nP, b = A.b, T = A.T, d = m.d;
     size_t base = (((size_t)bb * A.H + h) * nch) * nP;
@@ -2116,8 +2220,10 @@ static MemSmem mem_smem_plan(const MemCfg* m, int b, int fwd, size_t bytes) {
 // The launches (the trainer's and the kernel lab's). Versions: 2 register-tiled products, chunk scratch in
 // global memory; 3 as 2 with the chunk scratch in shared memory as far as it fits; 4 as 3, and the b = 1 linear
 // memories token by token (mem_token_*_kernel); 5 is retired (folded into 6; run as 4); 6 (and 0, the default)
-// with the v6 token kernels (MemArgs.aux and .gpart; without them, 4's).
-static const int MEM_VERSIONS __attribute__((unused)) = 6;  // (read by dev/cuda/memlab.cu)
+// with the v6 token kernels (MemArgs.aux and .gpart; without them, 4's); 7 as 6 with the chunk products on the
+// tensor cores in TF32, 8 in 3xTF32 (mem_tc). Version 0 takes MemArgs.tc as the trainer sets it (mem_args).
+static const int MEM_VERSIONS __attribute__((unused)) = 8;  // (read by dev/cuda/memlab.cu)
+static int mem_tc_of(const MemArgs& A) { return A.ver == 7 ? 1 : A.ver == 8 ? 3 : A.ver == 0 ? A.tc : 0; }
 static size_t mem_smem_bytes(void) {
     static int optin = -1;
     if (optin < 0) { cudaCheck(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0)); optin -= 2048; } // room for the static shared memory
@@ -2127,6 +2233,7 @@ static void mem_forward_launch(MemArgs A, int nblocks) {
     if (A.m.lattice) { lattice_forward_kernel<<<nblocks, lat_threads(A.m.d)>>>(A); KCHECK("lattice_forward"); return; }
     if ((A.ver == 0 || A.ver >= 6) && mem_token6_ok(A)) { mem_token_forward_v6_kernel<<<nblocks * TOK_R, TOK6_THREADS>>>(A); KCHECK("mem_token_forward_v6"); return; }
     if ((A.ver == 0 || A.ver >= 4) && mem_token_ok(A)) { mem_token_forward_kernel<<<nblocks, TOK_THREADS>>>(A); KCHECK("mem_token_forward"); return; }
+    A.tc = mem_tc_of(A);
     if (A.ver == 0 || A.ver >= 3) A.sm = mem_smem_plan(&A.m, A.b, 1, mem_smem_bytes()); else A.sm.n = A.sm.floats = 0;
     size_t sb = (size_t)A.sm.floats * sizeof(real);
     cudaCheck(cudaFuncSetAttribute(memory_forward_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sb));
@@ -2140,6 +2247,7 @@ static void mem_backward_launch(MemArgs A, int nblocks) {
         mem_token_reduce_v6_kernel<<<::nblocks((size_t)A.B * A.T * A.D), NT>>>(A); KCHECK("mem_token_reduce_v6"); return;
     }
     if ((A.ver == 0 || A.ver >= 4) && mem_token_ok(A)) { mem_token_backward_kernel<<<nblocks, TOK_THREADS>>>(A); KCHECK("mem_token_backward"); return; }
+    A.tc = mem_tc_of(A);
     if (A.ver == 0 || A.ver >= 3) A.sm = mem_smem_plan(&A.m, A.b, 0, mem_smem_bytes()); else A.sm.n = A.sm.floats = 0;
     size_t sb = (size_t)A.sm.floats * sizeof(real);
     cudaCheck(cudaFuncSetAttribute(memory_backward_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sb));
@@ -2333,6 +2441,7 @@ static MemArgs mem_args(Model* M, int l) {
     A.dbh = M->mem_dbh;
     A.aux = M->mem_aux ? M->mem_aux + (size_t)l * N * H * TOK_AUX : NULL; A.gpart = M->mem_gpart;
     A.lat = M->lat_scratch;
+    A.tc = g_mem_tc;
     return A;
 }
 // The memory read of layer l for all sequences and heads (SPEC §5): y = MemoryRead(q, k, v, gates).
@@ -2597,7 +2706,7 @@ typedef struct {
 // one block per head: append this token's row to the partial chunk, re-run the chunk, keep its last row
 __global__ void __launch_bounds__(MEM_THREADS) decoder_memory_kernel(DecArgs A) {
     __shared__ MemChunk c; __shared__ MemCfg m;
-    if (threadIdx.x == 0) { c = A.chunks[blockIdx.x]; m = A.m; c.p0 = m.anchor ? A.p0 + (size_t)blockIdx.x * m.nP : NULL; }
+    if (threadIdx.x == 0) { c = A.chunks[blockIdx.x]; m = A.m; c.p0 = m.anchor ? A.p0 + (size_t)blockIdx.x * m.nP : NULL; mem_tc = 0; }
     __syncthreads();
     int h = blockIdx.x, d = m.d, nP = m.nP, rw = A.rw, ew = m.cw ? d : 1, n = A.cnt + 1;
     real* part = A.part + (size_t)h * A.b * rw; real* row = part + (size_t)A.cnt * rw;   // this token's row: q, k, v, a, theta, eta, delta

@@ -74,6 +74,7 @@ static void lab_cpu(Lab& L) {
         MemChunk c; size_t per = ::memchunk_carve(&c, NULL, b, d, m->dm, nP);
         std::vector<real> buf(per), Pv((size_t)nch * nP), Sv(m->momentum ? (size_t)nch * nP : 0);
         ::memchunk_carve(&c, buf.data(), b, d, m->dm, nP);
+        c.p0 = m->anchor ? &L.p0[(size_t)h * nP] : NULL;   // the anchored retention (titans, yaad, moneta by default)
         real* P = Pv.data(); real* S = m->momentum ? Sv.data() : NULL;
         memcpy(P, &L.p0[(size_t)h * nP], nP * sizeof(real));
         if (S) memset(S, 0, nP * sizeof(real));
@@ -92,7 +93,7 @@ static void lab_cpu(Lab& L) {
                                last ? NULL : P + (size_t)(ch + 1) * nP, (S && !last) ? S + (size_t)(ch + 1) * nP : NULL, lng, lnb);
             ::scatter_rows(L.y.data(), c.y, bb, h, t0, n, T, H, d);
         }
-        memset(c.dlng, 0, d * sizeof(real)); memset(c.dlnb, 0, d * sizeof(real));
+        memset(c.dlng, 0, d * sizeof(real)); memset(c.dlnb, 0, d * sizeof(real)); memset(c.dp0, 0, nP * sizeof(real));
         real *dPn = NULL, *dSn = NULL, *dPs = c.Pa, *dSs = c.Sa;
         for (int ch = nch - 1; ch >= 0; ch--) {
             int t0 = ch * b, n = T - t0 < b ? T - t0 : b;
@@ -109,7 +110,8 @@ static void lab_cpu(Lab& L) {
             dPs = dPs == c.Pa ? c.Pb : c.Pa; dSs = dSs == c.Sa ? c.Sb : c.Sa;
         }
         real* out = &L.dbh[((size_t)bb * H + h) * (nP + 2 * d)];
-        memcpy(out, dPn, nP * sizeof(real)); memcpy(out + nP, c.dlng, d * sizeof(real)); memcpy(out + nP + d, c.dlnb, d * sizeof(real));
+        for (int i = 0; i < nP; i++) out[i] = dPn[i] + c.dp0[i];   // (+ through the anchor; 0 without it)
+        memcpy(out + nP, c.dlng, d * sizeof(real)); memcpy(out + nP + d, c.dlnb, d * sizeof(real));
     }
 }
 
@@ -264,7 +266,8 @@ int main(int argc, char** argv) {
     };
 
     int nb = npair;
-    if (!only || only == 1) {
+    if (L.m.anchor && (!only || only == 1)) printf("v1   skipped: it predates the anchored retention (run -Z 0 presets, e.g. ttt_mlp, to compare it)\n");
+    else if (!only || only == 1) {
         lab_chunks<gpu::v1::MemChunk>(L, G, gpu::v1::memchunk_carve);
         gpu::v1::MemArgs A = lab_args<gpu::v1::MemArgs>(L, G);
         run_version("v1", [&]() { gpu::v1::mem_forward_launch(A, nb); }, [&]() { gpu::v1::mem_backward_launch(A, nb); });
@@ -285,7 +288,9 @@ int main(int argc, char** argv) {
         run_version(name, [&]() { gpu::mem_forward_launch(A, nb); }, [&]() { gpu::mem_backward_launch(A, nb); });
     }
     printf("\n%-8s %10s %10s %12s   (%s, B=%d H=%d T=%d d=%d dm=%d b=%d)\n", "version", "fwd ms", "bwd ms", "max rel err", preset, B, H, T, d, L.m.dm, L.b);
-    for (auto& r : res) printf("%-8s %10.3f %10.3f %12.2e%s\n", r.name, r.fwd_ms, r.bwd_ms, r.err, std::isfinite(r.err) && r.err < 1e-3 ? "" : "  FAIL");
-    int bad = 0; for (auto& r : res) bad += !(std::isfinite(r.err) && r.err < 1e-3);
+    // tolerances: fp32 versions 1e-3; v7 (TF32 operands, 10-bit mantissas, chained through the chunks) 5e-2
+    auto tol = [](const Result& r) { return !strcmp(r.name, "v7") ? 5e-2 : 1e-3; };
+    for (auto& r : res) printf("%-8s %10.3f %10.3f %12.2e%s\n", r.name, r.fwd_ms, r.bwd_ms, r.err, std::isfinite(r.err) && r.err < tol(r) ? "" : "  FAIL");
+    int bad = 0; for (auto& r : res) bad += !(std::isfinite(r.err) && r.err < tol(r));
     return bad ? 2 : 0;
 }

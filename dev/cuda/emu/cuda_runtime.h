@@ -47,6 +47,7 @@ struct State {
     std::vector<Thread> th; ucontext_t sched; jmp_buf sjb; int cur = -1; const std::function<void()>* fn = nullptr;
     std::vector<int> order; uint64_t rng = 0; int mode = 0;  // 0 asc, 1 desc, 2 random
     uint64_t xbuf[32][32];
+    uint32_t fbuf[32][32][6];  // mma fragments: warp, lane, a0..a3 b0 b1
     long launches = 0;
     std::vector<float> dyn;  // the launch's dynamic shared memory (blocks run one after another: one buffer)
 };
@@ -108,6 +109,9 @@ inline void* dyn_smem() { return S().dyn.data(); }
 inline void check_align16(const void* p) {   // a 16-byte access must be 16-byte aligned on a GPU
     if ((uintptr_t)p & 15) { fprintf(stderr, "emu: misaligned 16-byte access at %p (block %u, thread %u)\n", p, blockIdx.x, threadIdx.x); abort(); }
 }
+// mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 for one warp: each lane posts its fragments, then computes
+// its four outputs from every lane's (the PTX fragment layout; products in float, k in order)
+inline void mma_m16n8k8_tf32(float* c, const uint32_t* a, const uint32_t* b);
 } // namespace emu
 #define EMU_CUDA 1
 
@@ -148,3 +152,23 @@ inline cudaError_t cudaEventSynchronize(cudaEvent_t) { return cudaSuccess; }
 inline cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t a, cudaEvent_t b) { *ms = (float)(1e3 * (b->t - a->t)); return cudaSuccess; }
 inline const char* cudaGetErrorString(cudaError_t e) { return e ? "out of memory" : "no error"; }
 inline const char* cudaGetErrorName(cudaError_t e) { return e ? "cudaErrorMemoryAllocation" : "cudaSuccess"; }
+
+inline float __uint_as_float(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
+inline uint32_t __float_as_uint(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
+inline void emu::mma_m16n8k8_tf32(float* c, const uint32_t* a, const uint32_t* b) {
+    emu::State& s = emu::S(); int lane = threadIdx.x & 31, w = threadIdx.x >> 5, g = lane >> 2, tg = lane & 3;
+    uint32_t (*f)[6] = s.fbuf[w];
+    for (int i = 0; i < 4; i++) f[lane][i] = a[i];
+    f[lane][4] = b[0]; f[lane][5] = b[1];
+    emu::wait(emu::AT_WARP);
+    auto A = [&](int r, int k) { return __uint_as_float(f[(r & 7) * 4 + (k & 3)][(r >= 8) + 2 * (k >= 4)]); };
+    auto B = [&](int k, int n) { return __uint_as_float(f[n * 4 + (k & 3)][4 + (k >= 4)]); };
+    float out[4];
+    for (int q = 0; q < 4; q++) {
+        int r = g + 8 * (q >> 1), n = 2 * tg + (q & 1); float acc = c[q];
+        for (int k = 0; k < 8; k++) acc += A(r, k) * B(k, n);
+        out[q] = acc;
+    }
+    emu::wait(emu::AT_WARP);
+    for (int q = 0; q < 4; q++) c[q] = out[q];
+}
