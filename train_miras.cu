@@ -688,38 +688,37 @@ template <bool AV> __device__ __forceinline__ float4 ld4c(const real* p) { if (A
 // mma.sync m16n8k8 (row.col, TF32 in, fp32 accumulate), lane = 4 g + tg (PTX ISA, "Matrix fragments for
 // mma.m16n8k8" with .tf32):   a0 A[g][tg]  a1 A[g+8][tg]  a2 A[g][tg+4]  a3 A[g+8][tg+4]   b0 B[tg][g]  b1 B[tg+4][g]
 //                             c0 C[g][2tg]  c1 C[g][2tg+1]  c2 C[g+8][2tg]  c3 C[g+8][2tg+1]
-// TF32 keeps 10 of fp32's 23 mantissa bits (relative rounding ~5e-4 per operand). 3xTF32 splits each operand
-// x = hi + lo (hi = tf32(x), lo = tf32(x - hi)) and adds lo*hi' + hi*lo' + hi*hi' (lo*lo' dropped): products then
-// round like fp32's (~1e-7 relative), at three tensor-core instructions per product instead of one.
+// A TF32 operand is an fp32 register of which the tensor core reads the top 19 bits (10 mantissa bits), so v7 passes
+// the fp32 values as they are (truncation, relative error < 2^-10 per operand; no conversion instructions: on sm_90
+// cvt.rna.tf32 is several). v8 (3xTF32) splits each operand x = hi + lo, hi = x rounded to 10 mantissa bits (two
+// integer operations; a NaN stays in lo = x - hi, which is exact), and adds lo*hi' + hi*lo' + hi*hi' (lo*lo' dropped):
+// the products then carry ~2^-21 relative error, fp32's order, at three tensor-core instructions instead of one.
 // mem_tc is the block's choice (0: the SIMT products above, 1: TF32, 3: 3xTF32), set by thread 0 of every kernel
 // that runs the chunk functions, before its first barrier (MemArgs.tc).
 __shared__ int mem_tc;
 #ifdef EMU_CUDA
-__device__ inline uint32_t tf32_bits(float x) {       // cvt.rna.tf32.f32: round to nearest, ties away, 13 low bits zero
-    uint32_t u; memcpy(&u, &x, 4); if ((u & 0x7f800000u) != 0x7f800000u) u += 0x1000u; return u & 0xffffe000u;
-}
 __device__ inline void mma_tf32(float* c, const uint32_t* a, const uint32_t* b) { emu::mma_m16n8k8_tf32(c, a, b); }
 #else
-__device__ __forceinline__ uint32_t tf32_bits(float x) { uint32_t r; asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x)); return r; }
 __device__ __forceinline__ void mma_tf32(float* c, const uint32_t* a, const uint32_t* b) {
     asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
                  : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3]) : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
 #endif
-__device__ __forceinline__ float tf32_f(uint32_t u) { return __uint_as_float(u); }
+__device__ __forceinline__ uint32_t tf32_hi(float x) { return (__float_as_uint(x) + 0x1000u) & 0xffffe000u; }  // round half away
 // c += A B for one k-step of 8: P = 1 (TF32) or 3 (3xTF32) tensor-core instructions
 template <int P> __device__ __forceinline__ void mma_step(float* c, const float* af, const float* bf) {
     uint32_t ah[4], bh[2];
+    if (P == 1) {
 #pragma unroll
-    for (int i = 0; i < 4; i++) ah[i] = tf32_bits(af[i]);
+        for (int i = 0; i < 4; i++) ah[i] = __float_as_uint(af[i]);
 #pragma unroll
-    for (int i = 0; i < 2; i++) bh[i] = tf32_bits(bf[i]);
-    if (P == 3) {
+        for (int i = 0; i < 2; i++) bh[i] = __float_as_uint(bf[i]);
+    } else {
         uint32_t al[4], bl[2];
 #pragma unroll
-        for (int i = 0; i < 4; i++) al[i] = tf32_bits(af[i] - tf32_f(ah[i]));
+        for (int i = 0; i < 4; i++) { ah[i] = tf32_hi(af[i]); al[i] = __float_as_uint(af[i] - __uint_as_float(ah[i])); }
 #pragma unroll
-        for (int i = 0; i < 2; i++) bl[i] = tf32_bits(bf[i] - tf32_f(bh[i]));
+        for (int i = 0; i < 2; i++) { bh[i] = tf32_hi(bf[i]); bl[i] = __float_as_uint(bf[i] - __uint_as_float(bh[i])); }
         mma_tf32(c, al, bh); mma_tf32(c, ah, bl);
     }
     mma_tf32(c, ah, bh);
@@ -727,12 +726,16 @@ template <int P> __device__ __forceinline__ void mma_step(float* c, const float*
 // out (M, N) = sum_k fa(i, k) fb(k, j) over k < K, tiles of 16 x 8 dealt to the warps in turn; fc(i, j, c_ij, c_ij+1)
 // stores two adjacent outputs of a row (i < M checked here, j + 1 < N by fc). fa, fb return 0 out of range.
 // Each output has one owner lane and a fixed k order: deterministic.
+#ifndef TC_UNROLL
+#define TC_UNROLL 2   // k-steps unrolled (8 measured no faster on the H100, run 4 of dev/cuda/memlab_notes.md)
+#endif
+static constexpr int tc_unroll = TC_UNROLL;   // (#pragma unroll takes a constant, not a macro)
 template <int P, class FA, class FB, class FC> __device__ __forceinline__ void tc_product(int M, int N, int K, FA fa, FB fb, FC fc) {
     int g = LANE >> 2, tg = LANE & 3, tn = (N + 7) / 8, tiles = (M + 15) / 16 * tn;
     for (int tile = threadIdx.x >> 5; tile < tiles; tile += blockDim.x >> 5) {     // (the same trip count in a warp)
         int i0 = tile / tn * 16, j0 = tile % tn * 8;
         float c[4] = {0, 0, 0, 0};
-#pragma unroll 2
+#pragma unroll (tc_unroll)
         for (int k0 = 0; k0 < K; k0 += 8) {
             float af[4] = {fa(i0 + g, k0 + tg), fa(i0 + g + 8, k0 + tg), fa(i0 + g, k0 + tg + 4), fa(i0 + g + 8, k0 + tg + 4)};
             float bf[2] = {fb(k0 + tg, j0 + g), fb(k0 + tg + 4, j0 + g)};
@@ -745,25 +748,31 @@ template <int P, class FA, class FB, class FC> __device__ __forceinline__ void t
 // out = (acc ? out : 0) + s rs[i] (fa fb)_ij  (rs: NULL for 1), the store of the three mm_*_rs
 template <int P, class FA, class FB> __device__ __forceinline__ void tc_mm(real* out, int M, int N, int K, FA fa, FB fb, const real* rs, real s, int acc) {
     tc_product<P>(M, N, K, fa, fb, [&](int i, int j, float v0, float v1) {
-        real f = s * (rs ? rs[i] : 1); size_t e = (size_t)i * N + j;
+        real f = s * (rs ? rs[i] : 1); int e = i * N + j;
         if (j < N) out[e] = acc ? out[e] + f * v0 : f * v0;
         if (j + 1 < N) out[e + 1] = acc ? out[e + 1] + f * v1 : f * v1;
     });
 }
-// the three shapes: out = A B^T (B (N, K)), A B (B (K, N)), A^T B (A (K, M)); mm_tn's rs scales term k
-template <int P> __device__ void tc_nt(real* out, const real* A, const real* Bm, const real* rs, int M, int N, int K, real s, int acc) {
-    tc_mm<P>(out, M, N, K, [&](int i, int k) { return i < M && k < K ? A[(size_t)i * K + k] : 0.f; },
-             [&](int k, int j) { return k < K && j < N ? Bm[(size_t)j * K + k] : 0.f; }, rs, s, acc);
+// the three shapes: out = A B^T (B (N, K)), A B (B (K, N)), A^T B (A (K, M)); mm_tn's rs scales term k.
+// WT (whole tiles: M % 16 == N % 8 == K % 8 == 0, as at every full chunk of the presets) skips the range checks.
+// (int indices: the operands have at most 256 x 256 elements)
+#define TC_IN(WT, i, k, I, KK, v) ((WT) || ((i) < (I) && (k) < (KK)) ? (v) : 0.f)
+template <int P, bool WT> __device__ void tc_nt(real* out, const real* A, const real* Bm, const real* rs, int M, int N, int K, real s, int acc) {
+    tc_mm<P>(out, M, N, K, [&](int i, int k) { return TC_IN(WT, i, k, M, K, A[i * K + k]); },
+             [&](int k, int j) { return TC_IN(WT, k, j, K, N, Bm[j * K + k]); }, rs, s, acc);
 }
-template <int P> __device__ void tc_nn(real* out, const real* A, const real* Bm, const real* rs, int M, int N, int K, real s, int acc) {
-    tc_mm<P>(out, M, N, K, [&](int i, int k) { return i < M && k < K ? A[(size_t)i * K + k] : 0.f; },
-             [&](int k, int j) { return k < K && j < N ? Bm[(size_t)k * N + j] : 0.f; }, rs, s, acc);
+template <int P, bool WT> __device__ void tc_nn(real* out, const real* A, const real* Bm, const real* rs, int M, int N, int K, real s, int acc) {
+    tc_mm<P>(out, M, N, K, [&](int i, int k) { return TC_IN(WT, i, k, M, K, A[i * K + k]); },
+             [&](int k, int j) { return TC_IN(WT, k, j, K, N, Bm[k * N + j]); }, rs, s, acc);
 }
-template <int P> __device__ void tc_tn(real* out, const real* A, const real* Bm, const real* rs, int M, int N, int K, real s, int acc) {
-    tc_mm<P>(out, M, N, K, [&](int i, int k) { return i < M && k < K ? A[(size_t)k * M + i] * (rs ? rs[k] : 1) : 0.f; },
-             [&](int k, int j) { return k < K && j < N ? Bm[(size_t)k * N + j] : 0.f; }, NULL, s, acc);
+template <int P, bool WT> __device__ void tc_tn(real* out, const real* A, const real* Bm, const real* rs, int M, int N, int K, real s, int acc) {
+    tc_mm<P>(out, M, N, K, [&](int i, int k) { return TC_IN(WT, i, k, M, K, A[k * M + i] * (rs ? rs[k] : 1)); },
+             [&](int k, int j) { return TC_IN(WT, k, j, K, N, Bm[k * N + j]); }, NULL, s, acc);
 }
-#define TC_DISPATCH(f, ...) do { if (mem_tc == 3) f<3>(__VA_ARGS__); else f<1>(__VA_ARGS__); } while (0)
+// one of the four instantiations of f: 3xTF32 or TF32, whole tiles or not (M, N, K: the product's shape)
+#define TC_DISPATCH(f, M, N, K, ...) do { bool w_ = (M) % 16 == 0 && (N) % 8 == 0 && (K) % 8 == 0;                     \
+    if (mem_tc == 3) { if (w_) f<3, true>(__VA_ARGS__); else f<3, false>(__VA_ARGS__); }                                 \
+    else { if (w_) f<1, true>(__VA_ARGS__); else f<1, false>(__VA_ARGS__); } } while (0)
 // mm_nt, one pass of output columns [j0, j0 + per): the state rows are read 16 bytes at a time (K % 4 == 0)
 // The state loops below load MM_U (8) state values before using any of them: a thread's loads are then in
 // flight together, and a pass waits for the L2 (or DRAM) once or twice instead of once per loaded value (with
@@ -797,7 +806,7 @@ template <bool AV> __device__ __forceinline__ void mm_nt_cols(real* r, const rea
     }
 }
 MEMFN void mm_nt_rs(real* out, const real* A, const real* Bm, const real* rs, int M, int N, int K, real s, int acc, int sync = 1) {
-    if (mem_tc) { TC_DISPATCH(tc_nt, out, A, Bm, rs, M, N, K, s, acc); if (sync) __syncthreads(); return; }
+    if (mem_tc) { TC_DISPATCH(tc_nt, M, N, K, out, A, Bm, rs, M, N, K, s, acc); if (sync) __syncthreads(); return; }
     int ks = mm_split(N), per = blockDim.x / ks, sl = threadIdx.x % ks;   // the ks lanes of a column are adjacent
     bool vec = K % 4 == 0 && al16(Bm), av = al16(A);
     for (int t0 = 0; t0 < M; t0 += MM_TR) {
@@ -857,7 +866,7 @@ template <bool AV> __device__ __forceinline__ void mm_nn_cols(real* r, const rea
     }
 }
 MEMFN void mm_nn_rs(real* out, const real* A, const real* Bm, const real* rs, int M, int N, int K, real s, int acc, int sync = 1) {
-    if (mem_tc) { TC_DISPATCH(tc_nn, out, A, Bm, rs, M, N, K, s, acc); if (sync) __syncthreads(); return; }
+    if (mem_tc) { TC_DISPATCH(tc_nn, M, N, K, out, A, Bm, rs, M, N, K, s, acc); if (sync) __syncthreads(); return; }
     int ks = mm_split(N), cpw = 32 / ks, per = (blockDim.x >> 5) * cpw;   // a warp: cpw adjacent columns x ks slices
     int sl = LANE / cpw, jw = (threadIdx.x >> 5) * cpw + LANE % cpw;
     bool vec = K % 4 == 0, av = al16(A);
@@ -911,7 +920,7 @@ template <bool BV> __device__ __forceinline__ void mm_tn_vec(real* out, const re
     }
 }
 MEMFN void mm_tn_rs(real* out, const real* A, const real* Bm, const real* rs, int M, int N, int K, real s, int acc, int sync = 1) {
-    if (mem_tc) { TC_DISPATCH(tc_tn, out, A, Bm, rs, M, N, K, s, acc); if (sync) __syncthreads(); return; }
+    if (mem_tc) { TC_DISPATCH(tc_tn, M, N, K, out, A, Bm, rs, M, N, K, s, acc); if (sync) __syncthreads(); return; }
     if (N % 4 == 0 && al16(out)) { if (al16(Bm)) mm_tn_vec<true>(out, A, Bm, rs, M, N, K, s, acc); else mm_tn_vec<false>(out, A, Bm, rs, M, N, K, s, acc); }
     else FOR(e, M * N) {
         int i = e / N, j = e % N; real o = acc ? out[e] : 0;
@@ -1064,20 +1073,20 @@ MEMFN void mem_read_backward(real* dx, real* dxk, real* ddl, real* dW, real* dS,
 
 // The chunk-end state of one memory matrix: Wn = ca W + (1 - ca) W0 + cb S - sum_i c_i dl_i xk_i^T   (m, p)
 // (the W0 term only with the anchored retention; a thread per 4 adjacent elements of a row where aligned)
-template <int P> __device__ void tc_update(real* Wn, const real* W, real ca, const real* W0, const real* S, real cb,
-                                          const real* dl, const real* xk, const real* cv, int n, int m, int p) {
-    tc_product<P>(m, p, n, [&](int j, int i) { return j < m && i < n ? -cv[i] * dl[(size_t)i * m + j] : 0.f; },
-                  [&](int i, int q) { return i < n && q < p ? xk[(size_t)i * p + q] : 0.f; },
+template <int P, bool WT> __device__ void tc_update(real* Wn, const real* W, real ca, const real* W0, const real* S, real cb,
+                                                  const real* dl, const real* xk, const real* cv, int n, int m, int p) {
+    tc_product<P>(m, p, n, [&](int j, int i) { return TC_IN(WT, j, i, m, n, -cv[i] * dl[i * m + j]); },
+                  [&](int i, int q) { return TC_IN(WT, i, q, n, p, xk[i * p + q]); },
                   [&](int j, int q, float v0, float v1) {             // the retention terms, then the rank-n sum
                       for (int u = 0; u < 2 && q + u < p; u++) {
-                          size_t e = (size_t)j * p + q + u;
+                          int e = j * p + q + u;
                           Wn[e] = ca * W[e] + (W0 ? (1 - ca) * W0[e] : 0) + (S ? cb * S[e] : 0) + (u ? v1 : v0);
                       }
                   });
 }
 MEMFN void mem_update_forward(real* Wn, const real* W, real ca, const real* W0, const real* S, real cb,
                                    const real* dl, const real* xk, const real* cv, int n, int m, int p, int sync = 1) {
-    if (mem_tc) { TC_DISPATCH(tc_update, Wn, W, ca, W0, S, cb, dl, xk, cv, n, m, p); if (sync) __syncthreads(); return; }
+    if (mem_tc) { TC_DISPATCH(tc_update, m, p, n, Wn, W, ca, W0, S, cb, dl, xk, cv, n, m, p); if (sync) __syncthreads(); return; }
     if (p % 4 == 0 && al16(Wn) && al16(W) && (!S || al16(S)) && (!W0 || al16(W0))) {
         int p4 = p / 4, tot = m * p4, nt = blockDim.x; bool xv4 = al16(xk);
         for (int e0 = threadIdx.x; e0 < tot; e0 += MM_U * nt) {             // MM_U groups of 4 at a time (loads first)

@@ -161,8 +161,9 @@ inline void emu::mma_m16n8k8_tf32(float* c, const uint32_t* a, const uint32_t* b
     for (int i = 0; i < 4; i++) f[lane][i] = a[i];
     f[lane][4] = b[0]; f[lane][5] = b[1];
     emu::wait(emu::AT_WARP);
-    auto A = [&](int r, int k) { return __uint_as_float(f[(r & 7) * 4 + (k & 3)][(r >= 8) + 2 * (k >= 4)]); };
-    auto B = [&](int k, int n) { return __uint_as_float(f[n * 4 + (k & 3)][4 + (k >= 4)]); };
+    // the tensor core reads a TF32 operand's top 19 bits: the 13 low mantissa bits are dropped (truncation)
+    auto A = [&](int r, int k) { return __uint_as_float(f[(r & 7) * 4 + (k & 3)][(r >= 8) + 2 * (k >= 4)] & 0xffffe000u); };
+    auto B = [&](int k, int n) { return __uint_as_float(f[n * 4 + (k & 3)][4 + (k >= 4)] & 0xffffe000u); };
     float out[4];
     for (int q = 0; q < 4; q++) {
         int r = g + 8 * (q >> 1), n = 2 * tg + (q & 1); float acc = c[q];
