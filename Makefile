@@ -34,7 +34,7 @@ else
   TRAIN_CC = $(CC)
 endif
 
-.PHONY: all test test_asan fuzz fuzz_build ci ci_build train data clean
+.PHONY: all test test_asan fuzz fuzz_build ci ci_build test_emu_lab test_gpu_emu train data clean
 all: train_miras test_miras test_miras_fp64 data_prep
 
 train_miras: train_miras.c build/use_mpi
@@ -74,6 +74,9 @@ test_gpu: train_miras train_miras_cu test_miras
 # the same checks without a GPU: train_miras.cu run thread by thread in a CPU emulator of CUDA (slow; see dev/cuda)
 test_gpu_emu: train_miras test_miras
 	@bash dev/cuda/emu_build.sh && GPU_BIN=build/emu/train_miras_emu SYNTH=0 bash dev/test_gpu.sh
+# the memory kernels' SIMT, TF32 and 3xTF32 tensor-core products against the CPU on the emulator (part of make ci)
+test_emu_lab:
+	@bash dev/cuda/test_emu_lab.sh
 
 # ---- sanitizers and fuzzing (README "Tests": "Sanitizers", "Fuzzing")
 ASAN_CC ?= $(CC)
@@ -115,7 +118,7 @@ fuzz: fuzz_build
 ci_build: train_miras test_miras test_miras_fp64 data_prep $(ASAN_BINS) fuzz_build
 ci: ci_build
 	@FUZZ_SECONDS=$${FUZZ_SECONDS:-10} bash dev/test_all.sh ./test_miras ./test_miras_fp64 "bash data_prep/test_data_prep.sh" \
-		"env MIRAS_BIN_DIR=build/asan bash dev/test_all.sh" "bash dev/fuzz/run.sh"
+		"env MIRAS_BIN_DIR=build/asan bash dev/test_all.sh" "bash dev/fuzz/run.sh" "bash dev/cuda/test_emu_lab.sh"
 
 clean:
 	rm -rf train_miras train_miras_mpi test_miras test_miras_fp64 train_miras_cu memlab $(DATA_PREP_BINS) build
