@@ -7,6 +7,9 @@
 set -u
 cd "$(dirname "$0")/../.."
 pass=0; fail=0
+for t in g++ python3; do
+    command -v $t >/dev/null || { echo "# 12 check(s) skipped: no $t (the emulator build needs g++ and python3)"; echo "0 passed, 0 failed"; exit 0; }
+done
 configs=(
   "-p titans -d 16 -E 4 -k 16 -T 48"        # whole tiles: n = 16, d = 16, dm = 64
   "-p titans -d 12 -E 2 -k 5 -T 23"         # partial tiles, a partial last chunk
