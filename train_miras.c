@@ -1309,56 +1309,73 @@ static MemCfg mem_config(const Config* c) {
     return m;
 }
 
-// Parameters: one allocation, tensors back to back in this order (the checkpoint layout).
-#define NUM_PARAM_TENSORS 40
-typedef struct {
-    real *wte, *rms1_w, *wq, *wk, *wv, *conv_q, *conv_k, *conv_v;
-    real *gate_a_w, *gate_a_b, *gate_eta_w, *gate_eta_b, *gate_theta_w, *gate_theta_b;
-    real *mem_p0, *mem_ln_g, *mem_ln_b, *wg, *rmsh_w, *wo, *rms2_w, *mlp_w1, *mlp_w3, *mlp_w2, *rmsf_w;
-    real *gate_eta_up, *gate_delta_w, *gate_delta_b, *gate_delta_up;  // channel-wise eta; Yaad's delta (after rmsf_w: older layouts stay valid)
-    real *pers, *att_wq, *att_wk, *att_wv, *att_wo, *rmsa_w, *og1_w, *og2_w;  // Titans layers (section 4b); empty otherwise
-    real *gate_gamma_w, *gate_gamma_b;                                // omega's window gates (SPEC §5.5): (Lm, H*c, D), (Lm, H*c)
-    real *poly_rho;                                                   // poly (SPEC §5.6): (Lm, 3), a_i = softplus(rho_i)
-} ParameterTensors;
-static const char* const PARAM_NAMES[NUM_PARAM_TENSORS] = {
-    "wte", "rms1_w", "wq", "wk", "wv", "conv_q", "conv_k", "conv_v", "gate_a_w", "gate_a_b", "gate_eta_w", "gate_eta_b",
-    "gate_theta_w", "gate_theta_b", "mem_p0", "mem_ln_g", "mem_ln_b", "wg", "rmsh_w", "wo", "rms2_w", "mlp_w1", "mlp_w3", "mlp_w2", "rmsf_w",
-    "gate_eta_up", "gate_delta_w", "gate_delta_b", "gate_delta_up",
-    "pers", "att_wq", "att_wk", "att_wv", "att_wo", "rmsa_w", "og1_w", "og2_w",
-    "gate_gamma_w", "gate_gamma_b", "poly_rho"};
-// AdamW weight decay on matrices only (SPEC §8): not norms, conv filters, gate biases, P_0, the memory LN
-static const int PARAM_DECAY[NUM_PARAM_TENSORS] = {1, 0, 1, 1, 1, 0, 0, 0, 1, 0, 1, 0, 1, 0, 0, 0, 0, 1, 0, 1, 0, 1, 1, 1, 0, 1, 1, 0, 1,
-                                                   0, 1, 1, 1, 1, 0, 0, 0,   // Titans: persistent tokens and norms not decayed
-                                                   1, 0, 0};  // ATLAS: the window gate's weights decayed; its bias and poly's rho not
+// Parameters: one allocation, tensors back to back in this order (the checkpoint layout). The table is the one list
+// of them: X(name, decay, size). decay: AdamW weight decay (SPEC §8: matrices only; not norms, conv filters, gate
+// biases, P_0, the memory LN, persistent tokens, poly's rho). size: in floats, an expression over the local names of
+// fill_in_parameter_sizes below. The tensors only a memory mixer uses (conv, gates, P_0, memory LN, wg, rmsh_w) are
+// stacked over the Lm = number of 'M' layers (L there), the others over all LL layers.
+#define PARAMETER_TABLE(X) \
+    X(wte,           1, (size_t)c->Vp * D)         /* token embedding, tied with the LM head */ \
+    X(rms1_w,        0, LL * D)                    /* the mixer's RMSNorm */ \
+    X(wq,            1, LL * D * D)                /* q, k, v projections */ \
+    X(wk,            1, LL * D * D) \
+    X(wv,            1, LL * D * D) \
+    X(conv_q,        0, L * D * K)                 /* short causal convolutions */ \
+    X(conv_k,        0, L * D * K) \
+    X(conv_v,        0, L * D * K) \
+    X(gate_a_w,      1, ga * L * H * D)            /* retention a_t (SPEC §5.3) */ \
+    X(gate_a_b,      0, ga * L * H) \
+    X(gate_eta_w,    1, ge * L * gw)               /* step size eta_t: per head, or rank R per channel */ \
+    X(gate_eta_b,    0, ge * L * gb) \
+    X(gate_theta_w,  1, gt * L * H * D)            /* momentum theta_t */ \
+    X(gate_theta_b,  0, gt * L * H) \
+    X(mem_p0,        0, c->lattice ? 0 : L * H * m.nP)   /* the memory's initial state P_0 per head */ \
+    X(mem_ln_g,      0, ln * L * H * d)            /* the deep memory's LayerNorm affine */ \
+    X(mem_ln_b,      0, ln * L * H * d) \
+    X(wg,            1, L * D * D)                 /* output gate */ \
+    X(rmsh_w,        0, L * D)                     /* per-head RMSNorm of the memory read */ \
+    X(wo,            1, LL * D * D)                /* output projection */ \
+    X(rms2_w,        0, LL * D)                    /* SwiGLU MLP and its RMSNorm */ \
+    X(mlp_w1,        1, LL * F * D) \
+    X(mlp_w3,        1, LL * F * D) \
+    X(mlp_w2,        1, LL * D * F) \
+    X(rmsf_w,        0, D)                         /* final RMSNorm */ \
+    X(gate_eta_up,   1, ge * L * D * R)            /* channel-wise eta's up-projection (after rmsf_w: older layouts stay valid) */ \
+    X(gate_delta_w,  1, hu * L * gw)               /* Yaad's Huber threshold delta_t */ \
+    X(gate_delta_b,  0, hu * L * gb) \
+    X(gate_delta_up, 1, hu * L * D * R) \
+    X(pers,          0, LL * c->npers * D)         /* Titans layers (section 4b): N_p persistent D-vectors per layer */ \
+    X(att_wq,        1, c->arch ? LL * D * D : 0)  /* the Titans layers' attention q, k, v, o */ \
+    X(att_wk,        1, c->arch ? LL * D * D : 0) \
+    X(att_wv,        1, c->arch ? LL * D * D : 0) \
+    X(att_wo,        1, c->arch ? LL * D * D : 0) \
+    X(rmsa_w,        0, c->arch == ARCH_MAL ? LL * D : 0)    /* MAL's RMSNorm_attn */ \
+    X(og1_w,         0, c->arch >= ARCH_MAG ? LL * D : 0)    /* the o(y, m) gate's two RMSNorms (MAG, MAC) */ \
+    X(og2_w,         0, c->arch >= ARCH_MAG ? LL * D : 0) \
+    X(gate_gamma_w,  1, L * Hc * D)                /* ATLAS: omega's window gates (SPEC §5.5), H*c outputs */ \
+    X(gate_gamma_b,  0, L * Hc) \
+    X(poly_rho,      0, c->poly ? L * 3 : 0)       /* poly (SPEC §5.6): a_i = softplus(rho_i) */
+#define PARAM_FIELD(name, decay, size) real* name;
+#define PARAM_NAME(name, decay, size) #name,
+#define PARAM_DECAY_OF(name, decay, size) decay,
+#define PARAM_SIZE(name, decay, size) (size),
+#define PARAM_PTR(name, decay, size) &p->name,
+typedef struct { PARAMETER_TABLE(PARAM_FIELD) } ParameterTensors;
+#define NUM_PARAM_TENSORS ((int)(sizeof(ParameterTensors) / sizeof(real*)))
+static const char* const PARAM_NAMES[] = { PARAMETER_TABLE(PARAM_NAME) };
+static const int PARAM_DECAY[] = { PARAMETER_TABLE(PARAM_DECAY_OF) };
 
-// The tensors only a memory mixer uses (conv, gates, P_0, memory LN, wg, rmsh_w) are stacked over the Lm = number of
-// 'M' layers, in layer order (a memory layer's index there is its rank among the 'M' layers); all others over L.
 static int memory_layers(const Config* c) { int n = 0; for (int l = 0; l < c->L; l++) n += c->pattern[l] == 'M'; return n; }
 static void fill_in_parameter_sizes(size_t* s, const Config* c) {
     size_t LL = c->L, L = memory_layers(c), D = c->D, H = c->H, d = D / H, K = c->K, F = c->F; MemCfg m = mem_config(c);
     size_t ga = c->gate_a, ge = c->gate_eta, gt = c->algo == ALGO_MOMENTUM, ln = m.ln, hu = c->bias == BIAS_HUBER, R = c->gate_rank;
     size_t gw = R ? R * D : H * D, gb = R ? D : H;  // a gate's first matrix and its bias: per head, or rank R per channel
     size_t Hc = m.omega > 1 ? H * m.omega : 0;      // omega's gamma gates: H*c outputs (none without omega)
-    size_t v[NUM_PARAM_TENSORS] = {
-        (size_t)c->Vp * D, LL * D, LL * D * D, LL * D * D, LL * D * D, L * D * K, L * D * K, L * D * K,
-        ga * L * H * D, ga * L * H, ge * L * gw, ge * L * gb, gt * L * H * D, gt * L * H,
-        c->lattice ? 0 : L * H * m.nP, ln * L * H * d, ln * L * H * d, L * D * D, L * D, LL * D * D, LL * D, LL * F * D, LL * F * D, LL * D * F, D,
-        ge * L * D * R, hu * L * gw, hu * L * gb, hu * L * D * R,
-        // Titans layers (section 4b): N_p persistent D-vectors per layer; the attention's own q, k, v, o projections;
-        // MAL's RMSNorm_attn; the o(y, m) gate's two RMSNorms (MAG, MAC)
-        LL * c->npers * D, c->arch ? LL * D * D : 0, c->arch ? LL * D * D : 0, c->arch ? LL * D * D : 0,
-        c->arch ? LL * D * D : 0, c->arch == ARCH_MAL ? LL * D : 0, c->arch >= ARCH_MAG ? LL * D : 0, c->arch >= ARCH_MAG ? LL * D : 0,
-        L * Hc * D, L * Hc, c->poly ? L * 3 : 0};  // ATLAS: omega's window gates, poly's rho
+    size_t v[] = { PARAMETER_TABLE(PARAM_SIZE) };
     memcpy(s, v, sizeof v);
 }
 static void point_parameters(ParameterTensors* p, real* mem, const size_t* sizes) {
-    real** ptrs[NUM_PARAM_TENSORS] = {
-        &p->wte, &p->rms1_w, &p->wq, &p->wk, &p->wv, &p->conv_q, &p->conv_k, &p->conv_v, &p->gate_a_w, &p->gate_a_b,
-        &p->gate_eta_w, &p->gate_eta_b, &p->gate_theta_w, &p->gate_theta_b, &p->mem_p0, &p->mem_ln_g, &p->mem_ln_b,
-        &p->wg, &p->rmsh_w, &p->wo, &p->rms2_w, &p->mlp_w1, &p->mlp_w3, &p->mlp_w2, &p->rmsf_w,
-        &p->gate_eta_up, &p->gate_delta_w, &p->gate_delta_b, &p->gate_delta_up,
-        &p->pers, &p->att_wq, &p->att_wk, &p->att_wv, &p->att_wo, &p->rmsa_w, &p->og1_w, &p->og2_w,
-        &p->gate_gamma_w, &p->gate_gamma_b, &p->poly_rho};
+    real** ptrs[] = { PARAMETER_TABLE(PARAM_PTR) };
     for (int i = 0; i < NUM_PARAM_TENSORS; i++) { *ptrs[i] = mem; mem += sizes[i]; }
 }
 
