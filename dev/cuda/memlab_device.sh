@@ -3,12 +3,12 @@
 # under a time guard (total budget BUDGET seconds, default 540): build; memlab on titans at T=128 (every version
 # checked against the CPU) and at T=4096 (timed); make test_gpu (the CPU-vs-GPU checks); whole training steps of
 # the 100M titans with the SIMT, TF32 and 3xTF32 memory products; ncu of the tensor-core backward; memlab on the
-# other deep presets.
+# other deep presets; whole steps of every preset (bench_gpu.sh); the anchors (fla, titans-pytorch) if .anchors/ is there.
 # usage: OUT=dir dev/cuda/memlab_device.sh      (logs go to $OUT, default build/device)
 # (the device tool brings back only a few files: keep what matters in the printed summary and in few files)
 set -u
 cd "$(dirname "$0")/../.."
-OUT=${OUT:-build/device}; mkdir -p "$OUT"; BUDGET=${BUDGET:-540}; S=$SECONDS
+OUT=${OUT:-build/device}; mkdir -p "$OUT"; BUDGET=${BUDGET:-590}; S=$SECONDS
 left() { echo $((BUDGET - (SECONDS - S))); }
 step() { local t=$1; shift; local l; l=$(left); [ "$l" -gt 5 ] || { echo "skipped (no time): $*"; return 1; }; [ "$t" -lt "$l" ] || t=$l; timeout "$t" "$@"; }
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader | tee "$OUT/device.txt"
@@ -41,5 +41,11 @@ step 30 $NCU -k regex:memory_forward ./memlab -p titans -T 256 -c 0 -r 1 -v 7 >>
 grep -E "Duration|Throughput|Warp Cycles Per|Issued Ipc|No Eligible|Registers Per|Stall" "$OUT/ncu_bwd.txt" | head -30
 echo "t = $((SECONDS - S)) s"
 for p in ttt_mlp yaad moneta memora; do
-    step 40 ./memlab -p $p -r 3 -c 0 >> "$LAB" 2>&1; echo "== $p (rc $?)"; tail -n 8 "$LAB" | grep -E "^v[4678] "; done
+    step 40 ./memlab -p $p -r 3 -c 0 -v 7 >> "$LAB" 2>&1; echo "== $p (rc $?)"; tail -n 1 "$LAB"; done
+# the README's per-preset table: whole steps of every preset at -f 2 (bf16 GEMMs, TF32 memory products)
+for p in titans ttt_mlp yaad moneta memora deltanet gated_deltanet linear_attn; do
+    PRESET=$p REF=0 step 60 bash dev/bench_gpu.sh 4 4096 4 2 2>&1 | grep -E "^train_miras_cu|failed" | sed "s/^/$p: /"; done
+echo "t = $((SECONDS - S)) s"
+# the anchors in the same run, when a copy of ../shared/anchors is in .anchors/ (git-ignored; carry it)
+[ -f .anchors/run_anchors.sh ] && OUT=$OUT step 240 bash .anchors/run_anchors.sh --only fla_gdn_bf16,titans_stack_bf16 --budget 220 2>&1 | tail -n 6
 echo "total $((SECONDS - S)) s"
