@@ -429,13 +429,13 @@ typedef struct {
     real *q, *k, *v, *a, *eta, *theta, *dy;            // chunk inputs (n, d) and (n); dy the output gradient
     real *etac, *delta;                                // channel-wise eta (n, d); Huber threshold (n, d)
     real *alpha, *beta, *sigma, *C, *s;                // coefficients: (n), (n), (n), (n, n), (n, n)
-    real *zk, *tk, *hk, *nk, *rk, *r, *u, *d1, *gk, *d2; // inner gradients at P_s, one row per key (tk: GELU's tanh);
-                                                       // d1, d2: the error rows of g_t = (d1 hk^T, d2 k^T) (not dL/d.)
+    real *zk, *tk, *hk, *nk, *rk, *r, *u, *g1, *gk, *g2; // inner gradients at P_s, one row per key (tk: GELU's tanh);
+                                                       // g1, g2: the error rows of g_t = (g1 hk^T, g2 k^T) (not dL/d.)
     real *e, *psi;                                     // e = M(k) - v, psi = the bias' dloss/dM(k) before channel-wise eta
     real *xw1, *xs1, *xx1, *zq, *tq, *hq, *xw2, *xs2, *xx2, *nq, *rq, *y; // reads
     real *grad0; size_t ngrad;                         // all gradients below, zeroed per chunk
     real *dq, *dk, *dv, *da, *deta, *dtheta, *dalpha, *dbeta, *dC, *ds, *dsig;
-    real *dzk, *dhk, *dnk, *drk, *dr, *du, *dd1, *dgk, *dd2, *dzq, *dhq, *doq, *dok;
+    real *dzk, *dhk, *dnk, *drk, *dr, *du, *dg1, *dgk, *dg2, *dzq, *dhq, *doq, *dok;
     real *detac, *ddelta, *dmk, *dcs;                  // dcs: the lq read scales (2)
     real *Pa, *Pb, *Sa, *Sb;                           // state / state-gradient carries (nP each)
     real *Wa, *Wb, *Wc, *dWa, *dWb, *save, *zero;      // retention scratch: (nP) each, a copy of the gradients, zeros (b, d)
@@ -452,14 +452,14 @@ static size_t memchunk_carve_in(MemChunk* c, real* base, int b, int d, int din, 
 #define TAKE(f, sz) do { c->f = base ? base + off : NULL; off += (sz); } while (0)
     TAKE(q, ni); TAKE(k, ni); TAKE(v, nd); TAKE(a, b); TAKE(eta, b); TAKE(theta, b); TAKE(dy, nd); TAKE(etac, nd); TAKE(delta, nd);
     TAKE(alpha, b); TAKE(beta, b); TAKE(sigma, b); TAKE(C, nn); TAKE(s, nn);
-    TAKE(zk, nm); TAKE(tk, nm); TAKE(hk, nm); TAKE(nk, nd); TAKE(rk, b); TAKE(r, nd); TAKE(u, nd); TAKE(d1, nd); TAKE(gk, nm); TAKE(d2, nm); TAKE(e, nd); TAKE(psi, nd);
+    TAKE(zk, nm); TAKE(tk, nm); TAKE(hk, nm); TAKE(nk, nd); TAKE(rk, b); TAKE(r, nd); TAKE(u, nd); TAKE(g1, nd); TAKE(gk, nm); TAKE(g2, nm); TAKE(e, nd); TAKE(psi, nd);
     TAKE(xw1, nm); TAKE(xs1, nm); TAKE(xx1, nn); TAKE(zq, nm); TAKE(tq, nm); TAKE(hq, nm);
     TAKE(xw2, nd); TAKE(xs2, nd); TAKE(xx2, nn); TAKE(nq, nd); TAKE(rq, b); TAKE(y, nd);
     size_t g0 = off;
     TAKE(dq, ni); TAKE(dk, ni); TAKE(dv, nd); TAKE(da, b); TAKE(deta, b); TAKE(dtheta, b);
     TAKE(dalpha, b); TAKE(dbeta, b); TAKE(dC, nn); TAKE(ds, b); TAKE(dsig, 1);
-    TAKE(dzk, nm); TAKE(dhk, nm); TAKE(dnk, nd); TAKE(drk, b); TAKE(dr, nd); TAKE(du, nd); TAKE(dd1, nd);
-    TAKE(dgk, nm); TAKE(dd2, nm); TAKE(dzq, nm); TAKE(dhq, nm); TAKE(doq, nd); TAKE(dok, nd);
+    TAKE(dzk, nm); TAKE(dhk, nm); TAKE(dnk, nd); TAKE(drk, b); TAKE(dr, nd); TAKE(du, nd); TAKE(dg1, nd);
+    TAKE(dgk, nm); TAKE(dg2, nm); TAKE(dzq, nm); TAKE(dhq, nm); TAKE(doq, nd); TAKE(dok, nd);
     TAKE(detac, nd); TAKE(ddelta, nd); TAKE(dmk, nd); TAKE(dcs, 2);
     if (din != d) { TAKE(dqr, nd); TAKE(dkr, nd); } else { c->dqr = c->dq; c->dkr = c->dk; }   // poly: the raw rows' gradients
     c->grad0 = base ? base + g0 : NULL; c->ngrad = off - g0;
@@ -663,11 +663,11 @@ static void ln_backward(real* dox, const real* dxh, const real* drstd, const rea
         for (int i = 0; i < d; i++) dox[(size_t)t * d + i] += r * (g[i] - m1 - x[i] * m2) - (drstd ? drstd[t] * r * r * x[i] / d : 0);
     }
 }
-// The memory's inner gradient passes r back through the LN: d1 = rstd (u - mean(u) - x^ mean(u x^)),
-// u = r * g (done with ln_backward). Training through d1 needs its backward (the LN double-backward):
-//   du = rstd (G - mean(G) - x^ mean(G x^)),  dx^ += -rstd (G mean(u x^) + u mean(G x^)),  drstd += <G, d1>/rstd
+// The memory's inner gradient passes r back through the LN: g1 = rstd (u - mean(u) - x^ mean(u x^)),
+// u = r * g (done with ln_backward). Training through g1 needs its backward (the LN double-backward):
+//   du = rstd (G - mean(G) - x^ mean(G x^)),  dx^ += -rstd (G mean(u x^) + u mean(G x^)),  drstd += <G, g1>/rstd
 static void ln_backward_backward(real* du, real* dxh, real* drstd, const real* G, const real* u, const real* xh,
-                                 const real* rstd, const real* d1, int n, int d) {
+                                 const real* rstd, const real* g1, int n, int d) {
     ln_backward(du, G, NULL, xh, rstd, n, d);
     for (int t = 0; t < n; t++) {
         const real *g = G + (size_t)t * d, *uu = u + (size_t)t * d, *x = xh + (size_t)t * d; real r = rstd[t];
@@ -675,7 +675,7 @@ static void ln_backward_backward(real* du, real* dxh, real* drstd, const real* G
         for (int i = 0; i < d; i++) { mux += uu[i] * x[i]; mgx += g[i] * x[i]; }
         mux /= d; mgx /= d;
         for (int i = 0; i < d; i++) dxh[(size_t)t * d + i] -= r * (g[i] * mux + uu[i] * mgx);
-        drstd[t] += dotv(g, d1 + (size_t)t * d, d) / r;
+        drstd[t] += dotv(g, g1 + (size_t)t * d, d) / r;
     }
 }
 
@@ -755,26 +755,26 @@ static void mem_chunk_forward(const MemCfg* m, MemChunk* c, int n, const real* P
     if (m->ln) ln_forward(c->nk, c->rk, n, d);              // x^ = LN(o)
     mem_out_forward(c->r, c->kr, c->nk, lng, lnb, m, n);   // M(k) (the residual adds the raw k)
     mem_bias_forward(m, c, n);                              // r = dloss/dM(k)
-    if (m->ln) {                                            // d1 = dloss/do: r back through the LN affine and norm
+    if (m->ln) {                                            // g1 = dloss/do: r back through the LN affine and norm
         for (int t = 0; t < n; t++) for (int i = 0; i < d; i++) c->u[(size_t)t * d + i] = c->r[(size_t)t * d + i] * lng[i];
-        memset(c->d1, 0, nd * sizeof(real));
-        ln_backward(c->d1, c->u, NULL, c->nk, c->rk, n, d);
-    } else memcpy(c->d1, c->r, nd * sizeof(real));
-    mm_nn(c->gk, c->d1, W1, n, dm, d, 1, 0);                // dloss/dh = W1^T d1
-    for (size_t e = 0; e < (size_t)n * dm; e++) c->d2[e] = c->gk[e] * gelu_d1(c->zk[e], c->tk[e]); // d2 = dloss/dz
+        memset(c->g1, 0, nd * sizeof(real));
+        ln_backward(c->g1, c->u, NULL, c->nk, c->rk, n, d);
+    } else memcpy(c->g1, c->r, nd * sizeof(real));
+    mm_nn(c->gk, c->g1, W1, n, dm, d, 1, 0);                // dloss/dh = W1^T g1
+    for (size_t e = 0; e < (size_t)n * dm; e++) c->g2[e] = c->gk[e] * gelu_d1(c->zk[e], c->tk[e]); // g2 = dloss/dz
     // reads, after the write: y_t = q_t + LN(W1_t GELU(W2_t q_t))
-    mem_read_forward(c->zq, c->xw1, c->xs1, c->xx1, c->xa1, c->q, c->k, c->d2, W2, S2, A2, cs1, c, n, dm, din);
+    mem_read_forward(c->zq, c->xw1, c->xs1, c->xx1, c->xa1, c->q, c->k, c->g2, W2, S2, A2, cs1, c, n, dm, din);
     for (size_t e = 0; e < (size_t)n * dm; e++) { c->tq[e] = gelu_tanh(c->zq[e]); c->hq[e] = gelu(c->zq[e], c->tq[e]); }
-    mem_read_forward(c->nq, c->xw2, c->xs2, c->xx2, c->xa2, c->hq, c->hk, c->d1, W1, S1, A1, cs0, c, n, d, dm);
+    mem_read_forward(c->nq, c->xw2, c->xs2, c->xx2, c->xa2, c->hq, c->hk, c->g1, W1, S1, A1, cs0, c, n, d, dm);
     if (m->ln) ln_forward(c->nq, c->rq, n, d);
     mem_out_forward(c->y, c->qr, c->nq, lng, lnb, m, n);
     if (Pn) {
-        mem_update_forward(Pn, B0, c->alpha[n - 1], A1, S1, c->beta[n - 1], c->d1, c->hk, crow, n, d, dm);
-        mem_update_forward(Pn + (size_t)d * dm, B0 + (size_t)d * dm, c->alpha[n - 1], A2, S2, c->beta[n - 1], c->d2, c->k, crow, n, dm, din);
+        mem_update_forward(Pn, B0, c->alpha[n - 1], A1, S1, c->beta[n - 1], c->g1, c->hk, crow, n, d, dm);
+        mem_update_forward(Pn + (size_t)d * dm, B0 + (size_t)d * dm, c->alpha[n - 1], A2, S2, c->beta[n - 1], c->g2, c->k, crow, n, dm, din);
     }
     if (Pn && Sx) {
-        mem_update_forward(Sn, S1, c->sigma[n - 1], NULL, NULL, 0, c->d1, c->hk, srow, n, d, dm);
-        mem_update_forward(Sn + (size_t)d * dm, S2, c->sigma[n - 1], NULL, NULL, 0, c->d2, c->k, srow, n, dm, din);
+        mem_update_forward(Sn, S1, c->sigma[n - 1], NULL, NULL, 0, c->g1, c->hk, srow, n, d, dm);
+        mem_update_forward(Sn + (size_t)d * dm, S2, c->sigma[n - 1], NULL, NULL, 0, c->g2, c->k, srow, n, dm, din);
     }
 }
 
@@ -814,37 +814,37 @@ static void mem_chunk_backward(const MemCfg* m, MemChunk* c, int n, const real* 
     real *dA1 = c->dp0, *dA2 = c->dp0 + (size_t)d * dm;
     // chunk-end state
     if (dPn) {
-        mem_update_backward(dBase, dS1, dA1, &c->dalpha[n - 1], &c->dbeta[n - 1], c->dd1, c->dhk, dcrow,
-                            dPn, B0, c->alpha[n - 1], A1, S1, c->beta[n - 1], c->d1, c->hk, crow, n, d, dm);
-        mem_update_backward(dBase + (size_t)d * dm, dS2, dA2, &c->dalpha[n - 1], &c->dbeta[n - 1], c->dd2, c->dk, dcrow,
-                            dPn + (size_t)d * dm, B0 + (size_t)d * dm, c->alpha[n - 1], A2, S2, c->beta[n - 1], c->d2, c->k, crow, n, dm, din);
+        mem_update_backward(dBase, dS1, dA1, &c->dalpha[n - 1], &c->dbeta[n - 1], c->dg1, c->dhk, dcrow,
+                            dPn, B0, c->alpha[n - 1], A1, S1, c->beta[n - 1], c->g1, c->hk, crow, n, d, dm);
+        mem_update_backward(dBase + (size_t)d * dm, dS2, dA2, &c->dalpha[n - 1], &c->dbeta[n - 1], c->dg2, c->dk, dcrow,
+                            dPn + (size_t)d * dm, B0 + (size_t)d * dm, c->alpha[n - 1], A2, S2, c->beta[n - 1], c->g2, c->k, crow, n, dm, din);
     }
     if (dPn && Sx) {
-        mem_update_backward(dS1, NULL, NULL, c->dsig, NULL, c->dd1, c->dhk, c->ds, dSn, S1, c->sigma[n - 1], NULL, NULL, 0, c->d1, c->hk, srow, n, d, dm);
-        mem_update_backward(dS2, NULL, NULL, c->dsig, NULL, c->dd2, c->dk, c->ds, dSn + (size_t)d * dm, S2, c->sigma[n - 1], NULL, NULL, 0, c->d2, c->k, srow, n, dm, din);
+        mem_update_backward(dS1, NULL, NULL, c->dsig, NULL, c->dg1, c->dhk, c->ds, dSn, S1, c->sigma[n - 1], NULL, NULL, 0, c->g1, c->hk, srow, n, d, dm);
+        mem_update_backward(dS2, NULL, NULL, c->dsig, NULL, c->dg2, c->dk, c->ds, dSn + (size_t)d * dm, S2, c->sigma[n - 1], NULL, NULL, 0, c->g2, c->k, srow, n, dm, din);
     }
     // reads: y = q + LN(o_q) g + beta, o_q = read(W1, hq), hq = GELU(zq), zq = read(W2, q)
     mem_out_backward(c->dqr, c->doq, c->dlng, c->dlnb, dy, c->nq, lng, m, n);   // (dqr is dq without poly)
     if (m->ln) { memcpy(c->dnk, c->doq, nd * sizeof(real)); memset(c->doq, 0, nd * sizeof(real)); ln_backward(c->doq, c->dnk, NULL, c->nq, c->rq, n, d); memset(c->dnk, 0, nd * sizeof(real)); }
-    mem_read_backward(c->dhq, c->dhk, c->dd1, dW1, dS1, dA1, &c->dcs[0], c, c->doq, c->hq, c->hk, c->d1, W1, S1, A1, cs0,
+    mem_read_backward(c->dhq, c->dhk, c->dg1, dW1, dS1, dA1, &c->dcs[0], c, c->doq, c->hq, c->hk, c->g1, W1, S1, A1, cs0,
                       c->xw2, c->xs2, c->xx2, c->xa2, n, d, dm);
     for (size_t e = 0; e < nm; e++) c->dzq[e] = c->dhq[e] * gelu_d1(c->zq[e], c->tq[e]);
-    mem_read_backward(c->dq, c->dk, c->dd2, dW2, dS2, dA2, &c->dcs[1], c, c->dzq, c->q, c->k, c->d2, W2, S2, A2, cs1,
+    mem_read_backward(c->dq, c->dk, c->dg2, dW2, dS2, dA2, &c->dcs[1], c, c->dzq, c->q, c->k, c->g2, W2, S2, A2, cs1,
                       c->xw1, c->xs1, c->xx1, c->xa1, n, dm, din);
-    // second order: back through the inner gradient d2 = (W1^T d1) * GELU'(zk), d1 = LN-back(r g), r = bias(M(k), v)
+    // second order: back through the inner gradient g2 = (W1^T g1) * GELU'(zk), g1 = LN-back(r g), r = bias(M(k), v)
     for (size_t e = 0; e < nm; e++) {
-        c->dgk[e] = c->dd2[e] * gelu_d1(c->zk[e], c->tk[e]);
-        c->dzk[e] += c->dd2[e] * c->gk[e] * gelu_d2(c->zk[e], c->tk[e]);
+        c->dgk[e] = c->dg2[e] * gelu_d1(c->zk[e], c->tk[e]);
+        c->dzk[e] += c->dg2[e] * c->gk[e] * gelu_d2(c->zk[e], c->tk[e]);
     }
-    mm_nt(c->dd1, c->dgk, W1, n, d, dm, 1, 1);
-    mm_tn(dW1, c->d1, c->dgk, d, dm, n, 1, 1);
+    mm_nt(c->dg1, c->dgk, W1, n, d, dm, 1, 1);
+    mm_tn(dW1, c->g1, c->dgk, d, dm, n, 1, 1);
     if (m->ln) {
-        ln_backward_backward(c->du, c->dnk, c->drk, c->dd1, c->u, c->nk, c->rk, c->d1, n, d);
+        ln_backward_backward(c->du, c->dnk, c->drk, c->dg1, c->u, c->nk, c->rk, c->g1, n, d);
         for (int t = 0; t < n; t++) for (int i = 0; i < d; i++) {
             size_t e = (size_t)t * d + i;
             c->dr[e] += c->du[e] * lng[i]; c->dlng[i] += c->du[e] * c->r[e];
         }
-    } else for (size_t e = 0; e < nd; e++) c->dr[e] += c->dd1[e];
+    } else for (size_t e = 0; e < nd; e++) c->dr[e] += c->dg1[e];
     mem_bias_backward(m, c, n);                                 // r -> M(k)
     mem_out_backward(c->dkr, c->dnk, c->dlng, c->dlnb, c->dmk, c->nk, lng, m, n);
     if (m->ln) ln_backward(c->dok, c->dnk, c->drk, c->nk, c->rk, n, d);

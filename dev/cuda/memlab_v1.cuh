@@ -270,16 +270,16 @@ MEMFN void ln_backward(real* dox, const real* dxh, const real* drstd, const real
     }
     __syncthreads();
 }
-// The memory's inner gradient passes r back through the LN: d1 = rstd (u - mean(u) - x^ mean(u x^)),
-// u = r * g (done with ln_backward). Training through d1 needs its backward (the LN double-backward):
-//   du = rstd (G - mean(G) - x^ mean(G x^)),  dx^ += -rstd (G mean(u x^) + u mean(G x^)),  drstd += <G, d1>/rstd
+// The memory's inner gradient passes r back through the LN: g1 = rstd (u - mean(u) - x^ mean(u x^)),
+// u = r * g (done with ln_backward). Training through g1 needs its backward (the LN double-backward):
+//   du = rstd (G - mean(G) - x^ mean(G x^)),  dx^ += -rstd (G mean(u x^) + u mean(G x^)),  drstd += <G, g1>/rstd
 MEMFN void ln_backward_backward(real* du, real* dxh, real* drstd, const real* G, const real* u, const real* xh,
-                                     const real* rstd, const real* d1, int n, int d) {
+                                     const real* rstd, const real* g1, int n, int d) {
     ln_backward(du, G, NULL, xh, rstd, n, d);
     WARP_FOR(t, n) {
         const real *g = G + (size_t)t * d, *uu = u + (size_t)t * d, *x = xh + (size_t)t * d; real r = rstd[t];
         real mux = 0, mgx = 0, gd = 0;
-        for (int i = LANE; i < d; i += 32) { mux += uu[i] * x[i]; mgx += g[i] * x[i]; gd += g[i] * d1[(size_t)t * d + i]; }
+        for (int i = LANE; i < d; i += 32) { mux += uu[i] * x[i]; mgx += g[i] * x[i]; gd += g[i] * g1[(size_t)t * d + i]; }
         mux = warp_sum(mux) / d; mgx = warp_sum(mgx) / d; gd = warp_sum(gd);
         for (int i = LANE; i < d; i += 32) dxh[(size_t)t * d + i] -= r * (g[i] * mux + uu[i] * mgx);
         if (LANE == 0) drstd[t] += gd / r;
@@ -365,29 +365,29 @@ MEMFN void mem_chunk_forward(const MemCfg* m, MemChunk* c, int n, const real* P,
     if (m->ln) ln_forward(c->nk, c->rk, n, d);              // x^ = LN(o)
     mem_out_forward(c->r, c->k, c->nk, lng, lnb, m, n);    // M(k)
     mem_bias_forward(m, c, n);                              // r = dloss/dM(k)
-    if (m->ln) {                                            // d1 = dloss/do: r back through the LN affine and norm
+    if (m->ln) {                                            // g1 = dloss/do: r back through the LN affine and norm
         FOR(e, nd) c->u[e] = c->r[e] * lng[e % d];
         __syncthreads();
-        block_zero(c->d1, nd);
-        ln_backward(c->d1, c->u, NULL, c->nk, c->rk, n, d);
-    } else block_copy(c->d1, c->r, nd);
-    mm_nn(c->gk, c->d1, W1, n, dm, d, 1, 0);                // dloss/dh = W1^T d1
-    FOR(e, n * dm) c->d2[e] = c->gk[e] * gelu_d1(c->zk[e], c->tk[e]); // d2 = dloss/dz
+        block_zero(c->g1, nd);
+        ln_backward(c->g1, c->u, NULL, c->nk, c->rk, n, d);
+    } else block_copy(c->g1, c->r, nd);
+    mm_nn(c->gk, c->g1, W1, n, dm, d, 1, 0);                // dloss/dh = W1^T g1
+    FOR(e, n * dm) c->g2[e] = c->gk[e] * gelu_d1(c->zk[e], c->tk[e]); // g2 = dloss/dz
     __syncthreads();
     // reads, after the write: y_t = q_t + LN(W1_t GELU(W2_t q_t))
-    mem_read_forward(c->zq, c->xw1, c->xs1, c->xx1, c->q, c->k, c->d2, W2, S2, cs1, c, n, dm, d);
+    mem_read_forward(c->zq, c->xw1, c->xs1, c->xx1, c->q, c->k, c->g2, W2, S2, cs1, c, n, dm, d);
     FOR(e, n * dm) { c->tq[e] = gelu_tanh(c->zq[e]); c->hq[e] = gelu(c->zq[e], c->tq[e]); }
     __syncthreads();
-    mem_read_forward(c->nq, c->xw2, c->xs2, c->xx2, c->hq, c->hk, c->d1, W1, S1, cs0, c, n, d, dm);
+    mem_read_forward(c->nq, c->xw2, c->xs2, c->xx2, c->hq, c->hk, c->g1, W1, S1, cs0, c, n, d, dm);
     if (m->ln) ln_forward(c->nq, c->rq, n, d);
     mem_out_forward(c->y, c->q, c->nq, lng, lnb, m, n);
     if (Pn) {
-        mem_update_forward(Pn, B0, c->alpha[n - 1], S1, c->beta[n - 1], c->d1, c->hk, crow, n, d, dm);
-        mem_update_forward(Pn + (size_t)d * dm, B0 + (size_t)d * dm, c->alpha[n - 1], S2, c->beta[n - 1], c->d2, c->k, crow, n, dm, d);
+        mem_update_forward(Pn, B0, c->alpha[n - 1], S1, c->beta[n - 1], c->g1, c->hk, crow, n, d, dm);
+        mem_update_forward(Pn + (size_t)d * dm, B0 + (size_t)d * dm, c->alpha[n - 1], S2, c->beta[n - 1], c->g2, c->k, crow, n, dm, d);
     }
     if (Pn && Sx) {
-        mem_update_forward(Sn, S1, c->sigma[n - 1], NULL, 0, c->d1, c->hk, srow, n, d, dm);
-        mem_update_forward(Sn + (size_t)d * dm, S2, c->sigma[n - 1], NULL, 0, c->d2, c->k, srow, n, dm, d);
+        mem_update_forward(Sn, S1, c->sigma[n - 1], NULL, 0, c->g1, c->hk, srow, n, d, dm);
+        mem_update_forward(Sn + (size_t)d * dm, S2, c->sigma[n - 1], NULL, 0, c->g2, c->k, srow, n, dm, d);
     }
 }
 
@@ -424,38 +424,38 @@ MEMFN void mem_chunk_backward(const MemCfg* m, MemChunk* c, int n, const real* d
     real *dW1 = dPs, *dW2 = dPs + (size_t)d * dm, *dS1 = dSx, *dS2 = dSx ? dSx + (size_t)d * dm : NULL;
     // chunk-end state
     if (dPn) {
-        mem_update_backward(dBase, dS1, &c->dalpha[n - 1], &c->dbeta[n - 1], c->dd1, c->dhk, dcrow,
-                            dPn, B0, c->alpha[n - 1], S1, c->beta[n - 1], c->d1, c->hk, crow, n, d, dm, c);
-        mem_update_backward(dBase + (size_t)d * dm, dS2, &c->dalpha[n - 1], &c->dbeta[n - 1], c->dd2, c->dk, dcrow,
-                            dPn + (size_t)d * dm, B0 + (size_t)d * dm, c->alpha[n - 1], S2, c->beta[n - 1], c->d2, c->k, crow, n, dm, d, c);
+        mem_update_backward(dBase, dS1, &c->dalpha[n - 1], &c->dbeta[n - 1], c->dg1, c->dhk, dcrow,
+                            dPn, B0, c->alpha[n - 1], S1, c->beta[n - 1], c->g1, c->hk, crow, n, d, dm, c);
+        mem_update_backward(dBase + (size_t)d * dm, dS2, &c->dalpha[n - 1], &c->dbeta[n - 1], c->dg2, c->dk, dcrow,
+                            dPn + (size_t)d * dm, B0 + (size_t)d * dm, c->alpha[n - 1], S2, c->beta[n - 1], c->g2, c->k, crow, n, dm, d, c);
     }
     if (dPn && Sx) {
-        mem_update_backward(dS1, NULL, c->dsig, NULL, c->dd1, c->dhk, c->ds, dSn, S1, c->sigma[n - 1], NULL, 0, c->d1, c->hk, srow, n, d, dm, c);
-        mem_update_backward(dS2, NULL, c->dsig, NULL, c->dd2, c->dk, c->ds, dSn + (size_t)d * dm, S2, c->sigma[n - 1], NULL, 0, c->d2, c->k, srow, n, dm, d, c);
+        mem_update_backward(dS1, NULL, c->dsig, NULL, c->dg1, c->dhk, c->ds, dSn, S1, c->sigma[n - 1], NULL, 0, c->g1, c->hk, srow, n, d, dm, c);
+        mem_update_backward(dS2, NULL, c->dsig, NULL, c->dg2, c->dk, c->ds, dSn + (size_t)d * dm, S2, c->sigma[n - 1], NULL, 0, c->g2, c->k, srow, n, dm, d, c);
     }
     // reads: y = q + LN(o_q) g + beta, o_q = read(W1, hq), hq = GELU(zq), zq = read(W2, q)
     mem_out_backward(c->dq, c->doq, c->dlng, c->dlnb, dy, c->nq, lng, m, n);
     if (m->ln) { block_copy(c->dnk, c->doq, nd); block_zero(c->doq, nd); ln_backward(c->doq, c->dnk, NULL, c->nq, c->rq, n, d); block_zero(c->dnk, nd); }
-    mem_read_backward(c->dhq, c->dhk, c->dd1, dW1, dS1, &c->dcs[0], c, c->doq, c->hq, c->hk, c->d1, W1, S1, cs0, c->xw2, c->xs2, c->xx2, n, d, dm);
+    mem_read_backward(c->dhq, c->dhk, c->dg1, dW1, dS1, &c->dcs[0], c, c->doq, c->hq, c->hk, c->g1, W1, S1, cs0, c->xw2, c->xs2, c->xx2, n, d, dm);
     FOR(e, nm) c->dzq[e] = c->dhq[e] * gelu_d1(c->zq[e], c->tq[e]);
     __syncthreads();
-    mem_read_backward(c->dq, c->dk, c->dd2, dW2, dS2, &c->dcs[1], c, c->dzq, c->q, c->k, c->d2, W2, S2, cs1, c->xw1, c->xs1, c->xx1, n, dm, d);
-    // second order: back through the inner gradient d2 = (W1^T d1) * GELU'(zk), d1 = LN-back(r g), r = bias(M(k), v)
+    mem_read_backward(c->dq, c->dk, c->dg2, dW2, dS2, &c->dcs[1], c, c->dzq, c->q, c->k, c->g2, W2, S2, cs1, c->xw1, c->xs1, c->xx1, n, dm, d);
+    // second order: back through the inner gradient g2 = (W1^T g1) * GELU'(zk), g1 = LN-back(r g), r = bias(M(k), v)
     FOR(e, nm) {
-        c->dgk[e] = c->dd2[e] * gelu_d1(c->zk[e], c->tk[e]);
-        c->dzk[e] += c->dd2[e] * c->gk[e] * gelu_d2(c->zk[e], c->tk[e]);
+        c->dgk[e] = c->dg2[e] * gelu_d1(c->zk[e], c->tk[e]);
+        c->dzk[e] += c->dg2[e] * c->gk[e] * gelu_d2(c->zk[e], c->tk[e]);
     }
     __syncthreads();
-    mm_nt(c->dd1, c->dgk, W1, n, d, dm, 1, 1);
-    mm_tn(dW1, c->d1, c->dgk, d, dm, n, 1, 1);
+    mm_nt(c->dg1, c->dgk, W1, n, d, dm, 1, 1);
+    mm_tn(dW1, c->g1, c->dgk, d, dm, n, 1, 1);
     if (m->ln) {
-        ln_backward_backward(c->du, c->dnk, c->drk, c->dd1, c->u, c->nk, c->rk, c->d1, n, d);
+        ln_backward_backward(c->du, c->dnk, c->drk, c->dg1, c->u, c->nk, c->rk, c->g1, n, d);
         FOR(i, d) for (int t = 0; t < n; t++) {               // a thread per channel: it owns dlng[i]
             size_t e = (size_t)t * d + i;
             c->dr[e] += c->du[e] * lng[i]; c->dlng[i] += c->du[e] * c->r[e];
         }
         __syncthreads();
-    } else { FOR(e, nd) c->dr[e] += c->dd1[e]; __syncthreads(); }
+    } else { FOR(e, nd) c->dr[e] += c->dg1[e]; __syncthreads(); }
     mem_bias_backward(m, c, n);                                 // r -> M(k)
     mem_out_backward(c->dk, c->dnk, c->dlng, c->dlnb, c->dmk, c->nk, lng, m, n);
     if (m->ln) ln_backward(c->dok, c->dnk, c->drk, c->nk, c->rk, n, d);
