@@ -693,7 +693,7 @@ template <bool AV> __device__ __forceinline__ float4 ld4c(const real* p) { if (A
 // cvt.rna.tf32 is several). v8 (3xTF32) splits each operand x = hi + lo, hi = x rounded to 10 mantissa bits (two
 // integer operations; a NaN stays in lo = x - hi, which is exact), and adds lo*hi' + hi*lo' + hi*hi' (lo*lo' dropped):
 // the products then carry ~2^-21 relative error, fp32's order, at three tensor-core instructions instead of one.
-// mem_tc is the block's choice (0: the SIMT products above, 1: TF32, 3: 3xTF32), set by thread 0 of every kernel
+// mem_tc is the block's choice (0: the SIMT products below, 1: TF32, 3: 3xTF32), set by thread 0 of every kernel
 // that runs the chunk functions, before its first barrier (MemArgs.tc).
 __shared__ int mem_tc;
 #ifdef EMU_CUDA
