@@ -1031,6 +1031,10 @@ static void test_binary(void) {
     snprintf(cmd, sizeof cmd, "mkdir -p %s/neg", TMP); if (system(cmd)) {}
     snprintf(p, sizeof p, "%s/neg/ckpt.bin", TMP); patch_copy(ca, p, 1024 + np4 + 4 * 3, -5);
     CASE("checkpoint resuming at shard -5", "bad training state", "%s -r 1 -i '%s/d_train_*.bin' -j none -o %s/neg -x 8", model, TMP, TMP);
+    // (found by the checkpoint fuzz target: a rank count of 2^30 without the ranks' data made a 4 GB allocation)
+    snprintf(cmd, sizeof cmd, "mkdir -p %s/ranks", TMP); if (system(cmd)) {}
+    snprintf(p, sizeof p, "%s/ranks/ckpt.bin", TMP); patch_copy(ca, p, 1024 + np4 + 4 * 9, 1 << 30);
+    CASE("checkpoint claiming 2^30 ranks", "bad rank count", "%s -r 1 -i '%s/d_train_*.bin' -j none -o %s/ranks -x 8", model, TMP, TMP);
     snprintf(p, sizeof p, "%s/d_train_000000.bin", TMP);
     CASE("a shard given as the tokenizer", "not a tokenizer file", "%s -z %s -i '%s/d_train_*.bin' -j none -o %s/c -x 1", model, p, TMP, TMP);
     { int th[256] = {20240328, 2, 2000000000, -1}; snprintf(p, sizeof p, "%s/tok.bin", TMP); FILE* f = fopen(p, "wb"); if (f) { fwrite(th, 4, 256, f); fputs("\1a", f); fclose(f); } }

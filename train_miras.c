@@ -3167,7 +3167,10 @@ static void load_checkpoint(Model* M, const char* path, TrainState* st) {
         if (!M->v_memory) M->v_memory = xmalloc(M->num_params * sizeof(real));
         if (!read_reals(f, M->m_memory, M->num_params) || !read_reals(f, M->v_memory, M->num_params)) { fclose(f); DIE("the file was cut short", "checkpoint %s is truncated", path); }
         st->world = s[9] > 1 ? s[9] : 1;   // older files hold 0: one process (peek_checkpoint checked the count against the file size)
-        if (st->world > 1) {
+        if (st->world > 1) {   // the ranks' data positions must be what is left of the file: nothing is sized from a bad count
+            long at = ftell(f), end = fseek(f, 0, SEEK_END) ? -1 : ftell(f);
+            if (at < 0 || end - at != 12L * st->world || fseek(f, at, SEEK_SET)) { fclose(f);
+                DIE("the training state is corrupt; use an older checkpoint, or start from this one with -e", "checkpoint %s has a bad rank count %d (data positions for %ld ranks follow)", path, st->world, (end - at) / 12); }
             st->rank_shard = xmalloc(st->world * sizeof(int)); st->rank_pos = xmalloc(st->world * sizeof(long));
             for (int r = 0; r < st->world; r++) {
                 int p[3]; if (fread(p, 4, 3, f) != 3) { fclose(f); DIE("the file was cut short", "checkpoint %s is truncated", path); }
