@@ -1,6 +1,6 @@
 // data_prep/synth.c: synthetic memory tasks -> token shards + answer masks + tokenizer file.
 //
-//   synth mqar -o PREFIX [-V 8192] [-T 64] [-k 16] [-q 16] [-n 20000] [-m 1000] [-S 1337] [-s NTOK]
+//   synth mqar -o PREFIX [-V 8192] [-T 64] [-k 16 | -k MIN:MAX] [-q 16] [-n 20000] [-m 1000] [-S 1337] [-s NTOK]
 //   synth niah -o PREFIX [-T 1024] [-d 5] [-D DEPTH] [-f words|repeat] [-n 2000] [-m 200] [-S 1337]
 //
 // Every example is exactly T tokens, so a loader that cuts rows of T consecutive tokens (target
@@ -14,6 +14,8 @@
 //   P distinct keys from ids 1..K, P distinct values from ids K+1..V-1 (K = (V-1)/2); the Q
 //   queries are distinct keys of the example in random order, each followed by its value a_i
 //   (mask 1). id 0 is the pad token. Chance accuracy = 1 / (V-1-K).
+//   -k MIN:MAX draws each example's P uniformly from MIN..MAX and asks min(Q, P) queries (a mix of
+//   easy and hard examples in one training set; evaluate on sets with a fixed -k).
 // niah (single needle in a haystack, RULER S-NIAH style, byte-level tokens):
 //   filler ... "The passkey is 12345. " ... filler ... "What is the passkey? The passkey is 12345.\n"
 //   The needle sits at a sentence boundary at a random depth (or -D); the digits after the final
@@ -24,6 +26,7 @@
 typedef struct {
     const char *task, *prefix, *filler;
     long ntrain, nval, shard, V, T, P, Q, digits;
+    long Pmin;     // mqar: pairs per example drawn from Pmin..P (Pmin == P: always P)
     double depth;  // < 0: random
     uint64_t seed;
 } Opts;
@@ -56,17 +59,21 @@ static void gen_mqar(const Opts *o, Rng *r, uint16_t *tok, uint8_t *mask) {
         for (long i = 0; i < NV; i++) vals[i] = (int32_t)(1 + K + i);
         for (long i = 0; i < o->P; i++) qidx[i] = (int32_t)i;
     }
-    sample_distinct(r, keys, K, o->P);
-    sample_distinct(r, vals, NV, o->P);
-    sample_distinct(r, qidx, o->P, o->Q);
+    long P = o->P;
+    if (o->Pmin < o->P) P = o->Pmin + (long)rng_below(r, (uint64_t)(o->P - o->Pmin + 1));
+    long Q = o->Q < P ? o->Q : P;
+    sample_distinct(r, keys, K, P);
+    sample_distinct(r, vals, NV, P);
+    for (long i = 0; i < P; i++) qidx[i] = (int32_t)i;  // a k-subset of this example's P pairs
+    sample_distinct(r, qidx, P, Q);
     memset(tok, 0, (size_t)o->T * sizeof *tok);
     memset(mask, 0, (size_t)o->T);
     long t = 0;
-    for (long i = 0; i < o->P; i++) {
+    for (long i = 0; i < P; i++) {
         tok[t++] = (uint16_t)keys[i];
         tok[t++] = (uint16_t)vals[i];
     }
-    for (long i = 0; i < o->Q; i++) {
+    for (long i = 0; i < Q; i++) {
         tok[t++] = (uint16_t)keys[qidx[i]];
         mask[t] = 1;
         tok[t++] = (uint16_t)vals[qidx[i]];
@@ -216,7 +223,8 @@ static void usage(void) {
         "usage: synth mqar|niah -o PREFIX [options]\n"
         "common:  -n NTRAIN examples (mqar 20000, niah 2000)  -m NVAL examples (mqar 1000, niah 200)\n"
         "         -S SEED (1337)  -s NTOK max tokens per shard (default %ld; whole examples)\n"
-        "mqar:    -V VOCAB (8192)  -T SEQLEN (64)  -k PAIRS (16)  -q QUERIES (16, <= PAIRS)\n"
+        "mqar:    -V VOCAB (8192)  -T SEQLEN (64)  -k PAIRS (16) or MIN:MAX (uniform per example)\n"
+        "         -q QUERIES (16, <= PAIRS; with MIN:MAX each example asks min(QUERIES, its pairs))\n"
         "niah:    -T LEN bytes (1024; 1K..16K typical)  -d DIGITS (5)  -D DEPTH in [0,1] (random)\n"
         "         -f words|repeat (filler: pseudo-word sentences or one fixed sentence)\n",
         DEFAULT_SHARD_TOKENS);
@@ -229,7 +237,7 @@ int main(int argc, char **argv) {
         return argc < 2;
     }
     Opts o = {.task = argv[1], .prefix = NULL, .filler = "words", .ntrain = -1, .nval = -1,
-              .shard = DEFAULT_SHARD_TOKENS, .V = 8192, .T = -1, .P = 16, .Q = 16, .digits = 5,
+              .shard = DEFAULT_SHARD_TOKENS, .V = 8192, .T = -1, .P = 16, .Pmin = -1, .Q = 16, .digits = 5,
               .depth = -1, .seed = 1337};
     int mqar = !strcmp(o.task, "mqar"), niah = !strcmp(o.task, "niah");
     if (!mqar && !niah) die("unknown task '%s' (mqar or niah)", o.task);
@@ -245,7 +253,22 @@ int main(int argc, char **argv) {
             case 's': o.shard = parse_long("-s", v, 2, 2147483647L); break;
             case 'V': o.V = parse_long("-V", v, 1, 1L << 40); break;
             case 'T': o.T = parse_long("-T", v, 1, 1L << 24); break;
-            case 'k': o.P = parse_long("-k", v, 1, 1L << 20); break;
+            case 'k': {
+                const char *colon = v ? strchr(v, ':') : NULL;
+                if (colon) {
+                    char lo[32];
+                    size_t n = (size_t)(colon - v);
+                    if (n == 0 || n >= sizeof lo) die("-k '%s': expected PAIRS or MIN:MAX, e.g. -k 4:64", v);
+                    memcpy(lo, v, n);
+                    lo[n] = 0;
+                    o.Pmin = parse_long("-k (MIN)", lo, 1, 1L << 20);
+                    o.P = parse_long("-k (MAX)", colon + 1, 1, 1L << 20);
+                    if (o.Pmin > o.P) die("-k %ld:%ld: MIN is larger than MAX", o.Pmin, o.P);
+                } else {
+                    o.P = parse_long("-k", v, 1, 1L << 20);
+                }
+                break;
+            }
             case 'q': o.Q = parse_long("-q", v, 1, 1L << 20); break;
             case 'd': o.digits = parse_long("-d", v, 1, 18); break;
             case 'D': o.depth = parse_double("-D", v, 0, 1); break;
@@ -258,6 +281,7 @@ int main(int argc, char **argv) {
     if (o.ntrain < 0) o.ntrain = mqar ? 20000 : 2000;
     if (o.nval < 0) o.nval = mqar ? 1000 : 200;
     if (o.T < 0) o.T = mqar ? 64 : 1024;
+    if (o.Pmin < 0) o.Pmin = o.P;
     char tpath[4200];
     snprintf(tpath, sizeof tpath, "%s_tokenizer.bin", o.prefix);
     GenFn gen;
@@ -292,9 +316,14 @@ int main(int argc, char **argv) {
            o.task, o.ntrain, o.nval, o.T, (int)ntr, (int)nva);
     if (mqar) {
         long NV = o.V - 1 - mqar_nkeys(&o);
-        printf("synth mqar: vocab %ld (pad 0, keys 1..%ld, values %ld..%ld), %ld pairs, %ld queries, "
-               "%ld answer tokens per example\n",
-               o.V, mqar_nkeys(&o), mqar_nkeys(&o) + 1, o.V - 1, o.P, o.Q, o.Q);
+        if (o.Pmin < o.P)
+            printf("synth mqar: vocab %ld (pad 0, keys 1..%ld, values %ld..%ld), %ld..%ld pairs (uniform), "
+                   "min(%ld, pairs) queries and answer tokens per example\n",
+                   o.V, mqar_nkeys(&o), mqar_nkeys(&o) + 1, o.V - 1, o.Pmin, o.P, o.Q);
+        else
+            printf("synth mqar: vocab %ld (pad 0, keys 1..%ld, values %ld..%ld), %ld pairs, %ld queries, "
+                   "%ld answer tokens per example\n",
+                   o.V, mqar_nkeys(&o), mqar_nkeys(&o) + 1, o.V - 1, o.P, o.Q, o.Q);
         printf("synth mqar: chance accuracy = 1/%ld = %.6f\n", NV, 1.0 / (double)NV);
     } else {
         printf("synth niah: byte-level (vocab 256), %ld-digit passkey, filler %s, depth %s; %ld answer tokens per example\n",

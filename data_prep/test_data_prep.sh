@@ -204,6 +204,30 @@ if "$SYN" mqar -o "$TMP/mq" -V 100 -T 40 -k 8 -q 6 -n 300 -m 20 -s 1000 >"$TMP/m
     check "synth mqar: tokenizer file header 20240328/2/100/-1" test "$(hdr "$TMP/mq_tokenizer.bin")" = "20240328 2 100 -1"
     "$SYN" mqar -o "$TMP/mq2" -V 100 -T 40 -k 8 -q 6 -n 300 -m 20 -s 1000 >/dev/null
     check "synth mqar: same seed gives identical shards" cmp -s "$TMP/mq_train_000005.bin" "$TMP/mq2_train_000005.bin"
+    # -k MIN:MAX: each example has its own pair count in MIN..MAX and asks min(q, pairs) queries
+    "$SYN" mqar -o "$TMP/mqr" -V 100 -T 40 -k 2:8 -q 6 -n 300 -m 0 >/dev/null
+    mq_range_semantics() {
+        local f
+        for f in "$TMP"/mqr_train_0*.bin; do
+            paste <(toks "$f") <(maskv "${f%.bin}.mask") | awk -v T=40 -v K=49 -v N="$(shard_n "$f")" '
+                NR == N { next }  # the trailing filler token
+                { i = (NR - 1) % T; tok = $1; m = $2 }
+                i == 0 { delete kv; delete asked; np = 0; nq = 0; phase = 0 }
+                phase == 0 && i % 2 == 0 && (tok in kv) { phase = 1 }
+                phase < 2 && i % 2 == 0 && tok == 0 { phase = 2 }
+                phase == 0 && i % 2 == 0 { if (tok < 1 || tok > K || m) bad = 1; key = tok; np++ }
+                phase == 0 && i % 2 == 1 { if (tok <= K || tok > 99 || m) bad = 1; kv[key] = tok }
+                phase == 1 && i % 2 == 0 { if (!(tok in kv) || (tok in asked) || m) bad = 1; q = tok; asked[tok] = 1; nq++ }
+                phase == 1 && i % 2 == 1 { if (!m || tok != kv[q]) bad = 1 }
+                phase == 2 { if (m || tok != 0) bad = 1 }
+                i == T - 1 { if (np < 2 || np > 8 || nq != (np < 6 ? np : 6)) bad = 1; seen[np] = 1 }
+                END { for (p = 2; p <= 8; p++) if (!(p in seen)) bad = 1; exit bad }' || return 1
+        done
+    }
+    check "synth mqar -k 2:8: pairs per example in 2..8 (all seen), min(6, pairs) queries, answers = stored values" \
+        mq_range_semantics
+    check "synth mqar -k 9:8 is refused with an error" \
+        test "$("$SYN" mqar -o "$TMP/bad" -V 100 -T 40 -k 9:8 2>&1 >/dev/null; echo " rc=$?")" = $'synth: error: -k 9:8: MIN is larger than MAX\n rc=1'
 else
     notok "synth mqar runs" "$(cat "$TMP/err")"
 fi
