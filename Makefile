@@ -4,6 +4,7 @@
 # make test       all tests; the last line says "N passed, N failed, N skipped"
 # make test_asan  the same tests with every binary built with -fsanitize=address,undefined (build/asan)
 # make fuzz       each libFuzzer target of dev/fuzz for FUZZ_SECONDS (default 60); needs clang
+# make format     lay out train_miras.c, train_miras.cu, test_miras.c with clang-format 14 (dev/clang-format.yml)
 # make ci         what .ci/run runs: the tests, the ASan tests and a 10 s fuzz smoke run, summed in one line
 # make train_miras USE_MPI=1      the data-parallel trainer (mpicc, Debian: libopenmpi-dev openmpi-bin): mpirun -np N ./train_miras ...
 # make train_miras_cu USE_MPI=1   the GPU trainer with NCCL (gradients summed by ncclAllReduce; MPI launches the ranks)
@@ -34,7 +35,7 @@ else
   TRAIN_CC = $(CC)
 endif
 
-.PHONY: all test test_asan fuzz fuzz_build ci ci_build test_emu_lab test_gpu_emu train data clean
+.PHONY: all test test_asan fuzz fuzz_build ci ci_build test_emu_lab test_gpu_emu train data clean format
 all: train_miras test_miras test_miras_fp64 data_prep
 
 train_miras: train_miras.c build/use_mpi
@@ -119,6 +120,11 @@ ci_build: train_miras test_miras test_miras_fp64 data_prep $(ASAN_BINS) fuzz_bui
 ci: ci_build
 	@FUZZ_SECONDS=$${FUZZ_SECONDS:-10} bash dev/test_all.sh ./test_miras ./test_miras_fp64 "bash data_prep/test_data_prep.sh" \
 		"env MIRAS_BIN_DIR=build/asan bash dev/test_all.sh" "bash dev/fuzz/run.sh" "bash dev/cuda/test_emu_lab.sh"
+
+# one statement per line, lines up to 120 characters; make test checks it (dev/check_format.sh)
+CLANG_FORMAT ?= $(shell command -v clang-format-14 || command -v clang-format)
+format:
+	$(CLANG_FORMAT) --style=file:dev/clang-format.yml -i train_miras.c train_miras.cu test_miras.c
 
 clean:
 	rm -rf train_miras train_miras_mpi test_miras test_miras_fp64 train_miras_cu memlab $(DATA_PREP_BINS) build

@@ -31,51 +31,89 @@ Errors are norm-relative: |a - b| / |b| over a whole tensor; gradients get a tab
 
 static int n_pass = 0, n_fail = 0;
 static void check(int ok, const char* fmt, ...) {
-    va_list ap; va_start(ap, fmt);
-    printf("%s - ", ok ? "ok" : "FAIL"); vprintf(fmt, ap); printf("\n"); va_end(ap);
-    if (ok) n_pass++; else n_fail++;
+    va_list ap;
+    va_start(ap, fmt);
+    printf("%s - ", ok ? "ok" : "FAIL");
+    vprintf(fmt, ap);
+    printf("\n");
+    va_end(ap);
+    if (ok)
+        n_pass++;
+    else
+        n_fail++;
 }
 // The worst error so far, NaN-safe: a NaN error becomes (and stays) the worst, so the final `worst <= tol` fails.
 static int worse(double e, double worst) { return !isnan(worst) && !(e <= worst); }
 static double relerr(const real* a, const double* b, size_t n) {
     double num = 0, den = 0;
-    for (size_t i = 0; i < n; i++) { double e = (double)a[i] - b[i]; num += e * e; den += b[i] * b[i]; }
+    for (size_t i = 0; i < n; i++) {
+        double e = (double)a[i] - b[i];
+        num += e * e;
+        den += b[i] * b[i];
+    }
     return sqrt(num / (den > 0 ? den : 1e-300));
 }
 static double relerr_rr(const real* a, const real* b, size_t n) {
     double num = 0, den = 0;
-    for (size_t i = 0; i < n; i++) { double e = (double)a[i] - b[i]; num += e * e; den += (double)b[i] * b[i]; }
+    for (size_t i = 0; i < n; i++) {
+        double e = (double)a[i] - b[i];
+        num += e * e;
+        den += (double)b[i] * b[i];
+    }
     return sqrt(num / (den > 0 ? den : 1e-300));
 }
 
 // Per-tensor check tables (llm.c's check_tensor): a row per parameter tensor (name, size, norm-relative error,
 // tolerance, ok/FAIL), then one check line that names the worst tensor. A tensor passes only if err <= tol, so a
 // NaN fails; the worst is tracked NaN-safe (a NaN stays the worst). Without a layout (names NULL): one row "all".
-typedef struct { int n, nbad, wt; double worst; const char* wname; } Table;
-static Table tensor_table(const size_t* sizes, const char* const* names, int nt, const double* err, double tol, int print) {
+typedef struct {
+    int n, nbad, wt;
+    double worst;
+    const char* wname;
+} Table;
+static Table tensor_table(const size_t* sizes, const char* const* names, int nt, const double* err, double tol,
+                          int print) {
     Table tb = {0, 0, -1, 0, "-"};
     for (int t = 0; t < nt; t++) {
         if (!sizes[t]) continue;
-        int ok = err[t] <= tol; tb.n++; tb.nbad += !ok;
-        if (tb.wt < 0 || worse(err[t], tb.worst)) { tb.worst = err[t]; tb.wt = t; tb.wname = names ? names[t] : "all"; }
-        if (print) printf("    %-14s %9zu  err %.2e  tol %.0e  %s\n", names ? names[t] : "all", sizes[t], err[t], tol, ok ? "ok" : "FAIL");
+        int ok = err[t] <= tol;
+        tb.n++;
+        tb.nbad += !ok;
+        if (tb.wt < 0 || worse(err[t], tb.worst)) {
+            tb.worst = err[t];
+            tb.wt = t;
+            tb.wname = names ? names[t] : "all";
+        }
+        if (print)
+            printf("    %-14s %9zu  err %.2e  tol %.0e  %s\n", names ? names[t] : "all", sizes[t], err[t], tol,
+                   ok ? "ok" : "FAIL");
     }
     return tb;
 }
 // the check line of a table: "ok - WHAT: N tensors, worst NAME err E (tol T)" (and how many failed)
 static void check_table(const Table* tb, double tol, const char* fmt, ...) {
-    char what[512]; va_list ap; va_start(ap, fmt); vsnprintf(what, sizeof what, fmt, ap); va_end(ap);
-    char bad[64] = ""; if (tb->nbad) snprintf(bad, sizeof bad, ", %d over tol", tb->nbad);
-    check(tb->n > 0 && tb->nbad == 0, "%s: %d tensor%s%s, worst %s err %.2e (tol %.0e)", what, tb->n, tb->n == 1 ? "" : "s", bad, tb->wname, tb->worst, tol);
+    char what[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    char bad[64] = "";
+    if (tb->nbad) snprintf(bad, sizeof bad, ", %d over tol", tb->nbad);
+    check(tb->n > 0 && tb->nbad == 0, "%s: %d tensor%s%s, worst %s err %.2e (tol %.0e)", what, tb->n,
+          tb->n == 1 ? "" : "s", bad, tb->wname, tb->worst, tol);
 }
 // the fixture's per-tensor gradient errors; an exactly-zero reference gradient must stay zero (err = sum |g|)
 static void grad_errs(const Model* M, const real* g, const double* ref, double* err) {
     size_t off = 0;
     for (int t = 0; t < NUM_PARAM_TENSORS; t++) {
-        size_t n = M->param_sizes[t]; double gn = 0; err[t] = 0;
+        size_t n = M->param_sizes[t];
+        double gn = 0;
+        err[t] = 0;
         for (size_t i = 0; i < n; i++) gn += ref[off + i] * ref[off + i];
-        if (n && gn > 0) err[t] = relerr(g + off, ref + off, n);
-        else for (size_t i = 0; i < n; i++) err[t] += fabs((double)g[off + i]);
+        if (n && gn > 0)
+            err[t] = relerr(g + off, ref + off, n);
+        else
+            for (size_t i = 0; i < n; i++) err[t] += fabs((double)g[off + i]);
         off += n;
     }
 }
@@ -83,204 +121,379 @@ static void grad_errs(const Model* M, const real* g, const double* ref, double* 
 // ---------------------------------------------------------------------------
 // fixtures from dev/reference.py (layout in dev/CONTRACT.md and the README)
 typedef struct {
-    Config cfg; int B, T, nsteps; float lr, beta1, beta2, eps, wd, clip; size_t np;
-    float* params; int* tokens; double *logits, loss, *grads, *losses;
+    Config cfg;
+    int B, T, nsteps;
+    float lr, beta1, beta2, eps, wd, clip;
+    size_t np;
+    float* params;
+    int* tokens;
+    double *logits, loss, *grads, *losses;
 } Fixture;
 
 static int fixture_load(Fixture* fx, const char* path) {
-    FILE* f = fopen(path, "rb"); if (!f) return 0;
-    int h[256]; if (fread(h, 4, 256, f) != 256 || h[0] != FIXTURE_MAGIC) { fclose(f); return 0; }
-    long end = fixture_check(path, h, &fx->cfg, file_size(path));   // the header against the file size (an error if bad)
-    if (file_size(path) != end + 8 * ((long)h[100] * h[101] * fx->cfg.V + 1 + h[19] + h[102])) { fclose(f); return 0; }
-    fx->B = h[100]; fx->T = h[101]; fx->nsteps = h[102];
-    fx->lr = bits_f32(h[103]); fx->beta1 = bits_f32(h[104]); fx->beta2 = bits_f32(h[105]);
-    fx->eps = bits_f32(h[106]); fx->wd = bits_f32(h[107]); fx->clip = bits_f32(h[108]); fx->np = (size_t)h[19];
+    FILE* f = fopen(path, "rb");
+    if (!f) return 0;
+    int h[256];
+    if (fread(h, 4, 256, f) != 256 || h[0] != FIXTURE_MAGIC) {
+        fclose(f);
+        return 0;
+    }
+    long end = fixture_check(path, h, &fx->cfg, file_size(path));  // the header against the file size (an error if bad)
+    if (file_size(path) != end + 8 * ((long)h[100] * h[101] * fx->cfg.V + 1 + h[19] + h[102])) {
+        fclose(f);
+        return 0;
+    }
+    fx->B = h[100];
+    fx->T = h[101];
+    fx->nsteps = h[102];
+    fx->lr = bits_f32(h[103]);
+    fx->beta1 = bits_f32(h[104]);
+    fx->beta2 = bits_f32(h[105]);
+    fx->eps = bits_f32(h[106]);
+    fx->wd = bits_f32(h[107]);
+    fx->clip = bits_f32(h[108]);
+    fx->np = (size_t)h[19];
     size_t nt = (size_t)fx->B * (fx->T + 1), nl = (size_t)fx->B * fx->T * fx->cfg.V;
-    fx->params = malloc(fx->np * 4); fx->tokens = malloc(nt * 4); fx->logits = malloc(nl * 8);
-    fx->grads = malloc(fx->np * 8); fx->losses = malloc(fx->nsteps * 8);
-    int ok = fread(fx->params, 4, fx->np, f) == fx->np && fread(fx->tokens, 4, nt, f) == nt && fread(fx->logits, 8, nl, f) == nl
-          && fread(&fx->loss, 8, 1, f) == 1 && fread(fx->grads, 8, fx->np, f) == fx->np && fread(fx->losses, 8, fx->nsteps, f) == (size_t)fx->nsteps;
-    fclose(f); return ok;
+    fx->params = malloc(fx->np * 4);
+    fx->tokens = malloc(nt * 4);
+    fx->logits = malloc(nl * 8);
+    fx->grads = malloc(fx->np * 8);
+    fx->losses = malloc(fx->nsteps * 8);
+    int ok = fread(fx->params, 4, fx->np, f) == fx->np && fread(fx->tokens, 4, nt, f) == nt &&
+             fread(fx->logits, 8, nl, f) == nl && fread(&fx->loss, 8, 1, f) == 1 &&
+             fread(fx->grads, 8, fx->np, f) == fx->np && fread(fx->losses, 8, fx->nsteps, f) == (size_t)fx->nsteps;
+    fclose(f);
+    return ok;
 }
-static void fixture_free(Fixture* fx) { free(fx->params); free(fx->tokens); free(fx->logits); free(fx->grads); free(fx->losses); }
+static void fixture_free(Fixture* fx) {
+    free(fx->params);
+    free(fx->tokens);
+    free(fx->logits);
+    free(fx->grads);
+    free(fx->losses);
+}
 static void fixture_model(Model* M, const Fixture* fx) {
     model_build(M, &fx->cfg);
-    if (M->num_params != fx->np) { printf("FAIL - parameter count %zu vs fixture %zu\n", M->num_params, fx->np); exit(1); }
+    if (M->num_params != fx->np) {
+        printf("FAIL - parameter count %zu vs fixture %zu\n", M->num_params, fx->np);
+        exit(1);
+    }
     for (size_t i = 0; i < fx->np; i++) M->params_memory[i] = fx->params[i];
 }
 static void fixture_batch(const Fixture* fx, int* in, int* tg) {
-    for (int r = 0; r < fx->B; r++) for (int t = 0; t < fx->T; t++) {
-        in[r * fx->T + t] = fx->tokens[r * (fx->T + 1) + t]; tg[r * fx->T + t] = fx->tokens[r * (fx->T + 1) + t + 1];
-    }
+    for (int r = 0; r < fx->B; r++)
+        for (int t = 0; t < fx->T; t++) {
+            in[r * fx->T + t] = fx->tokens[r * (fx->T + 1) + t];
+            tg[r * fx->T + t] = fx->tokens[r * (fx->T + 1) + t + 1];
+        }
 }
 
-static const char* FIXTURES[] = {"titans", "ttt_mlp", "linear_attn", "deltanet", "gated_deltanet", "deep_noln", "deep_nores_gd",
-                                 "moneta", "yaad", "memora", "moneta_cw", "yaad_cw", "memora_cw",
-                                 "titans_anchor", "yaad_anchor", "moneta_anchor", "gdn_anchor",
-                                 "transformer", "titans_H", "hybrid_asm",    // attention layers: AA, MS (W 4), ASM (W 3)
-                                 "mal", "mag", "mag_gdn", "mac",    // Titans layers: MAL (N_p 3, W 4, b 4), MAG (N_p 2, W 5, b 4;
-                                                                    // gated DeltaNet N_p 3, W 3), MAC (N_p 2, C 4, b 2)
-                                 "omega_gd", "omega_mom", "omega_linear",    // the ATLAS family (omega window 3, 3, 4)
-                                 "omeganet", "poly_mom", "poly_linear"};      // with the poly features (omega 3, 1, 2)
+static const char* FIXTURES[] = {
+    "titans", "ttt_mlp", "linear_attn", "deltanet", "gated_deltanet", "deep_noln", "deep_nores_gd", "moneta", "yaad",
+    "memora", "moneta_cw", "yaad_cw", "memora_cw", "titans_anchor", "yaad_anchor", "moneta_anchor", "gdn_anchor",
+    "transformer", "titans_H", "hybrid_asm",  // attention layers: AA, MS (W 4), ASM (W 3)
+    "mal", "mag", "mag_gdn", "mac",  // Titans layers: MAL (N_p 3, W 4, b 4), MAG (N_p 2, W 5, b 4;
+    // gated DeltaNet N_p 3, W 3), MAC (N_p 2, C 4, b 2)
+    "omega_gd", "omega_mom", "omega_linear",  // the ATLAS family (omega window 3, 3, 4)
+    "omeganet", "poly_mom", "poly_linear"};  // with the poly features (omega 3, 1, 2)
 #define NFIX 30
 
 // 1. logits, loss, every gradient and 10 AdamW steps against the PyTorch reference
 static void test_fixture(const char* dir, const char* name) {
-    char path[1024]; snprintf(path, sizeof path, "%s/%s.bin", dir, name);
-    Fixture fx; if (!fixture_load(&fx, path)) { check(0, "fixture %s: cannot read %s", name, path); return; }
-    Model M; fixture_model(&M, &fx);
-    int N = fx.B * fx.T, V = fx.cfg.V, Vp = fx.cfg.Vp; int* in = malloc(N * 4); int* tg = malloc(N * 4); fixture_batch(&fx, in, tg);
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s.bin", dir, name);
+    Fixture fx;
+    if (!fixture_load(&fx, path)) {
+        check(0, "fixture %s: cannot read %s", name, path);
+        return;
+    }
+    Model M;
+    fixture_model(&M, &fx);
+    int N = fx.B * fx.T, V = fx.cfg.V, Vp = fx.cfg.Vp;
+    int* in = malloc(N * 4);
+    int* tg = malloc(N * 4);
+    fixture_batch(&fx, in, tg);
     model_forward(&M, in, tg, fx.B, fx.T);
     real* lg = malloc((size_t)N * V * sizeof(real));
-    for (int n = 0; n < N; n++) for (int v = 0; v < V; v++) lg[(size_t)n * V + v] = M.acts.logits[(size_t)n * Vp + v];
+    for (int n = 0; n < N; n++)
+        for (int v = 0; v < V; v++) lg[(size_t)n * V + v] = M.acts.logits[(size_t)n * Vp + v];
     double el = relerr(lg, fx.logits, (size_t)N * V), eloss = fabs(M.mean_loss - fx.loss) / fabs(fx.loss);
-    check(el <= TOL_LOGITS && eloss <= TOL_LOGITS, "%s %s: logits err %.2e, loss err %.2e (tol %.0e)", BUILD, name, el, eloss, TOL_LOGITS);
-    model_zero_grad(&M); model_backward(&M, 1);
-    double err[NUM_PARAM_TENSORS]; grad_errs(&M, M.grads_memory, fx.grads, err);
+    check(el <= TOL_LOGITS && eloss <= TOL_LOGITS, "%s %s: logits err %.2e, loss err %.2e (tol %.0e)", BUILD, name, el,
+          eloss, TOL_LOGITS);
+    model_zero_grad(&M);
+    model_backward(&M, 1);
+    double err[NUM_PARAM_TENSORS];
+    grad_errs(&M, M.grads_memory, fx.grads, err);
     Table tb = tensor_table(M.param_sizes, PARAM_NAMES, NUM_PARAM_TENSORS, err, TOL_GRADS, 1);
     check_table(&tb, TOL_GRADS, "%s %s: gradients", BUILD, name);
     real* losses = malloc(fx.nsteps * sizeof(real));
     for (int s = 0; s < fx.nsteps; s++) {
-        model_forward(&M, in, tg, fx.B, fx.T); losses[s] = M.mean_loss;
-        model_zero_grad(&M); model_backward(&M, 1);
+        model_forward(&M, in, tg, fx.B, fx.T);
+        losses[s] = M.mean_loss;
+        model_zero_grad(&M);
+        model_backward(&M, 1);
         grad_clip(&M, grad_norm(&M), fx.clip);
         model_update(&M, fx.lr, fx.beta1, fx.beta2, fx.eps, fx.wd);
     }
     double es = relerr(losses, fx.losses, fx.nsteps);
-    check(es <= TOL_STEPS, "%s %s: %d AdamW step losses err %.2e (%.4f -> %.4f) (tol %.0e)", BUILD, name, fx.nsteps, es, (double)losses[0], (double)losses[fx.nsteps - 1], TOL_STEPS);
-    free(losses); free(lg); free(in); free(tg); model_free(&M); fixture_free(&fx);
+    check(es <= TOL_STEPS, "%s %s: %d AdamW step losses err %.2e (%.4f -> %.4f) (tol %.0e)", BUILD, name, fx.nsteps, es,
+          (double)losses[0], (double)losses[fx.nsteps - 1], TOL_STEPS);
+    free(losses);
+    free(lg);
+    free(in);
+    free(tg);
+    model_free(&M);
+    fixture_free(&fx);
 }
 
 // the tables themselves, on titans' gradients against the fixture: the whole wk gradient with its sign flipped, and
 // a NaN in one mem_ln_g entry (the tensors after it are finite: the NaN must stay the worst), each fail exactly that
 // tensor, which the table names
 static void test_tables(const char* dir) {
-    char path[1024]; snprintf(path, sizeof path, "%s/titans.bin", dir);
-    Fixture fx; if (!fixture_load(&fx, path)) { check(0, "tables: cannot read %s", path); return; }
-    Model M; fixture_model(&M, &fx);
-    int N = fx.B * fx.T; int* in = malloc(N * 4); int* tg = malloc(N * 4); fixture_batch(&fx, in, tg);
-    model_forward(&M, in, tg, fx.B, fx.T); model_zero_grad(&M); model_backward(&M, 1);
-    real* g = malloc(M.num_params * sizeof(real)); double err[NUM_PARAM_TENSORS]; Table tb[2];
+    char path[1024];
+    snprintf(path, sizeof path, "%s/titans.bin", dir);
+    Fixture fx;
+    if (!fixture_load(&fx, path)) {
+        check(0, "tables: cannot read %s", path);
+        return;
+    }
+    Model M;
+    fixture_model(&M, &fx);
+    int N = fx.B * fx.T;
+    int* in = malloc(N * 4);
+    int* tg = malloc(N * 4);
+    fixture_batch(&fx, in, tg);
+    model_forward(&M, in, tg, fx.B, fx.T);
+    model_zero_grad(&M);
+    model_backward(&M, 1);
+    real* g = malloc(M.num_params * sizeof(real));
+    double err[NUM_PARAM_TENSORS];
+    Table tb[2];
     for (int k = 0; k < 2; k++) {
         memcpy(g, M.grads_memory, M.num_params * sizeof(real));
-        size_t off = 0; int plant = k == 0 ? 3 : 15;   // wk, mem_ln_g
+        size_t off = 0;
+        int plant = k == 0 ? 3 : 15;  // wk, mem_ln_g
         for (int t = 0; t < plant; t++) off += M.param_sizes[t];
-        if (k == 0) for (size_t i = 0; i < M.param_sizes[plant]; i++) g[off + i] = -g[off + i];
-        else g[off + 5] = NAN;
+        if (k == 0)
+            for (size_t i = 0; i < M.param_sizes[plant]; i++) g[off + i] = -g[off + i];
+        else
+            g[off + 5] = NAN;
         grad_errs(&M, g, fx.grads, err);
         tb[k] = tensor_table(M.param_sizes, PARAM_NAMES, NUM_PARAM_TENSORS, err, TOL_GRADS, 0);
     }
-    check(tb[0].nbad == 1 && !strcmp(tb[0].wname, "wk") && tb[1].nbad == 1 && !strcmp(tb[1].wname, "mem_ln_g") && isnan(tb[1].worst),
-          "%s gradient tables: a sign-flipped tensor fails alone, named %s (err %.2e); a NaN in one entry fails alone, named %s (err %g)",
-          BUILD, tb[0].wname, tb[0].worst, tb[1].wname, tb[1].worst);
-    free(g); free(in); free(tg); model_free(&M); fixture_free(&fx);
+    check(
+        tb[0].nbad == 1 && !strcmp(tb[0].wname, "wk") && tb[1].nbad == 1 && !strcmp(tb[1].wname, "mem_ln_g") &&
+            isnan(tb[1].worst),
+        "%s gradient tables: a sign-flipped tensor fails alone, named %s (err %.2e); a NaN in one entry fails alone, named %s (err %g)",
+        BUILD, tb[0].wname, tb[0].worst, tb[1].wname, tb[1].worst);
+    free(g);
+    free(in);
+    free(tg);
+    model_free(&M);
+    fixture_free(&fx);
 }
 
 // 2. finite differences (double build): Richardson-extrapolated central differences on sampled
 // entries of every parameter tensor, norm-relative error per tensor. With the Huber bias the loss has
 // kinks (where |e| crosses delta), so there a small plain step (1e-6) keeps the differences on one side.
-static double loss_at(Model* M, const int* in, const int* tg, int B, int T) { model_forward(M, in, tg, B, T); return M->mean_loss; }
+static double loss_at(Model* M, const int* in, const int* tg, int B, int T) {
+    model_forward(M, in, tg, B, T);
+    return M->mean_loss;
+}
 #define TOL_FD 1e-6
 static Table fd_model(Model* M, const int* in, const int* tg, int B, int T, int samples, uint64_t seed) {
-    model_forward(M, in, tg, B, T); model_zero_grad(M); model_backward(M, 1);
-    real* an = malloc(M->num_params * sizeof(real)); memcpy(an, M->grads_memory, M->num_params * sizeof(real));
-    uint64_t r = seed; size_t off = 0; double err[NUM_PARAM_TENSORS] = {0};
+    model_forward(M, in, tg, B, T);
+    model_zero_grad(M);
+    model_backward(M, 1);
+    real* an = malloc(M->num_params * sizeof(real));
+    memcpy(an, M->grads_memory, M->num_params * sizeof(real));
+    uint64_t r = seed;
+    size_t off = 0;
+    double err[NUM_PARAM_TENSORS] = {0};
     for (int t = 0; t < NUM_PARAM_TENSORS; t++) {
-        size_t n = M->param_sizes[t]; if (!n) continue;
+        size_t n = M->param_sizes[t];
+        if (!n) continue;
         double num = 0, den = 0;
         for (int s = 0; s < samples; s++) {
-            size_t i = off + (t == 0 ? (size_t)in[s % (B * T)] * M->cfg.D + rng_u64(&r) % M->cfg.D : rng_u64(&r) % n); // wte: rows in use
+            size_t i = off + (t == 0 ? (size_t)in[s % (B * T)] * M->cfg.D + rng_u64(&r) % M->cfg.D
+                                     : rng_u64(&r) % n);  // wte: rows in use
             int kinks = M->cfg.bias == BIAS_HUBER;
-            real save = M->params_memory[i]; double h = kinks ? 1e-6 : 1e-4, dh[2];
+            real save = M->params_memory[i];
+            double h = kinks ? 1e-6 : 1e-4, dh[2];
             for (int k = 0; k < 2; k++, h /= 2) {
-                M->params_memory[i] = save + h; double lp = loss_at(M, in, tg, B, T);
-                M->params_memory[i] = save - h; double lm = loss_at(M, in, tg, B, T);
+                M->params_memory[i] = save + h;
+                double lp = loss_at(M, in, tg, B, T);
+                M->params_memory[i] = save - h;
+                double lm = loss_at(M, in, tg, B, T);
                 dh[k] = (lp - lm) / (2 * h);
             }
             M->params_memory[i] = save;
             double fd = kinks ? dh[1] : (4 * dh[1] - dh[0]) / 3;
-            num += (fd - an[i]) * (fd - an[i]); den += fd * fd;
+            num += (fd - an[i]) * (fd - an[i]);
+            den += fd * fd;
         }
         err[t] = den > 0 ? sqrt(num / den) : sqrt(num);
         off += n;
     }
-    free(an); return tensor_table(M->param_sizes, PARAM_NAMES, NUM_PARAM_TENSORS, err, TOL_FD, 1);
+    free(an);
+    return tensor_table(M->param_sizes, PARAM_NAMES, NUM_PARAM_TENSORS, err, TOL_FD, 1);
 }
 static void test_fd(const char* dir, const char* name, int ln, int resid, int b) {
-    char path[1024]; snprintf(path, sizeof path, "%s/%s.bin", dir, name);
-    Fixture fx; if (!fixture_load(&fx, path)) { check(0, "fd %s: cannot read %s", name, path); return; }
-    Model M; fixture_model(&M, &fx);
-    Config c = fx.cfg; int same = 1;
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s.bin", dir, name);
+    Fixture fx;
+    if (!fixture_load(&fx, path)) {
+        check(0, "fd %s: cannot read %s", name, path);
+        return;
+    }
+    Model M;
+    fixture_model(&M, &fx);
+    Config c = fx.cfg;
+    int same = 1;
     if (ln >= 0 && c.mem_depth == 2 && (ln != c.mem_ln || resid != c.mem_resid)) same = 0;
     if (b > 0 && b != c.b) same = 0;
     if (!same) {  // a switch variant: same params where they exist, fresh LN affine
-        model_free(&M); if (ln >= 0) { c.mem_ln = ln; c.mem_resid = resid; } if (b > 0) c.b = b;
-        model_build(&M, &c); Model F; fixture_model(&F, &fx);
+        model_free(&M);
+        if (ln >= 0) {
+            c.mem_ln = ln;
+            c.mem_resid = resid;
+        }
+        if (b > 0) c.b = b;
+        model_build(&M, &c);
+        Model F;
+        fixture_model(&F, &fx);
         size_t o1 = 0, o2 = 0;
         for (int t = 0; t < NUM_PARAM_TENSORS; t++) {
-            if (M.param_sizes[t] == F.param_sizes[t]) memcpy(M.params_memory + o1, F.params_memory + o2, M.param_sizes[t] * sizeof(real));
-            else fill_const(M.params_memory + o1, M.param_sizes[t], t == 15 ? 1.1 : 0.05);
-            o1 += M.param_sizes[t]; o2 += F.param_sizes[t];
+            if (M.param_sizes[t] == F.param_sizes[t])
+                memcpy(M.params_memory + o1, F.params_memory + o2, M.param_sizes[t] * sizeof(real));
+            else
+                fill_const(M.params_memory + o1, M.param_sizes[t], t == 15 ? 1.1 : 0.05);
+            o1 += M.param_sizes[t];
+            o2 += F.param_sizes[t];
         }
         model_free(&F);
     }
-    int N = fx.B * fx.T; int* in = malloc(N * 4); int* tg = malloc(N * 4); fixture_batch(&fx, in, tg);
+    int N = fx.B * fx.T;
+    int* in = malloc(N * 4);
+    int* tg = malloc(N * 4);
+    fixture_batch(&fx, in, tg);
     Table tb = fd_model(&M, in, tg, fx.B, fx.T, 6, 42);
     check_table(&tb, TOL_FD, "fp64 finite differences %s (ln %d resid %d b %d)", name, c.mem_ln, c.mem_resid, c.b);
-    free(in); free(tg); model_free(&M); fixture_free(&fx);
+    free(in);
+    free(tg);
+    model_free(&M);
+    fixture_free(&fx);
 }
 
 // the answers-only loss (-A 1): the mean over masked positions, and its gradient by finite differences
 static void test_fd_masked(const char* dir) {
-    char path[1024]; snprintf(path, sizeof path, "%s/titans.bin", dir);
-    Fixture fx; if (!fixture_load(&fx, path)) { check(0, "masked loss: cannot read %s", path); return; }
-    Model M; fixture_model(&M, &fx);
-    int N = fx.B * fx.T; int* in = malloc(N * 4); int* tg = malloc(N * 4); fixture_batch(&fx, in, tg);
-    uint8_t* mask = calloc(N, 1); for (int n = 0; n < N; n++) mask[n] = n % 3 == 1;
+    char path[1024];
+    snprintf(path, sizeof path, "%s/titans.bin", dir);
+    Fixture fx;
+    if (!fixture_load(&fx, path)) {
+        check(0, "masked loss: cannot read %s", path);
+        return;
+    }
+    Model M;
+    fixture_model(&M, &fx);
+    int N = fx.B * fx.T;
+    int* in = malloc(N * 4);
+    int* tg = malloc(N * 4);
+    fixture_batch(&fx, in, tg);
+    uint8_t* mask = calloc(N, 1);
+    for (int n = 0; n < N; n++) mask[n] = n % 3 == 1;
     model_forward(&M, in, tg, fx.B, fx.T);
-    double s = 0, k = 0; for (int n = 0; n < N; n++) if (mask[n]) { s += M.acts.losses[n]; k++; }
-    M.loss_mask = mask; model_forward(&M, in, tg, fx.B, fx.T);
+    double s = 0, k = 0;
+    for (int n = 0; n < N; n++)
+        if (mask[n]) {
+            s += M.acts.losses[n];
+            k++;
+        }
+    M.loss_mask = mask;
+    model_forward(&M, in, tg, fx.B, fx.T);
     double e_mean = fabs(M.mean_loss - s / k) / (s / k);
     Table tb = fd_model(&M, in, tg, fx.B, fx.T, 6, 7);
-    check(e_mean <= 1e-12 && tb.n > 0 && !tb.nbad, "fp64 answers-only loss: masked mean err %.2e (tol 1e-12), finite differences %d tensors, worst %s err %.2e (tol %.0e)",
-          e_mean, tb.n, tb.wname, tb.worst, TOL_FD);
-    free(mask); free(in); free(tg); model_free(&M); fixture_free(&fx);
+    check(
+        e_mean <= 1e-12 && tb.n > 0 && !tb.nbad,
+        "fp64 answers-only loss: masked mean err %.2e (tol 1e-12), finite differences %d tensors, worst %s err %.2e (tol %.0e)",
+        e_mean, tb.n, tb.wname, tb.worst, TOL_FD);
+    free(mask);
+    free(in);
+    free(tg);
+    model_free(&M);
+    fixture_free(&fx);
 }
 
 // 3. b = 1 against the naive memory (train_miras.c, memory_forward_naive): the online rule of SPEC §5.1-5.4 written
 // independently of the chunked functions: per-token weights materialised, the inner gradient by explicit backprop.
-static void test_online(const char* label, int depth, int ln, int resid, int bias, int algo, int retention, int rank, int anchor) {
-    Config c; memset(&c, 0, sizeof c);
-    c.V = 7; c.Vp = 64; c.D = 16; c.L = 1; c.H = 2; c.E = 2; c.F = 64; c.K = 4; c.b = 1; strcpy(c.pattern, "M");
-    c.mem_depth = depth; c.mem_ln = ln; c.mem_resid = resid; c.bias = bias; c.algo = algo; c.gate_a = c.gate_eta = 1; c.eta_max = 1;
-    c.retention = retention; c.gate_rank = rank; c.anchor = anchor;
+static void test_online(const char* label, int depth, int ln, int resid, int bias, int algo, int retention, int rank,
+                        int anchor) {
+    Config c;
+    memset(&c, 0, sizeof c);
+    c.V = 7;
+    c.Vp = 64;
+    c.D = 16;
+    c.L = 1;
+    c.H = 2;
+    c.E = 2;
+    c.F = 64;
+    c.K = 4;
+    c.b = 1;
+    strcpy(c.pattern, "M");
+    c.mem_depth = depth;
+    c.mem_ln = ln;
+    c.mem_resid = resid;
+    c.bias = bias;
+    c.algo = algo;
+    c.gate_a = c.gate_eta = 1;
+    c.eta_max = 1;
+    c.retention = retention;
+    c.gate_rank = rank;
+    c.anchor = anchor;
     int B = 2, T = 13, Ge = rank ? c.D : c.H;
     double worst = 0, diff_b = 0;
     for (int bsz = 1; bsz <= 4; bsz += 3) {
         c.b = bsz;
-        Model M; model_build(&M, &c); uint64_t r = 99;
+        Model M;
+        model_build(&M, &c);
+        uint64_t r = 99;
         fill_normal(M.params_memory, M.num_params, 0.5, &r);
         if (M.mem.ln) fill_normal(M.params.mem_ln_g, c.H * M.mem.d, 0.2, &r);
         if (retention == RET_KL) fill_normal(M.params.mem_p0, c.H * M.mem.nP, 1, &r);
         model_alloc_acts(&M, B, T);
         size_t N = (size_t)B * T;
-        fill_normal(M.acts.q, N * c.D, 1, &r); fill_normal(M.acts.k, N * c.D, 1, &r); fill_normal(M.acts.v, N * c.D, 1, &r);
-        l2norm_forward(M.acts.q, M.acts.qrn, M.acts.q, N, c.H, M.mem.d); l2norm_forward(M.acts.k, M.acts.krn, M.acts.k, N, c.H, M.mem.d);
-        for (size_t i = 0; i < N * c.H; i++) { M.acts.ga[i] = 0.7 + 0.3 * rng_f64(&r); M.acts.gth[i] = algo == ALGO_MOMENTUM ? 0.9 * rng_f64(&r) : 0; }
-        for (size_t i = 0; i < N * Ge; i++) { M.acts.geta[i] = 0.5 * rng_f64(&r); M.acts.gdel[i] = 0.05 + 0.5 * rng_f64(&r); }
+        fill_normal(M.acts.q, N * c.D, 1, &r);
+        fill_normal(M.acts.k, N * c.D, 1, &r);
+        fill_normal(M.acts.v, N * c.D, 1, &r);
+        l2norm_forward(M.acts.q, M.acts.qrn, M.acts.q, N, c.H, M.mem.d);
+        l2norm_forward(M.acts.k, M.acts.krn, M.acts.k, N, c.H, M.mem.d);
+        for (size_t i = 0; i < N * c.H; i++) {
+            M.acts.ga[i] = 0.7 + 0.3 * rng_f64(&r);
+            M.acts.gth[i] = algo == ALGO_MOMENTUM ? 0.9 * rng_f64(&r) : 0;
+        }
+        for (size_t i = 0; i < N * Ge; i++) {
+            M.acts.geta[i] = 0.5 * rng_f64(&r);
+            M.acts.gdel[i] = 0.05 + 0.5 * rng_f64(&r);
+        }
         memory_forward(&M, 0);
         real* ref = calloc(N * c.D, sizeof(real));
         int ew = rank ? M.mem.d : 1;
-        for (int bb = 0; bb < B; bb++) for (int h = 0; h < c.H; h++) {
-            size_t o = (size_t)bb * T * c.D + h * M.mem.d, og = (size_t)bb * T * c.H + h, oe = (size_t)bb * T * Ge + h * ew;
-            memory_forward_naive(&M.mem, M.params.mem_p0 + (size_t)h * M.mem.nP, M.acts.q + o, M.acts.k + o, M.acts.v + o,
-                          M.acts.ga + og, M.acts.geta + oe, M.acts.gth + og, M.acts.gdel + oe,
-                          M.mem.ln ? M.params.mem_ln_g + h * M.mem.d : NULL, M.mem.ln ? M.params.mem_ln_b + h * M.mem.d : NULL,
-                          T, c.D, c.H, Ge, ref + o);
-        }
+        for (int bb = 0; bb < B; bb++)
+            for (int h = 0; h < c.H; h++) {
+                size_t o = (size_t)bb * T * c.D + h * M.mem.d, og = (size_t)bb * T * c.H + h,
+                       oe = (size_t)bb * T * Ge + h * ew;
+                memory_forward_naive(&M.mem, M.params.mem_p0 + (size_t)h * M.mem.nP, M.acts.q + o, M.acts.k + o,
+                                     M.acts.v + o, M.acts.ga + og, M.acts.geta + oe, M.acts.gth + og, M.acts.gdel + oe,
+                                     M.mem.ln ? M.params.mem_ln_g + h * M.mem.d : NULL,
+                                     M.mem.ln ? M.params.mem_ln_b + h * M.mem.d : NULL, T, c.D, c.H, Ge, ref + o);
+            }
         double e = relerr_rr(M.acts.y, ref, N * c.D);
-        if (bsz == 1) worst = e; else diff_b = e;
-        free(ref); model_free(&M);
+        if (bsz == 1)
+            worst = e;
+        else
+            diff_b = e;
+        free(ref);
+        model_free(&M);
     }
     // the linear dot memory's gradient -v k^T does not depend on the state: every b gives the same result
     int chunk_invariant = depth == 1 && bias == BIAS_DOT && retention == RET_NONE;
@@ -293,31 +506,51 @@ static void test_online(const char* label, int depth, int ln, int resid, int bia
 static double decode_err(Model* M, const int* tok, int T) {
     int Vp = M->cfg.Vp;
     model_forward(M, tok, NULL, 1, T);
-    real* par = malloc((size_t)T * Vp * sizeof(real)); memcpy(par, M->acts.logits, (size_t)T * Vp * sizeof(real));
-    Decoder dec; decoder_init(&dec, M);
+    real* par = malloc((size_t)T * Vp * sizeof(real));
+    memcpy(par, M->acts.logits, (size_t)T * Vp * sizeof(real));
+    Decoder dec;
+    decoder_init(&dec, M);
     real* seq = malloc((size_t)T * Vp * sizeof(real));
     for (int t = 0; t < T; t++) memcpy(seq + (size_t)t * Vp, decoder_step(&dec, tok[t]), Vp * sizeof(real));
     double e = relerr_rr(seq, par, (size_t)T * Vp);
-    decoder_free(&dec); free(seq); free(par);
+    decoder_free(&dec);
+    free(seq);
+    free(par);
     return e;
 }
 // 4. token-by-token decode equals the parallel forward, for prompt lengths 1, b-1, b+1 and T; with 'S' layers also
 // W-1, W (within the window) and W+1 (across it)
 static void test_decode(const char* dir, const char* name) {
-    char path[1024]; snprintf(path, sizeof path, "%s/%s.bin", dir, name);
-    Fixture fx; if (!fixture_load(&fx, path)) { check(0, "decode %s: cannot read %s", name, path); return; }
-    Model M; fixture_model(&M, &fx);
-    int b = fx.cfg.b, W = fx.cfg.window, lens[7] = {1, b - 1, b + 1, 2 * b + 3 > fx.T ? 2 * b + 3 : fx.T, W - 1, W, W + 1};
-    double worst = 0; char which[64] = "";
-    for (int li = 0; li < (W ? 7 : 4); li++) {
-        int T = lens[li]; if (T < 1) continue;
-        int* tok = malloc(T * 4); for (int t = 0; t < T; t++) tok[t] = fx.tokens[t % (fx.T + 1)];
-        double e = decode_err(&M, tok, T); free(tok);
-        if (worse(e, worst) || !which[0]) { if (worse(e, worst)) worst = e; snprintf(which, sizeof which, "T=%d", T); }
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s.bin", dir, name);
+    Fixture fx;
+    if (!fixture_load(&fx, path)) {
+        check(0, "decode %s: cannot read %s", name, path);
+        return;
     }
-    check(worst <= TOL_SELF, "%s %s: decode equals parallel forward for prompt lengths 1, b-1, b+1, long%s: worst err %.2e at %s", BUILD, name,
-          W ? ", W-1, W, W+1" : "", worst, which);
-    model_free(&M); fixture_free(&fx);
+    Model M;
+    fixture_model(&M, &fx);
+    int b = fx.cfg.b, W = fx.cfg.window,
+        lens[7] = {1, b - 1, b + 1, 2 * b + 3 > fx.T ? 2 * b + 3 : fx.T, W - 1, W, W + 1};
+    double worst = 0;
+    char which[64] = "";
+    for (int li = 0; li < (W ? 7 : 4); li++) {
+        int T = lens[li];
+        if (T < 1) continue;
+        int* tok = malloc(T * 4);
+        for (int t = 0; t < T; t++) tok[t] = fx.tokens[t % (fx.T + 1)];
+        double e = decode_err(&M, tok, T);
+        free(tok);
+        if (worse(e, worst) || !which[0]) {
+            if (worse(e, worst)) worst = e;
+            snprintf(which, sizeof which, "T=%d", T);
+        }
+    }
+    check(worst <= TOL_SELF,
+          "%s %s: decode equals parallel forward for prompt lengths 1, b-1, b+1, long%s: worst err %.2e at %s", BUILD,
+          name, W ? ", W-1, W, W+1" : "", worst, which);
+    model_free(&M);
+    fixture_free(&fx);
 }
 
 // 4b. attention layers (SPEC §9.1) on a fresh model without a fixture: token-by-token decoding (KV caches; the 'S'
@@ -325,86 +558,175 @@ static void test_decode(const char* dir, const char* name) {
 // growth (64 rows); in the double build also finite differences of every tensor. Params: model_init, then wq, wk
 // scaled up so that the softmax is far from uniform (at the init's std 0.02 the scores are all ~0).
 static void attn_model(Model* M, const char* pattern, int W, int b) {
-    Config c; memset(&c, 0, sizeof c); preset_config(&c, "titans");
-    c.V = 61; c.Vp = 64; c.D = 16; c.H = 2; c.E = 2; c.F = 32; c.K = 4; c.b = b; c.L = (int)strlen(pattern); c.window = W;
+    Config c;
+    memset(&c, 0, sizeof c);
+    preset_config(&c, "titans");
+    c.V = 61;
+    c.Vp = 64;
+    c.D = 16;
+    c.H = 2;
+    c.E = 2;
+    c.F = 32;
+    c.K = 4;
+    c.b = b;
+    c.L = (int)strlen(pattern);
+    c.window = W;
     snprintf(c.pattern, sizeof c.pattern, "%s", pattern);
-    model_build(M, &c); model_init(M, 7);
+    model_build(M, &c);
+    model_init(M, 7);
     // every tensor of O(1) effect (as dev/reference.py's init does), so that no gradient is so small that the finite
     // differences' rounding dominates: projections N(0, 1/D) (wq, wk larger: a peaked softmax), wte N(0, 0.25), conv
     // N(0, 0.25), gate weights N(0, 0.04) (a ~ 0.9), norm weights 1 + N(0, 0.01)
-    uint64_t r = 3; ParameterTensors* p = &M->params; size_t L = c.L, Lm = memory_layers(&c), D = c.D, F = c.F, K = c.K, H = c.H;
+    uint64_t r = 3;
+    ParameterTensors* p = &M->params;
+    size_t L = c.L, Lm = memory_layers(&c), D = c.D, F = c.F, K = c.K, H = c.H;
     fill_normal(p->wte, (size_t)c.V * D, 0.5, &r);
-    fill_normal(p->wq, L * D * D, 0.5, &r); fill_normal(p->wk, L * D * D, 0.5, &r); fill_normal(p->wv, L * D * D, 0.25, &r);
-    fill_normal(p->wo, L * D * D, 0.25, &r); fill_normal(p->wg, Lm * D * D, 0.25, &r);
-    fill_normal(p->mlp_w1, L * F * D, 0.25, &r); fill_normal(p->mlp_w3, L * F * D, 0.25, &r); fill_normal(p->mlp_w2, L * D * F, 0.18, &r);
-    fill_normal(p->conv_q, Lm * D * K, 0.5, &r); fill_normal(p->conv_k, Lm * D * K, 0.5, &r); fill_normal(p->conv_v, Lm * D * K, 0.5, &r);
-    fill_const(p->gate_a_b, Lm * H, 2.2); fill_normal(p->gate_a_w, Lm * H * D, 0.2, &r); fill_normal(p->gate_eta_w, Lm * H * D, 0.2, &r); fill_normal(p->gate_theta_w, Lm * H * D, 0.2, &r);
-    for (size_t i = 0; i < L * D; i++) { p->rms1_w[i] += (real)(0.1 * rng_normal(&r)); p->rms2_w[i] += (real)(0.1 * rng_normal(&r)); }
+    fill_normal(p->wq, L * D * D, 0.5, &r);
+    fill_normal(p->wk, L * D * D, 0.5, &r);
+    fill_normal(p->wv, L * D * D, 0.25, &r);
+    fill_normal(p->wo, L * D * D, 0.25, &r);
+    fill_normal(p->wg, Lm * D * D, 0.25, &r);
+    fill_normal(p->mlp_w1, L * F * D, 0.25, &r);
+    fill_normal(p->mlp_w3, L * F * D, 0.25, &r);
+    fill_normal(p->mlp_w2, L * D * F, 0.18, &r);
+    fill_normal(p->conv_q, Lm * D * K, 0.5, &r);
+    fill_normal(p->conv_k, Lm * D * K, 0.5, &r);
+    fill_normal(p->conv_v, Lm * D * K, 0.5, &r);
+    fill_const(p->gate_a_b, Lm * H, 2.2);
+    fill_normal(p->gate_a_w, Lm * H * D, 0.2, &r);
+    fill_normal(p->gate_eta_w, Lm * H * D, 0.2, &r);
+    fill_normal(p->gate_theta_w, Lm * H * D, 0.2, &r);
+    for (size_t i = 0; i < L * D; i++) {
+        p->rms1_w[i] += (real)(0.1 * rng_normal(&r));
+        p->rms2_w[i] += (real)(0.1 * rng_normal(&r));
+    }
 }
 static void test_attn_decode(const char* pattern, int W) {
-    Model M; attn_model(&M, pattern, W, 4);
+    Model M;
+    attn_model(&M, pattern, W, 4);
     int lens[] = {1, W > 1 ? W - 1 : 2, W, W + 1, 2 * W + 3, 70};
-    double worst = 0; char which[64] = "";
+    double worst = 0;
+    char which[64] = "";
     for (int li = 0; li < 6; li++) {
-        int T = lens[li]; if (T < 1) continue;
-        int* tok = malloc(T * 4); uint64_t r = 11; for (int t = 0; t < T; t++) tok[t] = (int)(rng_f64(&r) * M.cfg.V);
-        double e = decode_err(&M, tok, T); free(tok);
-        if (worse(e, worst) || !which[0]) { if (worse(e, worst)) worst = e; snprintf(which, sizeof which, "T=%d", T); }
+        int T = lens[li];
+        if (T < 1) continue;
+        int* tok = malloc(T * 4);
+        uint64_t r = 11;
+        for (int t = 0; t < T; t++) tok[t] = (int)(rng_f64(&r) * M.cfg.V);
+        double e = decode_err(&M, tok, T);
+        free(tok);
+        if (worse(e, worst) || !which[0]) {
+            if (worse(e, worst)) worst = e;
+            snprintf(which, sizeof which, "T=%d", T);
+        }
     }
-    check(worst <= TOL_SELF, "%s layers %s (W %d): decode equals parallel forward for prompt lengths 1, W-1, W, W+1, 2W+3, 70: worst err %.2e at %s",
-          BUILD, pattern, W, worst, which);
+    check(
+        worst <= TOL_SELF,
+        "%s layers %s (W %d): decode equals parallel forward for prompt lengths 1, W-1, W, W+1, 2W+3, 70: worst err %.2e at %s",
+        BUILD, pattern, W, worst, which);
     model_free(&M);
 }
 // 4d. the memory families built this session beside each other (Lattice, the ATLAS family's omeganet) inside a
 // hybrid layer pattern with sliding-window attention (their `-H` presets): decode vs parallel on a fresh model
 // (model_init, then the projections and embeddings at O(1) scale), and in the double build finite differences.
 static void family_model(Model* M, const char* preset, const char* pattern, int W, int b) {
-    Config c; memset(&c, 0, sizeof c); preset_config(&c, preset);
-    c.V = 61; c.Vp = 64; c.D = 16; c.H = 2; c.E = 2; c.F = 32; c.K = 4; c.b = b; c.L = (int)strlen(pattern); c.window = W;
-    if (c.omega > 1) c.omega = 3;   // a window of 3 (not 8) at these short T: every offset's gate has a gradient of size
+    Config c;
+    memset(&c, 0, sizeof c);
+    preset_config(&c, preset);
+    c.V = 61;
+    c.Vp = 64;
+    c.D = 16;
+    c.H = 2;
+    c.E = 2;
+    c.F = 32;
+    c.K = 4;
+    c.b = b;
+    c.L = (int)strlen(pattern);
+    c.window = W;
+    if (c.omega > 1) c.omega = 3;  // a window of 3 (not 8) at these short T: every offset's gate has a gradient of size
     snprintf(c.pattern, sizeof c.pattern, "%s", pattern);
-    model_build(M, &c); model_init(M, 7);
-    uint64_t r = 3; ParameterTensors* p = &M->params; size_t L = c.L, D = c.D, F = c.F;
+    model_build(M, &c);
+    model_init(M, 7);
+    uint64_t r = 3;
+    ParameterTensors* p = &M->params;
+    size_t L = c.L, D = c.D, F = c.F;
     fill_normal(p->wte, (size_t)c.V * D, 0.5, &r);
-    fill_normal(p->wq, L * D * D, 0.5, &r); fill_normal(p->wk, L * D * D, 0.5, &r); fill_normal(p->wv, L * D * D, 0.25, &r);
+    fill_normal(p->wq, L * D * D, 0.5, &r);
+    fill_normal(p->wk, L * D * D, 0.5, &r);
+    fill_normal(p->wv, L * D * D, 0.25, &r);
     fill_normal(p->wo, L * D * D, 0.25, &r);
-    fill_normal(p->mlp_w1, L * F * D, 0.25, &r); fill_normal(p->mlp_w3, L * F * D, 0.25, &r); fill_normal(p->mlp_w2, L * D * F, 0.18, &r);
-    size_t off = 0;   // every gate's weights N(0, 0.04), whichever gates the preset has (the init's 0.02^2 leaves their gradients tiny)
+    fill_normal(p->mlp_w1, L * F * D, 0.25, &r);
+    fill_normal(p->mlp_w3, L * F * D, 0.25, &r);
+    fill_normal(p->mlp_w2, L * D * F, 0.18, &r);
+    size_t off =
+        // every gate's weights N(0, 0.04), whichever gates the preset has (the init's 0.02^2 leaves their gradients
+        // tiny)
+        0;
     for (int t = 0; t < NUM_PARAM_TENSORS; off += M->param_sizes[t], t++) {
-        const char* nm = PARAM_NAMES[t]; size_t n = strlen(nm);
-        if (!strncmp(nm, "gate_", 5) && n > 2 && !strcmp(nm + n - 2, "_w")) fill_normal(M->params_memory + off, M->param_sizes[t], 0.2, &r);
-        if (!strcmp(nm, "gate_a_b")) fill_const(M->params_memory + off, M->param_sizes[t], 2.2);   // a ~ 0.9, not 0.99: its gradient O(1)
+        const char* nm = PARAM_NAMES[t];
+        size_t n = strlen(nm);
+        if (!strncmp(nm, "gate_", 5) && n > 2 && !strcmp(nm + n - 2, "_w"))
+            fill_normal(M->params_memory + off, M->param_sizes[t], 0.2, &r);
+        if (!strcmp(nm, "gate_a_b"))
+            fill_const(M->params_memory + off, M->param_sizes[t], 2.2);  // a ~ 0.9, not 0.99: its gradient O(1)
     }
 }
 static void test_family_hybrid(const char* preset, const char* pattern, int W, int b) {
-    Model M; family_model(&M, preset, pattern, W, b);
+    Model M;
+    family_model(&M, preset, pattern, W, b);
     int lens[] = {1, 2, W, W + 1, 2 * b + 3, 21};
-    double worst = 0; char which[64] = "";
+    double worst = 0;
+    char which[64] = "";
     for (int li = 0; li < 6; li++) {
         int T = lens[li];
-        int* tok = malloc(T * 4); uint64_t r = 11; for (int t = 0; t < T; t++) tok[t] = (int)(rng_f64(&r) * M.cfg.V);
-        double e = decode_err(&M, tok, T); free(tok);
-        if (worse(e, worst) || !which[0]) { if (worse(e, worst)) worst = e; snprintf(which, sizeof which, "T=%d", T); }
+        int* tok = malloc(T * 4);
+        uint64_t r = 11;
+        for (int t = 0; t < T; t++) tok[t] = (int)(rng_f64(&r) * M.cfg.V);
+        double e = decode_err(&M, tok, T);
+        free(tok);
+        if (worse(e, worst) || !which[0]) {
+            if (worse(e, worst)) worst = e;
+            snprintf(which, sizeof which, "T=%d", T);
+        }
     }
-    check(worst <= TOL_SELF, "%s %s in layers %s (W %d, b %d): decode equals parallel forward for prompt lengths 1, 2, W, W+1, 2b+3, 21: worst err %.2e at %s",
-          BUILD, preset, pattern, W, b, worst, which);
+    check(
+        worst <= TOL_SELF,
+        "%s %s in layers %s (W %d, b %d): decode equals parallel forward for prompt lengths 1, 2, W, W+1, 2b+3, 21: worst err %.2e at %s",
+        BUILD, preset, pattern, W, b, worst, which);
 #ifdef MIRAS_DOUBLE
-    int B = 2, T = 9, N = B * T; int* in = malloc(N * 4); int* tg = malloc(N * 4); uint64_t r = 5;
-    for (int i = 0; i < N; i++) { in[i] = (int)(rng_f64(&r) * M.cfg.V); tg[i] = (int)(rng_f64(&r) * M.cfg.V); }
-    Table tb = fd_model(&M, in, tg, B, T, 16, 42);   // 16 entries per tensor: the window gates' gradients span decades
-    check_table(&tb, TOL_FD, "fp64 finite differences, fresh model, %s in layers %s (W %d, b %d, T %d)", preset, pattern, W, b, T);
-    free(in); free(tg);
+    int B = 2, T = 9, N = B * T;
+    int* in = malloc(N * 4);
+    int* tg = malloc(N * 4);
+    uint64_t r = 5;
+    for (int i = 0; i < N; i++) {
+        in[i] = (int)(rng_f64(&r) * M.cfg.V);
+        tg[i] = (int)(rng_f64(&r) * M.cfg.V);
+    }
+    Table tb = fd_model(&M, in, tg, B, T, 16, 42);  // 16 entries per tensor: the window gates' gradients span decades
+    check_table(&tb, TOL_FD, "fp64 finite differences, fresh model, %s in layers %s (W %d, b %d, T %d)", preset,
+                pattern, W, b, T);
+    free(in);
+    free(tg);
 #endif
     model_free(&M);
 }
 #ifdef MIRAS_DOUBLE
 static void test_attn_fd(const char* pattern, int W) {
-    Model M; attn_model(&M, pattern, W, 3);
-    int B = 2, T = 9, N = B * T; int* in = malloc(N * 4); int* tg = malloc(N * 4); uint64_t r = 5;
-    for (int i = 0; i < N; i++) { in[i] = (int)(rng_f64(&r) * M.cfg.V); tg[i] = (int)(rng_f64(&r) * M.cfg.V); }
+    Model M;
+    attn_model(&M, pattern, W, 3);
+    int B = 2, T = 9, N = B * T;
+    int* in = malloc(N * 4);
+    int* tg = malloc(N * 4);
+    uint64_t r = 5;
+    for (int i = 0; i < N; i++) {
+        in[i] = (int)(rng_f64(&r) * M.cfg.V);
+        tg[i] = (int)(rng_f64(&r) * M.cfg.V);
+    }
     Table tb = fd_model(&M, in, tg, B, T, 6, 42);
     check_table(&tb, TOL_FD, "fp64 finite differences, fresh model, layers %s (W %d, T %d)", pattern, W, T);
-    free(in); free(tg); model_free(&M);
+    free(in);
+    free(tg);
+    model_free(&M);
 }
 #endif
 
@@ -412,69 +734,132 @@ static void test_attn_fd(const char* pattern, int W) {
 // Params as attn_model's (O(1) effects), the Titans tensors too: P ~ N(0, 1), the attention's projections N(0, 1/D)
 // (wq, wk larger), the gate norms 1 + N(0, 0.01).
 static void titans_model(Model* M, int arch, const char* mem, int L, int np, int W, int b) {
-    Config c; memset(&c, 0, sizeof c); preset_config(&c, mem); c.arch = arch; c.npers = np;
-    c.V = 61; c.Vp = 64; c.D = 16; c.H = 2; c.E = 2; c.F = 32; c.K = 4; c.b = b; c.L = L; c.window = W;
-    if (arch == ARCH_MAC) { c.seg = W; c.window = 0; }   // (for MAC, W is the segment length C)
+    Config c;
+    memset(&c, 0, sizeof c);
+    preset_config(&c, mem);
+    c.arch = arch;
+    c.npers = np;
+    c.V = 61;
+    c.Vp = 64;
+    c.D = 16;
+    c.H = 2;
+    c.E = 2;
+    c.F = 32;
+    c.K = 4;
+    c.b = b;
+    c.L = L;
+    c.window = W;
+    if (arch == ARCH_MAC) {
+        c.seg = W;
+        c.window = 0;
+    }  // (for MAC, W is the segment length C)
     for (int l = 0; l < L; l++) c.pattern[l] = 'M';
-    model_build(M, &c); model_init(M, 7);
-    uint64_t r = 3; ParameterTensors* p = &M->params; size_t D = c.D, F = c.F, K = c.K, H = c.H, LL = L;
+    model_build(M, &c);
+    model_init(M, 7);
+    uint64_t r = 3;
+    ParameterTensors* p = &M->params;
+    size_t D = c.D, F = c.F, K = c.K, H = c.H, LL = L;
     fill_normal(p->wte, (size_t)c.V * D, 0.5, &r);
-    fill_normal(p->wq, LL * D * D, 0.25, &r); fill_normal(p->wk, LL * D * D, 0.25, &r); fill_normal(p->wv, LL * D * D, 0.25, &r);
-    fill_normal(p->wo, LL * D * D, 0.25, &r); fill_normal(p->wg, LL * D * D, 0.25, &r);
-    fill_normal(p->mlp_w1, LL * F * D, 0.25, &r); fill_normal(p->mlp_w3, LL * F * D, 0.25, &r); fill_normal(p->mlp_w2, LL * D * F, 0.18, &r);
-    fill_normal(p->conv_q, LL * D * K, 0.5, &r); fill_normal(p->conv_k, LL * D * K, 0.5, &r); fill_normal(p->conv_v, LL * D * K, 0.5, &r);
-    if (c.gate_a) { fill_const(p->gate_a_b, LL * H, 2.2); fill_normal(p->gate_a_w, LL * H * D, 0.2, &r); }
+    fill_normal(p->wq, LL * D * D, 0.25, &r);
+    fill_normal(p->wk, LL * D * D, 0.25, &r);
+    fill_normal(p->wv, LL * D * D, 0.25, &r);
+    fill_normal(p->wo, LL * D * D, 0.25, &r);
+    fill_normal(p->wg, LL * D * D, 0.25, &r);
+    fill_normal(p->mlp_w1, LL * F * D, 0.25, &r);
+    fill_normal(p->mlp_w3, LL * F * D, 0.25, &r);
+    fill_normal(p->mlp_w2, LL * D * F, 0.18, &r);
+    fill_normal(p->conv_q, LL * D * K, 0.5, &r);
+    fill_normal(p->conv_k, LL * D * K, 0.5, &r);
+    fill_normal(p->conv_v, LL * D * K, 0.5, &r);
+    if (c.gate_a) {
+        fill_const(p->gate_a_b, LL * H, 2.2);
+        fill_normal(p->gate_a_w, LL * H * D, 0.2, &r);
+    }
     if (c.gate_eta) fill_normal(p->gate_eta_w, LL * H * D, 0.2, &r);
     if (c.algo == ALGO_MOMENTUM) fill_normal(p->gate_theta_w, LL * H * D, 0.2, &r);
-    fill_normal(p->att_wq, LL * D * D, 0.5, &r); fill_normal(p->att_wk, LL * D * D, 0.5, &r);
-    fill_normal(p->att_wv, LL * D * D, 0.25, &r); fill_normal(p->att_wo, LL * D * D, 0.25, &r);
+    fill_normal(p->att_wq, LL * D * D, 0.5, &r);
+    fill_normal(p->att_wk, LL * D * D, 0.5, &r);
+    fill_normal(p->att_wv, LL * D * D, 0.25, &r);
+    fill_normal(p->att_wo, LL * D * D, 0.25, &r);
     for (size_t i = 0; i < LL * D; i++) {
-        p->rms1_w[i] += (real)(0.1 * rng_normal(&r)); p->rms2_w[i] += (real)(0.1 * rng_normal(&r));
+        p->rms1_w[i] += (real)(0.1 * rng_normal(&r));
+        p->rms2_w[i] += (real)(0.1 * rng_normal(&r));
         if (arch == ARCH_MAL) p->rmsa_w[i] += (real)(0.1 * rng_normal(&r));
-        if (arch >= ARCH_MAG) { p->og1_w[i] += (real)(0.1 * rng_normal(&r)); p->og2_w[i] += (real)(0.1 * rng_normal(&r)); }
+        if (arch >= ARCH_MAG) {
+            p->og1_w[i] += (real)(0.1 * rng_normal(&r));
+            p->og2_w[i] += (real)(0.1 * rng_normal(&r));
+        }
     }
 }
 static const char* const ARCH_NAMES[] = {"-", "MAL", "MAG", "MAC"};
 // decode vs parallel at prompt lengths inside the first chunk, across chunk and window boundaries (MAC: segment
 // boundaries, W = C), and long
 static void test_titans_decode(int arch, const char* mem, int np, int W, int b) {
-    Model M; titans_model(&M, arch, mem, 2, np, W, b);
+    Model M;
+    titans_model(&M, arch, mem, 2, np, W, b);
     int lens[] = {1, b - 1, b + 1, W - 1, W, W + 1, 2 * W + 3, 37};
-    double worst = 0; char which[64] = "";
+    double worst = 0;
+    char which[64] = "";
     for (int li = 0; li < 8; li++) {
-        int T = lens[li]; if (T < 1) continue;
-        int* tok = malloc(T * 4); uint64_t r = 11; for (int t = 0; t < T; t++) tok[t] = (int)(rng_f64(&r) * M.cfg.V);
-        double e = decode_err(&M, tok, T); free(tok);
-        if (worse(e, worst) || !which[0]) { if (worse(e, worst)) worst = e; snprintf(which, sizeof which, "T=%d", T); }
+        int T = lens[li];
+        if (T < 1) continue;
+        int* tok = malloc(T * 4);
+        uint64_t r = 11;
+        for (int t = 0; t < T; t++) tok[t] = (int)(rng_f64(&r) * M.cfg.V);
+        double e = decode_err(&M, tok, T);
+        free(tok);
+        if (worse(e, worst) || !which[0]) {
+            if (worse(e, worst)) worst = e;
+            snprintf(which, sizeof which, "T=%d", T);
+        }
     }
-    check(worst <= TOL_SELF, "%s %s (%s memory, N_p %d, %s %d, b %d): decode equals parallel forward for prompt lengths 1, b-1, b+1, %s-1, %s, %s+1, 2%s+3, 37: worst err %.2e at %s",
-          BUILD, ARCH_NAMES[arch], mem, np, arch == ARCH_MAC ? "C" : "W", W, b, arch == ARCH_MAC ? "C" : "W", arch == ARCH_MAC ? "C" : "W",
-          arch == ARCH_MAC ? "C" : "W", arch == ARCH_MAC ? "C" : "W", worst, which);
+    check(
+        worst <= TOL_SELF,
+        "%s %s (%s memory, N_p %d, %s %d, b %d): decode equals parallel forward for prompt lengths 1, b-1, b+1, %s-1, %s, %s+1, 2%s+3, 37: worst err %.2e at %s",
+        BUILD, ARCH_NAMES[arch], mem, np, arch == ARCH_MAC ? "C" : "W", W, b, arch == ARCH_MAC ? "C" : "W",
+        arch == ARCH_MAC ? "C" : "W", arch == ARCH_MAC ? "C" : "W", arch == ARCH_MAC ? "C" : "W", worst, which);
     model_free(&M);
 }
 #ifdef MIRAS_DOUBLE
 static void test_titans_fd(int arch, const char* mem, int np, int W, int b) {
-    Model M; titans_model(&M, arch, mem, 2, np, W, b);
-    int B = 2, T = 9, N = B * T; int* in = malloc(N * 4); int* tg = malloc(N * 4); uint64_t r = 5;
-    for (int i = 0; i < N; i++) { in[i] = (int)(rng_f64(&r) * M.cfg.V); tg[i] = (int)(rng_f64(&r) * M.cfg.V); }
+    Model M;
+    titans_model(&M, arch, mem, 2, np, W, b);
+    int B = 2, T = 9, N = B * T;
+    int* in = malloc(N * 4);
+    int* tg = malloc(N * 4);
+    uint64_t r = 5;
+    for (int i = 0; i < N; i++) {
+        in[i] = (int)(rng_f64(&r) * M.cfg.V);
+        tg[i] = (int)(rng_f64(&r) * M.cfg.V);
+    }
     Table tb = fd_model(&M, in, tg, B, T, 6, 42);
-    check_table(&tb, TOL_FD, "fp64 finite differences, fresh model, %s (%s memory, N_p %d, %s %d, b %d, T %d)", ARCH_NAMES[arch], mem, np,
-                arch == ARCH_MAC ? "C" : "W", W, b, T);
-    free(in); free(tg); model_free(&M);
+    check_table(&tb, TOL_FD, "fp64 finite differences, fresh model, %s (%s memory, N_p %d, %s %d, b %d, T %d)",
+                ARCH_NAMES[arch], mem, np, arch == ARCH_MAC ? "C" : "W", W, b, T);
+    free(in);
+    free(tg);
+    model_free(&M);
 }
 #endif
-// the fresh-model checks: titans memory with N_p 3; N_p 0; other memories inside (-Q: memora's kl, the gated DeltaNet at b 1);
+// the fresh-model checks: titans memory with N_p 3; N_p 0; other memories inside (-Q: memora's kl, the gated DeltaNet
+// at b 1);
 // MAC with C = 2b, b, 5 (b 1)
 static void test_titans_all(void) {
 #ifdef MIRAS_DOUBLE
-    test_titans_fd(ARCH_MAL, "titans", 3, 4, 3); test_titans_fd(ARCH_MAG, "titans", 3, 4, 3);
-    test_titans_fd(ARCH_MAL, "titans", 0, 3, 4); test_titans_fd(ARCH_MAG, "memora", 2, 4, 2);
-    test_titans_fd(ARCH_MAC, "titans", 3, 4, 2); test_titans_fd(ARCH_MAC, "gated_deltanet", 0, 3, 1);
+    test_titans_fd(ARCH_MAL, "titans", 3, 4, 3);
+    test_titans_fd(ARCH_MAG, "titans", 3, 4, 3);
+    test_titans_fd(ARCH_MAL, "titans", 0, 3, 4);
+    test_titans_fd(ARCH_MAG, "memora", 2, 4, 2);
+    test_titans_fd(ARCH_MAC, "titans", 3, 4, 2);
+    test_titans_fd(ARCH_MAC, "gated_deltanet", 0, 3, 1);
 #endif
-    test_titans_decode(ARCH_MAL, "titans", 3, 5, 3); test_titans_decode(ARCH_MAG, "titans", 3, 5, 3);
-    test_titans_decode(ARCH_MAL, "titans", 0, 4, 4); test_titans_decode(ARCH_MAG, "titans", 0, 6, 4);
-    test_titans_decode(ARCH_MAG, "memora", 2, 4, 4); test_titans_decode(ARCH_MAL, "gated_deltanet", 5, 3, 1);
-    test_titans_decode(ARCH_MAC, "titans", 3, 6, 3); test_titans_decode(ARCH_MAC, "titans", 0, 4, 4);
+    test_titans_decode(ARCH_MAL, "titans", 3, 5, 3);
+    test_titans_decode(ARCH_MAG, "titans", 3, 5, 3);
+    test_titans_decode(ARCH_MAL, "titans", 0, 4, 4);
+    test_titans_decode(ARCH_MAG, "titans", 0, 6, 4);
+    test_titans_decode(ARCH_MAG, "memora", 2, 4, 4);
+    test_titans_decode(ARCH_MAL, "gated_deltanet", 5, 3, 1);
+    test_titans_decode(ARCH_MAC, "titans", 3, 6, 3);
+    test_titans_decode(ARCH_MAC, "titans", 0, 4, 4);
     test_titans_decode(ARCH_MAC, "gated_deltanet", 2, 5, 1);
 }
 
@@ -482,31 +867,56 @@ static void test_titans_all(void) {
 // is finite and within 3x of its T = 128 value (the spec's retention-to-zero defaults grow 10-1e40x here).
 // Tokens: this file's own bytes (text, so the memory has something to fit), the same for every preset.
 static double init_grad_norm(const char* preset, int T, const int* tok, int D, int E) {
-    Config c; memset(&c, 0, sizeof c);
-    if (!preset_config(&c, preset)) { printf("unknown preset %s\n", preset); exit(1); }
-    c.V = 256; c.Vp = 256; c.D = D; c.L = 1; c.H = 2; c.E = E; c.F = 64; c.K = 4; strcpy(c.pattern, "M");
+    Config c;
+    memset(&c, 0, sizeof c);
+    if (!preset_config(&c, preset)) {
+        printf("unknown preset %s\n", preset);
+        exit(1);
+    }
+    c.V = 256;
+    c.Vp = 256;
+    c.D = D;
+    c.L = 1;
+    c.H = 2;
+    c.E = E;
+    c.F = 64;
+    c.K = 4;
+    strcpy(c.pattern, "M");
     preset_size_defaults(&c);
-    Model M; model_build(&M, &c); model_init(&M, 1337);
-    model_forward(&M, tok, tok + 1, 1, T); model_zero_grad(&M); model_backward(&M, 1);
-    double n = grad_norm(&M); model_free(&M); return n;
+    Model M;
+    model_build(&M, &c);
+    model_init(&M, 1337);
+    model_forward(&M, tok, tok + 1, 1, T);
+    model_zero_grad(&M);
+    model_backward(&M, 1);
+    double n = grad_norm(&M);
+    model_free(&M);
+    return n;
 }
 static void test_long_init(void) {
-    const char* presets[] = {"titans", "moneta", "yaad", "memora", "ttt_mlp", "linear_attn", "deltanet", "gated_deltanet"};
+    const char* presets[] = {"titans",  "moneta",      "yaad",     "memora",
+                             "ttt_mlp", "linear_attn", "deltanet", "gated_deltanet"};
     int T = 1024, *tok = malloc((T + 1) * sizeof(int));
-    FILE* f = fopen("test_miras.c", "rb"); int nr = f ? (int)fread(tok, 1, T + 1, f) : 0; if (f) fclose(f);
-    unsigned char* bytes = (unsigned char*)tok; uint64_t r = 5;
+    FILE* f = fopen("test_miras.c", "rb");
+    int nr = f ? (int)fread(tok, 1, T + 1, f) : 0;
+    if (f) fclose(f);
+    unsigned char* bytes = (unsigned char*)tok;
+    uint64_t r = 5;
     for (int t = T; t >= 0; t--) tok[t] = t < nr ? bytes[t] : (int)(rng_f64(&r) * 256);  // widen in place, from the end
     for (int i = 0; i < 8; i++) {
-        double n128 = init_grad_norm(presets[i], 128, tok, 16, 2), n1024 = init_grad_norm(presets[i], T, tok, 16, 2), ratio = n1024 / n128;
-        check(isfinite(n128) && isfinite(n1024) && ratio <= 3 && ratio >= 1.0 / 3, "%s %s: gradient norm at init flat in T: %.3g at T=128, %.3g at T=1024 (ratio %.2f, within 3x)",
-              BUILD, presets[i], n128, n1024, ratio);
+        double n128 = init_grad_norm(presets[i], 128, tok, 16, 2), n1024 = init_grad_norm(presets[i], T, tok, 16, 2),
+               ratio = n1024 / n128;
+        check(isfinite(n128) && isfinite(n1024) && ratio <= 3 && ratio >= 1.0 / 3,
+              "%s %s: gradient norm at init flat in T: %.3g at T=128, %.3g at T=1024 (ratio %.2f, within 3x)", BUILD,
+              presets[i], n128, n1024, ratio);
     }
     // memora's default eta_max = 0.64 / d_m (preset_size_defaults) keeps its norm at init flat in d_m at head width
     // d = 64 (with a fixed 0.01 the ratio below is 1.47, and 3x at the 103M shape: README "Long sequences")
     double n64 = init_grad_norm("memora", 256, tok, 128, 1), n1024 = init_grad_norm("memora", 256, tok, 128, 16);
-    check(isfinite(n64) && isfinite(n1024) && n1024 / n64 <= 1.2 && n64 / n1024 <= 1.2,
-          "%s memora: gradient norm at init flat in d_m (d = 64, T = 256): %.3g at d_m = 64, %.3g at d_m = 1024 (ratio %.2f, within 1.2x)",
-          BUILD, n64, n1024, n1024 / n64);
+    check(
+        isfinite(n64) && isfinite(n1024) && n1024 / n64 <= 1.2 && n64 / n1024 <= 1.2,
+        "%s memora: gradient norm at init flat in d_m (d = 64, T = 256): %.3g at d_m = 64, %.3g at d_m = 1024 (ratio %.2f, within 1.2x)",
+        BUILD, n64, n1024, n1024 / n64);
     free(tok);
 }
 
@@ -518,167 +928,310 @@ static void test_long_init(void) {
 // (anchored or not), and the read y_t = M(q_t; P_t).
 // poly (SPEC §5.6), written out here independently: [sqrt a0, sqrt a1 x, sqrt a2 x_i^2, sqrt(2 a2) x_i x_j (i < j)]
 static void ref_phi(const MemCfg* m, const real* x, const real* rho, double* f) {
-    int d = m->d, e = 1 + 2 * d; double a[3];
-    if (!m->poly) { for (int i = 0; i < d; i++) f[i] = x[i]; return; }
+    int d = m->d, e = 1 + 2 * d;
+    double a[3];
+    if (!m->poly) {
+        for (int i = 0; i < d; i++) f[i] = x[i];
+        return;
+    }
     for (int i = 0; i < 3; i++) a[i] = log(1 + exp((double)rho[i]));
     f[0] = sqrt(a[0]);
-    for (int i = 0; i < d; i++) { f[1 + i] = sqrt(a[1]) * x[i]; f[1 + d + i] = sqrt(a[2]) * x[i] * x[i]; }
-    for (int i = 0; i < d; i++) for (int j = i + 1; j < d; j++) f[e++] = sqrt(2 * a[2]) * x[i] * x[j];
+    for (int i = 0; i < d; i++) {
+        f[1 + i] = sqrt(a[1]) * x[i];
+        f[1 + d + i] = sqrt(a[2]) * x[i] * x[i];
+    }
+    for (int i = 0; i < d; i++)
+        for (int j = i + 1; j < d; j++) f[e++] = sqrt(2 * a[2]) * x[i] * x[j];
 }
-static void omega_ref_apply(const MemCfg* m, const double* P, const real* x, const real* rho, const real* lng, const real* lnb,
-                            double* z, double* hh, double* o, double* rs, double* out) {
-    int d = m->d, dm = m->dm, din = m->din; double xf[2200]; ref_phi(m, x, rho, xf);
-    if (m->depth == 1) { for (int i = 0; i < d; i++) { o[i] = 0; for (int j = 0; j < din; j++) o[i] += P[i * din + j] * xf[j]; out[i] = o[i]; } return; }
-    for (int a = 0; a < dm; a++) { z[a] = 0; for (int j = 0; j < din; j++) z[a] += P[d * dm + a * din + j] * xf[j]; hh[a] = 0.5 * z[a] * (1 + tanh(0.7978845608028654 * (z[a] + 0.044715 * z[a] * z[a] * z[a]))); }
-    double mu = 0, var = 0; *rs = 1;
-    for (int i = 0; i < d; i++) { o[i] = 0; for (int a = 0; a < dm; a++) o[i] += P[i * dm + a] * hh[a]; mu += o[i]; }
-    mu /= d; for (int i = 0; i < d; i++) var += (o[i] - mu) * (o[i] - mu);
+static void omega_ref_apply(const MemCfg* m, const double* P, const real* x, const real* rho, const real* lng,
+                            const real* lnb, double* z, double* hh, double* o, double* rs, double* out) {
+    int d = m->d, dm = m->dm, din = m->din;
+    double xf[2200];
+    ref_phi(m, x, rho, xf);
+    if (m->depth == 1) {
+        for (int i = 0; i < d; i++) {
+            o[i] = 0;
+            for (int j = 0; j < din; j++) o[i] += P[i * din + j] * xf[j];
+            out[i] = o[i];
+        }
+        return;
+    }
+    for (int a = 0; a < dm; a++) {
+        z[a] = 0;
+        for (int j = 0; j < din; j++) z[a] += P[d * dm + a * din + j] * xf[j];
+        hh[a] = 0.5 * z[a] * (1 + tanh(0.7978845608028654 * (z[a] + 0.044715 * z[a] * z[a] * z[a])));
+    }
+    double mu = 0, var = 0;
+    *rs = 1;
+    for (int i = 0; i < d; i++) {
+        o[i] = 0;
+        for (int a = 0; a < dm; a++) o[i] += P[i * dm + a] * hh[a];
+        mu += o[i];
+    }
+    mu /= d;
+    for (int i = 0; i < d; i++) var += (o[i] - mu) * (o[i] - mu);
     if (m->ln) *rs = 1 / sqrt(var / d + 1e-5);
-    for (int i = 0; i < d; i++) { double xh = m->ln ? (o[i] - mu) * *rs : o[i]; o[i] = xh; out[i] = (m->resid ? x[i] : 0) + (m->ln ? xh * lng[i] + lnb[i] : xh); }
+    for (int i = 0; i < d; i++) {
+        double xh = m->ln ? (o[i] - mu) * *rs : o[i];
+        o[i] = xh;
+        out[i] = (m->resid ? x[i] : 0) + (m->ln ? xh * lng[i] + lnb[i] : xh);
+    }
 }
-static void omega_ref_grad(const MemCfg* m, const double* P, const real* x, const real* v, double delta, const real* rho, const real* lng,
-                           const real* lnb, double w, double* G) {   // G += w * g(P; x, v)
-    int d = m->d, dm = m->dm, din = m->din; double z[2048], hh[2048], o[256], out[256], r[256], dO[256], rs, xf[2200];
+static void omega_ref_grad(const MemCfg* m, const double* P, const real* x, const real* v, double delta,
+                           const real* rho, const real* lng, const real* lnb, double w,
+                           double* G) {  // G += w * g(P; x, v)
+    int d = m->d, dm = m->dm, din = m->din;
+    double z[2048], hh[2048], o[256], out[256], r[256], dO[256], rs, xf[2200];
     ref_phi(m, x, rho, xf);
     omega_ref_apply(m, P, x, rho, lng, lnb, z, hh, o, &rs, out);
     for (int i = 0; i < d; i++) {
         double e = out[i] - v[i];
         r[i] = m->bias == BIAS_DOT ? -v[i] : m->bias == BIAS_HUBER ? (e > delta ? delta : e < -delta ? -delta : e) : e;
     }
-    if (m->depth == 1) { for (int i = 0; i < d; i++) for (int j = 0; j < din; j++) G[i * din + j] += w * r[i] * xf[j]; return; }
-    if (m->ln) {   // d o_i of (x^ g) . r, x^ = LN(o): rs (u - mean u - x^ mean(u x^)), u = r g
+    if (m->depth == 1) {
+        for (int i = 0; i < d; i++)
+            for (int j = 0; j < din; j++) G[i * din + j] += w * r[i] * xf[j];
+        return;
+    }
+    if (m->ln) {  // d o_i of (x^ g) . r, x^ = LN(o): rs (u - mean u - x^ mean(u x^)), u = r g
         double mu_u = 0, mux = 0;
-        for (int i = 0; i < d; i++) { mu_u += r[i] * lng[i]; mux += r[i] * lng[i] * o[i]; }
-        mu_u /= d; mux /= d;
+        for (int i = 0; i < d; i++) {
+            mu_u += r[i] * lng[i];
+            mux += r[i] * lng[i] * o[i];
+        }
+        mu_u /= d;
+        mux /= d;
         for (int i = 0; i < d; i++) dO[i] = rs * (r[i] * lng[i] - mu_u - o[i] * mux);
-    } else for (int i = 0; i < d; i++) dO[i] = r[i];
-    for (int i = 0; i < d; i++) for (int a = 0; a < dm; a++) G[i * dm + a] += w * dO[i] * hh[a];
+    } else
+        for (int i = 0; i < d; i++) dO[i] = r[i];
+    for (int i = 0; i < d; i++)
+        for (int a = 0; a < dm; a++) G[i * dm + a] += w * dO[i] * hh[a];
     for (int a = 0; a < dm; a++) {
-        double s2 = 0; for (int i = 0; i < d; i++) s2 += P[i * dm + a] * dO[i];
+        double s2 = 0;
+        for (int i = 0; i < d; i++) s2 += P[i * dm + a] * dO[i];
         double u = 0.7978845608028654 * (z[a] + 0.044715 * z[a] * z[a] * z[a]), th = tanh(u);
         double gd = 0.5 * (1 + th) + 0.5 * z[a] * (1 - th * th) * 0.7978845608028654 * (1 + 3 * 0.044715 * z[a] * z[a]);
         for (int j = 0; j < din; j++) G[d * dm + a * din + j] += w * s2 * gd * xf[j];
     }
 }
-static void omega_ref_memory(const MemCfg* m, const real* P0, const real* q, const real* k, const real* v, const real* ga, const real* ge,
-                             const real* gt, const real* gd, const real* gam, const real* rho, const real* lng, const real* lnb, int T, int stride,
-                             int gstride, int cstride, real* y) {
-    int nP = m->nP, c = m->omega; double *P = calloc(nP, 8), *S = calloc(nP, 8), *G = calloc(nP, 8);
+static void omega_ref_memory(const MemCfg* m, const real* P0, const real* q, const real* k, const real* v,
+                             const real* ga, const real* ge, const real* gt, const real* gd, const real* gam,
+                             const real* rho, const real* lng, const real* lnb, int T, int stride, int gstride,
+                             int cstride, real* y) {
+    int nP = m->nP, c = m->omega;
+    double *P = calloc(nP, 8), *S = calloc(nP, 8), *G = calloc(nP, 8);
     double z[2048], hh[2048], o[256], out[256], rs;
     for (int i = 0; i < nP; i++) P[i] = P0[i];
     for (int t = 0; t < T; t++) {
         memset(G, 0, nP * 8);
         for (int j = 0; j < c && j <= t; j++)
-            omega_ref_grad(m, P, k + (size_t)(t - j) * stride, v + (size_t)(t - j) * stride, gd[(size_t)(t - j) * gstride], rho, lng, lnb,
-                           c > 1 ? gam[(size_t)t * cstride + j] : 1, G);
+            omega_ref_grad(m, P, k + (size_t)(t - j) * stride, v + (size_t)(t - j) * stride,
+                           gd[(size_t)(t - j) * gstride], rho, lng, lnb, c > 1 ? gam[(size_t)t * cstride + j] : 1, G);
         double a = ga[(size_t)t * gstride], e = ge[(size_t)t * gstride], th = gt[(size_t)t * gstride];
         for (int i = 0; i < nP; i++) {
             double keep = a * P[i] + (m->anchor ? (1 - a) * P0[i] : 0);
-            if (m->momentum) { S[i] = th * S[i] - e * G[i]; P[i] = keep + S[i]; } else P[i] = keep - e * G[i];
+            if (m->momentum) {
+                S[i] = th * S[i] - e * G[i];
+                P[i] = keep + S[i];
+            } else
+                P[i] = keep - e * G[i];
         }
         omega_ref_apply(m, P, q + (size_t)t * stride, rho, lng, lnb, z, hh, o, &rs, out);
         for (int i = 0; i < m->d; i++) y[(size_t)t * stride + i] = out[i];
     }
-    free(P); free(S); free(G);
+    free(P);
+    free(S);
+    free(G);
 }
 // a memory-only model (one 'M' layer) with random q, k, v and gates in its activations (as test_online does)
-static void omega_mem_model(Model* M, int depth, int bias, int algo, int anchor, int omega, int poly, int b, int B, int T, uint64_t seed) {
-    Config c; memset(&c, 0, sizeof c);
-    c.V = 7; c.Vp = 64; c.D = 16; c.L = 1; c.H = 2; c.E = 2; c.F = 64; c.K = 4; c.b = b; strcpy(c.pattern, "M");
-    c.mem_depth = depth; c.mem_ln = c.mem_resid = depth == 2; c.bias = bias; c.algo = algo; c.gate_a = c.gate_eta = 1; c.eta_max = 1;
-    c.anchor = anchor; c.omega = omega; c.poly = poly;
-    model_build(M, &c); uint64_t r = seed;
+static void omega_mem_model(Model* M, int depth, int bias, int algo, int anchor, int omega, int poly, int b, int B,
+                            int T, uint64_t seed) {
+    Config c;
+    memset(&c, 0, sizeof c);
+    c.V = 7;
+    c.Vp = 64;
+    c.D = 16;
+    c.L = 1;
+    c.H = 2;
+    c.E = 2;
+    c.F = 64;
+    c.K = 4;
+    c.b = b;
+    strcpy(c.pattern, "M");
+    c.mem_depth = depth;
+    c.mem_ln = c.mem_resid = depth == 2;
+    c.bias = bias;
+    c.algo = algo;
+    c.gate_a = c.gate_eta = 1;
+    c.eta_max = 1;
+    c.anchor = anchor;
+    c.omega = omega;
+    c.poly = poly;
+    model_build(M, &c);
+    uint64_t r = seed;
     fill_normal(M->params_memory, M->num_params, 0.5, &r);
     if (M->mem.ln) fill_normal(M->params.mem_ln_g, c.H * M->mem.d, 0.2, &r);
     model_alloc_acts(M, B, T);
     size_t N = (size_t)B * T;
-    fill_normal(M->acts.q, N * c.D, 1, &r); fill_normal(M->acts.k, N * c.D, 1, &r); fill_normal(M->acts.v, N * c.D, 1, &r);
-    l2norm_forward(M->acts.q, M->acts.qrn, M->acts.q, N, c.H, M->mem.d); l2norm_forward(M->acts.k, M->acts.krn, M->acts.k, N, c.H, M->mem.d);
+    fill_normal(M->acts.q, N * c.D, 1, &r);
+    fill_normal(M->acts.k, N * c.D, 1, &r);
+    fill_normal(M->acts.v, N * c.D, 1, &r);
+    l2norm_forward(M->acts.q, M->acts.qrn, M->acts.q, N, c.H, M->mem.d);
+    l2norm_forward(M->acts.k, M->acts.krn, M->acts.k, N, c.H, M->mem.d);
     for (size_t i = 0; i < N * c.H; i++) {
-        M->acts.ga[i] = 0.7 + 0.3 * rng_f64(&r); M->acts.gth[i] = algo == ALGO_MOMENTUM ? 0.9 * rng_f64(&r) : 0;
-        M->acts.geta[i] = 0.5 * rng_f64(&r); M->acts.gdel[i] = 0.05 + 0.5 * rng_f64(&r);
+        M->acts.ga[i] = 0.7 + 0.3 * rng_f64(&r);
+        M->acts.gth[i] = algo == ALGO_MOMENTUM ? 0.9 * rng_f64(&r) : 0;
+        M->acts.geta[i] = 0.5 * rng_f64(&r);
+        M->acts.gdel[i] = 0.05 + 0.5 * rng_f64(&r);
     }
-    if (omega > 1) for (size_t i = 0; i < N * c.H * omega; i++) M->acts.ggam[i] = rng_f64(&r);
-    if (poly) { poly_forward(M->acts.qf, M->acts.q, M->params.poly_rho, N, c.H, M->mem.d); poly_forward(M->acts.kf, M->acts.k, M->params.poly_rho, N, c.H, M->mem.d); }
+    if (omega > 1)
+        for (size_t i = 0; i < N * c.H * omega; i++) M->acts.ggam[i] = rng_f64(&r);
+    if (poly) {
+        poly_forward(M->acts.qf, M->acts.q, M->params.poly_rho, N, c.H, M->mem.d);
+        poly_forward(M->acts.kf, M->acts.k, M->params.poly_rho, N, c.H, M->mem.d);
+    }
 }
 static void test_online_omega(const char* label, int depth, int bias, int algo, int anchor, int omega, int poly) {
-    int B = 2, T = 13, H = 2; double worst = 0, diff_b = 0;
+    int B = 2, T = 13, H = 2;
+    double worst = 0, diff_b = 0;
     for (int bsz = 1; bsz <= 4; bsz += 3) {
-        Model M; omega_mem_model(&M, depth, bias, algo, anchor, omega, poly, bsz, B, T, 99);
+        Model M;
+        omega_mem_model(&M, depth, bias, algo, anchor, omega, poly, bsz, B, T, 99);
         memory_forward(&M, 0);
-        int D = M.cfg.D, d = M.mem.d; size_t N = (size_t)B * T; real* ref = calloc(N * D, sizeof(real));
-        for (int bb = 0; bb < B; bb++) for (int h = 0; h < H; h++) {
-            size_t o = (size_t)bb * T * D + h * d, og = (size_t)bb * T * H + h;
-            omega_ref_memory(&M.mem, M.params.mem_p0 + (size_t)h * M.mem.nP, M.acts.q + o, M.acts.k + o, M.acts.v + o, M.acts.ga + og,
-                             M.acts.geta + og, M.acts.gth + og, M.acts.gdel + og, omega > 1 ? M.acts.ggam + ((size_t)bb * T * H + h) * omega : NULL,
-                             M.params.poly_rho, M.mem.ln ? M.params.mem_ln_g + h * d : NULL, M.mem.ln ? M.params.mem_ln_b + h * d : NULL, T, D, H, H * omega, ref + o);
-        }
+        int D = M.cfg.D, d = M.mem.d;
+        size_t N = (size_t)B * T;
+        real* ref = calloc(N * D, sizeof(real));
+        for (int bb = 0; bb < B; bb++)
+            for (int h = 0; h < H; h++) {
+                size_t o = (size_t)bb * T * D + h * d, og = (size_t)bb * T * H + h;
+                omega_ref_memory(&M.mem, M.params.mem_p0 + (size_t)h * M.mem.nP, M.acts.q + o, M.acts.k + o,
+                                 M.acts.v + o, M.acts.ga + og, M.acts.geta + og, M.acts.gth + og, M.acts.gdel + og,
+                                 omega > 1 ? M.acts.ggam + ((size_t)bb * T * H + h) * omega : NULL, M.params.poly_rho,
+                                 M.mem.ln ? M.params.mem_ln_g + h * d : NULL,
+                                 M.mem.ln ? M.params.mem_ln_b + h * d : NULL, T, D, H, H * omega, ref + o);
+            }
         double e = relerr_rr(M.acts.y, ref, N * D);
-        if (bsz == 1) worst = e; else diff_b = e;
-        free(ref); model_free(&M);
+        if (bsz == 1)
+            worst = e;
+        else
+            diff_b = e;
+        free(ref);
+        model_free(&M);
     }
-    check(worst <= TOL_SELF && diff_b > 1e-3, "%s %s b=1 equals the per-token rule (omega window %d, halo at P_{t-1}; poly %d): %s err %.2e (b=4 differs by %.2e: must, so the check bites)",
-          BUILD, poly ? "poly" : "omega", omega, poly, label, worst, diff_b);
+    check(
+        worst <= TOL_SELF && diff_b > 1e-3,
+        "%s %s b=1 equals the per-token rule (omega window %d, halo at P_{t-1}; poly %d): %s err %.2e (b=4 differs by %.2e: must, so the check bites)",
+        BUILD, poly ? "poly" : "omega", omega, poly, label, worst, diff_b);
 }
 // c = 1 (gamma = 1) is exactly the plain rule; here the omega machinery itself (window 3, halo rows, the mixed
-// coefficients) with gamma = (1, 0, 0) must give the plain rule's y and, for a random dL/dy, its dL/dq, dk, dv, da, deta,
+// coefficients) with gamma = (1, 0, 0) must give the plain rule's y and, for a random dL/dy, its dL/dq, dk, dv, da,
+// deta,
 // dtheta and dL/dP_0; gamma = (1, 0.5, 0) must differ.
 static void test_omega_reduces(int depth, int algo, int b) {
-    int B = 2, T = 11, H = 2; double ey = 0, eg = 0, diff = 0;
+    int B = 2, T = 11, H = 2;
+    double ey = 0, eg = 0, diff = 0;
     for (int pass = 0; pass < 2; pass++) {
-        Model P, O; omega_mem_model(&P, depth, BIAS_L2, algo, 1, 1, 0, b, B, T, 5); omega_mem_model(&O, depth, BIAS_L2, algo, 1, 3, 0, b, B, T, 5);
-        size_t N = (size_t)B * T, D = P.cfg.D;   // the same memory parameters and inputs in both
+        Model P, O;
+        omega_mem_model(&P, depth, BIAS_L2, algo, 1, 1, 0, b, B, T, 5);
+        omega_mem_model(&O, depth, BIAS_L2, algo, 1, 3, 0, b, B, T, 5);
+        size_t N = (size_t)B * T, D = P.cfg.D;  // the same memory parameters and inputs in both
         memcpy(O.params.mem_p0, P.params.mem_p0, P.param_sizes[14] * sizeof(real));
         real* src[7] = {P.acts.q, P.acts.k, P.acts.v, P.acts.ga, P.acts.geta, P.acts.gth, P.acts.gdel};
         real* dst[7] = {O.acts.q, O.acts.k, O.acts.v, O.acts.ga, O.acts.geta, O.acts.gth, O.acts.gdel};
         for (int k = 0; k < 7; k++) memcpy(dst[k], src[k], (k < 3 ? N * D : N * H) * sizeof(real));
-        if (P.mem.ln) { memcpy(O.params.mem_ln_g, P.params.mem_ln_g, H * P.mem.d * sizeof(real)); memcpy(O.params.mem_ln_b, P.params.mem_ln_b, H * P.mem.d * sizeof(real)); }
-        for (size_t i = 0; i < N * H; i++) for (int o = 0; o < 3; o++) O.acts.ggam[i * 3 + o] = o == 0 ? 1 : (pass && o == 1 ? 0.5 : 0);
-        memory_forward(&P, 0); memory_forward(&O, 0);
-        double e = relerr_rr(O.acts.y, P.acts.y, N * D);
-        if (pass) { diff = e; model_free(&P); model_free(&O); break; }
-        ey = e;
-        Model* ms[2] = {&P, &O}; uint64_t r = 17; real* dy = malloc(N * D * sizeof(real)); fill_normal(dy, N * D, 1, &r);
-        for (int k = 0; k < 2; k++) {
-            model_zero_grad(ms[k]); memset(ms[k]->grads_acts_memory, 0, ms[k]->num_acts * sizeof(real));
-            memcpy(ms[k]->grads_acts.y, dy, N * D * sizeof(real)); memory_backward(ms[k], 0);
+        if (P.mem.ln) {
+            memcpy(O.params.mem_ln_g, P.params.mem_ln_g, H * P.mem.d * sizeof(real));
+            memcpy(O.params.mem_ln_b, P.params.mem_ln_b, H * P.mem.d * sizeof(real));
         }
-        real* pairs[6][2] = {{P.grads_acts.q, O.grads_acts.q}, {P.grads_acts.k, O.grads_acts.k}, {P.grads_acts.v, O.grads_acts.v},
-                             {P.grads_acts.ga, O.grads_acts.ga}, {P.grads_acts.geta, O.grads_acts.geta}, {P.grads.mem_p0, O.grads.mem_p0}};
+        for (size_t i = 0; i < N * H; i++)
+            for (int o = 0; o < 3; o++) O.acts.ggam[i * 3 + o] = o == 0 ? 1 : (pass && o == 1 ? 0.5 : 0);
+        memory_forward(&P, 0);
+        memory_forward(&O, 0);
+        double e = relerr_rr(O.acts.y, P.acts.y, N * D);
+        if (pass) {
+            diff = e;
+            model_free(&P);
+            model_free(&O);
+            break;
+        }
+        ey = e;
+        Model* ms[2] = {&P, &O};
+        uint64_t r = 17;
+        real* dy = malloc(N * D * sizeof(real));
+        fill_normal(dy, N * D, 1, &r);
+        for (int k = 0; k < 2; k++) {
+            model_zero_grad(ms[k]);
+            memset(ms[k]->grads_acts_memory, 0, ms[k]->num_acts * sizeof(real));
+            memcpy(ms[k]->grads_acts.y, dy, N * D * sizeof(real));
+            memory_backward(ms[k], 0);
+        }
+        real* pairs[6][2] = {{P.grads_acts.q, O.grads_acts.q},       {P.grads_acts.k, O.grads_acts.k},
+                             {P.grads_acts.v, O.grads_acts.v},       {P.grads_acts.ga, O.grads_acts.ga},
+                             {P.grads_acts.geta, O.grads_acts.geta}, {P.grads.mem_p0, O.grads.mem_p0}};
         size_t ns[6] = {N * D, N * D, N * D, N * H, N * H, P.param_sizes[14]};
-        for (int k = 0; k < 6; k++) { double e2 = relerr_rr(pairs[k][1], pairs[k][0], ns[k]); if (worse(e2, eg)) eg = e2; }
-        if (algo == ALGO_MOMENTUM) { double e2 = relerr_rr(O.grads_acts.gth, P.grads_acts.gth, N * H); if (worse(e2, eg)) eg = e2; }
-        free(dy); model_free(&P); model_free(&O);
+        for (int k = 0; k < 6; k++) {
+            double e2 = relerr_rr(pairs[k][1], pairs[k][0], ns[k]);
+            if (worse(e2, eg)) eg = e2;
+        }
+        if (algo == ALGO_MOMENTUM) {
+            double e2 = relerr_rr(O.grads_acts.gth, P.grads_acts.gth, N * H);
+            if (worse(e2, eg)) eg = e2;
+        }
+        free(dy);
+        model_free(&P);
+        model_free(&O);
     }
-    check(ey <= TOL_SELF && eg <= TOL_SELF && diff > 1e-3, "%s omega with gamma = (1, 0, 0) is the plain rule (%s %s, b %d): y err %.2e, worst gradient err %.2e; gamma = (1, 0.5, 0) differs by %.2e",
-          BUILD, depth == 2 ? "deep" : "linear", algo == ALGO_MOMENTUM ? "momentum" : "gd", b, ey, eg, diff);
+    check(
+        ey <= TOL_SELF && eg <= TOL_SELF && diff > 1e-3,
+        "%s omega with gamma = (1, 0, 0) is the plain rule (%s %s, b %d): y err %.2e, worst gradient err %.2e; gamma = (1, 0.5, 0) differs by %.2e",
+        BUILD, depth == 2 ? "deep" : "linear", algo == ALGO_MOMENTUM ? "momentum" : "gd", b, ey, eg, diff);
 }
 // decode vs parallel for every prompt length 1..T of an omega fixture: prompts ending inside the halo of every chunk
 static void test_decode_every_length(const char* dir, const char* name) {
-    char path[1024]; snprintf(path, sizeof path, "%s/%s.bin", dir, name);
-    Fixture fx; if (!fixture_load(&fx, path)) { check(0, "decode %s: cannot read %s", name, path); return; }
-    Model M; fixture_model(&M, &fx);
-    double worst = 0; int at = 0, maxT = 2 * fx.cfg.b + 2 * fx.cfg.omega + 1;
-    for (int T = 1; T <= maxT; T++) {
-        int* tok = malloc(T * 4); for (int t = 0; t < T; t++) tok[t] = fx.tokens[t % (fx.T + 1)];
-        double e = decode_err(&M, tok, T); free(tok);
-        if (worse(e, worst) || !at) { if (worse(e, worst)) worst = e; at = T; }
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s.bin", dir, name);
+    Fixture fx;
+    if (!fixture_load(&fx, path)) {
+        check(0, "decode %s: cannot read %s", name, path);
+        return;
     }
-    check(worst <= TOL_SELF, "%s %s: decode equals parallel forward for every prompt length 1..%d (b %d, omega window %d): worst err %.2e at T=%d",
-          BUILD, name, maxT, fx.cfg.b, fx.cfg.omega, worst, at);
-    model_free(&M); fixture_free(&fx);
+    Model M;
+    fixture_model(&M, &fx);
+    double worst = 0;
+    int at = 0, maxT = 2 * fx.cfg.b + 2 * fx.cfg.omega + 1;
+    for (int T = 1; T <= maxT; T++) {
+        int* tok = malloc(T * 4);
+        for (int t = 0; t < T; t++) tok[t] = fx.tokens[t % (fx.T + 1)];
+        double e = decode_err(&M, tok, T);
+        free(tok);
+        if (worse(e, worst) || !at) {
+            if (worse(e, worst)) worst = e;
+            at = T;
+        }
+    }
+    check(
+        worst <= TOL_SELF,
+        "%s %s: decode equals parallel forward for every prompt length 1..%d (b %d, omega window %d): worst err %.2e at T=%d",
+        BUILD, name, maxT, fx.cfg.b, fx.cfg.omega, worst, at);
+    model_free(&M);
+    fixture_free(&fx);
 }
 // SPEC §10 for the ATLAS presets: the gradient norm at init flat in T (128 vs 1024), as test_long_init
 static void test_long_init_atlas(void) {
     const char* presets[] = {"omeganet"};
     int T = 1024, *tok = malloc((T + 1) * sizeof(int));
-    FILE* f = fopen("test_miras.c", "rb"); int nr = f ? (int)fread(tok, 1, T + 1, f) : 0; if (f) fclose(f);
-    unsigned char* bytes = (unsigned char*)tok; uint64_t r = 5;
+    FILE* f = fopen("test_miras.c", "rb");
+    int nr = f ? (int)fread(tok, 1, T + 1, f) : 0;
+    if (f) fclose(f);
+    unsigned char* bytes = (unsigned char*)tok;
+    uint64_t r = 5;
     for (int t = T; t >= 0; t--) tok[t] = t < nr ? bytes[t] : (int)(rng_f64(&r) * 256);
     for (int i = 0; i < (int)(sizeof presets / sizeof *presets); i++) {
-        double n128 = init_grad_norm(presets[i], 128, tok, 16, 2), n1024 = init_grad_norm(presets[i], T, tok, 16, 2), ratio = n1024 / n128;
-        check(isfinite(n128) && isfinite(n1024) && ratio <= 3 && ratio >= 1.0 / 3, "%s %s: gradient norm at init flat in T: %.3g at T=128, %.3g at T=1024 (ratio %.2f, within 3x)",
-              BUILD, presets[i], n128, n1024, ratio);
+        double n128 = init_grad_norm(presets[i], 128, tok, 16, 2), n1024 = init_grad_norm(presets[i], T, tok, 16, 2),
+               ratio = n1024 / n128;
+        check(isfinite(n128) && isfinite(n1024) && ratio <= 3 && ratio >= 1.0 / 3,
+              "%s %s: gradient norm at init flat in T: %.3g at T=128, %.3g at T=1024 (ratio %.2f, within 3x)", BUILD,
+              presets[i], n128, n1024, ratio);
     }
     free(tok);
 }
@@ -686,76 +1239,149 @@ static void test_long_init_atlas(void) {
 // The eigenvalues of a symmetric m x m matrix by cyclic Jacobi rotations (in double), for the singular values.
 static void sym_eig(double* a, int m, double* ev) {
     for (int sweep = 0; sweep < 60; sweep++) {
-        double off = 0; for (int i = 0; i < m; i++) for (int j = i + 1; j < m; j++) off += a[i * m + j] * a[i * m + j];
+        double off = 0;
+        for (int i = 0; i < m; i++)
+            for (int j = i + 1; j < m; j++) off += a[i * m + j] * a[i * m + j];
         if (off < 1e-30) break;
-        for (int p = 0; p < m; p++) for (int q = p + 1; q < m; q++) {
-            double apq = a[p * m + q]; if (fabs(apq) < 1e-300) continue;
-            double th = 0.5 * atan2(2 * apq, a[q * m + q] - a[p * m + p]), c = cos(th), sn = sin(th);
-            for (int k = 0; k < m; k++) { double akp = a[k * m + p], akq = a[k * m + q]; a[k * m + p] = c * akp - sn * akq; a[k * m + q] = sn * akp + c * akq; }
-            for (int k = 0; k < m; k++) { double apk = a[p * m + k], aqk = a[q * m + k]; a[p * m + k] = c * apk - sn * aqk; a[q * m + k] = sn * apk + c * aqk; }
-        }
+        for (int p = 0; p < m; p++)
+            for (int q = p + 1; q < m; q++) {
+                double apq = a[p * m + q];
+                if (fabs(apq) < 1e-300) continue;
+                double th = 0.5 * atan2(2 * apq, a[q * m + q] - a[p * m + p]), c = cos(th), sn = sin(th);
+                for (int k = 0; k < m; k++) {
+                    double akp = a[k * m + p], akq = a[k * m + q];
+                    a[k * m + p] = c * akp - sn * akq;
+                    a[k * m + q] = sn * akp + c * akq;
+                }
+                for (int k = 0; k < m; k++) {
+                    double apk = a[p * m + k], aqk = a[q * m + k];
+                    a[p * m + k] = c * apk - sn * aqk;
+                    a[q * m + k] = sn * apk + c * aqk;
+                }
+            }
     }
     for (int i = 0; i < m; i++) ev[i] = a[i * m + i];
 }
 static void test_ns5(void) {
-    int shapes[3][2] = {{16, 32}, {32, 16}, {8, 8}}; double e_odd = 0, e_scale = 0, e_r1 = 0, smin = 1e9, smax = 0; int zero_ok = 1;
+    int shapes[3][2] = {{16, 32}, {32, 16}, {8, 8}};
+    double e_odd = 0, e_scale = 0, e_r1 = 0, smin = 1e9, smax = 0;
+    int zero_ok = 1;
     for (int si = 0; si < 3; si++) {
-        int r = shapes[si][0], cc = shapes[si][1], m = r < cc ? r : cc; size_t n = (size_t)r * cc; uint64_t rs = 31 + si;
-        real *S = malloc(n * sizeof(real)), *S2 = malloc(n * sizeof(real)), *O = malloc(n * sizeof(real)), *O2 = malloc(n * sizeof(real));
+        int r = shapes[si][0], cc = shapes[si][1], m = r < cc ? r : cc;
+        size_t n = (size_t)r * cc;
+        uint64_t rs = 31 + si;
+        real *S = malloc(n * sizeof(real)), *S2 = malloc(n * sizeof(real)), *O = malloc(n * sizeof(real)),
+             *O2 = malloc(n * sizeof(real));
         real *sv = malloc(ns5_saved(r, cc) * sizeof(real)), *tmp = malloc((3 * (size_t)m * m + 2 * n) * sizeof(real));
-        fill_normal(S, n, 1, &rs); ns5_forward(O, sv, tmp, S, r, cc);
-        for (size_t e = 0; e < n; e++) S2[e] = -S[e];                       // odd: NS5(-S) = -NS5(S), exactly
-        ns5_forward(O2, sv, tmp, S2, r, cc); for (size_t e = 0; e < n; e++) O2[e] = -O2[e];
-        double e1 = relerr_rr(O2, O, n); if (worse(e1, e_odd)) e_odd = e1;
-        for (size_t e = 0; e < n; e++) S2[e] = (real)7.3 * S[e];             // scale-invariant (up to the 1e-7 in the norm)
-        ns5_forward(O2, sv, tmp, S2, r, cc); e1 = relerr_rr(O2, O, n); if (worse(e1, e_scale)) e_scale = e1;
-        double* a = calloc((size_t)m * m, 8); double ev[64];                  // singular values: sqrt(eig(O O^T)) (or O^T O)
-        for (int i = 0; i < m; i++) for (int j = 0; j < m; j++) for (int k = 0; k < (r < cc ? cc : r); k++)
-            a[i * m + j] += r <= cc ? (double)O[(size_t)i * cc + k] * O[(size_t)j * cc + k] : (double)O[(size_t)k * cc + i] * O[(size_t)k * cc + j];
+        fill_normal(S, n, 1, &rs);
+        ns5_forward(O, sv, tmp, S, r, cc);
+        for (size_t e = 0; e < n; e++) S2[e] = -S[e];  // odd: NS5(-S) = -NS5(S), exactly
+        ns5_forward(O2, sv, tmp, S2, r, cc);
+        for (size_t e = 0; e < n; e++) O2[e] = -O2[e];
+        double e1 = relerr_rr(O2, O, n);
+        if (worse(e1, e_odd)) e_odd = e1;
+        for (size_t e = 0; e < n; e++) S2[e] = (real)7.3 * S[e];  // scale-invariant (up to the 1e-7 in the norm)
+        ns5_forward(O2, sv, tmp, S2, r, cc);
+        e1 = relerr_rr(O2, O, n);
+        if (worse(e1, e_scale)) e_scale = e1;
+        double* a = calloc((size_t)m * m, 8);
+        double ev[64];  // singular values: sqrt(eig(O O^T)) (or O^T O)
+        for (int i = 0; i < m; i++)
+            for (int j = 0; j < m; j++)
+                for (int k = 0; k < (r < cc ? cc : r); k++)
+                    a[i * m + j] += r <= cc ? (double)O[(size_t)i * cc + k] * O[(size_t)j * cc + k]
+                                            : (double)O[(size_t)k * cc + i] * O[(size_t)k * cc + j];
         sym_eig(a, m, ev);
-        for (int i = 0; i < m; i++) { double sg = sqrt(ev[i] > 0 ? ev[i] : 0); if (sg < smin || isnan(sg)) smin = sg; if (sg > smax || isnan(sg)) smax = sg; }
+        for (int i = 0; i < m; i++) {
+            double sg = sqrt(ev[i] > 0 ? ev[i] : 0);
+            if (sg < smin || isnan(sg)) smin = sg;
+            if (sg > smax || isnan(sg)) smax = sg;
+        }
         free(a);
         // rank one: NS5(sigma u v^T) = p^5(sigma / (sigma + 1e-7)) u v^T / (|u| |v|), p(x) = a x + b x^3 + c x^5
-        real u[64], v[64]; double nu = 0, nv = 0; for (int i = 0; i < r; i++) { u[i] = (real)rng_normal(&rs); nu += u[i] * u[i]; }
-        for (int j = 0; j < cc; j++) { v[j] = (real)rng_normal(&rs); nv += v[j] * v[j]; }
-        for (int i = 0; i < r; i++) for (int j = 0; j < cc; j++) S2[(size_t)i * cc + j] = u[i] * v[j];
+        real u[64], v[64];
+        double nu = 0, nv = 0;
+        for (int i = 0; i < r; i++) {
+            u[i] = (real)rng_normal(&rs);
+            nu += u[i] * u[i];
+        }
+        for (int j = 0; j < cc; j++) {
+            v[j] = (real)rng_normal(&rs);
+            nv += v[j] * v[j];
+        }
+        for (int i = 0; i < r; i++)
+            for (int j = 0; j < cc; j++) S2[(size_t)i * cc + j] = u[i] * v[j];
         double sig = sqrt(nu * nv), x = sig / (sig + 1e-7);
         for (int k = 0; k < 5; k++) x = 3.4445 * x - 4.7750 * x * x * x + 2.0315 * x * x * x * x * x;
         ns5_forward(O2, sv, tmp, S2, r, cc);
         for (size_t e = 0; e < n; e++) O[e] = (real)(x * S2[e] / sig);
-        e1 = relerr_rr(O2, O, n); if (worse(e1, e_r1)) e_r1 = e1;
-        memset(S2, 0, n * sizeof(real)); ns5_forward(O2, sv, tmp, S2, r, cc);  // NS5(0) = 0, zero derivative
-        fill_normal(O, n, 1, &rs); memset(S, 0, n * sizeof(real)); ns5_backward(S, O, sv, tmp, S2, r, cc);
-        for (size_t e = 0; e < n; e++) if (O2[e] != 0 || S[e] != 0) zero_ok = 0;
-        free(S); free(S2); free(O); free(O2); free(sv); free(tmp);
+        e1 = relerr_rr(O2, O, n);
+        if (worse(e1, e_r1)) e_r1 = e1;
+        memset(S2, 0, n * sizeof(real));
+        ns5_forward(O2, sv, tmp, S2, r, cc);  // NS5(0) = 0, zero derivative
+        fill_normal(O, n, 1, &rs);
+        memset(S, 0, n * sizeof(real));
+        ns5_backward(S, O, sv, tmp, S2, r, cc);
+        for (size_t e = 0; e < n; e++)
+            if (O2[e] != 0 || S[e] != 0) zero_ok = 0;
+        free(S);
+        free(S2);
+        free(O);
+        free(O2);
+        free(sv);
+        free(tmp);
     }
 #ifdef MIRAS_DOUBLE
-    double tol_scale = 1e-6, tol_r1 = 1e-12;   // scale: the 1e-7 in the norm moves X_0 by ~1e-7/|S| (|S| ~ 8-23 here)
+    double tol_scale = 1e-6, tol_r1 = 1e-12;  // scale: the 1e-7 in the norm moves X_0 by ~1e-7/|S| (|S| ~ 8-23 here)
 #else
-    double tol_scale = 1e-5, tol_r1 = 2e-4;    // float: the zero singular values' rounding grows by p'(0)^5 = 3.4445^5 ~ 490
+    double tol_scale = 1e-5,
+           tol_r1 = 2e-4;  // float: the zero singular values' rounding grows by p'(0)^5 = 3.4445^5 ~ 490
 #endif
-    check(e_odd == 0 && e_scale <= tol_scale && e_r1 <= tol_r1 && smin >= 0.6 && smax <= 1.2 && zero_ok,
-          "%s NS5 (16x32, 32x16, 8x8 Gaussian): odd err %.1e (exact), scale-invariant err %.1e (tol %.0e), rank one = p^5(1) u v^T err %.1e (tol %.0e), "
-          "singular values in [%.3f, %.3f] (band [0.6, 1.2]), NS5(0) = 0 with zero derivative: %s", BUILD, e_odd, e_scale, tol_scale, e_r1, tol_r1, smin, smax, zero_ok ? "yes" : "no");
+    check(
+        e_odd == 0 && e_scale <= tol_scale && e_r1 <= tol_r1 && smin >= 0.6 && smax <= 1.2 && zero_ok,
+        "%s NS5 (16x32, 32x16, 8x8 Gaussian): odd err %.1e (exact), scale-invariant err %.1e (tol %.0e), rank one = p^5(1) u v^T err %.1e (tol %.0e), "
+        "singular values in [%.3f, %.3f] (band [0.6, 1.2]), NS5(0) = 0 with zero derivative: %s",
+        BUILD, e_odd, e_scale, tol_scale, e_r1, tol_r1, smin, smax, zero_ok ? "yes" : "no");
 #ifdef MIRAS_DOUBLE
-    double worst = 0;   // the hand-written backward through the 5 iterations against central differences of <W, NS5(S)>
+    double worst = 0;  // the hand-written backward through the 5 iterations against central differences of <W, NS5(S)>
     for (int si = 0; si < 3; si++) {
-        int r = shapes[si][0], cc = shapes[si][1], m = r < cc ? r : cc; size_t n = (size_t)r * cc; uint64_t rs = 77 + si;
-        real *S = malloc(n * sizeof(real)), *W = malloc(n * sizeof(real)), *O = malloc(n * sizeof(real)), *dS = calloc(n, sizeof(real));
+        int r = shapes[si][0], cc = shapes[si][1], m = r < cc ? r : cc;
+        size_t n = (size_t)r * cc;
+        uint64_t rs = 77 + si;
+        real *S = malloc(n * sizeof(real)), *W = malloc(n * sizeof(real)), *O = malloc(n * sizeof(real)),
+             *dS = calloc(n, sizeof(real));
         real *sv = malloc(ns5_saved(r, cc) * sizeof(real)), *tmp = malloc((3 * (size_t)m * m + 2 * n) * sizeof(real));
-        fill_normal(S, n, 1, &rs); fill_normal(W, n, 1, &rs);
-        ns5_forward(O, sv, tmp, S, r, cc); ns5_backward(dS, W, sv, tmp, S, r, cc);
+        fill_normal(S, n, 1, &rs);
+        fill_normal(W, n, 1, &rs);
+        ns5_forward(O, sv, tmp, S, r, cc);
+        ns5_backward(dS, W, sv, tmp, S, r, cc);
         double num = 0, den = 0;
         for (size_t e = 0; e < n; e++) {
-            double h = 1e-5, f[2]; real save = S[e];
-            for (int sgn = 0; sgn < 2; sgn++) { S[e] = save + (sgn ? -h : h); ns5_forward(O, sv, tmp, S, r, cc); f[sgn] = dotv(O, W, (int)n); }
-            S[e] = save; double fd = (f[0] - f[1]) / (2 * h);
-            num += (fd - dS[e]) * (fd - dS[e]); den += fd * fd;
+            double h = 1e-5, f[2];
+            real save = S[e];
+            for (int sgn = 0; sgn < 2; sgn++) {
+                S[e] = save + (sgn ? -h : h);
+                ns5_forward(O, sv, tmp, S, r, cc);
+                f[sgn] = dotv(O, W, (int)n);
+            }
+            S[e] = save;
+            double fd = (f[0] - f[1]) / (2 * h);
+            num += (fd - dS[e]) * (fd - dS[e]);
+            den += fd * fd;
         }
-        double e1 = sqrt(num / den); if (worse(e1, worst)) worst = e1;
-        free(S); free(W); free(O); free(dS); free(sv); free(tmp);
+        double e1 = sqrt(num / den);
+        if (worse(e1, worst)) worst = e1;
+        free(S);
+        free(W);
+        free(O);
+        free(dS);
+        free(sv);
+        free(tmp);
     }
-    check(worst <= 1e-7, "fp64 NS5 backward (hand-written through the 5 iterations and the normalisation) vs central differences, every entry of 16x32, 32x16, 8x8: err %.2e (tol 1e-7)", worst);
+    check(
+        worst <= 1e-7,
+        "fp64 NS5 backward (hand-written through the 5 iterations and the normalisation) vs central differences, every entry of 16x32, 32x16, 8x8: err %.2e (tol 1e-7)",
+        worst);
 #endif
 }
 static void test_atlas(const char* dir) {
@@ -769,59 +1395,122 @@ static void test_atlas(const char* dir) {
     test_online_omega("omeganet's memory: deep l2 gd, anchored", 2, BIAS_L2, ALGO_GD, 1, 3, 1);
     test_online_omega("deep l2 momentum, no omega", 2, BIAS_L2, ALGO_MOMENTUM, 0, 1, 1);
     test_online_omega("linear l2 gd", 1, BIAS_L2, ALGO_GD, 0, 2, 1);
-    test_omega_reduces(2, ALGO_GD, 4); test_omega_reduces(2, ALGO_MOMENTUM, 3); test_omega_reduces(1, ALGO_MOMENTUM, 2);
-    test_decode_every_length(dir, "omega_gd"); test_decode_every_length(dir, "omega_mom"); test_decode_every_length(dir, "omega_linear");
-    test_decode_every_length(dir, "omeganet"); test_decode_every_length(dir, "poly_linear");
+    test_omega_reduces(2, ALGO_GD, 4);
+    test_omega_reduces(2, ALGO_MOMENTUM, 3);
+    test_omega_reduces(1, ALGO_MOMENTUM, 2);
+    test_decode_every_length(dir, "omega_gd");
+    test_decode_every_length(dir, "omega_mom");
+    test_decode_every_length(dir, "omega_linear");
+    test_decode_every_length(dir, "omeganet");
+    test_decode_every_length(dir, "poly_linear");
 #ifdef MIRAS_DOUBLE
-    test_fd(dir, "omega_gd", -1, -1, 1); test_fd(dir, "omega_mom", -1, -1, 3); test_fd(dir, "omega_linear", -1, -1, 5);  // other b: halos of 0..3 rows
-    test_fd(dir, "omeganet", -1, -1, 1); test_fd(dir, "omeganet", 1, 0, 3);   // b = 1; b = 3 without the residual
+    test_fd(dir, "omega_gd", -1, -1, 1);
+    test_fd(dir, "omega_mom", -1, -1, 3);
+    test_fd(dir, "omega_linear", -1, -1, 5);  // other b: halos of 0..3 rows
+    test_fd(dir, "omeganet", -1, -1, 1);
+    test_fd(dir, "omeganet", 1, 0, 3);  // b = 1; b = 3 without the residual
 #endif
 }
 
 // ---------------------------------------------------------------------------
 // 5, 6: the trainer binary end to end (float build only): resume bit-for-bit, bad input
 
-static const char* BIN = "./train_miras";    // MIRAS_TRAIN_BIN overrides it (make test_asan: build/asan/train_miras)
-static const char* SELF = "./test_miras";     // argv[0], for --compare
+static const char* BIN = "./train_miras";  // MIRAS_TRAIN_BIN overrides it (make test_asan: build/asan/train_miras)
+static const char* SELF = "./test_miras";  // argv[0], for --compare
 static char TMP[256];
 
 static void write_shard(const char* path, int ntok, int magic, int claim, uint64_t seed) {
-    FILE* f = fopen(path, "wb"); int h[256] = {0}; h[0] = magic; h[1] = 1; h[2] = claim;
-    fwrite(h, 4, 256, f); uint64_t r = seed;
-    for (int i = 0; i < ntok; i++) { uint16_t t = (uint16_t)(i % 7 == 0 ? rng_u64(&r) % 256 : 'a' + (i * 3 + i / 5) % 26); fwrite(&t, 2, 1, f); }
+    FILE* f = fopen(path, "wb");
+    int h[256] = {0};
+    h[0] = magic;
+    h[1] = 1;
+    h[2] = claim;
+    fwrite(h, 4, 256, f);
+    uint64_t r = seed;
+    for (int i = 0; i < ntok; i++) {
+        uint16_t t = (uint16_t)(i % 7 == 0 ? rng_u64(&r) % 256 : 'a' + (i * 3 + i / 5) % 26);
+        fwrite(&t, 2, 1, f);
+    }
     fclose(f);
 }
 // run a command; returns its exit status and the number of lines it wrote to stderr (copied into err)
 static int run(const char* args, int* err_lines, char* err, size_t cap) {
-    char cmd[4096]; snprintf(cmd, sizeof cmd, "%s %s >%s/out.txt 2>%s/err.txt", BIN, args, TMP, TMP);
-    int st = system(cmd); int code = WIFEXITED(st) ? WEXITSTATUS(st) : 128;
-    char p[512]; snprintf(p, sizeof p, "%s/err.txt", TMP); FILE* f = fopen(p, "r"); int lines = 0; size_t n = 0; err[0] = 0;
-    if (f) { int ch; while ((ch = fgetc(f)) != EOF) { if (ch == '\n') lines++; if (n + 1 < cap) { err[n++] = (char)ch; err[n] = 0; } } fclose(f); }
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "%s %s >%s/out.txt 2>%s/err.txt", BIN, args, TMP, TMP);
+    int st = system(cmd);
+    int code = WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+    char p[512];
+    snprintf(p, sizeof p, "%s/err.txt", TMP);
+    FILE* f = fopen(p, "r");
+    int lines = 0;
+    size_t n = 0;
+    err[0] = 0;
+    if (f) {
+        int ch;
+        while ((ch = fgetc(f)) != EOF) {
+            if (ch == '\n') lines++;
+            if (n + 1 < cap) {
+                err[n++] = (char)ch;
+                err[n] = 0;
+            }
+        }
+        fclose(f);
+    }
     if (err_lines) *err_lines = lines;
     return code;
 }
 static int files_equal(const char* a, const char* b) {
-    FILE *f = fopen(a, "rb"), *g = fopen(b, "rb"); if (!f || !g) { if (f) fclose(f); if (g) fclose(g); return 0; }
-    int eq = 1, x, y; do { x = fgetc(f); y = fgetc(g); if (x != y) { eq = 0; break; } } while (x != EOF);
-    fclose(f); fclose(g); return eq;
+    FILE *f = fopen(a, "rb"), *g = fopen(b, "rb");
+    if (!f || !g) {
+        if (f) fclose(f);
+        if (g) fclose(g);
+        return 0;
+    }
+    int eq = 1, x, y;
+    do {
+        x = fgetc(f);
+        y = fgetc(g);
+        if (x != y) {
+            eq = 0;
+            break;
+        }
+    } while (x != EOF);
+    fclose(f);
+    fclose(g);
+    return eq;
 }
 
 // copy src to dst with the int32 at byte offset off replaced by v (a corrupt header field)
 static void patch_copy(const char* src, const char* dst, long off, int v) {
-    FILE *f = fopen(src, "rb"), *g = fopen(dst, "wb"); int ch; long i = 0;
-    if (f && g) while ((ch = fgetc(f)) != EOF) { if (i >= off && i < off + 4) ch = ((const unsigned char*)&v)[i - off]; fputc(ch, g); i++; }
+    FILE *f = fopen(src, "rb"), *g = fopen(dst, "wb");
+    int ch;
+    long i = 0;
+    if (f && g)
+        while ((ch = fgetc(f)) != EOF) {
+            if (i >= off && i < off + 4) ch = ((const unsigned char*)&v)[i - off];
+            fputc(ch, g);
+            i++;
+        }
     if (f) fclose(f);
     if (g) fclose(g);
 }
-static double wall_s(void) { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return t.tv_sec + 1e-9 * t.tv_nsec; }
+static double wall_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec + 1e-9 * t.tv_nsec;
+}
 // start the trainer in the background (its output to /dev/null) with MIRAS_CKPT_DELAY_US=delay_us; returns its pid
 static pid_t spawn_trainer(const char* args, long delay_us) {
-    char cmd[4096]; snprintf(cmd, sizeof cmd, "exec %s %s >/dev/null 2>&1", BIN, args);
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "exec %s %s >/dev/null 2>&1", BIN, args);
     fflush(stdout);
     pid_t pid = fork();
     if (pid == 0) {
-        char d[32]; snprintf(d, sizeof d, "%ld", delay_us); setenv("MIRAS_CKPT_DELAY_US", d, 1);
-        execl("/bin/sh", "sh", "-c", cmd, (char*)NULL); _exit(127);
+        char d[32];
+        snprintf(d, sizeof d, "%ld", delay_us);
+        setenv("MIRAS_CKPT_DELAY_US", d, 1);
+        execl("/bin/sh", "sh", "-c", cmd, (char*)NULL);
+        _exit(127);
     }
     return pid;
 }
@@ -832,115 +1521,189 @@ static pid_t spawn_trainer(const char* args, long delay_us) {
 // and resuming from it (or starting fresh when the kill came before the first save) must end byte-identical to
 // a straight run.
 static void test_kill_during_checkpoint(const char* shards) {
-    const int ITER = 30, STEPS = 8; const long DELAY = 1000;
+    const int ITER = 30, STEPS = 8;
+    const long DELAY = 1000;
     const char* km = "-p titans -D 32 -L 1 -H 2 -k 4 -b 2 -t 16 -v 0 -g 0 -u 2 -x 8 -n 1";
     char args[4096], cmd[1024], err[2048], ref[512], ck[512], tmpf[512], dir[512];
-    snprintf(dir, sizeof dir, "%s/k", TMP); snprintf(ck, sizeof ck, "%s/ckpt.bin", dir); snprintf(tmpf, sizeof tmpf, "%s/ckpt.bin.tmp", dir);
+    snprintf(dir, sizeof dir, "%s/k", TMP);
+    snprintf(ck, sizeof ck, "%s/ckpt.bin", dir);
+    snprintf(tmpf, sizeof tmpf, "%s/ckpt.bin.tmp", dir);
     snprintf(ref, sizeof ref, "%s/kref/ckpt.bin", TMP);
     snprintf(args, sizeof args, "%s -i '%s' -j none -o %s/kref", km, shards, TMP);
-    int e0 = run(args, NULL, err, sizeof err); long ref_size = file_size(ref);
-    double write_s = (double)ref_size / 16384 * DELAY * 1e-6;   // the slept part of one checkpoint write
+    int e0 = run(args, NULL, err, sizeof err);
+    long ref_size = file_size(ref);
+    double write_s = (double)ref_size / 16384 * DELAY * 1e-6;  // the slept part of one checkpoint write
     // the hook changes no byte, and says how long a slowed run takes
-    snprintf(cmd, sizeof cmd, "rm -rf %s && mkdir -p %s", dir, dir); if (system(cmd)) {}
+    snprintf(cmd, sizeof cmd, "rm -rf %s && mkdir -p %s", dir, dir);
+    if (system(cmd)) {}
     snprintf(args, sizeof args, "%s -i '%s' -j none -o %s", km, shards, dir);
-    double t0 = wall_s(); int st = 0; pid_t pid = spawn_trainer(args, DELAY); waitpid(pid, &st, 0); double span = wall_s() - t0;
+    double t0 = wall_s();
+    int st = 0;
+    pid_t pid = spawn_trainer(args, DELAY);
+    waitpid(pid, &st, 0);
+    double span = wall_s() - t0;
     int slowed_same = WIFEXITED(st) && WEXITSTATUS(st) == 0 && files_equal(ck, ref);
-    int whole = 0, identical = 0, mid_write = 0, resumed = 0; uint64_t r = 4242; char bad[512] = "";
+    int whole = 0, identical = 0, mid_write = 0, resumed = 0;
+    uint64_t r = 4242;
+    char bad[512] = "";
     for (int it = 0; it < ITER; it++) {
-        snprintf(cmd, sizeof cmd, "rm -rf %s && mkdir -p %s", dir, dir); if (system(cmd)) {}
+        snprintf(cmd, sizeof cmd, "rm -rf %s && mkdir -p %s", dir, dir);
+        if (system(cmd)) {}
         snprintf(args, sizeof args, "%s -i '%s' -j none -o %s", km, shards, dir);
-        int k = 1 + (int)(rng_u64(&r) % STEPS); double u = rng_f64(&r), at = 0; int exited = 0;
-        t0 = wall_s(); pid = spawn_trainer(args, DELAY);
-        if (it % 3 == 2) usleep((useconds_t)(span * u * 1e6));   // anywhere in the run
-        else {   // inside the k-th checkpoint write: count the appearances of ckpt.bin.tmp
+        int k = 1 + (int)(rng_u64(&r) % STEPS);
+        double u = rng_f64(&r), at = 0;
+        int exited = 0;
+        t0 = wall_s();
+        pid = spawn_trainer(args, DELAY);
+        if (it % 3 == 2)
+            usleep((useconds_t)(span * u * 1e6));  // anywhere in the run
+        else {  // inside the k-th checkpoint write: count the appearances of ckpt.bin.tmp
             int seen = 0, present = 0;
             while (seen < k && wall_s() - t0 < 60) {
-                int p = access(tmpf, F_OK) == 0; if (p && !present) seen++; present = p;
-                if (seen < k) { if (waitpid(pid, &st, WNOHANG) == pid) { exited = 1; break; } usleep(200); }
+                int p = access(tmpf, F_OK) == 0;
+                if (p && !present) seen++;
+                present = p;
+                if (seen < k) {
+                    if (waitpid(pid, &st, WNOHANG) == pid) {
+                        exited = 1;
+                        break;
+                    }
+                    usleep(200);
+                }
             }
             if (!exited) usleep((useconds_t)(write_s * u * 1e6));
         }
         at = wall_s() - t0;
-        if (!exited) { kill(pid, SIGKILL); waitpid(pid, &st, 0); }
+        if (!exited) {
+            kill(pid, SIGKILL);
+            waitpid(pid, &st, 0);
+        }
         mid_write += access(tmpf, F_OK) == 0;
         int has = access(ck, F_OK) == 0, ok = 1;
-        if (has) {   // a whole checkpoint: the exact size, the state header at a step in 1..STEPS
-            FILE* f = fopen(ck, "rb"); int s[256] = {0};
-            ok = f && file_size(ck) == ref_size && !fseek(f, ref_size - 1024 - 8 * (ref_size - 2048) / 12, SEEK_SET)
-                 && fread(s, 4, 256, f) == 256 && s[0] == STATE_MAGIC && s[2] >= 1 && s[2] <= STEPS;
+        if (has) {  // a whole checkpoint: the exact size, the state header at a step in 1..STEPS
+            FILE* f = fopen(ck, "rb");
+            int s[256] = {0};
+            ok = f && file_size(ck) == ref_size && !fseek(f, ref_size - 1024 - 8 * (ref_size - 2048) / 12, SEEK_SET) &&
+                 fread(s, 4, 256, f) == 256 && s[0] == STATE_MAGIC && s[2] >= 1 && s[2] <= STEPS;
             if (f) fclose(f);
-            if (!ok && !bad[0]) snprintf(bad, sizeof bad, "kill %d after %.0f ms: a torn ckpt.bin (%ld bytes, expected %ld)", it, at * 1e3, file_size(ck), ref_size);
+            if (!ok && !bad[0])
+                snprintf(bad, sizeof bad, "kill %d after %.0f ms: a torn ckpt.bin (%ld bytes, expected %ld)", it,
+                         at * 1e3, file_size(ck), ref_size);
         }
         whole += ok;
         snprintf(args, sizeof args, "%s -i '%s' -j none -o %s%s", km, shards, dir, has ? " -r 1" : "");
-        int e = run(args, NULL, err, sizeof err); resumed += has;
-        int same = e == 0 && files_equal(ck, ref); identical += same;
-        if (!same && !bad[0]) snprintf(bad, sizeof bad, "kill %d after %.0f ms: %s exit %d, final checkpoint %s", it, at * 1e3, has ? "resume" : "fresh run", e, e ? err : "differs");
+        int e = run(args, NULL, err, sizeof err);
+        resumed += has;
+        int same = e == 0 && files_equal(ck, ref);
+        identical += same;
+        if (!same && !bad[0])
+            snprintf(bad, sizeof bad, "kill %d after %.0f ms: %s exit %d, final checkpoint %s", it, at * 1e3,
+                     has ? "resume" : "fresh run", e, e ? err : "differs");
     }
-    char* nl = strchr(bad, '\n'); if (nl) *nl = 0;
-    check(e0 == 0 && slowed_same && whole == ITER && identical == ITER && mid_write >= ITER / 2 && resumed >= ITER / 2,
-          "kill -9 at %d random points of checkpoint writes and runs: ckpt.bin always whole (%d/%d), the run resumed from it byte-identical to a straight run (%d/%d); "
-          "%d kills landed mid-write, %d resumed (a slowed run %.0f ms; MIRAS_CKPT_DELAY_US changes no byte: %s)%s%s",
-          ITER, whole, ITER, identical, ITER, mid_write, resumed, span * 1e3, slowed_same ? "yes" : "NO", bad[0] ? "; first problem: " : "", bad);
+    char* nl = strchr(bad, '\n');
+    if (nl) *nl = 0;
+    check(
+        e0 == 0 && slowed_same && whole == ITER && identical == ITER && mid_write >= ITER / 2 && resumed >= ITER / 2,
+        "kill -9 at %d random points of checkpoint writes and runs: ckpt.bin always whole (%d/%d), the run resumed from it byte-identical to a straight run (%d/%d); "
+        "%d kills landed mid-write, %d resumed (a slowed run %.0f ms; MIRAS_CKPT_DELAY_US changes no byte: %s)%s%s",
+        ITER, whole, ITER, identical, ITER, mid_write, resumed, span * 1e3, slowed_same ? "yes" : "NO",
+        bad[0] ? "; first problem: " : "", bad);
 }
 
-static float* read_dump(const char* path, int* h);   // (below, with --compare)
+static float* read_dump(const char* path, int* h);  // (below, with --compare)
 static int dump_layout(const char* input, size_t np, size_t* sz);
 static void test_binary(void) {
-    if (access(BIN, X_OK) != 0) { check(0, "the trainer binary %s exists (build it with make)", BIN); return; }
+    if (access(BIN, X_OK) != 0) {
+        check(0, "the trainer binary %s exists (build it with make)", BIN);
+        return;
+    }
     snprintf(TMP, sizeof TMP, "/tmp/test_miras_%d", (int)getpid());
-    char cmd[1024]; snprintf(cmd, sizeof cmd, "rm -rf %s && mkdir -p %s/a %s/b", TMP, TMP, TMP); if (system(cmd)) return;
-    char p[512], args[4096], err[2048]; int lines;
-    snprintf(p, sizeof p, "%s/d_train_000000.bin", TMP); write_shard(p, 3000, 20240520, 3000, 1);
-    snprintf(p, sizeof p, "%s/d_val_000000.bin", TMP); write_shard(p, 1000, 20240520, 1000, 2);
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "rm -rf %s && mkdir -p %s/a %s/b", TMP, TMP, TMP);
+    if (system(cmd)) return;
+    char p[512], args[4096], err[2048];
+    int lines;
+    snprintf(p, sizeof p, "%s/d_train_000000.bin", TMP);
+    write_shard(p, 3000, 20240520, 3000, 1);
+    snprintf(p, sizeof p, "%s/d_val_000000.bin", TMP);
+    write_shard(p, 1000, 20240520, 1000, 2);
     const char* model = "-p titans -D 32 -L 2 -H 2 -k 4 -b 2 -t 16 -d 64 -v 3 -m 2 -g 0 -u 2";
     // 5. resume: 6 steps straight vs 3 steps, stop, resume for 3 more: checkpoints must be byte-identical
     snprintf(args, sizeof args, "%s -i '%s/d_train_*.bin' -j '%s/d_val_*.bin' -o %s/a -x 6", model, TMP, TMP, TMP);
     int c1 = run(args, NULL, err, sizeof err);
     snprintf(args, sizeof args, "%s -i '%s/d_train_*.bin' -j '%s/d_val_*.bin' -o %s/b -x 6 -S 3", model, TMP, TMP, TMP);
     int c2 = run(args, NULL, err, sizeof err);
-    char ca[512], cb[512]; snprintf(ca, sizeof ca, "%s/a/ckpt.bin", TMP); snprintf(cb, sizeof cb, "%s/b/ckpt.bin", TMP);
+    char ca[512], cb[512];
+    snprintf(ca, sizeof ca, "%s/a/ckpt.bin", TMP);
+    snprintf(cb, sizeof cb, "%s/b/ckpt.bin", TMP);
     int differ_midway = !files_equal(ca, cb);
     snprintf(args, sizeof args, "%s -i '%s/d_train_*.bin' -j '%s/d_val_*.bin' -o %s/b -x 6 -r 1", model, TMP, TMP, TMP);
     int c3 = run(args, NULL, err, sizeof err);
     check(c1 == 0 && c2 == 0 && c3 == 0 && differ_midway && files_equal(ca, cb),
-          "save at step 3, load and continue to step 6 is bit-identical to an uninterrupted run (exit codes %d %d %d)", c1, c2, c3);
+          "save at step 3, load and continue to step 6 is bit-identical to an uninterrupted run (exit codes %d %d %d)",
+          c1, c2, c3);
     // 5e. the same for a hybrid with all three layer kinds (titans-H memory, -P ASM, window 5); the
     // checkpoint's header holds the pattern and the window, and a -W that disagrees with the checkpoint is an error
     {
         const char* hy = "-p titans-H -P ASM -W 5 -D 32 -L 3 -H 2 -k 4 -b 2 -t 16 -v 0 -g 0 -u 2";
-        snprintf(cmd, sizeof cmd, "mkdir -p %s/ha %s/hb", TMP, TMP); if (system(cmd)) {}
-        snprintf(args, sizeof args, "%s -i '%s/d_train_*.bin' -j none -o %s/ha -x 6", hy, TMP, TMP); int h1 = run(args, NULL, err, sizeof err);
-        snprintf(args, sizeof args, "%s -i '%s/d_train_*.bin' -j none -o %s/hb -x 6 -S 3", hy, TMP, TMP); int h2 = run(args, NULL, err, sizeof err);
-        snprintf(args, sizeof args, "-b 2 -t 16 -v 0 -g 0 -u 2 -i '%s/d_train_*.bin' -j none -o %s/hb -x 6 -r 1", TMP, TMP); int h3 = run(args, NULL, err, sizeof err);
-        char ha[512], hb[512]; snprintf(ha, sizeof ha, "%s/ha/ckpt.bin", TMP); snprintf(hb, sizeof hb, "%s/hb/ckpt.bin", TMP);
-        Config hc; int has = peek_checkpoint(ha, &hc);
-        snprintf(args, sizeof args, "-W 6 -b 2 -t 16 -i '%s/d_train_*.bin' -j none -o %s/hb -x 7 -r 1", TMP, TMP); int e_w = run(args, &lines, err, sizeof err);
-        check(h1 == 0 && h2 == 0 && h3 == 0 && files_equal(ha, hb) && has && !strcmp(hc.pattern, "ASM") && hc.window == 5 && e_w == 1 && lines == 1,
-              "hybrid ASM (W 5): resume from step 3 bit-identical (exit codes %d %d %d), header pattern %s window %d, a disagreeing -W exits %d with %d error line",
-              h1, h2, h3, has ? hc.pattern : "?", has ? hc.window : -1, e_w, lines);
+        snprintf(cmd, sizeof cmd, "mkdir -p %s/ha %s/hb", TMP, TMP);
+        if (system(cmd)) {}
+        snprintf(args, sizeof args, "%s -i '%s/d_train_*.bin' -j none -o %s/ha -x 6", hy, TMP, TMP);
+        int h1 = run(args, NULL, err, sizeof err);
+        snprintf(args, sizeof args, "%s -i '%s/d_train_*.bin' -j none -o %s/hb -x 6 -S 3", hy, TMP, TMP);
+        int h2 = run(args, NULL, err, sizeof err);
+        snprintf(args, sizeof args, "-b 2 -t 16 -v 0 -g 0 -u 2 -i '%s/d_train_*.bin' -j none -o %s/hb -x 6 -r 1", TMP,
+                 TMP);
+        int h3 = run(args, NULL, err, sizeof err);
+        char ha[512], hb[512];
+        snprintf(ha, sizeof ha, "%s/ha/ckpt.bin", TMP);
+        snprintf(hb, sizeof hb, "%s/hb/ckpt.bin", TMP);
+        Config hc;
+        int has = peek_checkpoint(ha, &hc);
+        snprintf(args, sizeof args, "-W 6 -b 2 -t 16 -i '%s/d_train_*.bin' -j none -o %s/hb -x 7 -r 1", TMP, TMP);
+        int e_w = run(args, &lines, err, sizeof err);
+        check(
+            h1 == 0 && h2 == 0 && h3 == 0 && files_equal(ha, hb) && has && !strcmp(hc.pattern, "ASM") &&
+                hc.window == 5 && e_w == 1 && lines == 1,
+            "hybrid ASM (W 5): resume from step 3 bit-identical (exit codes %d %d %d), header pattern %s window %d, a disagreeing -W exits %d with %d error line",
+            h1, h2, h3, has ? hc.pattern : "?", has ? hc.window : -1, e_w, lines);
     }
     // 5b. determinism: 1 and 2 OpenMP threads give byte-identical checkpoints (every sum has a fixed order)
     {
-        const char* prev = getenv("OMP_NUM_THREADS"); char keep[64] = ""; if (prev) snprintf(keep, sizeof keep, "%s", prev);
-        char c1p[512], c2p[512]; int codes[2];
+        const char* prev = getenv("OMP_NUM_THREADS");
+        char keep[64] = "";
+        if (prev) snprintf(keep, sizeof keep, "%s", prev);
+        char c1p[512], c2p[512];
+        int codes[2];
         for (int th = 1; th <= 2; th++) {
             setenv("OMP_NUM_THREADS", th == 1 ? "1" : "2", 1);
-            snprintf(args, sizeof args, "-p yaad -R 2 -D 32 -L 2 -H 2 -k 4 -b 2 -t 24 -v 0 -g 0 -u 2 -i '%s/d_train_*.bin' -j none -o %s/t%d -x 4", TMP, TMP, th);
-            snprintf(cmd, sizeof cmd, "mkdir -p %s/t%d", TMP, th); if (system(cmd)) {}
+            snprintf(
+                args, sizeof args,
+                "-p yaad -R 2 -D 32 -L 2 -H 2 -k 4 -b 2 -t 24 -v 0 -g 0 -u 2 -i '%s/d_train_*.bin' -j none -o %s/t%d -x 4",
+                TMP, TMP, th);
+            snprintf(cmd, sizeof cmd, "mkdir -p %s/t%d", TMP, th);
+            if (system(cmd)) {}
             codes[th - 1] = run(args, NULL, err, sizeof err);
         }
-        if (prev) setenv("OMP_NUM_THREADS", keep, 1); else unsetenv("OMP_NUM_THREADS");
-        snprintf(c1p, sizeof c1p, "%s/t1/ckpt.bin", TMP); snprintf(c2p, sizeof c2p, "%s/t2/ckpt.bin", TMP);
-        check(codes[0] == 0 && codes[1] == 0 && files_equal(c1p, c2p), "4 training steps with 1 and with 2 OpenMP threads give byte-identical checkpoints (exit codes %d %d)", codes[0], codes[1]);
+        if (prev)
+            setenv("OMP_NUM_THREADS", keep, 1);
+        else
+            unsetenv("OMP_NUM_THREADS");
+        snprintf(c1p, sizeof c1p, "%s/t1/ckpt.bin", TMP);
+        snprintf(c2p, sizeof c2p, "%s/t2/ckpt.bin", TMP);
+        check(codes[0] == 0 && codes[1] == 0 && files_equal(c1p, c2p),
+              "4 training steps with 1 and with 2 OpenMP threads give byte-identical checkpoints (exit codes %d %d)",
+              codes[0], codes[1]);
     }
     // 5c. a non-finite step skipped with -N leaves the weights and the AdamW moments exactly as they were: a run
     // with a NaN planted in step 3's gradient, stopped after step 3, equals a run stopped after step 2 in both
     {
         const char* sk = "-p titans -D 32 -L 1 -H 2 -k 4 -b 2 -t 16 -v 0 -g 0 -u 2 -x 6";
-        char a2[512], a3[512]; int e2, e3, e0, lines;
+        char a2[512], a3[512];
+        int e2, e3, e0, lines;
         snprintf(args, sizeof args, "%s -i '%s/d_train_*.bin' -j none -o %s/s2 -S 2", sk, TMP, TMP);
-        snprintf(cmd, sizeof cmd, "mkdir -p %s/s2 %s/s3 %s/s0", TMP, TMP, TMP); if (system(cmd)) {}
+        snprintf(cmd, sizeof cmd, "mkdir -p %s/s2 %s/s3 %s/s0", TMP, TMP, TMP);
+        if (system(cmd)) {}
         e2 = run(args, NULL, err, sizeof err);
         setenv("MIRAS_PLANT_NAN_STEP", "3", 1);
         snprintf(args, sizeof args, "%s -i '%s/d_train_*.bin' -j none -o %s/s3 -S 3 -N 1", sk, TMP, TMP);
@@ -948,190 +1711,371 @@ static void test_binary(void) {
         snprintf(args, sizeof args, "%s -i '%s/d_train_*.bin' -j none -o %s/s0 -S 3", sk, TMP, TMP);
         e0 = run(args, &lines, err, sizeof err);
         unsetenv("MIRAS_PLANT_NAN_STEP");
-        snprintf(a2, sizeof a2, "%s/s2/ckpt.bin", TMP); snprintf(a3, sizeof a3, "%s/s3/ckpt.bin", TMP);
-        FILE *f2 = fopen(a2, "rb"), *f3 = fopen(a3, "rb"); int same = f2 && f3, h2[256], h3[256];
+        snprintf(a2, sizeof a2, "%s/s2/ckpt.bin", TMP);
+        snprintf(a3, sizeof a3, "%s/s3/ckpt.bin", TMP);
+        FILE *f2 = fopen(a2, "rb"), *f3 = fopen(a3, "rb");
+        int same = f2 && f3, h2[256], h3[256];
         if (same) same = fread(h2, 4, 256, f2) == 256 && fread(h3, 4, 256, f3) == 256 && h2[19] == h3[19];
-        if (same) {   // compare the weights, then (after the training-state header) the AdamW moments
-            size_t n = (size_t)h2[19]; float *w2 = malloc(n * 4), *w3 = malloc(n * 4); int s2[256], s3[256];
-            same = fread(w2, 4, n, f2) == n && fread(w3, 4, n, f3) == n && !memcmp(w2, w3, n * 4)
-                && fread(s2, 4, 256, f2) == 256 && fread(s3, 4, 256, f3) == 256 && s2[8] == s3[8];
-            for (int mom = 0; same && mom < 2; mom++) same = fread(w2, 4, n, f2) == n && fread(w3, 4, n, f3) == n && !memcmp(w2, w3, n * 4);
-            free(w2); free(w3);
+        if (same) {  // compare the weights, then (after the training-state header) the AdamW moments
+            size_t n = (size_t)h2[19];
+            float *w2 = malloc(n * 4), *w3 = malloc(n * 4);
+            int s2[256], s3[256];
+            same = fread(w2, 4, n, f2) == n && fread(w3, 4, n, f3) == n && !memcmp(w2, w3, n * 4) &&
+                   fread(s2, 4, 256, f2) == 256 && fread(s3, 4, 256, f3) == 256 && s2[8] == s3[8];
+            for (int mom = 0; same && mom < 2; mom++)
+                same = fread(w2, 4, n, f2) == n && fread(w3, 4, n, f3) == n && !memcmp(w2, w3, n * 4);
+            free(w2);
+            free(w3);
         }
         if (f2) fclose(f2);
         if (f3) fclose(f3);
-        check(e2 == 0 && e3 == 0 && same, "-N 1: a NaN planted in step 3's gradient is skipped; weights and AdamW moments equal the run stopped after step 2 (exit codes %d %d)", e2, e3);
-        check(e0 == 1 && lines == 1 && strstr(err, "not finite"), "without -N the planted NaN stops the run with one error line (exit %d)", e0);
+        check(
+            e2 == 0 && e3 == 0 && same,
+            "-N 1: a NaN planted in step 3's gradient is skipped; weights and AdamW moments equal the run stopped after step 2 (exit codes %d %d)",
+            e2, e3);
+        check(e0 == 1 && lines == 1 && strstr(err, "not finite"),
+              "without -N the planted NaN stops the run with one error line (exit %d)", e0);
     }
     // 5d. the CPU-vs-GPU comparison itself (make test_gpu's --compare): a dump equals itself; a dump with a planted
     // error fails, names the tensor in its check line and marks its table row FAIL: one gradient entry off by 1
     // (the last of titans' layout, rmsf_w), the whole wk gradient with its sign flipped, a NaN in one mem_p0 entry
     {
-        char d1[512], d2[512], out[512]; int e_same = -1, hd[256]; size_t sz[NUM_PARAM_TENSORS], off[NUM_PARAM_TENSORS + 1] = {0};
-        snprintf(d1, sizeof d1, "%s/dump1.bin", TMP); snprintf(d2, sizeof d2, "%s/dump2.bin", TMP); snprintf(out, sizeof out, "%s/cmp.txt", TMP);
+        char d1[512], d2[512], out[512];
+        int e_same = -1, hd[256];
+        size_t sz[NUM_PARAM_TENSORS], off[NUM_PARAM_TENSORS + 1] = {0};
+        snprintf(d1, sizeof d1, "%s/dump1.bin", TMP);
+        snprintf(d2, sizeof d2, "%s/dump2.bin", TMP);
+        snprintf(out, sizeof out, "%s/cmp.txt", TMP);
         snprintf(cmd, sizeof cmd, "%s -J dev/fixtures/titans.bin -O %s >/dev/null 2>&1", BIN, d1);
         int made = system(cmd) == 0;
         float* x = made ? read_dump(d1, hd) : NULL;
         if (x) {
             snprintf(cmd, sizeof cmd, "%s --compare self %s %s dev/fixtures/titans.bin >%s 2>&1", SELF, d1, d1, out);
-            int st = system(cmd); e_same = WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+            int st = system(cmd);
+            e_same = WIFEXITED(st) ? WEXITSTATUS(st) : 128;
             dump_layout("dev/fixtures/titans.bin", hd[5], sz);
             for (int t = 0; t < NUM_PARAM_TENSORS; t++) off[t + 1] = off[t] + sz[t];
         }
         check(made && e_same == 0, "--compare: a dump equals itself (exit %d)", e_same);
-        const char* plants[3] = {"rmsf_w", "wk", "mem_p0"}; int tix[3] = {0, 0, 0};
-        for (int k = 0; k < 3; k++) for (int t = 0; t < NUM_PARAM_TENSORS; t++) if (!strcmp(PARAM_NAMES[t], plants[k])) tix[k] = t;
+        const char* plants[3] = {"rmsf_w", "wk", "mem_p0"};
+        int tix[3] = {0, 0, 0};
+        for (int k = 0; k < 3; k++)
+            for (int t = 0; t < NUM_PARAM_TENSORS; t++)
+                if (!strcmp(PARAM_NAMES[t], plants[k])) tix[k] = t;
         for (int k = 0; k < 3 && x; k++) {
             size_t nl = (size_t)hd[2] * hd[3] * hd[4], np = hd[5], ntot = nl + 1 + 2 * np + hd[6];
-            float* y = malloc(ntot * 4); memcpy(y, x, ntot * 4); float* g = y + nl + 1 + off[tix[k]];
-            if (k == 0) g[sz[tix[k]] - 1] += 1.0f;
-            else if (k == 1) for (size_t i = 0; i < sz[tix[k]]; i++) g[i] = -g[i];
-            else g[sz[tix[k]] / 2] = NAN;
-            FILE* f = fopen(d2, "wb"); if (f) { fwrite(hd, 4, 256, f); fwrite(y, 4, ntot, f); fclose(f); }
+            float* y = malloc(ntot * 4);
+            memcpy(y, x, ntot * 4);
+            float* g = y + nl + 1 + off[tix[k]];
+            if (k == 0)
+                g[sz[tix[k]] - 1] += 1.0f;
+            else if (k == 1)
+                for (size_t i = 0; i < sz[tix[k]]; i++) g[i] = -g[i];
+            else
+                g[sz[tix[k]] / 2] = NAN;
+            FILE* f = fopen(d2, "wb");
+            if (f) {
+                fwrite(hd, 4, 256, f);
+                fwrite(y, 4, ntot, f);
+                fclose(f);
+            }
             free(y);
             snprintf(cmd, sizeof cmd, "%s --compare planted %s %s dev/fixtures/titans.bin >%s 2>&1", SELF, d2, d1, out);
-            int st = system(cmd), e_diff = WIFEXITED(st) ? WEXITSTATUS(st) : 128, named = 0, rows = 0; char line[1024], want[64], row[64];
-            snprintf(want, sizeof want, "worst %s err %s", plants[k], k == 2 ? "nan" : ""); snprintf(row, sizeof row, "    %s ", plants[k]);
+            int st = system(cmd), e_diff = WIFEXITED(st) ? WEXITSTATUS(st) : 128, named = 0, rows = 0;
+            char line[1024], want[64], row[64];
+            snprintf(want, sizeof want, "worst %s err %s", plants[k], k == 2 ? "nan" : "");
+            snprintf(row, sizeof row, "    %s ", plants[k]);
             FILE* h = fopen(out, "r");
             while (h && fgets(line, sizeof line, h)) {
                 if (!strncmp(line, "FAIL - planted: gradients", 25) && strstr(line, want)) named = 1;
-                if (!strncmp(line, "    ", 4) && strstr(line, " FAIL")) rows += !strncmp(line, row, strlen(row)) ? 1 : 100;  // only that row fails
+                if (!strncmp(line, "    ", 4) && strstr(line, " FAIL"))
+                    rows += !strncmp(line, row, strlen(row)) ? 1 : 100;  // only that row fails
             }
             if (h) fclose(h);
-            check(e_diff == 1 && named && rows == 1, "--compare: %s fails (exit %d), the check line names %s (%s), its table row is the one FAIL row of the gradients (%d)",
-                  k == 0 ? "one gradient entry off by 1" : k == 1 ? "a whole gradient tensor with its sign flipped" : "a NaN in one gradient entry",
-                  e_diff, plants[k], named ? "yes" : "no", rows);
+            check(
+                e_diff == 1 && named && rows == 1,
+                "--compare: %s fails (exit %d), the check line names %s (%s), its table row is the one FAIL row of the gradients (%d)",
+                k == 0   ? "one gradient entry off by 1"
+                : k == 1 ? "a whole gradient tensor with its sign flipped"
+                         : "a NaN in one gradient entry",
+                e_diff, plants[k], named ? "yes" : "no", rows);
         }
         free(x);
     }
     // 5e. kill -9 during checkpoint writes
-    { char sh[512]; snprintf(sh, sizeof sh, "%s/d_train_*.bin", TMP); test_kill_during_checkpoint(sh); }
+    {
+        char sh[512];
+        snprintf(sh, sizeof sh, "%s/d_train_*.bin", TMP);
+        test_kill_during_checkpoint(sh);
+    }
     // 6. bad input: a clear one-line error and a non-zero exit
-    struct { const char* what; char args[1024]; const char* expect; } cases[20]; int nc = 0;
-#define CASE(w, e, ...) do { cases[nc].what = w; cases[nc].expect = e; snprintf(cases[nc].args, 1024, __VA_ARGS__); nc++; } while (0)
+    struct {
+        const char* what;
+        char args[1024];
+        const char* expect;
+    } cases[20];
+    int nc = 0;
+#define CASE(w, e, ...)                              \
+    do {                                             \
+        cases[nc].what = w;                          \
+        cases[nc].expect = e;                        \
+        snprintf(cases[nc].args, 1024, __VA_ARGS__); \
+        nc++;                                        \
+    } while (0)
     CASE("missing shard", "no token shards match", "%s -i '%s/nothing_*.bin' -o %s/c -x 2", model, TMP, TMP);
-    snprintf(p, sizeof p, "%s/m_train_000000.bin", TMP); write_shard(p, 3000, 12345, 3000, 1);
+    snprintf(p, sizeof p, "%s/m_train_000000.bin", TMP);
+    write_shard(p, 3000, 12345, 3000, 1);
     CASE("wrong magic", "magic", "%s -i '%s/m_train_*.bin' -j none -o %s/c -x 2", model, TMP, TMP);
-    snprintf(p, sizeof p, "%s/t_train_000000.bin", TMP); write_shard(p, 2000, 20240520, 3000, 1);
+    snprintf(p, sizeof p, "%s/t_train_000000.bin", TMP);
+    write_shard(p, 2000, 20240520, 3000, 1);
     CASE("truncated shard", "truncated", "%s -i '%s/t_train_*.bin' -j none -o %s/c -x 2", model, TMP, TMP);
-    snprintf(cmd, sizeof cmd, "head -c 5000 %s > %s/short.bin", ca, TMP); if (system(cmd)) {}
-    CASE("truncated checkpoint", "truncated", "%s -e %s/short.bin -i '%s/d_train_*.bin' -j none -o %s/c -x 2", model, TMP, TMP, TMP);
-    CASE("checkpoint config disagrees with the flags", "flags say", "%s -e %s -D 64 -i '%s/d_train_*.bin' -j none -o %s/c -x 2", model, ca, TMP, TMP);
-    CASE("NaN (learning rate blows up)", "not finite", "%s -l 1e30 -a 0 -i '%s/d_train_*.bin' -j none -o %s/c -x 5", model, TMP, TMP);
+    snprintf(cmd, sizeof cmd, "head -c 5000 %s > %s/short.bin", ca, TMP);
+    if (system(cmd)) {}
+    CASE("truncated checkpoint", "truncated", "%s -e %s/short.bin -i '%s/d_train_*.bin' -j none -o %s/c -x 2", model,
+         TMP, TMP, TMP);
+    CASE("checkpoint config disagrees with the flags", "flags say",
+         "%s -e %s -D 64 -i '%s/d_train_*.bin' -j none -o %s/c -x 2", model, ca, TMP, TMP);
+    CASE("NaN (learning rate blows up)", "not finite", "%s -l 1e30 -a 0 -i '%s/d_train_*.bin' -j none -o %s/c -x 5",
+         model, TMP, TMP);
     CASE("unknown preset", "unknown preset", "-p nosuch -x 1");
     // the spec's retention toward zero (-Z 0) overflows yaad's backward at T = 4096: the error says where
-    snprintf(p, sizeof p, "%s/long_train_000000.bin", TMP); write_shard(p, 9000, 20240520, 9000, 3);
-    CASE("overflow over a long sequence", "first overflowed in layer", "-p yaad -Z 0 -D 64 -L 2 -H 2 -b 1 -t 4096 -g 0 -i '%s/long_train_*.bin' -j none -o %s/c -x 1", TMP, TMP);
+    snprintf(p, sizeof p, "%s/long_train_000000.bin", TMP);
+    write_shard(p, 9000, 20240520, 9000, 3);
+    CASE("overflow over a long sequence", "first overflowed in layer",
+         "-p yaad -Z 0 -D 64 -L 2 -H 2 -b 1 -t 4096 -g 0 -i '%s/long_train_*.bin' -j none -o %s/c -x 1", TMP, TMP);
     // corrupt files (each once crashed, hung or allocated without bound; the fuzz targets of dev/fuzz look for more)
-    long np4 = 4 * ((file_size(ca) - 2048) / 12);   // the params' bytes of the checkpoint ca
-    snprintf(p, sizeof p, "%s/h0.bin", TMP); patch_copy(ca, p, 4 * 6, 0);
-    CASE("checkpoint with 0 heads", "bad width", "%s -e %s -i '%s/d_train_*.bin' -j none -o %s/c -x 2", model, p, TMP, TMP);
-    snprintf(p, sizeof p, "%s/np.bin", TMP); patch_copy(ca, p, 4 * 19, 2147483647);
-    CASE("checkpoint claiming 2^31 params", "its config makes", "%s -e %s -i '%s/d_train_*.bin' -j none -o %s/c -x 2", model, p, TMP, TMP);
-    snprintf(cmd, sizeof cmd, "mkdir -p %s/neg", TMP); if (system(cmd)) {}
-    snprintf(p, sizeof p, "%s/neg/ckpt.bin", TMP); patch_copy(ca, p, 1024 + np4 + 4 * 3, -5);
-    CASE("checkpoint resuming at shard -5", "bad training state", "%s -r 1 -i '%s/d_train_*.bin' -j none -o %s/neg -x 8", model, TMP, TMP);
+    long np4 = 4 * ((file_size(ca) - 2048) / 12);  // the params' bytes of the checkpoint ca
+    snprintf(p, sizeof p, "%s/h0.bin", TMP);
+    patch_copy(ca, p, 4 * 6, 0);
+    CASE("checkpoint with 0 heads", "bad width", "%s -e %s -i '%s/d_train_*.bin' -j none -o %s/c -x 2", model, p, TMP,
+         TMP);
+    snprintf(p, sizeof p, "%s/np.bin", TMP);
+    patch_copy(ca, p, 4 * 19, 2147483647);
+    CASE("checkpoint claiming 2^31 params", "its config makes", "%s -e %s -i '%s/d_train_*.bin' -j none -o %s/c -x 2",
+         model, p, TMP, TMP);
+    snprintf(cmd, sizeof cmd, "mkdir -p %s/neg", TMP);
+    if (system(cmd)) {}
+    snprintf(p, sizeof p, "%s/neg/ckpt.bin", TMP);
+    patch_copy(ca, p, 1024 + np4 + 4 * 3, -5);
+    CASE("checkpoint resuming at shard -5", "bad training state",
+         "%s -r 1 -i '%s/d_train_*.bin' -j none -o %s/neg -x 8", model, TMP, TMP);
     // (found by the checkpoint fuzz target: a rank count of 2^30 without the ranks' data made a 4 GB allocation)
-    snprintf(cmd, sizeof cmd, "mkdir -p %s/ranks", TMP); if (system(cmd)) {}
-    snprintf(p, sizeof p, "%s/ranks/ckpt.bin", TMP); patch_copy(ca, p, 1024 + np4 + 4 * 9, 1 << 30);
-    CASE("checkpoint claiming 2^30 ranks", "bad rank count", "%s -r 1 -i '%s/d_train_*.bin' -j none -o %s/ranks -x 8", model, TMP, TMP);
+    snprintf(cmd, sizeof cmd, "mkdir -p %s/ranks", TMP);
+    if (system(cmd)) {}
+    snprintf(p, sizeof p, "%s/ranks/ckpt.bin", TMP);
+    patch_copy(ca, p, 1024 + np4 + 4 * 9, 1 << 30);
+    CASE("checkpoint claiming 2^30 ranks", "bad rank count", "%s -r 1 -i '%s/d_train_*.bin' -j none -o %s/ranks -x 8",
+         model, TMP, TMP);
     snprintf(p, sizeof p, "%s/d_train_000000.bin", TMP);
-    CASE("a shard given as the tokenizer", "not a tokenizer file", "%s -z %s -i '%s/d_train_*.bin' -j none -o %s/c -x 1", model, p, TMP, TMP);
-    { int th[256] = {20240328, 2, 2000000000, -1}; snprintf(p, sizeof p, "%s/tok.bin", TMP); FILE* f = fopen(p, "wb"); if (f) { fwrite(th, 4, 256, f); fputs("\1a", f); fclose(f); } }
-    CASE("tokenizer claiming 2e9 tokens", "bad vocab size", "%s -z %s -i '%s/d_train_*.bin' -j none -o %s/c -x 1", model, p, TMP, TMP);
-    snprintf(p, sizeof p, "%s/k_train_000000.bin", TMP); write_shard(p, 3000, 20240520, 3000, 1);
-    snprintf(p, sizeof p, "%s/k_train_000000.mask", TMP); write_shard(p, 1000, 20261111, 3000, 1);   // 3000 bytes, wrong magic
-    CASE("answer mask with a wrong magic", "answer mask", "%s -i '%s/k_train_*.bin' -j none -o %s/c -x 1", model, TMP, TMP);
-    snprintf(p, sizeof p, "%s/bigb.bin", TMP); patch_copy("dev/fixtures/titans.bin", p, 4 * 100, 1 << 20);
+    CASE("a shard given as the tokenizer", "not a tokenizer file",
+         "%s -z %s -i '%s/d_train_*.bin' -j none -o %s/c -x 1", model, p, TMP, TMP);
+    {
+        int th[256] = {20240328, 2, 2000000000, -1};
+        snprintf(p, sizeof p, "%s/tok.bin", TMP);
+        FILE* f = fopen(p, "wb");
+        if (f) {
+            fwrite(th, 4, 256, f);
+            fputs("\1a", f);
+            fclose(f);
+        }
+    }
+    CASE("tokenizer claiming 2e9 tokens", "bad vocab size", "%s -z %s -i '%s/d_train_*.bin' -j none -o %s/c -x 1",
+         model, p, TMP, TMP);
+    snprintf(p, sizeof p, "%s/k_train_000000.bin", TMP);
+    write_shard(p, 3000, 20240520, 3000, 1);
+    snprintf(p, sizeof p, "%s/k_train_000000.mask", TMP);
+    write_shard(p, 1000, 20261111, 3000, 1);  // 3000 bytes, wrong magic
+    CASE("answer mask with a wrong magic", "answer mask", "%s -i '%s/k_train_*.bin' -j none -o %s/c -x 1", model, TMP,
+         TMP);
+    snprintf(p, sizeof p, "%s/bigb.bin", TMP);
+    patch_copy("dev/fixtures/titans.bin", p, 4 * 100, 1 << 20);
     CASE("fixture with a batch of 2^20 rows", "bad batch header", "-J %s -O %s/dump.bin", p, TMP);
     for (int i = 0; i < nc; i++) {
         int code = run(cases[i].args, &lines, err, sizeof err);
-        int ok = code != 0 && lines == 1 && !strncmp(err, "error: ", 7) && strstr(err, cases[i].expect) && strstr(err, "(hint:");
-        char* nl = strchr(err, '\n'); if (nl) *nl = 0;
+        int ok = code != 0 && lines == 1 && !strncmp(err, "error: ", 7) && strstr(err, cases[i].expect) &&
+                 strstr(err, "(hint:");
+        char* nl = strchr(err, '\n');
+        if (nl) *nl = 0;
         check(ok, "bad input, %s: exit %d, '%s'", cases[i].what, code, err);
     }
 #undef CASE
-    snprintf(cmd, sizeof cmd, "rm -rf %s", TMP); if (system(cmd)) {}
+    snprintf(cmd, sizeof cmd, "rm -rf %s", TMP);
+    if (system(cmd)) {}
 }
 
 // ---------------------------------------------------------------------------
 // Lattice (SPEC §5.8, train_miras.c section 3b): fixtures, finite differences, decode, the checkpoint interval, the
 // reduction to the delta rule, long sequences, the trainer binary
-static const char* LAT_FIXTURES[] = {"lattice", "lattice_enc", "lattice_sim", "lattice_mu", "lattice_sim_nr", "lattice_delta"};
+static const char* LAT_FIXTURES[] = {"lattice",    "lattice_enc",    "lattice_sim",
+                                     "lattice_mu", "lattice_sim_nr", "lattice_delta"};
 #define NLAT 6
 // fp64: finite differences of the ablation/variant combinations no fixture has, on lattice_mu's parameters (the same
 // layout for every kind and ablation): ENC without the orthogonal term, SIM with both ablations, DEC without it
 #ifdef MIRAS_DOUBLE
 static void test_lattice_fd_variant(const char* dir, int kind, int ablate) {
-    char path[1024]; snprintf(path, sizeof path, "%s/lattice_mu.bin", dir);
-    Fixture fx; if (!fixture_load(&fx, path)) { check(0, "lattice fd: cannot read %s", path); return; }
-    fx.cfg.lattice = kind; fx.cfg.lat_ablate = ablate; fx.cfg.lat_k = 3;
-    Model M; fixture_model(&M, &fx);
-    int N = fx.B * fx.T; int* in = malloc(N * 4); int* tg = malloc(N * 4); fixture_batch(&fx, in, tg);
+    char path[1024];
+    snprintf(path, sizeof path, "%s/lattice_mu.bin", dir);
+    Fixture fx;
+    if (!fixture_load(&fx, path)) {
+        check(0, "lattice fd: cannot read %s", path);
+        return;
+    }
+    fx.cfg.lattice = kind;
+    fx.cfg.lat_ablate = ablate;
+    fx.cfg.lat_k = 3;
+    Model M;
+    fixture_model(&M, &fx);
+    int N = fx.B * fx.T;
+    int* in = malloc(N * 4);
+    int* tg = malloc(N * 4);
+    fixture_batch(&fx, in, tg);
     Table tb = fd_model(&M, in, tg, fx.B, fx.T, 6, 43);
-    check_table(&tb, TOL_FD, "fp64 finite differences lattice kind %d (1 DEC, 2 ENC, 3 SIM) ablation bits %d, mu gate, k 3", kind, ablate);
-    free(in); free(tg); model_free(&M); fixture_free(&fx);
+    check_table(&tb, TOL_FD,
+                "fp64 finite differences lattice kind %d (1 DEC, 2 ENC, 3 SIM) ablation bits %d, mu gate, k 3", kind,
+                ablate);
+    free(in);
+    free(tg);
+    model_free(&M);
+    fixture_free(&fx);
 }
 #endif
 // The checkpoint interval k changes nothing: logits, loss and every gradient bit for bit equal for k = 1, 3, 64 and T
-// (one segment), on the fixture's parameters over a longer random batch (B 2, T 70: segments of 1, 3 (a partial last one)
+// (one segment), on the fixture's parameters over a longer random batch (B 2, T 70: segments of 1, 3 (a partial last
+// one)
 // and 64 (+6)).
 static void test_lattice_k(const char* dir, const char* name) {
-    char path[1024]; snprintf(path, sizeof path, "%s/%s.bin", dir, name);
-    Fixture fx; if (!fixture_load(&fx, path)) { check(0, "lattice k %s: cannot read %s", name, path); return; }
-    int B = 2, T = 70, N = B * T, ks[4] = {1, 3, 64, 70}; int* in = malloc(N * 4); int* tg = malloc(N * 4); uint64_t r = 17;
-    for (int i = 0; i < N; i++) { in[i] = (int)(rng_f64(&r) * fx.cfg.V); tg[i] = (int)(rng_f64(&r) * fx.cfg.V); }
-    real *g0 = NULL, *l0 = NULL; int same = 1; double gn = 0; size_t nl = (size_t)N * fx.cfg.Vp;
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s.bin", dir, name);
+    Fixture fx;
+    if (!fixture_load(&fx, path)) {
+        check(0, "lattice k %s: cannot read %s", name, path);
+        return;
+    }
+    int B = 2, T = 70, N = B * T, ks[4] = {1, 3, 64, 70};
+    int* in = malloc(N * 4);
+    int* tg = malloc(N * 4);
+    uint64_t r = 17;
+    for (int i = 0; i < N; i++) {
+        in[i] = (int)(rng_f64(&r) * fx.cfg.V);
+        tg[i] = (int)(rng_f64(&r) * fx.cfg.V);
+    }
+    real *g0 = NULL, *l0 = NULL;
+    int same = 1;
+    double gn = 0;
+    size_t nl = (size_t)N * fx.cfg.Vp;
     for (int ki = 0; ki < 4; ki++) {
-        fx.cfg.lat_k = ks[ki]; Model M; fixture_model(&M, &fx);
-        model_forward(&M, in, tg, B, T); model_zero_grad(&M); model_backward(&M, 1);
-        if (!ki) { g0 = malloc(M.num_params * sizeof(real)); l0 = malloc(nl * sizeof(real)); memcpy(g0, M.grads_memory, M.num_params * sizeof(real));
-                   memcpy(l0, M.acts.logits, nl * sizeof(real)); gn = grad_norm(&M); }
-        else same &= !memcmp(g0, M.grads_memory, M.num_params * sizeof(real)) && !memcmp(l0, M.acts.logits, nl * sizeof(real));
+        fx.cfg.lat_k = ks[ki];
+        Model M;
+        fixture_model(&M, &fx);
+        model_forward(&M, in, tg, B, T);
+        model_zero_grad(&M);
+        model_backward(&M, 1);
+        if (!ki) {
+            g0 = malloc(M.num_params * sizeof(real));
+            l0 = malloc(nl * sizeof(real));
+            memcpy(g0, M.grads_memory, M.num_params * sizeof(real));
+            memcpy(l0, M.acts.logits, nl * sizeof(real));
+            gn = grad_norm(&M);
+        } else
+            same &= !memcmp(g0, M.grads_memory, M.num_params * sizeof(real)) &&
+                    !memcmp(l0, M.acts.logits, nl * sizeof(real));
         model_free(&M);
     }
-    check(same && gn > 0 && isfinite(gn), "%s %s: checkpoint interval k = 1, 3, 64, 70 (T 70): logits and all gradients bitwise equal (|grad| %.3g)", BUILD, name, gn);
-    free(g0); free(l0); free(in); free(tg); fixture_free(&fx);
+    check(same && gn > 0 && isfinite(gn),
+          "%s %s: checkpoint interval k = 1, 3, 64, 70 (T 70): logits and all gradients bitwise equal (|grad| %.3g)",
+          BUILD, name, gn);
+    free(g0);
+    free(l0);
+    free(in);
+    free(tg);
+    fixture_free(&fx);
 }
 // DEC with both ablations (-Y 3) is the delta rule from S_0 = I: the whole model against `deltanet` (and, with the
 // forgetting gate -B 1, against `gated_deltanet`: a = mu) whose trained P_0 is set to the identity. Same parameters
 // (the layouts differ only in mem_p0, which Lattice has not), same tokens: logits, loss and every gradient but P_0's
 // must agree to float precision; the same comparison with the full Lattice rule (-Y 0) must not (so the check bites).
 static double lattice_vs_delta(const Fixture* fx, int ablate, int gated, double* gerr) {
-    Config lc = fx->cfg; lc.lat_ablate = ablate; lc.gate_a = gated;
-    Config dc; memset(&dc, 0, sizeof dc); preset_config(&dc, gated ? "gated_deltanet" : "deltanet");
-    dc.V = lc.V; dc.Vp = lc.Vp; dc.D = lc.D; dc.L = lc.L; dc.H = lc.H; dc.E = lc.E; dc.F = lc.F; dc.K = lc.K; dc.eta_max = lc.eta_max;
+    Config lc = fx->cfg;
+    lc.lat_ablate = ablate;
+    lc.gate_a = gated;
+    Config dc;
+    memset(&dc, 0, sizeof dc);
+    preset_config(&dc, gated ? "gated_deltanet" : "deltanet");
+    dc.V = lc.V;
+    dc.Vp = lc.Vp;
+    dc.D = lc.D;
+    dc.L = lc.L;
+    dc.H = lc.H;
+    dc.E = lc.E;
+    dc.F = lc.F;
+    dc.K = lc.K;
+    dc.eta_max = lc.eta_max;
     snprintf(dc.pattern, sizeof dc.pattern, "%s", lc.pattern);
-    Model A, Dm; model_build(&A, &lc); model_build(&Dm, &dc); uint64_t r = 5;
-    fill_normal(A.params_memory, A.num_params, 0.3, &r);                       // the fixture's where they exist
-    size_t o = 0; for (size_t i = 0; i < A.num_params && i < fx->np; i++) A.params_memory[i] = fx->params[i];
+    Model A, Dm;
+    model_build(&A, &lc);
+    model_build(&Dm, &dc);
+    uint64_t r = 5;
+    fill_normal(A.params_memory, A.num_params, 0.3, &r);  // the fixture's where they exist
+    size_t o = 0;
+    for (size_t i = 0; i < A.num_params && i < fx->np; i++) A.params_memory[i] = fx->params[i];
     size_t oa = 0, od = 0;
     for (int t = 0; t < NUM_PARAM_TENSORS; t++) {
-        if (A.param_sizes[t] == Dm.param_sizes[t]) memcpy(Dm.params_memory + od, A.params_memory + oa, A.param_sizes[t] * sizeof(real));
-        else if (t == 14) { int d = Dm.mem.d; for (size_t lh = 0; lh < (size_t)memory_layers(&dc) * dc.H; lh++) lattice_identity(Dm.params_memory + od + lh * d * d, d); }
-        else { printf("FAIL - layouts differ in %s\n", PARAM_NAMES[t]); exit(1); }
-        oa += A.param_sizes[t]; od += Dm.param_sizes[t];
+        if (A.param_sizes[t] == Dm.param_sizes[t])
+            memcpy(Dm.params_memory + od, A.params_memory + oa, A.param_sizes[t] * sizeof(real));
+        else if (t == 14) {
+            int d = Dm.mem.d;
+            for (size_t lh = 0; lh < (size_t)memory_layers(&dc) * dc.H; lh++)
+                lattice_identity(Dm.params_memory + od + lh * d * d, d);
+        } else {
+            printf("FAIL - layouts differ in %s\n", PARAM_NAMES[t]);
+            exit(1);
+        }
+        oa += A.param_sizes[t];
+        od += Dm.param_sizes[t];
     }
     (void)o;
-    int N = fx->B * fx->T; int* in = malloc(N * 4); int* tg = malloc(N * 4); fixture_batch(fx, in, tg);
-    model_forward(&A, in, tg, fx->B, fx->T); model_zero_grad(&A); model_backward(&A, 1);
-    model_forward(&Dm, in, tg, fx->B, fx->T); model_zero_grad(&Dm); model_backward(&Dm, 1);
-    double el = relerr_rr(A.acts.logits, Dm.acts.logits, (size_t)N * lc.Vp), worst = 0; oa = od = 0;
+    int N = fx->B * fx->T;
+    int* in = malloc(N * 4);
+    int* tg = malloc(N * 4);
+    fixture_batch(fx, in, tg);
+    model_forward(&A, in, tg, fx->B, fx->T);
+    model_zero_grad(&A);
+    model_backward(&A, 1);
+    model_forward(&Dm, in, tg, fx->B, fx->T);
+    model_zero_grad(&Dm);
+    model_backward(&Dm, 1);
+    double el = relerr_rr(A.acts.logits, Dm.acts.logits, (size_t)N * lc.Vp), worst = 0;
+    oa = od = 0;
     for (int t = 0; t < NUM_PARAM_TENSORS; t++) {
-        if (t != 14 && A.param_sizes[t]) { double e = relerr_rr(A.grads_memory + oa, Dm.grads_memory + od, A.param_sizes[t]); if (worse(e, worst)) worst = e; }
-        oa += A.param_sizes[t]; od += Dm.param_sizes[t];
+        if (t != 14 && A.param_sizes[t]) {
+            double e = relerr_rr(A.grads_memory + oa, Dm.grads_memory + od, A.param_sizes[t]);
+            if (worse(e, worst)) worst = e;
+        }
+        oa += A.param_sizes[t];
+        od += Dm.param_sizes[t];
     }
-    *gerr = worst; free(in); free(tg); model_free(&A); model_free(&Dm);
+    *gerr = worst;
+    free(in);
+    free(tg);
+    model_free(&A);
+    model_free(&Dm);
     return el;
 }
 static void test_lattice_delta(const char* dir) {
-    char path[1024]; snprintf(path, sizeof path, "%s/lattice_delta.bin", dir);
-    Fixture fx; if (!fixture_load(&fx, path)) { check(0, "lattice delta: cannot read %s", path); return; }
+    char path[1024];
+    snprintf(path, sizeof path, "%s/lattice_delta.bin", dir);
+    Fixture fx;
+    if (!fixture_load(&fx, path)) {
+        check(0, "lattice delta: cannot read %s", path);
+        return;
+    }
     for (int gated = 0; gated <= 1; gated++) {
         double ge, gf, el = lattice_vs_delta(&fx, 3, gated, &ge), ef = lattice_vs_delta(&fx, 0, gated, &gf);
-        check(el <= TOL_SELF && ge <= 10 * TOL_SELF && ef > 1e-3 && gf > 1e-3,
-              "%s lattice -Y 3%s is %s with P_0 = I: logits err %.2e, worst gradient err %.2e (tol %.0e, %.0e); the full rule -Y 0 differs (%.2e, %.2e)",
-              BUILD, gated ? " -B 1" : "", gated ? "gated_deltanet (a = mu)" : "deltanet", el, ge, TOL_SELF, 10 * TOL_SELF, ef, gf);
+        check(
+            el <= TOL_SELF && ge <= 10 * TOL_SELF && ef > 1e-3 && gf > 1e-3,
+            "%s lattice -Y 3%s is %s with P_0 = I: logits err %.2e, worst gradient err %.2e (tol %.0e, %.0e); the full rule -Y 0 differs (%.2e, %.2e)",
+            BUILD, gated ? " -B 1" : "", gated ? "gated_deltanet (a = mu)" : "deltanet", el, ge, TOL_SELF,
+            10 * TOL_SELF, ef, gf);
     }
     fixture_free(&fx);
 }
@@ -1139,56 +2083,100 @@ static void test_lattice_delta(const char* dir) {
 static void test_lattice_long(void) {
     const char* presets[] = {"lattice", "lattice_enc", "lattice_sim"};
     int T = 1024, *tok = malloc((T + 1) * sizeof(int));
-    FILE* f = fopen("test_miras.c", "rb"); int nr = f ? (int)fread(tok, 1, T + 1, f) : 0; if (f) fclose(f);
-    unsigned char* bytes = (unsigned char*)tok; uint64_t r = 5;
+    FILE* f = fopen("test_miras.c", "rb");
+    int nr = f ? (int)fread(tok, 1, T + 1, f) : 0;
+    if (f) fclose(f);
+    unsigned char* bytes = (unsigned char*)tok;
+    uint64_t r = 5;
     for (int t = T; t >= 0; t--) tok[t] = t < nr ? bytes[t] : (int)(rng_f64(&r) * 256);
     for (int i = 0; i < 3; i++) {
-        double n128 = init_grad_norm(presets[i], 128, tok, 16, 2), n1024 = init_grad_norm(presets[i], T, tok, 16, 2), ratio = n1024 / n128;
-        check(isfinite(n128) && isfinite(n1024) && ratio <= 3 && ratio >= 1.0 / 3, "%s %s: gradient norm at init flat in T: %.3g at T=128, %.3g at T=1024 (ratio %.2f, within 3x)",
-              BUILD, presets[i], n128, n1024, ratio);
+        double n128 = init_grad_norm(presets[i], 128, tok, 16, 2), n1024 = init_grad_norm(presets[i], T, tok, 16, 2),
+               ratio = n1024 / n128;
+        check(isfinite(n128) && isfinite(n1024) && ratio <= 3 && ratio >= 1.0 / 3,
+              "%s %s: gradient norm at init flat in T: %.3g at T=128, %.3g at T=1024 (ratio %.2f, within 3x)", BUILD,
+              presets[i], n128, n1024, ratio);
     }
     free(tok);
 }
 #ifndef MIRAS_DOUBLE
 // the binary: resume bit-identical with -w 3 -B 1 (and -w may change on resume: it changes no result); bad flags
 static void test_lattice_binary(void) {
-    if (access(BIN, X_OK) != 0) { check(0, "the trainer binary %s exists (build it with make)", BIN); return; }
+    if (access(BIN, X_OK) != 0) {
+        check(0, "the trainer binary %s exists (build it with make)", BIN);
+        return;
+    }
     snprintf(TMP, sizeof TMP, "/tmp/test_miras_lat_%d", (int)getpid());
-    char cmd[1024], p[512], args[4096], err[2048]; int lines;
-    snprintf(cmd, sizeof cmd, "rm -rf %s && mkdir -p %s/a %s/b %s/c", TMP, TMP, TMP, TMP); if (system(cmd)) return;
-    snprintf(p, sizeof p, "%s/d_train_000000.bin", TMP); write_shard(p, 3000, 20240520, 3000, 1);
+    char cmd[1024], p[512], args[4096], err[2048];
+    int lines;
+    snprintf(cmd, sizeof cmd, "rm -rf %s && mkdir -p %s/a %s/b %s/c", TMP, TMP, TMP, TMP);
+    if (system(cmd)) return;
+    snprintf(p, sizeof p, "%s/d_train_000000.bin", TMP);
+    write_shard(p, 3000, 20240520, 3000, 1);
     const char* model = "-p lattice_sim -B 1 -w 3 -D 32 -L 2 -H 2 -b 2 -t 16 -v 0 -g 0 -u 2";
-    snprintf(args, sizeof args, "%s -i '%s/d_train_*.bin' -j none -o %s/a -x 6", model, TMP, TMP); int c1 = run(args, NULL, err, sizeof err);
-    snprintf(args, sizeof args, "%s -i '%s/d_train_*.bin' -j none -o %s/b -x 6 -S 3", model, TMP, TMP); int c2 = run(args, NULL, err, sizeof err);
-    snprintf(args, sizeof args, "-w 5 -b 2 -t 16 -v 0 -g 0 -u 2 -i '%s/d_train_*.bin' -j none -o %s/b -x 6 -r 1", TMP, TMP); int c3 = run(args, NULL, err, sizeof err);
-    char ca[512], cb[512]; snprintf(ca, sizeof ca, "%s/a/ckpt.bin", TMP); snprintf(cb, sizeof cb, "%s/b/ckpt.bin", TMP);
-    Config hc; int has = peek_checkpoint(ca, &hc);
-    int same = 0; { FILE *f = fopen(ca, "rb"), *g = fopen(cb, "rb"); if (f && g) { same = 1; int x, y, i = 0;   // all but slot 39 (k)
-        do { x = fgetc(f); y = fgetc(g); if (x != y && !(i >= 4 * 39 && i < 4 * 40)) { same = 0; break; } i++; } while (x != EOF); }
+    snprintf(args, sizeof args, "%s -i '%s/d_train_*.bin' -j none -o %s/a -x 6", model, TMP, TMP);
+    int c1 = run(args, NULL, err, sizeof err);
+    snprintf(args, sizeof args, "%s -i '%s/d_train_*.bin' -j none -o %s/b -x 6 -S 3", model, TMP, TMP);
+    int c2 = run(args, NULL, err, sizeof err);
+    snprintf(args, sizeof args, "-w 5 -b 2 -t 16 -v 0 -g 0 -u 2 -i '%s/d_train_*.bin' -j none -o %s/b -x 6 -r 1", TMP,
+             TMP);
+    int c3 = run(args, NULL, err, sizeof err);
+    char ca[512], cb[512];
+    snprintf(ca, sizeof ca, "%s/a/ckpt.bin", TMP);
+    snprintf(cb, sizeof cb, "%s/b/ckpt.bin", TMP);
+    Config hc;
+    int has = peek_checkpoint(ca, &hc);
+    int same = 0;
+    {
+        FILE *f = fopen(ca, "rb"), *g = fopen(cb, "rb");
+        if (f && g) {
+            same = 1;
+            int x, y, i = 0;  // all but slot 39 (k)
+            do {
+                x = fgetc(f);
+                y = fgetc(g);
+                if (x != y && !(i >= 4 * 39 && i < 4 * 40)) {
+                    same = 0;
+                    break;
+                }
+                i++;
+            } while (x != EOF);
+        }
         if (f) fclose(f);
-        if (g) fclose(g); }
-    check(c1 == 0 && c2 == 0 && c3 == 0 && same && has && hc.lattice == LAT_SIM && hc.lat_k == 3 && hc.gate_a == 1,
-          "lattice_sim -B 1 -w 3: resume from step 3 (with -w 5) bit-identical to a straight run (exit codes %d %d %d), header kind %d k %d mu gate %d",
-          c1, c2, c3, has ? hc.lattice : -1, has ? hc.lat_k : -1, has ? hc.gate_a : -1);
-    struct { const char* what; const char* args; const char* expect; } cases[] = {
-        {"-w 0", "-p lattice -w 0 -x 1", "bad Lattice config"}, {"-Y 7", "-p lattice -Y 7 -x 1", "bad Lattice config"},
-        {"-B 2", "-p lattice -B 2 -x 1", "bad -B"}, {"-w with titans", "-p titans -w 8 -x 1", "Lattice flag given"},
-        {"lattice with -R 2", "-p lattice -R 2 -x 1", "Lattice needs"}};
+        if (g) fclose(g);
+    }
+    check(
+        c1 == 0 && c2 == 0 && c3 == 0 && same && has && hc.lattice == LAT_SIM && hc.lat_k == 3 && hc.gate_a == 1,
+        "lattice_sim -B 1 -w 3: resume from step 3 (with -w 5) bit-identical to a straight run (exit codes %d %d %d), header kind %d k %d mu gate %d",
+        c1, c2, c3, has ? hc.lattice : -1, has ? hc.lat_k : -1, has ? hc.gate_a : -1);
+    struct {
+        const char* what;
+        const char* args;
+        const char* expect;
+    } cases[] = {{"-w 0", "-p lattice -w 0 -x 1", "bad Lattice config"},
+                 {"-Y 7", "-p lattice -Y 7 -x 1", "bad Lattice config"},
+                 {"-B 2", "-p lattice -B 2 -x 1", "bad -B"},
+                 {"-w with titans", "-p titans -w 8 -x 1", "Lattice flag given"},
+                 {"lattice with -R 2", "-p lattice -R 2 -x 1", "Lattice needs"}};
     for (int i = 0; i < 5; i++) {
         snprintf(args, sizeof args, "%s -i '%s/d_train_*.bin' -j none -o %s/c", cases[i].args, TMP, TMP);
         int code = run(args, &lines, err, sizeof err);
-        int ok = code != 0 && lines == 1 && !strncmp(err, "error: ", 7) && strstr(err, cases[i].expect) && strstr(err, "(hint:");
-        char* nl = strchr(err, '\n'); if (nl) *nl = 0;
+        int ok = code != 0 && lines == 1 && !strncmp(err, "error: ", 7) && strstr(err, cases[i].expect) &&
+                 strstr(err, "(hint:");
+        char* nl = strchr(err, '\n');
+        if (nl) *nl = 0;
         check(ok, "bad input, Lattice %s: exit %d, '%s'", cases[i].what, code, err);
     }
-    snprintf(cmd, sizeof cmd, "rm -rf %s", TMP); if (system(cmd)) {}
+    snprintf(cmd, sizeof cmd, "rm -rf %s", TMP);
+    if (system(cmd)) {}
 }
 #endif
 static void test_lattice(const char* dir) {
     for (int i = 0; i < NLAT; i++) test_fixture(dir, LAT_FIXTURES[i]);
 #ifdef MIRAS_DOUBLE
     for (int i = 0; i < NLAT; i++) test_fd(dir, LAT_FIXTURES[i], -1, -1, 0);
-    test_lattice_fd_variant(dir, LAT_ENC, LATA_NO_ORTHO); test_lattice_fd_variant(dir, LAT_SIM, 3); test_lattice_fd_variant(dir, LAT_DEC, LATA_NO_ORTHO);
+    test_lattice_fd_variant(dir, LAT_ENC, LATA_NO_ORTHO);
+    test_lattice_fd_variant(dir, LAT_SIM, 3);
+    test_lattice_fd_variant(dir, LAT_DEC, LATA_NO_ORTHO);
 #endif
     for (int i = 0; i < NLAT; i++) test_decode(dir, LAT_FIXTURES[i]);
     for (int i = 0; i < NLAT; i++) test_lattice_k(dir, LAT_FIXTURES[i]);
@@ -1209,47 +2197,83 @@ static void test_lattice(const char* dir) {
 #define TOL_DUMP_ALL 1e-4
 #define TOL_DUMP_TENSOR 1e-3
 static float* read_dump(const char* path, int* h) {
-    FILE* f = fopen(path, "rb"); if (!f || fread(h, 4, 256, f) != 256 || h[0] != DUMP_MAGIC) { if (f) fclose(f); return NULL; }
+    FILE* f = fopen(path, "rb");
+    if (!f || fread(h, 4, 256, f) != 256 || h[0] != DUMP_MAGIC) {
+        if (f) fclose(f);
+        return NULL;
+    }
     size_t n = (size_t)h[2] * h[3] * h[4] + 1 + 2 * (size_t)h[5] + h[6];
-    float* x = malloc(n * 4); size_t got = fread(x, 4, n, f); fclose(f);
-    if (got != n) { free(x); return NULL; }
+    float* x = malloc(n * 4);
+    size_t got = fread(x, 4, n, f);
+    fclose(f);
+    if (got != n) {
+        free(x);
+        return NULL;
+    }
     return x;
 }
 static double relerr_ff(const float* a, const float* b, size_t n) {
-    double num = 0, den = 0; for (size_t i = 0; i < n; i++) { double e = (double)a[i] - b[i]; num += e * e; den += (double)b[i] * b[i]; }
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++) {
+        double e = (double)a[i] - b[i];
+        num += e * e;
+        den += (double)b[i] * b[i];
+    }
     return sqrt(num / (den > 0 ? den : 1e-300));
 }
 // the parameter tensor sizes of the input file's config; 0 (and one tensor of np) without a readable input that fits
 static int dump_layout(const char* input, size_t np, size_t* sz) {
-    int h[256]; FILE* f = input ? fopen(input, "rb") : NULL; size_t tot = 0;
-    memset(sz, 0, NUM_PARAM_TENSORS * sizeof(size_t)); sz[0] = np;
-    int ok = f && fread(h, 4, 256, f) == 256; if (f) fclose(f);
+    int h[256];
+    FILE* f = input ? fopen(input, "rb") : NULL;
+    size_t tot = 0;
+    memset(sz, 0, NUM_PARAM_TENSORS * sizeof(size_t));
+    sz[0] = np;
+    int ok = f && fread(h, 4, 256, f) == 256;
+    if (f) fclose(f);
     if (!ok) return 0;
-    Config c; header_to_config(&c, h); size_t s[NUM_PARAM_TENSORS]; fill_in_parameter_sizes(s, &c);
+    Config c;
+    header_to_config(&c, h);
+    size_t s[NUM_PARAM_TENSORS];
+    fill_in_parameter_sizes(s, &c);
     for (int t = 0; t < NUM_PARAM_TENSORS; t++) tot += s[t];
     if (tot != np) return 0;
-    memcpy(sz, s, sizeof s); return 1;
+    memcpy(sz, s, sizeof s);
+    return 1;
 }
 static Table dump_table(const float* a, const float* b, const size_t* sz, int named, double tol) {
-    double err[NUM_PARAM_TENSORS] = {0}; size_t off = 0;
-    for (int t = 0; t < NUM_PARAM_TENSORS; t++) { if (sz[t]) err[t] = relerr_ff(a + off, b + off, sz[t]); off += sz[t]; }
+    double err[NUM_PARAM_TENSORS] = {0};
+    size_t off = 0;
+    for (int t = 0; t < NUM_PARAM_TENSORS; t++) {
+        if (sz[t]) err[t] = relerr_ff(a + off, b + off, sz[t]);
+        off += sz[t];
+    }
     return tensor_table(sz, named ? PARAM_NAMES : NULL, NUM_PARAM_TENSORS, err, tol, 1);
 }
 static int compare_dumps(const char* name, const char* a, const char* b, const char* input) {
-    int ha[256], hb[256]; float *x = read_dump(a, ha), *y = read_dump(b, hb);
-    if (!x || !y || memcmp(ha, hb, 7 * sizeof(int))) { check(0, "%s: dumps %s and %s unreadable or of different shapes", name, a, b); return 1; }
-    size_t nl = (size_t)ha[2] * ha[3] * ha[4], np = ha[5], ns = ha[6], sz[NUM_PARAM_TENSORS]; int named = dump_layout(input, np, sz);
+    int ha[256], hb[256];
+    float *x = read_dump(a, ha), *y = read_dump(b, hb);
+    if (!x || !y || memcmp(ha, hb, 7 * sizeof(int))) {
+        check(0, "%s: dumps %s and %s unreadable or of different shapes", name, a, b);
+        return 1;
+    }
+    size_t nl = (size_t)ha[2] * ha[3] * ha[4], np = ha[5], ns = ha[6], sz[NUM_PARAM_TENSORS];
+    int named = dump_layout(input, np, sz);
     const float *gx = x + nl + 1, *gy = y + nl + 1, *px = gx + np + ns, *py = gy + np + ns;
     double el = relerr_ff(x, y, nl), eo = relerr_ff(x + nl, y + nl, 1), es = relerr_ff(gx + np, gy + np, ns);
     double eg = relerr_ff(gx, gy, np), ep = relerr_ff(px, py, np);
     check(el <= 1e-5 && eo <= 1e-5, "%s: logits err %.2e, loss err %.2e (tol 1e-5)", name, el, eo);
     Table tg = dump_table(gx, gy, sz, named, TOL_DUMP_TENSOR);
-    check(eg <= TOL_DUMP_ALL && tg.n > 0 && !tg.nbad, "%s: gradients err %.2e (tol %.0e); %d tensors, %d over tol, worst %s err %.2e (tol %.0e)",
-          name, eg, TOL_DUMP_ALL, tg.n, tg.nbad, tg.wname, tg.worst, TOL_DUMP_TENSOR);
+    check(eg <= TOL_DUMP_ALL && tg.n > 0 && !tg.nbad,
+          "%s: gradients err %.2e (tol %.0e); %d tensors, %d over tol, worst %s err %.2e (tol %.0e)", name, eg,
+          TOL_DUMP_ALL, tg.n, tg.nbad, tg.wname, tg.worst, TOL_DUMP_TENSOR);
     Table tp = dump_table(px, py, sz, named, TOL_DUMP_TENSOR);
-    check(es <= TOL_DUMP_ALL && ep <= TOL_DUMP_ALL && tp.n > 0 && !tp.nbad, "%s: %zu AdamW step losses err %.2e, final params err %.2e (tol %.0e); "
-          "%d tensors, %d over tol, worst %s err %.2e (tol %.0e)", name, ns, es, ep, TOL_DUMP_ALL, tp.n, tp.nbad, tp.wname, tp.worst, TOL_DUMP_TENSOR);
-    free(x); free(y); return 0;
+    check(es <= TOL_DUMP_ALL && ep <= TOL_DUMP_ALL && tp.n > 0 && !tp.nbad,
+          "%s: %zu AdamW step losses err %.2e, final params err %.2e (tol %.0e); "
+          "%d tensors, %d over tol, worst %s err %.2e (tol %.0e)",
+          name, ns, es, ep, TOL_DUMP_ALL, tp.n, tp.nbad, tp.wname, tp.worst, TOL_DUMP_TENSOR);
+    free(x);
+    free(y);
+    return 0;
 }
 
 // --compare-bf16 NAME IN CPU GPU: the GPU trainer's bf16 mode (train_miras_cu -f 2 -J IN) against the CPU's fp32
@@ -1276,58 +2300,105 @@ static int compare_dumps(const char* name, const char* a, const char* b, const c
 // Any NaN fails (every test is !(err <= tol) or !(cos >= tol)).
 static double cosine_ff(const float* a, const float* b, size_t n) {
     double ab = 0, aa = 0, bb = 0;
-    for (size_t i = 0; i < n; i++) { ab += (double)a[i] * b[i]; aa += (double)a[i] * a[i]; bb += (double)b[i] * b[i]; }
-    return aa == 0 && bb == 0 ? 1 : ab / sqrt(aa * bb);   // both zero: equal; one zero: 0 or NaN, a failure
+    for (size_t i = 0; i < n; i++) {
+        ab += (double)a[i] * b[i];
+        aa += (double)a[i] * a[i];
+        bb += (double)b[i] * b[i];
+    }
+    return aa == 0 && bb == 0 ? 1 : ab / sqrt(aa * bb);  // both zero: equal; one zero: 0 or NaN, a failure
 }
 static int compare_bf16(const char* name, const char* in, const char* a, const char* b) {
-    int ha[256], hb[256], hi[256]; float *x = read_dump(a, ha), *y = read_dump(b, hb);
-    FILE* f = fopen(in, "rb"); int okin = f && fread(hi, 4, 256, f) == 256; if (f) fclose(f);
-    if (!x || !y || !okin || memcmp(ha, hb, 7 * sizeof(int))) { check(0, "%s: dumps %s and %s (or input %s) unreadable or of different shapes", name, a, b, in); return 1; }
-    Config cfg; header_to_config(&cfg, hi); size_t sizes[NUM_PARAM_TENSORS], tot = 0;
-    fill_in_parameter_sizes(sizes, &cfg); for (int t = 0; t < NUM_PARAM_TENSORS; t++) tot += sizes[t];
+    int ha[256], hb[256], hi[256];
+    float *x = read_dump(a, ha), *y = read_dump(b, hb);
+    FILE* f = fopen(in, "rb");
+    int okin = f && fread(hi, 4, 256, f) == 256;
+    if (f) fclose(f);
+    if (!x || !y || !okin || memcmp(ha, hb, 7 * sizeof(int))) {
+        check(0, "%s: dumps %s and %s (or input %s) unreadable or of different shapes", name, a, b, in);
+        return 1;
+    }
+    Config cfg;
+    header_to_config(&cfg, hi);
+    size_t sizes[NUM_PARAM_TENSORS], tot = 0;
+    fill_in_parameter_sizes(sizes, &cfg);
+    for (int t = 0; t < NUM_PARAM_TENSORS; t++) tot += sizes[t];
     size_t nl = (size_t)ha[2] * ha[3] * ha[4], np = ha[5], ns = ha[6];
-    if (tot != np) { check(0, "%s: input %s has %zu params, the dumps %zu", name, in, tot, np); return 1; }
+    if (tot != np) {
+        check(0, "%s: input %s has %zu params, the dumps %zu", name, in, tot, np);
+        return 1;
+    }
     const double B_LOGITS = 6e-2, B_LOSS = 1e-2, B_COS = 0.995, B_COS_T = 0.97, B_STEP = 1.5e-2;
     double el = relerr_ff(y, x, nl), eo = fabs((double)y[nl] - x[nl]) / fabs((double)x[nl]);
-    check(el <= B_LOGITS && eo <= B_LOSS, "%s bf16: logits err %.2e (tol %.0e), loss rel err %.2e (tol %.0e)", name, el, B_LOGITS, eo, B_LOSS);
-    const float *gx = x + nl + 1, *gy = y + nl + 1; double cg = cosine_ff(gx, gy, np), worst = 1; const char* wname = "-"; size_t off = 0;
+    check(el <= B_LOGITS && eo <= B_LOSS, "%s bf16: logits err %.2e (tol %.0e), loss rel err %.2e (tol %.0e)", name, el,
+          B_LOGITS, eo, B_LOSS);
+    const float *gx = x + nl + 1, *gy = y + nl + 1;
+    double cg = cosine_ff(gx, gy, np), worst = 1;
+    const char* wname = "-";
+    size_t off = 0;
     for (int t = 0; t < NUM_PARAM_TENSORS; t++) {
-        double c = 1, n2 = 0; for (size_t i = off; i < off + sizes[t]; i++) n2 += (double)gx[i] * gx[i];
+        double c = 1, n2 = 0;
+        for (size_t i = off; i < off + sizes[t]; i++) n2 += (double)gx[i] * gx[i];
         if (sizes[t] && n2 > 0) c = cosine_ff(gx + off, gy + off, sizes[t]);
         if (getenv("COMPARE_VERBOSE")) printf("  %-16s %8zu cos %.6f\n", PARAM_NAMES[t], sizes[t], c);
-        if (!isnan(worst) && !(c >= worst)) { worst = c; wname = PARAM_NAMES[t]; }   // a NaN stays the worst
+        if (!isnan(worst) && !(c >= worst)) {
+            worst = c;
+            wname = PARAM_NAMES[t];
+        }  // a NaN stays the worst
         off += sizes[t];
     }
-    check(cg >= B_COS && worst >= B_COS_T, "%s bf16: gradient cosine %.5f (tol %.3f), worst tensor %s %.5f (tol %.2f)", name, cg, B_COS, wname, worst, B_COS_T);
-    const float *sx = x + nl + 1 + np, *sy = y + nl + 1 + np; double es = 0;
-    for (size_t s = 0; s < ns; s++) { double e = fabs((double)sy[s] - sx[s]) / fabs((double)sx[0]); if (worse(e, es)) es = e; }
-    check(es <= B_STEP, "%s bf16: %zu AdamW step losses, worst err %.2e of the first loss (tol %.1e)", name, ns, es, B_STEP);
-    free(x); free(y); return 0;
+    check(cg >= B_COS && worst >= B_COS_T, "%s bf16: gradient cosine %.5f (tol %.3f), worst tensor %s %.5f (tol %.2f)",
+          name, cg, B_COS, wname, worst, B_COS_T);
+    const float *sx = x + nl + 1 + np, *sy = y + nl + 1 + np;
+    double es = 0;
+    for (size_t s = 0; s < ns; s++) {
+        double e = fabs((double)sy[s] - sx[s]) / fabs((double)sx[0]);
+        if (worse(e, es)) es = e;
+    }
+    check(es <= B_STEP, "%s bf16: %zu AdamW step losses, worst err %.2e of the first loss (tol %.1e)", name, ns, es,
+          B_STEP);
+    free(x);
+    free(y);
+    return 0;
 }
 
 // the ATLAS family's flags (README "ATLAS"): bad values are a one-line error with a hint, exit 1
 static void test_atlas_bad_input(void) {
-    char cmd[512]; snprintf(TMP, sizeof TMP, "/tmp/test_miras_atlas_%d", (int)getpid());
-    snprintf(cmd, sizeof cmd, "mkdir -p %s", TMP); if (system(cmd)) {}
-    const char* cases[][2] = {{"-G 0", "bad -G 0"}, {"-G 65", "bad -G 65"}, {"-p omeganet -R 2", "channel-wise gates"}, {"-p memora -G 4", "the omega rule"},
-                              {"-p titans -G 3 -R 2", "the omega rule"}, {"-I 2", "bad poly flag 2"}, {"-p omeganet -D 256 -H 2", "head width of at most 64"},
+    char cmd[512];
+    snprintf(TMP, sizeof TMP, "/tmp/test_miras_atlas_%d", (int)getpid());
+    snprintf(cmd, sizeof cmd, "mkdir -p %s", TMP);
+    if (system(cmd)) {}
+    const char* cases[][2] = {{"-G 0", "bad -G 0"},
+                              {"-G 65", "bad -G 65"},
+                              {"-p omeganet -R 2", "channel-wise gates"},
+                              {"-p memora -G 4", "the omega rule"},
+                              {"-p titans -G 3 -R 2", "the omega rule"},
+                              {"-I 2", "bad poly flag 2"},
+                              {"-p omeganet -D 256 -H 2", "head width of at most 64"},
                               {"-p moneta -I 1", "the poly features"},
                               // the three families of this session side by side: their combinations are refused
-                              {"-p mal -Q omeganet", "not built with Lattice, omega or poly"}, {"-p mag -G 4", "not built with Lattice, omega or poly"},
-                              {"-p mac -Q lattice", "Lattice memories are not built into"}, {"-p lattice -G 4", "Lattice takes no omega"},
+                              {"-p mal -Q omeganet", "not built with Lattice, omega or poly"},
+                              {"-p mag -G 4", "not built with Lattice, omega or poly"},
+                              {"-p mac -Q lattice", "Lattice memories are not built into"},
+                              {"-p lattice -G 4", "Lattice takes no omega"},
                               {"-p lattice_sim -I 1", "Lattice takes no omega"}};
     for (int i = 0; i < (int)(sizeof cases / sizeof cases[0]); i++) {
-        char args[256], err[4096]; int lines = 0; snprintf(args, sizeof args, "%s -x 0 -i none", cases[i][0]);
+        char args[256], err[4096];
+        int lines = 0;
+        snprintf(args, sizeof args, "%s -x 0 -i none", cases[i][0]);
         int code = run(args, &lines, err, sizeof err);
-        int ok = code != 0 && lines == 1 && !strncmp(err, "error: ", 7) && strstr(err, cases[i][1]) && strstr(err, "(hint:");
-        char* nl = strchr(err, '\n'); if (nl) *nl = 0;
+        int ok =
+            code != 0 && lines == 1 && !strncmp(err, "error: ", 7) && strstr(err, cases[i][1]) && strstr(err, "(hint:");
+        char* nl = strchr(err, '\n');
+        if (nl) *nl = 0;
         check(ok, "bad input, %s: exit %d, '%s'", cases[i][0], code, err);
     }
-    snprintf(cmd, sizeof cmd, "rm -rf %s", TMP); if (system(cmd)) {}
+    snprintf(cmd, sizeof cmd, "rm -rf %s", TMP);
+    if (system(cmd)) {}
 }
 
 int main(int argc, char** argv) {
-    if ((argc == 5 || argc == 6) && !strcmp(argv[1], "--compare")) {  // test_miras --compare NAME CPU.bin GPU.bin [INPUT.bin]
+    if ((argc == 5 || argc == 6) &&
+        !strcmp(argv[1], "--compare")) {  // test_miras --compare NAME CPU.bin GPU.bin [INPUT.bin]
         compare_dumps(argv[2], argv[3], argv[4], argc == 6 ? argv[5] : NULL);
         printf("%d passed, %d failed\n", n_pass, n_fail);
         return n_fail ? 1 : 0;
@@ -1341,21 +2412,27 @@ int main(int argc, char** argv) {
     SELF = argv[0];
     const char* dir = argc > 1 ? argv[1] : "dev/fixtures";
     printf("test_miras (%s build, %d threads)\n", BUILD, max_threads());
-    if (getenv("MIRAS_ONLY_TITANS")) {   // (development: the Titans checks alone, fixtures 20.. and fresh models)
+    if (getenv("MIRAS_ONLY_TITANS")) {  // (development: the Titans checks alone, fixtures 20.. and fresh models)
         for (int i = 20; i < NFIX; i++) test_fixture(dir, FIXTURES[i]);
 #ifdef MIRAS_DOUBLE
         for (int i = 20; i < NFIX; i++) test_fd(dir, FIXTURES[i], -1, -1, 0);
 #endif
         for (int i = 20; i < NFIX; i++) test_decode(dir, FIXTURES[i]);
         test_titans_all();
-        printf("%d passed, %d failed\n", n_pass, n_fail); return n_fail ? 1 : 0;
+        printf("%d passed, %d failed\n", n_pass, n_fail);
+        return n_fail ? 1 : 0;
     }
     for (int i = 0; i < NFIX; i++) test_fixture(dir, FIXTURES[i]);
 #ifdef MIRAS_DOUBLE
     for (int i = 0; i < NFIX; i++) test_fd(dir, FIXTURES[i], -1, -1, 0);
-    test_fd(dir, "titans", 1, 0, 0); test_fd(dir, "titans", 0, 0, 0); test_fd(dir, "titans", 1, 1, 1); test_fd(dir, "ttt_mlp", 1, 1, 11);
+    test_fd(dir, "titans", 1, 0, 0);
+    test_fd(dir, "titans", 0, 0, 0);
+    test_fd(dir, "titans", 1, 1, 1);
+    test_fd(dir, "ttt_mlp", 1, 1, 11);
     test_fd_masked(dir);
-    test_fd(dir, "memora_cw", -1, -1, 5); test_fd(dir, "memora", -1, -1, 1); test_fd(dir, "moneta", -1, -1, 1);  // a 1-token last chunk; b = 1
+    test_fd(dir, "memora_cw", -1, -1, 5);
+    test_fd(dir, "memora", -1, -1, 1);
+    test_fd(dir, "moneta", -1, -1, 1);  // a 1-token last chunk; b = 1
 #endif
     test_online("deep l2 momentum", 2, 1, 1, BIAS_L2, ALGO_MOMENTUM, RET_NONE, 0, 0);
     test_online("deep l2 gd", 2, 1, 1, BIAS_L2, ALGO_GD, RET_NONE, 0, 0);
@@ -1377,12 +2454,18 @@ int main(int argc, char** argv) {
     test_online("anchored retention: Moneta (toward A_0)", 2, 1, 1, BIAS_LP, ALGO_GD, RET_LQ, 0, 1);
     test_online("anchored retention: gated delta rule", 1, 0, 0, BIAS_L2, ALGO_GD, RET_NONE, 0, 1);
     for (int i = 0; i < NFIX; i++) test_decode(dir, FIXTURES[i]);
-    test_attn_decode("AA", 0); test_attn_decode("SMS", 5); test_attn_decode("ASM", 1); test_attn_decode("MSA", 3);
+    test_attn_decode("AA", 0);
+    test_attn_decode("SMS", 5);
+    test_attn_decode("ASM", 1);
+    test_attn_decode("MSA", 3);
 #ifdef MIRAS_DOUBLE
-    test_attn_fd("AS", 4); test_attn_fd("SMA", 3);
+    test_attn_fd("AS", 4);
+    test_attn_fd("SMA", 3);
 #endif
-    test_family_hybrid("lattice", "MSM", 3, 1); test_family_hybrid("lattice_enc", "SM", 4, 1);
-    test_family_hybrid("omeganet", "MSM", 3, 4); test_family_hybrid("omeganet", "SMA", 5, 2);
+    test_family_hybrid("lattice", "MSM", 3, 1);
+    test_family_hybrid("lattice_enc", "SM", 4, 1);
+    test_family_hybrid("omeganet", "MSM", 3, 4);
+    test_family_hybrid("omeganet", "SMA", 5, 2);
     test_titans_all();
     test_long_init();
     test_atlas(dir);

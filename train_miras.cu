@@ -29,7 +29,7 @@ differently; the tests compare norm-relative errors).
 #include <cuda_bf16.h>
 #include <vector>
 #ifdef USE_MPI
-#include <nccl.h>     // data parallel (make train_miras_cu USE_MPI=1): ncclAllReduce of the gradients, MPI launches
+#include <nccl.h>  // data parallel (make train_miras_cu USE_MPI=1): ncclAllReduce of the gradients, MPI launches
 #endif
 
 #ifdef MIRAS_DOUBLE
@@ -46,9 +46,14 @@ static void cuda_check(cudaError_t e, const char* what, const char* file, int li
             "CUDA error %s (%s) at %s:%d in %s", cudaGetErrorName(e), cudaGetErrorString(e), file, line, what);
 }
 #define cudaCheck(x) cuda_check((x), #x, __FILE__, __LINE__)
-#define KCHECK(name) do { cuda_check(cudaGetLastError(), name, __FILE__, __LINE__); if (g_sync) cuda_check(cudaDeviceSynchronize(), name, __FILE__, __LINE__); } while (0)
+#define KCHECK(name)                                                               \
+    do {                                                                           \
+        cuda_check(cudaGetLastError(), name, __FILE__, __LINE__);                  \
+        if (g_sync) cuda_check(cudaDeviceSynchronize(), name, __FILE__, __LINE__); \
+    } while (0)
 static void cublas_check(cublasStatus_t s, const char* file, int line) {
-    if (s != CUBLAS_STATUS_SUCCESS) DIE("is the CUDA toolkit's cuBLAS usable on this GPU?", "cuBLAS error %d at %s:%d", (int)s, file, line);
+    if (s != CUBLAS_STATUS_SUCCESS)
+        DIE("is the CUDA toolkit's cuBLAS usable on this GPU?", "cuBLAS error %d at %s:%d", (int)s, file, line);
 }
 #define cublasCheck(x) cublas_check((x), __FILE__, __LINE__)
 
@@ -76,60 +81,96 @@ static int g_prec = PREC_FP32;
 // tensor cores with -f 1 and -f 2; MIRAS_MEM_TC=0 (the SIMT fp32 products), 1 or 3 overrides
 static int g_mem_tc = 3;
 typedef __nv_bfloat16 bf16;
-static real* g_ones; static size_t g_ones_n;   // a vector of ones: column sums as cuBLAS gemv
-static real* g_scratch; static size_t g_scratch_n;  // (N, D) products for parameter-gradient column sums
+static real* g_ones;
+static size_t g_ones_n;  // a vector of ones: column sums as cuBLAS gemv
+static real* g_scratch;
+static size_t g_scratch_n;  // (N, D) products for parameter-gradient column sums
 // bf16 mode: the bf16 copy of the parameters (of the one GPU model of the process: matmul finds a weight's copy
 // by its offset from g_wbase), and two scratches for GEMM operands rounded on the fly (x without a kept copy; dout)
-static const real* g_wbase; static const bf16* g_wbf16; static size_t g_wn;
-static bf16 *g_xb, *g_db; static size_t g_xb_n, g_db_n;
-static double* g_partials;                       // per-block partial sums of the gradient norm
+static const real* g_wbase;
+static const bf16* g_wbf16;
+static size_t g_wn;
+static bf16 *g_xb, *g_db;
+static size_t g_xb_n, g_db_n;
+static double* g_partials;  // per-block partial sums of the gradient norm
 #define NORM_BLOCKS 1024
 
 static void* dmalloc(size_t bytes) {  // zeroed, like the CPU's calloc
-    void* p = NULL; bytes = bytes ? bytes : 4;
-    cudaCheck(cudaMalloc(&p, bytes)); cudaCheck(cudaMemset(p, 0, bytes));
+    void* p = NULL;
+    bytes = bytes ? bytes : 4;
+    cudaCheck(cudaMalloc(&p, bytes));
+    cudaCheck(cudaMemset(p, 0, bytes));
     return p;
 }
-static void dfree(void* p) { if (p) cudaCheck(cudaFree(p)); }
-static void h2d(void* dst, const void* src, size_t bytes) { if (bytes) cudaCheck(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice)); }
-static void d2h(void* dst, const void* src, size_t bytes) { if (bytes) cudaCheck(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost)); }
-static void d2d(void* dst, const void* src, size_t bytes) { if (bytes) cudaCheck(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToDevice)); }
+static void dfree(void* p) {
+    if (p) cudaCheck(cudaFree(p));
+}
+static void h2d(void* dst, const void* src, size_t bytes) {
+    if (bytes) cudaCheck(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
+}
+static void d2h(void* dst, const void* src, size_t bytes) {
+    if (bytes) cudaCheck(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost));
+}
+static void d2d(void* dst, const void* src, size_t bytes) {
+    if (bytes) cudaCheck(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToDevice));
+}
 
 static int g_device = 0;
 static void gpu_init(int prec) {
-    int n = 0; cudaCheck(cudaGetDeviceCount(&n));
+    int n = 0;
+    cudaCheck(cudaGetDeviceCount(&n));
     if (n < 1) DIE("run train_miras (the CPU trainer) instead", "no CUDA device found");
     if (prec < PREC_FP32 || prec > PREC_BF16) DIE("-f 0 (fp32), 1 (TF32) or 2 (bf16)", "unknown precision -f %d", prec);
     g_prec = prec;
-    g_device = dist_local_rank() % n;   // one GPU per rank on a node (0 without MPI)
+    g_device = dist_local_rank() % n;  // one GPU per rank on a node (0 without MPI)
     cudaCheck(cudaSetDevice(g_device));
     cublasCheck(cublasCreate(&g_blas));
     // TF32 only for -f 1; with -f 2 the GEMMs are cublasGemmEx on bf16 operands, the rest (gemv) stays fp32
     cublasCheck(cublasSetMathMode(g_blas, prec == PREC_TF32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
     g_partials = (double*)dmalloc(NORM_BLOCKS * sizeof(double));
-    const char* s = getenv("MIRAS_SYNC"); g_sync = s && atoi(s) > 0;
+    const char* s = getenv("MIRAS_SYNC");
+    g_sync = s && atoi(s) > 0;
     g_mem_tc = prec == PREC_FP32 ? 3 : 1;
     if ((s = getenv("MIRAS_MEM_TC"))) {
         g_mem_tc = atoi(s);
-        if (g_mem_tc != 0 && g_mem_tc != 1 && g_mem_tc != 3) DIE("MIRAS_MEM_TC=0 (SIMT fp32), 1 (TF32) or 3 (3xTF32)", "unknown MIRAS_MEM_TC=%s", s);
+        if (g_mem_tc != 0 && g_mem_tc != 1 && g_mem_tc != 3)
+            DIE("MIRAS_MEM_TC=0 (SIMT fp32), 1 (TF32) or 3 (3xTF32)", "unknown MIRAS_MEM_TC=%s", s);
     }
 }
-static const char* gpu_name(void) { static cudaDeviceProp p; cudaCheck(cudaGetDeviceProperties(&p, g_device)); return p.name; }
+static const char* gpu_name(void) {
+    static cudaDeviceProp p;
+    cudaCheck(cudaGetDeviceProperties(&p, g_device));
+    return p.name;
+}
 // the shared buffers, grown on demand
 static void gpu_buffers(size_t N, size_t scratch) {
     if (N > g_ones_n) {
-        dfree(g_ones); g_ones = (real*)dmalloc(N * sizeof(real)); g_ones_n = N;
-        real* h = xmalloc(N * sizeof(real)); for (size_t i = 0; i < N; i++) h[i] = 1;
-        h2d(g_ones, h, N * sizeof(real)); free(h);
+        dfree(g_ones);
+        g_ones = (real*)dmalloc(N * sizeof(real));
+        g_ones_n = N;
+        real* h = xmalloc(N * sizeof(real));
+        for (size_t i = 0; i < N; i++) h[i] = 1;
+        h2d(g_ones, h, N * sizeof(real));
+        free(h);
     }
-    if (scratch > g_scratch_n) { dfree(g_scratch); g_scratch = (real*)dmalloc(scratch * sizeof(real)); g_scratch_n = scratch; }
+    if (scratch > g_scratch_n) {
+        dfree(g_scratch);
+        g_scratch = (real*)dmalloc(scratch * sizeof(real));
+        g_scratch_n = scratch;
+    }
 }
 
 #define NT 256  // threads per block of the elementwise and row kernels
-static unsigned nblocks(size_t n, int per = NT) { size_t b = (n + per - 1) / per; return (unsigned)(b < 1 ? 1 : (b > (1u << 20) ? (1u << 20) : b)); }
-#define GRID_FOR(i, n) for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < (size_t)(n); i += (size_t)gridDim.x * blockDim.x)
+static unsigned nblocks(size_t n, int per = NT) {
+    size_t b = (n + per - 1) / per;
+    return (unsigned)(b < 1 ? 1 : (b > (1u << 20) ? (1u << 20) : b));
+}
+#define GRID_FOR(i, n) \
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < (size_t)(n); i += (size_t)gridDim.x * blockDim.x)
 // a warp per row: rows r = global warp index, grid-strided; lane j walks the row's columns
-#define WARP_ROWS_FOR(r, n) for (size_t r = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) / 32; r < (size_t)(n); r += (size_t)gridDim.x * blockDim.x / 32)
+#define WARP_ROWS_FOR(r, n)                                                                \
+    for (size_t r = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) / 32; r < (size_t)(n); \
+         r += (size_t)gridDim.x * blockDim.x / 32)
 #define LANE ((int)(threadIdx.x & 31))
 static unsigned warp_blocks(size_t rows) { return nblocks(rows * 32); }
 
@@ -138,25 +179,49 @@ namespace gpu {
 // ---- device math, as in train_miras.c section 1 (float; no fast-math)
 // 16-byte loads and stores where aligned
 __device__ __forceinline__ bool al16(const void* p) { return ((uintptr_t)p & 15) == 0; }
-#ifdef EMU_CUDA   // the emulator checks what a GPU faults on ("misaligned address")
-__device__ inline float4 ld4(const real* p) { emu::check_align16(p); return *(const float4*)p; }
-__device__ inline void st4(real* p, float4 v) { emu::check_align16(p); *(float4*)p = v; }
+#ifdef EMU_CUDA  // the emulator checks what a GPU faults on ("misaligned address")
+__device__ inline float4 ld4(const real* p) {
+    emu::check_align16(p);
+    return *(const float4*)p;
+}
+__device__ inline void st4(real* p, float4 v) {
+    emu::check_align16(p);
+    *(float4*)p = v;
+}
 #else
 __device__ __forceinline__ float4 ld4(const real* p) { return *(const float4*)p; }
 __device__ __forceinline__ void st4(real* p, float4 v) { *(float4*)p = v; }
 #endif
-__device__ __forceinline__ real warp_sum(real v) { for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o); return v; }
-__device__ __forceinline__ real warp_max(real v) { for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o)); return v; }
+__device__ __forceinline__ real warp_sum(real v) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+__device__ __forceinline__ real warp_max(real v) {
+    for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+    return v;
+}
 // block-wide reductions (every thread gets the same value: the warp partials are combined in a fixed order)
-struct AddOp { template <class T> __device__ T operator()(T a, T b) const { return a + b; } };
-struct MaxOp { template <class T> __device__ T operator()(T a, T b) const { return fmax(a, b); } };
-template <class T, class Op> __device__ T block_reduce(T v, Op op) {
+struct AddOp {
+    template <class T>
+    __device__ T operator()(T a, T b) const {
+        return a + b;
+    }
+};
+struct MaxOp {
+    template <class T>
+    __device__ T operator()(T a, T b) const {
+        return fmax(a, b);
+    }
+};
+template <class T, class Op>
+__device__ T block_reduce(T v, Op op) {
     __shared__ T sh[32];
     for (int o = 16; o > 0; o >>= 1) v = op(v, __shfl_xor_sync(0xffffffffu, v, o));
-    __syncthreads();                       // a previous call may still be reading sh
+    __syncthreads();  // a previous call may still be reading sh
     if (LANE == 0) sh[threadIdx.x >> 5] = v;
     __syncthreads();
-    T s = sh[0]; for (int i = 1; i < (int)(blockDim.x >> 5); i++) s = op(s, sh[i]);
+    T s = sh[0];
+    for (int i = 1; i < (int)(blockDim.x >> 5); i++) s = op(s, sh[i]);
     return s;
 }
 __device__ real block_sum(real v) { return block_reduce(v, AddOp()); }
@@ -164,32 +229,48 @@ __device__ double block_sumd(double v) { return block_reduce(v, AddOp()); }
 __device__ real block_max(real v) { return block_reduce(v, MaxOp()); }
 __device__ __forceinline__ real sigmoidr(real x) { return (real)1 / (1 + expf(-x)); }
 __device__ __forceinline__ real silur(real x) { return x * sigmoidr(x); }
-__device__ __forceinline__ real silu_grad(real x) { real s = sigmoidr(x); return s * (1 + x * (1 - s)); }
+__device__ __forceinline__ real silu_grad(real x) {
+    real s = sigmoidr(x);
+    return s * (1 + x * (1 - s));
+}
 constexpr real GELU_C = 0.7978845608028654, GELU_A = 0.044715;
 __device__ __forceinline__ real gelu_tanh(real x) { return tanhf(GELU_C * (x + GELU_A * x * x * x)); }
 __device__ __forceinline__ real gelu(real x, real th) { return (real)0.5 * x * (1 + th); }
-__device__ __forceinline__ real gelu_d1(real x, real th) { return (real)0.5 * (1 + th) + (real)0.5 * x * (1 - th * th) * GELU_C * (1 + 3 * GELU_A * x * x); }
+__device__ __forceinline__ real gelu_d1(real x, real th) {
+    return (real)0.5 * (1 + th) + (real)0.5 * x * (1 - th * th) * GELU_C * (1 + 3 * GELU_A * x * x);
+}
 __device__ __forceinline__ real gelu_d2(real x, real th) {
     real du = GELU_C * (1 + 3 * GELU_A * x * x), ddu = GELU_C * 6 * GELU_A * x;
     return (1 - th * th) * (du - x * th * du * du + (real)0.5 * x * ddu);
 }
 __device__ __forceinline__ real psi_lp(real e) { return 3 * tanhf(10 * e) * (e * e + (real)1e-6); }
-__device__ __forceinline__ real psi_lp_d(real e) { real th = tanhf(10 * e); return 3 * (10 * (1 - th * th) * (e * e + (real)1e-6) + 2 * e * th); }
+__device__ __forceinline__ real psi_lp_d(real e) {
+    real th = tanhf(10 * e);
+    return 3 * (10 * (1 - th * th) * (e * e + (real)1e-6) + 2 * e * th);
+}
 
 // ----------------------------------------------------------------------------
 // 2. backbone kernels (train_miras.c section 2) and their host wrappers (same names and arguments)
 
 __global__ void encoder_forward_kernel(real* out, const int* tok, const real* wte, int N, int C) {
-    GRID_FOR(e, (size_t)N * C) { size_t n = e / C; int c = (int)(e % C); out[e] = wte[(size_t)tok[n] * C + c]; }
+    GRID_FOR(e, (size_t)N * C) {
+        size_t n = e / C;
+        int c = (int)(e % C);
+        out[e] = wte[(size_t)tok[n] * C + c];
+    }
 }
 static void encoder_forward(real* out, const int* tok, const real* wte, int N, int C) {
-    encoder_forward_kernel<<<nblocks((size_t)N * C), NT>>>(out, tok, wte, N, C); KCHECK("encoder_forward");
+    encoder_forward_kernel<<<nblocks((size_t)N * C), NT>>>(out, tok, wte, N, C);
+    KCHECK("encoder_forward");
 }
 // dwte[tok] += dout, deterministic: the rows of each distinct token are added in position order (as the CPU
 // does) by the thread that owns that (token, channel); uniq/off/pos bucket the positions by token (host-built)
-__global__ void encoder_backward_kernel(real* dwte, const real* dout, const int* uniq, const int* off, const int* pos, int nu, int C) {
+__global__ void encoder_backward_kernel(real* dwte, const real* dout, const int* uniq, const int* off, const int* pos,
+                                        int nu, int C) {
     GRID_FOR(e, (size_t)nu * C) {
-        int u = (int)(e / C), c = (int)(e % C); real* w = dwte + (size_t)uniq[u] * C + c; real acc = *w;
+        int u = (int)(e / C), c = (int)(e % C);
+        real* w = dwte + (size_t)uniq[u] * C + c;
+        real acc = *w;
         for (int p = off[u]; p < off[u + 1]; p++) acc += dout[(size_t)pos[p] * C + c];
         *w = acc;
     }
@@ -197,27 +278,42 @@ __global__ void encoder_backward_kernel(real* dwte, const real* dout, const int*
 
 // RMSNorm over groups of C channels; a warp per (row, group). rstd as the CPU computes it (in double, rounded).
 // outb (bf16 mode, NULL otherwise): a bf16 copy of out, the operand of the GEMMs that read out
-__global__ void rmsnorm_forward_kernel(real* out, bf16* outb, real* rstd, const real* x, const real* w, int N, int G, int C) {
+__global__ void rmsnorm_forward_kernel(real* out, bf16* outb, real* rstd, const real* x, const real* w, int N, int G,
+                                       int C) {
     WARP_ROWS_FOR(r, (size_t)N * G) {
-        int g = (int)(r % G); const real* xr = x + r * C; real* o = out + r * C; real ss = 0;
+        int g = (int)(r % G);
+        const real* xr = x + r * C;
+        real* o = out + r * C;
+        real ss = 0;
         for (int i = LANE; i < C; i += 32) ss += xr[i] * xr[i];
         ss = warp_sum(ss);
         real rs = (real)(1 / sqrt((double)(ss / C) + 1e-6));
-        for (int i = LANE; i < C; i += 32) { real y = xr[i] * rs * w[g * C + i]; o[i] = y; if (outb) outb[r * C + i] = __float2bfloat16(y); }
+        for (int i = LANE; i < C; i += 32) {
+            real y = xr[i] * rs * w[g * C + i];
+            o[i] = y;
+            if (outb) outb[r * C + i] = __float2bfloat16(y);
+        }
         if (LANE == 0) rstd[r] = rs;
     }
 }
-static void rmsnorm_forward(real* out, real* rstd, const real* x, const real* w, int N, int G, int C, bf16* outb = NULL) {
-    rmsnorm_forward_kernel<<<warp_blocks((size_t)N * G), NT>>>(out, outb, rstd, x, w, N, G, C); KCHECK("rmsnorm_forward");
+static void rmsnorm_forward(real* out, real* rstd, const real* x, const real* w, int N, int G, int C,
+                            bf16* outb = NULL) {
+    rmsnorm_forward_kernel<<<warp_blocks((size_t)N * G), NT>>>(out, outb, rstd, x, w, N, G, C);
+    KCHECK("rmsnorm_forward");
 }
-__global__ void rmsnorm_backward_kernel(real* dx, real* dwp, const real* dout, const real* x, const real* w, const real* rstd, int N, int G, int C) {
+__global__ void rmsnorm_backward_kernel(real* dx, real* dwp, const real* dout, const real* x, const real* w,
+                                        const real* rstd, int N, int G, int C) {
     WARP_ROWS_FOR(r, (size_t)N * G) {
-        int g = (int)(r % G); const real* xr = x + r * C; const real* dy = dout + r * C; real* dxr = dx + r * C; real rs = rstd[r], m = 0;
+        int g = (int)(r % G);
+        const real* xr = x + r * C;
+        const real* dy = dout + r * C;
+        real* dxr = dx + r * C;
+        real rs = rstd[r], m = 0;
         for (int i = LANE; i < C; i += 32) m += xr[i] * w[g * C + i] * dy[i];
         m = warp_sum(m) / C;
         for (int i = LANE; i < C; i += 32) {
             dxr[i] += rs * w[g * C + i] * dy[i] - xr[i] * rs * rs * rs * m;
-            dwp[r * C + i] = dy[i] * xr[i] * rs;   // summed over rows below
+            dwp[r * C + i] = dy[i] * xr[i] * rs;  // summed over rows below
         }
     }
 }
@@ -227,8 +323,10 @@ static void colsum_add(real* out, const real* X, int N, int C, int incy) {
     cublasCheck(cublasSgemv(g_blas, CUBLAS_OP_N, C, N, &one, X, C, g_ones, 1, &one, out, incy));
 }
 // dx = r w dy - x r^3 mean(x w dy);  dw += dy x r
-static void rmsnorm_backward(real* dx, real* dw, const real* dout, const real* x, const real* w, const real* rstd, int N, int G, int C) {
-    rmsnorm_backward_kernel<<<warp_blocks((size_t)N * G), NT>>>(dx, g_scratch, dout, x, w, rstd, N, G, C); KCHECK("rmsnorm_backward");
+static void rmsnorm_backward(real* dx, real* dw, const real* dout, const real* x, const real* w, const real* rstd,
+                             int N, int G, int C) {
+    rmsnorm_backward_kernel<<<warp_blocks((size_t)N * G), NT>>>(dx, g_scratch, dout, x, w, rstd, N, G, C);
+    KCHECK("rmsnorm_backward");
     colsum_add(dw, g_scratch, N, G * C, 1);
 }
 
@@ -240,45 +338,61 @@ __global__ void to_bf16_kernel(bf16* out, const real* in, size_t n) {
     if (n % 4 == 0 && al16(in) && ((uintptr_t)out & 7) == 0) {
         GRID_FOR(i, n / 4) {
             float4 x = ld4(in + 4 * i);
-            *(__nv_bfloat162*)(out + 4 * i) = __floats2bfloat162_rn(x.x, x.y); *(__nv_bfloat162*)(out + 4 * i + 2) = __floats2bfloat162_rn(x.z, x.w);
+            *(__nv_bfloat162*)(out + 4 * i) = __floats2bfloat162_rn(x.x, x.y);
+            *(__nv_bfloat162*)(out + 4 * i + 2) = __floats2bfloat162_rn(x.z, x.w);
         }
-    } else GRID_FOR(i, n) out[i] = __float2bfloat16(in[i]);
+    } else
+        GRID_FOR(i, n) out[i] = __float2bfloat16(in[i]);
 }
 // x (n values) rounded to bf16 into the scratch *buf (grown on demand); returns *buf
 static const bf16* to_bf16(bf16** buf, size_t* cap, const real* x, size_t n) {
-    if (n > *cap) { dfree(*buf); *buf = (bf16*)dmalloc(n * sizeof(bf16)); *cap = n; }
-    to_bf16_kernel<<<nblocks(n / 4 + 1), NT>>>(*buf, x, n); KCHECK("to_bf16");
+    if (n > *cap) {
+        dfree(*buf);
+        *buf = (bf16*)dmalloc(n * sizeof(bf16));
+        *cap = n;
+    }
+    to_bf16_kernel<<<nblocks(n / 4 + 1), NT>>>(*buf, x, n);
+    KCHECK("to_bf16");
     return *buf;
 }
 // the bf16 copy of a weight: same offset in params_bf16 as W in params_memory
 static const bf16* weight_bf16(const real* W) {
-    if (!g_wbf16 || W < g_wbase || W >= g_wbase + g_wn) DIE(NULL, "internal: bf16 matmul on a weight outside the model's parameters");
+    if (!g_wbf16 || W < g_wbase || W >= g_wbase + g_wn)
+        DIE(NULL, "internal: bf16 matmul on a weight outside the model's parameters");
     return g_wbf16 + (W - g_wbase);
 }
 // C (m, n) = op(A) op(B) + beta C, column-major (cuBLAS's view of our row-major tensors). fp32 (and TF32 with
 // -f 1): cublasSgemm on A, B. bf16 (-f 2): cublasGemmEx on their bf16 copies Ab, Bb, fp32 accumulation and C.
-static void gemm(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const real* A, const bf16* Ab, int lda,
-                 const real* B, const bf16* Bb, int ldb, real beta, real* C, int ldc) {
+static void gemm(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const real* A, const bf16* Ab,
+                 int lda, const real* B, const bf16* Bb, int ldb, real beta, real* C, int ldc) {
     const real one = 1;
     if (g_prec == PREC_BF16)
-        cublasCheck(cublasGemmEx(g_blas, ta, tb, m, n, k, &one, Ab, CUDA_R_16BF, lda, Bb, CUDA_R_16BF, ldb, &beta, C, CUDA_R_32F, ldc,
-                                 CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
-    else cublasCheck(cublasSgemm(g_blas, ta, tb, m, n, k, &one, A, lda, B, ldb, &beta, C, ldc));
+        cublasCheck(cublasGemmEx(g_blas, ta, tb, m, n, k, &one, Ab, CUDA_R_16BF, lda, Bb, CUDA_R_16BF, ldb, &beta, C,
+                                 CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    else
+        cublasCheck(cublasSgemm(g_blas, ta, tb, m, n, k, &one, A, lda, B, ldb, &beta, C, ldc));
 }
 // out (N, OC) = x (N, C) W^T + bias, W (OC, C). Row-major x is column-major x^T (C, N), so cuBLAS computes
 // out^T (OC, N) = op(W) x^T with W read as the column-major (C, OC) matrix W^T, transposed.
 // xb: x's bf16 copy where its producer wrote one (bf16 mode); NULL: x is rounded here, into a scratch.
-static void matmul_forward(real* out, const real* x, const real* W, const real* bias, int N, int C, int OC, const bf16* xb = NULL) {
+static void matmul_forward(real* out, const real* x, const real* W, const real* bias, int N, int C, int OC,
+                           const bf16* xb = NULL) {
     const bf16* Wb = NULL;
-    if (g_prec == PREC_BF16) { Wb = weight_bf16(W); if (!xb) xb = to_bf16(&g_xb, &g_xb_n, x, (size_t)N * C); }
+    if (g_prec == PREC_BF16) {
+        Wb = weight_bf16(W);
+        if (!xb) xb = to_bf16(&g_xb, &g_xb_n, x, (size_t)N * C);
+    }
     gemm(CUBLAS_OP_T, CUBLAS_OP_N, OC, N, C, W, Wb, C, x, xb, C, 0, out, OC);
-    if (bias) { add_bias_kernel<<<nblocks((size_t)N * OC), NT>>>(out, bias, N, OC); KCHECK("add_bias"); }
+    if (bias) {
+        add_bias_kernel<<<nblocks((size_t)N * OC), NT>>>(out, bias, N, OC);
+        KCHECK("add_bias");
+    }
 }
 // dx += dout W ; dW += dout^T x ; dbias += sum dout (fp32: the column sum reads the fp32 dout)
 // bf16 mode: xb as in matmul_forward; doutb: dout's bf16 copy if the caller has one (dlogits), else dout is
 // rounded here once for both GEMMs
-static void matmul_backward(real* dx, real* dW, real* dbias, const real* dout, const real* x, const real* W, int N, int C, int OC,
-                            const bf16* xb = NULL, const bf16* doutb = NULL) {
+static void matmul_backward(real* dx, real* dW, real* dbias, const real* dout, const real* x, const real* W, int N,
+                            int C, int OC, const bf16* xb = NULL, const bf16* doutb = NULL) {
     const bf16* Wb = NULL;
     if (g_prec == PREC_BF16) {
         Wb = weight_bf16(W);
@@ -300,23 +414,34 @@ static dim3 conv_grid(int B, int T, int C) { return dim3((C + NT - 1) / NT, B * 
 __global__ void conv_forward_kernel(real* out, real* act, const real* x, const real* w, int B, int T, int C, int K) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i < C) CONV_ROWS_FOR(bt, B * T) {
-        int t = bt % T; size_t e = (size_t)bt * C + i; real s = 0;
-        for (int j = 0; j < K; j++) { int tt = t - K + 1 + j; if (tt >= 0) s += w[i * K + j] * x[e + (size_t)(tt - t) * C]; }
-        out[e] = s;
-        if (act) act[e] = silur(s);
-    }
+            int t = bt % T;
+            size_t e = (size_t)bt * C + i;
+            real s = 0;
+            for (int j = 0; j < K; j++) {
+                int tt = t - K + 1 + j;
+                if (tt >= 0) s += w[i * K + j] * x[e + (size_t)(tt - t) * C];
+            }
+            out[e] = s;
+            if (act) act[e] = silur(s);
+        }
 }
 static void conv_forward(real* out, const real* x, const real* w, int B, int T, int C, int K, real* act = NULL) {
-    conv_forward_kernel<<<conv_grid(B, T, C), NT>>>(out, act, x, w, B, T, C, K); KCHECK("conv_forward");
+    conv_forward_kernel<<<conv_grid(B, T, C), NT>>>(out, act, x, w, B, T, C, K);
+    KCHECK("conv_forward");
 }
 // dx_tt[i] += sum_j w[i][j] dout_{tt+K-1-j}[i]  (a gather: each dx element owned by one thread)
 __global__ void conv_backward_dx_kernel(real* dx, const real* dout, const real* w, int B, int T, int C, int K) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i < C) CONV_ROWS_FOR(bt, B * T) {
-        int tt = bt % T; size_t e = (size_t)bt * C + i; real s = 0;
-        for (int j = 0; j < K; j++) { int t = tt + K - 1 - j; if (t < T) s += w[i * K + j] * dout[e + (size_t)(t - tt) * C]; }
-        dx[e] += s;
-    }
+            int tt = bt % T;
+            size_t e = (size_t)bt * C + i;
+            real s = 0;
+            for (int j = 0; j < K; j++) {
+                int t = tt + K - 1 - j;
+                if (t < T) s += w[i * K + j] * dout[e + (size_t)(t - tt) * C];
+            }
+            dx[e] += s;
+        }
 }
 // dw[i][j] += sum over the N = B T rows n (position t) of dout_n[i] x_{n-K+1+j}[i] (t-K+1+j >= 0), all K taps
 // in one read of dout and x, deterministic in two passes (no atomics, fixed order):
@@ -329,46 +454,68 @@ __global__ void conv_dw_partial_kernel(real* part, const real* dout, const real*
     __shared__ real sh[CONV_DW_WARPS][32][CONV_KMAX];
     int ncg = (C + 31) / 32, s = blockIdx.x / ncg, i = (blockIdx.x % ncg) * 32 + LANE, w = threadIdx.x >> 5;
     size_t r0 = (size_t)N * s / S, len = (size_t)N * (s + 1) / S - r0;
-    size_t a0 = r0 + len * w / CONV_DW_WARPS, a1 = r0 + len * (w + 1) / CONV_DW_WARPS;   // this warp's rows
+    size_t a0 = r0 + len * w / CONV_DW_WARPS, a1 = r0 + len * (w + 1) / CONV_DW_WARPS;  // this warp's rows
     real acc[CONV_KMAX];
 #pragma unroll
     for (int j = 0; j < CONV_KMAX; j++) acc[j] = 0;
-    if (i < C) for (size_t n = a0; n < a1; n++) {
-        int t = (int)(n % T); real g = dout[n * C + i];
+    if (i < C)
+        for (size_t n = a0; n < a1; n++) {
+            int t = (int)(n % T);
+            real g = dout[n * C + i];
 #pragma unroll
-        for (int j = 0; j < CONV_KMAX; j++) if (j < K && t - K + 1 + j >= 0) acc[j] += g * x[(n - K + 1 + j) * C + i];
-    }
+            for (int j = 0; j < CONV_KMAX; j++)
+                if (j < K && t - K + 1 + j >= 0) acc[j] += g * x[(n - K + 1 + j) * C + i];
+        }
 #pragma unroll
     for (int j = 0; j < CONV_KMAX; j++) sh[w][LANE][j] = acc[j];
     __syncthreads();
-    if (w == 0 && i < C) for (int j = 0; j < K; j++) {
-        real v = 0; for (int q = 0; q < CONV_DW_WARPS; q++) v += sh[q][LANE][j];
-        part[((size_t)s * C + i) * K + j] = v;
-    }
+    if (w == 0 && i < C)
+        for (int j = 0; j < K; j++) {
+            real v = 0;
+            for (int q = 0; q < CONV_DW_WARPS; q++) v += sh[q][LANE][j];
+            part[((size_t)s * C + i) * K + j] = v;
+        }
 }
 __global__ void conv_dw_sum_kernel(real* dw, const real* part, int S, int C, int K) {
-    GRID_FOR(e, (size_t)C * K) { real v = 0; for (int s = 0; s < S; s++) v += part[(size_t)s * C * K + e]; dw[e] += v; }
+    GRID_FOR(e, (size_t)C * K) {
+        real v = 0;
+        for (int s = 0; s < S; s++) v += part[(size_t)s * C * K + e];
+        dw[e] += v;
+    }
 }
-static void conv_backward(real* dx, real* dw, const real* dout, const real* x, const real* w, int B, int T, int C, int K) {
-    conv_backward_dx_kernel<<<conv_grid(B, T, C), NT>>>(dx, dout, w, B, T, C, K); KCHECK("conv_backward_dx");
+static void conv_backward(real* dx, real* dw, const real* dout, const real* x, const real* w, int B, int T, int C,
+                          int K) {
+    conv_backward_dx_kernel<<<conv_grid(B, T, C), NT>>>(dx, dout, w, B, T, C, K);
+    KCHECK("conv_backward_dx");
     if (K > CONV_KMAX) DIE("the GPU trainer's causal conv has at most 8 taps", "conv width %d", K);
     // segments: ~1024 blocks in all, at least 64 rows each; S depends on the shapes only (deterministic)
     int N = B * T, ncg = (C + 31) / 32, S = (1024 + ncg - 1) / ncg;
     if (S > N / 64) S = N / 64 > 1 ? N / 64 : 1;
-    gpu_buffers(0, (size_t)S * C * K);   // part: S C K <= N C / 8 except for tiny N
-    conv_dw_partial_kernel<<<S * ncg, 32 * CONV_DW_WARPS>>>(g_scratch, dout, x, N, T, C, K, S); KCHECK("conv_dw_partial");
-    conv_dw_sum_kernel<<<nblocks((size_t)C * K), NT>>>(dw, g_scratch, S, C, K); KCHECK("conv_dw_sum");
+    gpu_buffers(0, (size_t)S * C * K);  // part: S C K <= N C / 8 except for tiny N
+    conv_dw_partial_kernel<<<S * ncg, 32 * CONV_DW_WARPS>>>(g_scratch, dout, x, N, T, C, K, S);
+    KCHECK("conv_dw_partial");
+    conv_dw_sum_kernel<<<nblocks((size_t)C * K), NT>>>(dw, g_scratch, S, C, K);
+    KCHECK("conv_dw_sum");
 }
 
 __global__ void silu_forward_kernel(real* out, const real* x, size_t n) { GRID_FOR(i, n) out[i] = silur(x[i]); }
-__global__ void silu_backward_kernel(real* dx, const real* dout, const real* x, size_t n) { GRID_FOR(i, n) dx[i] += dout[i] * silu_grad(x[i]); }
-static void silu_forward(real* out, const real* x, size_t n) { silu_forward_kernel<<<nblocks(n), NT>>>(out, x, n); KCHECK("silu_forward"); }
-static void silu_backward(real* dx, const real* dout, const real* x, size_t n) { silu_backward_kernel<<<nblocks(n), NT>>>(dx, dout, x, n); KCHECK("silu_backward"); }
+__global__ void silu_backward_kernel(real* dx, const real* dout, const real* x, size_t n) {
+    GRID_FOR(i, n) dx[i] += dout[i] * silu_grad(x[i]);
+}
+static void silu_forward(real* out, const real* x, size_t n) {
+    silu_forward_kernel<<<nblocks(n), NT>>>(out, x, n);
+    KCHECK("silu_forward");
+}
+static void silu_backward(real* dx, const real* dout, const real* x, size_t n) {
+    silu_backward_kernel<<<nblocks(n), NT>>>(dx, dout, x, n);
+    KCHECK("silu_backward");
+}
 
 // l2 norm per head: y = x / sqrt(|x|^2 + 1e-6); a warp per (row, head)
 __global__ void l2norm_forward_kernel(real* out, real* rn, const real* x, int N, int G, int C) {
     WARP_ROWS_FOR(r, (size_t)N * G) {
-        real ss = 0; for (int i = LANE; i < C; i += 32) ss += x[r * C + i] * x[r * C + i];
+        real ss = 0;
+        for (int i = LANE; i < C; i += 32) ss += x[r * C + i] * x[r * C + i];
         ss = warp_sum(ss);
         real s = (real)(1 / sqrt((double)ss + 1e-6));
         for (int i = LANE; i < C; i += 32) out[r * C + i] = x[r * C + i] * s;
@@ -377,59 +524,108 @@ __global__ void l2norm_forward_kernel(real* out, real* rn, const real* x, int N,
 }
 __global__ void l2norm_backward_kernel(real* dx, const real* dout, const real* y, const real* rn, int N, int G, int C) {
     WARP_ROWS_FOR(r, (size_t)N * G) {
-        real p = 0; for (int i = LANE; i < C; i += 32) p += y[r * C + i] * dout[r * C + i];
+        real p = 0;
+        for (int i = LANE; i < C; i += 32) p += y[r * C + i] * dout[r * C + i];
         p = warp_sum(p);
         for (int i = LANE; i < C; i += 32) dx[r * C + i] += rn[r] * (dout[r * C + i] - y[r * C + i] * p);
     }
 }
 static void l2norm_forward(real* out, real* rn, const real* x, int N, int G, int C) {
-    l2norm_forward_kernel<<<warp_blocks((size_t)N * G), NT>>>(out, rn, x, N, G, C); KCHECK("l2norm_forward");
+    l2norm_forward_kernel<<<warp_blocks((size_t)N * G), NT>>>(out, rn, x, N, G, C);
+    KCHECK("l2norm_forward");
 }
 static void l2norm_backward(real* dx, const real* dout, const real* y, const real* rn, int N, int G, int C) {
-    l2norm_backward_kernel<<<warp_blocks((size_t)N * G), NT>>>(dx, dout, y, rn, N, G, C); KCHECK("l2norm_backward");
+    l2norm_backward_kernel<<<warp_blocks((size_t)N * G), NT>>>(dx, dout, y, rn, N, G, C);
+    KCHECK("l2norm_backward");
 }
 
 // out = SiLU(h1) h3; outb (bf16 mode, else NULL): its bf16 copy for the W2 GEMMs
 __global__ void swiglu_forward_kernel(real* out, bf16* outb, const real* h1, const real* h3, size_t n) {
-    GRID_FOR(i, n) { real y = silur(h1[i]) * h3[i]; out[i] = y; if (outb) outb[i] = __float2bfloat16(y); }
+    GRID_FOR(i, n) {
+        real y = silur(h1[i]) * h3[i];
+        out[i] = y;
+        if (outb) outb[i] = __float2bfloat16(y);
+    }
 }
-__global__ void swiglu_backward_kernel(real* dh1, real* dh3, const real* dout, const real* h1, const real* h3, size_t n) {
-    GRID_FOR(i, n) { dh1[i] += dout[i] * h3[i] * silu_grad(h1[i]); dh3[i] += dout[i] * silur(h1[i]); }
+__global__ void swiglu_backward_kernel(real* dh1, real* dh3, const real* dout, const real* h1, const real* h3,
+                                       size_t n) {
+    GRID_FOR(i, n) {
+        dh1[i] += dout[i] * h3[i] * silu_grad(h1[i]);
+        dh3[i] += dout[i] * silur(h1[i]);
+    }
 }
 static void swiglu_forward(real* out, const real* h1, const real* h3, size_t n, bf16* outb = NULL) {
-    swiglu_forward_kernel<<<nblocks(n), NT>>>(out, outb, h1, h3, n); KCHECK("swiglu_forward");
+    swiglu_forward_kernel<<<nblocks(n), NT>>>(out, outb, h1, h3, n);
+    KCHECK("swiglu_forward");
 }
 static void swiglu_backward(real* dh1, real* dh3, const real* dout, const real* h1, const real* h3, size_t n) {
-    swiglu_backward_kernel<<<nblocks(n), NT>>>(dh1, dh3, dout, h1, h3, n); KCHECK("swiglu_backward");
+    swiglu_backward_kernel<<<nblocks(n), NT>>>(dh1, dh3, dout, h1, h3, n);
+    KCHECK("swiglu_backward");
 }
 
 // out = yn SiLU(gp); outb (bf16 mode, else NULL): its bf16 copy for the Wo GEMMs
 __global__ void gate_mul_forward_kernel(real* out, bf16* outb, const real* yn, const real* gp, size_t n) {
-    GRID_FOR(i, n) { real y = yn[i] * silur(gp[i]); out[i] = y; if (outb) outb[i] = __float2bfloat16(y); }
+    GRID_FOR(i, n) {
+        real y = yn[i] * silur(gp[i]);
+        out[i] = y;
+        if (outb) outb[i] = __float2bfloat16(y);
+    }
 }
-__global__ void gate_mul_backward_kernel(real* dyn, real* dgp, const real* dout, const real* yn, const real* gp, size_t n) {
-    GRID_FOR(i, n) { dyn[i] += dout[i] * silur(gp[i]); dgp[i] += dout[i] * yn[i] * silu_grad(gp[i]); }
+__global__ void gate_mul_backward_kernel(real* dyn, real* dgp, const real* dout, const real* yn, const real* gp,
+                                         size_t n) {
+    GRID_FOR(i, n) {
+        dyn[i] += dout[i] * silur(gp[i]);
+        dgp[i] += dout[i] * yn[i] * silu_grad(gp[i]);
+    }
 }
 static void gate_mul_forward(real* out, const real* yn, const real* gp, size_t n, bf16* outb = NULL) {
-    gate_mul_forward_kernel<<<nblocks(n), NT>>>(out, outb, yn, gp, n); KCHECK("gate_mul_forward");
+    gate_mul_forward_kernel<<<nblocks(n), NT>>>(out, outb, yn, gp, n);
+    KCHECK("gate_mul_forward");
 }
 static void gate_mul_backward(real* dyn, real* dgp, const real* dout, const real* yn, const real* gp, size_t n) {
-    gate_mul_backward_kernel<<<nblocks(n), NT>>>(dyn, dgp, dout, yn, gp, n); KCHECK("gate_mul_backward");
+    gate_mul_backward_kernel<<<nblocks(n), NT>>>(dyn, dgp, dout, yn, gp, n);
+    KCHECK("gate_mul_backward");
 }
 
 __global__ void gate_act_forward_kernel(real* g, size_t n, real scale) { GRID_FOR(i, n) g[i] = scale * sigmoidr(g[i]); }
-__global__ void gate_act_backward_kernel(real* dpre, const real* dg, const real* g, size_t n, real scale) { GRID_FOR(i, n) dpre[i] = dg[i] * g[i] * (1 - g[i] / scale); }
-__global__ void softplus_forward_kernel(real* g, size_t n) { GRID_FOR(i, n) g[i] = g[i] > 20 ? g[i] : log1pf(expf(g[i])); }
-__global__ void softplus_backward_kernel(real* dpre, const real* dg, const real* g, size_t n) { GRID_FOR(i, n) dpre[i] = dg[i] * (1 - expf(-g[i])); }
+__global__ void gate_act_backward_kernel(real* dpre, const real* dg, const real* g, size_t n, real scale) {
+    GRID_FOR(i, n) dpre[i] = dg[i] * g[i] * (1 - g[i] / scale);
+}
+__global__ void softplus_forward_kernel(real* g, size_t n) {
+    GRID_FOR(i, n) g[i] = g[i] > 20 ? g[i] : log1pf(expf(g[i]));
+}
+__global__ void softplus_backward_kernel(real* dpre, const real* dg, const real* g, size_t n) {
+    GRID_FOR(i, n) dpre[i] = dg[i] * (1 - expf(-g[i]));
+}
 __global__ void fill_const_kernel(real* p, size_t n, real v) { GRID_FOR(i, n) p[i] = v; }
-__global__ void residual_forward_kernel(real* out, const real* a, const real* b, size_t n) { GRID_FOR(i, n) out[i] = a[i] + b[i]; }
+__global__ void residual_forward_kernel(real* out, const real* a, const real* b, size_t n) {
+    GRID_FOR(i, n) out[i] = a[i] + b[i];
+}
 __global__ void scale_kernel(real* p, size_t n, real s) { GRID_FOR(i, n) p[i] *= s; }
-static void gate_act_forward(real* g, size_t n, real scale) { gate_act_forward_kernel<<<nblocks(n), NT>>>(g, n, scale); KCHECK("gate_act_forward"); }
-static void gate_act_backward(real* dpre, const real* dg, const real* g, size_t n, real scale) { gate_act_backward_kernel<<<nblocks(n), NT>>>(dpre, dg, g, n, scale); KCHECK("gate_act_backward"); }
-static void softplus_forward(real* g, size_t n) { softplus_forward_kernel<<<nblocks(n), NT>>>(g, n); KCHECK("softplus_forward"); }
-static void softplus_backward(real* dpre, const real* dg, const real* g, size_t n) { softplus_backward_kernel<<<nblocks(n), NT>>>(dpre, dg, g, n); KCHECK("softplus_backward"); }
-static void fill_const(real* p, size_t n, double v) { fill_const_kernel<<<nblocks(n), NT>>>(p, n, (real)v); KCHECK("fill_const"); }
-static void residual_forward(real* out, const real* a, const real* b, size_t n) { residual_forward_kernel<<<nblocks(n), NT>>>(out, a, b, n); KCHECK("residual_forward"); }
+static void gate_act_forward(real* g, size_t n, real scale) {
+    gate_act_forward_kernel<<<nblocks(n), NT>>>(g, n, scale);
+    KCHECK("gate_act_forward");
+}
+static void gate_act_backward(real* dpre, const real* dg, const real* g, size_t n, real scale) {
+    gate_act_backward_kernel<<<nblocks(n), NT>>>(dpre, dg, g, n, scale);
+    KCHECK("gate_act_backward");
+}
+static void softplus_forward(real* g, size_t n) {
+    softplus_forward_kernel<<<nblocks(n), NT>>>(g, n);
+    KCHECK("softplus_forward");
+}
+static void softplus_backward(real* dpre, const real* dg, const real* g, size_t n) {
+    softplus_backward_kernel<<<nblocks(n), NT>>>(dpre, dg, g, n);
+    KCHECK("softplus_backward");
+}
+static void fill_const(real* p, size_t n, double v) {
+    fill_const_kernel<<<nblocks(n), NT>>>(p, n, (real)v);
+    KCHECK("fill_const");
+}
+static void residual_forward(real* out, const real* a, const real* b, size_t n) {
+    residual_forward_kernel<<<nblocks(n), NT>>>(out, a, b, n);
+    KCHECK("residual_forward");
+}
 
 // cross-entropy over the first V of Vp logits; a block per row. Instead of the CPU's (N, Vp) probs, the row's
 // max and softmax denominator go to stats[2n], stats[2n + 1], and the backward recomputes each probability from
@@ -438,23 +634,39 @@ static void residual_forward(real* out, const real* a, const real* b, size_t n) 
 // max m of its logits and sum s of expf(l - m), rescaled when m grows; the block then takes the max M of the m
 // and sums s expf(m - M) (the denominator differs from the CPU's two-pass sum by rounding only).
 __device__ __forceinline__ void softmax_acc(real& m, real& s, real x) {
-    if (x > m) { s = s * expf(m - x) + 1; m = x; } else s += expf(x - m);
+    if (x > m) {
+        s = s * expf(m - x) + 1;
+        m = x;
+    } else
+        s += expf(x - m);
 }
-__global__ void crossentropy_forward_kernel(real* losses, real* stats, const real* logits, const int* targets, int N, int V, int Vp) {
+__global__ void crossentropy_forward_kernel(real* losses, real* stats, const real* logits, const int* targets, int N,
+                                            int V, int Vp) {
     for (int n = blockIdx.x; n < N; n += gridDim.x) {
-        const real* l = logits + (size_t)n * Vp; real m = -INFINITY, s = 0;
-        int V4 = (Vp % 4 == 0 && al16(logits)) ? V / 4 * 4 : 0;        // 16-byte loads where the rows are aligned
+        const real* l = logits + (size_t)n * Vp;
+        real m = -INFINITY, s = 0;
+        int V4 = (Vp % 4 == 0 && al16(logits)) ? V / 4 * 4 : 0;  // 16-byte loads where the rows are aligned
         for (int i = 4 * threadIdx.x; i < V4; i += 4 * blockDim.x) {
-            float4 x = ld4(l + i); softmax_acc(m, s, x.x); softmax_acc(m, s, x.y); softmax_acc(m, s, x.z); softmax_acc(m, s, x.w);
+            float4 x = ld4(l + i);
+            softmax_acc(m, s, x.x);
+            softmax_acc(m, s, x.y);
+            softmax_acc(m, s, x.z);
+            softmax_acc(m, s, x.w);
         }
         for (int i = V4 + threadIdx.x; i < V; i += blockDim.x) softmax_acc(m, s, l[i]);
         real mx = block_max(m);
         real sum = block_sum(s * expf(m - mx));
-        if (threadIdx.x == 0) { losses[n] = -logf(expf(l[targets[n]] - mx) / sum); stats[2 * n] = mx; stats[2 * n + 1] = sum; }
+        if (threadIdx.x == 0) {
+            losses[n] = -logf(expf(l[targets[n]] - mx) / sum);
+            stats[2 * n] = mx;
+            stats[2 * n + 1] = sum;
+        }
     }
 }
-static void crossentropy_forward(real* losses, real* stats, const real* logits, const int* targets, int N, int V, int Vp) {
-    crossentropy_forward_kernel<<<N < 65536 ? N : 65536, 512>>>(losses, stats, logits, targets, N, V, Vp); KCHECK("crossentropy_forward");
+static void crossentropy_forward(real* losses, real* stats, const real* logits, const int* targets, int N, int V,
+                                 int Vp) {
+    crossentropy_forward_kernel<<<(N < 65536 ? N : 65536), 512>>>(losses, stats, logits, targets, N, V, Vp);
+    KCHECK("crossentropy_forward");
 }
 // dlogits = (probs - onehot) * dloss for the positions in mask (NULL: all); 0 at the other positions and in the
 // padded columns; probs = expf(logit - max) / sum from the forward's stats. Every element is written (not
@@ -463,38 +675,61 @@ static void crossentropy_forward(real* losses, real* stats, const real* logits, 
 __device__ __forceinline__ real ce_grad(real l, int i, real mx, real sm, int tg, int on, int V, real dloss) {
     return i < V && on ? (expf(l - mx) / sm - (i == tg)) * dloss : 0;
 }
-__global__ void crossentropy_backward_kernel(real* dlogits, bf16* dlogitsb, const real* logits, const real* stats, const int* targets,
-                                             const uint8_t* mask, real dloss, int N, int V, int Vp) {
+__global__ void crossentropy_backward_kernel(real* dlogits, bf16* dlogitsb, const real* logits, const real* stats,
+                                             const int* targets, const uint8_t* mask, real dloss, int N, int V,
+                                             int Vp) {
     int vec = Vp % 4 == 0 && al16(logits) && (dlogitsb ? ((uintptr_t)dlogitsb & 7) == 0 : al16(dlogits));
     for (int n = blockIdx.x; n < N; n += gridDim.x) {
-        size_t o = (size_t)n * Vp; real mx = stats[2 * n], sm = stats[2 * n + 1]; int tg = targets[n], on = !mask || mask[n];
-        if (vec) for (int i = 4 * threadIdx.x; i < Vp; i += 4 * blockDim.x) {
-            float4 x = ld4(logits + o + i);
-            real g0 = ce_grad(x.x, i, mx, sm, tg, on, V, dloss), g1 = ce_grad(x.y, i + 1, mx, sm, tg, on, V, dloss);
-            real g2 = ce_grad(x.z, i + 2, mx, sm, tg, on, V, dloss), g3 = ce_grad(x.w, i + 3, mx, sm, tg, on, V, dloss);
-            if (dlogitsb) { __nv_bfloat162 a = __floats2bfloat162_rn(g0, g1), b = __floats2bfloat162_rn(g2, g3);
-                            *(__nv_bfloat162*)(dlogitsb + o + i) = a; *(__nv_bfloat162*)(dlogitsb + o + i + 2) = b; }
-            else st4(dlogits + o + i, make_float4(g0, g1, g2, g3));
-        }
-        else for (int i = threadIdx.x; i < Vp; i += blockDim.x) {
-            real g = ce_grad(logits[o + i], i, mx, sm, tg, on, V, dloss);
-            if (dlogitsb) dlogitsb[o + i] = __float2bfloat16(g); else dlogits[o + i] = g;
-        }
+        size_t o = (size_t)n * Vp;
+        real mx = stats[2 * n], sm = stats[2 * n + 1];
+        int tg = targets[n], on = !mask || mask[n];
+        if (vec)
+            for (int i = 4 * threadIdx.x; i < Vp; i += 4 * blockDim.x) {
+                float4 x = ld4(logits + o + i);
+                real g0 = ce_grad(x.x, i, mx, sm, tg, on, V, dloss), g1 = ce_grad(x.y, i + 1, mx, sm, tg, on, V, dloss);
+                real g2 = ce_grad(x.z, i + 2, mx, sm, tg, on, V, dloss),
+                     g3 = ce_grad(x.w, i + 3, mx, sm, tg, on, V, dloss);
+                if (dlogitsb) {
+                    __nv_bfloat162 a = __floats2bfloat162_rn(g0, g1), b = __floats2bfloat162_rn(g2, g3);
+                    *(__nv_bfloat162*)(dlogitsb + o + i) = a;
+                    *(__nv_bfloat162*)(dlogitsb + o + i + 2) = b;
+                } else
+                    st4(dlogits + o + i, make_float4(g0, g1, g2, g3));
+            }
+        else
+            for (int i = threadIdx.x; i < Vp; i += blockDim.x) {
+                real g = ce_grad(logits[o + i], i, mx, sm, tg, on, V, dloss);
+                if (dlogitsb)
+                    dlogitsb[o + i] = __float2bfloat16(g);
+                else
+                    dlogits[o + i] = g;
+            }
     }
 }
-static void crossentropy_backward(real* dlogits, bf16* dlogitsb, const real* logits, const real* stats, const int* targets, const uint8_t* mask,
-                                  real dloss, int N, int V, int Vp) {
-    crossentropy_backward_kernel<<<N < 65536 ? N : 65536, 256>>>(dlogits, dlogitsb, logits, stats, targets, mask, dloss, N, V, Vp);
+static void crossentropy_backward(real* dlogits, bf16* dlogitsb, const real* logits, const real* stats,
+                                  const int* targets, const uint8_t* mask, real dloss, int N, int V, int Vp) {
+    crossentropy_backward_kernel<<<(N < 65536 ? N : 65536), 256>>>(dlogits, dlogitsb, logits, stats, targets, mask,
+                                                                   dloss, N, V, Vp);
     KCHECK("crossentropy_backward");
 }
 // argmax over the first V logits of each row (answer accuracy); ties go to the lowest index, as on the CPU
 __global__ void argmax_kernel(int* out, const real* logits, int N, int V, int Vp) {
     WARP_ROWS_FOR(n, N) {
-        const real* l = logits + n * Vp; real bv = -INFINITY; int bi = V;
-        for (int i = LANE; i < V; i += 32) if (l[i] > bv || (l[i] == bv && i < bi)) { bv = l[i]; bi = i; }
+        const real* l = logits + n * Vp;
+        real bv = -INFINITY;
+        int bi = V;
+        for (int i = LANE; i < V; i += 32)
+            if (l[i] > bv || (l[i] == bv && i < bi)) {
+                bv = l[i];
+                bi = i;
+            }
         for (int o = 16; o > 0; o >>= 1) {
-            real ov = __shfl_xor_sync(0xffffffffu, bv, o); int oi = __shfl_xor_sync(0xffffffffu, bi, o);
-            if (ov > bv || (ov == bv && oi < bi)) { bv = ov; bi = oi; }
+            real ov = __shfl_xor_sync(0xffffffffu, bv, o);
+            int oi = __shfl_xor_sync(0xffffffffu, bi, o);
+            if (ov > bv || (ov == bv && oi < bi)) {
+                bv = ov;
+                bi = oi;
+            }
         }
         if (LANE == 0) out[n] = bi < V ? bi : 0;
     }
@@ -502,14 +737,17 @@ __global__ void argmax_kernel(int* out, const real* logits, int N, int V, int Vp
 
 // AdamW (torch.optim.AdamW): decoupled decay, bias-corrected moments; bc1, bc2 computed on the host as the CPU does.
 // On the fp32 master weights w; wb (bf16 mode, else NULL): the bf16 copy the GEMMs read, refreshed here
-__global__ void adamw_kernel(real* w, bf16* wb, const real* g, real* mm, real* vv, size_t n, real lr, real beta1, real beta2, real eps, real decay, real bc1, real bc2) {
+__global__ void adamw_kernel(real* w, bf16* wb, const real* g, real* mm, real* vv, size_t n, real lr, real beta1,
+                             real beta2, real eps, real decay, real bc1, real bc2) {
     GRID_FOR(i, n) {
         real gr = g[i], m = beta1 * mm[i] + (1 - beta1) * gr, v = beta2 * vv[i] + (1 - beta2) * gr * gr;
-        mm[i] = m; vv[i] = v;
+        mm[i] = m;
+        vv[i] = v;
         real x = w[i];
         x -= lr * decay * x;
         x -= lr * (m / bc1) / (sqrtf(v / bc2) + eps);
-        w[i] = x; if (wb) wb[i] = __float2bfloat16(x);
+        w[i] = x;
+        if (wb) wb[i] = __float2bfloat16(x);
     }
 }
 // sum of squares in double, one partial per block (summed on the host in block order: deterministic)
@@ -523,103 +761,183 @@ __global__ void sumsq_kernel(double* partial, const real* g, size_t n) {
 // ---- attention layers 'A' and 'S' (train_miras.c's attention_forward / attention_backward, SPEC §9.1): one warp per
 // (row, head), lanes over the head's d channels (d <= 256: up to 8 per lane); no T x T matrix. Not yet run on a GPU:
 // checked on the CPU emulator of dev/cuda only.
-#define ATT_CPL 8   // channels per lane (d <= 256)
+#define ATT_CPL 8  // channels per lane (d <= 256)
 // RoPE, rotate-half pairing, row t of x (B, T, H*d) at position pos0 + t; dir 1 forward, -1 the backward (transpose)
 __global__ void rope_kernel(real* out, const real* x, int B, int T, int H, int d, int dir, int pos0) {
     int half = d / 2;
     GRID_FOR(e, (size_t)B * T * H * half) {
-        int i = (int)(e % half); size_t rh = e / half; int h = (int)(rh % H); size_t row = rh / H; int t = (int)(row % T);
+        int i = (int)(e % half);
+        size_t rh = e / half;
+        int h = (int)(rh % H);
+        size_t row = rh / H;
+        int t = (int)(row % T);
         double th = (double)(pos0 + t) * pow(10000.0, -2.0 * i / (2.0 * half));
         real cs = (real)cos(th), sn = (real)(dir * sin(th));
         size_t o = row * H * d + (size_t)h * d;
         real a = x[o + i], b = x[o + half + i];
-        out[o + i] = a * cs - b * sn; out[o + half + i] = b * cs + a * sn;
+        out[o + i] = a * cs - b * sn;
+        out[o + half + i] = b * cs + a * sn;
     }
 }
 static void rope_forward(real* out, const real* x, int B, int T, int H, int d, int dir, int pos0 = 0) {
-    rope_kernel<<<nblocks((size_t)B * T * H * (d / 2)), NT>>>(out, x, B, T, H, d, dir, pos0); KCHECK("rope");
+    rope_kernel<<<nblocks((size_t)B * T * H * (d / 2)), NT>>>(out, x, B, T, H, d, dir, pos0);
+    KCHECK("rope");
 }
 // forward, online softmax: for j in the window, s = q_i.k_j / sqrt(d); m' = max(m, s); l = l e^(m - m') + e^(s - m');
 // acc = acc e^(m - m') + e^(s - m') v_j; then out_i = acc / l, lse_i = m + log l. Keys and values of row j of the
 // (sequence, head) at kv + j * kvstride (the parallel forward: the (B, T, D) tensors; the decoder: its cache, where
 // slot(j) = j mod W for 'S' (ring) or j); queries: nq rows from row q0 (the decoder: one row, q0 = its position).
-__global__ void attention_forward_kernel(real* out, real* lse, const real* q, const real* k, const real* v, int B, int T, int H, int d,
-                                         int window, int q0, int nq, int ring) {
-    real scale = 1 / sqrtf((real)d); int D = H * d;
+__global__ void attention_forward_kernel(real* out, real* lse, const real* q, const real* k, const real* v, int B,
+                                         int T, int H, int d, int window, int q0, int nq, int ring) {
+    real scale = 1 / sqrtf((real)d);
+    int D = H * d;
     WARP_ROWS_FOR(r, (size_t)B * nq * H) {
-        int h = (int)(r % H); size_t bi = r / H; int i = (int)(bi % nq) + q0, bb = (int)(bi / nq);
+        int h = (int)(r % H);
+        size_t bi = r / H;
+        int i = (int)(bi % nq) + q0, bb = (int)(bi / nq);
         const real* qi = q + (bi * D + (size_t)h * d);
         real qv[ATT_CPL], acc[ATT_CPL], m = -1e30f, l = 0;
-        for (int u = 0; u < ATT_CPL; u++) { int c = LANE + 32 * u; qv[u] = c < d ? qi[c] : 0; acc[u] = 0; }
+        for (int u = 0; u < ATT_CPL; u++) {
+            int c = LANE + 32 * u;
+            qv[u] = c < d ? qi[c] : 0;
+            acc[u] = 0;
+        }
         int j0 = window > 0 && i - window + 1 > 0 ? i - window + 1 : 0;
         for (int j = j0; j <= i; j++) {
             size_t rj = ((size_t)bb * T + (ring ? j % ring : j)) * D + (size_t)h * d;
             real s = 0;
-            for (int u = 0; u < ATT_CPL; u++) { int c = LANE + 32 * u; if (c < d) s += qv[u] * k[rj + c]; }
+            for (int u = 0; u < ATT_CPL; u++) {
+                int c = LANE + 32 * u;
+                if (c < d) s += qv[u] * k[rj + c];
+            }
             s = warp_sum(s) * scale;
             real mn = fmaxf(m, s), corr = expf(m - mn), p = expf(s - mn);
             l = l * corr + p;
-            for (int u = 0; u < ATT_CPL; u++) { int c = LANE + 32 * u; if (c < d) acc[u] = acc[u] * corr + p * v[rj + c]; }
+            for (int u = 0; u < ATT_CPL; u++) {
+                int c = LANE + 32 * u;
+                if (c < d) acc[u] = acc[u] * corr + p * v[rj + c];
+            }
             m = mn;
         }
         real* oi = out + (bi * D + (size_t)h * d);
-        for (int u = 0; u < ATT_CPL; u++) { int c = LANE + 32 * u; if (c < d) oi[c] = acc[u] / l; }
+        for (int u = 0; u < ATT_CPL; u++) {
+            int c = LANE + 32 * u;
+            if (c < d) oi[c] = acc[u] / l;
+        }
         if (LANE == 0 && lse) lse[bi * H + h] = m + logf(l);
     }
 }
-static void attention_forward(real* out, real* lse, const real* q, const real* k, const real* v, int B, int T, int H, int d, int window) {
-    attention_forward_kernel<<<warp_blocks((size_t)B * T * H), NT>>>(out, lse, q, k, v, B, T, H, d, window, 0, T, 0); KCHECK("attention_forward");
+static void attention_forward(real* out, real* lse, const real* q, const real* k, const real* v, int B, int T, int H,
+                              int d, int window) {
+    attention_forward_kernel<<<warp_blocks((size_t)B * T * H), NT>>>(out, lse, q, k, v, B, T, H, d, window, 0, T, 0);
+    KCHECK("attention_forward");
 }
 // backward, with p_ij = exp(s_ij - lse_i) and Di = dout_i.out_i: dq_i = sum_j p_ij (dout_i.v_j - Di) k_j / sqrt(d)
 // (a warp per query row, which also stores Di), then dk_j = sum_i p_ij (dout_i.v_j - Di) q_i / sqrt(d) and
 // dv_j = sum_i p_ij dout_i (a warp per key row, over the queries that see it). Written, not accumulated; no atomics.
-__global__ void attention_backward_dq_kernel(real* dq, real* Dout, const real* dout, const real* q, const real* k, const real* v,
-                                             const real* out, const real* lse, int B, int T, int H, int d, int window) {
-    real scale = 1 / sqrtf((real)d); int D = H * d;
+__global__ void attention_backward_dq_kernel(real* dq, real* Dout, const real* dout, const real* q, const real* k,
+                                             const real* v, const real* out, const real* lse, int B, int T, int H,
+                                             int d, int window) {
+    real scale = 1 / sqrtf((real)d);
+    int D = H * d;
     WARP_ROWS_FOR(r, (size_t)B * T * H) {
-        int h = (int)(r % H); size_t bi = r / H; int i = (int)(bi % T), bb = (int)(bi / T);
+        int h = (int)(r % H);
+        size_t bi = r / H;
+        int i = (int)(bi % T), bb = (int)(bi / T);
         size_t ri = bi * D + (size_t)h * d;
         real qv[ATT_CPL], dov[ATT_CPL], acc[ATT_CPL], Di = 0;
-        for (int u = 0; u < ATT_CPL; u++) { int c = LANE + 32 * u; qv[u] = c < d ? q[ri + c] : 0; dov[u] = c < d ? dout[ri + c] : 0; acc[u] = 0;
-                                            if (c < d) Di += dov[u] * out[ri + c]; }
-        Di = warp_sum(Di); real li = lse[bi * H + h];
+        for (int u = 0; u < ATT_CPL; u++) {
+            int c = LANE + 32 * u;
+            qv[u] = c < d ? q[ri + c] : 0;
+            dov[u] = c < d ? dout[ri + c] : 0;
+            acc[u] = 0;
+            if (c < d) Di += dov[u] * out[ri + c];
+        }
+        Di = warp_sum(Di);
+        real li = lse[bi * H + h];
         int j0 = window > 0 && i - window + 1 > 0 ? i - window + 1 : 0;
         for (int j = j0; j <= i; j++) {
             size_t rj = ((size_t)bb * T + j) * D + (size_t)h * d;
             real s = 0, dp = 0;
-            for (int u = 0; u < ATT_CPL; u++) { int c = LANE + 32 * u; if (c < d) { s += qv[u] * k[rj + c]; dp += dov[u] * v[rj + c]; } }
-            s = warp_sum(s); dp = warp_sum(dp);
+            for (int u = 0; u < ATT_CPL; u++) {
+                int c = LANE + 32 * u;
+                if (c < d) {
+                    s += qv[u] * k[rj + c];
+                    dp += dov[u] * v[rj + c];
+                }
+            }
+            s = warp_sum(s);
+            dp = warp_sum(dp);
             real p = expf(s * scale - li), ds = p * (dp - Di) * scale;
-            for (int u = 0; u < ATT_CPL; u++) { int c = LANE + 32 * u; if (c < d) acc[u] += ds * k[rj + c]; }
+            for (int u = 0; u < ATT_CPL; u++) {
+                int c = LANE + 32 * u;
+                if (c < d) acc[u] += ds * k[rj + c];
+            }
         }
-        for (int u = 0; u < ATT_CPL; u++) { int c = LANE + 32 * u; if (c < d) dq[ri + c] = acc[u]; }
+        for (int u = 0; u < ATT_CPL; u++) {
+            int c = LANE + 32 * u;
+            if (c < d) dq[ri + c] = acc[u];
+        }
         if (LANE == 0) Dout[bi * H + h] = Di;
     }
 }
-__global__ void attention_backward_dkv_kernel(real* dk, real* dv, const real* Din, const real* dout, const real* q, const real* k, const real* v,
-                                              const real* lse, int B, int T, int H, int d, int window) {
-    real scale = 1 / sqrtf((real)d); int D = H * d;
+__global__ void attention_backward_dkv_kernel(real* dk, real* dv, const real* Din, const real* dout, const real* q,
+                                              const real* k, const real* v, const real* lse, int B, int T, int H, int d,
+                                              int window) {
+    real scale = 1 / sqrtf((real)d);
+    int D = H * d;
     WARP_ROWS_FOR(r, (size_t)B * T * H) {
-        int h = (int)(r % H); size_t bj = r / H; int j = (int)(bj % T), bb = (int)(bj / T);
+        int h = (int)(r % H);
+        size_t bj = r / H;
+        int j = (int)(bj % T), bb = (int)(bj / T);
         size_t rj = bj * D + (size_t)h * d;
         real kv[ATT_CPL], vv[ATT_CPL], ak[ATT_CPL], av[ATT_CPL];
-        for (int u = 0; u < ATT_CPL; u++) { int c = LANE + 32 * u; kv[u] = c < d ? k[rj + c] : 0; vv[u] = c < d ? v[rj + c] : 0; ak[u] = av[u] = 0; }
-        int i1 = window > 0 && j + window - 1 < T - 1 ? j + window - 1 : T - 1;   // the last query that sees key j
+        for (int u = 0; u < ATT_CPL; u++) {
+            int c = LANE + 32 * u;
+            kv[u] = c < d ? k[rj + c] : 0;
+            vv[u] = c < d ? v[rj + c] : 0;
+            ak[u] = av[u] = 0;
+        }
+        int i1 = window > 0 && j + window - 1 < T - 1 ? j + window - 1 : T - 1;  // the last query that sees key j
         for (int i = j; i <= i1; i++) {
             size_t bi = (size_t)bb * T + i, ri = bi * D + (size_t)h * d;
             real s = 0, dp = 0;
-            for (int u = 0; u < ATT_CPL; u++) { int c = LANE + 32 * u; if (c < d) { s += q[ri + c] * kv[u]; dp += dout[ri + c] * vv[u]; } }
-            s = warp_sum(s); dp = warp_sum(dp);
+            for (int u = 0; u < ATT_CPL; u++) {
+                int c = LANE + 32 * u;
+                if (c < d) {
+                    s += q[ri + c] * kv[u];
+                    dp += dout[ri + c] * vv[u];
+                }
+            }
+            s = warp_sum(s);
+            dp = warp_sum(dp);
             real p = expf(s * scale - lse[bi * H + h]), ds = p * (dp - Din[bi * H + h]) * scale;
-            for (int u = 0; u < ATT_CPL; u++) { int c = LANE + 32 * u; if (c < d) { av[u] += p * dout[ri + c]; ak[u] += ds * q[ri + c]; } }
+            for (int u = 0; u < ATT_CPL; u++) {
+                int c = LANE + 32 * u;
+                if (c < d) {
+                    av[u] += p * dout[ri + c];
+                    ak[u] += ds * q[ri + c];
+                }
+            }
         }
-        for (int u = 0; u < ATT_CPL; u++) { int c = LANE + 32 * u; if (c < d) { dk[rj + c] = ak[u]; dv[rj + c] = av[u]; } }
+        for (int u = 0; u < ATT_CPL; u++) {
+            int c = LANE + 32 * u;
+            if (c < d) {
+                dk[rj + c] = ak[u];
+                dv[rj + c] = av[u];
+            }
+        }
     }
 }
-static void attention_backward(real* dq, real* dk, real* dv, real* Dscratch, const real* dout, const real* q, const real* k, const real* v,
-                               const real* out, const real* lse, int B, int T, int H, int d, int window) {
-    attention_backward_dq_kernel<<<warp_blocks((size_t)B * T * H), NT>>>(dq, Dscratch, dout, q, k, v, out, lse, B, T, H, d, window); KCHECK("attention_backward_dq");
-    attention_backward_dkv_kernel<<<warp_blocks((size_t)B * T * H), NT>>>(dk, dv, Dscratch, dout, q, k, v, lse, B, T, H, d, window); KCHECK("attention_backward_dkv");
+static void attention_backward(real* dq, real* dk, real* dv, real* Dscratch, const real* dout, const real* q,
+                               const real* k, const real* v, const real* out, const real* lse, int B, int T, int H,
+                               int d, int window) {
+    attention_backward_dq_kernel<<<warp_blocks((size_t)B * T * H), NT>>>(dq, Dscratch, dout, q, k, v, out, lse, B, T, H,
+                                                                         d, window);
+    KCHECK("attention_backward_dq");
+    attention_backward_dkv_kernel<<<warp_blocks((size_t)B * T * H), NT>>>(dk, dv, Dscratch, dout, q, k, v, lse, B, T, H,
+                                                                          d, window);
+    KCHECK("attention_backward_dkv");
 }
 
 // ----------------------------------------------------------------------------
@@ -630,7 +948,9 @@ static void attention_backward(real* dq, real* dk, real* dv, real* Dscratch, con
 // (mem_update_backward takes the chunk as one more argument, for its scratch) and the CPU's comment; the
 // loops are split so that each output element has one owner thread. MEM_THREADS must be a multiple of 32.
 #ifndef MEM_THREADS
-#define MEM_THREADS 512   // threads per (sequence, head) block, a multiple of 32 (at most 128 registers either way); make NVCC="nvcc -DMEM_THREADS=256" to try fewer
+// threads per (sequence, head) block, a multiple of 32 (at most 128 registers either way); make NVCC="nvcc
+// -DMEM_THREADS=256" to try fewer
+#define MEM_THREADS 512
 #endif
 #define MEMFN __device__ __noinline__  // separate functions: inlining them all makes compile times of minutes
 #define FOR(i, n) for (int i = threadIdx.x; i < (int)(n); i += blockDim.x)
@@ -640,25 +960,37 @@ static void attention_backward(real* dq, real* dk, real* dv, real* Dscratch, con
 // lookup also sees the CPU's functions of the same names; a derived-to-base conversion loses to an exact match).
 struct MemCfg : ::MemCfg {};
 struct MemChunk : ::MemChunk {
-    real *nn1, *nn2;   // (b, b) each: per-(t, i) terms of mem_coef_backward and mem_read_backward
-    real *nm1;         // (b, dm): per-(i, j) terms of mem_update_backward
-    real *keep;        // (2 + d): kl_gates' saved gates (the CPU keeps them on its stack)
-    real *oma;         // (b): (1 - alpha_t) cs, the row scales of the anchored retention's products in mem_read_backward
+    real *nn1, *nn2;  // (b, b) each: per-(t, i) terms of mem_coef_backward and mem_read_backward
+    real* nm1;  // (b, dm): per-(i, j) terms of mem_update_backward
+    real* keep;  // (2 + d): kl_gates' saved gates (the CPU keeps them on its stack)
+    // (b): (1 - alpha_t) cs, the row scales of the anchored retention's products in mem_read_backward
+    real* oma;
 };
 static size_t memchunk_carve(MemChunk* c, real* base, int b, int d, int dm, int nP) {
-    size_t n = ::memchunk_carve(c, base, b, d, dm, nP); real* p = base ? base + n : NULL;
+    size_t n = ::memchunk_carve(c, base, b, d, dm, nP);
+    real* p = base ? base + n : NULL;
     size_t nn = (size_t)b * b, nm = (size_t)b * dm;
-    c->nn1 = p; c->nn2 = p ? p + nn : NULL; c->nm1 = p ? p + 2 * nn : NULL; c->keep = p ? p + 2 * nn + nm : NULL;
+    c->nn1 = p;
+    c->nn2 = p ? p + nn : NULL;
+    c->nm1 = p ? p + 2 * nn : NULL;
+    c->keep = p ? p + 2 * nn + nm : NULL;
     c->oma = p ? p + 2 * nn + nm + 2 + d : NULL;
     return n + 2 * nn + nm + 2 + d + b;
 }
 
 MEMFN void block_zero(real* p, size_t n) {
-    if (al16(p)) { size_t n4 = n / 4; for (size_t i = threadIdx.x; i < n4; i += blockDim.x) st4(p + 4 * i, make_float4(0, 0, 0, 0)); for (size_t i = 4 * n4 + threadIdx.x; i < n; i += blockDim.x) p[i] = 0; }
-    else for (size_t i = threadIdx.x; i < n; i += blockDim.x) p[i] = 0;
+    if (al16(p)) {
+        size_t n4 = n / 4;
+        for (size_t i = threadIdx.x; i < n4; i += blockDim.x) st4(p + 4 * i, make_float4(0, 0, 0, 0));
+        for (size_t i = 4 * n4 + threadIdx.x; i < n; i += blockDim.x) p[i] = 0;
+    } else
+        for (size_t i = threadIdx.x; i < n; i += blockDim.x) p[i] = 0;
     __syncthreads();
 }
-MEMFN void block_copy(real* dst, const real* src, size_t n) { for (size_t i = threadIdx.x; i < n; i += blockDim.x) dst[i] = src[i]; __syncthreads(); }
+MEMFN void block_copy(real* dst, const real* src, size_t n) {
+    for (size_t i = threadIdx.x; i < n; i += blockDim.x) dst[i] = src[i];
+    __syncthreads();
+}
 
 // Small dense products used inside a memory chunk. out = (acc ? out : 0) + s * op. In every product of a chunk
 // one side has the chunk's n <= b token rows and the other is state-sized (m x p, up to 256 x 64 or 64 x 256):
@@ -674,16 +1006,25 @@ MEMFN void block_copy(real* dst, const real* src, size_t n) { for (size_t i = th
 // gets K/KS terms) and a fixed xor-shuffle tree adds the partials: no atomics, a fixed order (deterministic).
 #define MM_TR 16
 // lanes per output column: the largest power of 2 <= 32 with cols * KS <= threads
-__device__ __forceinline__ int mm_split(int cols) { int ks = 1; while (ks < 32 && cols * ks * 2 <= (int)blockDim.x) ks *= 2; return ks; }
+__device__ __forceinline__ int mm_split(int cols) {
+    int ks = 1;
+    while (ks < 32 && cols * ks * 2 <= (int)blockDim.x) ks *= 2;
+    return ks;
+}
 // A dot product of two rows, by a whole warp: the lanes split the row (coalesced loads), then a fixed-order
 // warp sum; every lane gets the result.
 __device__ __forceinline__ real warp_dot(const real* a, const real* b, int n) {
-    real v = 0; for (int k = LANE; k < n; k += 32) v += a[k] * b[k];
+    real v = 0;
+    for (int k = LANE; k < n; k += 32) v += a[k] * b[k];
     return warp_sum(v);
 }
 // 4 adjacent values of a chunk array: one 16-byte load when aligned (AV), else 4 loads (the gradient arrays
 // sit at odd offsets in the carve of train_miras.c)
-template <bool AV> __device__ __forceinline__ float4 ld4c(const real* p) { if (AV) return ld4(p); return make_float4(p[0], p[1], p[2], p[3]); }
+template <bool AV>
+__device__ __forceinline__ float4 ld4c(const real* p) {
+    if (AV) return ld4(p);
+    return make_float4(p[0], p[1], p[2], p[3]);
+}
 // ---- the same products on the tensor cores (v7: TF32; v8: 3xTF32), a warp per 16 x 8 output tile
 // mma.sync m16n8k8 (row.col, TF32 in, fp32 accumulate), lane = 4 g + tg (PTX ISA, "Matrix fragments for
 // mma.m16n8k8" with .tf32):   a0 A[g][tg]  a1 A[g+8][tg]  a2 A[g][tg+4]  a3 A[g+8][tg+4]   b0 B[tg][g]  b1 B[tg+4][g]
@@ -700,13 +1041,17 @@ __shared__ int mem_tc;
 __device__ inline void mma_tf32(float* c, const uint32_t* a, const uint32_t* b) { emu::mma_m16n8k8_tf32(c, a, b); }
 #else
 __device__ __forceinline__ void mma_tf32(float* c, const uint32_t* a, const uint32_t* b) {
-    asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
-                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3]) : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+    asm volatile(
+        "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
 #endif
-__device__ __forceinline__ uint32_t tf32_hi(float x) { return (__float_as_uint(x) + 0x1000u) & 0xffffe000u; }  // round half away
+// round half away
+__device__ __forceinline__ uint32_t tf32_hi(float x) { return (__float_as_uint(x) + 0x1000u) & 0xffffe000u; }
 // c += A B for one k-step of 8: P = 1 (TF32) or 3 (3xTF32) tensor-core instructions
-template <int P> __device__ __forceinline__ void mma_step(float* c, const float* af, const float* bf) {
+template <int P>
+__device__ __forceinline__ void mma_step(float* c, const float* af, const float* bf) {
     uint32_t ah[4], bh[2];
     if (P == 1) {
 #pragma unroll
@@ -716,10 +1061,17 @@ template <int P> __device__ __forceinline__ void mma_step(float* c, const float*
     } else {
         uint32_t al[4], bl[2];
 #pragma unroll
-        for (int i = 0; i < 4; i++) { ah[i] = tf32_hi(af[i]); al[i] = __float_as_uint(af[i] - __uint_as_float(ah[i])); }
+        for (int i = 0; i < 4; i++) {
+            ah[i] = tf32_hi(af[i]);
+            al[i] = __float_as_uint(af[i] - __uint_as_float(ah[i]));
+        }
 #pragma unroll
-        for (int i = 0; i < 2; i++) { bh[i] = tf32_hi(bf[i]); bl[i] = __float_as_uint(bf[i] - __uint_as_float(bh[i])); }
-        mma_tf32(c, al, bh); mma_tf32(c, ah, bl);
+        for (int i = 0; i < 2; i++) {
+            bh[i] = tf32_hi(bf[i]);
+            bl[i] = __float_as_uint(bf[i] - __uint_as_float(bh[i]));
+        }
+        mma_tf32(c, al, bh);
+        mma_tf32(c, ah, bl);
     }
     mma_tf32(c, ah, bh);
 }
@@ -727,17 +1079,19 @@ template <int P> __device__ __forceinline__ void mma_step(float* c, const float*
 // stores two adjacent outputs of a row (i < M checked here, j + 1 < N by fc). fa, fb return 0 out of range.
 // Each output has one owner lane and a fixed k order: deterministic.
 #ifndef TC_UNROLL
-#define TC_UNROLL 2   // k-steps unrolled (8 measured no faster on the H100, run 4 of dev/cuda/memlab_notes.md)
+#define TC_UNROLL 2  // k-steps unrolled (8 measured no faster on the H100, run 4 of dev/cuda/memlab_notes.md)
 #endif
-static constexpr int tc_unroll = TC_UNROLL;   // (#pragma unroll takes a constant, not a macro)
-template <int P, class FA, class FB, class FC> __device__ __forceinline__ void tc_product(int M, int N, int K, FA fa, FB fb, FC fc) {
+static constexpr int tc_unroll = TC_UNROLL;  // (#pragma unroll takes a constant, not a macro)
+template <int P, class FA, class FB, class FC>
+__device__ __forceinline__ void tc_product(int M, int N, int K, FA fa, FB fb, FC fc) {
     int g = LANE >> 2, tg = LANE & 3, tn = (N + 7) / 8, tiles = (M + 15) / 16 * tn;
-    for (int tile = threadIdx.x >> 5; tile < tiles; tile += blockDim.x >> 5) {     // (the same trip count in a warp)
+    for (int tile = threadIdx.x >> 5; tile < tiles; tile += blockDim.x >> 5) {  // (the same trip count in a warp)
         int i0 = tile / tn * 16, j0 = tile % tn * 8;
         float c[4] = {0, 0, 0, 0};
-#pragma unroll (tc_unroll)
+#pragma unroll(tc_unroll)
         for (int k0 = 0; k0 < K; k0 += 8) {
-            float af[4] = {fa(i0 + g, k0 + tg), fa(i0 + g + 8, k0 + tg), fa(i0 + g, k0 + tg + 4), fa(i0 + g + 8, k0 + tg + 4)};
+            float af[4] = {fa(i0 + g, k0 + tg), fa(i0 + g + 8, k0 + tg), fa(i0 + g, k0 + tg + 4),
+                           fa(i0 + g + 8, k0 + tg + 4)};
             float bf[2] = {fb(k0 + tg, j0 + g), fb(k0 + tg + 4, j0 + g)};
             mma_step<P>(c, af, bf);
         }
@@ -746,9 +1100,11 @@ template <int P, class FA, class FB, class FC> __device__ __forceinline__ void t
     }
 }
 // out = (acc ? out : 0) + s rs[i] (fa fb)_ij  (rs: NULL for 1), the store of the three mm_*_rs
-template <int P, class FA, class FB> __device__ __forceinline__ void tc_mm(real* out, int M, int N, int K, FA fa, FB fb, const real* rs, real s, int acc) {
+template <int P, class FA, class FB>
+__device__ __forceinline__ void tc_mm(real* out, int M, int N, int K, FA fa, FB fb, const real* rs, real s, int acc) {
     tc_product<P>(M, N, K, fa, fb, [&](int i, int j, float v0, float v1) {
-        real f = s * (rs ? rs[i] : 1); int e = i * N + j;
+        real f = s * (rs ? rs[i] : 1);
+        int e = i * N + j;
         if (j < N) out[e] = acc ? out[e] + f * v0 : f * v0;
         if (j + 1 < N) out[e + 1] = acc ? out[e + 1] + f * v1 : f * v1;
     });
@@ -757,87 +1113,135 @@ template <int P, class FA, class FB> __device__ __forceinline__ void tc_mm(real*
 // WT (whole tiles: M % 16 == N % 8 == K % 8 == 0, as at every full chunk of the presets) skips the range checks.
 // (int indices: the operands have at most 256 x 256 elements)
 #define TC_IN(WT, i, k, I, KK, v) ((WT) || ((i) < (I) && (k) < (KK)) ? (v) : 0.f)
-template <int P, bool WT> __device__ void tc_nt(real* out, const real* A, const real* Bm, const real* rs, int M, int N, int K, real s, int acc) {
-    tc_mm<P>(out, M, N, K, [&](int i, int k) { return TC_IN(WT, i, k, M, K, A[i * K + k]); },
-             [&](int k, int j) { return TC_IN(WT, k, j, K, N, Bm[j * K + k]); }, rs, s, acc);
+template <int P, bool WT>
+__device__ void tc_nt(real* out, const real* A, const real* Bm, const real* rs, int M, int N, int K, real s, int acc) {
+    tc_mm<P>(
+        out, M, N, K, [&](int i, int k) { return TC_IN(WT, i, k, M, K, A[i * K + k]); },
+        [&](int k, int j) { return TC_IN(WT, k, j, K, N, Bm[j * K + k]); }, rs, s, acc);
 }
-template <int P, bool WT> __device__ void tc_nn(real* out, const real* A, const real* Bm, const real* rs, int M, int N, int K, real s, int acc) {
-    tc_mm<P>(out, M, N, K, [&](int i, int k) { return TC_IN(WT, i, k, M, K, A[i * K + k]); },
-             [&](int k, int j) { return TC_IN(WT, k, j, K, N, Bm[k * N + j]); }, rs, s, acc);
+template <int P, bool WT>
+__device__ void tc_nn(real* out, const real* A, const real* Bm, const real* rs, int M, int N, int K, real s, int acc) {
+    tc_mm<P>(
+        out, M, N, K, [&](int i, int k) { return TC_IN(WT, i, k, M, K, A[i * K + k]); },
+        [&](int k, int j) { return TC_IN(WT, k, j, K, N, Bm[k * N + j]); }, rs, s, acc);
 }
-template <int P, bool WT> __device__ void tc_tn(real* out, const real* A, const real* Bm, const real* rs, int M, int N, int K, real s, int acc) {
-    tc_mm<P>(out, M, N, K, [&](int i, int k) { return TC_IN(WT, i, k, M, K, A[k * M + i] * (rs ? rs[k] : 1)); },
-             [&](int k, int j) { return TC_IN(WT, k, j, K, N, Bm[k * N + j]); }, NULL, s, acc);
+template <int P, bool WT>
+__device__ void tc_tn(real* out, const real* A, const real* Bm, const real* rs, int M, int N, int K, real s, int acc) {
+    tc_mm<P>(
+        out, M, N, K, [&](int i, int k) { return TC_IN(WT, i, k, M, K, A[k * M + i] * (rs ? rs[k] : 1)); },
+        [&](int k, int j) { return TC_IN(WT, k, j, K, N, Bm[k * N + j]); }, NULL, s, acc);
 }
 // one of the four instantiations of f: 3xTF32 or TF32, whole tiles or not (M, N, K: the product's shape)
-#define TC_DISPATCH(f, M, N, K, ...) do { bool w_ = (M) % 16 == 0 && (N) % 8 == 0 && (K) % 8 == 0;                     \
-    if (mem_tc == 3) { if (w_) f<3, true>(__VA_ARGS__); else f<3, false>(__VA_ARGS__); }                                 \
-    else { if (w_) f<1, true>(__VA_ARGS__); else f<1, false>(__VA_ARGS__); } } while (0)
+#define TC_DISPATCH(f, M, N, K, ...)                             \
+    do {                                                         \
+        bool w_ = (M) % 16 == 0 && (N) % 8 == 0 && (K) % 8 == 0; \
+        if (mem_tc == 3) {                                       \
+            if (w_)                                              \
+                f<3, true>(__VA_ARGS__);                         \
+            else                                                 \
+                f<3, false>(__VA_ARGS__);                        \
+        } else {                                                 \
+            if (w_)                                              \
+                f<1, true>(__VA_ARGS__);                         \
+            else                                                 \
+                f<1, false>(__VA_ARGS__);                        \
+        }                                                        \
+    } while (0)
 // mm_nt, one pass of output columns [j0, j0 + per): the state rows are read 16 bytes at a time (K % 4 == 0)
 // The state loops below load MM_U (8) state values before using any of them: a thread's loads are then in
 // flight together, and a pass waits for the L2 (or DRAM) once or twice instead of once per loaded value (with
 // 16 warps per SM there is little else to hide that latency; at the titans shape a thread has 8 values per
 // pass). The sums keep their order.
 #define MM_U 8
-#define MM_UN 4   // mm_nn's loads are scalar: 4 x 4 of them (8 would spill)
-template <bool AV> __device__ __forceinline__ void mm_nt_cols(real* r, const real* A, const real* Bm, int j, bool ok, int sl, int ks, int tn, int K) {
+#define MM_UN 4  // mm_nn's loads are scalar: 4 x 4 of them (8 would spill)
+template <bool AV>
+__device__ __forceinline__ void mm_nt_cols(real* r, const real* A, const real* Bm, int j, bool ok, int sl, int ks,
+                                           int tn, int K) {
     if (!ok) return;
-    const real* w = Bm + (size_t)j * K; int q = 4 * sl, st = 4 * ks;
-    for (; q + (MM_U - 1) * st < K; q += MM_U * st) {                       // MM_U state vectors at a time
+    const real* w = Bm + (size_t)j * K;
+    int q = 4 * sl, st = 4 * ks;
+    for (; q + (MM_U - 1) * st < K; q += MM_U * st) {  // MM_U state vectors at a time
         float4 wv[MM_U];
 #pragma unroll
         for (int v = 0; v < MM_U; v++) wv[v] = ld4(w + q + v * st);
 #pragma unroll
         for (int v = 0; v < MM_U; v++) {
 #pragma unroll
-            for (int u = 0; u < MM_TR; u++) if (u < tn) {
-                float4 xv = ld4c<AV>(A + (size_t)u * K + q + v * st);
-                r[u] += xv.x * wv[v].x; r[u] += xv.y * wv[v].y; r[u] += xv.z * wv[v].z; r[u] += xv.w * wv[v].w;
-            }
+            for (int u = 0; u < MM_TR; u++)
+                if (u < tn) {
+                    float4 xv = ld4c<AV>(A + (size_t)u * K + q + v * st);
+                    r[u] += xv.x * wv[v].x;
+                    r[u] += xv.y * wv[v].y;
+                    r[u] += xv.z * wv[v].z;
+                    r[u] += xv.w * wv[v].w;
+                }
         }
     }
     for (; q < K; q += st) {
         float4 wv = ld4(w + q);
 #pragma unroll
-        for (int u = 0; u < MM_TR; u++) if (u < tn) {
-            float4 xv = ld4c<AV>(A + (size_t)u * K + q);
-            r[u] += xv.x * wv.x; r[u] += xv.y * wv.y; r[u] += xv.z * wv.z; r[u] += xv.w * wv.w;
-        }
+        for (int u = 0; u < MM_TR; u++)
+            if (u < tn) {
+                float4 xv = ld4c<AV>(A + (size_t)u * K + q);
+                r[u] += xv.x * wv.x;
+                r[u] += xv.y * wv.y;
+                r[u] += xv.z * wv.z;
+                r[u] += xv.w * wv.w;
+            }
     }
 }
-MEMFN void mm_nt_rs(real* out, const real* A, const real* Bm, const real* rs, int M, int N, int K, real s, int acc, int sync = 1) {
-    if (mem_tc) { TC_DISPATCH(tc_nt, M, N, K, out, A, Bm, rs, M, N, K, s, acc); if (sync) __syncthreads(); return; }
-    int ks = mm_split(N), per = blockDim.x / ks, sl = threadIdx.x % ks;   // the ks lanes of a column are adjacent
+MEMFN void mm_nt_rs(real* out, const real* A, const real* Bm, const real* rs, int M, int N, int K, real s, int acc,
+                    int sync = 1) {
+    if (mem_tc) {
+        TC_DISPATCH(tc_nt, M, N, K, out, A, Bm, rs, M, N, K, s, acc);
+        if (sync) __syncthreads();
+        return;
+    }
+    int ks = mm_split(N), per = blockDim.x / ks, sl = threadIdx.x % ks;  // the ks lanes of a column are adjacent
     bool vec = K % 4 == 0 && al16(Bm), av = al16(A);
     for (int t0 = 0; t0 < M; t0 += MM_TR) {
-        int tn = M - t0 < MM_TR ? M - t0 : MM_TR; const real* a = A + (size_t)t0 * K;
-        for (int j0 = 0; j0 < N; j0 += per) {                               // the same trip count in every lane
-            int j = j0 + threadIdx.x / ks; bool ok = j < N;
+        int tn = M - t0 < MM_TR ? M - t0 : MM_TR;
+        const real* a = A + (size_t)t0 * K;
+        for (int j0 = 0; j0 < N; j0 += per) {  // the same trip count in every lane
+            int j = j0 + threadIdx.x / ks;
+            bool ok = j < N;
             real r[MM_TR];
 #pragma unroll
             for (int u = 0; u < MM_TR; u++) r[u] = 0;
-            if (vec) { if (av) mm_nt_cols<true>(r, a, Bm, j, ok, sl, ks, tn, K); else mm_nt_cols<false>(r, a, Bm, j, ok, sl, ks, tn, K); }
-            else if (ok) for (int q = sl; q < K; q += ks) {
-                real wv = Bm[(size_t)j * K + q];
+            if (vec) {
+                if (av)
+                    mm_nt_cols<true>(r, a, Bm, j, ok, sl, ks, tn, K);
+                else
+                    mm_nt_cols<false>(r, a, Bm, j, ok, sl, ks, tn, K);
+            } else if (ok)
+                for (int q = sl; q < K; q += ks) {
+                    real wv = Bm[(size_t)j * K + q];
 #pragma unroll
-                for (int u = 0; u < MM_TR; u++) if (u < tn) r[u] += a[(size_t)u * K + q] * wv;
-            }
+                    for (int u = 0; u < MM_TR; u++)
+                        if (u < tn) r[u] += a[(size_t)u * K + q] * wv;
+                }
             for (int o = ks >> 1; o > 0; o >>= 1) {
 #pragma unroll
-                for (int u = 0; u < MM_TR; u++) if (u < tn) r[u] += __shfl_xor_sync(0xffffffffu, r[u], o);  // (tn: the same in every lane)
+                // (tn: the same in every lane)
+                for (int u = 0; u < MM_TR; u++)
+                    if (u < tn) r[u] += __shfl_xor_sync(0xffffffffu, r[u], o);
             }
             if (ok && sl == 0) {
 #pragma unroll
-                for (int u = 0; u < MM_TR; u++) if (u < tn) {
-                    size_t e = (size_t)(t0 + u) * N + j; real v = s * (rs ? rs[t0 + u] : 1) * r[u];
-                    out[e] = acc ? out[e] + v : v;
-                }
+                for (int u = 0; u < MM_TR; u++)
+                    if (u < tn) {
+                        size_t e = (size_t)(t0 + u) * N + j;
+                        real v = s * (rs ? rs[t0 + u] : 1) * r[u];
+                        out[e] = acc ? out[e] + v : v;
+                    }
             }
         }
     }
     if (sync) __syncthreads();
 }
-template <bool AV> __device__ __forceinline__ void mm_nn_cols(real* r, const real* A, const real* Bm, int j, bool ok, int sl, int ks, int tn, int N, int K) {
+template <bool AV>
+__device__ __forceinline__ void mm_nn_cols(real* r, const real* A, const real* Bm, int j, bool ok, int sl, int ks,
+                                           int tn, int N, int K) {
     if (!ok) return;
     int q = 4 * sl, st = 4 * ks;
     for (; q + (MM_UN - 1) * st < K; q += MM_UN * st) {
@@ -850,57 +1254,85 @@ template <bool AV> __device__ __forceinline__ void mm_nn_cols(real* r, const rea
 #pragma unroll
         for (int v = 0; v < MM_UN; v++) {
 #pragma unroll
-            for (int u = 0; u < MM_TR; u++) if (u < tn) {
-                float4 xv = ld4c<AV>(A + (size_t)u * K + q + v * st);
-                r[u] += xv.x * bv[v][0]; r[u] += xv.y * bv[v][1]; r[u] += xv.z * bv[v][2]; r[u] += xv.w * bv[v][3];
-            }
+            for (int u = 0; u < MM_TR; u++)
+                if (u < tn) {
+                    float4 xv = ld4c<AV>(A + (size_t)u * K + q + v * st);
+                    r[u] += xv.x * bv[v][0];
+                    r[u] += xv.y * bv[v][1];
+                    r[u] += xv.z * bv[v][2];
+                    r[u] += xv.w * bv[v][3];
+                }
         }
     }
     for (; q < K; q += st) {
-        real b0 = Bm[(size_t)q * N + j], b1 = Bm[(size_t)(q + 1) * N + j], b2 = Bm[(size_t)(q + 2) * N + j], b3 = Bm[(size_t)(q + 3) * N + j];
+        real b0 = Bm[(size_t)q * N + j], b1 = Bm[(size_t)(q + 1) * N + j], b2 = Bm[(size_t)(q + 2) * N + j],
+             b3 = Bm[(size_t)(q + 3) * N + j];
 #pragma unroll
-        for (int u = 0; u < MM_TR; u++) if (u < tn) {
-            float4 xv = ld4c<AV>(A + (size_t)u * K + q);
-            r[u] += xv.x * b0; r[u] += xv.y * b1; r[u] += xv.z * b2; r[u] += xv.w * b3;
-        }
+        for (int u = 0; u < MM_TR; u++)
+            if (u < tn) {
+                float4 xv = ld4c<AV>(A + (size_t)u * K + q);
+                r[u] += xv.x * b0;
+                r[u] += xv.y * b1;
+                r[u] += xv.z * b2;
+                r[u] += xv.w * b3;
+            }
     }
 }
-MEMFN void mm_nn_rs(real* out, const real* A, const real* Bm, const real* rs, int M, int N, int K, real s, int acc, int sync = 1) {
-    if (mem_tc) { TC_DISPATCH(tc_nn, M, N, K, out, A, Bm, rs, M, N, K, s, acc); if (sync) __syncthreads(); return; }
-    int ks = mm_split(N), cpw = 32 / ks, per = (blockDim.x >> 5) * cpw;   // a warp: cpw adjacent columns x ks slices
+MEMFN void mm_nn_rs(real* out, const real* A, const real* Bm, const real* rs, int M, int N, int K, real s, int acc,
+                    int sync = 1) {
+    if (mem_tc) {
+        TC_DISPATCH(tc_nn, M, N, K, out, A, Bm, rs, M, N, K, s, acc);
+        if (sync) __syncthreads();
+        return;
+    }
+    int ks = mm_split(N), cpw = 32 / ks, per = (blockDim.x >> 5) * cpw;  // a warp: cpw adjacent columns x ks slices
     int sl = LANE / cpw, jw = (threadIdx.x >> 5) * cpw + LANE % cpw;
     bool vec = K % 4 == 0, av = al16(A);
     for (int t0 = 0; t0 < M; t0 += MM_TR) {
-        int tn = M - t0 < MM_TR ? M - t0 : MM_TR; const real* a = A + (size_t)t0 * K;
+        int tn = M - t0 < MM_TR ? M - t0 : MM_TR;
+        const real* a = A + (size_t)t0 * K;
         for (int j0 = 0; j0 < N; j0 += per) {
-            int j = j0 + jw; bool ok = j < N;
+            int j = j0 + jw;
+            bool ok = j < N;
             real r[MM_TR];
 #pragma unroll
             for (int u = 0; u < MM_TR; u++) r[u] = 0;
-            if (vec) { if (av) mm_nn_cols<true>(r, a, Bm, j, ok, sl, ks, tn, N, K); else mm_nn_cols<false>(r, a, Bm, j, ok, sl, ks, tn, N, K); }
-            else if (ok) for (int q = sl; q < K; q += ks) {
-                real bv = Bm[(size_t)q * N + j];
+            if (vec) {
+                if (av)
+                    mm_nn_cols<true>(r, a, Bm, j, ok, sl, ks, tn, N, K);
+                else
+                    mm_nn_cols<false>(r, a, Bm, j, ok, sl, ks, tn, N, K);
+            } else if (ok)
+                for (int q = sl; q < K; q += ks) {
+                    real bv = Bm[(size_t)q * N + j];
 #pragma unroll
-                for (int u = 0; u < MM_TR; u++) if (u < tn) r[u] += a[(size_t)u * K + q] * bv;
-            }
+                    for (int u = 0; u < MM_TR; u++)
+                        if (u < tn) r[u] += a[(size_t)u * K + q] * bv;
+                }
             for (int o = 16; o >= cpw; o >>= 1) {
 #pragma unroll
-                for (int u = 0; u < MM_TR; u++) if (u < tn) r[u] += __shfl_xor_sync(0xffffffffu, r[u], o);
+                for (int u = 0; u < MM_TR; u++)
+                    if (u < tn) r[u] += __shfl_xor_sync(0xffffffffu, r[u], o);
             }
             if (ok && sl == 0) {
 #pragma unroll
-                for (int u = 0; u < MM_TR; u++) if (u < tn) {
-                    size_t e = (size_t)(t0 + u) * N + j; real v = s * (rs ? rs[t0 + u] : 1) * r[u];
-                    out[e] = acc ? out[e] + v : v;
-                }
+                for (int u = 0; u < MM_TR; u++)
+                    if (u < tn) {
+                        size_t e = (size_t)(t0 + u) * N + j;
+                        real v = s * (rs ? rs[t0 + u] : 1) * r[u];
+                        out[e] = acc ? out[e] + v : v;
+                    }
             }
         }
     }
     if (sync) __syncthreads();
 }
-template <bool BV> __device__ __forceinline__ void mm_tn_vec(real* out, const real* A, const real* Bm, const real* rs, int M, int N, int K, real s, int acc) {
+template <bool BV>
+__device__ __forceinline__ void mm_tn_vec(real* out, const real* A, const real* Bm, const real* rs, int M, int N, int K,
+                                          real s, int acc) {
     int N4 = N / 4, tot = M * N4, nt = blockDim.x;
-    for (int e0 = threadIdx.x; e0 < tot; e0 += MM_U * nt) {                // a thread per 4 adjacent outputs, MM_U at a time
+    // a thread per 4 adjacent outputs, MM_U at a time
+    for (int e0 = threadIdx.x; e0 < tot; e0 += MM_U * nt) {
         float4 v[MM_U];
 #pragma unroll
         for (int w = 0; w < MM_U; w++) {
@@ -909,41 +1341,64 @@ template <bool BV> __device__ __forceinline__ void mm_tn_vec(real* out, const re
         }
 #pragma unroll
         for (int w = 0; w < MM_U; w++) {
-            int e4 = e0 + w * nt; if (e4 >= tot) break;
+            int e4 = e0 + w * nt;
+            if (e4 >= tot) break;
             int i = e4 / N4, j = 4 * (e4 % N4);
             for (int k = 0; k < K; k++) {
-                real a = s * A[(size_t)k * M + i] * (rs ? rs[k] : 1); float4 b = ld4c<BV>(Bm + (size_t)k * N + j);
-                v[w].x += a * b.x; v[w].y += a * b.y; v[w].z += a * b.z; v[w].w += a * b.w;
+                real a = s * A[(size_t)k * M + i] * (rs ? rs[k] : 1);
+                float4 b = ld4c<BV>(Bm + (size_t)k * N + j);
+                v[w].x += a * b.x;
+                v[w].y += a * b.y;
+                v[w].z += a * b.z;
+                v[w].w += a * b.w;
             }
             st4(out + (size_t)i * N + j, v[w]);
         }
     }
 }
-MEMFN void mm_tn_rs(real* out, const real* A, const real* Bm, const real* rs, int M, int N, int K, real s, int acc, int sync = 1) {
-    if (mem_tc) { TC_DISPATCH(tc_tn, M, N, K, out, A, Bm, rs, M, N, K, s, acc); if (sync) __syncthreads(); return; }
-    if (N % 4 == 0 && al16(out)) { if (al16(Bm)) mm_tn_vec<true>(out, A, Bm, rs, M, N, K, s, acc); else mm_tn_vec<false>(out, A, Bm, rs, M, N, K, s, acc); }
-    else FOR(e, M * N) {
-        int i = e / N, j = e % N; real o = acc ? out[e] : 0;
-        for (int k = 0; k < K; k++) o += s * A[(size_t)k * M + i] * (rs ? rs[k] : 1) * Bm[(size_t)k * N + j];
-        out[e] = o;
+MEMFN void mm_tn_rs(real* out, const real* A, const real* Bm, const real* rs, int M, int N, int K, real s, int acc,
+                    int sync = 1) {
+    if (mem_tc) {
+        TC_DISPATCH(tc_tn, M, N, K, out, A, Bm, rs, M, N, K, s, acc);
+        if (sync) __syncthreads();
+        return;
     }
+    if (N % 4 == 0 && al16(out)) {
+        if (al16(Bm))
+            mm_tn_vec<true>(out, A, Bm, rs, M, N, K, s, acc);
+        else
+            mm_tn_vec<false>(out, A, Bm, rs, M, N, K, s, acc);
+    } else
+        FOR(e, M * N) {
+            int i = e / N, j = e % N;
+            real o = acc ? out[e] : 0;
+            for (int k = 0; k < K; k++) o += s * A[(size_t)k * M + i] * (rs ? rs[k] : 1) * Bm[(size_t)k * N + j];
+            out[e] = o;
+        }
     if (sync) __syncthreads();
 }
-MEMFN void mm_nt(real* out, const real* A, const real* Bm, int M, int N, int K, real s, int acc) { mm_nt_rs(out, A, Bm, NULL, M, N, K, s, acc); }
-MEMFN void mm_nn(real* out, const real* A, const real* Bm, int M, int N, int K, real s, int acc) { mm_nn_rs(out, A, Bm, NULL, M, N, K, s, acc); }
-MEMFN void mm_tn(real* out, const real* A, const real* Bm, int M, int N, int K, real s, int acc) { mm_tn_rs(out, A, Bm, NULL, M, N, K, s, acc); }
+MEMFN void mm_nt(real* out, const real* A, const real* Bm, int M, int N, int K, real s, int acc) {
+    mm_nt_rs(out, A, Bm, NULL, M, N, K, s, acc);
+}
+MEMFN void mm_nn(real* out, const real* A, const real* Bm, int M, int N, int K, real s, int acc) {
+    mm_nn_rs(out, A, Bm, NULL, M, N, K, s, acc);
+}
+MEMFN void mm_tn(real* out, const real* A, const real* Bm, int M, int N, int K, real s, int acc) {
+    mm_tn_rs(out, A, Bm, NULL, M, N, K, s, acc);
+}
 
 // Chunk coefficients by the recurrences (t, i local, 0-based; sigma_{-1} = alpha_{-1} = 1):
 //   alpha_t = a_t alpha_{t-1}          sigma_t = theta_t sigma_{t-1}      beta_t = a_t beta_{t-1} + sigma_t
 //   s[t][i] = eta_i (t = i), theta_t s[t-1][i] (t > i)       C[t][i] = a_t C[t-1][i] + s[t][i]
 // Column i of s and C depends on column i only: a thread per column; thread 0 runs the scalar chains.
 MEMFN void mem_coef_forward(MemChunk* c, int n, int momentum) {
-    if (threadIdx.x == 0) for (int t = 0; t < n; t++) {
-        real th = momentum ? c->theta[t] : 0;
-        c->alpha[t] = c->a[t] * (t ? c->alpha[t - 1] : 1);
-        c->sigma[t] = th * (t ? c->sigma[t - 1] : 1);
-        c->beta[t] = c->a[t] * (t ? c->beta[t - 1] : 0) + c->sigma[t];
-    }
+    if (threadIdx.x == 0)
+        for (int t = 0; t < n; t++) {
+            real th = momentum ? c->theta[t] : 0;
+            c->alpha[t] = c->a[t] * (t ? c->alpha[t - 1] : 1);
+            c->sigma[t] = th * (t ? c->sigma[t - 1] : 1);
+            c->beta[t] = c->a[t] * (t ? c->beta[t - 1] : 0) + c->sigma[t];
+        }
     FOR(i, n) for (int t = 0; t < n; t++) {
         real th = momentum ? c->theta[t] : 0;
         real s = i == t ? c->eta[i] : (i < t ? th * c->s[(t - 1) * n + i] : 0);
@@ -958,7 +1413,7 @@ MEMFN void mem_coef_forward(MemChunk* c, int n, int momentum) {
 MEMFN void mem_coef_backward(MemChunk* c, int n, int momentum) {
     real *tA = c->nn1, *tT = c->nn2;
     if (threadIdx.x == 0) {
-        real ga = 0, gb = 0, gs = 0;        // adjoints of alpha_{t+1}, beta_{t+1}, sigma_{t+1}
+        real ga = 0, gb = 0, gs = 0;  // adjoints of alpha_{t+1}, beta_{t+1}, sigma_{t+1}
         for (int t = n - 1; t >= 0; t--) {
             real an = t + 1 < n ? c->a[t + 1] : 0, thn = (momentum && t + 1 < n) ? c->theta[t + 1] : 0;
             ga = c->dalpha[t] + an * ga;
@@ -970,21 +1425,28 @@ MEMFN void mem_coef_backward(MemChunk* c, int n, int momentum) {
         }
     }
     FOR(i, n) {
-        real gC = 0, gS = 0;                // adjoints of C[t+1][i], s[t+1][i]
+        real gC = 0, gS = 0;  // adjoints of C[t+1][i], s[t+1][i]
         for (int t = n - 1; t >= i; t--) {
             real an = t + 1 < n ? c->a[t + 1] : 0, thn = (momentum && t + 1 < n) ? c->theta[t + 1] : 0;
             real g = c->dC[t * n + i] + an * gC;
             tA[t * n + i] = g * (i < t ? c->C[(t - 1) * n + i] : 0);
             real h = (t == n - 1 ? c->ds[i] : 0) + g + thn * gS;
-            if (i == t) { c->deta[i] += h; tT[t * n + i] = 0; }
-            else tT[t * n + i] = momentum ? h * c->s[(t - 1) * n + i] : 0;
-            gC = g; gS = h;
+            if (i == t) {
+                c->deta[i] += h;
+                tT[t * n + i] = 0;
+            } else
+                tT[t * n + i] = momentum ? h * c->s[(t - 1) * n + i] : 0;
+            gC = g;
+            gS = h;
         }
     }
     __syncthreads();
     FOR(t, n) {
         real sa = 0, st = 0;
-        for (int i = 0; i <= t; i++) { sa += tA[t * n + i]; st += tT[t * n + i]; }
+        for (int i = 0; i <= t; i++) {
+            sa += tA[t * n + i];
+            st += tT[t * n + i];
+        }
         c->da[t] += sa;
         if (momentum) c->dtheta[t] += st;
     }
@@ -996,16 +1458,20 @@ MEMFN void mem_coef_backward(MemChunk* c, int n, int momentum) {
 // (cs = 1, except 1/s for Moneta's lq retention, whose reads are A_t / s)
 // x (n, p) the read inputs, xk (n, p) the write inputs, dl (n, m) the error rows of the writes.
 // Keeps xw = x W^T, xs = x S^T, xx = x xk^T for the backward.
-MEMFN void mem_read_forward(real* out, real* xw, real* xs, real* xx, real* xa, const real* x, const real* xk, const real* dl,
-                                 const real* W, const real* S, const real* W0, real cs, const MemChunk* c, int n, int m, int p) {
-    mm_nt_rs(xw, x, W, NULL, n, m, p, 1, 0, 0);     // (the independent products: one barrier)
+MEMFN void mem_read_forward(real* out, real* xw, real* xs, real* xx, real* xa, const real* x, const real* xk,
+                            const real* dl, const real* W, const real* S, const real* W0, real cs, const MemChunk* c,
+                            int n, int m, int p) {
+    mm_nt_rs(xw, x, W, NULL, n, m, p, 1, 0, 0);  // (the independent products: one barrier)
     if (S) mm_nt_rs(xs, x, S, NULL, n, m, p, 1, 0, 0);
     if (W0) mm_nt_rs(xa, x, W0, NULL, n, m, p, 1, 0, 0);
     mm_nt(xx, x, xk, n, n, p, 1, 0);
     FOR(e, n * m) {
         int t = e / m, j = e % m;
         real o = c->alpha[t] * xw[e] + (S ? c->beta[t] * xs[e] : 0) + (W0 ? (1 - c->alpha[t]) * cs * xa[e] : 0);
-        for (int i = 0; i <= t; i++) { real w = cs * c->C[t * n + i] * xx[t * n + i]; o -= w * dl[(size_t)i * m + j]; }
+        for (int i = 0; i <= t; i++) {
+            real w = cs * c->C[t * n + i] * xx[t * n + i];
+            o -= w * dl[(size_t)i * m + j];
+        }
         out[e] = o;
     }
     __syncthreads();
@@ -1018,33 +1484,48 @@ MEMFN void mem_read_forward(real* out, real* xw, real* xs, real* xx, real* xa, c
 // With the anchored retention (W0: (1 - alpha_t) cs W0 x_t in the read), also
 //   dalpha_t -= cs dout_t . xa_t   dcs += sum_t (1 - alpha_t) dout_t . xa_t
 //   dx_t += (1 - alpha_t) cs W0^T dout_t   dW0 += sum_t (1 - alpha_t) cs dout_t x_t^T
-MEMFN void mem_read_backward(real* dx, real* dxk, real* ddl, real* dW, real* dS, real* dW0, real* dcs, MemChunk* c, const real* dout,
-                                  const real* x, const real* xk, const real* dl, const real* W, const real* S, const real* W0, real cs,
-                                  const real* xw, const real* xs, const real* xx, const real* xa, int n, int m, int p) {
-    real *gx = c->nn1, *wx = c->nn2, sca = 0;       // sca: this thread's part of dcs through the anchor
+MEMFN void mem_read_backward(real* dx, real* dxk, real* ddl, real* dW, real* dS, real* dW0, real* dcs, MemChunk* c,
+                             const real* dout, const real* x, const real* xk, const real* dl, const real* W,
+                             const real* S, const real* W0, real cs, const real* xw, const real* xs, const real* xx,
+                             const real* xa, int n, int m, int p) {
+    real *gx = c->nn1, *wx = c->nn2, sca = 0;  // sca: this thread's part of dcs through the anchor
     WARP_FOR(t, n) {
-        const real* g = dout + (size_t)t * m; real sa = 0, sb = 0, s0 = 0;
+        const real* g = dout + (size_t)t * m;
+        real sa = 0, sb = 0, s0 = 0;
         for (int j = LANE; j < m; j += 32) {
-            sa += g[j] * xw[(size_t)t * m + j]; if (S) sb += g[j] * xs[(size_t)t * m + j]; if (W0) s0 += g[j] * xa[(size_t)t * m + j];
+            sa += g[j] * xw[(size_t)t * m + j];
+            if (S) sb += g[j] * xs[(size_t)t * m + j];
+            if (W0) s0 += g[j] * xa[(size_t)t * m + j];
         }
-        sa = warp_sum(sa); sb = warp_sum(sb); if (W0) s0 = warp_sum(s0);
+        sa = warp_sum(sa);
+        sb = warp_sum(sb);
+        if (W0) s0 = warp_sum(s0);
         if (LANE == 0) {
-            c->dalpha[t] += sa; if (S) c->dbeta[t] += sb;
-            if (W0) { c->dalpha[t] -= cs * s0; sca += (1 - c->alpha[t]) * s0; c->oma[t] = (1 - c->alpha[t]) * cs; }
+            c->dalpha[t] += sa;
+            if (S) c->dbeta[t] += sb;
+            if (W0) {
+                c->dalpha[t] -= cs * s0;
+                sca += (1 - c->alpha[t]) * s0;
+                c->oma[t] = (1 - c->alpha[t]) * cs;
+            }
         }
     }
-    mm_nt(gx, dout, dl, n, n, m, -1, 0);            // dA = -dout dl^T, then gx and wx in place
+    mm_nt(gx, dout, dl, n, n, m, -1, 0);  // dA = -dout dl^T, then gx and wx in place
     real scs = 0;
     FOR(e, n * n) {
-        int t = e / n, i = e % n; real gxe = 0, wxe = 0;
+        int t = e / n, i = e % n;
+        real gxe = 0, wxe = 0;
         if (i <= t) {
             real cti = c->C[e], dA = gx[e];
-            c->dC[e] += cs * dA * xx[e]; scs += dA * cti * xx[e];
-            gxe = cs * dA * cti; wxe = cs * cti * xx[e];
+            c->dC[e] += cs * dA * xx[e];
+            scs += dA * cti * xx[e];
+            gxe = cs * dA * cti;
+            wxe = cs * cti * xx[e];
         }
-        gx[e] = gxe; wx[e] = wxe;
+        gx[e] = gxe;
+        wx[e] = wxe;
     }
-    scs = block_sum(scs + sca);                     // (its barriers also publish gx, wx and oma)
+    scs = block_sum(scs + sca);  // (its barriers also publish gx, wx and oma)
     if (threadIdx.x == 0) *dcs += scs;
     mm_nn_rs(dx, dout, W, c->alpha, n, p, m, 1, 1, 0);  // dx_t += alpha_t W^T dout_t   (the products: one barrier)
     if (S) mm_nn_rs(dx, dout, S, c->beta, n, p, m, 1, 1, 0);
@@ -1053,18 +1534,21 @@ MEMFN void mem_read_backward(real* dx, real* dxk, real* ddl, real* dW, real* dS,
     if (S) mm_tn_rs(dS, dout, x, c->beta, m, p, n, 1, 1, 0);
     if (W0) mm_tn_rs(dW0, dout, x, c->oma, m, p, n, 1, 1, 0);
     __syncthreads();
-    FOR(e, n * p) {                                 // the write terms
-        int t = e / p, q = e % p; real v = 0;
+    FOR(e, n * p) {  // the write terms
+        int t = e / p, q = e % p;
+        real v = 0;
         for (int i = 0; i <= t; i++) v += gx[t * n + i] * xk[(size_t)i * p + q];
         dx[e] += v;
     }
     FOR(e, n * p) {
-        int i = e / p, q = e % p; real v = 0;
+        int i = e / p, q = e % p;
+        real v = 0;
         for (int t = i; t < n; t++) v += gx[t * n + i] * x[(size_t)t * p + q];
         dxk[e] += v;
     }
     FOR(e, n * m) {
-        int i = e / m, j = e % m; real v = 0;
+        int i = e / m, j = e % m;
+        real v = 0;
         for (int t = i; t < n; t++) v += wx[t * n + i] * dout[(size_t)t * m + j];
         ddl[e] -= v;
     }
@@ -1073,90 +1557,157 @@ MEMFN void mem_read_backward(real* dx, real* dxk, real* ddl, real* dW, real* dS,
 
 // The chunk-end state of one memory matrix: Wn = ca W + (1 - ca) W0 + cb S - sum_i c_i dl_i xk_i^T   (m, p)
 // (the W0 term only with the anchored retention; a thread per 4 adjacent elements of a row where aligned)
-template <int P, bool WT> __device__ void tc_update(real* Wn, const real* W, real ca, const real* W0, const real* S, real cb,
-                                                  const real* dl, const real* xk, const real* cv, int n, int m, int p) {
-    tc_product<P>(m, p, n, [&](int j, int i) { return TC_IN(WT, j, i, m, n, -cv[i] * dl[i * m + j]); },
-                  [&](int i, int q) { return TC_IN(WT, i, q, n, p, xk[i * p + q]); },
-                  [&](int j, int q, float v0, float v1) {             // the retention terms, then the rank-n sum
-                      for (int u = 0; u < 2 && q + u < p; u++) {
-                          int e = j * p + q + u;
-                          Wn[e] = ca * W[e] + (W0 ? (1 - ca) * W0[e] : 0) + (S ? cb * S[e] : 0) + (u ? v1 : v0);
-                      }
-                  });
+template <int P, bool WT>
+__device__ void tc_update(real* Wn, const real* W, real ca, const real* W0, const real* S, real cb, const real* dl,
+                          const real* xk, const real* cv, int n, int m, int p) {
+    tc_product<P>(
+        m, p, n, [&](int j, int i) { return TC_IN(WT, j, i, m, n, -cv[i] * dl[i * m + j]); },
+        [&](int i, int q) { return TC_IN(WT, i, q, n, p, xk[i * p + q]); },
+        [&](int j, int q, float v0, float v1) {  // the retention terms, then the rank-n sum
+            for (int u = 0; u < 2 && q + u < p; u++) {
+                int e = j * p + q + u;
+                Wn[e] = ca * W[e] + (W0 ? (1 - ca) * W0[e] : 0) + (S ? cb * S[e] : 0) + (u ? v1 : v0);
+            }
+        });
 }
-MEMFN void mem_update_forward(real* Wn, const real* W, real ca, const real* W0, const real* S, real cb,
-                                   const real* dl, const real* xk, const real* cv, int n, int m, int p, int sync = 1) {
-    if (mem_tc) { TC_DISPATCH(tc_update, m, p, n, Wn, W, ca, W0, S, cb, dl, xk, cv, n, m, p); if (sync) __syncthreads(); return; }
+MEMFN void mem_update_forward(real* Wn, const real* W, real ca, const real* W0, const real* S, real cb, const real* dl,
+                              const real* xk, const real* cv, int n, int m, int p, int sync = 1) {
+    if (mem_tc) {
+        TC_DISPATCH(tc_update, m, p, n, Wn, W, ca, W0, S, cb, dl, xk, cv, n, m, p);
+        if (sync) __syncthreads();
+        return;
+    }
     if (p % 4 == 0 && al16(Wn) && al16(W) && (!S || al16(S)) && (!W0 || al16(W0))) {
-        int p4 = p / 4, tot = m * p4, nt = blockDim.x; bool xv4 = al16(xk);
-        for (int e0 = threadIdx.x; e0 < tot; e0 += MM_U * nt) {             // MM_U groups of 4 at a time (loads first)
+        int p4 = p / 4, tot = m * p4, nt = blockDim.x;
+        bool xv4 = al16(xk);
+        for (int e0 = threadIdx.x; e0 < tot; e0 += MM_U * nt) {  // MM_U groups of 4 at a time (loads first)
             float4 v[MM_U];
 #pragma unroll
             for (int w = 0; w < MM_U; w++) {
-                int e4 = e0 + w * nt; if (e4 >= tot) { v[w] = make_float4(0, 0, 0, 0); continue; }
-                size_t e = (size_t)(e4 / p4) * p + 4 * (e4 % p4); float4 wv = ld4(W + e);
+                int e4 = e0 + w * nt;
+                if (e4 >= tot) {
+                    v[w] = make_float4(0, 0, 0, 0);
+                    continue;
+                }
+                size_t e = (size_t)(e4 / p4) * p + 4 * (e4 % p4);
+                float4 wv = ld4(W + e);
                 v[w] = make_float4(ca * wv.x, ca * wv.y, ca * wv.z, ca * wv.w);
-                if (S) { float4 sv = ld4(S + e); v[w].x += cb * sv.x; v[w].y += cb * sv.y; v[w].z += cb * sv.z; v[w].w += cb * sv.w; }
-                if (W0) { float4 av = ld4(W0 + e); real ka = 1 - ca; v[w].x += ka * av.x; v[w].y += ka * av.y; v[w].z += ka * av.z; v[w].w += ka * av.w; }
+                if (S) {
+                    float4 sv = ld4(S + e);
+                    v[w].x += cb * sv.x;
+                    v[w].y += cb * sv.y;
+                    v[w].z += cb * sv.z;
+                    v[w].w += cb * sv.w;
+                }
+                if (W0) {
+                    float4 av = ld4(W0 + e);
+                    real ka = 1 - ca;
+                    v[w].x += ka * av.x;
+                    v[w].y += ka * av.y;
+                    v[w].z += ka * av.z;
+                    v[w].w += ka * av.w;
+                }
             }
 #pragma unroll
             for (int w = 0; w < MM_U; w++) {
-                int e4 = e0 + w * nt; if (e4 >= tot) break;
+                int e4 = e0 + w * nt;
+                if (e4 >= tot) break;
                 int j = e4 / p4, q = 4 * (e4 % p4);
                 for (int i = 0; i < n; i++) {
-                    real wi = cv[i] * dl[(size_t)i * m + j]; float4 xv = xv4 ? ld4(xk + (size_t)i * p + q) : ld4c<false>(xk + (size_t)i * p + q);
-                    v[w].x -= wi * xv.x; v[w].y -= wi * xv.y; v[w].z -= wi * xv.z; v[w].w -= wi * xv.w;
+                    real wi = cv[i] * dl[(size_t)i * m + j];
+                    float4 xv = xv4 ? ld4(xk + (size_t)i * p + q) : ld4c<false>(xk + (size_t)i * p + q);
+                    v[w].x -= wi * xv.x;
+                    v[w].y -= wi * xv.y;
+                    v[w].z -= wi * xv.z;
+                    v[w].w -= wi * xv.w;
                 }
                 st4(Wn + (size_t)j * p + q, v[w]);
             }
         }
-    } else FOR(e, m * p) {
-        int j = e / p, q = e % p; real v = ca * W[e] + (W0 ? (1 - ca) * W0[e] : 0) + (S ? cb * S[e] : 0);
-        for (int i = 0; i < n; i++) { real w = cv[i] * dl[(size_t)i * m + j]; v -= w * xk[(size_t)i * p + q]; }
-        Wn[e] = v;
-    }
-    if (sync) __syncthreads();                     // (sync = 0: the caller's next update is independent)
+    } else
+        FOR(e, m * p) {
+            int j = e / p, q = e % p;
+            real v = ca * W[e] + (W0 ? (1 - ca) * W0[e] : 0) + (S ? cb * S[e] : 0);
+            for (int i = 0; i < n; i++) {
+                real w = cv[i] * dl[(size_t)i * m + j];
+                v -= w * xk[(size_t)i * p + q];
+            }
+            Wn[e] = v;
+        }
+    if (sync) __syncthreads();  // (sync = 0: the caller's next update is independent)
 }
 // the elementwise part of mem_update_backward: dW += ca dWn; dS += cb dWn; this thread's terms of <dWn, W>, <dWn, S>
-MEMFN void mem_update_backward_ew(real* __restrict__ dW, real* __restrict__ dS, real* psa, real* psb, const real* __restrict__ dWn,
-                                  const real* __restrict__ W, real ca, const real* __restrict__ S, real cb, int mp) {
-    real sa = 0, sb = 0;                            // (restrict: the unrolled iterations' loads may go before the stores)
+MEMFN void mem_update_backward_ew(real* __restrict__ dW, real* __restrict__ dS, real* psa, real* psb,
+                                  const real* __restrict__ dWn, const real* __restrict__ W, real ca,
+                                  const real* __restrict__ S, real cb, int mp) {
+    // (restrict: the unrolled iterations' loads may go before the stores)
+    real sa = 0, sb = 0;
     if (mp % 4 == 0 && al16(dW) && al16(dWn) && al16(W) && (!S || (al16(dS) && al16(S)))) {
 #pragma unroll 4
         FOR(e4, mp / 4) {
-            size_t e = 4 * (size_t)e4; float4 g = ld4(dWn + e), w = ld4(W + e), o = ld4(dW + e);
-            o.x += ca * g.x; o.y += ca * g.y; o.z += ca * g.z; o.w += ca * g.w;
-            sa += g.x * w.x; sa += g.y * w.y; sa += g.z * w.z; sa += g.w * w.w;
+            size_t e = 4 * (size_t)e4;
+            float4 g = ld4(dWn + e), w = ld4(W + e), o = ld4(dW + e);
+            o.x += ca * g.x;
+            o.y += ca * g.y;
+            o.z += ca * g.z;
+            o.w += ca * g.w;
+            sa += g.x * w.x;
+            sa += g.y * w.y;
+            sa += g.z * w.z;
+            sa += g.w * w.w;
             st4(dW + e, o);
             if (S) {
                 float4 sv = ld4(S + e), os = ld4(dS + e);
-                os.x += cb * g.x; os.y += cb * g.y; os.z += cb * g.z; os.w += cb * g.w;
-                sb += g.x * sv.x; sb += g.y * sv.y; sb += g.z * sv.z; sb += g.w * sv.w;
+                os.x += cb * g.x;
+                os.y += cb * g.y;
+                os.z += cb * g.z;
+                os.w += cb * g.w;
+                sb += g.x * sv.x;
+                sb += g.y * sv.y;
+                sb += g.z * sv.z;
+                sb += g.w * sv.w;
                 st4(dS + e, os);
             }
         }
-    } else FOR(e, mp) {
-        dW[e] += ca * dWn[e]; sa += dWn[e] * W[e];
-        if (S) { dS[e] += cb * dWn[e]; sb += dWn[e] * S[e]; }
-    }
-    *psa = sa; *psb = sb;
+    } else
+        FOR(e, mp) {
+            dW[e] += ca * dWn[e];
+            sa += dWn[e] * W[e];
+            if (S) {
+                dS[e] += cb * dWn[e];
+                sb += dWn[e] * S[e];
+            }
+        }
+    *psa = sa;
+    *psb = sb;
 }
-// dW += ca dWn; dS += cb dWn; dca += <dWn, W>; dcb += <dWn, S>; with the anchor W0: dW0 += (1 - ca) dWn, dca -= <dWn, W0>;
+// dW += ca dWn; dS += cb dWn; dca += <dWn, W>; dcb += <dWn, S>; with the anchor W0: dW0 += (1 - ca) dWn, dca -= <dWn,
+// W0>;
 // with gx[i][j] = dWn_j . xk_i:  ddl[i][j] -= c_i gx[i][j];  dc_i -= sum_j dl[i][j] gx[i][j];  dxk_i -= c_i dl_i^T dWn
 MEMFN void mem_update_backward(real* dW, real* dS, real* dW0, real* dca, real* dcb, real* ddl, real* dxk, real* dcv,
-                                    const real* dWn, const real* W, real ca, const real* W0, const real* S, real cb,
-                                    const real* dl, const real* xk, const real* cv, int n, int m, int p, const MemChunk* c) {
-    real sa, sb, s0 = 0, unused; mem_update_backward_ew(dW, dS, &sa, &sb, dWn, W, ca, S, cb, m * p);
+                               const real* dWn, const real* W, real ca, const real* W0, const real* S, real cb,
+                               const real* dl, const real* xk, const real* cv, int n, int m, int p, const MemChunk* c) {
+    real sa, sb, s0 = 0, unused;
+    mem_update_backward_ew(dW, dS, &sa, &sb, dWn, W, ca, S, cb, m * p);
     if (W0) mem_update_backward_ew(dW0, NULL, &s0, &unused, dWn, W0, 1 - ca, NULL, 0, m * p);
     sa = block_sum(sa - s0);
     if (S) sb = block_sum(sb);
-    if (threadIdx.x == 0) { *dca += sa; if (S) *dcb += sb; }
-    real* gl = c->nm1;                              // gx, then dl[i][j] gx[i][j] (summed over j below)
+    if (threadIdx.x == 0) {
+        *dca += sa;
+        if (S) *dcb += sb;
+    }
+    real* gl = c->nm1;  // gx, then dl[i][j] gx[i][j] (summed over j below)
     mm_nt(gl, xk, dWn, n, m, p, 1, 0);
-    FOR(e, n * m) { int i = e / m; real gx = gl[e]; ddl[e] -= cv[i] * gx; gl[e] = dl[e] * gx; }
-    mm_nn_rs(dxk, dl, dWn, cv, n, p, m, -1, 1);     // (its barrier publishes gl)
+    FOR(e, n * m) {
+        int i = e / m;
+        real gx = gl[e];
+        ddl[e] -= cv[i] * gx;
+        gl[e] = dl[e] * gx;
+    }
+    mm_nn_rs(dxk, dl, dWn, cv, n, p, m, -1, 1);  // (its barrier publishes gl)
     WARP_FOR(i, n) {
-        real s = 0; for (int j = LANE; j < m; j += 32) s += gl[(size_t)i * m + j];
+        real s = 0;
+        for (int j = LANE; j < m; j += 32) s += gl[(size_t)i * m + j];
         s = warp_sum(s);
         if (LANE == 0) dcv[i] -= s;
     }
@@ -1167,7 +1718,8 @@ MEMFN void mem_update_backward(real* dW, real* dS, real* dW0, real* dca, real* d
 // x^ = (o - mean) * rstd, rstd = 1/sqrt(var + 1e-5), biased variance; in place. A warp per row.
 MEMFN void ln_forward(real* o, real* rstd, int n, int d) {
     WARP_FOR(t, n) {
-        real* x = o + (size_t)t * d; real mu = 0, var = 0;
+        real* x = o + (size_t)t * d;
+        real mu = 0, var = 0;
         for (int i = LANE; i < d; i += 32) mu += x[i];
         mu = warp_sum(mu) / d;
         for (int i = LANE; i < d; i += 32) var += (x[i] - mu) * (x[i] - mu);
@@ -1181,10 +1733,17 @@ MEMFN void ln_forward(real* o, real* rstd, int n, int d) {
 // do += rstd (dx^ - mean(dx^) - x^ mean(dx^ x^)) - drstd rstd^2 x^ / d   (drstd may be NULL)
 MEMFN void ln_backward(real* dox, const real* dxh, const real* drstd, const real* xh, const real* rstd, int n, int d) {
     WARP_FOR(t, n) {
-        const real* g = dxh + (size_t)t * d; const real* x = xh + (size_t)t * d; real m1 = 0, m2 = 0, r = rstd[t];
-        for (int i = LANE; i < d; i += 32) { m1 += g[i]; m2 += g[i] * x[i]; }
-        m1 = warp_sum(m1) / d; m2 = warp_sum(m2) / d;
-        for (int i = LANE; i < d; i += 32) dox[(size_t)t * d + i] += r * (g[i] - m1 - x[i] * m2) - (drstd ? drstd[t] * r * r * x[i] / d : 0);
+        const real* g = dxh + (size_t)t * d;
+        const real* x = xh + (size_t)t * d;
+        real m1 = 0, m2 = 0, r = rstd[t];
+        for (int i = LANE; i < d; i += 32) {
+            m1 += g[i];
+            m2 += g[i] * x[i];
+        }
+        m1 = warp_sum(m1) / d;
+        m2 = warp_sum(m2) / d;
+        for (int i = LANE; i < d; i += 32)
+            dox[(size_t)t * d + i] += r * (g[i] - m1 - x[i] * m2) - (drstd ? drstd[t] * r * r * x[i] / d : 0);
     }
     __syncthreads();
 }
@@ -1192,13 +1751,20 @@ MEMFN void ln_backward(real* dox, const real* dxh, const real* drstd, const real
 // u = r * g (done with ln_backward). Training through g1 needs its backward (the LN double-backward):
 //   du = rstd (G - mean(G) - x^ mean(G x^)),  dx^ += -rstd (G mean(u x^) + u mean(G x^)),  drstd += <G, g1>/rstd
 MEMFN void ln_backward_backward(real* du, real* dxh, real* drstd, const real* G, const real* u, const real* xh,
-                                     const real* rstd, const real* g1, int n, int d) {
+                                const real* rstd, const real* g1, int n, int d) {
     ln_backward(du, G, NULL, xh, rstd, n, d);
     WARP_FOR(t, n) {
-        const real *g = G + (size_t)t * d, *uu = u + (size_t)t * d, *x = xh + (size_t)t * d; real r = rstd[t];
+        const real *g = G + (size_t)t * d, *uu = u + (size_t)t * d, *x = xh + (size_t)t * d;
+        real r = rstd[t];
         real mux = 0, mgx = 0, gd = 0;
-        for (int i = LANE; i < d; i += 32) { mux += uu[i] * x[i]; mgx += g[i] * x[i]; gd += g[i] * g1[(size_t)t * d + i]; }
-        mux = warp_sum(mux) / d; mgx = warp_sum(mgx) / d; gd = warp_sum(gd);
+        for (int i = LANE; i < d; i += 32) {
+            mux += uu[i] * x[i];
+            mgx += g[i] * x[i];
+            gd += g[i] * g1[(size_t)t * d + i];
+        }
+        mux = warp_sum(mux) / d;
+        mgx = warp_sum(mgx) / d;
+        gd = warp_sum(gd);
         for (int i = LANE; i < d; i += 32) dxh[(size_t)t * d + i] -= r * (g[i] * mux + uu[i] * mgx);
         if (LANE == 0) drstd[t] += gd / r;
     }
@@ -1206,7 +1772,8 @@ MEMFN void ln_backward_backward(real* du, real* dxh, real* drstd, const real* G,
 }
 
 // out = (resid ? x : 0) + (ln ? x^ g + beta : o)   -- the deep memory's output from its normalised MLP output
-MEMFN void mem_out_forward(real* out, const real* x, const real* nx, const real* g, const real* bt, const MemCfg* m, int n, int sync = 1) {
+MEMFN void mem_out_forward(real* out, const real* x, const real* nx, const real* g, const real* bt, const MemCfg* m,
+                           int n, int sync = 1) {
     FOR(e, n * m->d) {
         int i = e % m->d;
         out[e] = (m->resid ? x[e] : 0) + (m->ln ? nx[e] * g[i] + bt[i] : nx[e]);
@@ -1214,11 +1781,17 @@ MEMFN void mem_out_forward(real* out, const real* x, const real* nx, const real*
     if (sync) __syncthreads();
 }
 // from dout to dx (resid), dg, dbeta and d(nx) (the normalised output, or o without LN); a thread per channel
-MEMFN void mem_out_backward(real* dx, real* dnx, real* dg, real* dbt, const real* dout, const real* nx, const real* g, const MemCfg* m, int n) {
+MEMFN void mem_out_backward(real* dx, real* dnx, real* dg, real* dbt, const real* dout, const real* nx, const real* g,
+                            const MemCfg* m, int n) {
     FOR(i, m->d) for (int t = 0; t < n; t++) {
         size_t e = (size_t)t * m->d + i;
         if (m->resid) dx[e] += dout[e];
-        if (m->ln) { dg[i] += dout[e] * nx[e]; dbt[i] += dout[e]; dnx[e] += dout[e] * g[i]; } else dnx[e] += dout[e];
+        if (m->ln) {
+            dg[i] += dout[e] * nx[e];
+            dbt[i] += dout[e];
+            dnx[e] += dout[e] * g[i];
+        } else
+            dnx[e] += dout[e];
     }
     __syncthreads();
 }
@@ -1235,7 +1808,9 @@ MEMFN void mem_bias_forward(const MemCfg* m, MemChunk* c, int n, int sync = 1) {
             case BIAS_LP: ps = psi_lp(e); break;
             default: /* BIAS_HUBER */ ps = e < -c->delta[j] ? -c->delta[j] : (e > c->delta[j] ? c->delta[j] : e);
         }
-        c->e[j] = e; c->psi[j] = ps; c->r[j] = m->cw ? c->etac[j] * ps : ps;
+        c->e[j] = e;
+        c->psi[j] = ps;
+        c->r[j] = m->cw ? c->etac[j] * ps : ps;
     }
     if (sync) __syncthreads();
 }
@@ -1248,9 +1823,14 @@ MEMFN void mem_bias_backward(const MemCfg* m, MemChunk* c, int n) {
             case BIAS_L2: de = dps; break;
             case BIAS_DOT: c->dv[j] -= dps; break;
             case BIAS_LP: de = dps * psi_lp_d(e); break;
-            default: /* BIAS_HUBER */ if (fabsf(e) <= c->delta[j]) de = dps; else c->ddelta[j] += e > 0 ? dps : -dps;
+            default: /* BIAS_HUBER */
+                if (fabsf(e) <= c->delta[j])
+                    de = dps;
+                else
+                    c->ddelta[j] += e > 0 ? dps : -dps;
         }
-        c->dmk[j] = de; c->dv[j] -= de;
+        c->dmk[j] = de;
+        c->dv[j] -= de;
     }
     __syncthreads();
 }
@@ -1259,15 +1839,17 @@ MEMFN void mem_bias_backward(const MemCfg* m, MemChunk* c, int n) {
 // The chunk-end state is base's (P when base is NULL): Pn = alpha_n base + beta_n S - sum_i c_i g_i. The reads of
 // W1 and W2 (or W) scale their write terms by cs[0], cs[1] (NULL: 1). Both are for the retentions below.
 MEMFN void mem_chunk_forward(const MemCfg* m, MemChunk* c, int n, const real* P, const real* S, real* Pn, real* Sn,
-                                  const real* lng, const real* lnb, const real* base, const real* cs) {
-    int d = m->d, dm = m->dm; size_t nd = (size_t)n * d;
+                             const real* lng, const real* lnb, const real* base, const real* cs) {
+    int d = m->d, dm = m->dm;
+    size_t nd = (size_t)n * d;
     const real* Sx = m->momentum ? S : NULL;
     const real* B0 = base ? base : P;
     real cs0 = cs ? cs[0] : 1, cs1 = cs ? cs[1] : 1;
     mem_coef_forward(c, n, m->momentum);
-    const real* crow = c->C + (size_t)(n - 1) * n; const real* srow = c->s + (size_t)(n - 1) * n;
-    if (m->depth == 1) {                                    // linear memory M(x) = W x, g_i = r_i k_i^T
-        mm_nt(c->r, c->k, P, n, d, d, 1, 0);                // M(k_i) = W_s k_i
+    const real* crow = c->C + (size_t)(n - 1) * n;
+    const real* srow = c->s + (size_t)(n - 1) * n;
+    if (m->depth == 1) {  // linear memory M(x) = W x, g_i = r_i k_i^T
+        mm_nt(c->r, c->k, P, n, d, d, 1, 0);  // M(k_i) = W_s k_i
         mem_bias_forward(m, c, n);
         mem_read_forward(c->y, c->xw1, c->xs1, c->xx1, c->xa2, c->q, c->k, c->r, P, Sx, c->p0, cs0, c, n, d, d);
         if (Pn) mem_update_forward(Pn, B0, c->alpha[n - 1], c->p0, Sx, c->beta[n - 1], c->r, c->k, crow, n, d, d);
@@ -1276,33 +1858,41 @@ MEMFN void mem_chunk_forward(const MemCfg* m, MemChunk* c, int n, const real* P,
     }
     // deep memory: W1 (d, dm), W2 (dm, d); g_i = (d1_i hk_i^T, d2_i k_i^T)
     const real *W1 = P, *W2 = P + (size_t)d * dm, *S1 = Sx, *S2 = Sx ? Sx + (size_t)d * dm : NULL;
-    const real *A1 = c->p0, *A2 = c->p0 ? c->p0 + (size_t)d * dm : NULL;   // the anchor's W1, W2 (or NULL)
-    mm_nt(c->zk, c->k, W2, n, dm, d, 1, 0);                 // z = W2 k
-    FOR(e, n * dm) { c->tk[e] = gelu_tanh(c->zk[e]); c->hk[e] = gelu(c->zk[e], c->tk[e]); }
+    const real *A1 = c->p0, *A2 = c->p0 ? c->p0 + (size_t)d * dm : NULL;  // the anchor's W1, W2 (or NULL)
+    mm_nt(c->zk, c->k, W2, n, dm, d, 1, 0);  // z = W2 k
+    FOR(e, n * dm) {
+        c->tk[e] = gelu_tanh(c->zk[e]);
+        c->hk[e] = gelu(c->zk[e], c->tk[e]);
+    }
     __syncthreads();
-    mm_nt(c->nk, c->hk, W1, n, d, dm, 1, 0);                // o = W1 h
-    if (m->ln) ln_forward(c->nk, c->rk, n, d);              // x^ = LN(o)
+    mm_nt(c->nk, c->hk, W1, n, d, dm, 1, 0);  // o = W1 h
+    if (m->ln) ln_forward(c->nk, c->rk, n, d);  // x^ = LN(o)
     // (mem_out_forward, mem_bias_forward and u: element e by the same thread in each, so no barriers between)
     mem_out_forward(c->r, c->k, c->nk, lng, lnb, m, n, 0);  // M(k)
-    mem_bias_forward(m, c, n, !m->ln);                      // r = dloss/dM(k)
-    if (m->ln) {                                            // g1 = dloss/do: r back through the LN affine and norm
+    mem_bias_forward(m, c, n, !m->ln);  // r = dloss/dM(k)
+    if (m->ln) {  // g1 = dloss/do: r back through the LN affine and norm
         FOR(e, nd) c->u[e] = c->r[e] * lng[e % d];
         block_zero(c->g1, nd);
         ln_backward(c->g1, c->u, NULL, c->nk, c->rk, n, d);
-    } else block_copy(c->g1, c->r, nd);
-    mm_nn(c->gk, c->g1, W1, n, dm, d, 1, 0);                // dloss/dh = W1^T g1
-    FOR(e, n * dm) c->g2[e] = c->gk[e] * gelu_d1(c->zk[e], c->tk[e]); // g2 = dloss/dz
+    } else
+        block_copy(c->g1, c->r, nd);
+    mm_nn(c->gk, c->g1, W1, n, dm, d, 1, 0);  // dloss/dh = W1^T g1
+    FOR(e, n * dm) c->g2[e] = c->gk[e] * gelu_d1(c->zk[e], c->tk[e]);  // g2 = dloss/dz
     __syncthreads();
     // reads, after the write: y_t = q_t + LN(W1_t GELU(W2_t q_t))
     mem_read_forward(c->zq, c->xw1, c->xs1, c->xx1, c->xa1, c->q, c->k, c->g2, W2, S2, A2, cs1, c, n, dm, d);
-    FOR(e, n * dm) { c->tq[e] = gelu_tanh(c->zq[e]); c->hq[e] = gelu(c->zq[e], c->tq[e]); }
+    FOR(e, n * dm) {
+        c->tq[e] = gelu_tanh(c->zq[e]);
+        c->hq[e] = gelu(c->zq[e], c->tq[e]);
+    }
     __syncthreads();
     mem_read_forward(c->nq, c->xw2, c->xs2, c->xx2, c->xa2, c->hq, c->hk, c->g1, W1, S1, A1, cs0, c, n, d, dm);
     if (m->ln) ln_forward(c->nq, c->rq, n, d);
     mem_out_forward(c->y, c->q, c->nq, lng, lnb, m, n);
-    if (Pn) {                                               // (the updates are independent: one barrier)
+    if (Pn) {  // (the updates are independent: one barrier)
         mem_update_forward(Pn, B0, c->alpha[n - 1], A1, S1, c->beta[n - 1], c->g1, c->hk, crow, n, d, dm, 0);
-        mem_update_forward(Pn + (size_t)d * dm, B0 + (size_t)d * dm, c->alpha[n - 1], A2, S2, c->beta[n - 1], c->g2, c->k, crow, n, dm, d, !Sx);
+        mem_update_forward(Pn + (size_t)d * dm, B0 + (size_t)d * dm, c->alpha[n - 1], A2, S2, c->beta[n - 1], c->g2,
+                           c->k, crow, n, dm, d, !Sx);
     }
     if (Pn && Sx) {
         mem_update_forward(Sn, S1, c->sigma[n - 1], NULL, NULL, 0, c->g1, c->hk, srow, n, d, dm, 0);
@@ -1315,26 +1905,31 @@ MEMFN void mem_chunk_forward(const MemCfg* m, MemChunk* c, int n, const real* P,
 // Out: c->dq, dk, dv, da, deta, dtheta, detac, ddelta, dcs (this chunk), c->dlng, dlnb (accumulated);
 // dPs, dSs, dBase: the gradients of P, S and base (overwritten; dBase may be dPs when base is P).
 MEMFN void mem_chunk_backward(const MemCfg* m, MemChunk* c, int n, const real* dy, const real* P, const real* S,
-                                   const real* dPn, const real* dSn, real* dPs, real* dSs, const real* lng,
-                                   const real* base, real* dBase, const real* cs) {
-    int d = m->d, dm = m->dm; size_t nd = (size_t)n * d, nm = (size_t)n * dm;
+                              const real* dPn, const real* dSn, real* dPs, real* dSs, const real* lng, const real* base,
+                              real* dBase, const real* cs) {
+    int d = m->d, dm = m->dm;
+    size_t nd = (size_t)n * d, nm = (size_t)n * dm;
     const real* Sx = m->momentum ? S : NULL;
     const real* B0 = base ? base : P;
     real cs0 = cs ? cs[0] : 1, cs1 = cs ? cs[1] : 1;
-    const real* crow = c->C + (size_t)(n - 1) * n; const real* srow = c->s + (size_t)(n - 1) * n;
+    const real* crow = c->C + (size_t)(n - 1) * n;
+    const real* srow = c->s + (size_t)(n - 1) * n;
     real* dcrow = c->dC + (size_t)(n - 1) * n;
     block_zero(c->grad0, c->ngrad);
-    block_zero(dPs, m->nP); if (dBase != dPs) block_zero(dBase, m->nP);
+    block_zero(dPs, m->nP);
+    if (dBase != dPs) block_zero(dBase, m->nP);
     if (Sx) block_zero(dSs, m->nP);
     real* dSx = Sx ? dSs : NULL;
     if (m->depth == 1) {
-        if (dPn) mem_update_backward(dBase, dSx, c->dp0, &c->dalpha[n - 1], &c->dbeta[n - 1], c->dr, c->dk, dcrow,
-                                     dPn, B0, c->alpha[n - 1], c->p0, Sx, c->beta[n - 1], c->r, c->k, crow, n, d, d, c);
-        if (dPn && Sx) mem_update_backward(dSs, NULL, NULL, c->dsig, NULL, c->dr, c->dk, c->ds,
-                                           dSn, Sx, c->sigma[n - 1], NULL, NULL, 0, c->r, c->k, srow, n, d, d, c);
+        if (dPn)
+            mem_update_backward(dBase, dSx, c->dp0, &c->dalpha[n - 1], &c->dbeta[n - 1], c->dr, c->dk, dcrow, dPn, B0,
+                                c->alpha[n - 1], c->p0, Sx, c->beta[n - 1], c->r, c->k, crow, n, d, d, c);
+        if (dPn && Sx)
+            mem_update_backward(dSs, NULL, NULL, c->dsig, NULL, c->dr, c->dk, c->ds, dSn, Sx, c->sigma[n - 1], NULL,
+                                NULL, 0, c->r, c->k, srow, n, d, d, c);
         mem_read_backward(c->dq, c->dk, c->dr, dPs, dSx, c->dp0, &c->dcs[0], c, dy, c->q, c->k, c->r, P, Sx, c->p0, cs0,
                           c->xw1, c->xs1, c->xx1, c->xa2, n, d, d);
-        mem_bias_backward(m, c, n);                            // r -> M(k_i) = W k_i
+        mem_bias_backward(m, c, n);  // r -> M(k_i) = W k_i
         mm_nn(c->dk, c->dmk, P, n, d, d, 1, 1);
         mm_tn(dPs, c->dmk, c->k, d, d, n, 1, 1);
         mem_coef_backward(c, n, m->momentum);
@@ -1342,24 +1937,32 @@ MEMFN void mem_chunk_backward(const MemCfg* m, MemChunk* c, int n, const real* d
     }
     const real *W1 = P, *W2 = P + (size_t)d * dm, *S1 = Sx, *S2 = Sx ? Sx + (size_t)d * dm : NULL;
     real *dW1 = dPs, *dW2 = dPs + (size_t)d * dm, *dS1 = dSx, *dS2 = dSx ? dSx + (size_t)d * dm : NULL;
-    const real *A1 = c->p0, *A2 = c->p0 ? c->p0 + (size_t)d * dm : NULL;   // the anchor (or NULL) and its gradient
+    const real *A1 = c->p0, *A2 = c->p0 ? c->p0 + (size_t)d * dm : NULL;  // the anchor (or NULL) and its gradient
     real *dA1 = c->dp0, *dA2 = c->dp0 + (size_t)d * dm;
     // chunk-end state
     if (dPn) {
-        mem_update_backward(dBase, dS1, dA1, &c->dalpha[n - 1], &c->dbeta[n - 1], c->dg1, c->dhk, dcrow,
-                            dPn, B0, c->alpha[n - 1], A1, S1, c->beta[n - 1], c->g1, c->hk, crow, n, d, dm, c);
+        mem_update_backward(dBase, dS1, dA1, &c->dalpha[n - 1], &c->dbeta[n - 1], c->dg1, c->dhk, dcrow, dPn, B0,
+                            c->alpha[n - 1], A1, S1, c->beta[n - 1], c->g1, c->hk, crow, n, d, dm, c);
         mem_update_backward(dBase + (size_t)d * dm, dS2, dA2, &c->dalpha[n - 1], &c->dbeta[n - 1], c->dg2, c->dk, dcrow,
-                            dPn + (size_t)d * dm, B0 + (size_t)d * dm, c->alpha[n - 1], A2, S2, c->beta[n - 1], c->g2, c->k, crow, n, dm, d, c);
+                            dPn + (size_t)d * dm, B0 + (size_t)d * dm, c->alpha[n - 1], A2, S2, c->beta[n - 1], c->g2,
+                            c->k, crow, n, dm, d, c);
     }
     if (dPn && Sx) {
-        mem_update_backward(dS1, NULL, NULL, c->dsig, NULL, c->dg1, c->dhk, c->ds, dSn, S1, c->sigma[n - 1], NULL, NULL, 0, c->g1, c->hk, srow, n, d, dm, c);
-        mem_update_backward(dS2, NULL, NULL, c->dsig, NULL, c->dg2, c->dk, c->ds, dSn + (size_t)d * dm, S2, c->sigma[n - 1], NULL, NULL, 0, c->g2, c->k, srow, n, dm, d, c);
+        mem_update_backward(dS1, NULL, NULL, c->dsig, NULL, c->dg1, c->dhk, c->ds, dSn, S1, c->sigma[n - 1], NULL, NULL,
+                            0, c->g1, c->hk, srow, n, d, dm, c);
+        mem_update_backward(dS2, NULL, NULL, c->dsig, NULL, c->dg2, c->dk, c->ds, dSn + (size_t)d * dm, S2,
+                            c->sigma[n - 1], NULL, NULL, 0, c->g2, c->k, srow, n, dm, d, c);
     }
     // reads: y = q + LN(o_q) g + beta, o_q = read(W1, hq), hq = GELU(zq), zq = read(W2, q)
     mem_out_backward(c->dq, c->doq, c->dlng, c->dlnb, dy, c->nq, lng, m, n);
-    if (m->ln) { block_copy(c->dnk, c->doq, nd); block_zero(c->doq, nd); ln_backward(c->doq, c->dnk, NULL, c->nq, c->rq, n, d); block_zero(c->dnk, nd); }
-    mem_read_backward(c->dhq, c->dhk, c->dg1, dW1, dS1, dA1, &c->dcs[0], c, c->doq, c->hq, c->hk, c->g1, W1, S1, A1, cs0,
-                      c->xw2, c->xs2, c->xx2, c->xa2, n, d, dm);
+    if (m->ln) {
+        block_copy(c->dnk, c->doq, nd);
+        block_zero(c->doq, nd);
+        ln_backward(c->doq, c->dnk, NULL, c->nq, c->rq, n, d);
+        block_zero(c->dnk, nd);
+    }
+    mem_read_backward(c->dhq, c->dhk, c->dg1, dW1, dS1, dA1, &c->dcs[0], c, c->doq, c->hq, c->hk, c->g1, W1, S1, A1,
+                      cs0, c->xw2, c->xs2, c->xx2, c->xa2, n, d, dm);
     FOR(e, nm) c->dzq[e] = c->dhq[e] * gelu_d1(c->zq[e], c->tq[e]);
     __syncthreads();
     mem_read_backward(c->dq, c->dk, c->dg2, dW2, dS2, dA2, &c->dcs[1], c, c->dzq, c->q, c->k, c->g2, W2, S2, A2, cs1,
@@ -1374,21 +1977,27 @@ MEMFN void mem_chunk_backward(const MemCfg* m, MemChunk* c, int n, const real* d
     mm_tn(dW1, c->g1, c->dgk, d, dm, n, 1, 1);
     if (m->ln) {
         ln_backward_backward(c->du, c->dnk, c->drk, c->dg1, c->u, c->nk, c->rk, c->g1, n, d);
-        FOR(i, d) for (int t = 0; t < n; t++) {               // a thread per channel: it owns dlng[i]
+        FOR(i, d) for (int t = 0; t < n; t++) {  // a thread per channel: it owns dlng[i]
             size_t e = (size_t)t * d + i;
-            c->dr[e] += c->du[e] * lng[i]; c->dlng[i] += c->du[e] * c->r[e];
+            c->dr[e] += c->du[e] * lng[i];
+            c->dlng[i] += c->du[e] * c->r[e];
         }
         __syncthreads();
-    } else { FOR(e, nd) c->dr[e] += c->dg1[e]; __syncthreads(); }
-    mem_bias_backward(m, c, n);                                 // r -> M(k)
+    } else {
+        FOR(e, nd) c->dr[e] += c->dg1[e];
+        __syncthreads();
+    }
+    mem_bias_backward(m, c, n);  // r -> M(k)
     mem_out_backward(c->dk, c->dnk, c->dlng, c->dlnb, c->dmk, c->nk, lng, m, n);
-    if (m->ln) ln_backward(c->dok, c->dnk, c->drk, c->nk, c->rk, n, d);
-    else block_copy(c->dok, c->dnk, nd);
-    mm_nn(c->dhk, c->dok, W1, n, dm, d, 1, 1);                  // o = W1 hk
+    if (m->ln)
+        ln_backward(c->dok, c->dnk, c->drk, c->nk, c->rk, n, d);
+    else
+        block_copy(c->dok, c->dnk, nd);
+    mm_nn(c->dhk, c->dok, W1, n, dm, d, 1, 1);  // o = W1 hk
     mm_tn(dW1, c->dok, c->hk, d, dm, n, 1, 1);
     FOR(e, nm) c->dzk[e] += c->dhk[e] * gelu_d1(c->zk[e], c->tk[e]);
     __syncthreads();
-    mm_nn(c->dk, c->dzk, W2, n, d, dm, 1, 1);                   // zk = W2 k
+    mm_nn(c->dk, c->dzk, W2, n, d, dm, 1, 1);  // zk = W2 k
     mm_tn(dW2, c->dzk, c->k, dm, d, n, 1, 1);
     mem_coef_backward(c, n, m->momentum);
 }
@@ -1397,18 +2006,28 @@ MEMFN void mem_chunk_backward(const MemCfg* m, MemChunk* c, int n, const real* d
 
 // the state's matrices: deep W1 (d, dm) then W2 (dm, d); linear W (d, d)
 MEMFN int mem_matrices(const MemCfg* m, size_t* off, int* rows, int* cols) {
-    off[0] = 0; rows[0] = m->d; cols[0] = m->depth == 2 ? m->dm : m->d;
+    off[0] = 0;
+    rows[0] = m->d;
+    cols[0] = m->depth == 2 ? m->dm : m->d;
     if (m->depth == 1) return 1;
-    off[1] = (size_t)m->d * m->dm; rows[1] = m->dm; cols[1] = m->d; return 2;
+    off[1] = (size_t)m->d * m->dm;
+    rows[1] = m->dm;
+    cols[1] = m->d;
+    return 2;
 }
 // Moneta: s = (|A|_4 + 1e-6)^2 per matrix; P_s = A / s; the reads' write terms scale by 1/s
 // (every thread gets the same cs: block_sumd adds the partials in a fixed order)
 MEMFN void lq_scales(const MemCfg* m, const real* A, real* P, real* cs) {
-    size_t off[2]; int rows[2], cols[2], nm = mem_matrices(m, off, rows, cols);
+    size_t off[2];
+    int rows[2], cols[2], nm = mem_matrices(m, off, rows, cols);
     cs[0] = cs[1] = 1;
     for (int k = 0; k < nm; k++) {
-        int n = rows[k] * cols[k]; double q4 = 0;
-        FOR(i, n) { double x = A[off[k] + i]; q4 += x * x * x * x; }
+        int n = rows[k] * cols[k];
+        double q4 = 0;
+        FOR(i, n) {
+            double x = A[off[k] + i];
+            q4 += x * x * x * x;
+        }
         q4 = block_sumd(q4);
         real s = (real)((pow(q4, 0.25) + 1e-6) * (pow(q4, 0.25) + 1e-6));
         FOR(i, n) P[off[k] + i] = A[off[k] + i] / s;
@@ -1418,38 +2037,57 @@ MEMFN void lq_scales(const MemCfg* m, const real* A, real* P, real* cs) {
 }
 // dA += dP / s + ds ds/dA with ds = -(<dP, A> + dcs) / s^2 and ds/dA = 2 (|A|_4 + 1e-6) A^3 / |A|_4^3
 MEMFN void lq_scales_backward(const MemCfg* m, const real* A, const real* dP, const real* dcs, real* dA) {
-    size_t off[2]; int rows[2], cols[2], nm = mem_matrices(m, off, rows, cols);
+    size_t off[2];
+    int rows[2], cols[2], nm = mem_matrices(m, off, rows, cols);
     for (int k = 0; k < nm; k++) {
-        int n = rows[k] * cols[k]; double q4 = 0, pa = 0;
-        FOR(i, n) { double x = A[off[k] + i]; q4 += x * x * x * x; pa += (double)dP[off[k] + i] * x; }
-        q4 = block_sumd(q4); pa = block_sumd(pa);
+        int n = rows[k] * cols[k];
+        double q4 = 0, pa = 0;
+        FOR(i, n) {
+            double x = A[off[k] + i];
+            q4 += x * x * x * x;
+            pa += (double)dP[off[k] + i] * x;
+        }
+        q4 = block_sumd(q4);
+        pa = block_sumd(pa);
         double nrm = pow(q4, 0.25), s = (nrm + 1e-6) * (nrm + 1e-6), ds = -(pa + dcs[k]) / (s * s);
         double f = nrm > 0 ? ds * 2 * (nrm + 1e-6) / (nrm * nrm * nrm) : 0;
-        FOR(i, n) { double x = A[off[k] + i]; dA[off[k] + i] += (real)(dP[off[k] + i] / s + f * x * x * x); }
+        FOR(i, n) {
+            double x = A[off[k] + i];
+            dA[off[k] + i] += (real)(dP[off[k] + i] / s + f * x * x * x);
+        }
         __syncthreads();
     }
 }
-// Memora: W = softmax over each row of each matrix (a warp per row); backward dZ = W (dW - <dW, W>) per row (accumulated)
+// Memora: W = softmax over each row of each matrix (a warp per row); backward dZ = W (dW - <dW, W>) per row
+// (accumulated)
 MEMFN void softmax_rows(const MemCfg* m, const real* Z, real* W) {
-    size_t off[2]; int rows[2], cols[2], nm = mem_matrices(m, off, rows, cols);
+    size_t off[2];
+    int rows[2], cols[2], nm = mem_matrices(m, off, rows, cols);
     for (int k = 0; k < nm; k++) WARP_FOR(r, rows[k]) {
-        const real* z = Z + off[k] + (size_t)r * cols[k]; real* w = W + off[k] + (size_t)r * cols[k]; real mx = -INFINITY, sum = 0;
-        for (int j = LANE; j < cols[k]; j += 32) mx = fmaxf(mx, z[j]);
-        mx = warp_max(mx);
-        for (int j = LANE; j < cols[k]; j += 32) { w[j] = expf(z[j] - mx); sum += w[j]; }
-        sum = warp_sum(sum);
-        for (int j = LANE; j < cols[k]; j += 32) w[j] /= sum;
-    }
+            const real* z = Z + off[k] + (size_t)r * cols[k];
+            real* w = W + off[k] + (size_t)r * cols[k];
+            real mx = -INFINITY, sum = 0;
+            for (int j = LANE; j < cols[k]; j += 32) mx = fmaxf(mx, z[j]);
+            mx = warp_max(mx);
+            for (int j = LANE; j < cols[k]; j += 32) {
+                w[j] = expf(z[j] - mx);
+                sum += w[j];
+            }
+            sum = warp_sum(sum);
+            for (int j = LANE; j < cols[k]; j += 32) w[j] /= sum;
+        }
     __syncthreads();
 }
 MEMFN void softmax_rows_backward(const MemCfg* m, const real* W, const real* dW, real* dZ) {
-    size_t off[2]; int rows[2], cols[2], nm = mem_matrices(m, off, rows, cols);
+    size_t off[2];
+    int rows[2], cols[2], nm = mem_matrices(m, off, rows, cols);
     for (int k = 0; k < nm; k++) WARP_FOR(r, rows[k]) {
-        size_t o = off[k] + (size_t)r * cols[k]; real p = 0;
-        for (int j = LANE; j < cols[k]; j += 32) p += dW[o + j] * W[o + j];
-        p = warp_sum(p);
-        for (int j = LANE; j < cols[k]; j += 32) dZ[o + j] += W[o + j] * (dW[o + j] - p);
-    }
+            size_t o = off[k] + (size_t)r * cols[k];
+            real p = 0;
+            for (int j = LANE; j < cols[k]; j += 32) p += dW[o + j] * W[o + j];
+            p = warp_sum(p);
+            for (int j = LANE; j < cols[k]; j += 32) dZ[o + j] += W[o + j] * (dW[o + j] - p);
+        }
     __syncthreads();
 }
 // Memora's chunk: token 0 is the lag token, exact in logit space: Z_1 = a_0 Z_s - eta_0 g_0(W_s), W_1 = softmax(Z_1).
@@ -1457,10 +2095,21 @@ MEMFN void softmax_rows_backward(const MemCfg* m, const real* W, const real* dW,
 // (no write), so that it is read at W_1 like the others are read at W_t. (keep: the chunk's GPU scratch)
 MEMFN void kl_gates(const MemCfg* m, MemChunk* c, int lag, real* keep) {
     if (lag) {
-        if (threadIdx.x == 0) { keep[0] = c->a[0]; keep[1] = c->eta[0]; c->a[0] = 1; c->eta[0] = 0; }
-        if (m->cw) FOR(i, m->d) { keep[2 + i] = c->etac[i]; c->etac[i] = 0; }
+        if (threadIdx.x == 0) {
+            keep[0] = c->a[0];
+            keep[1] = c->eta[0];
+            c->a[0] = 1;
+            c->eta[0] = 0;
+        }
+        if (m->cw) FOR(i, m->d) {
+                keep[2 + i] = c->etac[i];
+                c->etac[i] = 0;
+            }
     } else {
-        if (threadIdx.x == 0) { c->a[0] = keep[0]; c->eta[0] = keep[1]; }
+        if (threadIdx.x == 0) {
+            c->a[0] = keep[0];
+            c->eta[0] = keep[1];
+        }
         if (m->cw) FOR(i, m->d) c->etac[i] = keep[2 + i];
     }
     __syncthreads();
@@ -1468,27 +2117,37 @@ MEMFN void kl_gates(const MemCfg* m, MemChunk* c, int lag, real* keep) {
 
 // The chunk as the model runs it: carried state St (and momentum S) in; y; the next carried state if Stn.
 MEMFN void mem_step_forward(const MemCfg* m, MemChunk* c, int n, const real* St, const real* S, real* Stn, real* Sn,
-                                 const real* lng, const real* lnb) {
-    if (m->retention == RET_NONE) { mem_chunk_forward(m, c, n, St, S, Stn, Sn, lng, lnb, NULL, NULL); return; }
-    if (m->retention == RET_LQ) { real cs[2]; lq_scales(m, St, c->Wa, cs); mem_chunk_forward(m, c, n, c->Wa, NULL, Stn, NULL, lng, lnb, St, cs); return; }
+                            const real* lng, const real* lnb) {
+    if (m->retention == RET_NONE) {
+        mem_chunk_forward(m, c, n, St, S, Stn, Sn, lng, lnb, NULL, NULL);
+        return;
+    }
+    if (m->retention == RET_LQ) {
+        real cs[2];
+        lq_scales(m, St, c->Wa, cs);
+        mem_chunk_forward(m, c, n, c->Wa, NULL, Stn, NULL, lng, lnb, St, cs);
+        return;
+    }
     real* keep = c->keep;
-    softmax_rows(m, St, c->Wa);                                              // W_s
-    mem_chunk_forward(m, c, 1, c->Wa, NULL, c->Wb, NULL, lng, lnb, St, NULL); // Z_1
-    softmax_rows(m, c->Wb, c->Wc);                                           // W_1
+    softmax_rows(m, St, c->Wa);  // W_s
+    mem_chunk_forward(m, c, 1, c->Wa, NULL, c->Wb, NULL, lng, lnb, St, NULL);  // Z_1
+    softmax_rows(m, c->Wb, c->Wc);  // W_1
     kl_gates(m, c, 1, keep);
     mem_chunk_forward(m, c, n, c->Wc, NULL, Stn, NULL, lng, lnb, c->Wb, NULL);
     kl_gates(m, c, 0, keep);
 }
 // Its backward (recomputes the forward). dSt, dSs: gradients of the carried state(s) at the chunk start.
 MEMFN void mem_step_backward(const MemCfg* m, MemChunk* c, int n, const real* dy, const real* St, const real* S,
-                                  const real* dStn, const real* dSn, real* dSt, real* dSs, const real* lng, const real* lnb) {
+                             const real* dStn, const real* dSn, real* dSt, real* dSs, const real* lng,
+                             const real* lnb) {
     if (m->retention == RET_NONE) {
         mem_chunk_forward(m, c, n, St, S, NULL, NULL, lng, lnb, NULL, NULL);
         mem_chunk_backward(m, c, n, dy, St, S, dStn, dSn, dSt, dSs, lng, NULL, dSt, NULL);
         return;
     }
     if (m->retention == RET_LQ) {
-        real cs[2]; lq_scales(m, St, c->Wa, cs);
+        real cs[2];
+        lq_scales(m, St, c->Wa, cs);
         mem_chunk_forward(m, c, n, c->Wa, NULL, NULL, NULL, lng, lnb, St, cs);
         mem_chunk_backward(m, c, n, dy, c->Wa, NULL, dStn, NULL, c->dWa, NULL, lng, St, dSt, cs);
         lq_scales_backward(m, St, c->dWa, c->dcs, dSt);
@@ -1500,15 +2159,15 @@ MEMFN void mem_step_backward(const MemCfg* m, MemChunk* c, int n, const real* dy
     softmax_rows(m, c->Wb, c->Wc);
     kl_gates(m, c, 1, keep);
     mem_chunk_forward(m, c, n, c->Wc, NULL, NULL, NULL, lng, lnb, c->Wb, NULL);
-    mem_chunk_backward(m, c, n, dy, c->Wc, NULL, dStn, NULL, c->dWa, NULL, lng, c->Wb, c->dWb, NULL); // dW_1, dZ_1
+    mem_chunk_backward(m, c, n, dy, c->Wc, NULL, dStn, NULL, c->dWa, NULL, lng, c->Wb, c->dWb, NULL);  // dW_1, dZ_1
     kl_gates(m, c, 0, keep);
-    if (threadIdx.x == 0) c->da[0] = c->deta[0] = 0;                         // token 0's gates were constants here
+    if (threadIdx.x == 0) c->da[0] = c->deta[0] = 0;  // token 0's gates were constants here
     if (m->cw) FOR(i, m->d) c->detac[i] = 0;
     __syncthreads();
     block_copy(c->save, c->grad0, c->ngrad);
-    softmax_rows_backward(m, c->Wc, c->dWa, c->dWb);                         // dZ_1 += through W_1 = softmax(Z_1)
+    softmax_rows_backward(m, c->Wc, c->dWa, c->dWb);  // dZ_1 += through W_1 = softmax(Z_1)
     mem_chunk_forward(m, c, 1, c->Wa, NULL, c->Wb, NULL, lng, lnb, St, NULL);
-    mem_chunk_backward(m, c, 1, c->zero, c->Wa, NULL, c->dWb, NULL, c->dWa, NULL, lng, St, dSt, NULL); // dW_s, dZ_s
+    mem_chunk_backward(m, c, 1, c->zero, c->Wa, NULL, c->dWb, NULL, c->dWa, NULL, lng, St, dSt, NULL);  // dW_s, dZ_s
     softmax_rows_backward(m, c->Wa, c->dWa, dSt);
     for (size_t i = threadIdx.x; i < c->ngrad; i += blockDim.x) c->grad0[i] += c->save[i];
     __syncthreads();
@@ -1523,75 +2182,109 @@ MEMFN void mem_step_backward(const MemCfg* m, MemChunk* c, int n, const real* dy
 // offsets; it is made on the host by mem_smem_plan, per kernel (the forward needs no gradient arrays). Arrays
 // that do not fit, and the state-sized ones, stay in the chunk's global scratch.
 #define MEM_SMEM_SLOTS 72
-struct MemSmem { int n, floats; short slot[MEM_SMEM_SLOTS]; int off[MEM_SMEM_SLOTS]; };
+struct MemSmem {
+    int n, floats;
+    short slot[MEM_SMEM_SLOTS];
+    int off[MEM_SMEM_SLOTS];
+};
 #ifdef EMU_CUDA
 __device__ inline real* mem_dyn_smem() { return (real*)emu::dyn_smem(); }
 #else
-__device__ __forceinline__ real* mem_dyn_smem() { extern __shared__ float4 mem_dyn[]; return (real*)mem_dyn; }
+__device__ __forceinline__ real* mem_dyn_smem() {
+    extern __shared__ float4 mem_dyn[];
+    return (real*)mem_dyn;
+}
 #endif
-__device__ void mem_smem_apply(MemChunk* c, const MemSmem* sm) {   // thread 0, before the kernel's first barrier
-    real** slot = (real**)c; real* base = mem_dyn_smem();
+__device__ void mem_smem_apply(MemChunk* c, const MemSmem* sm) {  // thread 0, before the kernel's first barrier
+    real** slot = (real**)c;
+    real* base = mem_dyn_smem();
     for (int i = 0; i < sm->n; i++) slot[sm->slot[i]] = base + sm->off[i];
 }
 
 typedef struct {
-    MemCfg m; int B, T, H, D, b, nch;
-    const real *q, *k, *v, *ga, *gth, *geta, *gdel;   // this layer's memory inputs, rows (B*T, .)
-    real* y;                                          // this layer's memory output (B*T, D)
-    real *P, *S;                                      // this layer's chunk-start states (B, H, nch, nP); S: momentum only
-    const real *p0, *lng, *lnb;                       // this layer's P_0 (H, nP) and memory LN (H, d)
-    MemChunk* chunks;                                 // chunk scratch, one per block
-    const real* dy;                                   // backward: dL/dy, and the gradients of the inputs (written)
+    MemCfg m;
+    int B, T, H, D, b, nch;
+    const real *q, *k, *v, *ga, *gth, *geta, *gdel;  // this layer's memory inputs, rows (B*T, .)
+    real* y;  // this layer's memory output (B*T, D)
+    // this layer's chunk-start states (B, H, nch, nP); S: momentum only
+    real *P, *S;
+    const real *p0, *lng, *lnb;  // this layer's P_0 (H, nP) and memory LN (H, d)
+    MemChunk* chunks;  // chunk scratch, one per block
+    const real* dy;  // backward: dL/dy, and the gradients of the inputs (written)
     real *dq, *dk, *dv, *dga, *dgth, *dgeta, *dgdel;
-    real* dbh;                                        // (B, H, nP + 2d): per-sequence dL/dP_0 and LN affine
-    real* aux;                                        // b = 1 token kernels (v6): (B, H, T, TOK_AUX) forward values kept for the backward
-    real* gpart;                                      // v6: (B, H, T, TOK_R, TOK_GP) the row blocks' sums, added by mem_token_reduce_v6
-    int ver;                                          // kernel version (dev/cuda/memlab.cu): 0 the best, see MEM_VERSIONS
-    int tc;                                           // the chunk products: 0 SIMT fp32, 1 TF32 tensor cores, 3 3xTF32 (set by the launches from ver)
-    MemSmem sm;                                       // the chunk arrays this launch keeps in shared memory
-    real* lat;                                        // Lattice: per block, a segment's k + 1 states and the carry
+    real* dbh;  // (B, H, nP + 2d): per-sequence dL/dP_0 and LN affine
+    // b = 1 token kernels (v6): (B, H, T, TOK_AUX) forward values kept for the backward
+    real* aux;
+    // v6: (B, H, T, TOK_R, TOK_GP) the row blocks' sums, added by mem_token_reduce_v6
+    real* gpart;
+    // kernel version (dev/cuda/memlab.cu): 0 the best, see MEM_VERSIONS
+    int ver;
+    // the chunk products: 0 SIMT fp32, 1 TF32 tensor cores, 3 3xTF32 (set by the launches from ver)
+    int tc;
+    MemSmem sm;  // the chunk arrays this launch keeps in shared memory
+    real* lat;  // Lattice: per block, a segment's k + 1 states and the carry
 } MemArgs;
 
 // copy rows [t0, t0+n) of head h of sequence bb from a (B, T, G*w) tensor into dst (n, w), and back
 __device__ void gather_rows(real* dst, const real* src, int bb, int h, int t0, int n, int T, int G, int w) {
-    FOR(e, n * w) { int t = e / w, i = e % w; dst[e] = src[(((size_t)bb * T + t0 + t) * G + h) * w + i]; }
+    FOR(e, n * w) {
+        int t = e / w, i = e % w;
+        dst[e] = src[(((size_t)bb * T + t0 + t) * G + h) * w + i];
+    }
     __syncthreads();
 }
 __device__ void scatter_rows(real* dst, const real* src, int bb, int h, int t0, int n, int T, int G, int w) {
-    FOR(e, n * w) { int t = e / w, i = e % w; dst[(((size_t)bb * T + t0 + t) * G + h) * w + i] = src[e]; }
+    FOR(e, n * w) {
+        int t = e / w, i = e % w;
+        dst[(((size_t)bb * T + t0 + t) * G + h) * w + i] = src[e];
+    }
     __syncthreads();
 }
 // rows [t0, t0+n) of sequence bb, head h into the chunk (chunk_set_row of every row: q, k, v, a, theta, and eta,
 // delta, per channel when channel-wise; channel-wise eta scales the error, so the recurrences' scalar eta is 1)
 __device__ void load_chunk_inputs(MemChunk* c, const MemArgs* A, int bb, int h, int t0, int n) {
-    const MemCfg* m = &A->m; int d = m->d, H = A->H, D = A->D, ew = m->cw ? d : 1, Ge = m->cw ? D : H;
+    const MemCfg* m = &A->m;
+    int d = m->d, H = A->H, D = A->D, ew = m->cw ? d : 1, Ge = m->cw ? D : H;
     FOR(e, n * d) {
-        int t = e / d, i = e % d; size_t r = (size_t)bb * A->T + t0 + t;
-        c->q[e] = A->q[r * D + h * d + i]; c->k[e] = A->k[r * D + h * d + i]; c->v[e] = A->v[r * D + h * d + i];
+        int t = e / d, i = e % d;
+        size_t r = (size_t)bb * A->T + t0 + t;
+        c->q[e] = A->q[r * D + h * d + i];
+        c->k[e] = A->k[r * D + h * d + i];
+        c->v[e] = A->v[r * D + h * d + i];
         if (m->cw) c->etac[e] = A->geta[r * Ge + h * ew + i];
         if (m->bias == BIAS_HUBER) c->delta[e] = A->gdel[r * Ge + h * ew + (m->cw ? i : 0)];
     }
     FOR(t, n) {
         size_t r = (size_t)bb * A->T + t0 + t;
-        c->a[t] = A->ga[r * H + h]; c->theta[t] = A->gth[r * H + h];
+        c->a[t] = A->ga[r * H + h];
+        c->theta[t] = A->gth[r * H + h];
         c->eta[t] = m->cw ? 1 : A->geta[r * Ge + h * ew];
     }
     __syncthreads();
 }
 // and the gradients of those rows back (chunk_get_row_grads; a per-head delta gets the sum over the head's channels)
 __device__ void store_chunk_grads(const MemChunk* c, const MemArgs* A, int bb, int h, int t0, int n) {
-    const MemCfg* m = &A->m; int d = m->d, H = A->H, D = A->D, ew = m->cw ? d : 1, Ge = m->cw ? D : H;
+    const MemCfg* m = &A->m;
+    int d = m->d, H = A->H, D = A->D, ew = m->cw ? d : 1, Ge = m->cw ? D : H;
     FOR(e, n * d) {
-        int t = e / d, i = e % d; size_t r = (size_t)bb * A->T + t0 + t;
-        A->dq[r * D + h * d + i] = c->dq[e]; A->dk[r * D + h * d + i] = c->dk[e]; A->dv[r * D + h * d + i] = c->dv[e];
+        int t = e / d, i = e % d;
+        size_t r = (size_t)bb * A->T + t0 + t;
+        A->dq[r * D + h * d + i] = c->dq[e];
+        A->dk[r * D + h * d + i] = c->dk[e];
+        A->dv[r * D + h * d + i] = c->dv[e];
         if (m->cw) A->dgeta[r * Ge + h * ew + i] = c->detac[e];
         if (m->bias == BIAS_HUBER && m->cw) A->dgdel[r * Ge + h * ew + i] = c->ddelta[e];
     }
     FOR(t, n) {
         size_t r = (size_t)bb * A->T + t0 + t;
-        A->dga[r * H + h] = c->da[t]; A->dgth[r * H + h] = c->dtheta[t];
+        A->dga[r * H + h] = c->da[t];
+        A->dgth[r * H + h] = c->dtheta[t];
         if (!m->cw) A->dgeta[r * Ge + h * ew] = c->deta[t];
-        if (m->bias == BIAS_HUBER && !m->cw) { real s = 0; for (int i = 0; i < d; i++) s += c->ddelta[(size_t)t * d + i]; A->dgdel[r * Ge + h * ew] = s; }
+        if (m->bias == BIAS_HUBER && !m->cw) {
+            real s = 0;
+            for (int i = 0; i < d; i++) s += c->ddelta[(size_t)t * d + i];
+            A->dgdel[r * Ge + h * ew] = s;
+        }
     }
     __syncthreads();
 }
@@ -1599,19 +2292,28 @@ __device__ void store_chunk_grads(const MemChunk* c, const MemArgs* A, int bb, i
 // n values from p into L2 (no wait): the backward's next chunk-start state, written long before (in DRAM by now)
 __device__ __forceinline__ void prefetch_l2(const real* p, size_t n) {
 #ifndef EMU_CUDA
-    for (size_t i = (size_t)threadIdx.x * 32; i < n; i += (size_t)blockDim.x * 32) asm volatile("prefetch.global.L2 [%0];" :: "l"(p + i));
+    for (size_t i = (size_t)threadIdx.x * 32; i < n; i += (size_t)blockDim.x * 32)
+        asm volatile("prefetch.global.L2 [%0];" ::"l"(p + i));
 #endif
 }
 // The memory read of one layer (SPEC §5): each (sequence, head) runs its chunks in order; every chunk-start
 // state is kept for the backward.
 __global__ void __launch_bounds__(MEM_THREADS) memory_forward_kernel(MemArgs A) {
-    __shared__ MemChunk c; __shared__ MemCfg m;
-    if (threadIdx.x == 0) { c = A.chunks[blockIdx.x]; m = A.m; mem_smem_apply(&c, &A.sm); c.p0 = m.anchor ? A.p0 + (size_t)(blockIdx.x % A.H) * m.nP : NULL; mem_tc = A.tc; }
+    __shared__ MemChunk c;
+    __shared__ MemCfg m;
+    if (threadIdx.x == 0) {
+        c = A.chunks[blockIdx.x];
+        m = A.m;
+        mem_smem_apply(&c, &A.sm);
+        c.p0 = m.anchor ? A.p0 + (size_t)(blockIdx.x % A.H) * m.nP : NULL;
+        mem_tc = A.tc;
+    }
     __syncthreads();
     int bb = blockIdx.x / A.H, h = blockIdx.x % A.H, nch = A.nch, nP = m.nP, b = A.b, T = A.T;
     size_t base = (((size_t)bb * A.H + h) * nch) * nP;
-    real* P = A.P + base; real* S = m.momentum ? A.S + base : NULL;
-    block_copy(P, A.p0 + (size_t)h * nP, nP);      // P_0, restored every sequence
+    real* P = A.P + base;
+    real* S = m.momentum ? A.S + base : NULL;
+    block_copy(P, A.p0 + (size_t)h * nP, nP);  // P_0, restored every sequence
     if (S) block_zero(S, nP);
     const real* lng = m.ln ? A.lng + (size_t)h * m.d : NULL;
     const real* lnb = m.ln ? A.lnb + (size_t)h * m.d : NULL;
@@ -1619,38 +2321,60 @@ __global__ void __launch_bounds__(MEM_THREADS) memory_forward_kernel(MemArgs A) 
         int t0 = ch * b, n = T - t0 < b ? T - t0 : b, last = ch == nch - 1;
         load_chunk_inputs(&c, &A, bb, h, t0, n);
         mem_step_forward(&m, &c, n, P + (size_t)ch * nP, S ? S + (size_t)ch * nP : NULL,
-                         last ? NULL : P + (size_t)(ch + 1) * nP, (S && !last) ? S + (size_t)(ch + 1) * nP : NULL, lng, lnb);
+                         last ? NULL : P + (size_t)(ch + 1) * nP, (S && !last) ? S + (size_t)(ch + 1) * nP : NULL, lng,
+                         lnb);
         scatter_rows(A.y, c.y, bb, h, t0, n, T, A.H, m.d);
     }
 }
 // Backward through all chunks in reverse, carrying dL/dP and dL/dS across chunk boundaries
 // (each chunk's intermediates are recomputed from its stored start state).
 __global__ void __launch_bounds__(MEM_THREADS) memory_backward_kernel(MemArgs A) {
-    __shared__ MemChunk c; __shared__ MemCfg m;
-    if (threadIdx.x == 0) { c = A.chunks[blockIdx.x]; m = A.m; mem_smem_apply(&c, &A.sm); c.p0 = m.anchor ? A.p0 + (size_t)(blockIdx.x % A.H) * m.nP : NULL; mem_tc = A.tc; }
+    __shared__ MemChunk c;
+    __shared__ MemCfg m;
+    if (threadIdx.x == 0) {
+        c = A.chunks[blockIdx.x];
+        m = A.m;
+        mem_smem_apply(&c, &A.sm);
+        c.p0 = m.anchor ? A.p0 + (size_t)(blockIdx.x % A.H) * m.nP : NULL;
+        mem_tc = A.tc;
+    }
     __syncthreads();
     int bb = blockIdx.x / A.H, h = blockIdx.x % A.H, nch = A.nch, nP = m.nP, b = A.b, T = A.T, d = m.d;
     size_t base = (((size_t)bb * A.H + h) * nch) * nP;
-    real* P = A.P + base; real* S = m.momentum ? A.S + base : NULL;
+    real* P = A.P + base;
+    real* S = m.momentum ? A.S + base : NULL;
     const real* lng = m.ln ? A.lng + (size_t)h * d : NULL;
     const real* lnb = m.ln ? A.lnb + (size_t)h * d : NULL;
-    block_zero(c.dlng, d); block_zero(c.dlnb, d); if (m.anchor) block_zero(c.dp0, nP);
+    block_zero(c.dlng, d);
+    block_zero(c.dlnb, d);
+    if (m.anchor) block_zero(c.dp0, nP);
     real *dPn = NULL, *dSn = NULL, *dPs = c.Pa, *dSs = c.Sa;
     for (int ch = nch - 1; ch >= 0; ch--) {
         int t0 = ch * b, n = T - t0 < b ? T - t0 : b;
-        real* Pc = P + (size_t)ch * nP; real* Sc = S ? S + (size_t)ch * nP : NULL;
-        if (ch > 0) { prefetch_l2(Pc - nP, nP); if (Sc) prefetch_l2(Sc - nP, nP); }
+        real* Pc = P + (size_t)ch * nP;
+        real* Sc = S ? S + (size_t)ch * nP : NULL;
+        if (ch > 0) {
+            prefetch_l2(Pc - nP, nP);
+            if (Sc) prefetch_l2(Sc - nP, nP);
+        }
         load_chunk_inputs(&c, &A, bb, h, t0, n);
         gather_rows(c.dy, A.dy, bb, h, t0, n, T, A.H, d);
         mem_step_backward(&m, &c, n, c.dy, Pc, Sc, dPn, dSn, dPs, dSs, lng, lnb);
         store_chunk_grads(&c, &A, bb, h, t0, n);
-        dPn = dPs; dSn = dSs;                                // this chunk's start is the previous chunk's end
-        dPs = dPs == c.Pa ? c.Pb : c.Pa; dSs = dSs == c.Sa ? c.Sb : c.Sa;
+        dPn = dPs;
+        dSn = dSs;  // this chunk's start is the previous chunk's end
+        dPs = dPs == c.Pa ? c.Pb : c.Pa;
+        dSs = dSs == c.Sa ? c.Sb : c.Sa;
     }
     real* out = A.dbh + ((size_t)bb * A.H + h) * (nP + 2 * d);  // dL/dP_0 and the LN affine of this sequence
-    if (m.anchor) { FOR(i, nP) out[i] = dPn[i] + c.dp0[i]; __syncthreads(); }   // (+ through the anchor)
-    else block_copy(out, dPn, nP);
-    block_copy(out + nP, c.dlng, d); block_copy(out + nP + d, c.dlnb, d);
+    if (m.anchor) {
+        FOR(i, nP) out[i] = dPn[i] + c.dp0[i];
+        __syncthreads();
+    }  // (+ through the anchor)
+    else
+        block_copy(out, dPn, nP);
+    block_copy(out + nP, c.dlng, d);
+    block_copy(out + nP + d, c.dlnb, d);
 }
 // ---- b = 1 linear memories (deltanet, gated_deltanet): one token per chunk, so the chunk functions above reduce
 // to a few row-local operations and the generic kernels spend their time in barriers. These kernels run the same
@@ -1662,51 +2386,105 @@ __global__ void __launch_bounds__(MEM_THREADS) memory_backward_kernel(MemArgs A)
 // The state at every token's start is stored (the backward reads it, as the generic kernels' chunk states).
 #define TOK_D 64
 #define TOK_THREADS 512
-__device__ __forceinline__ real row8_sum(real v) {   // the sum over a row's 8 lanes (fixed order), in all of them
-    v += __shfl_xor_sync(0xffffffffu, v, 1); v += __shfl_xor_sync(0xffffffffu, v, 2); v += __shfl_xor_sync(0xffffffffu, v, 4);
+__device__ __forceinline__ real row8_sum(real v) {  // the sum over a row's 8 lanes (fixed order), in all of them
+    v += __shfl_xor_sync(0xffffffffu, v, 1);
+    v += __shfl_xor_sync(0xffffffffu, v, 2);
+    v += __shfl_xor_sync(0xffffffffu, v, 4);
     return v;
 }
-struct TokIn { real k[8], q[8], v, a, eta, etac; };  // one token's inputs as thread (i, g) needs them
+struct TokIn {
+    real k[8], q[8], v, a, eta, etac;
+};  // one token's inputs as thread (i, g) needs them
 __device__ __forceinline__ void tok_load(TokIn* x, const MemArgs& A, int bb, int h, int t, int i, int g) {
-    const MemCfg& m = A.m; size_t r = (size_t)bb * A.T + t; const real* kp = A.k + r * A.D + h * TOK_D + 8 * g; const real* qp = A.q + r * A.D + h * TOK_D + 8 * g;
+    const MemCfg& m = A.m;
+    size_t r = (size_t)bb * A.T + t;
+    const real* kp = A.k + r * A.D + h * TOK_D + 8 * g;
+    const real* qp = A.q + r * A.D + h * TOK_D + 8 * g;
     // (the activations' offsets are multiples of 4 floats only for some shapes: 16-byte loads where aligned)
     bool ka = al16(kp), qa = al16(qp);
     float4 k0 = ka ? ld4(kp) : ld4c<false>(kp), k1 = ka ? ld4(kp + 4) : ld4c<false>(kp + 4);
     float4 q0 = qa ? ld4(qp) : ld4c<false>(qp), q1 = qa ? ld4(qp + 4) : ld4c<false>(qp + 4);
-    x->k[0] = k0.x; x->k[1] = k0.y; x->k[2] = k0.z; x->k[3] = k0.w; x->k[4] = k1.x; x->k[5] = k1.y; x->k[6] = k1.z; x->k[7] = k1.w;
-    x->q[0] = q0.x; x->q[1] = q0.y; x->q[2] = q0.z; x->q[3] = q0.w; x->q[4] = q1.x; x->q[5] = q1.y; x->q[6] = q1.z; x->q[7] = q1.w;
-    x->v = A.v[r * A.D + h * TOK_D + i]; x->a = A.ga[r * A.H + h];
+    x->k[0] = k0.x;
+    x->k[1] = k0.y;
+    x->k[2] = k0.z;
+    x->k[3] = k0.w;
+    x->k[4] = k1.x;
+    x->k[5] = k1.y;
+    x->k[6] = k1.z;
+    x->k[7] = k1.w;
+    x->q[0] = q0.x;
+    x->q[1] = q0.y;
+    x->q[2] = q0.z;
+    x->q[3] = q0.w;
+    x->q[4] = q1.x;
+    x->q[5] = q1.y;
+    x->q[6] = q1.z;
+    x->q[7] = q1.w;
+    x->v = A.v[r * A.D + h * TOK_D + i];
+    x->a = A.ga[r * A.H + h];
     int Ge = m.cw ? A.D : A.H;
-    x->eta = m.cw ? 1 : A.geta[r * Ge + h]; x->etac = m.cw ? A.geta[r * Ge + h * TOK_D + i] : 1;
+    x->eta = m.cw ? 1 : A.geta[r * Ge + h];
+    x->etac = m.cw ? A.geta[r * Ge + h * TOK_D + i] : 1;
 }
 // the forward quantities of one token from the state row w: r0 = (W k)_i, xw = (W q)_i, xx = q . k; e, psi, r
-struct TokFwd { real xw, xx, e, psi, r; };
+struct TokFwd {
+    real xw, xx, e, psi, r;
+};
 __device__ __forceinline__ TokFwd tok_forward(const real* w, const TokIn& x, int cw) {
     real r0 = 0, xw = 0, xx = 0;
 #pragma unroll
-    for (int c = 0; c < 8; c++) { r0 += w[c] * x.k[c]; xw += w[c] * x.q[c]; xx += x.q[c] * x.k[c]; }
-    r0 = row8_sum(r0); xw = row8_sum(xw); xx = row8_sum(xx);
-    TokFwd f; f.xw = xw; f.xx = xx; f.e = r0 - x.v; f.psi = f.e;     // l2 bias: psi = e
+    for (int c = 0; c < 8; c++) {
+        r0 += w[c] * x.k[c];
+        xw += w[c] * x.q[c];
+        xx += x.q[c] * x.k[c];
+    }
+    r0 = row8_sum(r0);
+    xw = row8_sum(xw);
+    xx = row8_sum(xx);
+    TokFwd f;
+    f.xw = xw;
+    f.xx = xx;
+    f.e = r0 - x.v;
+    f.psi = f.e;  // l2 bias: psi = e
     f.r = cw ? x.etac * f.psi : f.psi;
     return f;
 }
 __global__ void __launch_bounds__(TOK_THREADS) mem_token_forward_kernel(MemArgs A) {
-    int bb = blockIdx.x / A.H, h = blockIdx.x % A.H, T = A.T, nP = A.m.nP, i = threadIdx.x >> 3, g = threadIdx.x & 7, cw = A.m.cw;
-    real* P = A.P + ((size_t)bb * A.H + h) * T * nP + i * TOK_D + 8 * g;   // this thread's 8 values of every token's state
+    int bb = blockIdx.x / A.H, h = blockIdx.x % A.H, T = A.T, nP = A.m.nP, i = threadIdx.x >> 3, g = threadIdx.x & 7,
+        cw = A.m.cw;
+    // this thread's 8 values of every token's state
+    real* P = A.P + ((size_t)bb * A.H + h) * T * nP + i * TOK_D + 8 * g;
     real w[8];
-    { const real* p0 = A.p0 + (size_t)h * nP + i * TOK_D + 8 * g;   // (P_0 sits in the parameters at any offset)
-      float4 a0 = al16(p0) ? ld4(p0) : ld4c<false>(p0), a1 = al16(p0) ? ld4(p0 + 4) : ld4c<false>(p0 + 4);
-      w[0] = a0.x; w[1] = a0.y; w[2] = a0.z; w[3] = a0.w; w[4] = a1.x; w[5] = a1.y; w[6] = a1.z; w[7] = a1.w; }
-    TokIn x, xn; tok_load(&xn, A, bb, h, 0, i, g);
+    {
+        const real* p0 = A.p0 + (size_t)h * nP + i * TOK_D + 8 * g;  // (P_0 sits in the parameters at any offset)
+        float4 a0 = al16(p0) ? ld4(p0) : ld4c<false>(p0), a1 = al16(p0) ? ld4(p0 + 4) : ld4c<false>(p0 + 4);
+        w[0] = a0.x;
+        w[1] = a0.y;
+        w[2] = a0.z;
+        w[3] = a0.w;
+        w[4] = a1.x;
+        w[5] = a1.y;
+        w[6] = a1.z;
+        w[7] = a1.w;
+    }
+    TokIn x, xn;
+    tok_load(&xn, A, bb, h, 0, i, g);
     for (int t = 0; t < T; t++) {
-        x = xn; if (t + 1 < T) tok_load(&xn, A, bb, h, t + 1, i, g);     // the next token's inputs in flight
-        st4(P + (size_t)t * nP, make_float4(w[0], w[1], w[2], w[3])); st4(P + (size_t)t * nP + 4, make_float4(w[4], w[5], w[6], w[7]));
+        x = xn;
+        if (t + 1 < T) tok_load(&xn, A, bb, h, t + 1, i, g);  // the next token's inputs in flight
+        st4(P + (size_t)t * nP, make_float4(w[0], w[1], w[2], w[3]));
+        st4(P + (size_t)t * nP + 4, make_float4(w[4], w[5], w[6], w[7]));
         TokFwd f = tok_forward(w, x, cw);
         real C = x.eta, alpha = x.a;
-        if (g == 0) A.y[((size_t)bb * T + t) * A.D + h * TOK_D + i] = alpha * f.xw - (C * f.xx) * f.r;  // mem_read_forward
+        // mem_read_forward
+        if (g == 0) A.y[((size_t)bb * T + t) * A.D + h * TOK_D + i] = alpha * f.xw - (C * f.xx) * f.r;
         real cr = C * f.r;
 #pragma unroll
-        for (int c = 0; c < 8; c++) { w[c] = alpha * w[c]; w[c] -= cr * x.k[c]; }                     // mem_update_forward
+        // mem_update_forward
+        for (int c = 0; c < 8; c++) {
+            w[c] = alpha * w[c];
+            w[c] -= cr * x.k[c];
+        }
     }
 }
 // Its backward, token by token in reverse with dL/dW' (dw) in registers (mem_chunk_backward at n = 1; the same
@@ -1725,76 +2503,128 @@ __global__ void __launch_bounds__(TOK_THREADS) mem_token_backward_kernel(MemArgs
     real dw[8], w[8], wn[8];
 #pragma unroll
     for (int c = 0; c < 8; c++) dw[c] = 0;
-    auto load_w = [&](real* dst, int t) { float4 a0 = ld4(P + (size_t)t * nP), a1 = ld4(P + (size_t)t * nP + 4);   // (states: aligned allocations, nP = 4096)
-        dst[0] = a0.x; dst[1] = a0.y; dst[2] = a0.z; dst[3] = a0.w; dst[4] = a1.x; dst[5] = a1.y; dst[6] = a1.z; dst[7] = a1.w; };
-    TokIn x, xn; real dy, dyn;
-    load_w(wn, T - 1); tok_load(&xn, A, bb, h, T - 1, i, g); dyn = A.dy[((size_t)bb * T + T - 1) * D + h * TOK_D + i];
+    // (states: aligned allocations, nP = 4096)
+    auto load_w = [&](real* dst, int t) {
+        float4 a0 = ld4(P + (size_t)t * nP), a1 = ld4(P + (size_t)t * nP + 4);
+        dst[0] = a0.x;
+        dst[1] = a0.y;
+        dst[2] = a0.z;
+        dst[3] = a0.w;
+        dst[4] = a1.x;
+        dst[5] = a1.y;
+        dst[6] = a1.z;
+        dst[7] = a1.w;
+    };
+    TokIn x, xn;
+    real dy, dyn;
+    load_w(wn, T - 1);
+    tok_load(&xn, A, bb, h, T - 1, i, g);
+    dyn = A.dy[((size_t)bb * T + T - 1) * D + h * TOK_D + i];
     for (int t = T - 1; t >= 0; t--) {
-        x = xn; dy = dyn;
+        x = xn;
+        dy = dyn;
 #pragma unroll
         for (int c = 0; c < 8; c++) w[c] = wn[c];
-        if (t > 0) { load_w(wn, t - 1); tok_load(&xn, A, bb, h, t - 1, i, g); dyn = A.dy[((size_t)bb * T + t - 1) * D + h * TOK_D + i]; }
+        if (t > 0) {
+            load_w(wn, t - 1);
+            tok_load(&xn, A, bb, h, t - 1, i, g);
+            dyn = A.dy[((size_t)bb * T + t - 1) * D + h * TOK_D + i];
+        }
         TokFwd f = tok_forward(w, x, cw);
-        real C = x.eta, alpha = x.a, has = t < T - 1;                  // has: dW' exists (not the last token)
-        real pww = 0, gx = 0;                                           // mem_update_backward
+        real C = x.eta, alpha = x.a, has = t < T - 1;  // has: dW' exists (not the last token)
+        real pww = 0, gx = 0;  // mem_update_backward
 #pragma unroll
-        for (int c = 0; c < 8; c++) { pww += dw[c] * w[c]; gx += dw[c] * x.k[c]; }
+        for (int c = 0; c < 8; c++) {
+            pww += dw[c] * w[c];
+            gx += dw[c] * x.k[c];
+        }
         gx = row8_sum(gx);
-        real dr = has ? 0 - C * gx : 0, dcu = has ? -(f.r * gx) : 0;   // this row's ddl and its term of dc
+        real dr = has ? 0 - C * gx : 0, dcu = has ? -(f.r * gx) : 0;  // this row's ddl and its term of dc
         real colA[8], colB[8], colC[8];
 #pragma unroll
         for (int c = 0; c < 8; c++) colA[c] = f.r * dw[c];
-        real wx = C * f.xx;                                             // mem_read_backward (cs = 1)
+        real wx = C * f.xx;  // mem_read_backward (cs = 1)
         dr -= wx * dy;
-        real dps = cw ? dr * x.etac : dr, detac = dr * f.psi;          // mem_bias_backward (l2: de = dps)
+        real dps = cw ? dr * x.etac : dr, detac = dr * f.psi;  // mem_bias_backward (l2: de = dps)
         real dmk = dps;
 #pragma unroll
         for (int c = 0; c < 8; c++) {
-            colB[c] = w[c] * dy; colC[c] = w[c] * dmk;
-            real nw = alpha * dw[c]; nw += (dy * alpha) * x.q[c]; nw += dmk * x.k[c];
+            colB[c] = w[c] * dy;
+            colC[c] = w[c] * dmk;
+            real nw = alpha * dw[c];
+            nw += (dy * alpha) * x.q[c];
+            nw += dmk * x.k[c];
             dw[c] = nw;
         }
         // the sums over rows: the warp's 4 rows by shuffles, then the 16 warps through shared memory
 #pragma unroll
         for (int c = 0; c < 8; c++) {
-            colA[c] += __shfl_xor_sync(0xffffffffu, colA[c], 8); colA[c] += __shfl_xor_sync(0xffffffffu, colA[c], 16);
-            colB[c] += __shfl_xor_sync(0xffffffffu, colB[c], 8); colB[c] += __shfl_xor_sync(0xffffffffu, colB[c], 16);
-            colC[c] += __shfl_xor_sync(0xffffffffu, colC[c], 8); colC[c] += __shfl_xor_sync(0xffffffffu, colC[c], 16);
+            colA[c] += __shfl_xor_sync(0xffffffffu, colA[c], 8);
+            colA[c] += __shfl_xor_sync(0xffffffffu, colA[c], 16);
+            colB[c] += __shfl_xor_sync(0xffffffffu, colB[c], 8);
+            colB[c] += __shfl_xor_sync(0xffffffffu, colB[c], 16);
+            colC[c] += __shfl_xor_sync(0xffffffffu, colC[c], 8);
+            colC[c] += __shfl_xor_sync(0xffffffffu, colC[c], 16);
         }
-        real s1 = warp_sum(pww), s2 = warp_sum(g == 0 ? dy * f.xw : 0), s3 = warp_sum(g == 0 ? dcu : 0), s4 = warp_sum(g == 0 ? dy * f.r : 0);
+        real s1 = warp_sum(pww), s2 = warp_sum(g == 0 ? dy * f.xw : 0), s3 = warp_sum(g == 0 ? dcu : 0),
+             s4 = warp_sum(g == 0 ? dy * f.r : 0);
         real* rb = red[t & 1][wp];
         if (lane < 8) {
 #pragma unroll
-            for (int c = 0; c < 8; c++) { rb[8 * lane + c] = colA[c]; rb[TOK_D + 8 * lane + c] = colB[c]; rb[2 * TOK_D + 8 * lane + c] = colC[c]; }
+            for (int c = 0; c < 8; c++) {
+                rb[8 * lane + c] = colA[c];
+                rb[TOK_D + 8 * lane + c] = colB[c];
+                rb[2 * TOK_D + 8 * lane + c] = colC[c];
+            }
         }
-        if (lane == 0) { rb[3 * TOK_D] = s1; rb[3 * TOK_D + 1] = s2; rb[3 * TOK_D + 2] = s3; rb[3 * TOK_D + 3] = s4; }
+        if (lane == 0) {
+            rb[3 * TOK_D] = s1;
+            rb[3 * TOK_D + 1] = s2;
+            rb[3 * TOK_D + 2] = s3;
+            rb[3 * TOK_D + 3] = s4;
+        }
         size_t row = (size_t)bb * T + t;
-        if (g == 0) {                                                   // row outputs: dv, and detac per channel
+        if (g == 0) {  // row outputs: dv, and detac per channel
             A.dv[row * D + h * TOK_D + i] = 0 - dps;
             if (cw) A.dgeta[row * Ge + h * TOK_D + i] = 0 + detac;
         }
         __syncthreads();
-        if (threadIdx.x < TOK_D) {                                      // column outputs dq, dk and the gates
-            int c = threadIdx.x; real sA = 0, sB = 0, sC = 0, S1 = 0, S2 = 0, S3 = 0, S4 = 0;
+        if (threadIdx.x < TOK_D) {  // column outputs dq, dk and the gates
+            int c = threadIdx.x;
+            real sA = 0, sB = 0, sC = 0, S1 = 0, S2 = 0, S3 = 0, S4 = 0;
             for (int u = 0; u < TOK_THREADS / 32; u++) {
                 const real* ru = red[t & 1][u];
-                sA += ru[c]; sB += ru[TOK_D + c]; sC += ru[2 * TOK_D + c];
-                S1 += ru[3 * TOK_D]; S2 += ru[3 * TOK_D + 1]; S3 += ru[3 * TOK_D + 2]; S4 += ru[3 * TOK_D + 3];
+                sA += ru[c];
+                sB += ru[TOK_D + c];
+                sC += ru[2 * TOK_D + c];
+                S1 += ru[3 * TOK_D];
+                S2 += ru[3 * TOK_D + 1];
+                S3 += ru[3 * TOK_D + 2];
+                S4 += ru[3 * TOK_D + 3];
             }
             real dA = -S4, gs = dA * C, xc = A.q[row * D + h * TOK_D + c], kc = A.k[row * D + h * TOK_D + c];
-            real dk = 0 + (-1 * C) * sA; dk += gs * xc; dk += sC;
-            real dq = 0 + alpha * sB; dq += gs * kc;
-            A.dq[row * D + h * TOK_D + c] = dq; A.dk[row * D + h * TOK_D + c] = dk;
+            real dk = 0 + (-1 * C) * sA;
+            dk += gs * xc;
+            dk += sC;
+            real dq = 0 + alpha * sB;
+            dq += gs * kc;
+            A.dq[row * D + h * TOK_D + c] = dq;
+            A.dk[row * D + h * TOK_D + c] = dk;
             if (c == 0) {
-                real da = 0; if (has) da += S1; da += S2;
-                real dC = has ? S3 : 0; dC += dA * f.xx;
-                A.dga[row * H + h] = 0 + da; A.dgth[row * H + h] = 0;
+                real da = 0;
+                if (has) da += S1;
+                da += S2;
+                real dC = has ? S3 : 0;
+                dC += dA * f.xx;
+                A.dga[row * H + h] = 0 + da;
+                A.dgth[row * H + h] = 0;
                 if (!cw) A.dgeta[row * Ge + h] = 0 + dC;
             }
         }
     }
-    real* out = A.dbh + ((size_t)bb * A.H + h) * (nP + 2 * TOK_D) + i * TOK_D + 8 * g;   // dL/dP_0 (no LN)
-    st4(out, make_float4(dw[0], dw[1], dw[2], dw[3])); st4(out + 4, make_float4(dw[4], dw[5], dw[6], dw[7]));
+    real* out = A.dbh + ((size_t)bb * A.H + h) * (nP + 2 * TOK_D) + i * TOK_D + 8 * g;  // dL/dP_0 (no LN)
+    st4(out, make_float4(dw[0], dw[1], dw[2], dw[3]));
+    st4(out + 4, make_float4(dw[4], dw[5], dw[6], dw[7]));
     if (threadIdx.x < 2 * TOK_D) A.dbh[((size_t)bb * A.H + h) * (nP + 2 * TOK_D) + nP + threadIdx.x] = 0;
 }
 // ---- the pieces of the v6 token kernels below. Segments: the inputs of TOK_SEG tokens are staged in shared memory
@@ -1803,124 +2633,213 @@ __global__ void __launch_bounds__(TOK_THREADS) mem_token_backward_kernel(MemArgs
 // the gates' scalars) are outputs only (the recurrence of dL/dW' is row-local): each warp reduces its 4 rows with a
 // reduce-scatter (6 shuffles per 8-column array instead of 16) into shared memory, added once per segment. (Lab
 // version 5 was these with one block per head: dev/cuda/memlab_notes.md, run 3.)
-#define TOK_SEG 8                     // tokens per segment
-#define TOK_AUX (2 * TOK_D + 4)       // aux per token: psi (d), W q (d), q . k, 3 pad
-#define TOK_PART (3 * TOK_D + 32)     // a warp's part of one token: 3 column arrays (64 each) and 4 scalars x 8 lanes
-struct TokStageF { real k[TOK_SEG][TOK_D], q[TOK_SEG][TOK_D], v[TOK_SEG][TOK_D], etac[TOK_SEG][TOK_D], a[TOK_SEG], eta[TOK_SEG]; };
-struct TokStageB { real k[TOK_SEG][TOK_D], q[TOK_SEG][TOK_D], dy[TOK_SEG][TOK_D], psi[TOK_SEG][TOK_D], xw[TOK_SEG][TOK_D], etac[TOK_SEG][TOK_D],
-                   a[TOK_SEG], eta[TOK_SEG], xx[TOK_SEG]; };
+#define TOK_SEG 8  // tokens per segment
+#define TOK_AUX (2 * TOK_D + 4)  // aux per token: psi (d), W q (d), q . k, 3 pad
+#define TOK_PART (3 * TOK_D + 32)  // a warp's part of one token: 3 column arrays (64 each) and 4 scalars x 8 lanes
+struct TokStageF {
+    real k[TOK_SEG][TOK_D], q[TOK_SEG][TOK_D], v[TOK_SEG][TOK_D], etac[TOK_SEG][TOK_D], a[TOK_SEG], eta[TOK_SEG];
+};
+struct TokStageB {
+    real k[TOK_SEG][TOK_D], q[TOK_SEG][TOK_D], dy[TOK_SEG][TOK_D], psi[TOK_SEG][TOK_D], xw[TOK_SEG][TOK_D],
+        etac[TOK_SEG][TOK_D], a[TOK_SEG], eta[TOK_SEG], xx[TOK_SEG];
+};
 // this thread's 8 columns of a staged (TOK_SEG, d) row
 __device__ __forceinline__ void tok_cols8(real* dst, const real* row, int g) {
     float4 a = *(const float4*)(row + 8 * g), b = *(const float4*)(row + 8 * g + 4);
-    dst[0] = a.x; dst[1] = a.y; dst[2] = a.z; dst[3] = a.w; dst[4] = b.x; dst[5] = b.y; dst[6] = b.z; dst[7] = b.w;
+    dst[0] = a.x;
+    dst[1] = a.y;
+    dst[2] = a.z;
+    dst[3] = a.w;
+    dst[4] = b.x;
+    dst[5] = b.y;
+    dst[6] = b.z;
+    dst[7] = b.w;
 }
 // the sum of a warp's 4 rows of 8-column arrays (lane = 8 * row + g): a reduce-scatter, each lane ends with 2 of
 // its 8 columns summed over the rows (columns 8g + 4 b4 + 2 b3 + {0, 1}, b4 and b3 the lane's bits 4 and 3)
 __device__ __forceinline__ void tok_rs_cols(const real* x, real* dst) {
-    int lane = LANE, b4 = (lane >> 4) & 1, b3 = (lane >> 3) & 1, g = lane & 7; real kp[4], f[2];
+    int lane = LANE, b4 = (lane >> 4) & 1, b3 = (lane >> 3) & 1, g = lane & 7;
+    real kp[4], f[2];
 #pragma unroll
-    for (int j = 0; j < 4; j++) { real snd = b4 ? x[j] : x[j + 4]; kp[j] = (b4 ? x[j + 4] : x[j]) + __shfl_xor_sync(0xffffffffu, snd, 16); }
+    for (int j = 0; j < 4; j++) {
+        real snd = b4 ? x[j] : x[j + 4];
+        kp[j] = (b4 ? x[j + 4] : x[j]) + __shfl_xor_sync(0xffffffffu, snd, 16);
+    }
 #pragma unroll
-    for (int j = 0; j < 2; j++) { real snd = b3 ? kp[j] : kp[j + 2]; f[j] = (b3 ? kp[j + 2] : kp[j]) + __shfl_xor_sync(0xffffffffu, snd, 8); }
+    for (int j = 0; j < 2; j++) {
+        real snd = b3 ? kp[j] : kp[j + 2];
+        f[j] = (b3 ? kp[j + 2] : kp[j]) + __shfl_xor_sync(0xffffffffu, snd, 8);
+    }
     *(float2*)(dst + 8 * g + 4 * b4 + 2 * b3) = make_float2(f[0], f[1]);
 }
 // 4 scalars summed over the warp's 4 rows the same way: lane ends with scalar 2 b4 + b3 of its g, at dst[8 s + g]
 __device__ __forceinline__ void tok_rs_scalars(real v0, real v1, real v2, real v3, real* dst) {
     int lane = LANE, b4 = (lane >> 4) & 1, b3 = (lane >> 3) & 1, g = lane & 7;
     real s0 = b4 ? v0 : v2, s1 = b4 ? v1 : v3;
-    real k0 = (b4 ? v2 : v0) + __shfl_xor_sync(0xffffffffu, s0, 16), k1 = (b4 ? v3 : v1) + __shfl_xor_sync(0xffffffffu, s1, 16);
+    real k0 = (b4 ? v2 : v0) + __shfl_xor_sync(0xffffffffu, s0, 16),
+         k1 = (b4 ? v3 : v1) + __shfl_xor_sync(0xffffffffu, s1, 16);
     real snd = b3 ? k0 : k1, f = (b3 ? k1 : k0) + __shfl_xor_sync(0xffffffffu, snd, 8);
     dst[8 * (2 * b4 + b3) + g] = f;
 }
 __device__ __forceinline__ void tok_load_w(real* dst, const real* p) {
-    float4 a0 = ld4(p), a1 = ld4(p + 4);   // (states: aligned allocations, nP = 4096)
-    dst[0] = a0.x; dst[1] = a0.y; dst[2] = a0.z; dst[3] = a0.w; dst[4] = a1.x; dst[5] = a1.y; dst[6] = a1.z; dst[7] = a1.w;
+    float4 a0 = ld4(p), a1 = ld4(p + 4);  // (states: aligned allocations, nP = 4096)
+    dst[0] = a0.x;
+    dst[1] = a0.y;
+    dst[2] = a0.z;
+    dst[3] = a0.w;
+    dst[4] = a1.x;
+    dst[5] = a1.y;
+    dst[6] = a1.z;
+    dst[7] = a1.w;
 }
-// ---- v6 of the b = 1 kernels: the pieces above with the rows of a head split over TOK_R blocks (the rows of the delta rule
+// ---- v6 of the b = 1 kernels: the pieces above with the rows of a head split over TOK_R blocks (the rows of the delta
+// rule
 // are independent: W_i' = a W_i - C r_i k^T, r_i = psi((W k)_i - v_i)), so that 96 of the 132 SMs work instead of 48,
 // and with the state stored only at segment starts (one slot per TOK_SEG tokens: the per-token states were 3.2 GB
 // per layer at B=4, T=4096, and the forward wrote them at the memory's write bandwidth). The backward recomputes a
 // segment's states from its start, row-locally (r = psi (* eta_c) is kept in aux: no sums over columns), into
-// registers, then runs mem_token_backward_kernel's per-token math; the block's sums over its rows go to TokGrad partials in global
+// registers, then runs mem_token_backward_kernel's per-token math; the block's sums over its rows go to TokGrad
+// partials in global
 // memory, and mem_token_reduce_v6_kernel adds the TOK_R parts of every token in a fixed order (dq, dk, gates).
 #ifndef TOK_R
-#define TOK_R 2                       // (make memlab NVCC="nvcc -DTOK_R=4" to try 4)
+#define TOK_R 2  // (make memlab NVCC="nvcc -DTOK_R=4" to try 4)
 #endif
 #define TOK6_ROWS (TOK_D / TOK_R)
 #define TOK6_THREADS (TOK6_ROWS * 8)
 #define TOK6_WARPS (TOK6_THREADS / 32)
-#define TOK6_NPER (TOK_SEG * TOK_D / TOK6_THREADS)   // staged values per thread and array
-#define TOK_GP (3 * TOK_D + 4)                       // a block's part of one token: 3 column sums (64 each), 4 scalars
-struct TokRegs6 { real k[TOK6_NPER], q[TOK6_NPER], v[TOK6_NPER], etac[TOK6_NPER], dy[TOK6_NPER], psi[TOK6_NPER], xw[TOK6_NPER], a, eta, xx; };
+#define TOK6_NPER (TOK_SEG * TOK_D / TOK6_THREADS)  // staged values per thread and array
+#define TOK_GP (3 * TOK_D + 4)  // a block's part of one token: 3 column sums (64 each), 4 scalars
+struct TokRegs6 {
+    real k[TOK6_NPER], q[TOK6_NPER], v[TOK6_NPER], etac[TOK6_NPER], dy[TOK6_NPER], psi[TOK6_NPER], xw[TOK6_NPER], a,
+        eta, xx;
+};
 __device__ __forceinline__ void tok6_seg_load(TokRegs6* s, const MemArgs& A, int bb, int h, int t0, int bwd) {
-    const MemCfg& m = A.m; int Ge = m.cw ? A.D : A.H;
+    const MemCfg& m = A.m;
+    int Ge = m.cw ? A.D : A.H;
     const real* aux = A.aux + ((size_t)bb * A.H + h) * A.T * TOK_AUX;
 #pragma unroll
     for (int u = 0; u < TOK6_NPER; u++) {
         int e = threadIdx.x + u * TOK6_THREADS, t = t0 + e / TOK_D, c = e % TOK_D;
         if (t < A.T) {
             size_t r = (size_t)bb * A.T + t, o = r * A.D + h * TOK_D + c;
-            s->k[u] = A.k[o]; s->q[u] = A.q[o]; s->etac[u] = m.cw ? A.geta[r * Ge + h * TOK_D + c] : 1;
-            if (bwd) { s->dy[u] = A.dy[o]; s->psi[u] = aux[(size_t)t * TOK_AUX + c]; s->xw[u] = aux[(size_t)t * TOK_AUX + TOK_D + c]; }
-            else s->v[u] = A.v[o];
+            s->k[u] = A.k[o];
+            s->q[u] = A.q[o];
+            s->etac[u] = m.cw ? A.geta[r * Ge + h * TOK_D + c] : 1;
+            if (bwd) {
+                s->dy[u] = A.dy[o];
+                s->psi[u] = aux[(size_t)t * TOK_AUX + c];
+                s->xw[u] = aux[(size_t)t * TOK_AUX + TOK_D + c];
+            } else
+                s->v[u] = A.v[o];
         }
     }
     int e = threadIdx.x, t = t0 + e;
     if (e < TOK_SEG && t < A.T) {
         size_t r = (size_t)bb * A.T + t;
-        s->a = A.ga[r * A.H + h]; s->eta = m.cw ? 1 : A.geta[r * Ge + h];
+        s->a = A.ga[r * A.H + h];
+        s->eta = m.cw ? 1 : A.geta[r * Ge + h];
         if (bwd) s->xx = aux[(size_t)t * TOK_AUX + 2 * TOK_D];
     }
 }
 __device__ __forceinline__ void tok6_seg_store(TokStageF* x, const TokRegs6& s) {
 #pragma unroll
-    for (int u = 0; u < TOK6_NPER; u++) { int e = threadIdx.x + u * TOK6_THREADS, j = e / TOK_D, c = e % TOK_D; x->k[j][c] = s.k[u]; x->q[j][c] = s.q[u]; x->v[j][c] = s.v[u]; x->etac[j][c] = s.etac[u]; }
-    if (threadIdx.x < TOK_SEG) { x->a[threadIdx.x] = s.a; x->eta[threadIdx.x] = s.eta; }
+    for (int u = 0; u < TOK6_NPER; u++) {
+        int e = threadIdx.x + u * TOK6_THREADS, j = e / TOK_D, c = e % TOK_D;
+        x->k[j][c] = s.k[u];
+        x->q[j][c] = s.q[u];
+        x->v[j][c] = s.v[u];
+        x->etac[j][c] = s.etac[u];
+    }
+    if (threadIdx.x < TOK_SEG) {
+        x->a[threadIdx.x] = s.a;
+        x->eta[threadIdx.x] = s.eta;
+    }
 }
 __device__ __forceinline__ void tok6_seg_store(TokStageB* x, const TokRegs6& s) {
 #pragma unroll
     for (int u = 0; u < TOK6_NPER; u++) {
         int e = threadIdx.x + u * TOK6_THREADS, j = e / TOK_D, c = e % TOK_D;
-        x->k[j][c] = s.k[u]; x->q[j][c] = s.q[u]; x->dy[j][c] = s.dy[u]; x->psi[j][c] = s.psi[u]; x->xw[j][c] = s.xw[u]; x->etac[j][c] = s.etac[u];
+        x->k[j][c] = s.k[u];
+        x->q[j][c] = s.q[u];
+        x->dy[j][c] = s.dy[u];
+        x->psi[j][c] = s.psi[u];
+        x->xw[j][c] = s.xw[u];
+        x->etac[j][c] = s.etac[u];
     }
-    if (threadIdx.x < TOK_SEG) { x->a[threadIdx.x] = s.a; x->eta[threadIdx.x] = s.eta; x->xx[threadIdx.x] = s.xx; }
+    if (threadIdx.x < TOK_SEG) {
+        x->a[threadIdx.x] = s.a;
+        x->eta[threadIdx.x] = s.eta;
+        x->xx[threadIdx.x] = s.xx;
+    }
 }
-__device__ __forceinline__ void tok_store_w(real* p, const real* w) { st4(p, make_float4(w[0], w[1], w[2], w[3])); st4(p + 4, make_float4(w[4], w[5], w[6], w[7])); }
+__device__ __forceinline__ void tok_store_w(real* p, const real* w) {
+    st4(p, make_float4(w[0], w[1], w[2], w[3]));
+    st4(p + 4, make_float4(w[4], w[5], w[6], w[7]));
+}
 // block (sequence bb, head h, row part rs); thread (row i of the part's TOK6_ROWS, column group g)
-#define TOK6_IDS int bh = blockIdx.x / TOK_R, rs = blockIdx.x % TOK_R, bb = bh / A.H, h = bh % A.H, il = threadIdx.x >> 3, \
-                     i = rs * TOK6_ROWS + il, g = threadIdx.x & 7, T = A.T, nP = A.m.nP, cw = A.m.cw, nseg = (T + TOK_SEG - 1) / TOK_SEG, \
-                     dot = A.m.bias == BIAS_DOT
+#define TOK6_IDS                                                                                              \
+    int bh = blockIdx.x / TOK_R, rs = blockIdx.x % TOK_R, bb = bh / A.H, h = bh % A.H, il = threadIdx.x >> 3, \
+        i = rs * TOK6_ROWS + il, g = threadIdx.x & 7, T = A.T, nP = A.m.nP, cw = A.m.cw,                      \
+        nseg = (T + TOK_SEG - 1) / TOK_SEG, dot = A.m.bias == BIAS_DOT
 __global__ void __launch_bounds__(TOK6_THREADS) mem_token_forward_v6_kernel(MemArgs A) {
     __shared__ TokStageF st[2];
     TOK6_IDS;
-    real* P = A.P + (size_t)bh * nseg * nP + i * TOK_D + 8 * g;       // this thread's 8 values of every segment's start state
+    // this thread's 8 values of every segment's start state
+    real* P = A.P + (size_t)bh * nseg * nP + i * TOK_D + 8 * g;
     real* aux = A.aux + (size_t)bh * T * TOK_AUX;
     real w[8];
-    { const real* p0 = A.p0 + (size_t)h * nP + i * TOK_D + 8 * g;
-      float4 a0 = al16(p0) ? ld4(p0) : ld4c<false>(p0), a1 = al16(p0) ? ld4(p0 + 4) : ld4c<false>(p0 + 4);
-      w[0] = a0.x; w[1] = a0.y; w[2] = a0.z; w[3] = a0.w; w[4] = a1.x; w[5] = a1.y; w[6] = a1.z; w[7] = a1.w; }
-    TokRegs6 s; tok6_seg_load(&s, A, bb, h, 0, 0); tok6_seg_store(&st[0], s);
+    {
+        const real* p0 = A.p0 + (size_t)h * nP + i * TOK_D + 8 * g;
+        float4 a0 = al16(p0) ? ld4(p0) : ld4c<false>(p0), a1 = al16(p0) ? ld4(p0 + 4) : ld4c<false>(p0 + 4);
+        w[0] = a0.x;
+        w[1] = a0.y;
+        w[2] = a0.z;
+        w[3] = a0.w;
+        w[4] = a1.x;
+        w[5] = a1.y;
+        w[6] = a1.z;
+        w[7] = a1.w;
+    }
+    TokRegs6 s;
+    tok6_seg_load(&s, A, bb, h, 0, 0);
+    tok6_seg_store(&st[0], s);
     __syncthreads();
     for (int sg = 0; sg < nseg; sg++) {
-        int t0 = sg * TOK_SEG, n = T - t0 < TOK_SEG ? T - t0 : TOK_SEG; const TokStageF& x = st[sg & 1];
+        int t0 = sg * TOK_SEG, n = T - t0 < TOK_SEG ? T - t0 : TOK_SEG;
+        const TokStageF& x = st[sg & 1];
         if (sg + 1 < nseg) tok6_seg_load(&s, A, bb, h, t0 + TOK_SEG, 0);
         tok_store_w(P + (size_t)sg * nP, w);
         for (int j = 0; j < n; j++) {
             int t = t0 + j;
-            real k[8], q[8]; tok_cols8(k, x.k[j], g); tok_cols8(q, x.q[j], g);
-            real r0 = 0, xw = 0, xx = 0;                                 // r0 = (W k)_i, xw = (W q)_i, xx = q . k
+            real k[8], q[8];
+            tok_cols8(k, x.k[j], g);
+            tok_cols8(q, x.q[j], g);
+            real r0 = 0, xw = 0, xx = 0;  // r0 = (W k)_i, xw = (W q)_i, xx = q . k
 #pragma unroll
-            for (int c = 0; c < 8; c++) { r0 += w[c] * k[c]; xw += w[c] * q[c]; xx += q[c] * k[c]; }
-            r0 = row8_sum(r0); xw = row8_sum(xw); xx = row8_sum(xx);
-            real psi = dot ? -x.v[j][i] : r0 - x.v[j][i], r = cw ? x.etac[j][i] * psi : psi, C = x.eta[j], alpha = x.a[j];  // psi: l2 e, dot -v
+            for (int c = 0; c < 8; c++) {
+                r0 += w[c] * k[c];
+                xw += w[c] * q[c];
+                xx += q[c] * k[c];
+            }
+            r0 = row8_sum(r0);
+            xw = row8_sum(xw);
+            xx = row8_sum(xx);
+            real psi = dot ? -x.v[j][i] : r0 - x.v[j][i], r = cw ? x.etac[j][i] * psi : psi, C = x.eta[j],
+                 alpha = x.a[j];  // psi: l2 e, dot -v
             if (g == 0) {
-                A.y[((size_t)bb * T + t) * A.D + h * TOK_D + i] = alpha * xw - (C * xx) * r;          // mem_read_forward
-                aux[(size_t)t * TOK_AUX + i] = psi; aux[(size_t)t * TOK_AUX + TOK_D + i] = xw;
+                // mem_read_forward
+                A.y[((size_t)bb * T + t) * A.D + h * TOK_D + i] = alpha * xw - (C * xx) * r;
+                aux[(size_t)t * TOK_AUX + i] = psi;
+                aux[(size_t)t * TOK_AUX + TOK_D + i] = xw;
                 if (i == 0) aux[(size_t)t * TOK_AUX + 2 * TOK_D] = xx;
             }
             real cr = C * r;
 #pragma unroll
-            for (int c = 0; c < 8; c++) { w[c] = alpha * w[c]; w[c] -= cr * k[c]; }                 // mem_update_forward
+            // mem_update_forward
+            for (int c = 0; c < 8; c++) {
+                w[c] = alpha * w[c];
+                w[c] -= cr * k[c];
+            }
         }
         if (sg + 1 < nseg) tok6_seg_store(&st[(sg + 1) & 1], s);
         __syncthreads();
@@ -1929,93 +2848,130 @@ __global__ void __launch_bounds__(TOK6_THREADS) mem_token_forward_v6_kernel(MemA
 // Dynamic shared memory: the warps' parts (TOK_SEG, TOK6_WARPS, TOK_PART).
 static const size_t TOK6_SMEM_BYTES = (size_t)TOK_SEG * TOK6_WARPS * TOK_PART * sizeof(real);
 __global__ void __launch_bounds__(TOK6_THREADS) mem_token_backward_v6_kernel(MemArgs A) {
-    __shared__ TokStageB st[2]; __shared__ real sc[TOK_SEG][4];
+    __shared__ TokStageB st[2];
+    __shared__ real sc[TOK_SEG][4];
     TOK6_IDS;
     real* part = mem_dyn_smem();
     int lane = LANE, wp = threadIdx.x >> 5, D = A.D, Ge = cw ? D : A.H;
     const real* P = A.P + (size_t)bh * nseg * nP + i * TOK_D + 8 * g;
     real* gp = A.gpart + (size_t)bh * T * TOK_R * TOK_GP;
-    real dw[8], w[8], wck[8];                                           // wck: the next segment's start state, in flight
+    // wck: the next segment's start state, in flight
+    real dw[8], w[8], wck[8];
 #pragma unroll
     for (int c = 0; c < 8; c++) dw[c] = 0;
     tok_load_w(wck, P + (size_t)(nseg - 1) * nP);
-    TokRegs6 s; tok6_seg_load(&s, A, bb, h, (nseg - 1) * TOK_SEG, 1); tok6_seg_store(&st[(nseg - 1) & 1], s);
+    TokRegs6 s;
+    tok6_seg_load(&s, A, bb, h, (nseg - 1) * TOK_SEG, 1);
+    tok6_seg_store(&st[(nseg - 1) & 1], s);
     __syncthreads();
     for (int sg = nseg - 1; sg >= 0; sg--) {
-        int t0 = sg * TOK_SEG, n = T - t0 < TOK_SEG ? T - t0 : TOK_SEG; const TokStageB& x = st[sg & 1];
+        int t0 = sg * TOK_SEG, n = T - t0 < TOK_SEG ? T - t0 : TOK_SEG;
+        const TokStageB& x = st[sg & 1];
 #pragma unroll
         for (int c = 0; c < 8; c++) w[c] = wck[c];
-        if (sg > 0) { tok6_seg_load(&s, A, bb, h, t0 - TOK_SEG, 1); tok_load_w(wck, P + (size_t)(sg - 1) * nP); }
-        real ws[TOK_SEG][8];                                            // the segment's states, as the forward made them
-#pragma unroll                                                          // (unrolled: ws stays in registers)
-        for (int j = 0; j < TOK_SEG; j++) if (j < n) {
-#pragma unroll
-            for (int c = 0; c < 8; c++) ws[j][c] = w[c];
-            real k[8]; tok_cols8(k, x.k[j], g);
-            real psi = x.psi[j][i], r = cw ? x.etac[j][i] * psi : psi, C = x.eta[j], alpha = x.a[j], cr = C * r;
-#pragma unroll
-            for (int c = 0; c < 8; c++) { w[c] = alpha * w[c]; w[c] -= cr * k[c]; }
+        if (sg > 0) {
+            tok6_seg_load(&s, A, bb, h, t0 - TOK_SEG, 1);
+            tok_load_w(wck, P + (size_t)(sg - 1) * nP);
         }
+        // the segment's states, as the forward made them
+        real ws[TOK_SEG][8];
+#pragma unroll  // (unrolled: ws stays in registers)
+        for (int j = 0; j < TOK_SEG; j++)
+            if (j < n) {
 #pragma unroll
-        for (int j = TOK_SEG - 1; j >= 0; j--) if (j < n) {
-            int t = t0 + j;
+                for (int c = 0; c < 8; c++) ws[j][c] = w[c];
+                real k[8];
+                tok_cols8(k, x.k[j], g);
+                real psi = x.psi[j][i], r = cw ? x.etac[j][i] * psi : psi, C = x.eta[j], alpha = x.a[j], cr = C * r;
 #pragma unroll
-            for (int c = 0; c < 8; c++) w[c] = ws[j][c];
-            real k[8], q[8]; tok_cols8(k, x.k[j], g); tok_cols8(q, x.q[j], g);
-            real dy = x.dy[j][i], psi = x.psi[j][i], xw = x.xw[j][i], etac = x.etac[j][i], C = x.eta[j], alpha = x.a[j], xx = x.xx[j];
-            real r = cw ? etac * psi : psi, has = t < T - 1;
-            real pww = 0, gx = 0;                                       // mem_update_backward
-#pragma unroll
-            for (int c = 0; c < 8; c++) { pww += dw[c] * w[c]; gx += dw[c] * k[c]; }
-            gx = row8_sum(gx);
-            real dr = has ? 0 - C * gx : 0, dcu = has ? -(r * gx) : 0;
-            real colA[8], colB[8], colC[8];
-#pragma unroll
-            for (int c = 0; c < 8; c++) colA[c] = r * dw[c];
-            real wx = C * xx;                                           // mem_read_backward (cs = 1)
-            dr -= wx * dy;
-            real dps = cw ? dr * etac : dr, detac = dr * psi;           // mem_bias_backward (l2: de = dps; dot: de = 0)
-            real dmk = dot ? 0 : dps;
-#pragma unroll
-            for (int c = 0; c < 8; c++) {
-                colB[c] = w[c] * dy; colC[c] = w[c] * dmk;
-                real nw = alpha * dw[c]; nw += (dy * alpha) * q[c]; nw += dmk * k[c];
-                dw[c] = nw;
+                for (int c = 0; c < 8; c++) {
+                    w[c] = alpha * w[c];
+                    w[c] -= cr * k[c];
+                }
             }
-            real* pw = part + ((size_t)j * TOK6_WARPS + wp) * TOK_PART;
-            tok_rs_cols(colA, pw); tok_rs_cols(colB, pw + TOK_D); tok_rs_cols(colC, pw + 2 * TOK_D);
-            tok_rs_scalars(pww, g == 0 ? dy * xw : 0, g == 0 ? dcu : 0, g == 0 ? dy * r : 0, pw + 3 * TOK_D);
-            if (g == 0) {                                               // row outputs: dv, and detac per channel
-                size_t row = (size_t)bb * T + t;
-                A.dv[row * D + h * TOK_D + i] = 0 - dps;
-                if (cw) A.dgeta[row * Ge + h * TOK_D + i] = 0 + detac;
+#pragma unroll
+        for (int j = TOK_SEG - 1; j >= 0; j--)
+            if (j < n) {
+                int t = t0 + j;
+#pragma unroll
+                for (int c = 0; c < 8; c++) w[c] = ws[j][c];
+                real k[8], q[8];
+                tok_cols8(k, x.k[j], g);
+                tok_cols8(q, x.q[j], g);
+                real dy = x.dy[j][i], psi = x.psi[j][i], xw = x.xw[j][i], etac = x.etac[j][i], C = x.eta[j],
+                     alpha = x.a[j], xx = x.xx[j];
+                real r = cw ? etac * psi : psi, has = t < T - 1;
+                real pww = 0, gx = 0;  // mem_update_backward
+#pragma unroll
+                for (int c = 0; c < 8; c++) {
+                    pww += dw[c] * w[c];
+                    gx += dw[c] * k[c];
+                }
+                gx = row8_sum(gx);
+                real dr = has ? 0 - C * gx : 0, dcu = has ? -(r * gx) : 0;
+                real colA[8], colB[8], colC[8];
+#pragma unroll
+                for (int c = 0; c < 8; c++) colA[c] = r * dw[c];
+                real wx = C * xx;  // mem_read_backward (cs = 1)
+                dr -= wx * dy;
+                real dps = cw ? dr * etac : dr, detac = dr * psi;  // mem_bias_backward (l2: de = dps; dot: de = 0)
+                real dmk = dot ? 0 : dps;
+#pragma unroll
+                for (int c = 0; c < 8; c++) {
+                    colB[c] = w[c] * dy;
+                    colC[c] = w[c] * dmk;
+                    real nw = alpha * dw[c];
+                    nw += (dy * alpha) * q[c];
+                    nw += dmk * k[c];
+                    dw[c] = nw;
+                }
+                real* pw = part + ((size_t)j * TOK6_WARPS + wp) * TOK_PART;
+                tok_rs_cols(colA, pw);
+                tok_rs_cols(colB, pw + TOK_D);
+                tok_rs_cols(colC, pw + 2 * TOK_D);
+                tok_rs_scalars(pww, g == 0 ? dy * xw : 0, g == 0 ? dcu : 0, g == 0 ? dy * r : 0, pw + 3 * TOK_D);
+                if (g == 0) {  // row outputs: dv, and detac per channel
+                    size_t row = (size_t)bb * T + t;
+                    A.dv[row * D + h * TOK_D + i] = 0 - dps;
+                    if (cw) A.dgeta[row * Ge + h * TOK_D + i] = 0 + detac;
+                }
             }
-        }
         __syncthreads();
-        for (int idx = wp; idx < TOK_SEG * 4; idx += TOK6_WARPS) {     // the segment's scalars (token jj, scalar sx): a warp each
-            int jj = idx >> 2, sx = idx & 3; real acc = 0;
+        // the segment's scalars (token jj, scalar sx): a warp each
+        for (int idx = wp; idx < TOK_SEG * 4; idx += TOK6_WARPS) {
+            int jj = idx >> 2, sx = idx & 3;
+            real acc = 0;
             if (jj < n) {
 #pragma unroll
-                for (int q2 = 0; q2 < TOK6_WARPS * 8 / 32; q2++) { int e = lane + 32 * q2; acc += part[((size_t)jj * TOK6_WARPS + (e >> 3)) * TOK_PART + 3 * TOK_D + 8 * sx + (e & 7)]; }
+                for (int q2 = 0; q2 < TOK6_WARPS * 8 / 32; q2++) {
+                    int e = lane + 32 * q2;
+                    acc += part[((size_t)jj * TOK6_WARPS + (e >> 3)) * TOK_PART + 3 * TOK_D + 8 * sx + (e & 7)];
+                }
             }
             acc = warp_sum(acc);
             if (lane == 0) sc[jj][sx] = acc;
         }
         __syncthreads();
-        for (int e = threadIdx.x; e < n * TOK_D; e += TOK6_THREADS) {  // the block's sums over its rows, to the partials
-            int jj = e / TOK_D, c = e % TOK_D; real sA = 0, sB = 0, sC = 0;
+        // the block's sums over its rows, to the partials
+        for (int e = threadIdx.x; e < n * TOK_D; e += TOK6_THREADS) {
+            int jj = e / TOK_D, c = e % TOK_D;
+            real sA = 0, sB = 0, sC = 0;
             for (int u = 0; u < TOK6_WARPS; u++) {
                 const real* ru = part + ((size_t)jj * TOK6_WARPS + u) * TOK_PART;
-                sA += ru[c]; sB += ru[TOK_D + c]; sC += ru[2 * TOK_D + c];
+                sA += ru[c];
+                sB += ru[TOK_D + c];
+                sC += ru[2 * TOK_D + c];
             }
             real* o = gp + ((size_t)(t0 + jj) * TOK_R + rs) * TOK_GP;
-            o[c] = sA; o[TOK_D + c] = sB; o[2 * TOK_D + c] = sC;
+            o[c] = sA;
+            o[TOK_D + c] = sB;
+            o[2 * TOK_D + c] = sC;
             if (c < 4) o[3 * TOK_D + c] = sc[jj][c];
         }
         if (sg > 0) tok6_seg_store(&st[(sg - 1) & 1], s);
         __syncthreads();
     }
-    real* out = A.dbh + (size_t)bh * (nP + 2 * TOK_D) + i * TOK_D + 8 * g;   // dL/dP_0 (no LN)
+    real* out = A.dbh + (size_t)bh * (nP + 2 * TOK_D) + i * TOK_D + 8 * g;  // dL/dP_0 (no LN)
     tok_store_w(out, dw);
     if (rs == 0 && threadIdx.x < 2 * TOK_D) A.dbh[(size_t)bh * (nP + 2 * TOK_D) + nP + threadIdx.x] = 0;
 }
@@ -2023,25 +2979,41 @@ __global__ void __launch_bounds__(TOK6_THREADS) mem_token_backward_v6_kernel(Mem
 __global__ void mem_token_reduce_v6_kernel(MemArgs A) {
     int T = A.T, H = A.H, D = A.D, cw = A.m.cw, Ge = cw ? D : H;
     GRID_FOR(e, (size_t)A.B * T * D) {
-        int c = (int)(e % TOK_D), h = (int)(e / TOK_D % H); size_t row = e / D; int bb = (int)(row / T), t = (int)(row % T);
+        int c = (int)(e % TOK_D), h = (int)(e / TOK_D % H);
+        size_t row = e / D;
+        int bb = (int)(row / T), t = (int)(row % T);
         const real* gp = A.gpart + (((size_t)bb * H + h) * T + t) * TOK_R * TOK_GP;
         real sA = 0, sB = 0, sC = 0, S[4] = {0, 0, 0, 0};
         for (int u = 0; u < TOK_R; u++) {
             const real* o = gp + (size_t)u * TOK_GP;
-            sA += o[c]; sB += o[TOK_D + c]; sC += o[2 * TOK_D + c];
-            if (c == 0) { S[0] += o[3 * TOK_D]; S[1] += o[3 * TOK_D + 1]; S[2] += o[3 * TOK_D + 2]; }
+            sA += o[c];
+            sB += o[TOK_D + c];
+            sC += o[2 * TOK_D + c];
+            if (c == 0) {
+                S[0] += o[3 * TOK_D];
+                S[1] += o[3 * TOK_D + 1];
+                S[2] += o[3 * TOK_D + 2];
+            }
             S[3] += o[3 * TOK_D + 3];
         }
         real C = cw ? 1 : A.geta[row * Ge + h], alpha = A.ga[row * H + h], has = t < T - 1;
         real dA = -S[3], gs = dA * C, xc = A.q[row * D + h * TOK_D + c], kc = A.k[row * D + h * TOK_D + c];
-        real dk = 0 + (-1 * C) * sA; dk += gs * xc; dk += sC;
-        real dq = 0 + alpha * sB; dq += gs * kc;
-        A.dq[row * D + h * TOK_D + c] = dq; A.dk[row * D + h * TOK_D + c] = dk;
+        real dk = 0 + (-1 * C) * sA;
+        dk += gs * xc;
+        dk += sC;
+        real dq = 0 + alpha * sB;
+        dq += gs * kc;
+        A.dq[row * D + h * TOK_D + c] = dq;
+        A.dk[row * D + h * TOK_D + c] = dk;
         if (c == 0) {
             real xx = A.aux[(((size_t)bb * H + h) * T + t) * TOK_AUX + 2 * TOK_D];
-            real da = 0; if (has) da += S[0]; da += S[1];
-            real dC = has ? S[2] : 0; dC += dA * xx;
-            A.dga[row * H + h] = 0 + da; A.dgth[row * H + h] = 0;
+            real da = 0;
+            if (has) da += S[0];
+            da += S[1];
+            real dC = has ? S[2] : 0;
+            dC += dA * xx;
+            A.dga[row * H + h] = 0 + da;
+            A.dgth[row * H + h] = 0;
             if (!cw) A.dgeta[row * Ge + h] = 0 + dC;
         }
     }
@@ -2057,16 +3029,31 @@ __global__ void mem_token_reduce_v6_kernel(MemArgs A) {
 // the segment's and the carry G = dL/dS) and steps back through them: the CPU's lattice_step_backward, term by term
 // in the same order.
 #define LAT_MAXD 256
-struct LatSh { real k[LAT_MAXD], v[LAT_MAXD], q[LAT_MAXD], h[LAT_MAXD], g[LAT_MAXD], c[LAT_MAXD], A[LAT_MAXD], n[LAT_MAXD],
-               dy[LAT_MAXD], dh[LAT_MAXD], dc[LAT_MAXD], dg[LAT_MAXD], pe[LAT_MAXD], pm[LAT_MAXD]; real eta, mu; };
+struct LatSh {
+    real k[LAT_MAXD], v[LAT_MAXD], q[LAT_MAXD], h[LAT_MAXD], g[LAT_MAXD], c[LAT_MAXD], A[LAT_MAXD], n[LAT_MAXD],
+        dy[LAT_MAXD], dh[LAT_MAXD], dc[LAT_MAXD], dg[LAT_MAXD], pe[LAT_MAXD], pm[LAT_MAXD];
+    real eta, mu;
+};
 static unsigned lat_threads(int d) { return (unsigned)((d + 31) / 32 * 32); }
-__device__ real lat_dot(const real* a, const real* b, int n) { real s = 0; for (int i = 0; i < n; i++) s += a[i] * b[i]; return s; }
+__device__ real lat_dot(const real* a, const real* b, int n) {
+    real s = 0;
+    for (int i = 0; i < n; i++) s += a[i] * b[i];
+    return s;
+}
 // this token's q, k, v (and dy), eta, mu into shared memory
 __device__ void lat_load(LatSh* s, const MemArgs* A, int bb, int h, int t, int dy) {
-    int j = threadIdx.x, d = A->m.d; size_t r = (size_t)bb * A->T + t;
-    if (j < d) { s->q[j] = A->q[r * A->D + h * d + j]; s->k[j] = A->k[r * A->D + h * d + j]; s->v[j] = A->v[r * A->D + h * d + j];
-                 if (dy) s->dy[j] = A->dy[r * A->D + h * d + j]; }
-    if (j == 0) { s->eta = A->geta[r * A->H + h]; s->mu = A->ga[r * A->H + h]; }
+    int j = threadIdx.x, d = A->m.d;
+    size_t r = (size_t)bb * A->T + t;
+    if (j < d) {
+        s->q[j] = A->q[r * A->D + h * d + j];
+        s->k[j] = A->k[r * A->D + h * d + j];
+        s->v[j] = A->v[r * A->D + h * d + j];
+        if (dy) s->dy[j] = A->dy[r * A->D + h * d + j];
+    }
+    if (j == 0) {
+        s->eta = A->geta[r * A->H + h];
+        s->mu = A->ga[r * A->H + h];
+    }
     __syncthreads();
 }
 // h (row op), then g, c, A (column op) from S = S_{t-1}: lattice_step_coefs
@@ -2074,36 +3061,57 @@ __device__ void lat_coefs(const MemCfg& m, const real* S, LatSh* s) {
     int j = threadIdx.x, d = m.d;
     if (j < d) {
         real x;
-        if (m.lattice == LAT_DEC) { x = -s->v[j]; for (int i = 0; i < d; i++) x += S[(size_t)i * d + j] * s->k[i]; }
-        else x = m.lattice == LAT_ENC ? s->v[j] : -s->v[j];
+        if (m.lattice == LAT_DEC) {
+            x = -s->v[j];
+            for (int i = 0; i < d; i++) x += S[(size_t)i * d + j] * s->k[i];
+        } else
+            x = m.lattice == LAT_ENC ? s->v[j] : -s->v[j];
         s->h[j] = x;
     }
     __syncthreads();
     if (j < d) {
-        real g = lat_dot(S + (size_t)j * d, s->h, d); s->g[j] = g;
-        real c = m.lattice == LAT_ENC ? g - s->k[j] : s->k[j]; s->c[j] = c;
+        real g = lat_dot(S + (size_t)j * d, s->h, d);
+        s->g[j] = g;
+        real c = m.lattice == LAT_ENC ? g - s->k[j] : s->k[j];
+        s->c[j] = c;
         s->A[j] = s->mu + (m.lat_ablate & LATA_NO_ORTHO ? 0 : s->eta * c * g);
     }
     __syncthreads();
 }
-// one step: Sn = S_t (Sn may be S: column j is read and written by thread j only, after the coefficients); y = S_t q if y
+// one step: Sn = S_t (Sn may be S: column j is read and written by thread j only, after the coefficients); y = S_t q if
+// y
 __device__ void lat_step(const MemCfg& m, const real* S, real* Sn, LatSh* s, real* y) {
     int j = threadIdx.x, d = m.d;
     lat_coefs(m, S, s);
     if (j < d) {
-        const real* Sj = S + (size_t)j * d; real* Wj = Sn + (size_t)j * d; real ec = s->eta * s->c[j], nn = 0, A = s->A[j];
-        for (int r = 0; r < d; r++) { real w = A * Sj[r] - ec * s->h[r]; Wj[r] = w; nn += w * w; }
-        if (!(m.lat_ablate & LATA_NO_RENORM)) { real n = sqrtf(nn); for (int r = 0; r < d; r++) Wj[r] /= n; }
+        const real* Sj = S + (size_t)j * d;
+        real* Wj = Sn + (size_t)j * d;
+        real ec = s->eta * s->c[j], nn = 0, A = s->A[j];
+        for (int r = 0; r < d; r++) {
+            real w = A * Sj[r] - ec * s->h[r];
+            Wj[r] = w;
+            nn += w * w;
+        }
+        if (!(m.lat_ablate & LATA_NO_RENORM)) {
+            real n = sqrtf(nn);
+            for (int r = 0; r < d; r++) Wj[r] /= n;
+        }
     }
     __syncthreads();
-    if (y && j < d) { real acc = 0; for (int i = 0; i < d; i++) acc += Sn[(size_t)i * d + j] * s->q[i]; y[j] = acc; }
+    if (y && j < d) {
+        real acc = 0;
+        for (int i = 0; i < d; i++) acc += Sn[(size_t)i * d + j] * s->q[i];
+        y[j] = acc;
+    }
     __syncthreads();
 }
 __global__ void lattice_forward_kernel(MemArgs A) {
     __shared__ LatSh s;
-    int bb = blockIdx.x / A.H, h = blockIdx.x % A.H, d = A.m.d, k = A.m.lat_k, T = A.T, ns = (T + k - 1) / k; size_t nP = A.m.nP;
-    real* S = A.lat + (size_t)blockIdx.x * (k + 2) * nP; real* ck = A.P + (size_t)blockIdx.x * ns * nP;
-    FOR(e, nP) S[e] = e / d == e % d ? 1 : 0;                               // S_0 = I
+    int bb = blockIdx.x / A.H, h = blockIdx.x % A.H, d = A.m.d, k = A.m.lat_k, T = A.T, ns = (T + k - 1) / k;
+    size_t nP = A.m.nP;
+    real* S = A.lat + (size_t)blockIdx.x * (k + 2) * nP;
+    real* ck = A.P + (size_t)blockIdx.x * ns * nP;
+    FOR(e, nP) S[e] = e / d == e % d ? 1 : 0;  // S_0 = I
     __syncthreads();
     for (int t = 0; t < T; t++) {
         if (t % k == 0) block_copy(ck + (size_t)(t / k) * nP, S, nP);
@@ -2112,16 +3120,30 @@ __global__ void lattice_forward_kernel(MemArgs A) {
     }
 }
 // the backward of one step (lattice_step_backward); G: dL/dS_t in, dL/dS_{t-1} out
-__device__ void lat_step_backward(const MemCfg& m, const real* S, const real* Sn, real* G, LatSh* s, const MemArgs* A, size_t row, int h) {
+__device__ void lat_step_backward(const MemCfg& m, const real* S, const real* Sn, real* G, LatSh* s, const MemArgs* A,
+                                  size_t row, int h) {
     int j = threadIdx.x, d = m.d, ortho = !(m.lat_ablate & LATA_NO_ORTHO), renorm = !(m.lat_ablate & LATA_NO_RENORM);
     lat_coefs(m, S, s);
     if (j < d) {
-        const real* Sj = S + (size_t)j * d; const real* Snj = Sn + (size_t)j * d; real* Gj = G + (size_t)j * d;
+        const real* Sj = S + (size_t)j * d;
+        const real* Snj = Sn + (size_t)j * d;
+        real* Gj = G + (size_t)j * d;
         real n = 1;
-        if (renorm) { real ec = s->eta * s->c[j], nn = 0; for (int r = 0; r < d; r++) { real x = s->A[j] * Sj[r] - ec * s->h[r]; nn += x * x; } n = sqrtf(nn); }
+        if (renorm) {
+            real ec = s->eta * s->c[j], nn = 0;
+            for (int r = 0; r < d; r++) {
+                real x = s->A[j] * Sj[r] - ec * s->h[r];
+                nn += x * x;
+            }
+            n = sqrtf(nn);
+        }
         A->dq[row * A->D + h * d + j] = lat_dot(Snj, s->dy, d);
         for (int r = 0; r < d; r++) Gj[r] += s->dy[r] * s->q[j];
-        if (renorm) { real p = lat_dot(Snj, Gj, d); for (int r = 0; r < d; r++) Gj[r] = (Gj[r] - Snj[r] * p) / n; }   // G_j := dW_j
+        // G_j := dW_j
+        if (renorm) {
+            real p = lat_dot(Snj, Gj, d);
+            for (int r = 0; r < d; r++) Gj[r] = (Gj[r] - Snj[r] * p) / n;
+        }
         real dA = lat_dot(Sj, Gj, d), hdW = lat_dot(s->h, Gj, d);
         s->dc[j] = -s->eta * hdW + (ortho ? s->eta * dA * s->g[j] : 0);
         s->pe[j] = -s->c[j] * hdW + (ortho ? dA * s->c[j] * s->g[j] : 0);
@@ -2131,7 +3153,7 @@ __device__ void lat_step_backward(const MemCfg& m, const real* S, const real* Sn
         s->dg[j] = dg;
     }
     __syncthreads();
-    if (j < d) {                                                             // dh (row j)
+    if (j < d) {  // dh (row j)
         real x = 0;
         for (int i = 0; i < d; i++) x -= s->eta * s->c[i] * G[(size_t)i * d + j];
         for (int i = 0; i < d; i++) x += s->dg[i] * S[(size_t)i * d + j];
@@ -2139,87 +3161,149 @@ __device__ void lat_step_backward(const MemCfg& m, const real* S, const real* Sn
         A->dv[row * A->D + h * d + j] = m.lattice == LAT_ENC ? x : -x;
     }
     __syncthreads();
-    if (j < d) {                                                             // the carry dL/dS_{t-1}, column j; dk
-        const real* Sj = S + (size_t)j * d; real* Gj = G + (size_t)j * d; real A_ = s->A[j], dg = s->dg[j], kj = s->k[j];
-        for (int r = 0; r < d; r++) { real x = A_ * Gj[r]; x += dg * s->h[r]; if (m.lattice == LAT_DEC) x += kj * s->dh[r]; Gj[r] = x; }
-        A->dk[row * A->D + h * d + j] = m.lattice == LAT_DEC ? lat_dot(Sj, s->dh, d) + s->dc[j] : m.lattice == LAT_ENC ? -s->dc[j] : s->dc[j];
+    if (j < d) {  // the carry dL/dS_{t-1}, column j; dk
+        const real* Sj = S + (size_t)j * d;
+        real* Gj = G + (size_t)j * d;
+        real A_ = s->A[j], dg = s->dg[j], kj = s->k[j];
+        for (int r = 0; r < d; r++) {
+            real x = A_ * Gj[r];
+            x += dg * s->h[r];
+            if (m.lattice == LAT_DEC) x += kj * s->dh[r];
+            Gj[r] = x;
+        }
+        A->dk[row * A->D + h * d + j] = m.lattice == LAT_DEC   ? lat_dot(Sj, s->dh, d) + s->dc[j]
+                                        : m.lattice == LAT_ENC ? -s->dc[j]
+                                                               : s->dc[j];
     }
-    if (j == 0) { real de = 0, dm = 0; for (int i = 0; i < d; i++) { de += s->pe[i]; dm += s->pm[i]; } A->dgeta[row * A->H + h] = de; A->dga[row * A->H + h] = dm; A->dgth[row * A->H + h] = 0; }
+    if (j == 0) {
+        real de = 0, dm = 0;
+        for (int i = 0; i < d; i++) {
+            de += s->pe[i];
+            dm += s->pm[i];
+        }
+        A->dgeta[row * A->H + h] = de;
+        A->dga[row * A->H + h] = dm;
+        A->dgth[row * A->H + h] = 0;
+    }
     __syncthreads();
 }
 __global__ void lattice_backward_kernel(MemArgs A) {
     __shared__ LatSh s;
-    int bb = blockIdx.x / A.H, h = blockIdx.x % A.H, k = A.m.lat_k, T = A.T, ns = (T + k - 1) / k; size_t nP = A.m.nP;
-    real* St = A.lat + (size_t)blockIdx.x * (k + 2) * nP; real* G = St + (size_t)(k + 1) * nP; const real* ck = A.P + (size_t)blockIdx.x * ns * nP;
-    FOR(e, nP) G[e] = 0;                                                     // dL/dS_T = 0
+    int bb = blockIdx.x / A.H, h = blockIdx.x % A.H, k = A.m.lat_k, T = A.T, ns = (T + k - 1) / k;
+    size_t nP = A.m.nP;
+    real* St = A.lat + (size_t)blockIdx.x * (k + 2) * nP;
+    real* G = St + (size_t)(k + 1) * nP;
+    const real* ck = A.P + (size_t)blockIdx.x * ns * nP;
+    FOR(e, nP) G[e] = 0;  // dL/dS_T = 0
     for (int sg = ns - 1; sg >= 0; sg--) {
         int t0 = sg * k, n = T - t0 < k ? T - t0 : k;
         block_copy(St, ck + (size_t)sg * nP, nP);
-        for (int j = 0; j < n; j++) { lat_load(&s, &A, bb, h, t0 + j, 0); lat_step(A.m, St + (size_t)j * nP, St + (size_t)(j + 1) * nP, &s, NULL); }
+        for (int j = 0; j < n; j++) {
+            lat_load(&s, &A, bb, h, t0 + j, 0);
+            lat_step(A.m, St + (size_t)j * nP, St + (size_t)(j + 1) * nP, &s, NULL);
+        }
         for (int j = n - 1; j >= 0; j--) {
             lat_load(&s, &A, bb, h, t0 + j, 1);
-            lat_step_backward(A.m, St + (size_t)j * nP, St + (size_t)(j + 1) * nP, G, &s, &A, (size_t)bb * T + t0 + j, h);
+            lat_step_backward(A.m, St + (size_t)j * nP, St + (size_t)(j + 1) * nP, G, &s, &A, (size_t)bb * T + t0 + j,
+                              h);
         }
     }
 }
 // decoding: one block per head, one step of the state P (in place) and the read
-__global__ void lattice_decode_kernel(MemCfg m, real* P, const real* q, const real* k, const real* v, const real* geta, const real* ga, real* y) {
+__global__ void lattice_decode_kernel(MemCfg m, real* P, const real* q, const real* k, const real* v, const real* geta,
+                                      const real* ga, real* y) {
     __shared__ LatSh s;
     int h = blockIdx.x, d = m.d, j = threadIdx.x;
-    if (j < d) { s.q[j] = q[h * d + j]; s.k[j] = k[h * d + j]; s.v[j] = v[h * d + j]; }
-    if (j == 0) { s.eta = geta[h]; s.mu = ga[h]; }
+    if (j < d) {
+        s.q[j] = q[h * d + j];
+        s.k[j] = k[h * d + j];
+        s.v[j] = v[h * d + j];
+    }
+    if (j == 0) {
+        s.eta = geta[h];
+        s.mu = ga[h];
+    }
     __syncthreads();
     real* S = P + (size_t)h * m.nP;
     lat_step(m, S, S, &s, y + h * d);
 }
 
 static int mem_token6_cfg(const MemCfg* m, int b) {
-    return !m->lattice && m->depth == 1 && m->d == TOK_D && !m->momentum && m->retention == RET_NONE && !m->anchor && (m->bias == BIAS_DOT || (m->bias == BIAS_L2 && b == 1));
+    return !m->lattice && m->depth == 1 && m->d == TOK_D && !m->momentum && m->retention == RET_NONE && !m->anchor &&
+           (m->bias == BIAS_DOT || (m->bias == BIAS_L2 && b == 1));
 }
 // (the trainer, whose launches take v6 for these: ns slots, an eighth of the per-token states at b = 1; the lab,
 // which also runs the older versions: all, the larger of ns and the chunk count)
 static int mem_state_slots(const MemCfg* m, int b, int T, int all = 0) {
-    if (m->lattice) return (T + m->lat_k - 1) / m->lat_k;   // Lattice: every lat_k-th token's state
+    if (m->lattice) return (T + m->lat_k - 1) / m->lat_k;  // Lattice: every lat_k-th token's state
     int nch = (T + b - 1) / b, ns = (T + TOK_SEG - 1) / TOK_SEG;
     if (!mem_token6_cfg(m, b)) return nch;
     return all && nch > ns ? nch : ns;
 }
-static int mem_token6_ok(const MemArgs& A) { return mem_token6_cfg(&A.m, A.b) && A.H * TOK_D == A.D && A.aux && A.gpart; }
+static int mem_token6_ok(const MemArgs& A) {
+    return mem_token6_cfg(&A.m, A.b) && A.H * TOK_D == A.D && A.aux && A.gpart;
+}
 // the b = 1 kernels run these configurations; the others take the generic kernels
 static int mem_token_ok(const MemArgs& A) {
     const MemCfg& m = A.m;
-    return !m.lattice && A.b == 1 && m.depth == 1 && m.d == TOK_D && !m.momentum && m.retention == RET_NONE && m.bias == BIAS_L2 && !m.anchor && A.H * TOK_D == A.D;
+    return !m.lattice && A.b == 1 && m.depth == 1 && m.d == TOK_D && !m.momentum && m.retention == RET_NONE &&
+           m.bias == BIAS_L2 && !m.anchor && A.H * TOK_D == A.D;
 }
 // The plan of the chunk scratch in shared memory for a kernel (fwd: the forward; else the backward), at most
 // `bytes`: the arrays in the order below while they fit; the gradient arrays as one block (they are zeroed and
 // saved as one range, grad0..grad0+ngrad).
 static MemSmem mem_smem_plan(const MemCfg* m, int b, int fwd, size_t bytes) {
-    MemChunk c; real* base = (real*)(uintptr_t)4096;              // a stand-in base address: only offsets matter
+    MemChunk c;
+    real* base = (real*)(uintptr_t)4096;  // a stand-in base address: only offsets matter
     size_t total = memchunk_carve(&c, base, b, m->d, m->dm, m->nP);
-    real** slot = (real**)&c; int ns = (int)(sizeof(MemChunk) / sizeof(real*)), ig = (int)((real**)&c.ngrad - slot);
-    auto size_of = [&](real* p) { size_t o = p - base, nx = total; for (int t = 0; t < ns; t++) if (t != ig) { size_t ot = slot[t] - base; if (ot > o && ot < nx) nx = ot; } return nx - o; };
+    real** slot = (real**)&c;
+    int ns = (int)(sizeof(MemChunk) / sizeof(real*)), ig = (int)((real**)&c.ngrad - slot);
+    auto size_of = [&](real* p) {
+        size_t o = p - base, nx = total;
+        for (int t = 0; t < ns; t++)
+            if (t != ig) {
+                size_t ot = slot[t] - base;
+                if (ot > o && ot < nx) nx = ot;
+            }
+        return nx - o;
+    };
 #define SL(f) (int)(&c.f - slot)
-    std::vector<int> order = {SL(q), SL(k), SL(v), SL(a), SL(eta), SL(theta), SL(alpha), SL(beta), SL(sigma), SL(C), SL(s), SL(rk), SL(rq),
-                              SL(xx1), SL(xx2), SL(nn1), SL(nn2), SL(keep), SL(oma), SL(nk), SL(r), SL(u), SL(g1), SL(e), SL(psi), SL(xw2), SL(xs2), SL(nq), SL(y)};
+    std::vector<int> order = {SL(q),     SL(k),    SL(v),   SL(a),  SL(eta), SL(theta), SL(alpha), SL(beta),
+                              SL(sigma), SL(C),    SL(s),   SL(rk), SL(rq),  SL(xx1),   SL(xx2),   SL(nn1),
+                              SL(nn2),   SL(keep), SL(oma), SL(nk), SL(r),   SL(u),     SL(g1),    SL(e),
+                              SL(psi),   SL(xw2),  SL(xs2), SL(nq), SL(y)};
     if (m->anchor) order.push_back(SL(xa2));
     if (m->cw) order.push_back(SL(etac));
     if (m->bias == BIAS_HUBER) order.push_back(SL(delta));
-    if (!fwd) { order.push_back(SL(dy)); order.push_back(-1); }    // -1: the gradient block
+    if (!fwd) {
+        order.push_back(SL(dy));
+        order.push_back(-1);
+    }  // -1: the gradient block
     for (int f : {SL(zk), SL(hk), SL(g2), SL(gk), SL(tk), SL(zq), SL(hq), SL(tq), SL(xw1), SL(xs1)}) order.push_back(f);
     if (m->anchor) order.push_back(SL(xa1));
     if (!fwd) order.push_back(SL(nm1));
 #undef SL
-    MemSmem sm; memset(&sm, 0, sizeof sm); size_t cap = bytes / sizeof(real), used = 0;
+    MemSmem sm;
+    memset(&sm, 0, sizeof sm);
+    size_t cap = bytes / sizeof(real), used = 0;
     for (int f : order) {
-        size_t need = f < 0 ? c.ngrad : size_of(slot[f]), at = (used + 3) & ~(size_t)3;   // 16-byte aligned
+        size_t need = f < 0 ? c.ngrad : size_of(slot[f]), at = (used + 3) & ~(size_t)3;  // 16-byte aligned
         if (at + need > cap) continue;
-        if (f >= 0) { if (sm.n == MEM_SMEM_SLOTS) break; sm.slot[sm.n] = (short)f; sm.off[sm.n++] = (int)at; }
-        else {                                                    // every pointer into the gradient block moves with it
+        if (f >= 0) {
+            if (sm.n == MEM_SMEM_SLOTS) break;
+            sm.slot[sm.n] = (short)f;
+            sm.off[sm.n++] = (int)at;
+        } else {  // every pointer into the gradient block moves with it
             int k0 = sm.n;
-            for (int t = 0; t < ns && sm.n < MEM_SMEM_SLOTS; t++) if (t != ig && slot[t] >= c.grad0 && slot[t] < c.grad0 + c.ngrad) {
-                sm.slot[sm.n] = (short)t; sm.off[sm.n++] = (int)(at + (slot[t] - c.grad0));
+            for (int t = 0; t < ns && sm.n < MEM_SMEM_SLOTS; t++)
+                if (t != ig && slot[t] >= c.grad0 && slot[t] < c.grad0 + c.ngrad) {
+                    sm.slot[sm.n] = (short)t;
+                    sm.off[sm.n++] = (int)(at + (slot[t] - c.grad0));
+                }
+            if (sm.n == MEM_SMEM_SLOTS) {
+                sm.n = k0;
+                continue;
             }
-            if (sm.n == MEM_SMEM_SLOTS) { sm.n = k0; continue; }
         }
         used = at + need;
     }
@@ -2235,38 +3319,77 @@ static const int MEM_VERSIONS __attribute__((unused)) = 8;  // (read by dev/cuda
 static int mem_tc_of(const MemArgs& A) { return A.ver == 7 ? 1 : A.ver == 8 ? 3 : A.ver == 0 ? A.tc : 0; }
 static size_t mem_smem_bytes(void) {
     static int optin = -1;
-    if (optin < 0) { cudaCheck(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0)); optin -= 2048; } // room for the static shared memory
+    if (optin < 0) {
+        cudaCheck(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0));
+        optin -= 2048;
+    }  // room for the static shared memory
     return optin > 0 ? (size_t)optin : 0;
 }
 static void mem_forward_launch(MemArgs A, int nblocks) {
-    if (A.m.lattice) { lattice_forward_kernel<<<nblocks, lat_threads(A.m.d)>>>(A); KCHECK("lattice_forward"); return; }
-    if ((A.ver == 0 || A.ver >= 6) && mem_token6_ok(A)) { mem_token_forward_v6_kernel<<<nblocks * TOK_R, TOK6_THREADS>>>(A); KCHECK("mem_token_forward_v6"); return; }
-    if ((A.ver == 0 || A.ver >= 4) && mem_token_ok(A)) { mem_token_forward_kernel<<<nblocks, TOK_THREADS>>>(A); KCHECK("mem_token_forward"); return; }
+    if (A.m.lattice) {
+        lattice_forward_kernel<<<nblocks, lat_threads(A.m.d)>>>(A);
+        KCHECK("lattice_forward");
+        return;
+    }
+    if ((A.ver == 0 || A.ver >= 6) && mem_token6_ok(A)) {
+        mem_token_forward_v6_kernel<<<nblocks * TOK_R, TOK6_THREADS>>>(A);
+        KCHECK("mem_token_forward_v6");
+        return;
+    }
+    if ((A.ver == 0 || A.ver >= 4) && mem_token_ok(A)) {
+        mem_token_forward_kernel<<<nblocks, TOK_THREADS>>>(A);
+        KCHECK("mem_token_forward");
+        return;
+    }
     A.tc = mem_tc_of(A);
-    if (A.ver == 0 || A.ver >= 3) A.sm = mem_smem_plan(&A.m, A.b, 1, mem_smem_bytes()); else A.sm.n = A.sm.floats = 0;
+    if (A.ver == 0 || A.ver >= 3)
+        A.sm = mem_smem_plan(&A.m, A.b, 1, mem_smem_bytes());
+    else
+        A.sm.n = A.sm.floats = 0;
     size_t sb = (size_t)A.sm.floats * sizeof(real);
     cudaCheck(cudaFuncSetAttribute(memory_forward_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sb));
-    memory_forward_kernel<<<nblocks, MEM_THREADS, sb>>>(A); KCHECK("memory_forward");
+    memory_forward_kernel<<<nblocks, MEM_THREADS, sb>>>(A);
+    KCHECK("memory_forward");
 }
 static void mem_backward_launch(MemArgs A, int nblocks) {
-    if (A.m.lattice) { lattice_backward_kernel<<<nblocks, lat_threads(A.m.d)>>>(A); KCHECK("lattice_backward"); return; }
-    if ((A.ver == 0 || A.ver >= 6) && mem_token6_ok(A)) {
-        cudaCheck(cudaFuncSetAttribute(mem_token_backward_v6_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)TOK6_SMEM_BYTES));
-        mem_token_backward_v6_kernel<<<nblocks * TOK_R, TOK6_THREADS, TOK6_SMEM_BYTES>>>(A); KCHECK("mem_token_backward_v6");
-        mem_token_reduce_v6_kernel<<<::nblocks((size_t)A.B * A.T * A.D), NT>>>(A); KCHECK("mem_token_reduce_v6"); return;
+    if (A.m.lattice) {
+        lattice_backward_kernel<<<nblocks, lat_threads(A.m.d)>>>(A);
+        KCHECK("lattice_backward");
+        return;
     }
-    if ((A.ver == 0 || A.ver >= 4) && mem_token_ok(A)) { mem_token_backward_kernel<<<nblocks, TOK_THREADS>>>(A); KCHECK("mem_token_backward"); return; }
+    if ((A.ver == 0 || A.ver >= 6) && mem_token6_ok(A)) {
+        cudaCheck(cudaFuncSetAttribute(mem_token_backward_v6_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       (int)TOK6_SMEM_BYTES));
+        mem_token_backward_v6_kernel<<<nblocks * TOK_R, TOK6_THREADS, TOK6_SMEM_BYTES>>>(A);
+        KCHECK("mem_token_backward_v6");
+        mem_token_reduce_v6_kernel<<<::nblocks((size_t)A.B * A.T * A.D), NT>>>(A);
+        KCHECK("mem_token_reduce_v6");
+        return;
+    }
+    if ((A.ver == 0 || A.ver >= 4) && mem_token_ok(A)) {
+        mem_token_backward_kernel<<<nblocks, TOK_THREADS>>>(A);
+        KCHECK("mem_token_backward");
+        return;
+    }
     A.tc = mem_tc_of(A);
-    if (A.ver == 0 || A.ver >= 3) A.sm = mem_smem_plan(&A.m, A.b, 0, mem_smem_bytes()); else A.sm.n = A.sm.floats = 0;
+    if (A.ver == 0 || A.ver >= 3)
+        A.sm = mem_smem_plan(&A.m, A.b, 0, mem_smem_bytes());
+    else
+        A.sm.n = A.sm.floats = 0;
     size_t sb = (size_t)A.sm.floats * sizeof(real);
     cudaCheck(cudaFuncSetAttribute(memory_backward_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sb));
-    memory_backward_kernel<<<nblocks, MEM_THREADS, sb>>>(A); KCHECK("memory_backward");
+    memory_backward_kernel<<<nblocks, MEM_THREADS, sb>>>(A);
+    KCHECK("memory_backward");
 }
 // sum over the batch in a fixed order (a thread per element of P_0 and the LN affine)
-__global__ void memory_dbh_reduce_kernel(real* dp0, real* dlng, real* dlnb, const real* dbh, int B, int H, int nP, int d, int ln) {
+__global__ void memory_dbh_reduce_kernel(real* dp0, real* dlng, real* dlnb, const real* dbh, int B, int H, int nP,
+                                         int d, int ln) {
     GRID_FOR(e, (size_t)H * (nP + 2 * d)) {
         int h = (int)(e / (nP + 2 * d)), i = (int)(e % (nP + 2 * d));
-        real* dst = i < nP ? dp0 + (size_t)h * nP + i : (!ln ? NULL : i < nP + d ? dlng + (size_t)h * d + (i - nP) : dlnb + (size_t)h * d + (i - nP - d));
+        real* dst = i < nP ? dp0 + (size_t)h * nP + i
+                           : (!ln          ? NULL
+                              : i < nP + d ? dlng + (size_t)h * d + (i - nP)
+                                           : dlnb + (size_t)h * d + (i - nP - d));
         if (!dst) continue;
         real acc = *dst;
         for (int bb = 0; bb < B; bb++) acc += dbh[((size_t)bb * H + h) * (nP + 2 * d) + i];
@@ -2274,7 +3397,7 @@ __global__ void memory_dbh_reduce_kernel(real* dp0, real* dlng, real* dlnb, cons
     }
 }
 
-} // namespace gpu
+}  // namespace gpu
 
 // ----------------------------------------------------------------------------
 // 4. the GPU model (train_miras.c section 4): the CPU's parameter and activation layouts, in device memory
@@ -2282,66 +3405,90 @@ __global__ void memory_dbh_reduce_kernel(real* dp0, real* dlng, real* dlnb, cons
 namespace gpu {
 
 typedef struct {
-    ::Model* hm;                // the host model: config, parameter sizes, and the parameters for the files
-    Config cfg; MemCfg mem;
+    ::Model* hm;  // the host model: config, parameter sizes, and the parameters for the files
+    Config cfg;
+    MemCfg mem;
     size_t param_sizes[NUM_PARAM_TENSORS], num_params;
-    ParameterTensors params, grads;                             // device pointers
-    real *params_memory, *grads_memory, *m_memory, *v_memory;   // v_memory: AdamW second moment
-    int B, T;                                                   // fixed at the first forward
+    ParameterTensors params, grads;  // device pointers
+    real *params_memory, *grads_memory, *m_memory, *v_memory;  // v_memory: AdamW second moment
+    int B, T;  // fixed at the first forward
     size_t act_sizes[NUM_ACT_TENSORS], num_acts;
     ActivationTensors acts, grads_acts;
     real *acts_memory, *grads_acts_memory;
-    bf16* params_bf16;          // bf16 mode (-f 2): the parameters in bf16, params_memory's layout (see g_prec); else NULL
-    bf16 *acts_bf16;            // bf16 mode: one buffer for the bf16 copies of the GEMMs' activation inputs, else NULL:
+    // bf16 mode (-f 2): the parameters in bf16, params_memory's layout (see g_prec); else NULL
+    bf16* params_bf16;
+    bf16* acts_bf16;  // bf16 mode: one buffer for the bf16 copies of the GEMMs' activation inputs, else NULL:
     bf16 *ln1b, *zb, *ln2b, *hgb, *lnfb;  // (L, N, D) u, z, ln2; (L, N, F) hg; (N, D) lnf
-    real *mem_P, *mem_S;        // (L, B, H, slots, nP) memory state at every chunk start, or every TOK_SEG-th token for v6 (mem_state_slots; S: momentum only)
-    real *mem_dbh;              // (B, H, nP + 2d) per-sequence gradients of P_0 and the memory LN, summed over B after
-    real *mem_aux;              // (L, B, H, T, TOK_AUX) the b = 1 token kernels' forward values for the backward, or NULL
-    real *mem_gpart;            // (B, H, T, TOK_R, TOK_GP) the v6 token backward's partial sums (one layer at a time), or NULL
-    real *lat_scratch;          // Lattice: (B, H, lat_k + 2, nP) the backward's segment states and carry, or NULL
-    MemChunk* chunks; real* chunk_memory;  // one chunk scratch per (sequence, head), device
-    int *inputs, *targets;      // (B, T) device
+    // (L, B, H, slots, nP) memory state at every chunk start, or every TOK_SEG-th token for v6 (mem_state_slots; S:
+    // momentum only)
+    real *mem_P, *mem_S;
+    real* mem_dbh;  // (B, H, nP + 2d) per-sequence gradients of P_0 and the memory LN, summed over B after
+    // (L, B, H, T, TOK_AUX) the b = 1 token kernels' forward values for the backward, or NULL
+    real* mem_aux;
+    // (B, H, T, TOK_R, TOK_GP) the v6 token backward's partial sums (one layer at a time), or NULL
+    real* mem_gpart;
+    real* lat_scratch;  // Lattice: (B, H, lat_k + 2, nP) the backward's segment states and carry, or NULL
+    MemChunk* chunks;
+    real* chunk_memory;  // one chunk scratch per (sequence, head), device
+    int *inputs, *targets;  // (B, T) device
     int *h_inputs, *h_targets;  // and their host copies
     int *enc_uniq, *enc_off, *enc_pos, *h_cnt, *h_cur, *h_uniq, *h_off, *h_pos;  // encoder_backward's buckets
-    int *argmax, *h_argmax;     // (B, T) argmax predictions (answer accuracy)
-    real* h_losses;             // (B, T) host copy of the losses
-    real* ce_stats;             // (B, T, 2) the softmax's max and denominator per position (the GPU keeps no probs)
-    real mean_loss;             // -1 when the last forward had no targets
-    const uint8_t* loss_mask;   // (B, T) host: 1 where a position's loss counts (answers of a synthetic task); NULL: all
-    uint8_t *mask, *h_mask;     // the forward's copy of it, device and host (used by the backward); has_mask: whether one was given
+    int *argmax, *h_argmax;  // (B, T) argmax predictions (answer accuracy)
+    real* h_losses;  // (B, T) host copy of the losses
+    real* ce_stats;  // (B, T, 2) the softmax's max and denominator per position (the GPU keeps no probs)
+    real mean_loss;  // -1 when the last forward had no targets
+    // (B, T) host: 1 where a position's loss counts (answers of a synthetic task); NULL: all
+    const uint8_t* loss_mask;
+    // the forward's copy of it, device and host (used by the backward); has_mask: whether one was given
+    uint8_t *mask, *h_mask;
     int has_mask;
-    long adam_t;                // AdamW step count (bias correction)
-    size_t opt_lo, opt_n;       // the parameters whose AdamW moments this rank keeps (all, or its share with -K 1)
+    long adam_t;  // AdamW step count (bias correction)
+    size_t opt_lo, opt_n;  // the parameters whose AdamW moments this rank keeps (all, or its share with -K 1)
 } Model;
 
 static int nchunks(const Model* M, int T) { return (T + M->cfg.b - 1) / M->cfg.b; }
 
 // The GPU model of a built host model: parameters (and AdamW moments, if the host has them) copied over.
 static void model_build(Model* M, ::Model* host) {
-    if (host->cfg.arch)   // Titans layers (train_miras.c section 4b): CPU only, so far
-        DIE("train mal, mag, mac with the CPU trainer train_miras", "the GPU trainer has no Titans layers (MAL, MAG, MAC) yet; preset arrangement %d", host->cfg.arch);
-    if (g_prec == PREC_BF16 && (strchr(host->cfg.pattern, 'A') || strchr(host->cfg.pattern, 'S')))   // fp32 / TF32 only, so far
-        DIE("use -f 0 or -f 1 with attention layers", "the GPU trainer's attention layers ('A', 'S') have no bf16 mode yet; layer pattern '%s'", host->cfg.pattern);
-    if (host->mem.omega > 1 || host->mem.poly)   // the ATLAS family (README "ATLAS"): CPU only, so far
-        DIE("train this preset with train_miras (the CPU trainer), or use -G 1 -I 0", "the GPU trainer has no ATLAS-family memory (omega window %d, poly %d) yet",
-            host->mem.omega, host->mem.poly);
+    if (host->cfg.arch)  // Titans layers (train_miras.c section 4b): CPU only, so far
+        DIE("train mal, mag, mac with the CPU trainer train_miras",
+            "the GPU trainer has no Titans layers (MAL, MAG, MAC) yet; preset arrangement %d", host->cfg.arch);
+    // fp32 / TF32 only, so far
+    if (g_prec == PREC_BF16 && (strchr(host->cfg.pattern, 'A') || strchr(host->cfg.pattern, 'S')))
+        DIE("use -f 0 or -f 1 with attention layers",
+            "the GPU trainer's attention layers ('A', 'S') have no bf16 mode yet; layer pattern '%s'",
+            host->cfg.pattern);
+    if (host->mem.omega > 1 || host->mem.poly)  // the ATLAS family (README "ATLAS"): CPU only, so far
+        DIE("train this preset with train_miras (the CPU trainer), or use -G 1 -I 0",
+            "the GPU trainer has no ATLAS-family memory (omega window %d, poly %d) yet", host->mem.omega,
+            host->mem.poly);
     memset(M, 0, sizeof *M);
-    M->hm = host; M->cfg = host->cfg; ::MemCfg* mb = &M->mem; *mb = host->mem;
-    memcpy(M->param_sizes, host->param_sizes, sizeof M->param_sizes); M->num_params = host->num_params;
+    M->hm = host;
+    M->cfg = host->cfg;
+    ::MemCfg* mb = &M->mem;
+    *mb = host->mem;
+    memcpy(M->param_sizes, host->param_sizes, sizeof M->param_sizes);
+    M->num_params = host->num_params;
     M->params_memory = (real*)dmalloc(M->num_params * sizeof(real));
     h2d(M->params_memory, host->params_memory, M->num_params * sizeof(real));
     point_parameters(&M->params, M->params_memory, M->param_sizes);
-    M->opt_lo = host->opt_lo; M->opt_n = host->opt_n;
+    M->opt_lo = host->opt_lo;
+    M->opt_n = host->opt_n;
     if (host->m_memory) {
-        M->m_memory = (real*)dmalloc(M->opt_n * sizeof(real)); M->v_memory = (real*)dmalloc(M->opt_n * sizeof(real));
-        h2d(M->m_memory, host->m_memory, M->opt_n * sizeof(real)); h2d(M->v_memory, host->v_memory, M->opt_n * sizeof(real));
+        M->m_memory = (real*)dmalloc(M->opt_n * sizeof(real));
+        M->v_memory = (real*)dmalloc(M->opt_n * sizeof(real));
+        h2d(M->m_memory, host->m_memory, M->opt_n * sizeof(real));
+        h2d(M->v_memory, host->v_memory, M->opt_n * sizeof(real));
     }
     M->adam_t = host->adam_t;
     M->mean_loss = -1;
-    if (g_prec == PREC_BF16) {   // the weights' bf16 copy; AdamW keeps it current from here on
+    if (g_prec == PREC_BF16) {  // the weights' bf16 copy; AdamW keeps it current from here on
         M->params_bf16 = (bf16*)dmalloc(M->num_params * sizeof(bf16));
-        to_bf16_kernel<<<nblocks(M->num_params), NT>>>(M->params_bf16, M->params_memory, M->num_params); KCHECK("to_bf16");
-        g_wbase = M->params_memory; g_wbf16 = M->params_bf16; g_wn = M->num_params;
+        to_bf16_kernel<<<nblocks(M->num_params), NT>>>(M->params_bf16, M->params_memory, M->num_params);
+        KCHECK("to_bf16");
+        g_wbase = M->params_memory;
+        g_wbf16 = M->params_bf16;
+        g_wn = M->num_params;
     }
 }
 // parameters, AdamW moments and step count back into the host model (for save_checkpoint and the dumps)
@@ -2349,26 +3496,56 @@ static void model_to_host(Model* M) {
     ::Model* H = M->hm;
     d2h(H->params_memory, M->params_memory, M->num_params * sizeof(real));
     if (M->m_memory) {
-        if (!H->m_memory) { H->m_memory = xmalloc(M->opt_n * sizeof(real)); H->v_memory = xmalloc(M->opt_n * sizeof(real)); }
-        d2h(H->m_memory, M->m_memory, M->opt_n * sizeof(real)); d2h(H->v_memory, M->v_memory, M->opt_n * sizeof(real));
+        if (!H->m_memory) {
+            H->m_memory = xmalloc(M->opt_n * sizeof(real));
+            H->v_memory = xmalloc(M->opt_n * sizeof(real));
+        }
+        d2h(H->m_memory, M->m_memory, M->opt_n * sizeof(real));
+        d2h(H->v_memory, M->v_memory, M->opt_n * sizeof(real));
     }
     H->adam_t = M->adam_t;
 }
 
 static void model_free_acts(Model* M) {
-    dfree(M->acts_memory); dfree(M->grads_acts_memory); dfree(M->acts_bf16); dfree(M->mem_P); dfree(M->mem_S); dfree(M->mem_dbh); dfree(M->mem_aux); dfree(M->mem_gpart);
-    dfree(M->lat_scratch); M->lat_scratch = NULL;
-    dfree(M->chunk_memory); dfree(M->chunks); dfree(M->inputs); dfree(M->targets);
-    dfree(M->enc_uniq); dfree(M->enc_off); dfree(M->enc_pos); dfree(M->argmax);
-    free(M->h_inputs); free(M->h_targets); free(M->h_cnt); free(M->h_cur); free(M->h_uniq); free(M->h_off); free(M->h_pos);
-    free(M->h_argmax); free(M->h_losses); dfree(M->ce_stats); dfree(M->mask); free(M->h_mask);
+    dfree(M->acts_memory);
+    dfree(M->grads_acts_memory);
+    dfree(M->acts_bf16);
+    dfree(M->mem_P);
+    dfree(M->mem_S);
+    dfree(M->mem_dbh);
+    dfree(M->mem_aux);
+    dfree(M->mem_gpart);
+    dfree(M->lat_scratch);
+    M->lat_scratch = NULL;
+    dfree(M->chunk_memory);
+    dfree(M->chunks);
+    dfree(M->inputs);
+    dfree(M->targets);
+    dfree(M->enc_uniq);
+    dfree(M->enc_off);
+    dfree(M->enc_pos);
+    dfree(M->argmax);
+    free(M->h_inputs);
+    free(M->h_targets);
+    free(M->h_cnt);
+    free(M->h_cur);
+    free(M->h_uniq);
+    free(M->h_off);
+    free(M->h_pos);
+    free(M->h_argmax);
+    free(M->h_losses);
+    dfree(M->ce_stats);
+    dfree(M->mask);
+    free(M->h_mask);
 }
 // (Re)allocate activations for batch B, length T (lazily, like llm.c; a new shape reallocates).
 static void model_alloc_acts(Model* M, int B, int T) {
     if (M->acts_memory && M->B == B && M->T == T) return;
     model_free_acts(M);
-    M->B = B; M->T = T;
-    const Config* c = &M->cfg; size_t N = (size_t)B * T;
+    M->B = B;
+    M->T = T;
+    const Config* c = &M->cfg;
+    size_t N = (size_t)B * T;
     fill_in_activation_sizes(M->act_sizes, c, B, T);
     // the CPU's layout less the head's (N, Vp) probs, which the GPU does not keep (see crossentropy_forward):
     // the (N) losses take their place, and probs is NULL (N Vp floats less in each: 6.6 GB in all at B=4, T=4096)
@@ -2378,16 +3555,23 @@ static void model_alloc_acts(Model* M, int B, int T) {
     M->grads_acts_memory = (real*)dmalloc(M->num_acts * sizeof(real));
     point_activations(&M->acts, M->acts_memory, M->act_sizes, c, B, T);
     point_activations(&M->grads_acts, M->grads_acts_memory, M->act_sizes, c, B, T);
-    M->acts.losses = M->acts.probs; M->grads_acts.losses = M->grads_acts.probs; M->acts.probs = M->grads_acts.probs = NULL;
+    M->acts.losses = M->acts.probs;
+    M->grads_acts.losses = M->grads_acts.probs;
+    M->acts.probs = M->grads_acts.probs = NULL;
     M->acts_bf16 = M->ln1b = M->zb = M->ln2b = M->hgb = M->lnfb = NULL;
     if (g_prec == PREC_BF16) {
         size_t nD = (size_t)c->L * N * c->D, nF = (size_t)c->L * N * c->F;
         M->acts_bf16 = (bf16*)dmalloc((3 * nD + nF + N * c->D) * sizeof(bf16));
-        M->ln1b = M->acts_bf16; M->zb = M->ln1b + nD; M->ln2b = M->zb + nD; M->hgb = M->ln2b + nD; M->lnfb = M->hgb + nF;
+        M->ln1b = M->acts_bf16;
+        M->zb = M->ln1b + nD;
+        M->ln2b = M->zb + nD;
+        M->hgb = M->ln2b + nD;
+        M->lnfb = M->hgb + nF;
     }
     size_t nstate = (size_t)c->L * B * c->H * mem_state_slots(&M->mem, c->b, T) * M->mem.nP;
     M->mem_P = (real*)dmalloc(nstate * sizeof(real));
-    M->mem_S = NULL; if (M->mem.momentum) M->mem_S = (real*)dmalloc(nstate * sizeof(real));
+    M->mem_S = NULL;
+    if (M->mem.momentum) M->mem_S = (real*)dmalloc(nstate * sizeof(real));
     M->mem_dbh = (real*)dmalloc((size_t)B * c->H * (M->mem.nP + 2 * M->mem.d) * sizeof(real));
     M->mem_aux = M->mem_gpart = NULL;
     if (c->lattice) M->lat_scratch = (real*)dmalloc((size_t)B * c->H * (c->lat_k + 2) * M->mem.nP * sizeof(real));
@@ -2395,60 +3579,117 @@ static void model_alloc_acts(Model* M, int B, int T) {
         M->mem_aux = (real*)dmalloc((size_t)c->L * N * c->H * TOK_AUX * sizeof(real));
         M->mem_gpart = (real*)dmalloc(N * c->H * TOK_R * TOK_GP * sizeof(real));
     }
-    int nb = B * c->H; MemChunk tmp;
+    int nb = B * c->H;
+    MemChunk tmp;
     size_t per = memchunk_carve(&tmp, NULL, c->b, M->mem.d, M->mem.dm, M->mem.nP);
     M->chunk_memory = (real*)dmalloc((size_t)nb * per * sizeof(real));
     MemChunk* hc = xmalloc((size_t)nb * sizeof(MemChunk));
-    for (int i = 0; i < nb; i++) memchunk_carve(&hc[i], M->chunk_memory + (size_t)i * per, c->b, M->mem.d, M->mem.dm, M->mem.nP);
-    M->chunks = (MemChunk*)dmalloc((size_t)nb * sizeof(MemChunk)); h2d(M->chunks, hc, (size_t)nb * sizeof(MemChunk)); free(hc);
-    M->inputs = (int*)dmalloc(N * sizeof(int)); M->targets = (int*)dmalloc(N * sizeof(int));
-    M->h_inputs = xmalloc(N * sizeof(int)); M->h_targets = xmalloc(N * sizeof(int));
-    M->enc_uniq = (int*)dmalloc(N * sizeof(int)); M->enc_off = (int*)dmalloc((N + 1) * sizeof(int)); M->enc_pos = (int*)dmalloc(N * sizeof(int));
-    M->h_cnt = xmalloc((c->V + 1) * sizeof(int)); M->h_cur = xmalloc((c->V + 1) * sizeof(int));
-    M->h_uniq = xmalloc(N * sizeof(int)); M->h_off = xmalloc((N + 1) * sizeof(int)); M->h_pos = xmalloc(N * sizeof(int));
-    M->argmax = (int*)dmalloc(N * sizeof(int)); M->h_argmax = xmalloc(N * sizeof(int));
-    M->h_losses = xmalloc(N * sizeof(real)); M->ce_stats = (real*)dmalloc(2 * N * sizeof(real));
-    M->mask = (uint8_t*)dmalloc(N); M->h_mask = xmalloc(N);
-    gpu_buffers(N, N * c->D);   // ones for column sums; scratch for the (N, D) gradient products
-    if (g_prec == PREC_BF16) {  // the rounding scratches at their largest (x, dout of at most (N, max(D, F)); dlogits has its own)
+    for (int i = 0; i < nb; i++)
+        memchunk_carve(&hc[i], M->chunk_memory + (size_t)i * per, c->b, M->mem.d, M->mem.dm, M->mem.nP);
+    M->chunks = (MemChunk*)dmalloc((size_t)nb * sizeof(MemChunk));
+    h2d(M->chunks, hc, (size_t)nb * sizeof(MemChunk));
+    free(hc);
+    M->inputs = (int*)dmalloc(N * sizeof(int));
+    M->targets = (int*)dmalloc(N * sizeof(int));
+    M->h_inputs = xmalloc(N * sizeof(int));
+    M->h_targets = xmalloc(N * sizeof(int));
+    M->enc_uniq = (int*)dmalloc(N * sizeof(int));
+    M->enc_off = (int*)dmalloc((N + 1) * sizeof(int));
+    M->enc_pos = (int*)dmalloc(N * sizeof(int));
+    M->h_cnt = xmalloc((c->V + 1) * sizeof(int));
+    M->h_cur = xmalloc((c->V + 1) * sizeof(int));
+    M->h_uniq = xmalloc(N * sizeof(int));
+    M->h_off = xmalloc((N + 1) * sizeof(int));
+    M->h_pos = xmalloc(N * sizeof(int));
+    M->argmax = (int*)dmalloc(N * sizeof(int));
+    M->h_argmax = xmalloc(N * sizeof(int));
+    M->h_losses = xmalloc(N * sizeof(real));
+    M->ce_stats = (real*)dmalloc(2 * N * sizeof(real));
+    M->mask = (uint8_t*)dmalloc(N);
+    M->h_mask = xmalloc(N);
+    gpu_buffers(N, N * c->D);  // ones for column sums; scratch for the (N, D) gradient products
+    // the rounding scratches at their largest (x, dout of at most (N, max(D, F)); dlogits has its own)
+    if (g_prec == PREC_BF16) {
         size_t n = N * (size_t)(c->F > c->D ? c->F : c->D);
-        if (n > g_xb_n) { dfree(g_xb); g_xb = (bf16*)dmalloc(n * sizeof(bf16)); g_xb_n = n; }
-        if (n > g_db_n) { dfree(g_db); g_db = (bf16*)dmalloc(n * sizeof(bf16)); g_db_n = n; }
+        if (n > g_xb_n) {
+            dfree(g_xb);
+            g_xb = (bf16*)dmalloc(n * sizeof(bf16));
+            g_xb_n = n;
+        }
+        if (n > g_db_n) {
+            dfree(g_db);
+            g_db = (bf16*)dmalloc(n * sizeof(bf16));
+            g_db_n = n;
+        }
     }
 }
 
-// embedding backward: the positions of each distinct token, in order (host-built buckets), then one thread per (token, channel)
+// embedding backward: the positions of each distinct token, in order (host-built buckets), then one thread per (token,
+// channel)
 static void encoder_backward(Model* M, real* dwte, const real* dout, int N, int C) {
     int V = M->cfg.V, *tok = M->h_inputs, *cnt = M->h_cnt, *cur = M->h_cur, nu = 0;
     memset(cnt, 0, (V + 1) * sizeof(int));
     for (int n = 0; n < N; n++) cnt[tok[n] + 1]++;
-    for (int v = 0; v < V; v++) cnt[v + 1] += cnt[v];          // cnt[v]: first slot of token v
+    for (int v = 0; v < V; v++) cnt[v + 1] += cnt[v];  // cnt[v]: first slot of token v
     memcpy(cur, cnt, (V + 1) * sizeof(int));
     for (int n = 0; n < N; n++) M->h_pos[cur[tok[n]]++] = n;
-    for (int v = 0; v < V; v++) if (cnt[v + 1] > cnt[v]) { M->h_uniq[nu] = v; M->h_off[nu] = cnt[v]; nu++; }
+    for (int v = 0; v < V; v++)
+        if (cnt[v + 1] > cnt[v]) {
+            M->h_uniq[nu] = v;
+            M->h_off[nu] = cnt[v];
+            nu++;
+        }
     M->h_off[nu] = N;
-    h2d(M->enc_uniq, M->h_uniq, nu * sizeof(int)); h2d(M->enc_off, M->h_off, (nu + 1) * sizeof(int)); h2d(M->enc_pos, M->h_pos, N * sizeof(int));
-    encoder_backward_kernel<<<nblocks((size_t)nu * C), NT>>>(dwte, dout, M->enc_uniq, M->enc_off, M->enc_pos, nu, C); KCHECK("encoder_backward");
+    h2d(M->enc_uniq, M->h_uniq, nu * sizeof(int));
+    h2d(M->enc_off, M->h_off, (nu + 1) * sizeof(int));
+    h2d(M->enc_pos, M->h_pos, N * sizeof(int));
+    encoder_backward_kernel<<<nblocks((size_t)nu * C), NT>>>(dwte, dout, M->enc_uniq, M->enc_off, M->enc_pos, nu, C);
+    KCHECK("encoder_backward");
 }
 
 // the memory kernels' arguments for layer l
 static MemArgs mem_args(Model* M, int l) {
-    const Config* c = &M->cfg; int B = M->B, T = M->T, H = c->H, D = c->D, d = M->mem.d, nP = M->mem.nP, nch = nchunks(M, T);
-    size_t N = (size_t)B * T, oD = (size_t)l * N * D, oH = (size_t)l * N * H, oG = (size_t)l * N * (c->gate_rank ? D : H);
-    ActivationTensors *a = &M->acts, *g = &M->grads_acts; MemArgs A; memset(&A, 0, sizeof A);
-    A.m = M->mem; A.B = B; A.T = T; A.H = H; A.D = D; A.b = c->b; A.nch = nch;
-    A.q = a->q + oD; A.k = a->k + oD; A.v = a->v + oD; A.ga = a->ga + oH; A.gth = a->gth + oH; A.geta = a->geta + oG; A.gdel = a->gdel + oG;
+    const Config* c = &M->cfg;
+    int B = M->B, T = M->T, H = c->H, D = c->D, d = M->mem.d, nP = M->mem.nP, nch = nchunks(M, T);
+    size_t N = (size_t)B * T, oD = (size_t)l * N * D, oH = (size_t)l * N * H,
+           oG = (size_t)l * N * (c->gate_rank ? D : H);
+    ActivationTensors *a = &M->acts, *g = &M->grads_acts;
+    MemArgs A;
+    memset(&A, 0, sizeof A);
+    A.m = M->mem;
+    A.B = B;
+    A.T = T;
+    A.H = H;
+    A.D = D;
+    A.b = c->b;
+    A.nch = nch;
+    A.q = a->q + oD;
+    A.k = a->k + oD;
+    A.v = a->v + oD;
+    A.ga = a->ga + oH;
+    A.gth = a->gth + oH;
+    A.geta = a->geta + oG;
+    A.gdel = a->gdel + oG;
     A.y = a->y + oD;
     size_t so = (size_t)l * B * H * mem_state_slots(&M->mem, c->b, T) * nP;
-    A.P = M->mem_P + so; A.S = M->mem_S ? M->mem_S + so : NULL;
-    size_t ml = M->hm->mlayer[l];   // the layer's index in the memory-only parameter tensors (train_miras.c)
+    A.P = M->mem_P + so;
+    A.S = M->mem_S ? M->mem_S + so : NULL;
+    size_t ml = M->hm->mlayer[l];  // the layer's index in the memory-only parameter tensors (train_miras.c)
     A.p0 = M->params.mem_p0 + ml * H * nP;
-    A.lng = M->mem.ln ? M->params.mem_ln_g + ml * H * d : NULL; A.lnb = M->mem.ln ? M->params.mem_ln_b + ml * H * d : NULL;
+    A.lng = M->mem.ln ? M->params.mem_ln_g + ml * H * d : NULL;
+    A.lnb = M->mem.ln ? M->params.mem_ln_b + ml * H * d : NULL;
     A.chunks = M->chunks;
-    A.dy = g->y + oD; A.dq = g->q + oD; A.dk = g->k + oD; A.dv = g->v + oD;
-    A.dga = g->ga + oH; A.dgth = g->gth + oH; A.dgeta = g->geta + oG; A.dgdel = g->gdel + oG;
+    A.dy = g->y + oD;
+    A.dq = g->q + oD;
+    A.dk = g->k + oD;
+    A.dv = g->v + oD;
+    A.dga = g->ga + oH;
+    A.dgth = g->gth + oH;
+    A.dgeta = g->geta + oG;
+    A.dgdel = g->gdel + oG;
     A.dbh = M->mem_dbh;
-    A.aux = M->mem_aux ? M->mem_aux + (size_t)l * N * H * TOK_AUX : NULL; A.gpart = M->mem_gpart;
+    A.aux = M->mem_aux ? M->mem_aux + (size_t)l * N * H * TOK_AUX : NULL;
+    A.gpart = M->mem_gpart;
     A.lat = M->lat_scratch;
     A.tc = g_mem_tc;
     return A;
@@ -2460,103 +3701,163 @@ static void memory_forward(Model* M, int l) {
 }
 // Backward through all chunks in reverse; then dL/dP_0 and the LN affine summed over the batch in a fixed order.
 static void memory_backward(Model* M, int l) {
-    MemArgs A = mem_args(M, l); const Config* c = &M->cfg; int H = c->H, d = M->mem.d, nP = M->mem.nP;
+    MemArgs A = mem_args(M, l);
+    const Config* c = &M->cfg;
+    int H = c->H, d = M->mem.d, nP = M->mem.nP;
     mem_backward_launch(A, M->B * H);
-    if (M->mem.lattice) return;   // Lattice: S_0 = I is fixed (no P_0, no LN)
-    size_t ml = M->hm->mlayer[l];   // in the memory-only parameter tensors
-    memory_dbh_reduce_kernel<<<nblocks((size_t)H * (nP + 2 * d)), NT>>>(M->grads.mem_p0 + ml * H * nP,
-        M->mem.ln ? M->grads.mem_ln_g + ml * H * d : NULL, M->mem.ln ? M->grads.mem_ln_b + ml * H * d : NULL,
-        M->mem_dbh, M->B, H, nP, d, M->mem.ln); KCHECK("memory_dbh_reduce");
+    if (M->mem.lattice) return;  // Lattice: S_0 = I is fixed (no P_0, no LN)
+    size_t ml = M->hm->mlayer[l];  // in the memory-only parameter tensors
+    memory_dbh_reduce_kernel<<<nblocks((size_t)H * (nP + 2 * d)), NT>>>(
+        M->grads.mem_p0 + ml * H * nP, M->mem.ln ? M->grads.mem_ln_g + ml * H * d : NULL,
+        M->mem.ln ? M->grads.mem_ln_b + ml * H * d : NULL, M->mem_dbh, M->B, H, nP, d, M->mem.ln);
+    KCHECK("memory_dbh_reduce");
 }
 
 // The gates of layer l for N rows of u (SPEC §3): a, theta per head (sigmoid); eta = eta_max sigmoid and
 // Yaad's delta = softplus, per head, or per channel through a rank-R projection u -> R^R -> R^D.
 // Gates a preset does not learn are constants: a = 1, eta = 1, theta = 0 (gd).
 // (ub: u's bf16 copy in bf16 mode, or NULL)
-static void gate_forward(real* out, real* lr, const real* u, const bf16* ub, const real* w, const real* bias, const real* up, int N, int D, int G, int R) {
-    if (R) { matmul_forward(lr, u, w, NULL, N, D, R, ub); matmul_forward(out, lr, up, bias, N, R, G); }
-    else matmul_forward(out, u, w, bias, N, D, G, ub);
+static void gate_forward(real* out, real* lr, const real* u, const bf16* ub, const real* w, const real* bias,
+                         const real* up, int N, int D, int G, int R) {
+    if (R) {
+        matmul_forward(lr, u, w, NULL, N, D, R, ub);
+        matmul_forward(out, lr, up, bias, N, R, G);
+    } else
+        matmul_forward(out, u, w, bias, N, D, G, ub);
 }
-static void gate_backward(real* du, real* dw, real* dbias, real* dup, real* dlr, const real* dout, const real* u, const bf16* ub,
-                          const real* w, const real* up, const real* lr, int N, int D, int G, int R) {
-    if (R) { matmul_backward(dlr, dup, dbias, dout, lr, up, N, R, G); matmul_backward(du, dw, NULL, dlr, u, w, N, D, R, ub); }
-    else matmul_backward(du, dw, dbias, dout, u, w, N, D, G, ub);
+static void gate_backward(real* du, real* dw, real* dbias, real* dup, real* dlr, const real* dout, const real* u,
+                          const bf16* ub, const real* w, const real* up, const real* lr, int N, int D, int G, int R) {
+    if (R) {
+        matmul_backward(dlr, dup, dbias, dout, lr, up, N, R, G);
+        matmul_backward(du, dw, NULL, dlr, u, w, N, D, R, ub);
+    } else
+        matmul_backward(du, dw, dbias, dout, u, w, N, D, G, ub);
 }
-static void gates_forward(const Model* M, int l, const real* u, const bf16* ub, int N, real* ga, real* geta, real* gth, real* gdel, real* eta_lr, real* del_lr) {
-    l = M->hm->mlayer[l];   // the gate tensors are stacked over the memory layers
-    const Config* c = &M->cfg; const ParameterTensors* p = &M->params; int D = c->D, H = c->H, R = c->gate_rank, Ge = R ? D : H;
+static void gates_forward(const Model* M, int l, const real* u, const bf16* ub, int N, real* ga, real* geta, real* gth,
+                          real* gdel, real* eta_lr, real* del_lr) {
+    l = M->hm->mlayer[l];  // the gate tensors are stacked over the memory layers
+    const Config* c = &M->cfg;
+    const ParameterTensors* p = &M->params;
+    int D = c->D, H = c->H, R = c->gate_rank, Ge = R ? D : H;
     size_t gw = R ? (size_t)R * D : (size_t)H * D;
-    if (c->gate_a) { matmul_forward(ga, u, p->gate_a_w + (size_t)l * H * D, p->gate_a_b + (size_t)l * H, N, D, H, ub); gate_act_forward(ga, (size_t)N * H, 1); }
-    else fill_const(ga, (size_t)N * H, 1);
-    if (c->gate_eta) { gate_forward(geta, eta_lr, u, ub, p->gate_eta_w + l * gw, p->gate_eta_b + (size_t)l * Ge, R ? p->gate_eta_up + (size_t)l * D * R : NULL, N, D, Ge, R);
-                       gate_act_forward(geta, (size_t)N * Ge, c->eta_max); }
-    else fill_const(geta, (size_t)N * Ge, 1);
-    if (c->algo == ALGO_MOMENTUM) { matmul_forward(gth, u, p->gate_theta_w + (size_t)l * H * D, p->gate_theta_b + (size_t)l * H, N, D, H, ub); gate_act_forward(gth, (size_t)N * H, 1); }
-    else fill_const(gth, (size_t)N * H, 0);
-    if (c->bias == BIAS_HUBER) { gate_forward(gdel, del_lr, u, ub, p->gate_delta_w + l * gw, p->gate_delta_b + (size_t)l * Ge, R ? p->gate_delta_up + (size_t)l * D * R : NULL, N, D, Ge, R);
-                        softplus_forward(gdel, (size_t)N * Ge); }
+    if (c->gate_a) {
+        matmul_forward(ga, u, p->gate_a_w + (size_t)l * H * D, p->gate_a_b + (size_t)l * H, N, D, H, ub);
+        gate_act_forward(ga, (size_t)N * H, 1);
+    } else
+        fill_const(ga, (size_t)N * H, 1);
+    if (c->gate_eta) {
+        gate_forward(geta, eta_lr, u, ub, p->gate_eta_w + l * gw, p->gate_eta_b + (size_t)l * Ge,
+                     R ? p->gate_eta_up + (size_t)l * D * R : NULL, N, D, Ge, R);
+        gate_act_forward(geta, (size_t)N * Ge, c->eta_max);
+    } else
+        fill_const(geta, (size_t)N * Ge, 1);
+    if (c->algo == ALGO_MOMENTUM) {
+        matmul_forward(gth, u, p->gate_theta_w + (size_t)l * H * D, p->gate_theta_b + (size_t)l * H, N, D, H, ub);
+        gate_act_forward(gth, (size_t)N * H, 1);
+    } else
+        fill_const(gth, (size_t)N * H, 0);
+    if (c->bias == BIAS_HUBER) {
+        gate_forward(gdel, del_lr, u, ub, p->gate_delta_w + l * gw, p->gate_delta_b + (size_t)l * Ge,
+                     R ? p->gate_delta_up + (size_t)l * D * R : NULL, N, D, Ge, R);
+        softplus_forward(gdel, (size_t)N * Ge);
+    }
 }
 // from the gates' gradients (turned into pre-activation gradients in place) to du and the gate parameters
-static void gates_backward(Model* M, int l, real* du, const real* u, const bf16* ub, int N, const ActivationTensors* a, ActivationTensors* g, size_t oH, size_t oG, size_t oR) {
-    l = M->hm->mlayer[l];   // the gate tensors are stacked over the memory layers (the offsets oH, oG, oR are the caller's)
-    const Config* c = &M->cfg; const ParameterTensors* p = &M->params; ParameterTensors* dp = &M->grads;
-    int D = c->D, H = c->H, R = c->gate_rank, Ge = R ? D : H; size_t gw = R ? (size_t)R * D : (size_t)H * D, nH = (size_t)N * H, nG = (size_t)N * Ge;
-    if (c->gate_a) { gate_act_backward(g->ga + oH, g->ga + oH, a->ga + oH, nH, 1);
-        matmul_backward(du, dp->gate_a_w + (size_t)l * H * D, dp->gate_a_b + (size_t)l * H, g->ga + oH, u, p->gate_a_w + (size_t)l * H * D, N, D, H, ub); }
-    if (c->gate_eta) { gate_act_backward(g->geta + oG, g->geta + oG, a->geta + oG, nG, c->eta_max);
-        gate_backward(du, dp->gate_eta_w + l * gw, dp->gate_eta_b + (size_t)l * Ge, R ? dp->gate_eta_up + (size_t)l * D * R : NULL, g->geta_lr + oR,
-                      g->geta + oG, u, ub, p->gate_eta_w + l * gw, R ? p->gate_eta_up + (size_t)l * D * R : NULL, a->geta_lr + oR, N, D, Ge, R); }
-    if (c->algo == ALGO_MOMENTUM) { gate_act_backward(g->gth + oH, g->gth + oH, a->gth + oH, nH, 1);
-        matmul_backward(du, dp->gate_theta_w + (size_t)l * H * D, dp->gate_theta_b + (size_t)l * H, g->gth + oH, u, p->gate_theta_w + (size_t)l * H * D, N, D, H, ub); }
-    if (c->bias == BIAS_HUBER) { softplus_backward(g->gdel + oG, g->gdel + oG, a->gdel + oG, nG);
-        gate_backward(du, dp->gate_delta_w + l * gw, dp->gate_delta_b + (size_t)l * Ge, R ? dp->gate_delta_up + (size_t)l * D * R : NULL, g->gdel_lr + oR,
-                      g->gdel + oG, u, ub, p->gate_delta_w + l * gw, R ? p->gate_delta_up + (size_t)l * D * R : NULL, a->gdel_lr + oR, N, D, Ge, R); }
+static void gates_backward(Model* M, int l, real* du, const real* u, const bf16* ub, int N, const ActivationTensors* a,
+                           ActivationTensors* g, size_t oH, size_t oG, size_t oR) {
+    // the gate tensors are stacked over the memory layers (the offsets oH, oG, oR are the caller's)
+    l = M->hm->mlayer[l];
+    const Config* c = &M->cfg;
+    const ParameterTensors* p = &M->params;
+    ParameterTensors* dp = &M->grads;
+    int D = c->D, H = c->H, R = c->gate_rank, Ge = R ? D : H;
+    size_t gw = R ? (size_t)R * D : (size_t)H * D, nH = (size_t)N * H, nG = (size_t)N * Ge;
+    if (c->gate_a) {
+        gate_act_backward(g->ga + oH, g->ga + oH, a->ga + oH, nH, 1);
+        matmul_backward(du, dp->gate_a_w + (size_t)l * H * D, dp->gate_a_b + (size_t)l * H, g->ga + oH, u,
+                        p->gate_a_w + (size_t)l * H * D, N, D, H, ub);
+    }
+    if (c->gate_eta) {
+        gate_act_backward(g->geta + oG, g->geta + oG, a->geta + oG, nG, c->eta_max);
+        gate_backward(du, dp->gate_eta_w + l * gw, dp->gate_eta_b + (size_t)l * Ge,
+                      R ? dp->gate_eta_up + (size_t)l * D * R : NULL, g->geta_lr + oR, g->geta + oG, u, ub,
+                      p->gate_eta_w + l * gw, R ? p->gate_eta_up + (size_t)l * D * R : NULL, a->geta_lr + oR, N, D, Ge,
+                      R);
+    }
+    if (c->algo == ALGO_MOMENTUM) {
+        gate_act_backward(g->gth + oH, g->gth + oH, a->gth + oH, nH, 1);
+        matmul_backward(du, dp->gate_theta_w + (size_t)l * H * D, dp->gate_theta_b + (size_t)l * H, g->gth + oH, u,
+                        p->gate_theta_w + (size_t)l * H * D, N, D, H, ub);
+    }
+    if (c->bias == BIAS_HUBER) {
+        softplus_backward(g->gdel + oG, g->gdel + oG, a->gdel + oG, nG);
+        gate_backward(du, dp->gate_delta_w + l * gw, dp->gate_delta_b + (size_t)l * Ge,
+                      R ? dp->gate_delta_up + (size_t)l * D * R : NULL, g->gdel_lr + oR, g->gdel + oG, u, ub,
+                      p->gate_delta_w + l * gw, R ? p->gate_delta_up + (size_t)l * D * R : NULL, a->gdel_lr + oR, N, D,
+                      Ge, R);
+    }
 }
 
 // The forward pass (SPEC §2, §3). targets may be NULL (no loss). inputs, targets: host arrays.
 static void model_forward(Model* M, const int* inputs, const int* targets, int B, int T) {
-    const Config* c = &M->cfg; int L = c->L, D = c->D, H = c->H, F = c->F, Vp = c->Vp, d = M->mem.d; size_t N = (size_t)B * T;
-    for (size_t i = 0; i < N; i++) if (inputs[i] < 0 || inputs[i] >= c->V || (targets && (targets[i] < 0 || targets[i] >= c->V)))
-        DIE("the data's tokenizer must match the model's vocab (-V)", "token id %d out of range for vocab size %d", targets && (targets[i] < 0 || targets[i] >= c->V) ? targets[i] : inputs[i], c->V);
+    const Config* c = &M->cfg;
+    int L = c->L, D = c->D, H = c->H, F = c->F, Vp = c->Vp, d = M->mem.d;
+    size_t N = (size_t)B * T;
+    for (size_t i = 0; i < N; i++)
+        if (inputs[i] < 0 || inputs[i] >= c->V || (targets && (targets[i] < 0 || targets[i] >= c->V)))
+            DIE("the data's tokenizer must match the model's vocab (-V)", "token id %d out of range for vocab size %d",
+                targets && (targets[i] < 0 || targets[i] >= c->V) ? targets[i] : inputs[i], c->V);
     model_alloc_acts(M, B, T);
-    memcpy(M->h_inputs, inputs, N * sizeof(int)); h2d(M->inputs, inputs, N * sizeof(int));
-    if (targets) { memcpy(M->h_targets, targets, N * sizeof(int)); h2d(M->targets, targets, N * sizeof(int)); }
-    ParameterTensors* p = &M->params; ActivationTensors* a = &M->acts;
+    memcpy(M->h_inputs, inputs, N * sizeof(int));
+    h2d(M->inputs, inputs, N * sizeof(int));
+    if (targets) {
+        memcpy(M->h_targets, targets, N * sizeof(int));
+        h2d(M->targets, targets, N * sizeof(int));
+    }
+    ParameterTensors* p = &M->params;
+    ActivationTensors* a = &M->acts;
     encoder_forward(a->encoded, M->inputs, p->wte, N, D);
     for (int l = 0; l < L; l++) {
         size_t oD = (size_t)l * N * D, oH = (size_t)l * N * H, oF = (size_t)l * N * F;
         real* x = l == 0 ? a->encoded : a->res3 + oD - N * D;
         real* u = a->ln1 + oD;
         // the bf16 copies of this layer's GEMM inputs (bf16 mode; all NULL otherwise)
-        bf16 *ub = M->ln1b ? M->ln1b + oD : NULL, *zb = M->zb ? M->zb + oD : NULL, *ln2b = M->ln2b ? M->ln2b + oD : NULL, *hgb = M->hgb ? M->hgb + oF : NULL;
-        size_t ml = M->hm->mlayer[l];   // the layer's index in the memory-only parameter tensors
+        bf16 *ub = M->ln1b ? M->ln1b + oD : NULL, *zb = M->zb ? M->zb + oD : NULL,
+             *ln2b = M->ln2b ? M->ln2b + oD : NULL, *hgb = M->hgb ? M->hgb + oF : NULL;
+        size_t ml = M->hm->mlayer[l];  // the layer's index in the memory-only parameter tensors
         // mixer (SPEC §3): u = RMSNorm(x); q, k, v = SiLU(conv(u W^T)); q, k l2-normed per head
         rmsnorm_forward(u, a->ln1_rstd + (size_t)l * N, x, p->rms1_w + (size_t)l * D, N, 1, D, ub);
         matmul_forward(a->qp + oD, u, p->wq + (size_t)l * D * D, NULL, N, D, D, ub);
         matmul_forward(a->kp + oD, u, p->wk + (size_t)l * D * D, NULL, N, D, D, ub);
         matmul_forward(a->vp + oD, u, p->wv + (size_t)l * D * D, NULL, N, D, D, ub);
-        if (c->pattern[l] != 'M') {   // attention (SPEC §9.1), as train_miras.c: z = attn(RoPE(qp), RoPE(kp), vp), lse in qrn
-            rope_forward(a->q + oD, a->qp + oD, B, T, H, d, 1); rope_forward(a->k + oD, a->kp + oD, B, T, H, d, 1);
-            attention_forward(a->z + oD, a->qrn + oH, a->q + oD, a->k + oD, a->vp + oD, B, T, H, d, c->pattern[l] == 'S' ? c->window : 0);
+        // attention (SPEC §9.1), as train_miras.c: z = attn(RoPE(qp), RoPE(kp), vp), lse in qrn
+        if (c->pattern[l] != 'M') {
+            rope_forward(a->q + oD, a->qp + oD, B, T, H, d, 1);
+            rope_forward(a->k + oD, a->kp + oD, B, T, H, d, 1);
+            attention_forward(a->z + oD, a->qrn + oH, a->q + oD, a->k + oD, a->vp + oD, B, T, H, d,
+                              c->pattern[l] == 'S' ? c->window : 0);
             matmul_forward(a->mo + oD, a->z + oD, p->wo + (size_t)l * D * D, NULL, N, D, D, zb);
         } else {
-        conv_forward(a->qc + oD, a->qp + oD, p->conv_q + ml * D * c->K, B, T, D, c->K, a->qs + oD);   // qs = SiLU(qc)
-        conv_forward(a->kc + oD, a->kp + oD, p->conv_k + ml * D * c->K, B, T, D, c->K, a->ks + oD);
-        conv_forward(a->vc + oD, a->vp + oD, p->conv_v + ml * D * c->K, B, T, D, c->K, a->v + oD);
-        l2norm_forward(a->q + oD, a->qrn + oH, a->qs + oD, N, H, d);
-        l2norm_forward(a->k + oD, a->krn + oH, a->ks + oD, N, H, d);
-        size_t oG = (size_t)l * N * (c->gate_rank ? D : H), oR = (size_t)l * N * c->gate_rank;
-        gates_forward(M, l, u, ub, N, a->ga + oH, a->geta + oG, a->gth + oH, a->gdel + oG, a->geta_lr + oR, a->gdel_lr + oR);
-        memory_forward(M, l);
-        // out = (RMSNorm_head(y) * SiLU(u Wg^T)) Wo^T ; x = x + out
-        rmsnorm_forward(a->yn + oD, a->yrstd + oH, a->y + oD, p->rmsh_w + ml * D, N, H, d);
-        matmul_forward(a->gp + oD, u, p->wg + ml * D * D, NULL, N, D, D, ub);
-        gate_mul_forward(a->z + oD, a->yn + oD, a->gp + oD, N * D, zb);
-        matmul_forward(a->mo + oD, a->z + oD, p->wo + (size_t)l * D * D, NULL, N, D, D, zb);
+            conv_forward(a->qc + oD, a->qp + oD, p->conv_q + ml * D * c->K, B, T, D, c->K,
+                         a->qs + oD);  // qs = SiLU(qc)
+            conv_forward(a->kc + oD, a->kp + oD, p->conv_k + ml * D * c->K, B, T, D, c->K, a->ks + oD);
+            conv_forward(a->vc + oD, a->vp + oD, p->conv_v + ml * D * c->K, B, T, D, c->K, a->v + oD);
+            l2norm_forward(a->q + oD, a->qrn + oH, a->qs + oD, N, H, d);
+            l2norm_forward(a->k + oD, a->krn + oH, a->ks + oD, N, H, d);
+            size_t oG = (size_t)l * N * (c->gate_rank ? D : H), oR = (size_t)l * N * c->gate_rank;
+            gates_forward(M, l, u, ub, N, a->ga + oH, a->geta + oG, a->gth + oH, a->gdel + oG, a->geta_lr + oR,
+                          a->gdel_lr + oR);
+            memory_forward(M, l);
+            // out = (RMSNorm_head(y) * SiLU(u Wg^T)) Wo^T ; x = x + out
+            rmsnorm_forward(a->yn + oD, a->yrstd + oH, a->y + oD, p->rmsh_w + ml * D, N, H, d);
+            matmul_forward(a->gp + oD, u, p->wg + ml * D * D, NULL, N, D, D, ub);
+            gate_mul_forward(a->z + oD, a->yn + oD, a->gp + oD, N * D, zb);
+            matmul_forward(a->mo + oD, a->z + oD, p->wo + (size_t)l * D * D, NULL, N, D, D, zb);
         }
         residual_forward(a->res2 + oD, x, a->mo + oD, N * D);
         // x = x + SwiGLU(RMSNorm(x))
-        rmsnorm_forward(a->ln2 + oD, a->ln2_rstd + (size_t)l * N, a->res2 + oD, p->rms2_w + (size_t)l * D, N, 1, D, ln2b);
+        rmsnorm_forward(a->ln2 + oD, a->ln2_rstd + (size_t)l * N, a->res2 + oD, p->rms2_w + (size_t)l * D, N, 1, D,
+                        ln2b);
         matmul_forward(a->h1 + oF, a->ln2 + oD, p->mlp_w1 + (size_t)l * F * D, NULL, N, D, F, ln2b);
         matmul_forward(a->h3 + oF, a->ln2 + oD, p->mlp_w3 + (size_t)l * F * D, NULL, N, D, F, ln2b);
         swiglu_forward(a->hg + oF, a->h1 + oF, a->h3 + oF, N * F, hgb);
@@ -2565,13 +3866,23 @@ static void model_forward(Model* M, const int* inputs, const int* targets, int B
     }
     rmsnorm_forward(a->lnf, a->lnf_rstd, a->res3 + (size_t)(L - 1) * N * D, p->rmsf_w, N, 1, D, M->lnfb);
     matmul_forward(a->logits, a->lnf, p->wte, NULL, N, D, Vp, M->lnfb);
-    if (!targets) { M->mean_loss = -1; return; }
+    if (!targets) {
+        M->mean_loss = -1;
+        return;
+    }
     crossentropy_forward(a->losses, M->ce_stats, a->logits, M->targets, N, c->V, Vp);
-    M->has_mask = M->loss_mask != NULL;   // the backward uses this forward's mask
-    if (M->has_mask) { memcpy(M->h_mask, M->loss_mask, N); h2d(M->mask, M->h_mask, N); }
+    M->has_mask = M->loss_mask != NULL;  // the backward uses this forward's mask
+    if (M->has_mask) {
+        memcpy(M->h_mask, M->loss_mask, N);
+        h2d(M->mask, M->h_mask, N);
+    }
     d2h(M->h_losses, a->losses, N * sizeof(real));
     double s = 0, cnt = 0;
-    for (size_t i = 0; i < N; i++) if (!M->has_mask || M->h_mask[i]) { s += M->h_losses[i]; cnt++; }
+    for (size_t i = 0; i < N; i++)
+        if (!M->has_mask || M->h_mask[i]) {
+            s += M->h_losses[i];
+            cnt++;
+        }
     M->mean_loss = (real)(cnt ? s / cnt : 0);
 }
 
@@ -2587,101 +3898,155 @@ static void model_zero_grad(Model* M) {
 static void model_backward(Model* M, real loss_scale) {
     if (M->mean_loss == -1) DIE(NULL, "internal: backward called without a forward with targets");
     if (!M->grads_memory) model_zero_grad(M);
-    const Config* c = &M->cfg; int B = M->B, T = M->T, L = c->L, D = c->D, H = c->H, F = c->F, Vp = c->Vp, d = M->mem.d; size_t N = (size_t)B * T;
-    ParameterTensors *p = &M->params, *dp = &M->grads; ActivationTensors *a = &M->acts, *g = &M->grads_acts;
+    const Config* c = &M->cfg;
+    int B = M->B, T = M->T, L = c->L, D = c->D, H = c->H, F = c->F, Vp = c->Vp, d = M->mem.d;
+    size_t N = (size_t)B * T;
+    ParameterTensors *p = &M->params, *dp = &M->grads;
+    ActivationTensors *a = &M->acts, *g = &M->grads_acts;
     // zero the activation gradients that are accumulated (+=), i.e. all but the head's (N, Vp) dlogits (and the
     // unused dlosses): crossentropy_backward writes every dlogit
     cudaCheck(cudaMemset(M->grads_acts_memory, 0, (size_t)(g->logits - M->grads_acts_memory) * sizeof(real)));
-    size_t cnt = N; if (M->has_mask) { cnt = 0; for (size_t i = 0; i < N; i++) cnt += M->h_mask[i] != 0; }
+    size_t cnt = N;
+    if (M->has_mask) {
+        cnt = 0;
+        for (size_t i = 0; i < N; i++) cnt += M->h_mask[i] != 0;
+    }
     // bf16 mode: dlogits in bf16, in the first half of g->logits's (otherwise unused) fp32 storage
     bf16* dlogitsb = g_prec == PREC_BF16 ? (bf16*)g->logits : NULL;
-    crossentropy_backward(g->logits, dlogitsb, a->logits, M->ce_stats, M->targets, M->has_mask ? M->mask : NULL, cnt ? loss_scale / cnt : 0, N, c->V, Vp);
+    crossentropy_backward(g->logits, dlogitsb, a->logits, M->ce_stats, M->targets, M->has_mask ? M->mask : NULL,
+                          cnt ? loss_scale / cnt : 0, N, c->V, Vp);
     matmul_backward(g->lnf, dp->wte, NULL, g->logits, a->lnf, p->wte, N, D, Vp, M->lnfb, dlogitsb);
-    rmsnorm_backward(g->res3 + (size_t)(L - 1) * N * D, dp->rmsf_w, g->lnf, a->res3 + (size_t)(L - 1) * N * D, p->rmsf_w, a->lnf_rstd, N, 1, D);
+    rmsnorm_backward(g->res3 + (size_t)(L - 1) * N * D, dp->rmsf_w, g->lnf, a->res3 + (size_t)(L - 1) * N * D,
+                     p->rmsf_w, a->lnf_rstd, N, 1, D);
     for (int l = L - 1; l >= 0; l--) {
         size_t oD = (size_t)l * N * D, oH = (size_t)l * N * H, oF = (size_t)l * N * F;
         real* x = l == 0 ? a->encoded : a->res3 + oD - N * D;
         real* dx = l == 0 ? g->encoded : g->res3 + oD - N * D;
         real *u = a->ln1 + oD, *du = g->ln1 + oD;
-        bf16 *ub = M->ln1b ? M->ln1b + oD : NULL, *zb = M->zb ? M->zb + oD : NULL, *ln2b = M->ln2b ? M->ln2b + oD : NULL, *hgb = M->hgb ? M->hgb + oF : NULL;
+        bf16 *ub = M->ln1b ? M->ln1b + oD : NULL, *zb = M->zb ? M->zb + oD : NULL,
+             *ln2b = M->ln2b ? M->ln2b + oD : NULL, *hgb = M->hgb ? M->hgb + oF : NULL;
         // x = res2 + SwiGLU(RMSNorm(res2))
         residual_forward(g->res2 + oD, g->res2 + oD, g->res3 + oD, N * D);
-        matmul_backward(g->hg + oF, dp->mlp_w2 + (size_t)l * D * F, NULL, g->res3 + oD, a->hg + oF, p->mlp_w2 + (size_t)l * D * F, N, F, D, hgb);
+        matmul_backward(g->hg + oF, dp->mlp_w2 + (size_t)l * D * F, NULL, g->res3 + oD, a->hg + oF,
+                        p->mlp_w2 + (size_t)l * D * F, N, F, D, hgb);
         swiglu_backward(g->h1 + oF, g->h3 + oF, g->hg + oF, a->h1 + oF, a->h3 + oF, N * F);
-        matmul_backward(g->ln2 + oD, dp->mlp_w1 + (size_t)l * F * D, NULL, g->h1 + oF, a->ln2 + oD, p->mlp_w1 + (size_t)l * F * D, N, D, F, ln2b);
-        matmul_backward(g->ln2 + oD, dp->mlp_w3 + (size_t)l * F * D, NULL, g->h3 + oF, a->ln2 + oD, p->mlp_w3 + (size_t)l * F * D, N, D, F, ln2b);
-        rmsnorm_backward(g->res2 + oD, dp->rms2_w + (size_t)l * D, g->ln2 + oD, a->res2 + oD, p->rms2_w + (size_t)l * D, a->ln2_rstd + (size_t)l * N, N, 1, D);
+        matmul_backward(g->ln2 + oD, dp->mlp_w1 + (size_t)l * F * D, NULL, g->h1 + oF, a->ln2 + oD,
+                        p->mlp_w1 + (size_t)l * F * D, N, D, F, ln2b);
+        matmul_backward(g->ln2 + oD, dp->mlp_w3 + (size_t)l * F * D, NULL, g->h3 + oF, a->ln2 + oD,
+                        p->mlp_w3 + (size_t)l * F * D, N, D, F, ln2b);
+        rmsnorm_backward(g->res2 + oD, dp->rms2_w + (size_t)l * D, g->ln2 + oD, a->res2 + oD, p->rms2_w + (size_t)l * D,
+                         a->ln2_rstd + (size_t)l * N, N, 1, D);
         // res2 = x + (RMSNorm_head(y) * SiLU(u Wg^T)) Wo^T
         residual_forward(dx, dx, g->res2 + oD, N * D);
-        matmul_backward(g->z + oD, dp->wo + (size_t)l * D * D, NULL, g->res2 + oD, a->z + oD, p->wo + (size_t)l * D * D, N, D, D, zb);
+        matmul_backward(g->z + oD, dp->wo + (size_t)l * D * D, NULL, g->res2 + oD, a->z + oD, p->wo + (size_t)l * D * D,
+                        N, D, D, zb);
         size_t ml = M->hm->mlayer[l];
-        if (c->pattern[l] != 'M') {   // attention (SPEC §9.1): back through attn (Di in g->qrn), RoPE and the projections
-            attention_backward(g->q + oD, g->k + oD, g->vp + oD, g->qrn + oH, g->z + oD, a->q + oD, a->k + oD, a->vp + oD, a->z + oD, a->qrn + oH,
-                               B, T, H, d, c->pattern[l] == 'S' ? c->window : 0);
-            rope_forward(g->qp + oD, g->q + oD, B, T, H, d, -1); rope_forward(g->kp + oD, g->k + oD, B, T, H, d, -1);
+        // attention (SPEC §9.1): back through attn (Di in g->qrn), RoPE and the projections
+        if (c->pattern[l] != 'M') {
+            attention_backward(g->q + oD, g->k + oD, g->vp + oD, g->qrn + oH, g->z + oD, a->q + oD, a->k + oD,
+                               a->vp + oD, a->z + oD, a->qrn + oH, B, T, H, d, c->pattern[l] == 'S' ? c->window : 0);
+            rope_forward(g->qp + oD, g->q + oD, B, T, H, d, -1);
+            rope_forward(g->kp + oD, g->k + oD, B, T, H, d, -1);
         } else {
-        gate_mul_backward(g->yn + oD, g->gp + oD, g->z + oD, a->yn + oD, a->gp + oD, N * D);
-        matmul_backward(du, dp->wg + ml * D * D, NULL, g->gp + oD, u, p->wg + ml * D * D, N, D, D, ub);
-        rmsnorm_backward(g->y + oD, dp->rmsh_w + ml * D, g->yn + oD, a->y + oD, p->rmsh_w + ml * D, a->yrstd + oH, N, H, d);
-        memory_backward(M, l);
-        gates_backward(M, l, du, u, ub, N, a, g, oH, (size_t)l * N * (c->gate_rank ? D : H), (size_t)l * N * c->gate_rank);
-        // q, k, v
-        l2norm_backward(g->qs + oD, g->q + oD, a->q + oD, a->qrn + oH, N, H, d);
-        l2norm_backward(g->ks + oD, g->k + oD, a->k + oD, a->krn + oH, N, H, d);
-        silu_backward(g->qc + oD, g->qs + oD, a->qc + oD, N * D); silu_backward(g->kc + oD, g->ks + oD, a->kc + oD, N * D);
-        silu_backward(g->vc + oD, g->v + oD, a->vc + oD, N * D);
-        conv_backward(g->qp + oD, dp->conv_q + ml * D * c->K, g->qc + oD, a->qp + oD, p->conv_q + ml * D * c->K, B, T, D, c->K);
-        conv_backward(g->kp + oD, dp->conv_k + ml * D * c->K, g->kc + oD, a->kp + oD, p->conv_k + ml * D * c->K, B, T, D, c->K);
-        conv_backward(g->vp + oD, dp->conv_v + ml * D * c->K, g->vc + oD, a->vp + oD, p->conv_v + ml * D * c->K, B, T, D, c->K);
+            gate_mul_backward(g->yn + oD, g->gp + oD, g->z + oD, a->yn + oD, a->gp + oD, N * D);
+            matmul_backward(du, dp->wg + ml * D * D, NULL, g->gp + oD, u, p->wg + ml * D * D, N, D, D, ub);
+            rmsnorm_backward(g->y + oD, dp->rmsh_w + ml * D, g->yn + oD, a->y + oD, p->rmsh_w + ml * D, a->yrstd + oH,
+                             N, H, d);
+            memory_backward(M, l);
+            gates_backward(M, l, du, u, ub, N, a, g, oH, (size_t)l * N * (c->gate_rank ? D : H),
+                           (size_t)l * N * c->gate_rank);
+            // q, k, v
+            l2norm_backward(g->qs + oD, g->q + oD, a->q + oD, a->qrn + oH, N, H, d);
+            l2norm_backward(g->ks + oD, g->k + oD, a->k + oD, a->krn + oH, N, H, d);
+            silu_backward(g->qc + oD, g->qs + oD, a->qc + oD, N * D);
+            silu_backward(g->kc + oD, g->ks + oD, a->kc + oD, N * D);
+            silu_backward(g->vc + oD, g->v + oD, a->vc + oD, N * D);
+            conv_backward(g->qp + oD, dp->conv_q + ml * D * c->K, g->qc + oD, a->qp + oD, p->conv_q + ml * D * c->K, B,
+                          T, D, c->K);
+            conv_backward(g->kp + oD, dp->conv_k + ml * D * c->K, g->kc + oD, a->kp + oD, p->conv_k + ml * D * c->K, B,
+                          T, D, c->K);
+            conv_backward(g->vp + oD, dp->conv_v + ml * D * c->K, g->vc + oD, a->vp + oD, p->conv_v + ml * D * c->K, B,
+                          T, D, c->K);
         }
         matmul_backward(du, dp->wq + (size_t)l * D * D, NULL, g->qp + oD, u, p->wq + (size_t)l * D * D, N, D, D, ub);
         matmul_backward(du, dp->wk + (size_t)l * D * D, NULL, g->kp + oD, u, p->wk + (size_t)l * D * D, N, D, D, ub);
         matmul_backward(du, dp->wv + (size_t)l * D * D, NULL, g->vp + oD, u, p->wv + (size_t)l * D * D, N, D, D, ub);
-        rmsnorm_backward(dx, dp->rms1_w + (size_t)l * D, du, x, p->rms1_w + (size_t)l * D, a->ln1_rstd + (size_t)l * N, N, 1, D);
+        rmsnorm_backward(dx, dp->rms1_w + (size_t)l * D, du, x, p->rms1_w + (size_t)l * D, a->ln1_rstd + (size_t)l * N,
+                         N, 1, D);
     }
     encoder_backward(M, dp->wte, g->encoded, N, D);
 }
 
 // global gradient norm (double, fixed order), and clipping to it (SPEC §8): if |g| > clip, g *= clip/|g|
 static real grad_norm(const Model* M) {
-    sumsq_kernel<<<NORM_BLOCKS, NT>>>(g_partials, M->grads_memory, M->num_params); KCHECK("sumsq");
-    double h[NORM_BLOCKS]; d2h(h, g_partials, sizeof h);
-    double s = 0; for (int i = 0; i < NORM_BLOCKS; i++) s += h[i];
+    sumsq_kernel<<<NORM_BLOCKS, NT>>>(g_partials, M->grads_memory, M->num_params);
+    KCHECK("sumsq");
+    double h[NORM_BLOCKS];
+    d2h(h, g_partials, sizeof h);
+    double s = 0;
+    for (int i = 0; i < NORM_BLOCKS; i++) s += h[i];
     return (real)sqrt(s);
 }
 // the first parameter tensor whose gradient holds a NaN or infinity (for the error message), or NULL
 static const char* nonfinite_grad_tensor(const Model* M) {
-    real* g = xmalloc(M->num_params * sizeof(real)); d2h(g, M->grads_memory, M->num_params * sizeof(real));
-    size_t off = 0; const char* name = NULL;
+    real* g = xmalloc(M->num_params * sizeof(real));
+    d2h(g, M->grads_memory, M->num_params * sizeof(real));
+    size_t off = 0;
+    const char* name = NULL;
     for (int t = 0; t < NUM_PARAM_TENSORS && !name; t++) {
-        for (size_t i = off; i < off + M->param_sizes[t]; i++) if (!isfinite(g[i])) { name = PARAM_NAMES[t]; break; }
+        for (size_t i = off; i < off + M->param_sizes[t]; i++)
+            if (!isfinite(g[i])) {
+                name = PARAM_NAMES[t];
+                break;
+            }
         off += M->param_sizes[t];
     }
-    free(g); return name;
+    free(g);
+    return name;
 }
 static void grad_clip(Model* M, real norm, real clip) {
-    if (clip > 0 && norm > clip) { real sc = clip / norm; scale_kernel<<<nblocks(M->num_params), NT>>>(M->grads_memory, M->num_params, sc); KCHECK("grad_clip"); }
+    if (clip > 0 && norm > clip) {
+        real sc = clip / norm;
+        scale_kernel<<<nblocks(M->num_params), NT>>>(M->grads_memory, M->num_params, sc);
+        KCHECK("grad_clip");
+    }
 }
 
 // AdamW as torch.optim.AdamW: decoupled decay (on PARAM_DECAY tensors), bias-corrected moments, on the parameters
 // [opt_lo, opt_lo + opt_n) (all, or this rank's share with -K 1; train_miras.c's dist_share).
 static void model_update(Model* M, real lr, real beta1, real beta2, real eps, real wd) {
-    if (!M->m_memory) { M->m_memory = (real*)dmalloc(M->opt_n * sizeof(real)); M->v_memory = (real*)dmalloc(M->opt_n * sizeof(real)); }
+    if (!M->m_memory) {
+        M->m_memory = (real*)dmalloc(M->opt_n * sizeof(real));
+        M->v_memory = (real*)dmalloc(M->opt_n * sizeof(real));
+    }
     M->adam_t++;
-    real bc1 = (real)(1 - pow((double)beta1, (double)M->adam_t)), bc2 = (real)(1 - pow((double)beta2, (double)M->adam_t));
+    real bc1 = (real)(1 - pow((double)beta1, (double)M->adam_t)),
+         bc2 = (real)(1 - pow((double)beta2, (double)M->adam_t));
     size_t off = 0, lo = M->opt_lo, hi = M->opt_lo + M->opt_n;
     for (int t = 0; t < NUM_PARAM_TENSORS; t++) {
         real decay = PARAM_DECAY[t] ? wd : 0;
         size_t i0 = off > lo ? off : lo, i1 = off + M->param_sizes[t] < hi ? off + M->param_sizes[t] : hi;
-        if (i1 > i0) { adamw_kernel<<<nblocks(i1 - i0), NT>>>(M->params_memory + i0, M->params_bf16 ? M->params_bf16 + i0 : NULL, M->grads_memory + i0,
-                                                            M->m_memory + (i0 - lo), M->v_memory + (i0 - lo), i1 - i0, lr, beta1, beta2, eps, decay, bc1, bc2); KCHECK("adamw"); }
+        if (i1 > i0) {
+            adamw_kernel<<<nblocks(i1 - i0), NT>>>(
+                M->params_memory + i0, M->params_bf16 ? M->params_bf16 + i0 : NULL, M->grads_memory + i0,
+                M->m_memory + (i0 - lo), M->v_memory + (i0 - lo), i1 - i0, lr, beta1, beta2, eps, decay, bc1, bc2);
+            KCHECK("adamw");
+        }
         off += M->param_sizes[t];
     }
 }
 
 static void model_free(Model* M) {
-    if (g_wbase == M->params_memory) { g_wbase = NULL; g_wbf16 = NULL; g_wn = 0; }
-    dfree(M->params_memory); dfree(M->grads_memory); dfree(M->m_memory); dfree(M->v_memory); dfree(M->params_bf16);
+    if (g_wbase == M->params_memory) {
+        g_wbase = NULL;
+        g_wbf16 = NULL;
+        g_wn = 0;
+    }
+    dfree(M->params_memory);
+    dfree(M->grads_memory);
+    dfree(M->m_memory);
+    dfree(M->v_memory);
+    dfree(M->params_bf16);
     model_free_acts(M);
 }
 
@@ -2694,164 +4059,282 @@ static void model_free(Model* M) {
 // boundary state. Row for row this is the computation of the parallel forward.
 
 typedef struct {
-    Model* M; int pos;
-    ActivationTensors a; real* acts_memory; size_t act_sizes[NUM_ACT_TENSORS];  // one row (B = T = 1), device
-    real *conv_hist;        // (L, 3, K-1, D) inputs of the q, k, v convs at the previous K-1 positions
+    Model* M;
+    int pos;
+    ActivationTensors a;
+    real* acts_memory;
+    size_t act_sizes[NUM_ACT_TENSORS];  // one row (B = T = 1), device
+    real* conv_hist;  // (L, 3, K-1, D) inputs of the q, k, v convs at the previous K-1 positions
     real *P, *S, *Pn, *Sn;  // (L, H, nP) boundary state; (H, nP) chunk-end scratch, one per head
-    real *part;             // (L, H, b, rw) q, k, v, a, theta, eta, delta of the current chunk's tokens (decoder_row_width)
-    MemChunk* chunks; real* chunk_memory;  // one chunk scratch per head
-    int* tok; real* logits; // the token on the device; the logits on the host
-    real *kc[128], *vc[128]; int kvcap;  // per attention layer: keys (after RoPE) and values, (kvcap, D) for 'A' (grown), a ring (W, D) for 'S'
+    // (L, H, b, rw) q, k, v, a, theta, eta, delta of the current chunk's tokens (decoder_row_width)
+    real* part;
+    MemChunk* chunks;
+    real* chunk_memory;  // one chunk scratch per head
+    int* tok;
+    real* logits;  // the token on the device; the logits on the host
+    // per attention layer: keys (after RoPE) and values, (kvcap, D) for 'A' (grown), a ring (W, D) for 'S'
+    real *kc[128], *vc[128];
+    int kvcap;
 } Decoder;
 
 typedef struct {
-    MemCfg m; int H, b, cnt, rw;
-    const real *q, *k, *v, *ga, *gth, *geta, *gdel;   // this token's row of the layer's memory inputs
-    real *y, *part, *P, *S, *Pn, *Sn;                 // part, P, S: this layer's
-    const real *lng, *lnb; MemChunk* chunks;
-    const real* p0;                                   // this layer's P_0 (H, nP): the anchored retention's anchor
+    MemCfg m;
+    int H, b, cnt, rw;
+    const real *q, *k, *v, *ga, *gth, *geta, *gdel;  // this token's row of the layer's memory inputs
+    real *y, *part, *P, *S, *Pn, *Sn;  // part, P, S: this layer's
+    const real *lng, *lnb;
+    MemChunk* chunks;
+    const real* p0;  // this layer's P_0 (H, nP): the anchored retention's anchor
 } DecArgs;
 
 // one block per head: append this token's row to the partial chunk, re-run the chunk, keep its last row
 __global__ void __launch_bounds__(MEM_THREADS) decoder_memory_kernel(DecArgs A) {
-    __shared__ MemChunk c; __shared__ MemCfg m;
-    if (threadIdx.x == 0) { c = A.chunks[blockIdx.x]; m = A.m; c.p0 = m.anchor ? A.p0 + (size_t)blockIdx.x * m.nP : NULL; mem_tc = 0; }
+    __shared__ MemChunk c;
+    __shared__ MemCfg m;
+    if (threadIdx.x == 0) {
+        c = A.chunks[blockIdx.x];
+        m = A.m;
+        c.p0 = m.anchor ? A.p0 + (size_t)blockIdx.x * m.nP : NULL;
+        mem_tc = 0;
+    }
     __syncthreads();
     int h = blockIdx.x, d = m.d, nP = m.nP, rw = A.rw, ew = m.cw ? d : 1, n = A.cnt + 1;
-    real* part = A.part + (size_t)h * A.b * rw; real* row = part + (size_t)A.cnt * rw;   // this token's row: q, k, v, a, theta, eta, delta
-    FOR(i, d) { row[i] = A.q[h * d + i]; row[d + i] = A.k[h * d + i]; row[2 * d + i] = A.v[h * d + i]; }
-    if (threadIdx.x == 0) { row[3 * d] = A.ga[h]; row[3 * d + 1] = A.gth[h]; }
-    FOR(i, ew) { row[3 * d + 2 + i] = A.geta[h * ew + i]; if (m.bias == BIAS_HUBER) row[3 * d + 2 + ew + i] = A.gdel[h * ew + i]; }
+    // this token's row: q, k, v, a, theta, eta, delta
+    real* part = A.part + (size_t)h * A.b * rw;
+    real* row = part + (size_t)A.cnt * rw;
+    FOR(i, d) {
+        row[i] = A.q[h * d + i];
+        row[d + i] = A.k[h * d + i];
+        row[2 * d + i] = A.v[h * d + i];
+    }
+    if (threadIdx.x == 0) {
+        row[3 * d] = A.ga[h];
+        row[3 * d + 1] = A.gth[h];
+    }
+    FOR(i, ew) {
+        row[3 * d + 2 + i] = A.geta[h * ew + i];
+        if (m.bias == BIAS_HUBER) row[3 * d + 2 + ew + i] = A.gdel[h * ew + i];
+    }
     __syncthreads();
-    FOR(e, n * d) {                                  // chunk_set_row of rows 0..n-1
-        int t = e / d, i = e % d; const real* r = part + (size_t)t * rw;
-        c.q[e] = r[i]; c.k[e] = r[d + i]; c.v[e] = r[2 * d + i];
+    FOR(e, n * d) {  // chunk_set_row of rows 0..n-1
+        int t = e / d, i = e % d;
+        const real* r = part + (size_t)t * rw;
+        c.q[e] = r[i];
+        c.k[e] = r[d + i];
+        c.v[e] = r[2 * d + i];
         if (m.cw) c.etac[e] = r[3 * d + 2 + i];
         if (m.bias == BIAS_HUBER) c.delta[e] = r[3 * d + 2 + ew + (m.cw ? i : 0)];
     }
-    FOR(t, n) { const real* r = part + (size_t)t * rw; c.a[t] = r[3 * d]; c.theta[t] = r[3 * d + 1]; c.eta[t] = m.cw ? 1 : r[3 * d + 2]; }
+    FOR(t, n) {
+        const real* r = part + (size_t)t * rw;
+        c.a[t] = r[3 * d];
+        c.theta[t] = r[3 * d + 1];
+        c.eta[t] = m.cw ? 1 : r[3 * d + 2];
+    }
     __syncthreads();
-    real* P = A.P + (size_t)h * nP; real* S = A.S + (size_t)h * nP; int full = n == A.b;
-    real* Pn = A.Pn + (size_t)h * nP; real* Sn = A.Sn + (size_t)h * nP;
-    mem_step_forward(&m, &c, n, P, S, full ? Pn : NULL, full ? Sn : NULL,
-                     m.ln ? A.lng + (size_t)h * d : NULL, m.ln ? A.lnb + (size_t)h * d : NULL);
+    real* P = A.P + (size_t)h * nP;
+    real* S = A.S + (size_t)h * nP;
+    int full = n == A.b;
+    real* Pn = A.Pn + (size_t)h * nP;
+    real* Sn = A.Sn + (size_t)h * nP;
+    mem_step_forward(&m, &c, n, P, S, full ? Pn : NULL, full ? Sn : NULL, m.ln ? A.lng + (size_t)h * d : NULL,
+                     m.ln ? A.lnb + (size_t)h * d : NULL);
     FOR(i, d) A.y[h * d + i] = c.y[(size_t)(n - 1) * d + i];
-    if (full) { block_copy(P, Pn, nP); if (m.momentum) block_copy(S, Sn, nP); }
+    if (full) {
+        block_copy(P, Pn, nP);
+        if (m.momentum) block_copy(S, Sn, nP);
+    }
 }
 
 // one conv output row from the history of K-1 rows and the current row x; then shift the history (a thread per channel)
 __global__ void conv_step_kernel(real* out, real* hist, const real* x, const real* w, int C, int K) {
     GRID_FOR(ii, C) {
-        int i = (int)ii; real s = w[i * K + K - 1] * x[i];
+        int i = (int)ii;
+        real s = w[i * K + K - 1] * x[i];
         for (int j = 0; j < K - 1; j++) s += w[i * K + j] * hist[(size_t)j * C + i];
         out[i] = s;
-        if (K > 1) { for (int j = 0; j < K - 2; j++) hist[(size_t)j * C + i] = hist[(size_t)(j + 1) * C + i]; hist[(size_t)(K - 2) * C + i] = x[i]; }
+        if (K > 1) {
+            for (int j = 0; j < K - 2; j++) hist[(size_t)j * C + i] = hist[(size_t)(j + 1) * C + i];
+            hist[(size_t)(K - 2) * C + i] = x[i];
+        }
     }
 }
 static void conv_step(real* out, real* hist, const real* x, const real* w, int C, int K) {
-    conv_step_kernel<<<nblocks(C), NT>>>(out, hist, x, w, C, K); KCHECK("conv_step");
+    conv_step_kernel<<<nblocks(C), NT>>>(out, hist, x, w, C, K);
+    KCHECK("conv_step");
 }
 
 static void decoder_init(Decoder* dec, Model* M) {
-    const Config* c = &M->cfg; MemCfg* m = &M->mem; memset(dec, 0, sizeof *dec); dec->M = M;
+    const Config* c = &M->cfg;
+    MemCfg* m = &M->mem;
+    memset(dec, 0, sizeof *dec);
+    dec->M = M;
     fill_in_activation_sizes(dec->act_sizes, c, 1, 1);
-    size_t n = head_act_size(c, 1, 1); for (int i = 0; i < NUM_ACT_TENSORS; i++) n += dec->act_sizes[i];
+    size_t n = head_act_size(c, 1, 1);
+    for (int i = 0; i < NUM_ACT_TENSORS; i++) n += dec->act_sizes[i];
     dec->acts_memory = (real*)dmalloc(n * sizeof(real));
     point_activations(&dec->a, dec->acts_memory, dec->act_sizes, c, 1, 1);
     size_t LH = (size_t)c->L * c->H;
     dec->conv_hist = (real*)dmalloc((size_t)c->L * 3 * (c->K - 1 + 1) * c->D * sizeof(real));
-    dec->P = (real*)dmalloc(LH * m->nP * sizeof(real)); dec->S = (real*)dmalloc(LH * m->nP * sizeof(real));
-    dec->Pn = (real*)dmalloc((size_t)c->H * m->nP * sizeof(real)); dec->Sn = (real*)dmalloc((size_t)c->H * m->nP * sizeof(real));
+    dec->P = (real*)dmalloc(LH * m->nP * sizeof(real));
+    dec->S = (real*)dmalloc(LH * m->nP * sizeof(real));
+    dec->Pn = (real*)dmalloc((size_t)c->H * m->nP * sizeof(real));
+    dec->Sn = (real*)dmalloc((size_t)c->H * m->nP * sizeof(real));
     dec->part = (real*)dmalloc(LH * c->b * decoder_row_width(m) * sizeof(real));
-    MemChunk tmp; size_t per = memchunk_carve(&tmp, NULL, c->b, m->d, m->dm, m->nP);
+    MemChunk tmp;
+    size_t per = memchunk_carve(&tmp, NULL, c->b, m->d, m->dm, m->nP);
     dec->chunk_memory = (real*)dmalloc((size_t)c->H * per * sizeof(real));
     MemChunk* hc = xmalloc((size_t)c->H * sizeof(MemChunk));
-    for (int h = 0; h < c->H; h++) memchunk_carve(&hc[h], dec->chunk_memory + (size_t)h * per, c->b, m->d, m->dm, m->nP);
-    dec->chunks = (MemChunk*)dmalloc((size_t)c->H * sizeof(MemChunk)); h2d(dec->chunks, hc, (size_t)c->H * sizeof(MemChunk)); free(hc);
-    if (c->lattice) {   // Lattice: S_0 = I per head of each memory layer
+    for (int h = 0; h < c->H; h++)
+        memchunk_carve(&hc[h], dec->chunk_memory + (size_t)h * per, c->b, m->d, m->dm, m->nP);
+    dec->chunks = (MemChunk*)dmalloc((size_t)c->H * sizeof(MemChunk));
+    h2d(dec->chunks, hc, (size_t)c->H * sizeof(MemChunk));
+    free(hc);
+    if (c->lattice) {  // Lattice: S_0 = I per head of each memory layer
         real* I = (real*)calloc((size_t)c->H * m->nP, sizeof(real));
         for (int h = 0; h < c->H; h++) lattice_identity(I + (size_t)h * m->nP, m->d);
-        for (int l = 0; l < c->L; l++) if (M->hm->mlayer[l] >= 0) h2d(dec->P + (size_t)l * c->H * m->nP, I, (size_t)c->H * m->nP * sizeof(real));
+        for (int l = 0; l < c->L; l++)
+            if (M->hm->mlayer[l] >= 0) h2d(dec->P + (size_t)l * c->H * m->nP, I, (size_t)c->H * m->nP * sizeof(real));
         free(I);
     }
-    for (int l = 0; l < c->L; l++) if (M->hm->mlayer[l] >= 0 && !c->lattice)   // P_0 of each memory layer
-        d2d(dec->P + (size_t)l * c->H * m->nP, M->params.mem_p0 + (size_t)M->hm->mlayer[l] * c->H * m->nP, (size_t)c->H * m->nP * sizeof(real));
+    for (int l = 0; l < c->L; l++)
+        if (M->hm->mlayer[l] >= 0 && !c->lattice)  // P_0 of each memory layer
+            d2d(dec->P + (size_t)l * c->H * m->nP, M->params.mem_p0 + (size_t)M->hm->mlayer[l] * c->H * m->nP,
+                (size_t)c->H * m->nP * sizeof(real));
     dec->kvcap = 64;
-    for (int l = 0; l < c->L; l++) if (c->pattern[l] != 'M') {
-        size_t rows = c->pattern[l] == 'S' ? (size_t)c->window : (size_t)dec->kvcap;
-        dec->kc[l] = (real*)dmalloc(rows * c->D * sizeof(real)); dec->vc[l] = (real*)dmalloc(rows * c->D * sizeof(real));
-    }
-    dec->tok = (int*)dmalloc(sizeof(int)); dec->logits = xmalloc((size_t)c->Vp * sizeof(real));
+    for (int l = 0; l < c->L; l++)
+        if (c->pattern[l] != 'M') {
+            size_t rows = c->pattern[l] == 'S' ? (size_t)c->window : (size_t)dec->kvcap;
+            dec->kc[l] = (real*)dmalloc(rows * c->D * sizeof(real));
+            dec->vc[l] = (real*)dmalloc(rows * c->D * sizeof(real));
+        }
+    dec->tok = (int*)dmalloc(sizeof(int));
+    dec->logits = xmalloc((size_t)c->Vp * sizeof(real));
 }
-// this position's attention row of layer l against its KV cache (train_miras.c's decoder_attention): q, k = RoPE at pos,
+// this position's attention row of layer l against its KV cache (train_miras.c's decoder_attention): q, k = RoPE at
+// pos,
 // k and v into the cache (slot pos, or pos mod W in the 'S' ring), then attention_forward_kernel's row i = pos
 static void decoder_attention(Decoder* dec, int l, real* out, const real* u) {
-    Model* M = dec->M; const Config* c = &M->cfg; const ParameterTensors* p = &M->params; ActivationTensors* a = &dec->a;
+    Model* M = dec->M;
+    const Config* c = &M->cfg;
+    const ParameterTensors* p = &M->params;
+    ActivationTensors* a = &dec->a;
     int D = c->D, H = c->H, d = D / H, pos = dec->pos, W = c->pattern[l] == 'S' ? c->window : 0;
-    if (!W && pos >= dec->kvcap) {   // the 'A' caches are full: double them all (the 'S' rings keep W rows)
+    if (!W && pos >= dec->kvcap) {  // the 'A' caches are full: double them all (the 'S' rings keep W rows)
         int nc = 2 * dec->kvcap;
-        for (int i = 0; i < c->L; i++) if (c->pattern[i] == 'A') {
-            real* k2 = (real*)dmalloc((size_t)nc * D * sizeof(real)); real* v2 = (real*)dmalloc((size_t)nc * D * sizeof(real));
-            d2d(k2, dec->kc[i], (size_t)dec->kvcap * D * sizeof(real)); d2d(v2, dec->vc[i], (size_t)dec->kvcap * D * sizeof(real));
-            dfree(dec->kc[i]); dfree(dec->vc[i]); dec->kc[i] = k2; dec->vc[i] = v2;
-        }
+        for (int i = 0; i < c->L; i++)
+            if (c->pattern[i] == 'A') {
+                real* k2 = (real*)dmalloc((size_t)nc * D * sizeof(real));
+                real* v2 = (real*)dmalloc((size_t)nc * D * sizeof(real));
+                d2d(k2, dec->kc[i], (size_t)dec->kvcap * D * sizeof(real));
+                d2d(v2, dec->vc[i], (size_t)dec->kvcap * D * sizeof(real));
+                dfree(dec->kc[i]);
+                dfree(dec->vc[i]);
+                dec->kc[i] = k2;
+                dec->vc[i] = v2;
+            }
         dec->kvcap = nc;
     }
     int slot = W ? pos % W : pos;
     matmul_forward(a->qp, u, p->wq + (size_t)l * D * D, NULL, 1, D, D);
     matmul_forward(a->kp, u, p->wk + (size_t)l * D * D, NULL, 1, D, D);
     matmul_forward(dec->vc[l] + (size_t)slot * D, u, p->wv + (size_t)l * D * D, NULL, 1, D, D);
-    rope_forward(a->q, a->qp, 1, 1, H, d, 1, pos); rope_forward(dec->kc[l] + (size_t)slot * D, a->kp, 1, 1, H, d, 1, pos);
+    rope_forward(a->q, a->qp, 1, 1, H, d, 1, pos);
+    rope_forward(dec->kc[l] + (size_t)slot * D, a->kp, 1, 1, H, d, 1, pos);
     attention_forward_kernel<<<warp_blocks(H), NT>>>(out, NULL, a->q, dec->kc[l], dec->vc[l], 1, 0, H, d, W, pos, 1, W);
     KCHECK("decoder_attention");
 }
 static void decoder_free(Decoder* dec) {
-    for (int l = 0; l < dec->M->cfg.L; l++) if (dec->kc[l]) { dfree(dec->kc[l]); dfree(dec->vc[l]); }
-    dfree(dec->acts_memory); dfree(dec->conv_hist); dfree(dec->P); dfree(dec->S); dfree(dec->Pn); dfree(dec->Sn); dfree(dec->part);
-    dfree(dec->chunk_memory); dfree(dec->chunks); dfree(dec->tok); free(dec->logits);
+    for (int l = 0; l < dec->M->cfg.L; l++)
+        if (dec->kc[l]) {
+            dfree(dec->kc[l]);
+            dfree(dec->vc[l]);
+        }
+    dfree(dec->acts_memory);
+    dfree(dec->conv_hist);
+    dfree(dec->P);
+    dfree(dec->S);
+    dfree(dec->Pn);
+    dfree(dec->Sn);
+    dfree(dec->part);
+    dfree(dec->chunk_memory);
+    dfree(dec->chunks);
+    dfree(dec->tok);
+    free(dec->logits);
 }
 
 // Feed one token; returns the Vp logits of the next-token distribution (host memory, valid until the next call).
 static const real* decoder_step(Decoder* dec, int token) {
-    Model* M = dec->M; const Config* c = &M->cfg; const MemCfg* m = &M->mem; ParameterTensors* p = &M->params;
-    ActivationTensors* a = &dec->a; int D = c->D, H = c->H, F = c->F, d = m->d, K = c->K, nP = m->nP, b = c->b;
+    Model* M = dec->M;
+    const Config* c = &M->cfg;
+    const MemCfg* m = &M->mem;
+    ParameterTensors* p = &M->params;
+    ActivationTensors* a = &dec->a;
+    int D = c->D, H = c->H, F = c->F, d = m->d, K = c->K, nP = m->nP, b = c->b;
     int cnt = dec->pos % b, rw = decoder_row_width(m);  // rows already in the partial chunk; floats per row
-    if (token < 0 || token >= c->V) DIE("prompt tokens must be < vocab size", "token %d out of range for vocab %d", token, c->V);
+    if (token < 0 || token >= c->V)
+        DIE("prompt tokens must be < vocab size", "token %d out of range for vocab %d", token, c->V);
     h2d(dec->tok, &token, sizeof(int));
     encoder_forward(a->encoded, dec->tok, p->wte, 1, D);
     real* x = a->encoded;
     for (int l = 0; l < c->L; l++) {
         // with one row, the layer-stacked activations of dec->a hold one layer; reuse them per layer
-        real* u = a->ln1; real* hist = dec->conv_hist + (size_t)l * 3 * (K - 1) * D; size_t ml = M->hm->mlayer[l];
+        real* u = a->ln1;
+        real* hist = dec->conv_hist + (size_t)l * 3 * (K - 1) * D;
+        size_t ml = M->hm->mlayer[l];
         rmsnorm_forward(u, a->ln1_rstd, x, p->rms1_w + (size_t)l * D, 1, 1, D);
-        if (c->pattern[l] != 'M') {   // attention: this position's row against the KV cache, then Wo
+        if (c->pattern[l] != 'M') {  // attention: this position's row against the KV cache, then Wo
             decoder_attention(dec, l, a->z, u);
             matmul_forward(a->mo, a->z, p->wo + (size_t)l * D * D, NULL, 1, D, D);
         } else {
-        matmul_forward(a->qp, u, p->wq + (size_t)l * D * D, NULL, 1, D, D);
-        matmul_forward(a->kp, u, p->wk + (size_t)l * D * D, NULL, 1, D, D);
-        matmul_forward(a->vp, u, p->wv + (size_t)l * D * D, NULL, 1, D, D);
-        conv_step(a->qc, hist, a->qp, p->conv_q + ml * D * K, D, K);
-        conv_step(a->kc, hist + (size_t)(K - 1) * D, a->kp, p->conv_k + ml * D * K, D, K);
-        conv_step(a->vc, hist + (size_t)2 * (K - 1) * D, a->vp, p->conv_v + ml * D * K, D, K);
-        silu_forward(a->qs, a->qc, D); silu_forward(a->ks, a->kc, D); silu_forward(a->v, a->vc, D);
-        l2norm_forward(a->q, a->qrn, a->qs, 1, H, d); l2norm_forward(a->k, a->krn, a->ks, 1, H, d);
-        gates_forward(M, l, u, NULL, 1, a->ga, a->geta, a->gth, a->gdel, a->geta_lr, a->gdel_lr);
-        if (c->lattice) { lattice_decode_kernel<<<H, lat_threads(d)>>>(*m, dec->P + (size_t)l * H * nP, a->q, a->k, a->v, a->geta, a->ga, a->y); KCHECK("lattice_decode"); }
-        else {
-        DecArgs A; memset(&A, 0, sizeof A);
-        A.m = *m; A.H = H; A.b = b; A.cnt = cnt; A.rw = rw;
-        A.q = a->q; A.k = a->k; A.v = a->v; A.ga = a->ga; A.gth = a->gth; A.geta = a->geta; A.gdel = a->gdel; A.y = a->y;
-        A.part = dec->part + (size_t)l * H * b * rw; A.P = dec->P + (size_t)l * H * nP; A.S = dec->S + (size_t)l * H * nP;
-        A.Pn = dec->Pn; A.Sn = dec->Sn;
-        A.lng = m->ln ? p->mem_ln_g + ml * H * d : NULL; A.lnb = m->ln ? p->mem_ln_b + ml * H * d : NULL;
-        A.chunks = dec->chunks; A.p0 = p->mem_p0 + ml * H * nP;
-        decoder_memory_kernel<<<H, MEM_THREADS>>>(A); KCHECK("decoder_memory");
-        }
-        rmsnorm_forward(a->yn, a->yrstd, a->y, p->rmsh_w + ml * D, 1, H, d);
-        matmul_forward(a->gp, u, p->wg + ml * D * D, NULL, 1, D, D);
-        gate_mul_forward(a->z, a->yn, a->gp, D);
-        matmul_forward(a->mo, a->z, p->wo + (size_t)l * D * D, NULL, 1, D, D);
+            matmul_forward(a->qp, u, p->wq + (size_t)l * D * D, NULL, 1, D, D);
+            matmul_forward(a->kp, u, p->wk + (size_t)l * D * D, NULL, 1, D, D);
+            matmul_forward(a->vp, u, p->wv + (size_t)l * D * D, NULL, 1, D, D);
+            conv_step(a->qc, hist, a->qp, p->conv_q + ml * D * K, D, K);
+            conv_step(a->kc, hist + (size_t)(K - 1) * D, a->kp, p->conv_k + ml * D * K, D, K);
+            conv_step(a->vc, hist + (size_t)2 * (K - 1) * D, a->vp, p->conv_v + ml * D * K, D, K);
+            silu_forward(a->qs, a->qc, D);
+            silu_forward(a->ks, a->kc, D);
+            silu_forward(a->v, a->vc, D);
+            l2norm_forward(a->q, a->qrn, a->qs, 1, H, d);
+            l2norm_forward(a->k, a->krn, a->ks, 1, H, d);
+            gates_forward(M, l, u, NULL, 1, a->ga, a->geta, a->gth, a->gdel, a->geta_lr, a->gdel_lr);
+            if (c->lattice) {
+                lattice_decode_kernel<<<H, lat_threads(d)>>>(*m, dec->P + (size_t)l * H * nP, a->q, a->k, a->v, a->geta,
+                                                             a->ga, a->y);
+                KCHECK("lattice_decode");
+            } else {
+                DecArgs A;
+                memset(&A, 0, sizeof A);
+                A.m = *m;
+                A.H = H;
+                A.b = b;
+                A.cnt = cnt;
+                A.rw = rw;
+                A.q = a->q;
+                A.k = a->k;
+                A.v = a->v;
+                A.ga = a->ga;
+                A.gth = a->gth;
+                A.geta = a->geta;
+                A.gdel = a->gdel;
+                A.y = a->y;
+                A.part = dec->part + (size_t)l * H * b * rw;
+                A.P = dec->P + (size_t)l * H * nP;
+                A.S = dec->S + (size_t)l * H * nP;
+                A.Pn = dec->Pn;
+                A.Sn = dec->Sn;
+                A.lng = m->ln ? p->mem_ln_g + ml * H * d : NULL;
+                A.lnb = m->ln ? p->mem_ln_b + ml * H * d : NULL;
+                A.chunks = dec->chunks;
+                A.p0 = p->mem_p0 + ml * H * nP;
+                decoder_memory_kernel<<<H, MEM_THREADS>>>(A);
+                KCHECK("decoder_memory");
+            }
+            rmsnorm_forward(a->yn, a->yrstd, a->y, p->rmsh_w + ml * D, 1, H, d);
+            matmul_forward(a->gp, u, p->wg + ml * D * D, NULL, 1, D, D);
+            gate_mul_forward(a->z, a->yn, a->gp, D);
+            matmul_forward(a->mo, a->z, p->wo + (size_t)l * D * D, NULL, 1, D, D);
         }
         residual_forward(a->res2, x, a->mo, D);
         rmsnorm_forward(a->ln2, a->ln2_rstd, a->res2, p->rms2_w + (size_t)l * D, 1, 1, D);
@@ -2860,7 +4343,8 @@ static const real* decoder_step(Decoder* dec, int token) {
         swiglu_forward(a->hg, a->h1, a->h3, F);
         matmul_forward(a->mlpo, a->hg, p->mlp_w2 + (size_t)l * D * F, NULL, 1, F, D);
         residual_forward(a->res3, a->res2, a->mlpo, D);
-        d2d(a->encoded, a->res3, D * sizeof(real)); x = a->encoded;  // the next layer's input
+        d2d(a->encoded, a->res3, D * sizeof(real));
+        x = a->encoded;  // the next layer's input
     }
     rmsnorm_forward(a->lnf, a->lnf_rstd, x, p->rmsf_w, 1, 1, D);
     matmul_forward(a->logits, a->lnf, p->wte, NULL, 1, D, c->Vp);
@@ -2876,82 +4360,139 @@ static const real* decoder_step(Decoder* dec, int token) {
 // file; OUT: 256 int32 (20261104, 1, B, T, V, num_params, nsteps), then float32 logits (B*T*V), loss, every
 // gradient, the losses of nsteps AdamW steps on the batch (the first is the loss above), and the params after them.
 static void read_dump_input(const char* in, ::Model* HM, Config* cfg, int* hdr, int** inp, int** tgt) {
-    ::dump_input_read(in, HM, cfg, hdr, inp, tgt);   // train_miras.c: every header field checked against the file size
+    ::dump_input_read(in, HM, cfg, hdr, inp, tgt);  // train_miras.c: every header field checked against the file size
 }
 static void dump_run(const char* in, const char* out) {
-    int h[256]; Config cfg; ::Model HM; int *inp, *tgt;
+    int h[256];
+    Config cfg;
+    ::Model HM;
+    int *inp, *tgt;
     read_dump_input(in, &HM, &cfg, h, &inp, &tgt);
     int B = h[100], T = h[101], nsteps = h[102];
-    real lr = bits_f32(h[103]), b1 = bits_f32(h[104]), b2 = bits_f32(h[105]), eps = bits_f32(h[106]), wd = bits_f32(h[107]), clip = bits_f32(h[108]);
-    Model M; model_build(&M, &HM);
+    real lr = bits_f32(h[103]), b1 = bits_f32(h[104]), b2 = bits_f32(h[105]), eps = bits_f32(h[106]),
+         wd = bits_f32(h[107]), clip = bits_f32(h[108]);
+    Model M;
+    model_build(&M, &HM);
     size_t N = (size_t)B * T;
-    FILE* g = fopen(out, "wb"); if (!g) DIE(NULL, "cannot write %s", out);
-    int oh[256] = {0}; oh[0] = DUMP_MAGIC; oh[1] = 1; oh[2] = B; oh[3] = T; oh[4] = cfg.V; oh[5] = (int)M.num_params; oh[6] = nsteps;
+    FILE* g = fopen(out, "wb");
+    if (!g) DIE(NULL, "cannot write %s", out);
+    int oh[256] = {0};
+    oh[0] = DUMP_MAGIC;
+    oh[1] = 1;
+    oh[2] = B;
+    oh[3] = T;
+    oh[4] = cfg.V;
+    oh[5] = (int)M.num_params;
+    oh[6] = nsteps;
     fwrite(oh, 4, 256, g);
     real* losses = xmalloc((nsteps + 1) * sizeof(real));
-    real* logits = xmalloc(N * cfg.Vp * sizeof(real)); real* grads = xmalloc(M.num_params * sizeof(real));
+    real* logits = xmalloc(N * cfg.Vp * sizeof(real));
+    real* grads = xmalloc(M.num_params * sizeof(real));
     for (int s = 0; s <= nsteps; s++) {
-        model_forward(&M, inp, tgt, B, T); model_zero_grad(&M); model_backward(&M, 1);
+        model_forward(&M, inp, tgt, B, T);
+        model_zero_grad(&M);
+        model_backward(&M, 1);
         if (s == 0) {
-            d2h(logits, M.acts.logits, N * cfg.Vp * sizeof(real)); d2h(grads, M.grads_memory, M.num_params * sizeof(real));
+            d2h(logits, M.acts.logits, N * cfg.Vp * sizeof(real));
+            d2h(grads, M.grads_memory, M.num_params * sizeof(real));
             for (size_t n = 0; n < N; n++) write_reals(g, logits + n * cfg.Vp, cfg.V);
-            write_reals(g, &M.mean_loss, 1); write_reals(g, grads, M.num_params);
+            write_reals(g, &M.mean_loss, 1);
+            write_reals(g, grads, M.num_params);
         }
         losses[s] = M.mean_loss;
         if (s == nsteps) break;
-        grad_clip(&M, grad_norm(&M), clip); model_update(&M, lr, b1, b2, eps, wd);
+        grad_clip(&M, grad_norm(&M), clip);
+        model_update(&M, lr, b1, b2, eps, wd);
     }
     model_to_host(&M);
-    write_reals(g, losses, nsteps); write_reals(g, HM.params_memory, M.num_params);
+    write_reals(g, losses, nsteps);
+    write_reals(g, HM.params_memory, M.num_params);
     if (fclose(g) != 0) DIE(NULL, "failed writing %s", out);
-    free(losses); free(logits); free(grads); free(inp); free(tgt); model_free(&M); ::model_free(&HM);
+    free(losses);
+    free(logits);
+    free(grads);
+    free(inp);
+    free(tgt);
+    model_free(&M);
+    ::model_free(&HM);
 }
 
 // --decode-test IN: token-by-token logits on the GPU against the GPU's parallel forward, for prompt lengths
 // 1, b-1, b+1, 2b+3 and T (the rows of the file's first sequence, repeated). Exit code 1 if any error > 1e-5.
 static int decode_test(const char* in) {
-    int h[256]; Config cfg; ::Model HM; int *inp, *tgt;
+    int h[256];
+    Config cfg;
+    ::Model HM;
+    int *inp, *tgt;
     read_dump_input(in, &HM, &cfg, h, &inp, &tgt);
     int T0 = h[101], b = cfg.b, Vp = cfg.Vp, lens[5] = {1, b - 1, b + 1, 2 * b + 3, T0};
-    Model M; model_build(&M, &HM);
-    double worst = -1; int worst_T = 0, checked = 0;   // (worst -1 until a length is checked: none checked fails)
+    Model M;
+    model_build(&M, &HM);
+    double worst = -1;
+    int worst_T = 0, checked = 0;  // (worst -1 until a length is checked: none checked fails)
     for (int li = 0; li < 5; li++) {
-        int T = lens[li]; if (T < 1) continue;
+        int T = lens[li];
+        if (T < 1) continue;
         checked++;
-        int* tok = xmalloc(T * sizeof(int)); for (int t = 0; t < T; t++) tok[t] = t < T0 ? inp[t] : inp[t % T0];
+        int* tok = xmalloc(T * sizeof(int));
+        for (int t = 0; t < T; t++) tok[t] = t < T0 ? inp[t] : inp[t % T0];
         model_forward(&M, tok, NULL, 1, T);
-        real* par = xmalloc((size_t)T * Vp * sizeof(real)); d2h(par, M.acts.logits, (size_t)T * Vp * sizeof(real));
-        Decoder dec; decoder_init(&dec, &M);
+        real* par = xmalloc((size_t)T * Vp * sizeof(real));
+        d2h(par, M.acts.logits, (size_t)T * Vp * sizeof(real));
+        Decoder dec;
+        decoder_init(&dec, &M);
         real* seq = xmalloc((size_t)T * Vp * sizeof(real));
         for (int t = 0; t < T; t++) memcpy(seq + (size_t)t * Vp, decoder_step(&dec, tok[t]), Vp * sizeof(real));
         double num = 0, den = 0;
-        for (size_t i = 0; i < (size_t)T * Vp; i++) { double e = (double)seq[i] - par[i]; num += e * e; den += (double)par[i] * par[i]; }
+        for (size_t i = 0; i < (size_t)T * Vp; i++) {
+            double e = (double)seq[i] - par[i];
+            num += e * e;
+            den += (double)par[i] * par[i];
+        }
         double err = sqrt(num / (den > 0 ? den : 1e-300));
         printf("  decode T=%d: err %.2e\n", T, err);
-        if (err > worst || !(err == err)) { worst = err == err ? err : INFINITY; worst_T = T; }
-        decoder_free(&dec); free(seq); free(par); free(tok);
+        if (err > worst || !(err == err)) {
+            worst = err == err ? err : INFINITY;
+            worst_T = T;
+        }
+        decoder_free(&dec);
+        free(seq);
+        free(par);
+        free(tok);
     }
     int ok = checked > 0 && worst >= 0 && worst <= 1e-5;
-    printf("%s - %s: GPU decode equals the GPU parallel forward for prompt lengths 1, b-1, b+1, 2b+3, T (%d checked): worst err %.2e at T=%d (tol 1e-5)\n",
-           ok ? "ok" : "FAIL", in, checked, worst, worst_T);
-    model_free(&M); ::model_free(&HM); free(inp); free(tgt);
+    printf(
+        "%s - %s: GPU decode equals the GPU parallel forward for prompt lengths 1, b-1, b+1, 2b+3, T (%d checked): worst err %.2e at T=%d (tol 1e-5)\n",
+        ok ? "ok" : "FAIL", in, checked, worst, worst_T);
+    model_free(&M);
+    ::model_free(&HM);
+    free(inp);
+    free(tgt);
     return ok ? 0 : 1;
 }
 
 // validation: mean loss over nb batches from the start of the val shards; with answer masks
 // (synthetic tasks) also the accuracy of argmax predictions on the answer tokens only
 static real evaluate(Model* M, DataLoader* dl, int nb, real* acc) {
-    dataloader_reset(dl); double loss = 0; long right = 0, total = 0; int N = dl->B * dl->T, V = M->cfg.V, Vp = M->cfg.Vp;
+    dataloader_reset(dl);
+    double loss = 0;
+    long right = 0, total = 0;
+    int N = dl->B * dl->T, V = M->cfg.V, Vp = M->cfg.Vp;
     const uint8_t* keep = M->loss_mask;
     for (int i = 0; i < nb; i++) {
-        dataloader_next(dl); if (M->loss_mask) M->loss_mask = dl->mask + 1;  // answers-only runs score val on answers too
-        model_forward(M, dl->inputs, dl->targets, dl->B, dl->T); loss += M->mean_loss;
+        // answers-only runs score val on answers too
+        dataloader_next(dl);
+        if (M->loss_mask) M->loss_mask = dl->mask + 1;
+        model_forward(M, dl->inputs, dl->targets, dl->B, dl->T);
+        loss += M->mean_loss;
         if (dl->has_mask) {
-            argmax_kernel<<<warp_blocks(N), NT>>>(M->argmax, M->acts.logits, N, V, Vp); KCHECK("argmax");
+            argmax_kernel<<<warp_blocks(N), NT>>>(M->argmax, M->acts.logits, N, V, Vp);
+            KCHECK("argmax");
             d2h(M->h_argmax, M->argmax, N * sizeof(int));
             for (int n = 0; n < N; n++) {
                 if (!dl->mask[n + 1]) continue;  // mask marks the answer token; it is the target of position n
-                right += M->h_argmax[n] == dl->targets[n]; total++;
+                right += M->h_argmax[n] == dl->targets[n];
+                total++;
             }
         }
     }
@@ -2961,12 +4502,19 @@ static real evaluate(Model* M, DataLoader* dl, int nb, real* acc) {
 }
 
 static void generate(Model* M, const Tokenizer* tk, const int* prompt, int np, int ngen, uint64_t* rng) {
-    Decoder dec; decoder_init(&dec, M); const real* logits = NULL;
-    for (int i = 0; i < np; i++) { logits = decoder_step(&dec, prompt[i]); print_token(tk, prompt[i], M->cfg.V); }
-    double t0 = now_s();   // per-token latency of the generated tokens (B = 1; each step ends with the logits on the host)
+    Decoder dec;
+    decoder_init(&dec, M);
+    const real* logits = NULL;
+    for (int i = 0; i < np; i++) {
+        logits = decoder_step(&dec, prompt[i]);
+        print_token(tk, prompt[i], M->cfg.V);
+    }
+    // per-token latency of the generated tokens (B = 1; each step ends with the logits on the host)
+    double t0 = now_s();
     for (int i = 0; i < ngen; i++) {
         int t = sample_token(logits, M->cfg.V, 1.0, rng);
-        print_token(tk, t, M->cfg.V); fflush(stdout);
+        print_token(tk, t, M->cfg.V);
+        fflush(stdout);
         if (i + 1 < ngen) logits = decoder_step(&dec, t);
     }
     printf("\n");
@@ -2974,20 +4522,37 @@ static void generate(Model* M, const Tokenizer* tk, const int* prompt, int np, i
     decoder_free(&dec);
 }
 
-} // namespace gpu
+}  // namespace gpu
 
 // --make-input OUT (host only, no GPU needed): a fixture-layout dump input for the model of the flags, freshly
 // initialised (model_init with -y), with random tokens; B, T from -b, -t; 3 AdamW steps at lr 1e-3. For testing
 // CPU against GPU (-J) at shapes and presets that dev/fixtures does not cover.
 static void make_input(const char* out, const Config* cfg, int B, int T, uint64_t seed) {
-    Model M; model_build(&M, cfg); model_init(&M, seed);
-    int h[256] = {0}; h[0] = 20261103; h[1] = 1; config_to_header(h, cfg, M.num_params);
-    h[100] = B; h[101] = T; h[102] = 3;
-    h[103] = f32_bits(1e-3f); h[104] = f32_bits(0.9f); h[105] = f32_bits(0.95f); h[106] = f32_bits(1e-8f); h[107] = f32_bits(0.1f); h[108] = f32_bits(1.0f);
-    FILE* f = fopen(out, "wb"); if (!f) DIE(NULL, "cannot write %s", out);
-    fwrite(h, 4, 256, f); write_reals(f, M.params_memory, M.num_params);
+    Model M;
+    model_build(&M, cfg);
+    model_init(&M, seed);
+    int h[256] = {0};
+    h[0] = 20261103;
+    h[1] = 1;
+    config_to_header(h, cfg, M.num_params);
+    h[100] = B;
+    h[101] = T;
+    h[102] = 3;
+    h[103] = f32_bits(1e-3f);
+    h[104] = f32_bits(0.9f);
+    h[105] = f32_bits(0.95f);
+    h[106] = f32_bits(1e-8f);
+    h[107] = f32_bits(0.1f);
+    h[108] = f32_bits(1.0f);
+    FILE* f = fopen(out, "wb");
+    if (!f) DIE(NULL, "cannot write %s", out);
+    fwrite(h, 4, 256, f);
+    write_reals(f, M.params_memory, M.num_params);
     uint64_t r = seed * 0x9E3779B97F4A7C15ULL + 7;
-    for (size_t i = 0; i < (size_t)B * (T + 1); i++) { int t = (int)(rng_u64(&r) % (uint64_t)cfg->V); fwrite(&t, 4, 1, f); }
+    for (size_t i = 0; i < (size_t)B * (T + 1); i++) {
+        int t = (int)(rng_u64(&r) % (uint64_t)cfg->V);
+        fwrite(&t, 4, 1, f);
+    }
     if (fclose(f) != 0) DIE(NULL, "failed writing %s", out);
     model_free(&M);
 }
@@ -2998,35 +4563,56 @@ static void make_input(const char* out, const Config* cfg, int B, int T, uint64_
 static void usage(void) {
     printf("usage: train_miras_cu [flags]   (defaults in brackets; the flags of train_miras, plus the GPU's)\n");
     printf(USAGE, PRESETS);
-    printf(" gpu:   -f precision of the dense matrix products: 0 fp32, 1 TF32 tensor cores (~1e-3 relative error),\n"
-           "        2 bf16 tensor cores (bf16 operands, fp32 accumulation, fp32 master weights and AdamW; ~1e-2 relative error) [0]\n"
-           " --decode-test IN: token-by-token decoding against the parallel forward on the GPU (exit 1 above 1e-5)\n"
-           " --make-input OUT: write a dump input (fixture layout) for the model of the flags, initialised with -y, B x T random tokens\n"
-           " MIRAS_SYNC=1 in the environment synchronises after every kernel (to locate a failing one)\n");
+    printf(
+        " gpu:   -f precision of the dense matrix products: 0 fp32, 1 TF32 tensor cores (~1e-3 relative error),\n"
+        "        2 bf16 tensor cores (bf16 operands, fp32 accumulation, fp32 master weights and AdamW; ~1e-2 relative error) [0]\n"
+        " --decode-test IN: token-by-token decoding against the parallel forward on the GPU (exit 1 above 1e-5)\n"
+        " --make-input OUT: write a dump input (fixture layout) for the model of the flags, initialised with -y, B x T random tokens\n"
+        " MIRAS_SYNC=1 in the environment synchronises after every kernel (to locate a failing one)\n");
 }
 // a NaN into the first gradient entry on the device (MIRAS_PLANT_NAN_STEP, see skip_nonfinite_step)
-static void plant_nan(real* dgrads) { real v = NAN; h2d(dgrads, &v, sizeof v); }
+static void plant_nan(real* dgrads) {
+    real v = NAN;
+    h2d(dgrads, &v, sizeof v);
+}
 // the GPU trainer's own flags, taken before the shared ones
-static int g_precision = PREC_FP32; static const char *g_decode_in = NULL, *g_make_out = NULL;
+static int g_precision = PREC_FP32;
+static const char *g_decode_in = NULL, *g_make_out = NULL;
 static int gpu_flag(const char* f, const char* v) {
-    if (!strcmp(f, "-f")) { g_precision = atoi(v); return 1; }
-    if (!strcmp(f, "--decode-test")) { g_decode_in = v; return 1; }
-    if (!strcmp(f, "--make-input")) { g_make_out = v; return 1; }
+    if (!strcmp(f, "-f")) {
+        g_precision = atoi(v);
+        return 1;
+    }
+    if (!strcmp(f, "--decode-test")) {
+        g_decode_in = v;
+        return 1;
+    }
+    if (!strcmp(f, "--make-input")) {
+        g_make_out = v;
+        return 1;
+    }
     return 0;
 }
 
 // Data parallel on GPUs (train_miras.c section 6b, the same split and semantics): NCCL sums the gradients on the
 // device, MPI only launches the ranks and hands out NCCL's id. Not yet run on GPUs (README "Data parallel").
 #ifdef USE_MPI
-#define ncclCheck(x) do { ncclResult_t r_ = (x); if (r_ != ncclSuccess) DIE("check NCCL_DEBUG=INFO output and that every rank sees its GPU", "NCCL error %s at %s:%d", ncclGetErrorString(r_), __FILE__, __LINE__); } while (0)
+#define ncclCheck(x)                                                                                       \
+    do {                                                                                                   \
+        ncclResult_t r_ = (x);                                                                             \
+        if (r_ != ncclSuccess)                                                                             \
+            DIE("check NCCL_DEBUG=INFO output and that every rank sees its GPU", "NCCL error %s at %s:%d", \
+                ncclGetErrorString(r_), __FILE__, __LINE__);                                               \
+    } while (0)
 static ncclComm_t g_nccl;
 static void nccl_init(void) {
     if (g_world <= 1) return;
-    ncclUniqueId id; if (g_rank == 0) ncclCheck(ncclGetUniqueId(&id));
+    ncclUniqueId id;
+    if (g_rank == 0) ncclCheck(ncclGetUniqueId(&id));
     MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD);
     ncclCheck(ncclCommInitRank(&g_nccl, g_world, id, g_rank));
 }
-static void nccl_allreduce_grads(real* dgrads, size_t n) {   // in place, on the stream of the kernels (0)
+static void nccl_allreduce_grads(real* dgrads, size_t n) {  // in place, on the stream of the kernels (0)
     if (g_world > 1) ncclCheck(ncclAllReduce(dgrads, dgrads, n, ncclFloat, ncclSum, g_nccl, 0));
 }
 // -K 1 (ZeRO stage 1), after the update: each rank broadcasts its share of the weights (shares may differ in size
@@ -3035,11 +4621,15 @@ static void nccl_gather_params(gpu::Model* M) {
     if (g_world <= 1 || M->opt_n == M->num_params) return;
     ncclCheck(ncclGroupStart());
     for (int r = 0; r < g_world; r++) {
-        size_t lo, n; dist_share(M->num_params, r, &lo, &n);
+        size_t lo, n;
+        dist_share(M->num_params, r, &lo, &n);
         if (n) ncclCheck(ncclBroadcast(M->params_memory + lo, M->params_memory + lo, n, ncclFloat, r, g_nccl, 0));
     }
     ncclCheck(ncclGroupEnd());
-    if (M->params_bf16) { gpu::to_bf16_kernel<<<nblocks(M->num_params), NT>>>(M->params_bf16, M->params_memory, M->num_params); KCHECK("to_bf16"); }
+    if (M->params_bf16) {
+        gpu::to_bf16_kernel<<<nblocks(M->num_params), NT>>>(M->params_bf16, M->params_memory, M->num_params);
+        KCHECK("to_bf16");
+    }
 }
 #else
 static void nccl_init(void) {}
@@ -3048,58 +4638,116 @@ static void nccl_gather_params(gpu::Model*) {}
 #endif
 
 int main(int argc, char** argv) {
-    dist_init(&argc, &argv); g_die_collective = 1;   // until training starts, every rank meets the same errors
-    Args a; args_parse(&a, argc, argv, usage, gpu_flag);
-    if ((a.dump_in || g_decode_in || g_make_out) && g_world > 1) DIE("run it as one process, without mpirun", "dump, decode-test and make-input modes do not run on %d ranks", g_world);
-    if (a.dump_in) { gpu_init(g_precision); gpu::dump_run(a.dump_in, a.dump_out); return 0; }
-    if (g_decode_in) { gpu_init(g_precision); return gpu::decode_test(g_decode_in); }
-    if (g_make_out) { Config mc = args_config(&a); config_check(&mc); make_input(g_make_out, &mc, a.B, a.T, a.seed); return 0; }
+    dist_init(&argc, &argv);
+    g_die_collective = 1;  // until training starts, every rank meets the same errors
+    Args a;
+    args_parse(&a, argc, argv, usage, gpu_flag);
+    if ((a.dump_in || g_decode_in || g_make_out) && g_world > 1)
+        DIE("run it as one process, without mpirun", "dump, decode-test and make-input modes do not run on %d ranks",
+            g_world);
+    if (a.dump_in) {
+        gpu_init(g_precision);
+        gpu::dump_run(a.dump_in, a.dump_out);
+        return 0;
+    }
+    if (g_decode_in) {
+        gpu_init(g_precision);
+        return gpu::decode_test(g_decode_in);
+    }
+    if (g_make_out) {
+        Config mc = args_config(&a);
+        config_check(&mc);
+        make_input(g_make_out, &mc, a.B, a.T, a.seed);
+        return 0;
+    }
     gpu_init(g_precision);
-    Config cfg; char ckpt_path[4096]; const char* load_path = args_resolve(&a, &cfg, ckpt_path, sizeof ckpt_path);
-    Model model; model_build(&model, &cfg);   // the host model: initialisation and the checkpoint files
+    Config cfg;
+    char ckpt_path[4096];
+    const char* load_path = args_resolve(&a, &cfg, ckpt_path, sizeof ckpt_path);
+    Model model;
+    model_build(&model, &cfg);  // the host model: initialisation and the checkpoint files
     TrainState st = {0, 0, 0, a.seed * 0x9E3779B97F4A7C15ULL + 1};
-    if (load_path) load_checkpoint(&model, load_path, a.resume ? &st : NULL); else model_init(&model, a.seed);
+    if (load_path)
+        load_checkpoint(&model, load_path, a.resume ? &st : NULL);
+    else
+        model_init(&model, a.seed);
     dist_check_resume(&a, load_path, &st);
-    if (a.zero) dist_shard_optimizer(&model);   // -K 1: this rank's share of the AdamW moments, on the host and the GPU
-    gpu::Model gm; gpu::model_build(&gm, &model);
+    if (a.zero) dist_shard_optimizer(&model);  // -K 1: this rank's share of the AdamW moments, on the host and the GPU
+    gpu::Model gm;
+    gpu::model_build(&gm, &model);
     nccl_init();
-    Run run; gm.loss_mask = run_open(&run, &a, &cfg, &st);
-    int accum = dist_accum(&a), B = a.B, T = a.T; long max_steps = a.max_steps;   // accum: micro-batches per rank and step
+    Run run;
+    gm.loss_mask = run_open(&run, &a, &cfg, &st);
+    // accum: micro-batches per rank and step
+    int accum = dist_accum(&a), B = a.B, T = a.T;
+    long max_steps = a.max_steps;
     DataLoader* train = &run.train;
     if (max_steps > 0) dist_place_loader(train, &st, accum);
-    if (g_world > 1 && g_rank == 0) printf("data parallel (NCCL): %d ranks, each %d x %d tokens per step; validation and sampling on rank 0\n", g_world, accum, B * T);
-    if (g_rank == 0) printf("train_miras_cu | preset %s | V %d D %d L %d H %d E %d F %d b %d | %zu params | B %d T %d accum %d | %s%s\n",
-           load_path && !(a.given & G_P) ? "(from checkpoint)" : a.preset, cfg.V, cfg.D, cfg.L, cfg.H, cfg.E, cfg.F, cfg.b, model.num_params, B, T, accum,
-           gpu_name(), g_prec == PREC_TF32 ? " (TF32)" : g_prec == PREC_BF16 ? " (bf16)" : "");
-    if (max_steps == 0) { if (g_rank == 0) { real acc, vl = gpu::evaluate(&gm, &run.val, a.val_batches, &acc); report_val(&run, -1, vl, acc); } return 0; }
-    int skipped = 0;   // steps skipped for a non-finite loss or gradient (-N)
+    if (g_world > 1 && g_rank == 0)
+        printf("data parallel (NCCL): %d ranks, each %d x %d tokens per step; validation and sampling on rank 0\n",
+               g_world, accum, B * T);
+    if (g_rank == 0)
+        printf(
+            "train_miras_cu | preset %s | V %d D %d L %d H %d E %d F %d b %d | %zu params | B %d T %d accum %d | %s%s\n",
+            load_path && !(a.given & G_P) ? "(from checkpoint)" : a.preset, cfg.V, cfg.D, cfg.L, cfg.H, cfg.E, cfg.F,
+            cfg.b, model.num_params, B, T, accum, gpu_name(),
+            g_prec == PREC_TF32   ? " (TF32)"
+            : g_prec == PREC_BF16 ? " (bf16)"
+                                  : "");
+    if (max_steps == 0) {
+        if (g_rank == 0) {
+            real acc, vl = gpu::evaluate(&gm, &run.val, a.val_batches, &acc);
+            report_val(&run, -1, vl, acc);
+        }
+        return 0;
+    }
+    int skipped = 0;  // steps skipped for a non-finite loss or gradient (-N)
     g_die_collective = 0;
     for (long step = st.step; step < max_steps; step++) {
-        if (g_rank == 0 && run.have_val && a.val_every > 0 && step % a.val_every == 0) { real acc, vl = gpu::evaluate(&gm, &run.val, a.val_batches, &acc); report_val(&run, step, vl, acc); }
-        if (g_rank == 0 && a.sample_every > 0 && step > 0 && step % a.sample_every == 0) { int p0 = train->inputs[0]; printf("sample: "); gpu::generate(&gm, &run.tk, &p0, 1, a.gen_tokens, &st.rng); }
+        if (g_rank == 0 && run.have_val && a.val_every > 0 && step % a.val_every == 0) {
+            real acc, vl = gpu::evaluate(&gm, &run.val, a.val_batches, &acc);
+            report_val(&run, step, vl, acc);
+        }
+        if (g_rank == 0 && a.sample_every > 0 && step > 0 && step % a.sample_every == 0) {
+            int p0 = train->inputs[0];
+            printf("sample: ");
+            gpu::generate(&gm, &run.tk, &p0, 1, a.gen_tokens, &st.rng);
+        }
         cudaCheck(cudaDeviceSynchronize());
-        double t0 = now_s(); real loss = 0; int bad_loss = 0;
+        double t0 = now_s();
+        real loss = 0;
+        int bad_loss = 0;
         gpu::model_zero_grad(&gm);
         for (int k = 0; k < accum; k++) {
             dataloader_next(train);
             gpu::model_forward(&gm, train->inputs, train->targets, B, T);
-            if (!isfinite(gm.mean_loss)) {   // skipped below if -N allows (the data still moves on)
-                if (skipped >= a.max_skip) DIE("lower the learning rate -l or raise warmup -u (or allow skipped steps with -N)", "loss is not finite (%s) at step %ld", isnan(gm.mean_loss) ? "nan" : "inf", step + 1);
-                bad_loss = 1; continue;
+            if (!isfinite(gm.mean_loss)) {  // skipped below if -N allows (the data still moves on)
+                if (skipped >= a.max_skip)
+                    DIE("lower the learning rate -l or raise warmup -u (or allow skipped steps with -N)",
+                        "loss is not finite (%s) at step %ld", isnan(gm.mean_loss) ? "nan" : "inf", step + 1);
+                bad_loss = 1;
+                continue;
             }
-            gpu::model_backward(&gm, (real)1 / (accum * g_world)); loss += gm.mean_loss / (accum * g_world);
+            gpu::model_backward(&gm, (real)1 / (accum * g_world));
+            loss += gm.mean_loss / (accum * g_world);
         }
-        if (g_world > 1) {   // the other ranks' micro-batches; the sums over the ranks (gradients: one ncclAllReduce)
+        if (g_world > 1) {  // the other ranks' micro-batches; the sums over the ranks (gradients: one ncclAllReduce)
             dataloader_skip(train, (long)(g_world - 1) * accum);
             nccl_allreduce_grads(gm.grads_memory, gm.num_params);
-            double ls[2] = {loss, (double)bad_loss}; dist_allreduce_f64(ls, 2); loss = (real)ls[0]; bad_loss = ls[1] > 0;
+            double ls[2] = {loss, (double)bad_loss};
+            dist_allreduce_f64(ls, 2);
+            loss = (real)ls[0];
+            bad_loss = ls[1] > 0;
         }
         if (step + 1 == planted_nan_step()) plant_nan(gm.grads_memory);
         real norm = bad_loss ? NAN : gpu::grad_norm(&gm);
         real lrs = lr_at(step, max_steps, a.lr, a.warmup, a.final_frac);
-        if (!isfinite(norm)) {   // skip the update (weights and AdamW moments stay) while -N allows, else stop
+        if (!isfinite(norm)) {  // skip the update (weights and AdamW moments stay) while -N allows, else stop
             if (!skip_nonfinite_step(&run, step + 1, &skipped, a.max_skip, bad_loss ? "loss" : "gradient norm")) {
-                g_die_collective = 1; const char* t = gpu::nonfinite_grad_tensor(&gm); die_nonfinite_grad(norm, step + 1, t, 0, 0, NULL, cfg.b); }
+                g_die_collective = 1;
+                const char* t = gpu::nonfinite_grad_tensor(&gm);
+                die_nonfinite_grad(norm, step + 1, t, 0, 0, NULL, cfg.b);
+            }
         } else {
             gpu::grad_clip(&gm, norm, a.clip);
             gpu::model_update(&gm, lrs, 0.9, 0.95, 1e-8, a.wd);
@@ -3108,15 +4756,31 @@ int main(int argc, char** argv) {
             double dt = now_s() - t0;
             if (g_rank == 0) report_step(&run, step + 1, max_steps, loss, lrs, norm, dt, a.tokens_per_step / dt);
         }
-        st.step = step + 1; st.shard = train->shard; st.pos = train->pos;
+        st.step = step + 1;
+        st.shard = train->shard;
+        st.pos = train->pos;
         if ((a.ckpt_every > 0 && st.step % a.ckpt_every == 0) || st.step == max_steps || st.step == a.stop_at) {
-            gpu::model_to_host(&gm); dist_checkpoint_state(&st, train, model.params_memory, model.num_params);
+            gpu::model_to_host(&gm);
+            dist_checkpoint_state(&st, train, model.params_memory, model.num_params);
             dist_save_checkpoint(&model, ckpt_path, &st);
         }
-        if (st.step == a.stop_at) { if (g_rank == 0) printf("stopped after step %ld (-S); continue with -r 1\n", st.step); return 0; }
+        if (st.step == a.stop_at) {
+            if (g_rank == 0) printf("stopped after step %ld (-S); continue with -r 1\n", st.step);
+            return 0;
+        }
     }
-    if (g_rank == 0 && run.have_val) { real acc, vl = gpu::evaluate(&gm, &run.val, a.val_batches, &acc); report_val(&run, max_steps, vl, acc); }
-    if (g_rank == 0 && a.gen_tokens > 0 && st.step > 0) { int p0 = train->inputs[0]; printf("sample: "); uint64_t r = st.rng; gpu::generate(&gm, &run.tk, &p0, 1, a.gen_tokens, &r); }
-    run_close(&run); gpu::model_free(&gm); model_free(&model);
+    if (g_rank == 0 && run.have_val) {
+        real acc, vl = gpu::evaluate(&gm, &run.val, a.val_batches, &acc);
+        report_val(&run, max_steps, vl, acc);
+    }
+    if (g_rank == 0 && a.gen_tokens > 0 && st.step > 0) {
+        int p0 = train->inputs[0];
+        printf("sample: ");
+        uint64_t r = st.rng;
+        gpu::generate(&gm, &run.tk, &p0, 1, a.gen_tokens, &r);
+    }
+    run_close(&run);
+    gpu::model_free(&gm);
+    model_free(&model);
     return 0;
 }

@@ -16,7 +16,8 @@ if [ "$D" != . ]; then
 fi
 if [ $# -eq 0 ]; then set -- "$D/test_miras" "$D/test_miras_fp64" "bash data_prep/test_data_prep.sh"; fi
 # the data-parallel tests (they skip, counted, without mpirun) with the plain build only
-if [ $# -eq 3 ] && [ "$D" = . ]; then set -- "$@" "bash dev/test_mpi.sh"; fi
+# and the layout check of the sources (dev/check_format.sh)
+if [ $# -eq 3 ] && [ "$D" = . ]; then set -- "$@" "bash dev/test_mpi.sh" "bash dev/check_format.sh"; fi
 total_pass=0; total_fail=0; total_skip=0; broken=0
 for t in "$@"; do
     echo "=== $t"
