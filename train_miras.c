@@ -83,17 +83,6 @@ static void* xmalloc(size_t n) {
     if (!p) DIE("use a smaller model or batch", "out of memory allocating %zu bytes", n);
     return p;
 }
-#ifdef __cplusplus
-// train_miras.cu includes this file (nvcc compiles it as C++, where void* does not convert by itself)
-struct AnyPtr {
-    void* p;
-    template <class T>
-    operator T*() const {
-        return (T*)p;
-    }
-};
-#define xmalloc(n) (AnyPtr{xmalloc(n)})
-#endif
 
 static int thread_id(void) {
 #ifdef _OPENMP
@@ -478,7 +467,7 @@ static void attention_forward(real* out, real* lse, const real* q, const real* k
 #pragma omp parallel for collapse(2) schedule(dynamic)
     for (int bb = 0; bb < B; bb++)
         for (int h = 0; h < H; h++) {
-            real* s = xmalloc((size_t)T * sizeof(real));
+            real* s = (real*)xmalloc((size_t)T * sizeof(real));
             for (int i = 0; i < T; i++) {
                 const real* qi = q + ((size_t)bb * T + i) * D + h * d;
                 real* oi = out + ((size_t)bb * T + i) * D + h * d;
@@ -2643,7 +2632,7 @@ static void model_build(Model* M, const Config* cfg) {
     for (int l = 0, n = 0; l < cfg->L; l++) M->mlayer[l] = cfg->pattern[l] == 'M' ? n++ : -1;
     fill_in_parameter_sizes(M->param_sizes, cfg);
     for (int i = 0; i < NUM_PARAM_TENSORS; i++) M->num_params += M->param_sizes[i];
-    M->params_memory = xmalloc(M->num_params * sizeof(real));
+    M->params_memory = (real*)xmalloc(M->num_params * sizeof(real));
     point_parameters(&M->params, M->params_memory, M->param_sizes);
     M->opt_lo = 0;
     M->opt_n = M->num_params;
@@ -2765,29 +2754,30 @@ static void model_alloc_acts(Model* M, int B, int T) {
     fill_in_activation_sizes(M->act_sizes, &M->cfg, B, T);
     M->num_acts = head_act_size(&M->cfg, B, T);
     for (int i = 0; i < NUM_ACT_TENSORS; i++) M->num_acts += M->act_sizes[i];
-    M->acts_memory = xmalloc(M->num_acts * sizeof(real));
-    M->grads_acts_memory = xmalloc(M->num_acts * sizeof(real));
+    M->acts_memory = (real*)xmalloc(M->num_acts * sizeof(real));
+    M->grads_acts_memory = (real*)xmalloc(M->num_acts * sizeof(real));
     point_activations(&M->acts, M->acts_memory, M->act_sizes, &M->cfg, B, T);
     point_activations(&M->grads_acts, M->grads_acts_memory, M->act_sizes, &M->cfg, B, T);
     size_t nstate =
         (size_t)M->cfg.L * B * M->cfg.H * (M->cfg.lattice ? lattice_slots(&M->cfg, T) : nchunks(M, T)) * M->mem.nP;
-    M->mem_P = xmalloc(nstate * sizeof(real));
+    M->mem_P = (real*)xmalloc(nstate * sizeof(real));
     if (M->cfg.lattice)
-        M->lat_scratch = xmalloc((size_t)max_threads() * lattice_scratch_size(M->mem.d, M->cfg.lat_k) * sizeof(real));
+        M->lat_scratch =
+            (real*)xmalloc((size_t)max_threads() * lattice_scratch_size(M->mem.d, M->cfg.lat_k) * sizeof(real));
     M->mem_S = NULL;
-    if (M->mem.momentum) M->mem_S = xmalloc(nstate * sizeof(real));
-    M->mem_dbh = xmalloc((size_t)B * M->cfg.H * (M->mem.nP + 2 * M->mem.d) * sizeof(real));
+    if (M->mem.momentum) M->mem_S = (real*)xmalloc(nstate * sizeof(real));
+    M->mem_dbh = (real*)xmalloc((size_t)B * M->cfg.H * (M->mem.nP + 2 * M->mem.d) * sizeof(real));
     int nt = max_threads();
     MemChunk tmp;
     size_t per = memchunk_carve_in(&tmp, NULL, M->cfg.b + M->mem.omega - 1, M->mem.d, M->mem.din, M->mem.dm,
                                    M->mem.nP);  // (omega: + halo)
-    M->chunk_memory = xmalloc((size_t)nt * per * sizeof(real));
-    M->chunks = xmalloc((size_t)nt * sizeof(MemChunk));
+    M->chunk_memory = (real*)xmalloc((size_t)nt * per * sizeof(real));
+    M->chunks = (MemChunk*)xmalloc((size_t)nt * sizeof(MemChunk));
     for (int i = 0; i < nt; i++)
         memchunk_carve_in(&M->chunks[i], M->chunk_memory + (size_t)i * per, M->cfg.b + M->mem.omega - 1, M->mem.d,
                           M->mem.din, M->mem.dm, M->mem.nP);
-    M->inputs = xmalloc((size_t)B * T * sizeof(int));
-    M->targets = xmalloc((size_t)B * T * sizeof(int));
+    M->inputs = (int*)xmalloc((size_t)B * T * sizeof(int));
+    M->targets = (int*)xmalloc((size_t)B * T * sizeof(int));
     if (M->cfg.arch && !M->tx_sub) titans_alloc(M, B, T);  // Titans layers: the stream model at (B, N_p + T)
 }
 
@@ -2881,7 +2871,7 @@ static void model_forward(Model* M, const int* inputs, const int* targets, int B
 
 static void model_zero_grad(Model* M) {
     if (!M->grads_memory) {
-        M->grads_memory = xmalloc(M->num_params * sizeof(real));
+        M->grads_memory = (real*)xmalloc(M->num_params * sizeof(real));
         point_parameters(&M->grads, M->grads_memory, M->param_sizes);
     }
     memset(M->grads_memory, 0, M->num_params * sizeof(real));
@@ -3017,8 +3007,8 @@ static void grad_clip(Model* M, real norm, real clip) {
 // parameters [opt_lo, opt_lo + opt_n) (all, or this rank's shard with -K 1), whose moments m_memory, v_memory hold.
 static void model_update(Model* M, real lr, real beta1, real beta2, real eps, real wd) {
     if (!M->m_memory) {
-        M->m_memory = xmalloc(M->opt_n * sizeof(real));
-        M->v_memory = xmalloc(M->opt_n * sizeof(real));
+        M->m_memory = (real*)xmalloc(M->opt_n * sizeof(real));
+        M->v_memory = (real*)xmalloc(M->opt_n * sizeof(real));
     }
     M->adam_t++;
     real bc1 = 1 - pow(beta1, M->adam_t), bc2 = 1 - pow(beta2, M->adam_t);
@@ -3133,7 +3123,7 @@ static void model_alloc_acts(Model* M, int B, int T);
 static void titans_alloc(Model* M, int B, int T) {
     Titans* t = M->tx;
     if (!t) {
-        t = M->tx = xmalloc(sizeof(Titans));
+        t = M->tx = (Titans*)xmalloc(sizeof(Titans));
         memset(t, 0, sizeof *t);
     } else {
         free(t->mem);
@@ -3153,8 +3143,8 @@ static void titans_alloc(Model* M, int B, int T) {
     X->params_memory = M->params_memory;
     if (M->cfg.arch != ARCH_MAC) model_alloc_acts(X, B, t->Tn);  // (MAC's memory sees no prefix: no stream)
     t->n = tx_point(&t->a, NULL, &M->cfg, B, T);
-    t->mem = xmalloc(t->n * sizeof(real));
-    t->gmem = xmalloc(t->n * sizeof(real));
+    t->mem = (real*)xmalloc(t->n * sizeof(real));
+    t->gmem = (real*)xmalloc(t->n * sizeof(real));
     tx_point(&t->a, t->mem, &M->cfg, B, T);
     tx_point(&t->g, t->gmem, &M->cfg, B, T);
 }
@@ -3383,7 +3373,7 @@ static void mac_attn_forward(Model* M, int l, int s0, int s1) {
 #pragma omp parallel for collapse(2) schedule(dynamic)
     for (int bb = 0; bb < B; bb++)
         for (int h = 0; h < H; h++) {
-            real* s = xmalloc((size_t)(np + 2 * (s1 - s0)) * sizeof(real));
+            real* s = (real*)xmalloc((size_t)(np + 2 * (s1 - s0)) * sizeof(real));
             for (int j = s0; j < s1; j++) {
                 size_t rj = oD + ((size_t)bb * T + j) * D + h * d;
                 const real* qj = t->q + rj;
@@ -3889,19 +3879,20 @@ static void decoder_init(Decoder* dec, Model* M) {
     fill_in_activation_sizes(dec->act_sizes, c, 1, 1);
     size_t n = head_act_size(c, 1, 1);
     for (int i = 0; i < NUM_ACT_TENSORS; i++) n += dec->act_sizes[i];
-    dec->acts_memory = xmalloc(n * sizeof(real));
+    dec->acts_memory = (real*)xmalloc(n * sizeof(real));
     point_activations(&dec->a, dec->acts_memory, dec->act_sizes, c, 1, 1);
     size_t LH = (size_t)c->L * c->H;
-    dec->conv_hist = xmalloc((size_t)c->L * 3 * (c->K - 1 + 1) * c->D * sizeof(real));
-    dec->P = xmalloc(LH * m->nP * sizeof(real));
-    dec->S = xmalloc(LH * m->nP * sizeof(real));
-    dec->Pn = xmalloc(m->nP * sizeof(real));
-    dec->Sn = xmalloc(m->nP * sizeof(real));
+    dec->conv_hist = (real*)xmalloc((size_t)c->L * 3 * (c->K - 1 + 1) * c->D * sizeof(real));
+    dec->P = (real*)xmalloc(LH * m->nP * sizeof(real));
+    dec->S = (real*)xmalloc(LH * m->nP * sizeof(real));
+    dec->Pn = (real*)xmalloc(m->nP * sizeof(real));
+    dec->Sn = (real*)xmalloc(m->nP * sizeof(real));
     int rows = c->b + m->omega - 1;  // (omega: + the halo)
-    dec->part = xmalloc(LH * rows * decoder_row_width(m) * sizeof(real));
-    dec->chunk_memory = xmalloc(memchunk_carve_in(&dec->c, NULL, rows, m->d, m->din, m->dm, m->nP) * sizeof(real));
+    dec->part = (real*)xmalloc(LH * rows * decoder_row_width(m) * sizeof(real));
+    dec->chunk_memory =
+        (real*)xmalloc(memchunk_carve_in(&dec->c, NULL, rows, m->d, m->din, m->dm, m->nP) * sizeof(real));
     memchunk_carve_in(&dec->c, dec->chunk_memory, rows, m->d, m->din, m->dm, m->nP);
-    dec->lat_w = xmalloc((size_t)LAT_NVEC * m->d * sizeof(real));
+    dec->lat_w = (real*)xmalloc((size_t)LAT_NVEC * m->d * sizeof(real));
     for (int l = 0; l < c->L; l++)
         if (M->mlayer[l] >= 0 && c->lattice)  // Lattice: S_0 = I per head
             for (int h = 0; h < c->H; h++) lattice_identity(dec->P + ((size_t)l * c->H + h) * m->nP, m->d);
@@ -3913,8 +3904,8 @@ static void decoder_init(Decoder* dec, Model* M) {
     for (int l = 0; l < c->L; l++)
         if (c->pattern[l] != 'M') {
             size_t rows = c->pattern[l] == 'S' ? (size_t)c->window : (size_t)dec->kvcap;
-            dec->kc[l] = xmalloc(rows * c->D * sizeof(real));
-            dec->vc[l] = xmalloc(rows * c->D * sizeof(real));
+            dec->kc[l] = (real*)xmalloc(rows * c->D * sizeof(real));
+            dec->vc[l] = (real*)xmalloc(rows * c->D * sizeof(real));
         }
     if (c->arch) titans_dec_init(dec);  // Titans layers: their caches, and the P rows through each layer (section 5b)
 }
@@ -3930,8 +3921,8 @@ static void decoder_attention(Decoder* dec, int l, real* out, const real* u) {
         int nc = 2 * dec->kvcap;
         for (int i = 0; i < c->L; i++)
             if (c->pattern[i] == 'A') {
-                real* k2 = xmalloc((size_t)nc * D * sizeof(real));
-                real* v2 = xmalloc((size_t)nc * D * sizeof(real));
+                real* k2 = (real*)xmalloc((size_t)nc * D * sizeof(real));
+                real* v2 = (real*)xmalloc((size_t)nc * D * sizeof(real));
                 memcpy(k2, dec->kc[i], (size_t)dec->kvcap * D * sizeof(real));
                 memcpy(v2, dec->vc[i], (size_t)dec->kvcap * D * sizeof(real));
                 free(dec->kc[i]);
@@ -3951,7 +3942,7 @@ static void decoder_attention(Decoder* dec, int l, real* out, const real* u) {
     matmul_forward(dec->vc[l] + (size_t)slot * D, u, p->wv + (size_t)l * D * D, NULL, 1, D, D);
     int j0 = W && pos - W + 1 > 0 ? pos - W + 1 : 0;
     real scale = 1 / sqrt((real)d);
-    real* s = xmalloc((size_t)(pos + 1) * sizeof(real));
+    real* s = (real*)xmalloc((size_t)(pos + 1) * sizeof(real));
     for (int h = 0; h < H; h++) {
         real mx = -1e30, sum = 0;
         real* oh = out + h * d;
@@ -4108,7 +4099,7 @@ static void tx_dec_attn(Decoder* dec, int l, const real* ua, int j, int np, real
     const ParameterTensors* p = &M->params;
     int D = c->D, H = c->H, d = D / H, W = c->window;
     size_t oW = (size_t)l * D * D;
-    real* buf = xmalloc((size_t)(3 * D + j + 1) * sizeof(real));
+    real* buf = (real*)xmalloc((size_t)(3 * D + j + 1) * sizeof(real));
     real *q = buf, *kp = buf + D, *z = buf + 2 * D, *s = buf + 3 * D;
     real cs[128], sn[128];
     rope_angles(cs, sn, j, d / 2);
@@ -4157,9 +4148,9 @@ static void mac_dec_init(Decoder* dec, int l) {
     const ParameterTensors* p = &M->params;
     int D = c->D, H = c->H, d = D / H, np = c->npers, C = c->seg, nP = M->mem.nP;
     size_t oW = (size_t)l * D * D;
-    dec->kc[l] = xmalloc((size_t)(np + 2 * C) * D * sizeof(real));
-    dec->vc[l] = xmalloc(((size_t)(np + 2 * C + c->K - 1) * D + 2 * (size_t)H * nP) * sizeof(real));
-    real* kp = xmalloc((size_t)D * sizeof(real));
+    dec->kc[l] = (real*)xmalloc((size_t)(np + 2 * C) * D * sizeof(real));
+    dec->vc[l] = (real*)xmalloc(((size_t)(np + 2 * C + c->K - 1) * D + 2 * (size_t)H * nP) * sizeof(real));
+    real* kp = (real*)xmalloc((size_t)D * sizeof(real));
     for (int e = 0; e < np; e++) {
         const real* Pr = p->pers + ((size_t)l * np + e) * D;
         real cs[128], sn[128];
@@ -4179,7 +4170,7 @@ static void mac_dec_layer(Decoder* dec, int l, const real* u) {
     size_t oW = (size_t)l * D * D;
     real *kc = dec->kc[l], *vc = dec->vc[l];
     real *hist = vc + (size_t)(np + 2 * C) * D, *Pseg = hist + (size_t)(K - 1) * D, *Sseg = Pseg + (size_t)H * nP;
-    real* buf = xmalloc((size_t)(8 * D + np + 2 * C) * sizeof(real));
+    real* buf = (real*)xmalloc((size_t)(8 * D + np + 2 * C) * sizeof(real));
     real *uq = buf, *t1 = buf + D, *t2 = buf + 2 * D, *hrow = buf + 3 * D, *q = buf + 4 * D, *y = buf + 5 * D,
          *yo = buf + 6 * D, *rn = buf + 7 * D, *s = buf + 8 * D, r1, r2;
     if (j == 0) {  // a new segment: its start state, and an empty h / u cache
@@ -4252,11 +4243,11 @@ static void titans_dec_init(Decoder* dec) {
         for (int l = 0; l < c->L; l++) mac_dec_init(dec, l);
         return;
     }
-    real* junk = xmalloc((size_t)D * sizeof(real));
+    real* junk = (real*)xmalloc((size_t)D * sizeof(real));
     for (int l = 0; l < c->L; l++) {
         size_t rows = (size_t)(c->arch == ARCH_MAG ? np : 0) + c->window;
-        dec->kc[l] = xmalloc(rows * D * sizeof(real));
-        dec->vc[l] = xmalloc(rows * D * sizeof(real));
+        dec->kc[l] = (real*)xmalloc(rows * D * sizeof(real));
+        dec->vc[l] = (real*)xmalloc(rows * D * sizeof(real));
         for (int s = 0; s < np; s++) {
             const real* P = M->params.pers + ((size_t)l * np + s) * D;
             decoder_mixer(dec, l, P, s, junk);
@@ -4275,7 +4266,7 @@ static void titans_dec_layer(Decoder* dec, int l, const real* x, const real* u) 
         mac_dec_layer(dec, l, u);
         return;
     }
-    real* buf = xmalloc((size_t)4 * D * sizeof(real));
+    real* buf = (real*)xmalloc((size_t)4 * D * sizeof(real));
     real *m = buf, *t1 = buf + D, *t2 = buf + 2 * D, *y = buf + 3 * D, r1, r2;
     real* mo = dec->a.mo;
     decoder_mixer(dec, l, u, np + dec->pos, m);
@@ -4550,8 +4541,8 @@ static void load_checkpoint(Model* M, const char* path, TrainState* st) {
         st->pos = (long)s[4] | ((long)s[5] << 31);
         st->rng = (uint64_t)(uint32_t)s[6] | ((uint64_t)(uint32_t)s[7] << 32);
         M->adam_t = s[8];
-        if (!M->m_memory) M->m_memory = xmalloc(M->num_params * sizeof(real));
-        if (!M->v_memory) M->v_memory = xmalloc(M->num_params * sizeof(real));
+        if (!M->m_memory) M->m_memory = (real*)xmalloc(M->num_params * sizeof(real));
+        if (!M->v_memory) M->v_memory = (real*)xmalloc(M->num_params * sizeof(real));
         if (!read_reals(f, M->m_memory, M->num_params) || !read_reals(f, M->v_memory, M->num_params)) {
             fclose(f);
             DIE("the file was cut short", "checkpoint %s is truncated", path);
@@ -4568,8 +4559,8 @@ static void load_checkpoint(Model* M, const char* path, TrainState* st) {
                     "checkpoint %s has a bad rank count %d (data positions for %ld ranks follow)", path, st->world,
                     (end - at) / 12);
             }
-            st->rank_shard = xmalloc(st->world * sizeof(int));
-            st->rank_pos = xmalloc(st->world * sizeof(long));
+            st->rank_shard = (int*)xmalloc(st->world * sizeof(int));
+            st->rank_pos = (long*)xmalloc(st->world * sizeof(long));
             for (int r = 0; r < st->world; r++) {
                 int p[3];
                 if (fread(p, 4, 3, f) != 3) {
@@ -4661,7 +4652,7 @@ static void dataloader_init(DataLoader* dl, const char* pattern, int B, int T) {
         DIE("make the default corpus with `make data`, or shards with data_prep/text2shards",
             "no token shards match '%s'", pattern);
     dl->nfiles = (int)dl->g.gl_pathc;
-    dl->ntok = xmalloc(dl->nfiles * sizeof(long));
+    dl->ntok = (long*)xmalloc(dl->nfiles * sizeof(long));
     dl->has_mask = 1;
     for (int i = 0; i < dl->nfiles; i++) {
         dl->ntok[i] = shard_check(dl->g.gl_pathv[i], B, T);
@@ -4669,10 +4660,10 @@ static void dataloader_init(DataLoader* dl, const char* pattern, int B, int T) {
         mask_path(mp, sizeof mp, dl->g.gl_pathv[i]);
         if (!mask_check(mp, dl->ntok[i])) dl->has_mask = 0;
     }
-    dl->buf = xmalloc(((size_t)B * T + 1) * sizeof(uint16_t));
-    dl->inputs = xmalloc((size_t)B * T * sizeof(int));
-    dl->targets = xmalloc((size_t)B * T * sizeof(int));
-    dl->mask = xmalloc((size_t)B * T + 1);
+    dl->buf = (uint16_t*)xmalloc(((size_t)B * T + 1) * sizeof(uint16_t));
+    dl->inputs = (int*)xmalloc((size_t)B * T * sizeof(int));
+    dl->targets = (int*)xmalloc((size_t)B * T * sizeof(int));
+    dl->mask = (uint8_t*)xmalloc((size_t)B * T + 1);
 }
 static void dataloader_reset(DataLoader* dl) {
     dl->shard = 0;
@@ -4756,12 +4747,12 @@ static int tokenizer_load(Tokenizer* tk, const char* path) {
     }
     tk->n = (int)h[2];
     tk->eot = h[1] >= 2 ? (int)h[3] : -1;
-    tk->tok = xmalloc(tk->n * sizeof(char*));
+    tk->tok = (char**)xmalloc(tk->n * sizeof(char*));
     for (int i = 0; i < tk->n; i++) {
         unsigned char len;
         int ok = fread(&len, 1, 1, f) == 1;
         if (ok) {
-            tk->tok[i] = xmalloc(len + 1);
+            tk->tok[i] = (char*)xmalloc(len + 1);
             ok = fread(tk->tok[i], 1, len, f) == len;
         }
         if (!ok) {
@@ -4922,9 +4913,9 @@ static void dump_input_read(const char* in, Model* M, Config* cfg, int* h, int**
     int B = h[100], T = h[101];
     model_build(M, cfg);
     size_t N = (size_t)B * T;
-    int* tok = xmalloc(((size_t)B * (T + 1)) * sizeof(int));
-    *inp = xmalloc(N * sizeof(int));
-    *tgt = xmalloc(N * sizeof(int));
+    int* tok = (int*)xmalloc(((size_t)B * (T + 1)) * sizeof(int));
+    *inp = (int*)xmalloc(N * sizeof(int));
+    *tgt = (int*)xmalloc(N * sizeof(int));
     f = fopen(in, "rb");
     int ok = f && !fseek(f, 1024, SEEK_SET) && read_reals(f, M->params_memory, M->num_params) &&
              fread(tok, 4, (size_t)B * (T + 1), f) == (size_t)B * (T + 1);
@@ -4961,7 +4952,7 @@ static void dump_run(const char* in, const char* out) {
     oh[5] = (int)M.num_params;
     oh[6] = nsteps;
     fwrite(oh, 4, 256, g);
-    real* losses = xmalloc((nsteps + 1) * sizeof(real));
+    real* losses = (real*)xmalloc((nsteps + 1) * sizeof(real));
     for (int s = 0; s <= nsteps; s++) {
         model_forward(&M, inp, tgt, B, T);
         model_zero_grad(&M);
@@ -5488,12 +5479,12 @@ static void dist_place_loader(DataLoader* dl, const TrainState* st, int accum) {
 static void dist_checkpoint_state(TrainState* st, const DataLoader* dl, const real* params, size_t n) {
 #ifdef USE_MPI
     if (g_world <= 1) return;
-    long mine[2] = {dl->shard, dl->pos}, *all = xmalloc(2 * (size_t)g_world * sizeof(long));
+    long mine[2] = {dl->shard, dl->pos}, *all = (long*)xmalloc(2 * (size_t)g_world * sizeof(long));
     MPI_Gather(mine, 2, MPI_LONG, all, 2, MPI_LONG, 0, MPI_COMM_WORLD);
     st->world = g_world;
     if (!st->rank_shard) {
-        st->rank_shard = xmalloc(g_world * sizeof(int));
-        st->rank_pos = xmalloc(g_world * sizeof(long));
+        st->rank_shard = (int*)xmalloc(g_world * sizeof(int));
+        st->rank_pos = (long*)xmalloc(g_world * sizeof(long));
     }
     for (int r = 0; r < g_world; r++) {
         st->rank_shard[r] = (int)all[2 * r];
@@ -5536,8 +5527,8 @@ static void dist_shard_optimizer(Model* M) {
         DIE("use more ranks or -K 0", "a share of %zu parameters is too large for one MPI message",
             M->num_params / g_world);
     if (M->m_memory) {
-        real* m = xmalloc((n ? n : 1) * sizeof(real));
-        real* v = xmalloc((n ? n : 1) * sizeof(real));
+        real* m = (real*)xmalloc((n ? n : 1) * sizeof(real));
+        real* v = (real*)xmalloc((n ? n : 1) * sizeof(real));
         memcpy(m, M->m_memory + lo, n * sizeof(real));
         memcpy(v, M->v_memory + lo, n * sizeof(real));
         free(M->m_memory);
@@ -5552,8 +5543,8 @@ static void dist_shard_optimizer(Model* M) {
 static void dist_gather_params(Model* M) {
 #ifdef USE_MPI
     if (g_world <= 1 || M->opt_n == M->num_params) return;
-    int* cnt = xmalloc(g_world * sizeof(int));
-    int* at = xmalloc(g_world * sizeof(int));
+    int* cnt = (int*)xmalloc(g_world * sizeof(int));
+    int* at = (int*)xmalloc(g_world * sizeof(int));
     for (int r = 0; r < g_world; r++) {
         size_t lo, n;
         dist_share(M->num_params, r, &lo, &n);
@@ -5576,8 +5567,8 @@ static void dist_gather_moments(const Model* M, real** m, real** v) {
     *m = *v = NULL;
 #ifdef USE_MPI
     if (g_world <= 1 || M->opt_n == M->num_params || !M->m_memory) return;
-    int* cnt = xmalloc(g_world * sizeof(int));
-    int* at = xmalloc(g_world * sizeof(int));
+    int* cnt = (int*)xmalloc(g_world * sizeof(int));
+    int* at = (int*)xmalloc(g_world * sizeof(int));
     for (int r = 0; r < g_world; r++) {
         size_t lo, n;
         dist_share(M->num_params, r, &lo, &n);
@@ -5585,8 +5576,8 @@ static void dist_gather_moments(const Model* M, real** m, real** v) {
         at[r] = (int)lo;
     }
     if (g_rank == 0) {
-        *m = xmalloc(M->num_params * sizeof(real));
-        *v = xmalloc(M->num_params * sizeof(real));
+        *m = (real*)xmalloc(M->num_params * sizeof(real));
+        *v = (real*)xmalloc(M->num_params * sizeof(real));
     }
     if (MPI_Gatherv(M->m_memory, (int)M->opt_n, MPI_REAL_T, *m, cnt, at, MPI_REAL_T, 0, MPI_COMM_WORLD) !=
             MPI_SUCCESS ||

@@ -8,13 +8,15 @@ the CPU trainer's own code. This file adds the device side, in fp32 except for t
   2. backbone kernels (embedding, RMSNorm, causal conv, SiLU, l2 norm, gates, SwiGLU, cross-entropy, AdamW)
      and their host wrappers; every matrix product goes through cuBLAS (fp32; TF32 with -f 1; bf16 with -f 2)
   3. the memory: the chunk functions of train_miras.c section 3 as block-cooperative device functions with
-     the same names, arguments and comments (namespace gpu), one thread block per (sequence, head)
+     the same names plus _gpu, arguments and comments, one thread block per (sequence, head)
   4. the GPU model: parameters, activations (the CPU's layouts), forward, backward, AdamW
   5. token-by-token decoding on the GPU
   6. dump mode, the decode test, evaluation, sampling
   7. main: the training loop of train_miras.c, on the GPU
-Everything under namespace gpu mirrors the function of the same name in train_miras.c; inside the namespace
-the GPU versions hide the CPU ones, so the bodies read like the CPU's. The CPU's are called as ::name.
+A function name_gpu mirrors the function name of train_miras.c (same arguments, same equations in the comment,
+so the bodies read like the CPU's); every name means one function, and a plain name is always the CPU's. The
+GPU's own types extend the CPU's where they need more: MemChunkGpu (a MemChunk plus the GPU's scratch rows),
+ModelGpu, DecoderGpu.
 
 Conventions for the memory's device functions (section 3): every one is called by all threads of the block
 with the same arguments, and ends with __syncthreads(), so that its outputs are visible to all threads.
@@ -148,7 +150,7 @@ static void gpu_buffers(size_t N, size_t scratch) {
         dfree(g_ones);
         g_ones = (real*)dmalloc(N * sizeof(real));
         g_ones_n = N;
-        real* h = xmalloc(N * sizeof(real));
+        real* h = (real*)xmalloc(N * sizeof(real));
         for (size_t i = 0; i < N; i++) h[i] = 1;
         h2d(g_ones, h, N * sizeof(real));
         free(h);
@@ -173,8 +175,6 @@ static unsigned nblocks(size_t n, int per = NT) {
          r += (size_t)gridDim.x * blockDim.x / 32)
 #define LANE ((int)(threadIdx.x & 31))
 static unsigned warp_blocks(size_t rows) { return nblocks(rows * 32); }
-
-namespace gpu {
 
 // ---- device math, as in train_miras.c section 1 (float; no fast-math)
 // 16-byte loads and stores where aligned
@@ -227,24 +227,23 @@ __device__ T block_reduce(T v, Op op) {
 __device__ real block_sum(real v) { return block_reduce(v, AddOp()); }
 __device__ double block_sumd(double v) { return block_reduce(v, AddOp()); }
 __device__ real block_max(real v) { return block_reduce(v, MaxOp()); }
-__device__ __forceinline__ real sigmoidr(real x) { return (real)1 / (1 + expf(-x)); }
-__device__ __forceinline__ real silur(real x) { return x * sigmoidr(x); }
-__device__ __forceinline__ real silu_grad(real x) {
-    real s = sigmoidr(x);
+__device__ __forceinline__ real sigmoidr_gpu(real x) { return (real)1 / (1 + expf(-x)); }
+__device__ __forceinline__ real silur_gpu(real x) { return x * sigmoidr_gpu(x); }
+__device__ __forceinline__ real silu_grad_gpu(real x) {
+    real s = sigmoidr_gpu(x);
     return s * (1 + x * (1 - s));
 }
-constexpr real GELU_C = 0.7978845608028654, GELU_A = 0.044715;
-__device__ __forceinline__ real gelu_tanh(real x) { return tanhf(GELU_C * (x + GELU_A * x * x * x)); }
-__device__ __forceinline__ real gelu(real x, real th) { return (real)0.5 * x * (1 + th); }
-__device__ __forceinline__ real gelu_d1(real x, real th) {
+__device__ __forceinline__ real gelu_tanh_gpu(real x) { return tanhf(GELU_C * (x + GELU_A * x * x * x)); }
+__device__ __forceinline__ real gelu_gpu(real x, real th) { return (real)0.5 * x * (1 + th); }
+__device__ __forceinline__ real gelu_d1_gpu(real x, real th) {
     return (real)0.5 * (1 + th) + (real)0.5 * x * (1 - th * th) * GELU_C * (1 + 3 * GELU_A * x * x);
 }
-__device__ __forceinline__ real gelu_d2(real x, real th) {
+__device__ __forceinline__ real gelu_d2_gpu(real x, real th) {
     real du = GELU_C * (1 + 3 * GELU_A * x * x), ddu = GELU_C * 6 * GELU_A * x;
     return (1 - th * th) * (du - x * th * du * du + (real)0.5 * x * ddu);
 }
-__device__ __forceinline__ real psi_lp(real e) { return 3 * tanhf(10 * e) * (e * e + (real)1e-6); }
-__device__ __forceinline__ real psi_lp_d(real e) {
+__device__ __forceinline__ real psi_lp_gpu(real e) { return 3 * tanhf(10 * e) * (e * e + (real)1e-6); }
+__device__ __forceinline__ real psi_lp_d_gpu(real e) {
     real th = tanhf(10 * e);
     return 3 * (10 * (1 - th * th) * (e * e + (real)1e-6) + 2 * e * th);
 }
@@ -259,7 +258,7 @@ __global__ void encoder_forward_kernel(real* out, const int* tok, const real* wt
         out[e] = wte[(size_t)tok[n] * C + c];
     }
 }
-static void encoder_forward(real* out, const int* tok, const real* wte, int N, int C) {
+static void encoder_forward_gpu(real* out, const int* tok, const real* wte, int N, int C) {
     encoder_forward_kernel<<<nblocks((size_t)N * C), NT>>>(out, tok, wte, N, C);
     KCHECK("encoder_forward");
 }
@@ -296,8 +295,8 @@ __global__ void rmsnorm_forward_kernel(real* out, bf16* outb, real* rstd, const 
         if (LANE == 0) rstd[r] = rs;
     }
 }
-static void rmsnorm_forward(real* out, real* rstd, const real* x, const real* w, int N, int G, int C,
-                            bf16* outb = NULL) {
+static void rmsnorm_forward_gpu(real* out, real* rstd, const real* x, const real* w, int N, int G, int C,
+                                bf16* outb = NULL) {
     rmsnorm_forward_kernel<<<warp_blocks((size_t)N * G), NT>>>(out, outb, rstd, x, w, N, G, C);
     KCHECK("rmsnorm_forward");
 }
@@ -323,8 +322,8 @@ static void colsum_add(real* out, const real* X, int N, int C, int incy) {
     cublasCheck(cublasSgemv(g_blas, CUBLAS_OP_N, C, N, &one, X, C, g_ones, 1, &one, out, incy));
 }
 // dx = r w dy - x r^3 mean(x w dy);  dw += dy x r
-static void rmsnorm_backward(real* dx, real* dw, const real* dout, const real* x, const real* w, const real* rstd,
-                             int N, int G, int C) {
+static void rmsnorm_backward_gpu(real* dx, real* dw, const real* dout, const real* x, const real* w, const real* rstd,
+                                 int N, int G, int C) {
     rmsnorm_backward_kernel<<<warp_blocks((size_t)N * G), NT>>>(dx, g_scratch, dout, x, w, rstd, N, G, C);
     KCHECK("rmsnorm_backward");
     colsum_add(dw, g_scratch, N, G * C, 1);
@@ -375,8 +374,8 @@ static void gemm(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k
 // out (N, OC) = x (N, C) W^T + bias, W (OC, C). Row-major x is column-major x^T (C, N), so cuBLAS computes
 // out^T (OC, N) = op(W) x^T with W read as the column-major (C, OC) matrix W^T, transposed.
 // xb: x's bf16 copy where its producer wrote one (bf16 mode); NULL: x is rounded here, into a scratch.
-static void matmul_forward(real* out, const real* x, const real* W, const real* bias, int N, int C, int OC,
-                           const bf16* xb = NULL) {
+static void matmul_forward_gpu(real* out, const real* x, const real* W, const real* bias, int N, int C, int OC,
+                               const bf16* xb = NULL) {
     const bf16* Wb = NULL;
     if (g_prec == PREC_BF16) {
         Wb = weight_bf16(W);
@@ -391,8 +390,8 @@ static void matmul_forward(real* out, const real* x, const real* W, const real* 
 // dx += dout W ; dW += dout^T x ; dbias += sum dout (fp32: the column sum reads the fp32 dout)
 // bf16 mode: xb as in matmul_forward; doutb: dout's bf16 copy if the caller has one (dlogits), else dout is
 // rounded here once for both GEMMs
-static void matmul_backward(real* dx, real* dW, real* dbias, const real* dout, const real* x, const real* W, int N,
-                            int C, int OC, const bf16* xb = NULL, const bf16* doutb = NULL) {
+static void matmul_backward_gpu(real* dx, real* dW, real* dbias, const real* dout, const real* x, const real* W, int N,
+                                int C, int OC, const bf16* xb = NULL, const bf16* doutb = NULL) {
     const bf16* Wb = NULL;
     if (g_prec == PREC_BF16) {
         Wb = weight_bf16(W);
@@ -422,10 +421,10 @@ __global__ void conv_forward_kernel(real* out, real* act, const real* x, const r
                 if (tt >= 0) s += w[i * K + j] * x[e + (size_t)(tt - t) * C];
             }
             out[e] = s;
-            if (act) act[e] = silur(s);
+            if (act) act[e] = silur_gpu(s);
         }
 }
-static void conv_forward(real* out, const real* x, const real* w, int B, int T, int C, int K, real* act = NULL) {
+static void conv_forward_gpu(real* out, const real* x, const real* w, int B, int T, int C, int K, real* act = NULL) {
     conv_forward_kernel<<<conv_grid(B, T, C), NT>>>(out, act, x, w, B, T, C, K);
     KCHECK("conv_forward");
 }
@@ -483,8 +482,8 @@ __global__ void conv_dw_sum_kernel(real* dw, const real* part, int S, int C, int
         dw[e] += v;
     }
 }
-static void conv_backward(real* dx, real* dw, const real* dout, const real* x, const real* w, int B, int T, int C,
-                          int K) {
+static void conv_backward_gpu(real* dx, real* dw, const real* dout, const real* x, const real* w, int B, int T, int C,
+                              int K) {
     conv_backward_dx_kernel<<<conv_grid(B, T, C), NT>>>(dx, dout, w, B, T, C, K);
     KCHECK("conv_backward_dx");
     if (K > CONV_KMAX) DIE("the GPU trainer's causal conv has at most 8 taps", "conv width %d", K);
@@ -498,15 +497,15 @@ static void conv_backward(real* dx, real* dw, const real* dout, const real* x, c
     KCHECK("conv_dw_sum");
 }
 
-__global__ void silu_forward_kernel(real* out, const real* x, size_t n) { GRID_FOR(i, n) out[i] = silur(x[i]); }
+__global__ void silu_forward_kernel(real* out, const real* x, size_t n) { GRID_FOR(i, n) out[i] = silur_gpu(x[i]); }
 __global__ void silu_backward_kernel(real* dx, const real* dout, const real* x, size_t n) {
-    GRID_FOR(i, n) dx[i] += dout[i] * silu_grad(x[i]);
+    GRID_FOR(i, n) dx[i] += dout[i] * silu_grad_gpu(x[i]);
 }
-static void silu_forward(real* out, const real* x, size_t n) {
+static void silu_forward_gpu(real* out, const real* x, size_t n) {
     silu_forward_kernel<<<nblocks(n), NT>>>(out, x, n);
     KCHECK("silu_forward");
 }
-static void silu_backward(real* dx, const real* dout, const real* x, size_t n) {
+static void silu_backward_gpu(real* dx, const real* dout, const real* x, size_t n) {
     silu_backward_kernel<<<nblocks(n), NT>>>(dx, dout, x, n);
     KCHECK("silu_backward");
 }
@@ -530,11 +529,11 @@ __global__ void l2norm_backward_kernel(real* dx, const real* dout, const real* y
         for (int i = LANE; i < C; i += 32) dx[r * C + i] += rn[r] * (dout[r * C + i] - y[r * C + i] * p);
     }
 }
-static void l2norm_forward(real* out, real* rn, const real* x, int N, int G, int C) {
+static void l2norm_forward_gpu(real* out, real* rn, const real* x, int N, int G, int C) {
     l2norm_forward_kernel<<<warp_blocks((size_t)N * G), NT>>>(out, rn, x, N, G, C);
     KCHECK("l2norm_forward");
 }
-static void l2norm_backward(real* dx, const real* dout, const real* y, const real* rn, int N, int G, int C) {
+static void l2norm_backward_gpu(real* dx, const real* dout, const real* y, const real* rn, int N, int G, int C) {
     l2norm_backward_kernel<<<warp_blocks((size_t)N * G), NT>>>(dx, dout, y, rn, N, G, C);
     KCHECK("l2norm_backward");
 }
@@ -542,7 +541,7 @@ static void l2norm_backward(real* dx, const real* dout, const real* y, const rea
 // out = SiLU(h1) h3; outb (bf16 mode, else NULL): its bf16 copy for the W2 GEMMs
 __global__ void swiglu_forward_kernel(real* out, bf16* outb, const real* h1, const real* h3, size_t n) {
     GRID_FOR(i, n) {
-        real y = silur(h1[i]) * h3[i];
+        real y = silur_gpu(h1[i]) * h3[i];
         out[i] = y;
         if (outb) outb[i] = __float2bfloat16(y);
     }
@@ -550,15 +549,15 @@ __global__ void swiglu_forward_kernel(real* out, bf16* outb, const real* h1, con
 __global__ void swiglu_backward_kernel(real* dh1, real* dh3, const real* dout, const real* h1, const real* h3,
                                        size_t n) {
     GRID_FOR(i, n) {
-        dh1[i] += dout[i] * h3[i] * silu_grad(h1[i]);
-        dh3[i] += dout[i] * silur(h1[i]);
+        dh1[i] += dout[i] * h3[i] * silu_grad_gpu(h1[i]);
+        dh3[i] += dout[i] * silur_gpu(h1[i]);
     }
 }
-static void swiglu_forward(real* out, const real* h1, const real* h3, size_t n, bf16* outb = NULL) {
+static void swiglu_forward_gpu(real* out, const real* h1, const real* h3, size_t n, bf16* outb = NULL) {
     swiglu_forward_kernel<<<nblocks(n), NT>>>(out, outb, h1, h3, n);
     KCHECK("swiglu_forward");
 }
-static void swiglu_backward(real* dh1, real* dh3, const real* dout, const real* h1, const real* h3, size_t n) {
+static void swiglu_backward_gpu(real* dh1, real* dh3, const real* dout, const real* h1, const real* h3, size_t n) {
     swiglu_backward_kernel<<<nblocks(n), NT>>>(dh1, dh3, dout, h1, h3, n);
     KCHECK("swiglu_backward");
 }
@@ -566,7 +565,7 @@ static void swiglu_backward(real* dh1, real* dh3, const real* dout, const real* 
 // out = yn SiLU(gp); outb (bf16 mode, else NULL): its bf16 copy for the Wo GEMMs
 __global__ void gate_mul_forward_kernel(real* out, bf16* outb, const real* yn, const real* gp, size_t n) {
     GRID_FOR(i, n) {
-        real y = yn[i] * silur(gp[i]);
+        real y = yn[i] * silur_gpu(gp[i]);
         out[i] = y;
         if (outb) outb[i] = __float2bfloat16(y);
     }
@@ -574,20 +573,22 @@ __global__ void gate_mul_forward_kernel(real* out, bf16* outb, const real* yn, c
 __global__ void gate_mul_backward_kernel(real* dyn, real* dgp, const real* dout, const real* yn, const real* gp,
                                          size_t n) {
     GRID_FOR(i, n) {
-        dyn[i] += dout[i] * silur(gp[i]);
-        dgp[i] += dout[i] * yn[i] * silu_grad(gp[i]);
+        dyn[i] += dout[i] * silur_gpu(gp[i]);
+        dgp[i] += dout[i] * yn[i] * silu_grad_gpu(gp[i]);
     }
 }
-static void gate_mul_forward(real* out, const real* yn, const real* gp, size_t n, bf16* outb = NULL) {
+static void gate_mul_forward_gpu(real* out, const real* yn, const real* gp, size_t n, bf16* outb = NULL) {
     gate_mul_forward_kernel<<<nblocks(n), NT>>>(out, outb, yn, gp, n);
     KCHECK("gate_mul_forward");
 }
-static void gate_mul_backward(real* dyn, real* dgp, const real* dout, const real* yn, const real* gp, size_t n) {
+static void gate_mul_backward_gpu(real* dyn, real* dgp, const real* dout, const real* yn, const real* gp, size_t n) {
     gate_mul_backward_kernel<<<nblocks(n), NT>>>(dyn, dgp, dout, yn, gp, n);
     KCHECK("gate_mul_backward");
 }
 
-__global__ void gate_act_forward_kernel(real* g, size_t n, real scale) { GRID_FOR(i, n) g[i] = scale * sigmoidr(g[i]); }
+__global__ void gate_act_forward_kernel(real* g, size_t n, real scale) {
+    GRID_FOR(i, n) g[i] = scale * sigmoidr_gpu(g[i]);
+}
 __global__ void gate_act_backward_kernel(real* dpre, const real* dg, const real* g, size_t n, real scale) {
     GRID_FOR(i, n) dpre[i] = dg[i] * g[i] * (1 - g[i] / scale);
 }
@@ -602,27 +603,27 @@ __global__ void residual_forward_kernel(real* out, const real* a, const real* b,
     GRID_FOR(i, n) out[i] = a[i] + b[i];
 }
 __global__ void scale_kernel(real* p, size_t n, real s) { GRID_FOR(i, n) p[i] *= s; }
-static void gate_act_forward(real* g, size_t n, real scale) {
+static void gate_act_forward_gpu(real* g, size_t n, real scale) {
     gate_act_forward_kernel<<<nblocks(n), NT>>>(g, n, scale);
     KCHECK("gate_act_forward");
 }
-static void gate_act_backward(real* dpre, const real* dg, const real* g, size_t n, real scale) {
+static void gate_act_backward_gpu(real* dpre, const real* dg, const real* g, size_t n, real scale) {
     gate_act_backward_kernel<<<nblocks(n), NT>>>(dpre, dg, g, n, scale);
     KCHECK("gate_act_backward");
 }
-static void softplus_forward(real* g, size_t n) {
+static void softplus_forward_gpu(real* g, size_t n) {
     softplus_forward_kernel<<<nblocks(n), NT>>>(g, n);
     KCHECK("softplus_forward");
 }
-static void softplus_backward(real* dpre, const real* dg, const real* g, size_t n) {
+static void softplus_backward_gpu(real* dpre, const real* dg, const real* g, size_t n) {
     softplus_backward_kernel<<<nblocks(n), NT>>>(dpre, dg, g, n);
     KCHECK("softplus_backward");
 }
-static void fill_const(real* p, size_t n, double v) {
+static void fill_const_gpu(real* p, size_t n, double v) {
     fill_const_kernel<<<nblocks(n), NT>>>(p, n, (real)v);
     KCHECK("fill_const");
 }
-static void residual_forward(real* out, const real* a, const real* b, size_t n) {
+static void residual_forward_gpu(real* out, const real* a, const real* b, size_t n) {
     residual_forward_kernel<<<nblocks(n), NT>>>(out, a, b, n);
     KCHECK("residual_forward");
 }
@@ -663,8 +664,8 @@ __global__ void crossentropy_forward_kernel(real* losses, real* stats, const rea
         }
     }
 }
-static void crossentropy_forward(real* losses, real* stats, const real* logits, const int* targets, int N, int V,
-                                 int Vp) {
+static void crossentropy_forward_gpu(real* losses, real* stats, const real* logits, const int* targets, int N, int V,
+                                     int Vp) {
     crossentropy_forward_kernel<<<(N < 65536 ? N : 65536), 512>>>(losses, stats, logits, targets, N, V, Vp);
     KCHECK("crossentropy_forward");
 }
@@ -706,8 +707,8 @@ __global__ void crossentropy_backward_kernel(real* dlogits, bf16* dlogitsb, cons
             }
     }
 }
-static void crossentropy_backward(real* dlogits, bf16* dlogitsb, const real* logits, const real* stats,
-                                  const int* targets, const uint8_t* mask, real dloss, int N, int V, int Vp) {
+static void crossentropy_backward_gpu(real* dlogits, bf16* dlogitsb, const real* logits, const real* stats,
+                                      const int* targets, const uint8_t* mask, real dloss, int N, int V, int Vp) {
     crossentropy_backward_kernel<<<(N < 65536 ? N : 65536), 256>>>(dlogits, dlogitsb, logits, stats, targets, mask,
                                                                    dloss, N, V, Vp);
     KCHECK("crossentropy_backward");
@@ -779,7 +780,7 @@ __global__ void rope_kernel(real* out, const real* x, int B, int T, int H, int d
         out[o + half + i] = b * cs + a * sn;
     }
 }
-static void rope_forward(real* out, const real* x, int B, int T, int H, int d, int dir, int pos0 = 0) {
+static void rope_forward_gpu(real* out, const real* x, int B, int T, int H, int d, int dir, int pos0 = 0) {
     rope_kernel<<<nblocks((size_t)B * T * H * (d / 2)), NT>>>(out, x, B, T, H, d, dir, pos0);
     KCHECK("rope");
 }
@@ -827,8 +828,8 @@ __global__ void attention_forward_kernel(real* out, real* lse, const real* q, co
         if (LANE == 0 && lse) lse[bi * H + h] = m + logf(l);
     }
 }
-static void attention_forward(real* out, real* lse, const real* q, const real* k, const real* v, int B, int T, int H,
-                              int d, int window) {
+static void attention_forward_gpu(real* out, real* lse, const real* q, const real* k, const real* v, int B, int T,
+                                  int H, int d, int window) {
     attention_forward_kernel<<<warp_blocks((size_t)B * T * H), NT>>>(out, lse, q, k, v, B, T, H, d, window, 0, T, 0);
     KCHECK("attention_forward");
 }
@@ -929,9 +930,9 @@ __global__ void attention_backward_dkv_kernel(real* dk, real* dv, const real* Di
         }
     }
 }
-static void attention_backward(real* dq, real* dk, real* dv, real* Dscratch, const real* dout, const real* q,
-                               const real* k, const real* v, const real* out, const real* lse, int B, int T, int H,
-                               int d, int window) {
+static void attention_backward_gpu(real* dq, real* dk, real* dv, real* Dscratch, const real* dout, const real* q,
+                                   const real* k, const real* v, const real* out, const real* lse, int B, int T, int H,
+                                   int d, int window) {
     attention_backward_dq_kernel<<<warp_blocks((size_t)B * T * H), NT>>>(dq, Dscratch, dout, q, k, v, out, lse, B, T, H,
                                                                          d, window);
     KCHECK("attention_backward_dq");
@@ -956,18 +957,16 @@ static void attention_backward(real* dq, real* dk, real* dv, real* Dscratch, con
 #define FOR(i, n) for (int i = threadIdx.x; i < (int)(n); i += blockDim.x)
 #define WARP_FOR(t, n) for (int t = threadIdx.x >> 5; t < (int)(n); t += blockDim.x >> 5)
 
-// The CPU's types, derived so that these functions are the exact match for their arguments (argument-dependent
-// lookup also sees the CPU's functions of the same names; a derived-to-base conversion loses to an exact match).
-struct MemCfg : ::MemCfg {};
-struct MemChunk : ::MemChunk {
+// A chunk's rows (the CPU's MemChunk, carved the same way) plus the GPU's own scratch rows after them.
+struct MemChunkGpu : MemChunk {
     real *nn1, *nn2;  // (b, b) each: per-(t, i) terms of mem_coef_backward and mem_read_backward
     real* nm1;  // (b, dm): per-(i, j) terms of mem_update_backward
     real* keep;  // (2 + d): kl_gates' saved gates (the CPU keeps them on its stack)
     // (b): (1 - alpha_t) cs, the row scales of the anchored retention's products in mem_read_backward
     real* oma;
 };
-static size_t memchunk_carve(MemChunk* c, real* base, int b, int d, int dm, int nP) {
-    size_t n = ::memchunk_carve(c, base, b, d, dm, nP);
+static size_t memchunk_carve_gpu(MemChunkGpu* c, real* base, int b, int d, int dm, int nP) {
+    size_t n = memchunk_carve(c, base, b, d, dm, nP);
     real* p = base ? base + n : NULL;
     size_t nn = (size_t)b * b, nm = (size_t)b * dm;
     c->nn1 = p;
@@ -1377,13 +1376,13 @@ MEMFN void mm_tn_rs(real* out, const real* A, const real* Bm, const real* rs, in
         }
     if (sync) __syncthreads();
 }
-MEMFN void mm_nt(real* out, const real* A, const real* Bm, int M, int N, int K, real s, int acc) {
+MEMFN void mm_nt_gpu(real* out, const real* A, const real* Bm, int M, int N, int K, real s, int acc) {
     mm_nt_rs(out, A, Bm, NULL, M, N, K, s, acc);
 }
-MEMFN void mm_nn(real* out, const real* A, const real* Bm, int M, int N, int K, real s, int acc) {
+MEMFN void mm_nn_gpu(real* out, const real* A, const real* Bm, int M, int N, int K, real s, int acc) {
     mm_nn_rs(out, A, Bm, NULL, M, N, K, s, acc);
 }
-MEMFN void mm_tn(real* out, const real* A, const real* Bm, int M, int N, int K, real s, int acc) {
+MEMFN void mm_tn_gpu(real* out, const real* A, const real* Bm, int M, int N, int K, real s, int acc) {
     mm_tn_rs(out, A, Bm, NULL, M, N, K, s, acc);
 }
 
@@ -1391,7 +1390,7 @@ MEMFN void mm_tn(real* out, const real* A, const real* Bm, int M, int N, int K, 
 //   alpha_t = a_t alpha_{t-1}          sigma_t = theta_t sigma_{t-1}      beta_t = a_t beta_{t-1} + sigma_t
 //   s[t][i] = eta_i (t = i), theta_t s[t-1][i] (t > i)       C[t][i] = a_t C[t-1][i] + s[t][i]
 // Column i of s and C depends on column i only: a thread per column; thread 0 runs the scalar chains.
-MEMFN void mem_coef_forward(MemChunk* c, int n, int momentum) {
+MEMFN void mem_coef_forward_gpu(MemChunkGpu* c, int n, int momentum) {
     if (threadIdx.x == 0)
         for (int t = 0; t < n; t++) {
             real th = momentum ? c->theta[t] : 0;
@@ -1410,7 +1409,7 @@ MEMFN void mem_coef_forward(MemChunk* c, int n, int momentum) {
 // Reverse mode through the recurrences: from dalpha, dbeta, dC (all rows) and dsigma, ds (last row)
 // to da, deta, dtheta. Thread 0: the scalar chains (ga, gb, gs); thread i: column i (the CPU's gC[i], gS[i]),
 // whose terms for da[t] and dtheta[t] go to nn1, nn2 and are summed per row after a barrier.
-MEMFN void mem_coef_backward(MemChunk* c, int n, int momentum) {
+MEMFN void mem_coef_backward_gpu(MemChunkGpu* c, int n, int momentum) {
     real *tA = c->nn1, *tT = c->nn2;
     if (threadIdx.x == 0) {
         real ga = 0, gb = 0, gs = 0;  // adjoints of alpha_{t+1}, beta_{t+1}, sigma_{t+1}
@@ -1458,13 +1457,13 @@ MEMFN void mem_coef_backward(MemChunk* c, int n, int momentum) {
 // (cs = 1, except 1/s for Moneta's lq retention, whose reads are A_t / s)
 // x (n, p) the read inputs, xk (n, p) the write inputs, dl (n, m) the error rows of the writes.
 // Keeps xw = x W^T, xs = x S^T, xx = x xk^T for the backward.
-MEMFN void mem_read_forward(real* out, real* xw, real* xs, real* xx, real* xa, const real* x, const real* xk,
-                            const real* dl, const real* W, const real* S, const real* W0, real cs, const MemChunk* c,
-                            int n, int m, int p) {
+MEMFN void mem_read_forward_gpu(real* out, real* xw, real* xs, real* xx, real* xa, const real* x, const real* xk,
+                                const real* dl, const real* W, const real* S, const real* W0, real cs,
+                                const MemChunkGpu* c, int n, int m, int p) {
     mm_nt_rs(xw, x, W, NULL, n, m, p, 1, 0, 0);  // (the independent products: one barrier)
     if (S) mm_nt_rs(xs, x, S, NULL, n, m, p, 1, 0, 0);
     if (W0) mm_nt_rs(xa, x, W0, NULL, n, m, p, 1, 0, 0);
-    mm_nt(xx, x, xk, n, n, p, 1, 0);
+    mm_nt_gpu(xx, x, xk, n, n, p, 1, 0);
     FOR(e, n * m) {
         int t = e / m, j = e % m;
         real o = c->alpha[t] * xw[e] + (S ? c->beta[t] * xs[e] : 0) + (W0 ? (1 - c->alpha[t]) * cs * xa[e] : 0);
@@ -1484,10 +1483,10 @@ MEMFN void mem_read_forward(real* out, real* xw, real* xs, real* xx, real* xa, c
 // With the anchored retention (W0: (1 - alpha_t) cs W0 x_t in the read), also
 //   dalpha_t -= cs dout_t . xa_t   dcs += sum_t (1 - alpha_t) dout_t . xa_t
 //   dx_t += (1 - alpha_t) cs W0^T dout_t   dW0 += sum_t (1 - alpha_t) cs dout_t x_t^T
-MEMFN void mem_read_backward(real* dx, real* dxk, real* ddl, real* dW, real* dS, real* dW0, real* dcs, MemChunk* c,
-                             const real* dout, const real* x, const real* xk, const real* dl, const real* W,
-                             const real* S, const real* W0, real cs, const real* xw, const real* xs, const real* xx,
-                             const real* xa, int n, int m, int p) {
+MEMFN void mem_read_backward_gpu(real* dx, real* dxk, real* ddl, real* dW, real* dS, real* dW0, real* dcs,
+                                 MemChunkGpu* c, const real* dout, const real* x, const real* xk, const real* dl,
+                                 const real* W, const real* S, const real* W0, real cs, const real* xw, const real* xs,
+                                 const real* xx, const real* xa, int n, int m, int p) {
     real *gx = c->nn1, *wx = c->nn2, sca = 0;  // sca: this thread's part of dcs through the anchor
     WARP_FOR(t, n) {
         const real* g = dout + (size_t)t * m;
@@ -1510,7 +1509,7 @@ MEMFN void mem_read_backward(real* dx, real* dxk, real* ddl, real* dW, real* dS,
             }
         }
     }
-    mm_nt(gx, dout, dl, n, n, m, -1, 0);  // dA = -dout dl^T, then gx and wx in place
+    mm_nt_gpu(gx, dout, dl, n, n, m, -1, 0);  // dA = -dout dl^T, then gx and wx in place
     real scs = 0;
     FOR(e, n * n) {
         int t = e / n, i = e % n;
@@ -1570,8 +1569,8 @@ __device__ void tc_update(real* Wn, const real* W, real ca, const real* W0, cons
             }
         });
 }
-MEMFN void mem_update_forward(real* Wn, const real* W, real ca, const real* W0, const real* S, real cb, const real* dl,
-                              const real* xk, const real* cv, int n, int m, int p, int sync = 1) {
+MEMFN void mem_update_forward_gpu(real* Wn, const real* W, real ca, const real* W0, const real* S, real cb,
+                                  const real* dl, const real* xk, const real* cv, int n, int m, int p, int sync = 1) {
     if (mem_tc) {
         TC_DISPATCH(tc_update, m, p, n, Wn, W, ca, W0, S, cb, dl, xk, cv, n, m, p);
         if (sync) __syncthreads();
@@ -1684,9 +1683,10 @@ MEMFN void mem_update_backward_ew(real* __restrict__ dW, real* __restrict__ dS, 
 // dW += ca dWn; dS += cb dWn; dca += <dWn, W>; dcb += <dWn, S>; with the anchor W0: dW0 += (1 - ca) dWn, dca -= <dWn,
 // W0>;
 // with gx[i][j] = dWn_j . xk_i:  ddl[i][j] -= c_i gx[i][j];  dc_i -= sum_j dl[i][j] gx[i][j];  dxk_i -= c_i dl_i^T dWn
-MEMFN void mem_update_backward(real* dW, real* dS, real* dW0, real* dca, real* dcb, real* ddl, real* dxk, real* dcv,
-                               const real* dWn, const real* W, real ca, const real* W0, const real* S, real cb,
-                               const real* dl, const real* xk, const real* cv, int n, int m, int p, const MemChunk* c) {
+MEMFN void mem_update_backward_gpu(real* dW, real* dS, real* dW0, real* dca, real* dcb, real* ddl, real* dxk, real* dcv,
+                                   const real* dWn, const real* W, real ca, const real* W0, const real* S, real cb,
+                                   const real* dl, const real* xk, const real* cv, int n, int m, int p,
+                                   const MemChunkGpu* c) {
     real sa, sb, s0 = 0, unused;
     mem_update_backward_ew(dW, dS, &sa, &sb, dWn, W, ca, S, cb, m * p);
     if (W0) mem_update_backward_ew(dW0, NULL, &s0, &unused, dWn, W0, 1 - ca, NULL, 0, m * p);
@@ -1697,7 +1697,7 @@ MEMFN void mem_update_backward(real* dW, real* dS, real* dW0, real* dca, real* d
         if (S) *dcb += sb;
     }
     real* gl = c->nm1;  // gx, then dl[i][j] gx[i][j] (summed over j below)
-    mm_nt(gl, xk, dWn, n, m, p, 1, 0);
+    mm_nt_gpu(gl, xk, dWn, n, m, p, 1, 0);
     FOR(e, n * m) {
         int i = e / m;
         real gx = gl[e];
@@ -1716,7 +1716,7 @@ MEMFN void mem_update_backward(real* dW, real* dS, real* dW0, real* dca, real* d
 
 // LayerNorm of the deep memory, without its affine (applied by the caller), rows of d:
 // x^ = (o - mean) * rstd, rstd = 1/sqrt(var + 1e-5), biased variance; in place. A warp per row.
-MEMFN void ln_forward(real* o, real* rstd, int n, int d) {
+MEMFN void ln_forward_gpu(real* o, real* rstd, int n, int d) {
     WARP_FOR(t, n) {
         real* x = o + (size_t)t * d;
         real mu = 0, var = 0;
@@ -1731,7 +1731,8 @@ MEMFN void ln_forward(real* o, real* rstd, int n, int d) {
     __syncthreads();
 }
 // do += rstd (dx^ - mean(dx^) - x^ mean(dx^ x^)) - drstd rstd^2 x^ / d   (drstd may be NULL)
-MEMFN void ln_backward(real* dox, const real* dxh, const real* drstd, const real* xh, const real* rstd, int n, int d) {
+MEMFN void ln_backward_gpu(real* dox, const real* dxh, const real* drstd, const real* xh, const real* rstd, int n,
+                           int d) {
     WARP_FOR(t, n) {
         const real* g = dxh + (size_t)t * d;
         const real* x = xh + (size_t)t * d;
@@ -1750,9 +1751,9 @@ MEMFN void ln_backward(real* dox, const real* dxh, const real* drstd, const real
 // The memory's inner gradient passes r back through the LN: g1 = rstd (u - mean(u) - x^ mean(u x^)),
 // u = r * g (done with ln_backward). Training through g1 needs its backward (the LN double-backward):
 //   du = rstd (G - mean(G) - x^ mean(G x^)),  dx^ += -rstd (G mean(u x^) + u mean(G x^)),  drstd += <G, g1>/rstd
-MEMFN void ln_backward_backward(real* du, real* dxh, real* drstd, const real* G, const real* u, const real* xh,
-                                const real* rstd, const real* g1, int n, int d) {
-    ln_backward(du, G, NULL, xh, rstd, n, d);
+MEMFN void ln_backward_backward_gpu(real* du, real* dxh, real* drstd, const real* G, const real* u, const real* xh,
+                                    const real* rstd, const real* g1, int n, int d) {
+    ln_backward_gpu(du, G, NULL, xh, rstd, n, d);
     WARP_FOR(t, n) {
         const real *g = G + (size_t)t * d, *uu = u + (size_t)t * d, *x = xh + (size_t)t * d;
         real r = rstd[t];
@@ -1772,8 +1773,8 @@ MEMFN void ln_backward_backward(real* du, real* dxh, real* drstd, const real* G,
 }
 
 // out = (resid ? x : 0) + (ln ? x^ g + beta : o)   -- the deep memory's output from its normalised MLP output
-MEMFN void mem_out_forward(real* out, const real* x, const real* nx, const real* g, const real* bt, const MemCfg* m,
-                           int n, int sync = 1) {
+MEMFN void mem_out_forward_gpu(real* out, const real* x, const real* nx, const real* g, const real* bt, const MemCfg* m,
+                               int n, int sync = 1) {
     FOR(e, n * m->d) {
         int i = e % m->d;
         out[e] = (m->resid ? x[e] : 0) + (m->ln ? nx[e] * g[i] + bt[i] : nx[e]);
@@ -1781,8 +1782,8 @@ MEMFN void mem_out_forward(real* out, const real* x, const real* nx, const real*
     if (sync) __syncthreads();
 }
 // from dout to dx (resid), dg, dbeta and d(nx) (the normalised output, or o without LN); a thread per channel
-MEMFN void mem_out_backward(real* dx, real* dnx, real* dg, real* dbt, const real* dout, const real* nx, const real* g,
-                            const MemCfg* m, int n) {
+MEMFN void mem_out_backward_gpu(real* dx, real* dnx, real* dg, real* dbt, const real* dout, const real* nx,
+                                const real* g, const MemCfg* m, int n) {
     FOR(i, m->d) for (int t = 0; t < n; t++) {
         size_t e = (size_t)t * m->d + i;
         if (m->resid) dx[e] += dout[e];
@@ -1799,13 +1800,13 @@ MEMFN void mem_out_backward(real* dx, real* dnx, real* dg, real* dbt, const real
 // The attentional bias (SPEC §4): from e = M(k) - v to r = dloss/dM(k). Moneta's lp (p = 3) is smoothed as
 // 3 tanh(10 e)(e^2 + 1e-6); Yaad's Huber gives clamp(e, -delta, delta). With channel-wise gates the error is
 // then scaled per output channel by eta (and the scalar eta of the recurrences is 1). In: c->r holds M(k).
-MEMFN void mem_bias_forward(const MemCfg* m, MemChunk* c, int n, int sync = 1) {
+MEMFN void mem_bias_forward_gpu(const MemCfg* m, MemChunkGpu* c, int n, int sync = 1) {
     FOR(j, n * m->d) {
         real e = c->r[j] - c->v[j], ps;
         switch (m->bias) {
             case BIAS_L2: ps = e; break;
             case BIAS_DOT: ps = -c->v[j]; break;
-            case BIAS_LP: ps = psi_lp(e); break;
+            case BIAS_LP: ps = psi_lp_gpu(e); break;
             default: /* BIAS_HUBER */ ps = e < -c->delta[j] ? -c->delta[j] : (e > c->delta[j] ? c->delta[j] : e);
         }
         c->e[j] = e;
@@ -1815,14 +1816,14 @@ MEMFN void mem_bias_forward(const MemCfg* m, MemChunk* c, int n, int sync = 1) {
     if (sync) __syncthreads();
 }
 // from dr to dmk = dloss/dM(k) (overwritten), and dv, detac, ddelta (accumulated)
-MEMFN void mem_bias_backward(const MemCfg* m, MemChunk* c, int n) {
+MEMFN void mem_bias_backward_gpu(const MemCfg* m, MemChunkGpu* c, int n) {
     FOR(j, n * m->d) {
         real dps = m->cw ? c->dr[j] * c->etac[j] : c->dr[j], de = 0, e = c->e[j];
         if (m->cw) c->detac[j] += c->dr[j] * c->psi[j];
         switch (m->bias) {
             case BIAS_L2: de = dps; break;
             case BIAS_DOT: c->dv[j] -= dps; break;
-            case BIAS_LP: de = dps * psi_lp_d(e); break;
+            case BIAS_LP: de = dps * psi_lp_d_gpu(e); break;
             default: /* BIAS_HUBER */
                 if (fabsf(e) <= c->delta[j])
                     de = dps;
@@ -1838,65 +1839,65 @@ MEMFN void mem_bias_backward(const MemCfg* m, MemChunk* c, int n) {
 // One chunk of n tokens (SPEC §5.1, §5.2) from state (P, S); writes y and, if Pn, the chunk-end state.
 // The chunk-end state is base's (P when base is NULL): Pn = alpha_n base + beta_n S - sum_i c_i g_i. The reads of
 // W1 and W2 (or W) scale their write terms by cs[0], cs[1] (NULL: 1). Both are for the retentions below.
-MEMFN void mem_chunk_forward(const MemCfg* m, MemChunk* c, int n, const real* P, const real* S, real* Pn, real* Sn,
-                             const real* lng, const real* lnb, const real* base, const real* cs) {
+MEMFN void mem_chunk_forward_gpu(const MemCfg* m, MemChunkGpu* c, int n, const real* P, const real* S, real* Pn,
+                                 real* Sn, const real* lng, const real* lnb, const real* base, const real* cs) {
     int d = m->d, dm = m->dm;
     size_t nd = (size_t)n * d;
     const real* Sx = m->momentum ? S : NULL;
     const real* B0 = base ? base : P;
     real cs0 = cs ? cs[0] : 1, cs1 = cs ? cs[1] : 1;
-    mem_coef_forward(c, n, m->momentum);
+    mem_coef_forward_gpu(c, n, m->momentum);
     const real* crow = c->C + (size_t)(n - 1) * n;
     const real* srow = c->s + (size_t)(n - 1) * n;
     if (m->depth == 1) {  // linear memory M(x) = W x, g_i = r_i k_i^T
-        mm_nt(c->r, c->k, P, n, d, d, 1, 0);  // M(k_i) = W_s k_i
-        mem_bias_forward(m, c, n);
-        mem_read_forward(c->y, c->xw1, c->xs1, c->xx1, c->xa2, c->q, c->k, c->r, P, Sx, c->p0, cs0, c, n, d, d);
-        if (Pn) mem_update_forward(Pn, B0, c->alpha[n - 1], c->p0, Sx, c->beta[n - 1], c->r, c->k, crow, n, d, d);
-        if (Pn && Sx) mem_update_forward(Sn, Sx, c->sigma[n - 1], NULL, NULL, 0, c->r, c->k, srow, n, d, d);
+        mm_nt_gpu(c->r, c->k, P, n, d, d, 1, 0);  // M(k_i) = W_s k_i
+        mem_bias_forward_gpu(m, c, n);
+        mem_read_forward_gpu(c->y, c->xw1, c->xs1, c->xx1, c->xa2, c->q, c->k, c->r, P, Sx, c->p0, cs0, c, n, d, d);
+        if (Pn) mem_update_forward_gpu(Pn, B0, c->alpha[n - 1], c->p0, Sx, c->beta[n - 1], c->r, c->k, crow, n, d, d);
+        if (Pn && Sx) mem_update_forward_gpu(Sn, Sx, c->sigma[n - 1], NULL, NULL, 0, c->r, c->k, srow, n, d, d);
         return;
     }
     // deep memory: W1 (d, dm), W2 (dm, d); g_i = (d1_i hk_i^T, d2_i k_i^T)
     const real *W1 = P, *W2 = P + (size_t)d * dm, *S1 = Sx, *S2 = Sx ? Sx + (size_t)d * dm : NULL;
     const real *A1 = c->p0, *A2 = c->p0 ? c->p0 + (size_t)d * dm : NULL;  // the anchor's W1, W2 (or NULL)
-    mm_nt(c->zk, c->k, W2, n, dm, d, 1, 0);  // z = W2 k
+    mm_nt_gpu(c->zk, c->k, W2, n, dm, d, 1, 0);  // z = W2 k
     FOR(e, n * dm) {
-        c->tk[e] = gelu_tanh(c->zk[e]);
-        c->hk[e] = gelu(c->zk[e], c->tk[e]);
+        c->tk[e] = gelu_tanh_gpu(c->zk[e]);
+        c->hk[e] = gelu_gpu(c->zk[e], c->tk[e]);
     }
     __syncthreads();
-    mm_nt(c->nk, c->hk, W1, n, d, dm, 1, 0);  // o = W1 h
-    if (m->ln) ln_forward(c->nk, c->rk, n, d);  // x^ = LN(o)
+    mm_nt_gpu(c->nk, c->hk, W1, n, d, dm, 1, 0);  // o = W1 h
+    if (m->ln) ln_forward_gpu(c->nk, c->rk, n, d);  // x^ = LN(o)
     // (mem_out_forward, mem_bias_forward and u: element e by the same thread in each, so no barriers between)
-    mem_out_forward(c->r, c->k, c->nk, lng, lnb, m, n, 0);  // M(k)
-    mem_bias_forward(m, c, n, !m->ln);  // r = dloss/dM(k)
+    mem_out_forward_gpu(c->r, c->k, c->nk, lng, lnb, m, n, 0);  // M(k)
+    mem_bias_forward_gpu(m, c, n, !m->ln);  // r = dloss/dM(k)
     if (m->ln) {  // g1 = dloss/do: r back through the LN affine and norm
         FOR(e, nd) c->u[e] = c->r[e] * lng[e % d];
         block_zero(c->g1, nd);
-        ln_backward(c->g1, c->u, NULL, c->nk, c->rk, n, d);
+        ln_backward_gpu(c->g1, c->u, NULL, c->nk, c->rk, n, d);
     } else
         block_copy(c->g1, c->r, nd);
-    mm_nn(c->gk, c->g1, W1, n, dm, d, 1, 0);  // dloss/dh = W1^T g1
-    FOR(e, n * dm) c->g2[e] = c->gk[e] * gelu_d1(c->zk[e], c->tk[e]);  // g2 = dloss/dz
+    mm_nn_gpu(c->gk, c->g1, W1, n, dm, d, 1, 0);  // dloss/dh = W1^T g1
+    FOR(e, n * dm) c->g2[e] = c->gk[e] * gelu_d1_gpu(c->zk[e], c->tk[e]);  // g2 = dloss/dz
     __syncthreads();
     // reads, after the write: y_t = q_t + LN(W1_t GELU(W2_t q_t))
-    mem_read_forward(c->zq, c->xw1, c->xs1, c->xx1, c->xa1, c->q, c->k, c->g2, W2, S2, A2, cs1, c, n, dm, d);
+    mem_read_forward_gpu(c->zq, c->xw1, c->xs1, c->xx1, c->xa1, c->q, c->k, c->g2, W2, S2, A2, cs1, c, n, dm, d);
     FOR(e, n * dm) {
-        c->tq[e] = gelu_tanh(c->zq[e]);
-        c->hq[e] = gelu(c->zq[e], c->tq[e]);
+        c->tq[e] = gelu_tanh_gpu(c->zq[e]);
+        c->hq[e] = gelu_gpu(c->zq[e], c->tq[e]);
     }
     __syncthreads();
-    mem_read_forward(c->nq, c->xw2, c->xs2, c->xx2, c->xa2, c->hq, c->hk, c->g1, W1, S1, A1, cs0, c, n, d, dm);
-    if (m->ln) ln_forward(c->nq, c->rq, n, d);
-    mem_out_forward(c->y, c->q, c->nq, lng, lnb, m, n);
+    mem_read_forward_gpu(c->nq, c->xw2, c->xs2, c->xx2, c->xa2, c->hq, c->hk, c->g1, W1, S1, A1, cs0, c, n, d, dm);
+    if (m->ln) ln_forward_gpu(c->nq, c->rq, n, d);
+    mem_out_forward_gpu(c->y, c->q, c->nq, lng, lnb, m, n);
     if (Pn) {  // (the updates are independent: one barrier)
-        mem_update_forward(Pn, B0, c->alpha[n - 1], A1, S1, c->beta[n - 1], c->g1, c->hk, crow, n, d, dm, 0);
-        mem_update_forward(Pn + (size_t)d * dm, B0 + (size_t)d * dm, c->alpha[n - 1], A2, S2, c->beta[n - 1], c->g2,
-                           c->k, crow, n, dm, d, !Sx);
+        mem_update_forward_gpu(Pn, B0, c->alpha[n - 1], A1, S1, c->beta[n - 1], c->g1, c->hk, crow, n, d, dm, 0);
+        mem_update_forward_gpu(Pn + (size_t)d * dm, B0 + (size_t)d * dm, c->alpha[n - 1], A2, S2, c->beta[n - 1], c->g2,
+                               c->k, crow, n, dm, d, !Sx);
     }
     if (Pn && Sx) {
-        mem_update_forward(Sn, S1, c->sigma[n - 1], NULL, NULL, 0, c->g1, c->hk, srow, n, d, dm, 0);
-        mem_update_forward(Sn + (size_t)d * dm, S2, c->sigma[n - 1], NULL, NULL, 0, c->g2, c->k, srow, n, dm, d);
+        mem_update_forward_gpu(Sn, S1, c->sigma[n - 1], NULL, NULL, 0, c->g1, c->hk, srow, n, d, dm, 0);
+        mem_update_forward_gpu(Sn + (size_t)d * dm, S2, c->sigma[n - 1], NULL, NULL, 0, c->g2, c->k, srow, n, dm, d);
     }
 }
 
@@ -1904,9 +1905,9 @@ MEMFN void mem_chunk_forward(const MemCfg* m, MemChunk* c, int n, const real* P,
 // In: dy (n, d); dPn, dSn, the gradients of the chunk-end state (NULL for the last chunk).
 // Out: c->dq, dk, dv, da, deta, dtheta, detac, ddelta, dcs (this chunk), c->dlng, dlnb (accumulated);
 // dPs, dSs, dBase: the gradients of P, S and base (overwritten; dBase may be dPs when base is P).
-MEMFN void mem_chunk_backward(const MemCfg* m, MemChunk* c, int n, const real* dy, const real* P, const real* S,
-                              const real* dPn, const real* dSn, real* dPs, real* dSs, const real* lng, const real* base,
-                              real* dBase, const real* cs) {
+MEMFN void mem_chunk_backward_gpu(const MemCfg* m, MemChunkGpu* c, int n, const real* dy, const real* P, const real* S,
+                                  const real* dPn, const real* dSn, real* dPs, real* dSs, const real* lng,
+                                  const real* base, real* dBase, const real* cs) {
     int d = m->d, dm = m->dm;
     size_t nd = (size_t)n * d, nm = (size_t)n * dm;
     const real* Sx = m->momentum ? S : NULL;
@@ -1922,17 +1923,17 @@ MEMFN void mem_chunk_backward(const MemCfg* m, MemChunk* c, int n, const real* d
     real* dSx = Sx ? dSs : NULL;
     if (m->depth == 1) {
         if (dPn)
-            mem_update_backward(dBase, dSx, c->dp0, &c->dalpha[n - 1], &c->dbeta[n - 1], c->dr, c->dk, dcrow, dPn, B0,
-                                c->alpha[n - 1], c->p0, Sx, c->beta[n - 1], c->r, c->k, crow, n, d, d, c);
+            mem_update_backward_gpu(dBase, dSx, c->dp0, &c->dalpha[n - 1], &c->dbeta[n - 1], c->dr, c->dk, dcrow, dPn,
+                                    B0, c->alpha[n - 1], c->p0, Sx, c->beta[n - 1], c->r, c->k, crow, n, d, d, c);
         if (dPn && Sx)
-            mem_update_backward(dSs, NULL, NULL, c->dsig, NULL, c->dr, c->dk, c->ds, dSn, Sx, c->sigma[n - 1], NULL,
-                                NULL, 0, c->r, c->k, srow, n, d, d, c);
-        mem_read_backward(c->dq, c->dk, c->dr, dPs, dSx, c->dp0, &c->dcs[0], c, dy, c->q, c->k, c->r, P, Sx, c->p0, cs0,
-                          c->xw1, c->xs1, c->xx1, c->xa2, n, d, d);
-        mem_bias_backward(m, c, n);  // r -> M(k_i) = W k_i
-        mm_nn(c->dk, c->dmk, P, n, d, d, 1, 1);
-        mm_tn(dPs, c->dmk, c->k, d, d, n, 1, 1);
-        mem_coef_backward(c, n, m->momentum);
+            mem_update_backward_gpu(dSs, NULL, NULL, c->dsig, NULL, c->dr, c->dk, c->ds, dSn, Sx, c->sigma[n - 1], NULL,
+                                    NULL, 0, c->r, c->k, srow, n, d, d, c);
+        mem_read_backward_gpu(c->dq, c->dk, c->dr, dPs, dSx, c->dp0, &c->dcs[0], c, dy, c->q, c->k, c->r, P, Sx, c->p0,
+                              cs0, c->xw1, c->xs1, c->xx1, c->xa2, n, d, d);
+        mem_bias_backward_gpu(m, c, n);  // r -> M(k_i) = W k_i
+        mm_nn_gpu(c->dk, c->dmk, P, n, d, d, 1, 1);
+        mm_tn_gpu(dPs, c->dmk, c->k, d, d, n, 1, 1);
+        mem_coef_backward_gpu(c, n, m->momentum);
         return;
     }
     const real *W1 = P, *W2 = P + (size_t)d * dm, *S1 = Sx, *S2 = Sx ? Sx + (size_t)d * dm : NULL;
@@ -1941,42 +1942,42 @@ MEMFN void mem_chunk_backward(const MemCfg* m, MemChunk* c, int n, const real* d
     real *dA1 = c->dp0, *dA2 = c->dp0 + (size_t)d * dm;
     // chunk-end state
     if (dPn) {
-        mem_update_backward(dBase, dS1, dA1, &c->dalpha[n - 1], &c->dbeta[n - 1], c->dg1, c->dhk, dcrow, dPn, B0,
-                            c->alpha[n - 1], A1, S1, c->beta[n - 1], c->g1, c->hk, crow, n, d, dm, c);
-        mem_update_backward(dBase + (size_t)d * dm, dS2, dA2, &c->dalpha[n - 1], &c->dbeta[n - 1], c->dg2, c->dk, dcrow,
-                            dPn + (size_t)d * dm, B0 + (size_t)d * dm, c->alpha[n - 1], A2, S2, c->beta[n - 1], c->g2,
-                            c->k, crow, n, dm, d, c);
+        mem_update_backward_gpu(dBase, dS1, dA1, &c->dalpha[n - 1], &c->dbeta[n - 1], c->dg1, c->dhk, dcrow, dPn, B0,
+                                c->alpha[n - 1], A1, S1, c->beta[n - 1], c->g1, c->hk, crow, n, d, dm, c);
+        mem_update_backward_gpu(dBase + (size_t)d * dm, dS2, dA2, &c->dalpha[n - 1], &c->dbeta[n - 1], c->dg2, c->dk,
+                                dcrow, dPn + (size_t)d * dm, B0 + (size_t)d * dm, c->alpha[n - 1], A2, S2,
+                                c->beta[n - 1], c->g2, c->k, crow, n, dm, d, c);
     }
     if (dPn && Sx) {
-        mem_update_backward(dS1, NULL, NULL, c->dsig, NULL, c->dg1, c->dhk, c->ds, dSn, S1, c->sigma[n - 1], NULL, NULL,
-                            0, c->g1, c->hk, srow, n, d, dm, c);
-        mem_update_backward(dS2, NULL, NULL, c->dsig, NULL, c->dg2, c->dk, c->ds, dSn + (size_t)d * dm, S2,
-                            c->sigma[n - 1], NULL, NULL, 0, c->g2, c->k, srow, n, dm, d, c);
+        mem_update_backward_gpu(dS1, NULL, NULL, c->dsig, NULL, c->dg1, c->dhk, c->ds, dSn, S1, c->sigma[n - 1], NULL,
+                                NULL, 0, c->g1, c->hk, srow, n, d, dm, c);
+        mem_update_backward_gpu(dS2, NULL, NULL, c->dsig, NULL, c->dg2, c->dk, c->ds, dSn + (size_t)d * dm, S2,
+                                c->sigma[n - 1], NULL, NULL, 0, c->g2, c->k, srow, n, dm, d, c);
     }
     // reads: y = q + LN(o_q) g + beta, o_q = read(W1, hq), hq = GELU(zq), zq = read(W2, q)
-    mem_out_backward(c->dq, c->doq, c->dlng, c->dlnb, dy, c->nq, lng, m, n);
+    mem_out_backward_gpu(c->dq, c->doq, c->dlng, c->dlnb, dy, c->nq, lng, m, n);
     if (m->ln) {
         block_copy(c->dnk, c->doq, nd);
         block_zero(c->doq, nd);
-        ln_backward(c->doq, c->dnk, NULL, c->nq, c->rq, n, d);
+        ln_backward_gpu(c->doq, c->dnk, NULL, c->nq, c->rq, n, d);
         block_zero(c->dnk, nd);
     }
-    mem_read_backward(c->dhq, c->dhk, c->dg1, dW1, dS1, dA1, &c->dcs[0], c, c->doq, c->hq, c->hk, c->g1, W1, S1, A1,
-                      cs0, c->xw2, c->xs2, c->xx2, c->xa2, n, d, dm);
-    FOR(e, nm) c->dzq[e] = c->dhq[e] * gelu_d1(c->zq[e], c->tq[e]);
+    mem_read_backward_gpu(c->dhq, c->dhk, c->dg1, dW1, dS1, dA1, &c->dcs[0], c, c->doq, c->hq, c->hk, c->g1, W1, S1, A1,
+                          cs0, c->xw2, c->xs2, c->xx2, c->xa2, n, d, dm);
+    FOR(e, nm) c->dzq[e] = c->dhq[e] * gelu_d1_gpu(c->zq[e], c->tq[e]);
     __syncthreads();
-    mem_read_backward(c->dq, c->dk, c->dg2, dW2, dS2, dA2, &c->dcs[1], c, c->dzq, c->q, c->k, c->g2, W2, S2, A2, cs1,
-                      c->xw1, c->xs1, c->xx1, c->xa1, n, dm, d);
+    mem_read_backward_gpu(c->dq, c->dk, c->dg2, dW2, dS2, dA2, &c->dcs[1], c, c->dzq, c->q, c->k, c->g2, W2, S2, A2,
+                          cs1, c->xw1, c->xs1, c->xx1, c->xa1, n, dm, d);
     // second order: back through the inner gradient g2 = (W1^T g1) * GELU'(zk), g1 = LN-back(r g), r = bias(M(k), v)
     FOR(e, nm) {
-        c->dgk[e] = c->dg2[e] * gelu_d1(c->zk[e], c->tk[e]);
-        c->dzk[e] += c->dg2[e] * c->gk[e] * gelu_d2(c->zk[e], c->tk[e]);
+        c->dgk[e] = c->dg2[e] * gelu_d1_gpu(c->zk[e], c->tk[e]);
+        c->dzk[e] += c->dg2[e] * c->gk[e] * gelu_d2_gpu(c->zk[e], c->tk[e]);
     }
     __syncthreads();
-    mm_nt(c->dg1, c->dgk, W1, n, d, dm, 1, 1);
-    mm_tn(dW1, c->g1, c->dgk, d, dm, n, 1, 1);
+    mm_nt_gpu(c->dg1, c->dgk, W1, n, d, dm, 1, 1);
+    mm_tn_gpu(dW1, c->g1, c->dgk, d, dm, n, 1, 1);
     if (m->ln) {
-        ln_backward_backward(c->du, c->dnk, c->drk, c->dg1, c->u, c->nk, c->rk, c->g1, n, d);
+        ln_backward_backward_gpu(c->du, c->dnk, c->drk, c->dg1, c->u, c->nk, c->rk, c->g1, n, d);
         FOR(i, d) for (int t = 0; t < n; t++) {  // a thread per channel: it owns dlng[i]
             size_t e = (size_t)t * d + i;
             c->dr[e] += c->du[e] * lng[i];
@@ -1987,25 +1988,25 @@ MEMFN void mem_chunk_backward(const MemCfg* m, MemChunk* c, int n, const real* d
         FOR(e, nd) c->dr[e] += c->dg1[e];
         __syncthreads();
     }
-    mem_bias_backward(m, c, n);  // r -> M(k)
-    mem_out_backward(c->dk, c->dnk, c->dlng, c->dlnb, c->dmk, c->nk, lng, m, n);
+    mem_bias_backward_gpu(m, c, n);  // r -> M(k)
+    mem_out_backward_gpu(c->dk, c->dnk, c->dlng, c->dlnb, c->dmk, c->nk, lng, m, n);
     if (m->ln)
-        ln_backward(c->dok, c->dnk, c->drk, c->nk, c->rk, n, d);
+        ln_backward_gpu(c->dok, c->dnk, c->drk, c->nk, c->rk, n, d);
     else
         block_copy(c->dok, c->dnk, nd);
-    mm_nn(c->dhk, c->dok, W1, n, dm, d, 1, 1);  // o = W1 hk
-    mm_tn(dW1, c->dok, c->hk, d, dm, n, 1, 1);
-    FOR(e, nm) c->dzk[e] += c->dhk[e] * gelu_d1(c->zk[e], c->tk[e]);
+    mm_nn_gpu(c->dhk, c->dok, W1, n, dm, d, 1, 1);  // o = W1 hk
+    mm_tn_gpu(dW1, c->dok, c->hk, d, dm, n, 1, 1);
+    FOR(e, nm) c->dzk[e] += c->dhk[e] * gelu_d1_gpu(c->zk[e], c->tk[e]);
     __syncthreads();
-    mm_nn(c->dk, c->dzk, W2, n, d, dm, 1, 1);  // zk = W2 k
-    mm_tn(dW2, c->dzk, c->k, dm, d, n, 1, 1);
-    mem_coef_backward(c, n, m->momentum);
+    mm_nn_gpu(c->dk, c->dzk, W2, n, d, dm, 1, 1);  // zk = W2 k
+    mm_tn_gpu(dW2, c->dzk, c->k, dm, d, n, 1, 1);
+    mem_coef_backward_gpu(c, n, m->momentum);
 }
 
 // ---- retentions (SPEC §5.3, §5.4) around the chunk. The carried state is P itself (none), A (lq) or Z (kl).
 
 // the state's matrices: deep W1 (d, dm) then W2 (dm, d); linear W (d, d)
-MEMFN int mem_matrices(const MemCfg* m, size_t* off, int* rows, int* cols) {
+MEMFN int mem_matrices_gpu(const MemCfg* m, size_t* off, int* rows, int* cols) {
     off[0] = 0;
     rows[0] = m->d;
     cols[0] = m->depth == 2 ? m->dm : m->d;
@@ -2017,9 +2018,9 @@ MEMFN int mem_matrices(const MemCfg* m, size_t* off, int* rows, int* cols) {
 }
 // Moneta: s = (|A|_4 + 1e-6)^2 per matrix; P_s = A / s; the reads' write terms scale by 1/s
 // (every thread gets the same cs: block_sumd adds the partials in a fixed order)
-MEMFN void lq_scales(const MemCfg* m, const real* A, real* P, real* cs) {
+MEMFN void lq_scales_gpu(const MemCfg* m, const real* A, real* P, real* cs) {
     size_t off[2];
-    int rows[2], cols[2], nm = mem_matrices(m, off, rows, cols);
+    int rows[2], cols[2], nm = mem_matrices_gpu(m, off, rows, cols);
     cs[0] = cs[1] = 1;
     for (int k = 0; k < nm; k++) {
         int n = rows[k] * cols[k];
@@ -2036,9 +2037,9 @@ MEMFN void lq_scales(const MemCfg* m, const real* A, real* P, real* cs) {
     }
 }
 // dA += dP / s + ds ds/dA with ds = -(<dP, A> + dcs) / s^2 and ds/dA = 2 (|A|_4 + 1e-6) A^3 / |A|_4^3
-MEMFN void lq_scales_backward(const MemCfg* m, const real* A, const real* dP, const real* dcs, real* dA) {
+MEMFN void lq_scales_backward_gpu(const MemCfg* m, const real* A, const real* dP, const real* dcs, real* dA) {
     size_t off[2];
-    int rows[2], cols[2], nm = mem_matrices(m, off, rows, cols);
+    int rows[2], cols[2], nm = mem_matrices_gpu(m, off, rows, cols);
     for (int k = 0; k < nm; k++) {
         int n = rows[k] * cols[k];
         double q4 = 0, pa = 0;
@@ -2060,9 +2061,9 @@ MEMFN void lq_scales_backward(const MemCfg* m, const real* A, const real* dP, co
 }
 // Memora: W = softmax over each row of each matrix (a warp per row); backward dZ = W (dW - <dW, W>) per row
 // (accumulated)
-MEMFN void softmax_rows(const MemCfg* m, const real* Z, real* W) {
+MEMFN void softmax_rows_gpu(const MemCfg* m, const real* Z, real* W) {
     size_t off[2];
-    int rows[2], cols[2], nm = mem_matrices(m, off, rows, cols);
+    int rows[2], cols[2], nm = mem_matrices_gpu(m, off, rows, cols);
     for (int k = 0; k < nm; k++) WARP_FOR(r, rows[k]) {
             const real* z = Z + off[k] + (size_t)r * cols[k];
             real* w = W + off[k] + (size_t)r * cols[k];
@@ -2078,9 +2079,9 @@ MEMFN void softmax_rows(const MemCfg* m, const real* Z, real* W) {
         }
     __syncthreads();
 }
-MEMFN void softmax_rows_backward(const MemCfg* m, const real* W, const real* dW, real* dZ) {
+MEMFN void softmax_rows_backward_gpu(const MemCfg* m, const real* W, const real* dW, real* dZ) {
     size_t off[2];
-    int rows[2], cols[2], nm = mem_matrices(m, off, rows, cols);
+    int rows[2], cols[2], nm = mem_matrices_gpu(m, off, rows, cols);
     for (int k = 0; k < nm; k++) WARP_FOR(r, rows[k]) {
             size_t o = off[k] + (size_t)r * cols[k];
             real p = 0;
@@ -2093,7 +2094,7 @@ MEMFN void softmax_rows_backward(const MemCfg* m, const real* W, const real* dW,
 // Memora's chunk: token 0 is the lag token, exact in logit space: Z_1 = a_0 Z_s - eta_0 g_0(W_s), W_1 = softmax(Z_1).
 // The rest is the linear chunk from W_1 whose carry is applied to Z_1; token 0 joins it with a = 1, eta = 0
 // (no write), so that it is read at W_1 like the others are read at W_t. (keep: the chunk's GPU scratch)
-MEMFN void kl_gates(const MemCfg* m, MemChunk* c, int lag, real* keep) {
+MEMFN void kl_gates_gpu(const MemCfg* m, MemChunkGpu* c, int lag, real* keep) {
     if (lag) {
         if (threadIdx.x == 0) {
             keep[0] = c->a[0];
@@ -2116,59 +2117,60 @@ MEMFN void kl_gates(const MemCfg* m, MemChunk* c, int lag, real* keep) {
 }
 
 // The chunk as the model runs it: carried state St (and momentum S) in; y; the next carried state if Stn.
-MEMFN void mem_step_forward(const MemCfg* m, MemChunk* c, int n, const real* St, const real* S, real* Stn, real* Sn,
-                            const real* lng, const real* lnb) {
+MEMFN void mem_step_forward_gpu(const MemCfg* m, MemChunkGpu* c, int n, const real* St, const real* S, real* Stn,
+                                real* Sn, const real* lng, const real* lnb) {
     if (m->retention == RET_NONE) {
-        mem_chunk_forward(m, c, n, St, S, Stn, Sn, lng, lnb, NULL, NULL);
+        mem_chunk_forward_gpu(m, c, n, St, S, Stn, Sn, lng, lnb, NULL, NULL);
         return;
     }
     if (m->retention == RET_LQ) {
         real cs[2];
-        lq_scales(m, St, c->Wa, cs);
-        mem_chunk_forward(m, c, n, c->Wa, NULL, Stn, NULL, lng, lnb, St, cs);
+        lq_scales_gpu(m, St, c->Wa, cs);
+        mem_chunk_forward_gpu(m, c, n, c->Wa, NULL, Stn, NULL, lng, lnb, St, cs);
         return;
     }
     real* keep = c->keep;
-    softmax_rows(m, St, c->Wa);  // W_s
-    mem_chunk_forward(m, c, 1, c->Wa, NULL, c->Wb, NULL, lng, lnb, St, NULL);  // Z_1
-    softmax_rows(m, c->Wb, c->Wc);  // W_1
-    kl_gates(m, c, 1, keep);
-    mem_chunk_forward(m, c, n, c->Wc, NULL, Stn, NULL, lng, lnb, c->Wb, NULL);
-    kl_gates(m, c, 0, keep);
+    softmax_rows_gpu(m, St, c->Wa);  // W_s
+    mem_chunk_forward_gpu(m, c, 1, c->Wa, NULL, c->Wb, NULL, lng, lnb, St, NULL);  // Z_1
+    softmax_rows_gpu(m, c->Wb, c->Wc);  // W_1
+    kl_gates_gpu(m, c, 1, keep);
+    mem_chunk_forward_gpu(m, c, n, c->Wc, NULL, Stn, NULL, lng, lnb, c->Wb, NULL);
+    kl_gates_gpu(m, c, 0, keep);
 }
 // Its backward (recomputes the forward). dSt, dSs: gradients of the carried state(s) at the chunk start.
-MEMFN void mem_step_backward(const MemCfg* m, MemChunk* c, int n, const real* dy, const real* St, const real* S,
-                             const real* dStn, const real* dSn, real* dSt, real* dSs, const real* lng,
-                             const real* lnb) {
+MEMFN void mem_step_backward_gpu(const MemCfg* m, MemChunkGpu* c, int n, const real* dy, const real* St, const real* S,
+                                 const real* dStn, const real* dSn, real* dSt, real* dSs, const real* lng,
+                                 const real* lnb) {
     if (m->retention == RET_NONE) {
-        mem_chunk_forward(m, c, n, St, S, NULL, NULL, lng, lnb, NULL, NULL);
-        mem_chunk_backward(m, c, n, dy, St, S, dStn, dSn, dSt, dSs, lng, NULL, dSt, NULL);
+        mem_chunk_forward_gpu(m, c, n, St, S, NULL, NULL, lng, lnb, NULL, NULL);
+        mem_chunk_backward_gpu(m, c, n, dy, St, S, dStn, dSn, dSt, dSs, lng, NULL, dSt, NULL);
         return;
     }
     if (m->retention == RET_LQ) {
         real cs[2];
-        lq_scales(m, St, c->Wa, cs);
-        mem_chunk_forward(m, c, n, c->Wa, NULL, NULL, NULL, lng, lnb, St, cs);
-        mem_chunk_backward(m, c, n, dy, c->Wa, NULL, dStn, NULL, c->dWa, NULL, lng, St, dSt, cs);
-        lq_scales_backward(m, St, c->dWa, c->dcs, dSt);
+        lq_scales_gpu(m, St, c->Wa, cs);
+        mem_chunk_forward_gpu(m, c, n, c->Wa, NULL, NULL, NULL, lng, lnb, St, cs);
+        mem_chunk_backward_gpu(m, c, n, dy, c->Wa, NULL, dStn, NULL, c->dWa, NULL, lng, St, dSt, cs);
+        lq_scales_backward_gpu(m, St, c->dWa, c->dcs, dSt);
         return;
     }
     real* keep = c->keep;
-    softmax_rows(m, St, c->Wa);
-    mem_chunk_forward(m, c, 1, c->Wa, NULL, c->Wb, NULL, lng, lnb, St, NULL);
-    softmax_rows(m, c->Wb, c->Wc);
-    kl_gates(m, c, 1, keep);
-    mem_chunk_forward(m, c, n, c->Wc, NULL, NULL, NULL, lng, lnb, c->Wb, NULL);
-    mem_chunk_backward(m, c, n, dy, c->Wc, NULL, dStn, NULL, c->dWa, NULL, lng, c->Wb, c->dWb, NULL);  // dW_1, dZ_1
-    kl_gates(m, c, 0, keep);
+    softmax_rows_gpu(m, St, c->Wa);
+    mem_chunk_forward_gpu(m, c, 1, c->Wa, NULL, c->Wb, NULL, lng, lnb, St, NULL);
+    softmax_rows_gpu(m, c->Wb, c->Wc);
+    kl_gates_gpu(m, c, 1, keep);
+    mem_chunk_forward_gpu(m, c, n, c->Wc, NULL, NULL, NULL, lng, lnb, c->Wb, NULL);
+    mem_chunk_backward_gpu(m, c, n, dy, c->Wc, NULL, dStn, NULL, c->dWa, NULL, lng, c->Wb, c->dWb, NULL);  // dW_1, dZ_1
+    kl_gates_gpu(m, c, 0, keep);
     if (threadIdx.x == 0) c->da[0] = c->deta[0] = 0;  // token 0's gates were constants here
     if (m->cw) FOR(i, m->d) c->detac[i] = 0;
     __syncthreads();
     block_copy(c->save, c->grad0, c->ngrad);
-    softmax_rows_backward(m, c->Wc, c->dWa, c->dWb);  // dZ_1 += through W_1 = softmax(Z_1)
-    mem_chunk_forward(m, c, 1, c->Wa, NULL, c->Wb, NULL, lng, lnb, St, NULL);
-    mem_chunk_backward(m, c, 1, c->zero, c->Wa, NULL, c->dWb, NULL, c->dWa, NULL, lng, St, dSt, NULL);  // dW_s, dZ_s
-    softmax_rows_backward(m, c->Wa, c->dWa, dSt);
+    softmax_rows_backward_gpu(m, c->Wc, c->dWa, c->dWb);  // dZ_1 += through W_1 = softmax(Z_1)
+    mem_chunk_forward_gpu(m, c, 1, c->Wa, NULL, c->Wb, NULL, lng, lnb, St, NULL);
+    mem_chunk_backward_gpu(m, c, 1, c->zero, c->Wa, NULL, c->dWb, NULL, c->dWa, NULL, lng, St, dSt,
+                           NULL);  // dW_s, dZ_s
+    softmax_rows_backward_gpu(m, c->Wa, c->dWa, dSt);
     for (size_t i = threadIdx.x; i < c->ngrad; i += blockDim.x) c->grad0[i] += c->save[i];
     __syncthreads();
 }
@@ -2195,7 +2197,7 @@ __device__ __forceinline__ real* mem_dyn_smem() {
     return (real*)mem_dyn;
 }
 #endif
-__device__ void mem_smem_apply(MemChunk* c, const MemSmem* sm) {  // thread 0, before the kernel's first barrier
+__device__ void mem_smem_apply(MemChunkGpu* c, const MemSmem* sm) {  // thread 0, before the kernel's first barrier
     real** slot = (real**)c;
     real* base = mem_dyn_smem();
     for (int i = 0; i < sm->n; i++) slot[sm->slot[i]] = base + sm->off[i];
@@ -2209,7 +2211,7 @@ typedef struct {
     // this layer's chunk-start states (B, H, nch, nP); S: momentum only
     real *P, *S;
     const real *p0, *lng, *lnb;  // this layer's P_0 (H, nP) and memory LN (H, d)
-    MemChunk* chunks;  // chunk scratch, one per block
+    MemChunkGpu* chunks;  // chunk scratch, one per block
     const real* dy;  // backward: dL/dy, and the gradients of the inputs (written)
     real *dq, *dk, *dv, *dga, *dgth, *dgeta, *dgdel;
     real* dbh;  // (B, H, nP + 2d): per-sequence dL/dP_0 and LN affine
@@ -2226,14 +2228,14 @@ typedef struct {
 } MemArgs;
 
 // copy rows [t0, t0+n) of head h of sequence bb from a (B, T, G*w) tensor into dst (n, w), and back
-__device__ void gather_rows(real* dst, const real* src, int bb, int h, int t0, int n, int T, int G, int w) {
+__device__ void gather_rows_gpu(real* dst, const real* src, int bb, int h, int t0, int n, int T, int G, int w) {
     FOR(e, n * w) {
         int t = e / w, i = e % w;
         dst[e] = src[(((size_t)bb * T + t0 + t) * G + h) * w + i];
     }
     __syncthreads();
 }
-__device__ void scatter_rows(real* dst, const real* src, int bb, int h, int t0, int n, int T, int G, int w) {
+__device__ void scatter_rows_gpu(real* dst, const real* src, int bb, int h, int t0, int n, int T, int G, int w) {
     FOR(e, n * w) {
         int t = e / w, i = e % w;
         dst[(((size_t)bb * T + t0 + t) * G + h) * w + i] = src[e];
@@ -2242,7 +2244,7 @@ __device__ void scatter_rows(real* dst, const real* src, int bb, int h, int t0, 
 }
 // rows [t0, t0+n) of sequence bb, head h into the chunk (chunk_set_row of every row: q, k, v, a, theta, and eta,
 // delta, per channel when channel-wise; channel-wise eta scales the error, so the recurrences' scalar eta is 1)
-__device__ void load_chunk_inputs(MemChunk* c, const MemArgs* A, int bb, int h, int t0, int n) {
+__device__ void load_chunk_inputs_gpu(MemChunkGpu* c, const MemArgs* A, int bb, int h, int t0, int n) {
     const MemCfg* m = &A->m;
     int d = m->d, H = A->H, D = A->D, ew = m->cw ? d : 1, Ge = m->cw ? D : H;
     FOR(e, n * d) {
@@ -2263,7 +2265,7 @@ __device__ void load_chunk_inputs(MemChunk* c, const MemArgs* A, int bb, int h, 
     __syncthreads();
 }
 // and the gradients of those rows back (chunk_get_row_grads; a per-head delta gets the sum over the head's channels)
-__device__ void store_chunk_grads(const MemChunk* c, const MemArgs* A, int bb, int h, int t0, int n) {
+__device__ void store_chunk_grads_gpu(const MemChunkGpu* c, const MemArgs* A, int bb, int h, int t0, int n) {
     const MemCfg* m = &A->m;
     int d = m->d, H = A->H, D = A->D, ew = m->cw ? d : 1, Ge = m->cw ? D : H;
     FOR(e, n * d) {
@@ -2299,7 +2301,7 @@ __device__ __forceinline__ void prefetch_l2(const real* p, size_t n) {
 // The memory read of one layer (SPEC §5): each (sequence, head) runs its chunks in order; every chunk-start
 // state is kept for the backward.
 __global__ void __launch_bounds__(MEM_THREADS) memory_forward_kernel(MemArgs A) {
-    __shared__ MemChunk c;
+    __shared__ MemChunkGpu c;
     __shared__ MemCfg m;
     if (threadIdx.x == 0) {
         c = A.chunks[blockIdx.x];
@@ -2319,17 +2321,17 @@ __global__ void __launch_bounds__(MEM_THREADS) memory_forward_kernel(MemArgs A) 
     const real* lnb = m.ln ? A.lnb + (size_t)h * m.d : NULL;
     for (int ch = 0; ch < nch; ch++) {
         int t0 = ch * b, n = T - t0 < b ? T - t0 : b, last = ch == nch - 1;
-        load_chunk_inputs(&c, &A, bb, h, t0, n);
-        mem_step_forward(&m, &c, n, P + (size_t)ch * nP, S ? S + (size_t)ch * nP : NULL,
-                         last ? NULL : P + (size_t)(ch + 1) * nP, (S && !last) ? S + (size_t)(ch + 1) * nP : NULL, lng,
-                         lnb);
-        scatter_rows(A.y, c.y, bb, h, t0, n, T, A.H, m.d);
+        load_chunk_inputs_gpu(&c, &A, bb, h, t0, n);
+        mem_step_forward_gpu(&m, &c, n, P + (size_t)ch * nP, S ? S + (size_t)ch * nP : NULL,
+                             last ? NULL : P + (size_t)(ch + 1) * nP, (S && !last) ? S + (size_t)(ch + 1) * nP : NULL,
+                             lng, lnb);
+        scatter_rows_gpu(A.y, c.y, bb, h, t0, n, T, A.H, m.d);
     }
 }
 // Backward through all chunks in reverse, carrying dL/dP and dL/dS across chunk boundaries
 // (each chunk's intermediates are recomputed from its stored start state).
 __global__ void __launch_bounds__(MEM_THREADS) memory_backward_kernel(MemArgs A) {
-    __shared__ MemChunk c;
+    __shared__ MemChunkGpu c;
     __shared__ MemCfg m;
     if (threadIdx.x == 0) {
         c = A.chunks[blockIdx.x];
@@ -2357,10 +2359,10 @@ __global__ void __launch_bounds__(MEM_THREADS) memory_backward_kernel(MemArgs A)
             prefetch_l2(Pc - nP, nP);
             if (Sc) prefetch_l2(Sc - nP, nP);
         }
-        load_chunk_inputs(&c, &A, bb, h, t0, n);
-        gather_rows(c.dy, A.dy, bb, h, t0, n, T, A.H, d);
-        mem_step_backward(&m, &c, n, c.dy, Pc, Sc, dPn, dSn, dPs, dSs, lng, lnb);
-        store_chunk_grads(&c, &A, bb, h, t0, n);
+        load_chunk_inputs_gpu(&c, &A, bb, h, t0, n);
+        gather_rows_gpu(c.dy, A.dy, bb, h, t0, n, T, A.H, d);
+        mem_step_backward_gpu(&m, &c, n, c.dy, Pc, Sc, dPn, dSn, dPs, dSs, lng, lnb);
+        store_chunk_grads_gpu(&c, &A, bb, h, t0, n);
         dPn = dPs;
         dSn = dSs;  // this chunk's start is the previous chunk's end
         dPs = dPs == c.Pa ? c.Pb : c.Pa;
@@ -3253,11 +3255,11 @@ static int mem_token_ok(const MemArgs& A) {
 // `bytes`: the arrays in the order below while they fit; the gradient arrays as one block (they are zeroed and
 // saved as one range, grad0..grad0+ngrad).
 static MemSmem mem_smem_plan(const MemCfg* m, int b, int fwd, size_t bytes) {
-    MemChunk c;
+    MemChunkGpu c;
     real* base = (real*)(uintptr_t)4096;  // a stand-in base address: only offsets matter
-    size_t total = memchunk_carve(&c, base, b, m->d, m->dm, m->nP);
+    size_t total = memchunk_carve_gpu(&c, base, b, m->d, m->dm, m->nP);
     real** slot = (real**)&c;
-    int ns = (int)(sizeof(MemChunk) / sizeof(real*)), ig = (int)((real**)&c.ngrad - slot);
+    int ns = (int)(sizeof(MemChunkGpu) / sizeof(real*)), ig = (int)((real**)&c.ngrad - slot);
     auto size_of = [&](real* p) {
         size_t o = p - base, nx = total;
         for (int t = 0; t < ns; t++)
@@ -3325,19 +3327,19 @@ static size_t mem_smem_bytes(void) {
     }  // room for the static shared memory
     return optin > 0 ? (size_t)optin : 0;
 }
-static void mem_forward_launch(MemArgs A, int nblocks) {
+static void mem_forward_launch(MemArgs A, int nbh) {
     if (A.m.lattice) {
-        lattice_forward_kernel<<<nblocks, lat_threads(A.m.d)>>>(A);
+        lattice_forward_kernel<<<nbh, lat_threads(A.m.d)>>>(A);
         KCHECK("lattice_forward");
         return;
     }
     if ((A.ver == 0 || A.ver >= 6) && mem_token6_ok(A)) {
-        mem_token_forward_v6_kernel<<<nblocks * TOK_R, TOK6_THREADS>>>(A);
+        mem_token_forward_v6_kernel<<<nbh * TOK_R, TOK6_THREADS>>>(A);
         KCHECK("mem_token_forward_v6");
         return;
     }
     if ((A.ver == 0 || A.ver >= 4) && mem_token_ok(A)) {
-        mem_token_forward_kernel<<<nblocks, TOK_THREADS>>>(A);
+        mem_token_forward_kernel<<<nbh, TOK_THREADS>>>(A);
         KCHECK("mem_token_forward");
         return;
     }
@@ -3348,26 +3350,26 @@ static void mem_forward_launch(MemArgs A, int nblocks) {
         A.sm.n = A.sm.floats = 0;
     size_t sb = (size_t)A.sm.floats * sizeof(real);
     cudaCheck(cudaFuncSetAttribute(memory_forward_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sb));
-    memory_forward_kernel<<<nblocks, MEM_THREADS, sb>>>(A);
+    memory_forward_kernel<<<nbh, MEM_THREADS, sb>>>(A);
     KCHECK("memory_forward");
 }
-static void mem_backward_launch(MemArgs A, int nblocks) {
+static void mem_backward_launch(MemArgs A, int nbh) {
     if (A.m.lattice) {
-        lattice_backward_kernel<<<nblocks, lat_threads(A.m.d)>>>(A);
+        lattice_backward_kernel<<<nbh, lat_threads(A.m.d)>>>(A);
         KCHECK("lattice_backward");
         return;
     }
     if ((A.ver == 0 || A.ver >= 6) && mem_token6_ok(A)) {
         cudaCheck(cudaFuncSetAttribute(mem_token_backward_v6_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        (int)TOK6_SMEM_BYTES));
-        mem_token_backward_v6_kernel<<<nblocks * TOK_R, TOK6_THREADS, TOK6_SMEM_BYTES>>>(A);
+        mem_token_backward_v6_kernel<<<nbh * TOK_R, TOK6_THREADS, TOK6_SMEM_BYTES>>>(A);
         KCHECK("mem_token_backward_v6");
-        mem_token_reduce_v6_kernel<<<::nblocks((size_t)A.B * A.T * A.D), NT>>>(A);
+        mem_token_reduce_v6_kernel<<<nblocks((size_t)A.B * A.T * A.D), NT>>>(A);
         KCHECK("mem_token_reduce_v6");
         return;
     }
     if ((A.ver == 0 || A.ver >= 4) && mem_token_ok(A)) {
-        mem_token_backward_kernel<<<nblocks, TOK_THREADS>>>(A);
+        mem_token_backward_kernel<<<nbh, TOK_THREADS>>>(A);
         KCHECK("mem_token_backward");
         return;
     }
@@ -3378,7 +3380,7 @@ static void mem_backward_launch(MemArgs A, int nblocks) {
         A.sm.n = A.sm.floats = 0;
     size_t sb = (size_t)A.sm.floats * sizeof(real);
     cudaCheck(cudaFuncSetAttribute(memory_backward_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sb));
-    memory_backward_kernel<<<nblocks, MEM_THREADS, sb>>>(A);
+    memory_backward_kernel<<<nbh, MEM_THREADS, sb>>>(A);
     KCHECK("memory_backward");
 }
 // sum over the batch in a fixed order (a thread per element of P_0 and the LN affine)
@@ -3397,15 +3399,11 @@ __global__ void memory_dbh_reduce_kernel(real* dp0, real* dlng, real* dlnb, cons
     }
 }
 
-}  // namespace gpu
-
 // ----------------------------------------------------------------------------
 // 4. the GPU model (train_miras.c section 4): the CPU's parameter and activation layouts, in device memory
 
-namespace gpu {
-
 typedef struct {
-    ::Model* hm;  // the host model: config, parameter sizes, and the parameters for the files
+    Model* hm;  // the host model: config, parameter sizes, and the parameters for the files
     Config cfg;
     MemCfg mem;
     size_t param_sizes[NUM_PARAM_TENSORS], num_params;
@@ -3428,7 +3426,7 @@ typedef struct {
     // (B, H, T, TOK_R, TOK_GP) the v6 token backward's partial sums (one layer at a time), or NULL
     real* mem_gpart;
     real* lat_scratch;  // Lattice: (B, H, lat_k + 2, nP) the backward's segment states and carry, or NULL
-    MemChunk* chunks;
+    MemChunkGpu* chunks;
     real* chunk_memory;  // one chunk scratch per (sequence, head), device
     int *inputs, *targets;  // (B, T) device
     int *h_inputs, *h_targets;  // and their host copies
@@ -3444,12 +3442,12 @@ typedef struct {
     int has_mask;
     long adam_t;  // AdamW step count (bias correction)
     size_t opt_lo, opt_n;  // the parameters whose AdamW moments this rank keeps (all, or its share with -K 1)
-} Model;
+} ModelGpu;
 
-static int nchunks(const Model* M, int T) { return (T + M->cfg.b - 1) / M->cfg.b; }
+static int nchunks_gpu(const ModelGpu* M, int T) { return (T + M->cfg.b - 1) / M->cfg.b; }
 
 // The GPU model of a built host model: parameters (and AdamW moments, if the host has them) copied over.
-static void model_build(Model* M, ::Model* host) {
+static void model_build_gpu(ModelGpu* M, Model* host) {
     if (host->cfg.arch)  // Titans layers (train_miras.c section 4b): CPU only, so far
         DIE("train mal, mag, mac with the CPU trainer train_miras",
             "the GPU trainer has no Titans layers (MAL, MAG, MAC) yet; preset arrangement %d", host->cfg.arch);
@@ -3465,7 +3463,7 @@ static void model_build(Model* M, ::Model* host) {
     memset(M, 0, sizeof *M);
     M->hm = host;
     M->cfg = host->cfg;
-    ::MemCfg* mb = &M->mem;
+    MemCfg* mb = &M->mem;
     *mb = host->mem;
     memcpy(M->param_sizes, host->param_sizes, sizeof M->param_sizes);
     M->num_params = host->num_params;
@@ -3492,13 +3490,13 @@ static void model_build(Model* M, ::Model* host) {
     }
 }
 // parameters, AdamW moments and step count back into the host model (for save_checkpoint and the dumps)
-static void model_to_host(Model* M) {
-    ::Model* H = M->hm;
+static void model_to_host(ModelGpu* M) {
+    Model* H = M->hm;
     d2h(H->params_memory, M->params_memory, M->num_params * sizeof(real));
     if (M->m_memory) {
         if (!H->m_memory) {
-            H->m_memory = xmalloc(M->opt_n * sizeof(real));
-            H->v_memory = xmalloc(M->opt_n * sizeof(real));
+            H->m_memory = (real*)xmalloc(M->opt_n * sizeof(real));
+            H->v_memory = (real*)xmalloc(M->opt_n * sizeof(real));
         }
         d2h(H->m_memory, M->m_memory, M->opt_n * sizeof(real));
         d2h(H->v_memory, M->v_memory, M->opt_n * sizeof(real));
@@ -3506,7 +3504,7 @@ static void model_to_host(Model* M) {
     H->adam_t = M->adam_t;
 }
 
-static void model_free_acts(Model* M) {
+static void model_free_acts(ModelGpu* M) {
     dfree(M->acts_memory);
     dfree(M->grads_acts_memory);
     dfree(M->acts_bf16);
@@ -3539,7 +3537,7 @@ static void model_free_acts(Model* M) {
     free(M->h_mask);
 }
 // (Re)allocate activations for batch B, length T (lazily, like llm.c; a new shape reallocates).
-static void model_alloc_acts(Model* M, int B, int T) {
+static void model_alloc_acts_gpu(ModelGpu* M, int B, int T) {
     if (M->acts_memory && M->B == B && M->T == T) return;
     model_free_acts(M);
     M->B = B;
@@ -3580,33 +3578,33 @@ static void model_alloc_acts(Model* M, int B, int T) {
         M->mem_gpart = (real*)dmalloc(N * c->H * TOK_R * TOK_GP * sizeof(real));
     }
     int nb = B * c->H;
-    MemChunk tmp;
-    size_t per = memchunk_carve(&tmp, NULL, c->b, M->mem.d, M->mem.dm, M->mem.nP);
+    MemChunkGpu tmp;
+    size_t per = memchunk_carve_gpu(&tmp, NULL, c->b, M->mem.d, M->mem.dm, M->mem.nP);
     M->chunk_memory = (real*)dmalloc((size_t)nb * per * sizeof(real));
-    MemChunk* hc = xmalloc((size_t)nb * sizeof(MemChunk));
+    MemChunkGpu* hc = (MemChunkGpu*)xmalloc((size_t)nb * sizeof(MemChunkGpu));
     for (int i = 0; i < nb; i++)
-        memchunk_carve(&hc[i], M->chunk_memory + (size_t)i * per, c->b, M->mem.d, M->mem.dm, M->mem.nP);
-    M->chunks = (MemChunk*)dmalloc((size_t)nb * sizeof(MemChunk));
-    h2d(M->chunks, hc, (size_t)nb * sizeof(MemChunk));
+        memchunk_carve_gpu(&hc[i], M->chunk_memory + (size_t)i * per, c->b, M->mem.d, M->mem.dm, M->mem.nP);
+    M->chunks = (MemChunkGpu*)dmalloc((size_t)nb * sizeof(MemChunkGpu));
+    h2d(M->chunks, hc, (size_t)nb * sizeof(MemChunkGpu));
     free(hc);
     M->inputs = (int*)dmalloc(N * sizeof(int));
     M->targets = (int*)dmalloc(N * sizeof(int));
-    M->h_inputs = xmalloc(N * sizeof(int));
-    M->h_targets = xmalloc(N * sizeof(int));
+    M->h_inputs = (int*)xmalloc(N * sizeof(int));
+    M->h_targets = (int*)xmalloc(N * sizeof(int));
     M->enc_uniq = (int*)dmalloc(N * sizeof(int));
     M->enc_off = (int*)dmalloc((N + 1) * sizeof(int));
     M->enc_pos = (int*)dmalloc(N * sizeof(int));
-    M->h_cnt = xmalloc((c->V + 1) * sizeof(int));
-    M->h_cur = xmalloc((c->V + 1) * sizeof(int));
-    M->h_uniq = xmalloc(N * sizeof(int));
-    M->h_off = xmalloc((N + 1) * sizeof(int));
-    M->h_pos = xmalloc(N * sizeof(int));
+    M->h_cnt = (int*)xmalloc((c->V + 1) * sizeof(int));
+    M->h_cur = (int*)xmalloc((c->V + 1) * sizeof(int));
+    M->h_uniq = (int*)xmalloc(N * sizeof(int));
+    M->h_off = (int*)xmalloc((N + 1) * sizeof(int));
+    M->h_pos = (int*)xmalloc(N * sizeof(int));
     M->argmax = (int*)dmalloc(N * sizeof(int));
-    M->h_argmax = xmalloc(N * sizeof(int));
-    M->h_losses = xmalloc(N * sizeof(real));
+    M->h_argmax = (int*)xmalloc(N * sizeof(int));
+    M->h_losses = (real*)xmalloc(N * sizeof(real));
     M->ce_stats = (real*)dmalloc(2 * N * sizeof(real));
     M->mask = (uint8_t*)dmalloc(N);
-    M->h_mask = xmalloc(N);
+    M->h_mask = (uint8_t*)xmalloc(N);
     gpu_buffers(N, N * c->D);  // ones for column sums; scratch for the (N, D) gradient products
     // the rounding scratches at their largest (x, dout of at most (N, max(D, F)); dlogits has its own)
     if (g_prec == PREC_BF16) {
@@ -3626,7 +3624,7 @@ static void model_alloc_acts(Model* M, int B, int T) {
 
 // embedding backward: the positions of each distinct token, in order (host-built buckets), then one thread per (token,
 // channel)
-static void encoder_backward(Model* M, real* dwte, const real* dout, int N, int C) {
+static void encoder_backward_gpu(ModelGpu* M, real* dwte, const real* dout, int N, int C) {
     int V = M->cfg.V, *tok = M->h_inputs, *cnt = M->h_cnt, *cur = M->h_cur, nu = 0;
     memset(cnt, 0, (V + 1) * sizeof(int));
     for (int n = 0; n < N; n++) cnt[tok[n] + 1]++;
@@ -3648,9 +3646,9 @@ static void encoder_backward(Model* M, real* dwte, const real* dout, int N, int 
 }
 
 // the memory kernels' arguments for layer l
-static MemArgs mem_args(Model* M, int l) {
+static MemArgs mem_args(ModelGpu* M, int l) {
     const Config* c = &M->cfg;
-    int B = M->B, T = M->T, H = c->H, D = c->D, d = M->mem.d, nP = M->mem.nP, nch = nchunks(M, T);
+    int B = M->B, T = M->T, H = c->H, D = c->D, d = M->mem.d, nP = M->mem.nP, nch = nchunks_gpu(M, T);
     size_t N = (size_t)B * T, oD = (size_t)l * N * D, oH = (size_t)l * N * H,
            oG = (size_t)l * N * (c->gate_rank ? D : H);
     ActivationTensors *a = &M->acts, *g = &M->grads_acts;
@@ -3695,12 +3693,12 @@ static MemArgs mem_args(Model* M, int l) {
     return A;
 }
 // The memory read of layer l for all sequences and heads (SPEC §5): y = MemoryRead(q, k, v, gates).
-static void memory_forward(Model* M, int l) {
+static void memory_forward_gpu(ModelGpu* M, int l) {
     MemArgs A = mem_args(M, l);
     mem_forward_launch(A, M->B * M->cfg.H);
 }
 // Backward through all chunks in reverse; then dL/dP_0 and the LN affine summed over the batch in a fixed order.
-static void memory_backward(Model* M, int l) {
+static void memory_backward_gpu(ModelGpu* M, int l) {
     MemArgs A = mem_args(M, l);
     const Config* c = &M->cfg;
     int H = c->H, d = M->mem.d, nP = M->mem.nP;
@@ -3717,54 +3715,55 @@ static void memory_backward(Model* M, int l) {
 // Yaad's delta = softplus, per head, or per channel through a rank-R projection u -> R^R -> R^D.
 // Gates a preset does not learn are constants: a = 1, eta = 1, theta = 0 (gd).
 // (ub: u's bf16 copy in bf16 mode, or NULL)
-static void gate_forward(real* out, real* lr, const real* u, const bf16* ub, const real* w, const real* bias,
-                         const real* up, int N, int D, int G, int R) {
+static void gate_forward_gpu(real* out, real* lr, const real* u, const bf16* ub, const real* w, const real* bias,
+                             const real* up, int N, int D, int G, int R) {
     if (R) {
-        matmul_forward(lr, u, w, NULL, N, D, R, ub);
-        matmul_forward(out, lr, up, bias, N, R, G);
+        matmul_forward_gpu(lr, u, w, NULL, N, D, R, ub);
+        matmul_forward_gpu(out, lr, up, bias, N, R, G);
     } else
-        matmul_forward(out, u, w, bias, N, D, G, ub);
+        matmul_forward_gpu(out, u, w, bias, N, D, G, ub);
 }
-static void gate_backward(real* du, real* dw, real* dbias, real* dup, real* dlr, const real* dout, const real* u,
-                          const bf16* ub, const real* w, const real* up, const real* lr, int N, int D, int G, int R) {
+static void gate_backward_gpu(real* du, real* dw, real* dbias, real* dup, real* dlr, const real* dout, const real* u,
+                              const bf16* ub, const real* w, const real* up, const real* lr, int N, int D, int G,
+                              int R) {
     if (R) {
-        matmul_backward(dlr, dup, dbias, dout, lr, up, N, R, G);
-        matmul_backward(du, dw, NULL, dlr, u, w, N, D, R, ub);
+        matmul_backward_gpu(dlr, dup, dbias, dout, lr, up, N, R, G);
+        matmul_backward_gpu(du, dw, NULL, dlr, u, w, N, D, R, ub);
     } else
-        matmul_backward(du, dw, dbias, dout, u, w, N, D, G, ub);
+        matmul_backward_gpu(du, dw, dbias, dout, u, w, N, D, G, ub);
 }
-static void gates_forward(const Model* M, int l, const real* u, const bf16* ub, int N, real* ga, real* geta, real* gth,
-                          real* gdel, real* eta_lr, real* del_lr) {
+static void gates_forward_gpu(const ModelGpu* M, int l, const real* u, const bf16* ub, int N, real* ga, real* geta,
+                              real* gth, real* gdel, real* eta_lr, real* del_lr) {
     l = M->hm->mlayer[l];  // the gate tensors are stacked over the memory layers
     const Config* c = &M->cfg;
     const ParameterTensors* p = &M->params;
     int D = c->D, H = c->H, R = c->gate_rank, Ge = R ? D : H;
     size_t gw = R ? (size_t)R * D : (size_t)H * D;
     if (c->gate_a) {
-        matmul_forward(ga, u, p->gate_a_w + (size_t)l * H * D, p->gate_a_b + (size_t)l * H, N, D, H, ub);
-        gate_act_forward(ga, (size_t)N * H, 1);
+        matmul_forward_gpu(ga, u, p->gate_a_w + (size_t)l * H * D, p->gate_a_b + (size_t)l * H, N, D, H, ub);
+        gate_act_forward_gpu(ga, (size_t)N * H, 1);
     } else
-        fill_const(ga, (size_t)N * H, 1);
+        fill_const_gpu(ga, (size_t)N * H, 1);
     if (c->gate_eta) {
-        gate_forward(geta, eta_lr, u, ub, p->gate_eta_w + l * gw, p->gate_eta_b + (size_t)l * Ge,
-                     R ? p->gate_eta_up + (size_t)l * D * R : NULL, N, D, Ge, R);
-        gate_act_forward(geta, (size_t)N * Ge, c->eta_max);
+        gate_forward_gpu(geta, eta_lr, u, ub, p->gate_eta_w + l * gw, p->gate_eta_b + (size_t)l * Ge,
+                         R ? p->gate_eta_up + (size_t)l * D * R : NULL, N, D, Ge, R);
+        gate_act_forward_gpu(geta, (size_t)N * Ge, c->eta_max);
     } else
-        fill_const(geta, (size_t)N * Ge, 1);
+        fill_const_gpu(geta, (size_t)N * Ge, 1);
     if (c->algo == ALGO_MOMENTUM) {
-        matmul_forward(gth, u, p->gate_theta_w + (size_t)l * H * D, p->gate_theta_b + (size_t)l * H, N, D, H, ub);
-        gate_act_forward(gth, (size_t)N * H, 1);
+        matmul_forward_gpu(gth, u, p->gate_theta_w + (size_t)l * H * D, p->gate_theta_b + (size_t)l * H, N, D, H, ub);
+        gate_act_forward_gpu(gth, (size_t)N * H, 1);
     } else
-        fill_const(gth, (size_t)N * H, 0);
+        fill_const_gpu(gth, (size_t)N * H, 0);
     if (c->bias == BIAS_HUBER) {
-        gate_forward(gdel, del_lr, u, ub, p->gate_delta_w + l * gw, p->gate_delta_b + (size_t)l * Ge,
-                     R ? p->gate_delta_up + (size_t)l * D * R : NULL, N, D, Ge, R);
-        softplus_forward(gdel, (size_t)N * Ge);
+        gate_forward_gpu(gdel, del_lr, u, ub, p->gate_delta_w + l * gw, p->gate_delta_b + (size_t)l * Ge,
+                         R ? p->gate_delta_up + (size_t)l * D * R : NULL, N, D, Ge, R);
+        softplus_forward_gpu(gdel, (size_t)N * Ge);
     }
 }
 // from the gates' gradients (turned into pre-activation gradients in place) to du and the gate parameters
-static void gates_backward(Model* M, int l, real* du, const real* u, const bf16* ub, int N, const ActivationTensors* a,
-                           ActivationTensors* g, size_t oH, size_t oG, size_t oR) {
+static void gates_backward_gpu(ModelGpu* M, int l, real* du, const real* u, const bf16* ub, int N,
+                               const ActivationTensors* a, ActivationTensors* g, size_t oH, size_t oG, size_t oR) {
     // the gate tensors are stacked over the memory layers (the offsets oH, oG, oR are the caller's)
     l = M->hm->mlayer[l];
     const Config* c = &M->cfg;
@@ -3773,33 +3772,33 @@ static void gates_backward(Model* M, int l, real* du, const real* u, const bf16*
     int D = c->D, H = c->H, R = c->gate_rank, Ge = R ? D : H;
     size_t gw = R ? (size_t)R * D : (size_t)H * D, nH = (size_t)N * H, nG = (size_t)N * Ge;
     if (c->gate_a) {
-        gate_act_backward(g->ga + oH, g->ga + oH, a->ga + oH, nH, 1);
-        matmul_backward(du, dp->gate_a_w + (size_t)l * H * D, dp->gate_a_b + (size_t)l * H, g->ga + oH, u,
-                        p->gate_a_w + (size_t)l * H * D, N, D, H, ub);
+        gate_act_backward_gpu(g->ga + oH, g->ga + oH, a->ga + oH, nH, 1);
+        matmul_backward_gpu(du, dp->gate_a_w + (size_t)l * H * D, dp->gate_a_b + (size_t)l * H, g->ga + oH, u,
+                            p->gate_a_w + (size_t)l * H * D, N, D, H, ub);
     }
     if (c->gate_eta) {
-        gate_act_backward(g->geta + oG, g->geta + oG, a->geta + oG, nG, c->eta_max);
-        gate_backward(du, dp->gate_eta_w + l * gw, dp->gate_eta_b + (size_t)l * Ge,
-                      R ? dp->gate_eta_up + (size_t)l * D * R : NULL, g->geta_lr + oR, g->geta + oG, u, ub,
-                      p->gate_eta_w + l * gw, R ? p->gate_eta_up + (size_t)l * D * R : NULL, a->geta_lr + oR, N, D, Ge,
-                      R);
+        gate_act_backward_gpu(g->geta + oG, g->geta + oG, a->geta + oG, nG, c->eta_max);
+        gate_backward_gpu(du, dp->gate_eta_w + l * gw, dp->gate_eta_b + (size_t)l * Ge,
+                          R ? dp->gate_eta_up + (size_t)l * D * R : NULL, g->geta_lr + oR, g->geta + oG, u, ub,
+                          p->gate_eta_w + l * gw, R ? p->gate_eta_up + (size_t)l * D * R : NULL, a->geta_lr + oR, N, D,
+                          Ge, R);
     }
     if (c->algo == ALGO_MOMENTUM) {
-        gate_act_backward(g->gth + oH, g->gth + oH, a->gth + oH, nH, 1);
-        matmul_backward(du, dp->gate_theta_w + (size_t)l * H * D, dp->gate_theta_b + (size_t)l * H, g->gth + oH, u,
-                        p->gate_theta_w + (size_t)l * H * D, N, D, H, ub);
+        gate_act_backward_gpu(g->gth + oH, g->gth + oH, a->gth + oH, nH, 1);
+        matmul_backward_gpu(du, dp->gate_theta_w + (size_t)l * H * D, dp->gate_theta_b + (size_t)l * H, g->gth + oH, u,
+                            p->gate_theta_w + (size_t)l * H * D, N, D, H, ub);
     }
     if (c->bias == BIAS_HUBER) {
-        softplus_backward(g->gdel + oG, g->gdel + oG, a->gdel + oG, nG);
-        gate_backward(du, dp->gate_delta_w + l * gw, dp->gate_delta_b + (size_t)l * Ge,
-                      R ? dp->gate_delta_up + (size_t)l * D * R : NULL, g->gdel_lr + oR, g->gdel + oG, u, ub,
-                      p->gate_delta_w + l * gw, R ? p->gate_delta_up + (size_t)l * D * R : NULL, a->gdel_lr + oR, N, D,
-                      Ge, R);
+        softplus_backward_gpu(g->gdel + oG, g->gdel + oG, a->gdel + oG, nG);
+        gate_backward_gpu(du, dp->gate_delta_w + l * gw, dp->gate_delta_b + (size_t)l * Ge,
+                          R ? dp->gate_delta_up + (size_t)l * D * R : NULL, g->gdel_lr + oR, g->gdel + oG, u, ub,
+                          p->gate_delta_w + l * gw, R ? p->gate_delta_up + (size_t)l * D * R : NULL, a->gdel_lr + oR, N,
+                          D, Ge, R);
     }
 }
 
 // The forward pass (SPEC §2, §3). targets may be NULL (no loss). inputs, targets: host arrays.
-static void model_forward(Model* M, const int* inputs, const int* targets, int B, int T) {
+static void model_forward_gpu(ModelGpu* M, const int* inputs, const int* targets, int B, int T) {
     const Config* c = &M->cfg;
     int L = c->L, D = c->D, H = c->H, F = c->F, Vp = c->Vp, d = M->mem.d;
     size_t N = (size_t)B * T;
@@ -3807,7 +3806,7 @@ static void model_forward(Model* M, const int* inputs, const int* targets, int B
         if (inputs[i] < 0 || inputs[i] >= c->V || (targets && (targets[i] < 0 || targets[i] >= c->V)))
             DIE("the data's tokenizer must match the model's vocab (-V)", "token id %d out of range for vocab size %d",
                 targets && (targets[i] < 0 || targets[i] >= c->V) ? targets[i] : inputs[i], c->V);
-    model_alloc_acts(M, B, T);
+    model_alloc_acts_gpu(M, B, T);
     memcpy(M->h_inputs, inputs, N * sizeof(int));
     h2d(M->inputs, inputs, N * sizeof(int));
     if (targets) {
@@ -3816,7 +3815,7 @@ static void model_forward(Model* M, const int* inputs, const int* targets, int B
     }
     ParameterTensors* p = &M->params;
     ActivationTensors* a = &M->acts;
-    encoder_forward(a->encoded, M->inputs, p->wte, N, D);
+    encoder_forward_gpu(a->encoded, M->inputs, p->wte, N, D);
     for (int l = 0; l < L; l++) {
         size_t oD = (size_t)l * N * D, oH = (size_t)l * N * H, oF = (size_t)l * N * F;
         real* x = l == 0 ? a->encoded : a->res3 + oD - N * D;
@@ -3826,51 +3825,51 @@ static void model_forward(Model* M, const int* inputs, const int* targets, int B
              *ln2b = M->ln2b ? M->ln2b + oD : NULL, *hgb = M->hgb ? M->hgb + oF : NULL;
         size_t ml = M->hm->mlayer[l];  // the layer's index in the memory-only parameter tensors
         // mixer (SPEC §3): u = RMSNorm(x); q, k, v = SiLU(conv(u W^T)); q, k l2-normed per head
-        rmsnorm_forward(u, a->ln1_rstd + (size_t)l * N, x, p->rms1_w + (size_t)l * D, N, 1, D, ub);
-        matmul_forward(a->qp + oD, u, p->wq + (size_t)l * D * D, NULL, N, D, D, ub);
-        matmul_forward(a->kp + oD, u, p->wk + (size_t)l * D * D, NULL, N, D, D, ub);
-        matmul_forward(a->vp + oD, u, p->wv + (size_t)l * D * D, NULL, N, D, D, ub);
+        rmsnorm_forward_gpu(u, a->ln1_rstd + (size_t)l * N, x, p->rms1_w + (size_t)l * D, N, 1, D, ub);
+        matmul_forward_gpu(a->qp + oD, u, p->wq + (size_t)l * D * D, NULL, N, D, D, ub);
+        matmul_forward_gpu(a->kp + oD, u, p->wk + (size_t)l * D * D, NULL, N, D, D, ub);
+        matmul_forward_gpu(a->vp + oD, u, p->wv + (size_t)l * D * D, NULL, N, D, D, ub);
         // attention (SPEC §9.1), as train_miras.c: z = attn(RoPE(qp), RoPE(kp), vp), lse in qrn
         if (c->pattern[l] != 'M') {
-            rope_forward(a->q + oD, a->qp + oD, B, T, H, d, 1);
-            rope_forward(a->k + oD, a->kp + oD, B, T, H, d, 1);
-            attention_forward(a->z + oD, a->qrn + oH, a->q + oD, a->k + oD, a->vp + oD, B, T, H, d,
-                              c->pattern[l] == 'S' ? c->window : 0);
-            matmul_forward(a->mo + oD, a->z + oD, p->wo + (size_t)l * D * D, NULL, N, D, D, zb);
+            rope_forward_gpu(a->q + oD, a->qp + oD, B, T, H, d, 1);
+            rope_forward_gpu(a->k + oD, a->kp + oD, B, T, H, d, 1);
+            attention_forward_gpu(a->z + oD, a->qrn + oH, a->q + oD, a->k + oD, a->vp + oD, B, T, H, d,
+                                  c->pattern[l] == 'S' ? c->window : 0);
+            matmul_forward_gpu(a->mo + oD, a->z + oD, p->wo + (size_t)l * D * D, NULL, N, D, D, zb);
         } else {
-            conv_forward(a->qc + oD, a->qp + oD, p->conv_q + ml * D * c->K, B, T, D, c->K,
-                         a->qs + oD);  // qs = SiLU(qc)
-            conv_forward(a->kc + oD, a->kp + oD, p->conv_k + ml * D * c->K, B, T, D, c->K, a->ks + oD);
-            conv_forward(a->vc + oD, a->vp + oD, p->conv_v + ml * D * c->K, B, T, D, c->K, a->v + oD);
-            l2norm_forward(a->q + oD, a->qrn + oH, a->qs + oD, N, H, d);
-            l2norm_forward(a->k + oD, a->krn + oH, a->ks + oD, N, H, d);
+            conv_forward_gpu(a->qc + oD, a->qp + oD, p->conv_q + ml * D * c->K, B, T, D, c->K,
+                             a->qs + oD);  // qs = SiLU(qc)
+            conv_forward_gpu(a->kc + oD, a->kp + oD, p->conv_k + ml * D * c->K, B, T, D, c->K, a->ks + oD);
+            conv_forward_gpu(a->vc + oD, a->vp + oD, p->conv_v + ml * D * c->K, B, T, D, c->K, a->v + oD);
+            l2norm_forward_gpu(a->q + oD, a->qrn + oH, a->qs + oD, N, H, d);
+            l2norm_forward_gpu(a->k + oD, a->krn + oH, a->ks + oD, N, H, d);
             size_t oG = (size_t)l * N * (c->gate_rank ? D : H), oR = (size_t)l * N * c->gate_rank;
-            gates_forward(M, l, u, ub, N, a->ga + oH, a->geta + oG, a->gth + oH, a->gdel + oG, a->geta_lr + oR,
-                          a->gdel_lr + oR);
-            memory_forward(M, l);
+            gates_forward_gpu(M, l, u, ub, N, a->ga + oH, a->geta + oG, a->gth + oH, a->gdel + oG, a->geta_lr + oR,
+                              a->gdel_lr + oR);
+            memory_forward_gpu(M, l);
             // out = (RMSNorm_head(y) * SiLU(u Wg^T)) Wo^T ; x = x + out
-            rmsnorm_forward(a->yn + oD, a->yrstd + oH, a->y + oD, p->rmsh_w + ml * D, N, H, d);
-            matmul_forward(a->gp + oD, u, p->wg + ml * D * D, NULL, N, D, D, ub);
-            gate_mul_forward(a->z + oD, a->yn + oD, a->gp + oD, N * D, zb);
-            matmul_forward(a->mo + oD, a->z + oD, p->wo + (size_t)l * D * D, NULL, N, D, D, zb);
+            rmsnorm_forward_gpu(a->yn + oD, a->yrstd + oH, a->y + oD, p->rmsh_w + ml * D, N, H, d);
+            matmul_forward_gpu(a->gp + oD, u, p->wg + ml * D * D, NULL, N, D, D, ub);
+            gate_mul_forward_gpu(a->z + oD, a->yn + oD, a->gp + oD, N * D, zb);
+            matmul_forward_gpu(a->mo + oD, a->z + oD, p->wo + (size_t)l * D * D, NULL, N, D, D, zb);
         }
-        residual_forward(a->res2 + oD, x, a->mo + oD, N * D);
+        residual_forward_gpu(a->res2 + oD, x, a->mo + oD, N * D);
         // x = x + SwiGLU(RMSNorm(x))
-        rmsnorm_forward(a->ln2 + oD, a->ln2_rstd + (size_t)l * N, a->res2 + oD, p->rms2_w + (size_t)l * D, N, 1, D,
-                        ln2b);
-        matmul_forward(a->h1 + oF, a->ln2 + oD, p->mlp_w1 + (size_t)l * F * D, NULL, N, D, F, ln2b);
-        matmul_forward(a->h3 + oF, a->ln2 + oD, p->mlp_w3 + (size_t)l * F * D, NULL, N, D, F, ln2b);
-        swiglu_forward(a->hg + oF, a->h1 + oF, a->h3 + oF, N * F, hgb);
-        matmul_forward(a->mlpo + oD, a->hg + oF, p->mlp_w2 + (size_t)l * D * F, NULL, N, F, D, hgb);
-        residual_forward(a->res3 + oD, a->res2 + oD, a->mlpo + oD, N * D);
+        rmsnorm_forward_gpu(a->ln2 + oD, a->ln2_rstd + (size_t)l * N, a->res2 + oD, p->rms2_w + (size_t)l * D, N, 1, D,
+                            ln2b);
+        matmul_forward_gpu(a->h1 + oF, a->ln2 + oD, p->mlp_w1 + (size_t)l * F * D, NULL, N, D, F, ln2b);
+        matmul_forward_gpu(a->h3 + oF, a->ln2 + oD, p->mlp_w3 + (size_t)l * F * D, NULL, N, D, F, ln2b);
+        swiglu_forward_gpu(a->hg + oF, a->h1 + oF, a->h3 + oF, N * F, hgb);
+        matmul_forward_gpu(a->mlpo + oD, a->hg + oF, p->mlp_w2 + (size_t)l * D * F, NULL, N, F, D, hgb);
+        residual_forward_gpu(a->res3 + oD, a->res2 + oD, a->mlpo + oD, N * D);
     }
-    rmsnorm_forward(a->lnf, a->lnf_rstd, a->res3 + (size_t)(L - 1) * N * D, p->rmsf_w, N, 1, D, M->lnfb);
-    matmul_forward(a->logits, a->lnf, p->wte, NULL, N, D, Vp, M->lnfb);
+    rmsnorm_forward_gpu(a->lnf, a->lnf_rstd, a->res3 + (size_t)(L - 1) * N * D, p->rmsf_w, N, 1, D, M->lnfb);
+    matmul_forward_gpu(a->logits, a->lnf, p->wte, NULL, N, D, Vp, M->lnfb);
     if (!targets) {
         M->mean_loss = -1;
         return;
     }
-    crossentropy_forward(a->losses, M->ce_stats, a->logits, M->targets, N, c->V, Vp);
+    crossentropy_forward_gpu(a->losses, M->ce_stats, a->logits, M->targets, N, c->V, Vp);
     M->has_mask = M->loss_mask != NULL;  // the backward uses this forward's mask
     if (M->has_mask) {
         memcpy(M->h_mask, M->loss_mask, N);
@@ -3886,7 +3885,7 @@ static void model_forward(Model* M, const int* inputs, const int* targets, int B
     M->mean_loss = (real)(cnt ? s / cnt : 0);
 }
 
-static void model_zero_grad(Model* M) {
+static void model_zero_grad_gpu(ModelGpu* M) {
     if (!M->grads_memory) {
         M->grads_memory = (real*)dmalloc(M->num_params * sizeof(real));
         point_parameters(&M->grads, M->grads_memory, M->param_sizes);
@@ -3895,9 +3894,9 @@ static void model_zero_grad(Model* M) {
 }
 
 // The backward pass: accumulates d(mean loss * loss_scale)/d(params) into M->grads.
-static void model_backward(Model* M, real loss_scale) {
+static void model_backward_gpu(ModelGpu* M, real loss_scale) {
     if (M->mean_loss == -1) DIE(NULL, "internal: backward called without a forward with targets");
-    if (!M->grads_memory) model_zero_grad(M);
+    if (!M->grads_memory) model_zero_grad_gpu(M);
     const Config* c = &M->cfg;
     int B = M->B, T = M->T, L = c->L, D = c->D, H = c->H, F = c->F, Vp = c->Vp, d = M->mem.d;
     size_t N = (size_t)B * T;
@@ -3913,11 +3912,11 @@ static void model_backward(Model* M, real loss_scale) {
     }
     // bf16 mode: dlogits in bf16, in the first half of g->logits's (otherwise unused) fp32 storage
     bf16* dlogitsb = g_prec == PREC_BF16 ? (bf16*)g->logits : NULL;
-    crossentropy_backward(g->logits, dlogitsb, a->logits, M->ce_stats, M->targets, M->has_mask ? M->mask : NULL,
-                          cnt ? loss_scale / cnt : 0, N, c->V, Vp);
-    matmul_backward(g->lnf, dp->wte, NULL, g->logits, a->lnf, p->wte, N, D, Vp, M->lnfb, dlogitsb);
-    rmsnorm_backward(g->res3 + (size_t)(L - 1) * N * D, dp->rmsf_w, g->lnf, a->res3 + (size_t)(L - 1) * N * D,
-                     p->rmsf_w, a->lnf_rstd, N, 1, D);
+    crossentropy_backward_gpu(g->logits, dlogitsb, a->logits, M->ce_stats, M->targets, M->has_mask ? M->mask : NULL,
+                              cnt ? loss_scale / cnt : 0, N, c->V, Vp);
+    matmul_backward_gpu(g->lnf, dp->wte, NULL, g->logits, a->lnf, p->wte, N, D, Vp, M->lnfb, dlogitsb);
+    rmsnorm_backward_gpu(g->res3 + (size_t)(L - 1) * N * D, dp->rmsf_w, g->lnf, a->res3 + (size_t)(L - 1) * N * D,
+                         p->rmsf_w, a->lnf_rstd, N, 1, D);
     for (int l = L - 1; l >= 0; l--) {
         size_t oD = (size_t)l * N * D, oH = (size_t)l * N * H, oF = (size_t)l * N * F;
         real* x = l == 0 ? a->encoded : a->res3 + oD - N * D;
@@ -3926,59 +3925,63 @@ static void model_backward(Model* M, real loss_scale) {
         bf16 *ub = M->ln1b ? M->ln1b + oD : NULL, *zb = M->zb ? M->zb + oD : NULL,
              *ln2b = M->ln2b ? M->ln2b + oD : NULL, *hgb = M->hgb ? M->hgb + oF : NULL;
         // x = res2 + SwiGLU(RMSNorm(res2))
-        residual_forward(g->res2 + oD, g->res2 + oD, g->res3 + oD, N * D);
-        matmul_backward(g->hg + oF, dp->mlp_w2 + (size_t)l * D * F, NULL, g->res3 + oD, a->hg + oF,
-                        p->mlp_w2 + (size_t)l * D * F, N, F, D, hgb);
-        swiglu_backward(g->h1 + oF, g->h3 + oF, g->hg + oF, a->h1 + oF, a->h3 + oF, N * F);
-        matmul_backward(g->ln2 + oD, dp->mlp_w1 + (size_t)l * F * D, NULL, g->h1 + oF, a->ln2 + oD,
-                        p->mlp_w1 + (size_t)l * F * D, N, D, F, ln2b);
-        matmul_backward(g->ln2 + oD, dp->mlp_w3 + (size_t)l * F * D, NULL, g->h3 + oF, a->ln2 + oD,
-                        p->mlp_w3 + (size_t)l * F * D, N, D, F, ln2b);
-        rmsnorm_backward(g->res2 + oD, dp->rms2_w + (size_t)l * D, g->ln2 + oD, a->res2 + oD, p->rms2_w + (size_t)l * D,
-                         a->ln2_rstd + (size_t)l * N, N, 1, D);
+        residual_forward_gpu(g->res2 + oD, g->res2 + oD, g->res3 + oD, N * D);
+        matmul_backward_gpu(g->hg + oF, dp->mlp_w2 + (size_t)l * D * F, NULL, g->res3 + oD, a->hg + oF,
+                            p->mlp_w2 + (size_t)l * D * F, N, F, D, hgb);
+        swiglu_backward_gpu(g->h1 + oF, g->h3 + oF, g->hg + oF, a->h1 + oF, a->h3 + oF, N * F);
+        matmul_backward_gpu(g->ln2 + oD, dp->mlp_w1 + (size_t)l * F * D, NULL, g->h1 + oF, a->ln2 + oD,
+                            p->mlp_w1 + (size_t)l * F * D, N, D, F, ln2b);
+        matmul_backward_gpu(g->ln2 + oD, dp->mlp_w3 + (size_t)l * F * D, NULL, g->h3 + oF, a->ln2 + oD,
+                            p->mlp_w3 + (size_t)l * F * D, N, D, F, ln2b);
+        rmsnorm_backward_gpu(g->res2 + oD, dp->rms2_w + (size_t)l * D, g->ln2 + oD, a->res2 + oD,
+                             p->rms2_w + (size_t)l * D, a->ln2_rstd + (size_t)l * N, N, 1, D);
         // res2 = x + (RMSNorm_head(y) * SiLU(u Wg^T)) Wo^T
-        residual_forward(dx, dx, g->res2 + oD, N * D);
-        matmul_backward(g->z + oD, dp->wo + (size_t)l * D * D, NULL, g->res2 + oD, a->z + oD, p->wo + (size_t)l * D * D,
-                        N, D, D, zb);
+        residual_forward_gpu(dx, dx, g->res2 + oD, N * D);
+        matmul_backward_gpu(g->z + oD, dp->wo + (size_t)l * D * D, NULL, g->res2 + oD, a->z + oD,
+                            p->wo + (size_t)l * D * D, N, D, D, zb);
         size_t ml = M->hm->mlayer[l];
         // attention (SPEC §9.1): back through attn (Di in g->qrn), RoPE and the projections
         if (c->pattern[l] != 'M') {
-            attention_backward(g->q + oD, g->k + oD, g->vp + oD, g->qrn + oH, g->z + oD, a->q + oD, a->k + oD,
-                               a->vp + oD, a->z + oD, a->qrn + oH, B, T, H, d, c->pattern[l] == 'S' ? c->window : 0);
-            rope_forward(g->qp + oD, g->q + oD, B, T, H, d, -1);
-            rope_forward(g->kp + oD, g->k + oD, B, T, H, d, -1);
+            attention_backward_gpu(g->q + oD, g->k + oD, g->vp + oD, g->qrn + oH, g->z + oD, a->q + oD, a->k + oD,
+                                   a->vp + oD, a->z + oD, a->qrn + oH, B, T, H, d,
+                                   c->pattern[l] == 'S' ? c->window : 0);
+            rope_forward_gpu(g->qp + oD, g->q + oD, B, T, H, d, -1);
+            rope_forward_gpu(g->kp + oD, g->k + oD, B, T, H, d, -1);
         } else {
-            gate_mul_backward(g->yn + oD, g->gp + oD, g->z + oD, a->yn + oD, a->gp + oD, N * D);
-            matmul_backward(du, dp->wg + ml * D * D, NULL, g->gp + oD, u, p->wg + ml * D * D, N, D, D, ub);
-            rmsnorm_backward(g->y + oD, dp->rmsh_w + ml * D, g->yn + oD, a->y + oD, p->rmsh_w + ml * D, a->yrstd + oH,
-                             N, H, d);
-            memory_backward(M, l);
-            gates_backward(M, l, du, u, ub, N, a, g, oH, (size_t)l * N * (c->gate_rank ? D : H),
-                           (size_t)l * N * c->gate_rank);
+            gate_mul_backward_gpu(g->yn + oD, g->gp + oD, g->z + oD, a->yn + oD, a->gp + oD, N * D);
+            matmul_backward_gpu(du, dp->wg + ml * D * D, NULL, g->gp + oD, u, p->wg + ml * D * D, N, D, D, ub);
+            rmsnorm_backward_gpu(g->y + oD, dp->rmsh_w + ml * D, g->yn + oD, a->y + oD, p->rmsh_w + ml * D,
+                                 a->yrstd + oH, N, H, d);
+            memory_backward_gpu(M, l);
+            gates_backward_gpu(M, l, du, u, ub, N, a, g, oH, (size_t)l * N * (c->gate_rank ? D : H),
+                               (size_t)l * N * c->gate_rank);
             // q, k, v
-            l2norm_backward(g->qs + oD, g->q + oD, a->q + oD, a->qrn + oH, N, H, d);
-            l2norm_backward(g->ks + oD, g->k + oD, a->k + oD, a->krn + oH, N, H, d);
-            silu_backward(g->qc + oD, g->qs + oD, a->qc + oD, N * D);
-            silu_backward(g->kc + oD, g->ks + oD, a->kc + oD, N * D);
-            silu_backward(g->vc + oD, g->v + oD, a->vc + oD, N * D);
-            conv_backward(g->qp + oD, dp->conv_q + ml * D * c->K, g->qc + oD, a->qp + oD, p->conv_q + ml * D * c->K, B,
-                          T, D, c->K);
-            conv_backward(g->kp + oD, dp->conv_k + ml * D * c->K, g->kc + oD, a->kp + oD, p->conv_k + ml * D * c->K, B,
-                          T, D, c->K);
-            conv_backward(g->vp + oD, dp->conv_v + ml * D * c->K, g->vc + oD, a->vp + oD, p->conv_v + ml * D * c->K, B,
-                          T, D, c->K);
+            l2norm_backward_gpu(g->qs + oD, g->q + oD, a->q + oD, a->qrn + oH, N, H, d);
+            l2norm_backward_gpu(g->ks + oD, g->k + oD, a->k + oD, a->krn + oH, N, H, d);
+            silu_backward_gpu(g->qc + oD, g->qs + oD, a->qc + oD, N * D);
+            silu_backward_gpu(g->kc + oD, g->ks + oD, a->kc + oD, N * D);
+            silu_backward_gpu(g->vc + oD, g->v + oD, a->vc + oD, N * D);
+            conv_backward_gpu(g->qp + oD, dp->conv_q + ml * D * c->K, g->qc + oD, a->qp + oD, p->conv_q + ml * D * c->K,
+                              B, T, D, c->K);
+            conv_backward_gpu(g->kp + oD, dp->conv_k + ml * D * c->K, g->kc + oD, a->kp + oD, p->conv_k + ml * D * c->K,
+                              B, T, D, c->K);
+            conv_backward_gpu(g->vp + oD, dp->conv_v + ml * D * c->K, g->vc + oD, a->vp + oD, p->conv_v + ml * D * c->K,
+                              B, T, D, c->K);
         }
-        matmul_backward(du, dp->wq + (size_t)l * D * D, NULL, g->qp + oD, u, p->wq + (size_t)l * D * D, N, D, D, ub);
-        matmul_backward(du, dp->wk + (size_t)l * D * D, NULL, g->kp + oD, u, p->wk + (size_t)l * D * D, N, D, D, ub);
-        matmul_backward(du, dp->wv + (size_t)l * D * D, NULL, g->vp + oD, u, p->wv + (size_t)l * D * D, N, D, D, ub);
-        rmsnorm_backward(dx, dp->rms1_w + (size_t)l * D, du, x, p->rms1_w + (size_t)l * D, a->ln1_rstd + (size_t)l * N,
-                         N, 1, D);
+        matmul_backward_gpu(du, dp->wq + (size_t)l * D * D, NULL, g->qp + oD, u, p->wq + (size_t)l * D * D, N, D, D,
+                            ub);
+        matmul_backward_gpu(du, dp->wk + (size_t)l * D * D, NULL, g->kp + oD, u, p->wk + (size_t)l * D * D, N, D, D,
+                            ub);
+        matmul_backward_gpu(du, dp->wv + (size_t)l * D * D, NULL, g->vp + oD, u, p->wv + (size_t)l * D * D, N, D, D,
+                            ub);
+        rmsnorm_backward_gpu(dx, dp->rms1_w + (size_t)l * D, du, x, p->rms1_w + (size_t)l * D,
+                             a->ln1_rstd + (size_t)l * N, N, 1, D);
     }
-    encoder_backward(M, dp->wte, g->encoded, N, D);
+    encoder_backward_gpu(M, dp->wte, g->encoded, N, D);
 }
 
 // global gradient norm (double, fixed order), and clipping to it (SPEC §8): if |g| > clip, g *= clip/|g|
-static real grad_norm(const Model* M) {
+static real grad_norm_gpu(const ModelGpu* M) {
     sumsq_kernel<<<NORM_BLOCKS, NT>>>(g_partials, M->grads_memory, M->num_params);
     KCHECK("sumsq");
     double h[NORM_BLOCKS];
@@ -3988,8 +3991,8 @@ static real grad_norm(const Model* M) {
     return (real)sqrt(s);
 }
 // the first parameter tensor whose gradient holds a NaN or infinity (for the error message), or NULL
-static const char* nonfinite_grad_tensor(const Model* M) {
-    real* g = xmalloc(M->num_params * sizeof(real));
+static const char* nonfinite_grad_tensor_gpu(const ModelGpu* M) {
+    real* g = (real*)xmalloc(M->num_params * sizeof(real));
     d2h(g, M->grads_memory, M->num_params * sizeof(real));
     size_t off = 0;
     const char* name = NULL;
@@ -4004,7 +4007,7 @@ static const char* nonfinite_grad_tensor(const Model* M) {
     free(g);
     return name;
 }
-static void grad_clip(Model* M, real norm, real clip) {
+static void grad_clip_gpu(ModelGpu* M, real norm, real clip) {
     if (clip > 0 && norm > clip) {
         real sc = clip / norm;
         scale_kernel<<<nblocks(M->num_params), NT>>>(M->grads_memory, M->num_params, sc);
@@ -4014,7 +4017,7 @@ static void grad_clip(Model* M, real norm, real clip) {
 
 // AdamW as torch.optim.AdamW: decoupled decay (on PARAM_DECAY tensors), bias-corrected moments, on the parameters
 // [opt_lo, opt_lo + opt_n) (all, or this rank's share with -K 1; train_miras.c's dist_share).
-static void model_update(Model* M, real lr, real beta1, real beta2, real eps, real wd) {
+static void model_update_gpu(ModelGpu* M, real lr, real beta1, real beta2, real eps, real wd) {
     if (!M->m_memory) {
         M->m_memory = (real*)dmalloc(M->opt_n * sizeof(real));
         M->v_memory = (real*)dmalloc(M->opt_n * sizeof(real));
@@ -4036,7 +4039,7 @@ static void model_update(Model* M, real lr, real beta1, real beta2, real eps, re
     }
 }
 
-static void model_free(Model* M) {
+static void model_free_gpu(ModelGpu* M) {
     if (g_wbase == M->params_memory) {
         g_wbase = NULL;
         g_wbf16 = NULL;
@@ -4059,7 +4062,7 @@ static void model_free(Model* M) {
 // boundary state. Row for row this is the computation of the parallel forward.
 
 typedef struct {
-    Model* M;
+    ModelGpu* M;
     int pos;
     ActivationTensors a;
     real* acts_memory;
@@ -4068,14 +4071,14 @@ typedef struct {
     real *P, *S, *Pn, *Sn;  // (L, H, nP) boundary state; (H, nP) chunk-end scratch, one per head
     // (L, H, b, rw) q, k, v, a, theta, eta, delta of the current chunk's tokens (decoder_row_width)
     real* part;
-    MemChunk* chunks;
+    MemChunkGpu* chunks;
     real* chunk_memory;  // one chunk scratch per head
     int* tok;
     real* logits;  // the token on the device; the logits on the host
     // per attention layer: keys (after RoPE) and values, (kvcap, D) for 'A' (grown), a ring (W, D) for 'S'
     real *kc[128], *vc[128];
     int kvcap;
-} Decoder;
+} DecoderGpu;
 
 typedef struct {
     MemCfg m;
@@ -4083,13 +4086,13 @@ typedef struct {
     const real *q, *k, *v, *ga, *gth, *geta, *gdel;  // this token's row of the layer's memory inputs
     real *y, *part, *P, *S, *Pn, *Sn;  // part, P, S: this layer's
     const real *lng, *lnb;
-    MemChunk* chunks;
+    MemChunkGpu* chunks;
     const real* p0;  // this layer's P_0 (H, nP): the anchored retention's anchor
 } DecArgs;
 
 // one block per head: append this token's row to the partial chunk, re-run the chunk, keep its last row
 __global__ void __launch_bounds__(MEM_THREADS) decoder_memory_kernel(DecArgs A) {
-    __shared__ MemChunk c;
+    __shared__ MemChunkGpu c;
     __shared__ MemCfg m;
     if (threadIdx.x == 0) {
         c = A.chunks[blockIdx.x];
@@ -4137,8 +4140,8 @@ __global__ void __launch_bounds__(MEM_THREADS) decoder_memory_kernel(DecArgs A) 
     int full = n == A.b;
     real* Pn = A.Pn + (size_t)h * nP;
     real* Sn = A.Sn + (size_t)h * nP;
-    mem_step_forward(&m, &c, n, P, S, full ? Pn : NULL, full ? Sn : NULL, m.ln ? A.lng + (size_t)h * d : NULL,
-                     m.ln ? A.lnb + (size_t)h * d : NULL);
+    mem_step_forward_gpu(&m, &c, n, P, S, full ? Pn : NULL, full ? Sn : NULL, m.ln ? A.lng + (size_t)h * d : NULL,
+                         m.ln ? A.lnb + (size_t)h * d : NULL);
     FOR(i, d) A.y[h * d + i] = c.y[(size_t)(n - 1) * d + i];
     if (full) {
         block_copy(P, Pn, nP);
@@ -4159,12 +4162,12 @@ __global__ void conv_step_kernel(real* out, real* hist, const real* x, const rea
         }
     }
 }
-static void conv_step(real* out, real* hist, const real* x, const real* w, int C, int K) {
+static void conv_step_gpu(real* out, real* hist, const real* x, const real* w, int C, int K) {
     conv_step_kernel<<<nblocks(C), NT>>>(out, hist, x, w, C, K);
     KCHECK("conv_step");
 }
 
-static void decoder_init(Decoder* dec, Model* M) {
+static void decoder_init_gpu(DecoderGpu* dec, ModelGpu* M) {
     const Config* c = &M->cfg;
     MemCfg* m = &M->mem;
     memset(dec, 0, sizeof *dec);
@@ -4181,14 +4184,14 @@ static void decoder_init(Decoder* dec, Model* M) {
     dec->Pn = (real*)dmalloc((size_t)c->H * m->nP * sizeof(real));
     dec->Sn = (real*)dmalloc((size_t)c->H * m->nP * sizeof(real));
     dec->part = (real*)dmalloc(LH * c->b * decoder_row_width(m) * sizeof(real));
-    MemChunk tmp;
-    size_t per = memchunk_carve(&tmp, NULL, c->b, m->d, m->dm, m->nP);
+    MemChunkGpu tmp;
+    size_t per = memchunk_carve_gpu(&tmp, NULL, c->b, m->d, m->dm, m->nP);
     dec->chunk_memory = (real*)dmalloc((size_t)c->H * per * sizeof(real));
-    MemChunk* hc = xmalloc((size_t)c->H * sizeof(MemChunk));
+    MemChunkGpu* hc = (MemChunkGpu*)xmalloc((size_t)c->H * sizeof(MemChunkGpu));
     for (int h = 0; h < c->H; h++)
-        memchunk_carve(&hc[h], dec->chunk_memory + (size_t)h * per, c->b, m->d, m->dm, m->nP);
-    dec->chunks = (MemChunk*)dmalloc((size_t)c->H * sizeof(MemChunk));
-    h2d(dec->chunks, hc, (size_t)c->H * sizeof(MemChunk));
+        memchunk_carve_gpu(&hc[h], dec->chunk_memory + (size_t)h * per, c->b, m->d, m->dm, m->nP);
+    dec->chunks = (MemChunkGpu*)dmalloc((size_t)c->H * sizeof(MemChunkGpu));
+    h2d(dec->chunks, hc, (size_t)c->H * sizeof(MemChunkGpu));
     free(hc);
     if (c->lattice) {  // Lattice: S_0 = I per head of each memory layer
         real* I = (real*)calloc((size_t)c->H * m->nP, sizeof(real));
@@ -4209,13 +4212,13 @@ static void decoder_init(Decoder* dec, Model* M) {
             dec->vc[l] = (real*)dmalloc(rows * c->D * sizeof(real));
         }
     dec->tok = (int*)dmalloc(sizeof(int));
-    dec->logits = xmalloc((size_t)c->Vp * sizeof(real));
+    dec->logits = (real*)xmalloc((size_t)c->Vp * sizeof(real));
 }
 // this position's attention row of layer l against its KV cache (train_miras.c's decoder_attention): q, k = RoPE at
 // pos,
 // k and v into the cache (slot pos, or pos mod W in the 'S' ring), then attention_forward_kernel's row i = pos
-static void decoder_attention(Decoder* dec, int l, real* out, const real* u) {
-    Model* M = dec->M;
+static void decoder_attention_gpu(DecoderGpu* dec, int l, real* out, const real* u) {
+    ModelGpu* M = dec->M;
     const Config* c = &M->cfg;
     const ParameterTensors* p = &M->params;
     ActivationTensors* a = &dec->a;
@@ -4236,15 +4239,15 @@ static void decoder_attention(Decoder* dec, int l, real* out, const real* u) {
         dec->kvcap = nc;
     }
     int slot = W ? pos % W : pos;
-    matmul_forward(a->qp, u, p->wq + (size_t)l * D * D, NULL, 1, D, D);
-    matmul_forward(a->kp, u, p->wk + (size_t)l * D * D, NULL, 1, D, D);
-    matmul_forward(dec->vc[l] + (size_t)slot * D, u, p->wv + (size_t)l * D * D, NULL, 1, D, D);
-    rope_forward(a->q, a->qp, 1, 1, H, d, 1, pos);
-    rope_forward(dec->kc[l] + (size_t)slot * D, a->kp, 1, 1, H, d, 1, pos);
+    matmul_forward_gpu(a->qp, u, p->wq + (size_t)l * D * D, NULL, 1, D, D);
+    matmul_forward_gpu(a->kp, u, p->wk + (size_t)l * D * D, NULL, 1, D, D);
+    matmul_forward_gpu(dec->vc[l] + (size_t)slot * D, u, p->wv + (size_t)l * D * D, NULL, 1, D, D);
+    rope_forward_gpu(a->q, a->qp, 1, 1, H, d, 1, pos);
+    rope_forward_gpu(dec->kc[l] + (size_t)slot * D, a->kp, 1, 1, H, d, 1, pos);
     attention_forward_kernel<<<warp_blocks(H), NT>>>(out, NULL, a->q, dec->kc[l], dec->vc[l], 1, 0, H, d, W, pos, 1, W);
     KCHECK("decoder_attention");
 }
-static void decoder_free(Decoder* dec) {
+static void decoder_free_gpu(DecoderGpu* dec) {
     for (int l = 0; l < dec->M->cfg.L; l++)
         if (dec->kc[l]) {
             dfree(dec->kc[l]);
@@ -4264,8 +4267,8 @@ static void decoder_free(Decoder* dec) {
 }
 
 // Feed one token; returns the Vp logits of the next-token distribution (host memory, valid until the next call).
-static const real* decoder_step(Decoder* dec, int token) {
-    Model* M = dec->M;
+static const real* decoder_step_gpu(DecoderGpu* dec, int token) {
+    ModelGpu* M = dec->M;
     const Config* c = &M->cfg;
     const MemCfg* m = &M->mem;
     ParameterTensors* p = &M->params;
@@ -4275,30 +4278,30 @@ static const real* decoder_step(Decoder* dec, int token) {
     if (token < 0 || token >= c->V)
         DIE("prompt tokens must be < vocab size", "token %d out of range for vocab %d", token, c->V);
     h2d(dec->tok, &token, sizeof(int));
-    encoder_forward(a->encoded, dec->tok, p->wte, 1, D);
+    encoder_forward_gpu(a->encoded, dec->tok, p->wte, 1, D);
     real* x = a->encoded;
     for (int l = 0; l < c->L; l++) {
         // with one row, the layer-stacked activations of dec->a hold one layer; reuse them per layer
         real* u = a->ln1;
         real* hist = dec->conv_hist + (size_t)l * 3 * (K - 1) * D;
         size_t ml = M->hm->mlayer[l];
-        rmsnorm_forward(u, a->ln1_rstd, x, p->rms1_w + (size_t)l * D, 1, 1, D);
+        rmsnorm_forward_gpu(u, a->ln1_rstd, x, p->rms1_w + (size_t)l * D, 1, 1, D);
         if (c->pattern[l] != 'M') {  // attention: this position's row against the KV cache, then Wo
-            decoder_attention(dec, l, a->z, u);
-            matmul_forward(a->mo, a->z, p->wo + (size_t)l * D * D, NULL, 1, D, D);
+            decoder_attention_gpu(dec, l, a->z, u);
+            matmul_forward_gpu(a->mo, a->z, p->wo + (size_t)l * D * D, NULL, 1, D, D);
         } else {
-            matmul_forward(a->qp, u, p->wq + (size_t)l * D * D, NULL, 1, D, D);
-            matmul_forward(a->kp, u, p->wk + (size_t)l * D * D, NULL, 1, D, D);
-            matmul_forward(a->vp, u, p->wv + (size_t)l * D * D, NULL, 1, D, D);
-            conv_step(a->qc, hist, a->qp, p->conv_q + ml * D * K, D, K);
-            conv_step(a->kc, hist + (size_t)(K - 1) * D, a->kp, p->conv_k + ml * D * K, D, K);
-            conv_step(a->vc, hist + (size_t)2 * (K - 1) * D, a->vp, p->conv_v + ml * D * K, D, K);
-            silu_forward(a->qs, a->qc, D);
-            silu_forward(a->ks, a->kc, D);
-            silu_forward(a->v, a->vc, D);
-            l2norm_forward(a->q, a->qrn, a->qs, 1, H, d);
-            l2norm_forward(a->k, a->krn, a->ks, 1, H, d);
-            gates_forward(M, l, u, NULL, 1, a->ga, a->geta, a->gth, a->gdel, a->geta_lr, a->gdel_lr);
+            matmul_forward_gpu(a->qp, u, p->wq + (size_t)l * D * D, NULL, 1, D, D);
+            matmul_forward_gpu(a->kp, u, p->wk + (size_t)l * D * D, NULL, 1, D, D);
+            matmul_forward_gpu(a->vp, u, p->wv + (size_t)l * D * D, NULL, 1, D, D);
+            conv_step_gpu(a->qc, hist, a->qp, p->conv_q + ml * D * K, D, K);
+            conv_step_gpu(a->kc, hist + (size_t)(K - 1) * D, a->kp, p->conv_k + ml * D * K, D, K);
+            conv_step_gpu(a->vc, hist + (size_t)2 * (K - 1) * D, a->vp, p->conv_v + ml * D * K, D, K);
+            silu_forward_gpu(a->qs, a->qc, D);
+            silu_forward_gpu(a->ks, a->kc, D);
+            silu_forward_gpu(a->v, a->vc, D);
+            l2norm_forward_gpu(a->q, a->qrn, a->qs, 1, H, d);
+            l2norm_forward_gpu(a->k, a->krn, a->ks, 1, H, d);
+            gates_forward_gpu(M, l, u, NULL, 1, a->ga, a->geta, a->gth, a->gdel, a->geta_lr, a->gdel_lr);
             if (c->lattice) {
                 lattice_decode_kernel<<<H, lat_threads(d)>>>(*m, dec->P + (size_t)l * H * nP, a->q, a->k, a->v, a->geta,
                                                              a->ga, a->y);
@@ -4331,23 +4334,23 @@ static const real* decoder_step(Decoder* dec, int token) {
                 decoder_memory_kernel<<<H, MEM_THREADS>>>(A);
                 KCHECK("decoder_memory");
             }
-            rmsnorm_forward(a->yn, a->yrstd, a->y, p->rmsh_w + ml * D, 1, H, d);
-            matmul_forward(a->gp, u, p->wg + ml * D * D, NULL, 1, D, D);
-            gate_mul_forward(a->z, a->yn, a->gp, D);
-            matmul_forward(a->mo, a->z, p->wo + (size_t)l * D * D, NULL, 1, D, D);
+            rmsnorm_forward_gpu(a->yn, a->yrstd, a->y, p->rmsh_w + ml * D, 1, H, d);
+            matmul_forward_gpu(a->gp, u, p->wg + ml * D * D, NULL, 1, D, D);
+            gate_mul_forward_gpu(a->z, a->yn, a->gp, D);
+            matmul_forward_gpu(a->mo, a->z, p->wo + (size_t)l * D * D, NULL, 1, D, D);
         }
-        residual_forward(a->res2, x, a->mo, D);
-        rmsnorm_forward(a->ln2, a->ln2_rstd, a->res2, p->rms2_w + (size_t)l * D, 1, 1, D);
-        matmul_forward(a->h1, a->ln2, p->mlp_w1 + (size_t)l * F * D, NULL, 1, D, F);
-        matmul_forward(a->h3, a->ln2, p->mlp_w3 + (size_t)l * F * D, NULL, 1, D, F);
-        swiglu_forward(a->hg, a->h1, a->h3, F);
-        matmul_forward(a->mlpo, a->hg, p->mlp_w2 + (size_t)l * D * F, NULL, 1, F, D);
-        residual_forward(a->res3, a->res2, a->mlpo, D);
+        residual_forward_gpu(a->res2, x, a->mo, D);
+        rmsnorm_forward_gpu(a->ln2, a->ln2_rstd, a->res2, p->rms2_w + (size_t)l * D, 1, 1, D);
+        matmul_forward_gpu(a->h1, a->ln2, p->mlp_w1 + (size_t)l * F * D, NULL, 1, D, F);
+        matmul_forward_gpu(a->h3, a->ln2, p->mlp_w3 + (size_t)l * F * D, NULL, 1, D, F);
+        swiglu_forward_gpu(a->hg, a->h1, a->h3, F);
+        matmul_forward_gpu(a->mlpo, a->hg, p->mlp_w2 + (size_t)l * D * F, NULL, 1, F, D);
+        residual_forward_gpu(a->res3, a->res2, a->mlpo, D);
         d2d(a->encoded, a->res3, D * sizeof(real));
         x = a->encoded;  // the next layer's input
     }
-    rmsnorm_forward(a->lnf, a->lnf_rstd, x, p->rmsf_w, 1, 1, D);
-    matmul_forward(a->logits, a->lnf, p->wte, NULL, 1, D, c->Vp);
+    rmsnorm_forward_gpu(a->lnf, a->lnf_rstd, x, p->rmsf_w, 1, 1, D);
+    matmul_forward_gpu(a->logits, a->lnf, p->wte, NULL, 1, D, c->Vp);
     d2h(dec->logits, a->logits, (size_t)c->Vp * sizeof(real));
     dec->pos++;
     return dec->logits;
@@ -4359,20 +4362,20 @@ static const real* decoder_step(Decoder* dec, int token) {
 // Dump mode, the layout of train_miras.c's dump_run (test_miras --compare diffs the two): IN is a fixture-layout
 // file; OUT: 256 int32 (20261104, 1, B, T, V, num_params, nsteps), then float32 logits (B*T*V), loss, every
 // gradient, the losses of nsteps AdamW steps on the batch (the first is the loss above), and the params after them.
-static void read_dump_input(const char* in, ::Model* HM, Config* cfg, int* hdr, int** inp, int** tgt) {
-    ::dump_input_read(in, HM, cfg, hdr, inp, tgt);  // train_miras.c: every header field checked against the file size
+static void read_dump_input(const char* in, Model* HM, Config* cfg, int* hdr, int** inp, int** tgt) {
+    dump_input_read(in, HM, cfg, hdr, inp, tgt);  // train_miras.c: every header field checked against the file size
 }
-static void dump_run(const char* in, const char* out) {
+static void dump_run_gpu(const char* in, const char* out) {
     int h[256];
     Config cfg;
-    ::Model HM;
+    Model HM;
     int *inp, *tgt;
     read_dump_input(in, &HM, &cfg, h, &inp, &tgt);
     int B = h[100], T = h[101], nsteps = h[102];
     real lr = bits_f32(h[103]), b1 = bits_f32(h[104]), b2 = bits_f32(h[105]), eps = bits_f32(h[106]),
          wd = bits_f32(h[107]), clip = bits_f32(h[108]);
-    Model M;
-    model_build(&M, &HM);
+    ModelGpu M;
+    model_build_gpu(&M, &HM);
     size_t N = (size_t)B * T;
     FILE* g = fopen(out, "wb");
     if (!g) DIE(NULL, "cannot write %s", out);
@@ -4385,13 +4388,13 @@ static void dump_run(const char* in, const char* out) {
     oh[5] = (int)M.num_params;
     oh[6] = nsteps;
     fwrite(oh, 4, 256, g);
-    real* losses = xmalloc((nsteps + 1) * sizeof(real));
-    real* logits = xmalloc(N * cfg.Vp * sizeof(real));
-    real* grads = xmalloc(M.num_params * sizeof(real));
+    real* losses = (real*)xmalloc((nsteps + 1) * sizeof(real));
+    real* logits = (real*)xmalloc(N * cfg.Vp * sizeof(real));
+    real* grads = (real*)xmalloc(M.num_params * sizeof(real));
     for (int s = 0; s <= nsteps; s++) {
-        model_forward(&M, inp, tgt, B, T);
-        model_zero_grad(&M);
-        model_backward(&M, 1);
+        model_forward_gpu(&M, inp, tgt, B, T);
+        model_zero_grad_gpu(&M);
+        model_backward_gpu(&M, 1);
         if (s == 0) {
             d2h(logits, M.acts.logits, N * cfg.Vp * sizeof(real));
             d2h(grads, M.grads_memory, M.num_params * sizeof(real));
@@ -4401,8 +4404,8 @@ static void dump_run(const char* in, const char* out) {
         }
         losses[s] = M.mean_loss;
         if (s == nsteps) break;
-        grad_clip(&M, grad_norm(&M), clip);
-        model_update(&M, lr, b1, b2, eps, wd);
+        grad_clip_gpu(&M, grad_norm_gpu(&M), clip);
+        model_update_gpu(&M, lr, b1, b2, eps, wd);
     }
     model_to_host(&M);
     write_reals(g, losses, nsteps);
@@ -4413,8 +4416,8 @@ static void dump_run(const char* in, const char* out) {
     free(grads);
     free(inp);
     free(tgt);
-    model_free(&M);
-    ::model_free(&HM);
+    model_free_gpu(&M);
+    model_free(&HM);
 }
 
 // --decode-test IN: token-by-token logits on the GPU against the GPU's parallel forward, for prompt lengths
@@ -4422,27 +4425,27 @@ static void dump_run(const char* in, const char* out) {
 static int decode_test(const char* in) {
     int h[256];
     Config cfg;
-    ::Model HM;
+    Model HM;
     int *inp, *tgt;
     read_dump_input(in, &HM, &cfg, h, &inp, &tgt);
     int T0 = h[101], b = cfg.b, Vp = cfg.Vp, lens[5] = {1, b - 1, b + 1, 2 * b + 3, T0};
-    Model M;
-    model_build(&M, &HM);
+    ModelGpu M;
+    model_build_gpu(&M, &HM);
     double worst = -1;
     int worst_T = 0, checked = 0;  // (worst -1 until a length is checked: none checked fails)
     for (int li = 0; li < 5; li++) {
         int T = lens[li];
         if (T < 1) continue;
         checked++;
-        int* tok = xmalloc(T * sizeof(int));
+        int* tok = (int*)xmalloc(T * sizeof(int));
         for (int t = 0; t < T; t++) tok[t] = t < T0 ? inp[t] : inp[t % T0];
-        model_forward(&M, tok, NULL, 1, T);
-        real* par = xmalloc((size_t)T * Vp * sizeof(real));
+        model_forward_gpu(&M, tok, NULL, 1, T);
+        real* par = (real*)xmalloc((size_t)T * Vp * sizeof(real));
         d2h(par, M.acts.logits, (size_t)T * Vp * sizeof(real));
-        Decoder dec;
-        decoder_init(&dec, &M);
-        real* seq = xmalloc((size_t)T * Vp * sizeof(real));
-        for (int t = 0; t < T; t++) memcpy(seq + (size_t)t * Vp, decoder_step(&dec, tok[t]), Vp * sizeof(real));
+        DecoderGpu dec;
+        decoder_init_gpu(&dec, &M);
+        real* seq = (real*)xmalloc((size_t)T * Vp * sizeof(real));
+        for (int t = 0; t < T; t++) memcpy(seq + (size_t)t * Vp, decoder_step_gpu(&dec, tok[t]), Vp * sizeof(real));
         double num = 0, den = 0;
         for (size_t i = 0; i < (size_t)T * Vp; i++) {
             double e = (double)seq[i] - par[i];
@@ -4455,7 +4458,7 @@ static int decode_test(const char* in) {
             worst = err == err ? err : INFINITY;
             worst_T = T;
         }
-        decoder_free(&dec);
+        decoder_free_gpu(&dec);
         free(seq);
         free(par);
         free(tok);
@@ -4464,8 +4467,8 @@ static int decode_test(const char* in) {
     printf(
         "%s - %s: GPU decode equals the GPU parallel forward for prompt lengths 1, b-1, b+1, 2b+3, T (%d checked): worst err %.2e at T=%d (tol 1e-5)\n",
         ok ? "ok" : "FAIL", in, checked, worst, worst_T);
-    model_free(&M);
-    ::model_free(&HM);
+    model_free_gpu(&M);
+    model_free(&HM);
     free(inp);
     free(tgt);
     return ok ? 0 : 1;
@@ -4473,7 +4476,7 @@ static int decode_test(const char* in) {
 
 // validation: mean loss over nb batches from the start of the val shards; with answer masks
 // (synthetic tasks) also the accuracy of argmax predictions on the answer tokens only
-static real evaluate(Model* M, DataLoader* dl, int nb, real* acc) {
+static real evaluate_gpu(ModelGpu* M, DataLoader* dl, int nb, real* acc) {
     dataloader_reset(dl);
     double loss = 0;
     long right = 0, total = 0;
@@ -4483,7 +4486,7 @@ static real evaluate(Model* M, DataLoader* dl, int nb, real* acc) {
         // answers-only runs score val on answers too
         dataloader_next(dl);
         if (M->loss_mask) M->loss_mask = dl->mask + 1;
-        model_forward(M, dl->inputs, dl->targets, dl->B, dl->T);
+        model_forward_gpu(M, dl->inputs, dl->targets, dl->B, dl->T);
         loss += M->mean_loss;
         if (dl->has_mask) {
             argmax_kernel<<<warp_blocks(N), NT>>>(M->argmax, M->acts.logits, N, V, Vp);
@@ -4501,12 +4504,12 @@ static real evaluate(Model* M, DataLoader* dl, int nb, real* acc) {
     return (real)(loss / nb);
 }
 
-static void generate(Model* M, const Tokenizer* tk, const int* prompt, int np, int ngen, uint64_t* rng) {
-    Decoder dec;
-    decoder_init(&dec, M);
+static void generate_gpu(ModelGpu* M, const Tokenizer* tk, const int* prompt, int np, int ngen, uint64_t* rng) {
+    DecoderGpu dec;
+    decoder_init_gpu(&dec, M);
     const real* logits = NULL;
     for (int i = 0; i < np; i++) {
-        logits = decoder_step(&dec, prompt[i]);
+        logits = decoder_step_gpu(&dec, prompt[i]);
         print_token(tk, prompt[i], M->cfg.V);
     }
     // per-token latency of the generated tokens (B = 1; each step ends with the logits on the host)
@@ -4515,14 +4518,12 @@ static void generate(Model* M, const Tokenizer* tk, const int* prompt, int np, i
         int t = sample_token(logits, M->cfg.V, 1.0, rng);
         print_token(tk, t, M->cfg.V);
         fflush(stdout);
-        if (i + 1 < ngen) logits = decoder_step(&dec, t);
+        if (i + 1 < ngen) logits = decoder_step_gpu(&dec, t);
     }
     printf("\n");
     if (ngen > 1) printf("decode: %d tokens, %.3f ms per token\n", ngen - 1, 1e3 * (now_s() - t0) / (ngen - 1));
-    decoder_free(&dec);
+    decoder_free_gpu(&dec);
 }
-
-}  // namespace gpu
 
 // --make-input OUT (host only, no GPU needed): a fixture-layout dump input for the model of the flags, freshly
 // initialised (model_init with -y), with random tokens; B, T from -b, -t; 3 AdamW steps at lr 1e-3. For testing
@@ -4617,7 +4618,7 @@ static void nccl_allreduce_grads(real* dgrads, size_t n) {  // in place, on the 
 }
 // -K 1 (ZeRO stage 1), after the update: each rank broadcasts its share of the weights (shares may differ in size
 // by one, so a group of broadcasts rather than ncclAllGather), then the bf16 copy is refreshed from the fp32 weights
-static void nccl_gather_params(gpu::Model* M) {
+static void nccl_gather_params(ModelGpu* M) {
     if (g_world <= 1 || M->opt_n == M->num_params) return;
     ncclCheck(ncclGroupStart());
     for (int r = 0; r < g_world; r++) {
@@ -4627,14 +4628,14 @@ static void nccl_gather_params(gpu::Model* M) {
     }
     ncclCheck(ncclGroupEnd());
     if (M->params_bf16) {
-        gpu::to_bf16_kernel<<<nblocks(M->num_params), NT>>>(M->params_bf16, M->params_memory, M->num_params);
+        to_bf16_kernel<<<nblocks(M->num_params), NT>>>(M->params_bf16, M->params_memory, M->num_params);
         KCHECK("to_bf16");
     }
 }
 #else
 static void nccl_init(void) {}
 static void nccl_allreduce_grads(real*, size_t) {}
-static void nccl_gather_params(gpu::Model*) {}
+static void nccl_gather_params(ModelGpu*) {}
 #endif
 
 int main(int argc, char** argv) {
@@ -4647,12 +4648,12 @@ int main(int argc, char** argv) {
             g_world);
     if (a.dump_in) {
         gpu_init(g_precision);
-        gpu::dump_run(a.dump_in, a.dump_out);
+        dump_run_gpu(a.dump_in, a.dump_out);
         return 0;
     }
     if (g_decode_in) {
         gpu_init(g_precision);
-        return gpu::decode_test(g_decode_in);
+        return decode_test(g_decode_in);
     }
     if (g_make_out) {
         Config mc = args_config(&a);
@@ -4673,8 +4674,8 @@ int main(int argc, char** argv) {
         model_init(&model, a.seed);
     dist_check_resume(&a, load_path, &st);
     if (a.zero) dist_shard_optimizer(&model);  // -K 1: this rank's share of the AdamW moments, on the host and the GPU
-    gpu::Model gm;
-    gpu::model_build(&gm, &model);
+    ModelGpu gm;
+    model_build_gpu(&gm, &model);
     nccl_init();
     Run run;
     gm.loss_mask = run_open(&run, &a, &cfg, &st);
@@ -4696,7 +4697,7 @@ int main(int argc, char** argv) {
                                   : "");
     if (max_steps == 0) {
         if (g_rank == 0) {
-            real acc, vl = gpu::evaluate(&gm, &run.val, a.val_batches, &acc);
+            real acc, vl = evaluate_gpu(&gm, &run.val, a.val_batches, &acc);
             report_val(&run, -1, vl, acc);
         }
         return 0;
@@ -4705,22 +4706,22 @@ int main(int argc, char** argv) {
     g_die_collective = 0;
     for (long step = st.step; step < max_steps; step++) {
         if (g_rank == 0 && run.have_val && a.val_every > 0 && step % a.val_every == 0) {
-            real acc, vl = gpu::evaluate(&gm, &run.val, a.val_batches, &acc);
+            real acc, vl = evaluate_gpu(&gm, &run.val, a.val_batches, &acc);
             report_val(&run, step, vl, acc);
         }
         if (g_rank == 0 && a.sample_every > 0 && step > 0 && step % a.sample_every == 0) {
             int p0 = train->inputs[0];
             printf("sample: ");
-            gpu::generate(&gm, &run.tk, &p0, 1, a.gen_tokens, &st.rng);
+            generate_gpu(&gm, &run.tk, &p0, 1, a.gen_tokens, &st.rng);
         }
         cudaCheck(cudaDeviceSynchronize());
         double t0 = now_s();
         real loss = 0;
         int bad_loss = 0;
-        gpu::model_zero_grad(&gm);
+        model_zero_grad_gpu(&gm);
         for (int k = 0; k < accum; k++) {
             dataloader_next(train);
-            gpu::model_forward(&gm, train->inputs, train->targets, B, T);
+            model_forward_gpu(&gm, train->inputs, train->targets, B, T);
             if (!isfinite(gm.mean_loss)) {  // skipped below if -N allows (the data still moves on)
                 if (skipped >= a.max_skip)
                     DIE("lower the learning rate -l or raise warmup -u (or allow skipped steps with -N)",
@@ -4728,7 +4729,7 @@ int main(int argc, char** argv) {
                 bad_loss = 1;
                 continue;
             }
-            gpu::model_backward(&gm, (real)1 / (accum * g_world));
+            model_backward_gpu(&gm, (real)1 / (accum * g_world));
             loss += gm.mean_loss / (accum * g_world);
         }
         if (g_world > 1) {  // the other ranks' micro-batches; the sums over the ranks (gradients: one ncclAllReduce)
@@ -4740,17 +4741,17 @@ int main(int argc, char** argv) {
             bad_loss = ls[1] > 0;
         }
         if (step + 1 == planted_nan_step()) plant_nan(gm.grads_memory);
-        real norm = bad_loss ? NAN : gpu::grad_norm(&gm);
+        real norm = bad_loss ? NAN : grad_norm_gpu(&gm);
         real lrs = lr_at(step, max_steps, a.lr, a.warmup, a.final_frac);
         if (!isfinite(norm)) {  // skip the update (weights and AdamW moments stay) while -N allows, else stop
             if (!skip_nonfinite_step(&run, step + 1, &skipped, a.max_skip, bad_loss ? "loss" : "gradient norm")) {
                 g_die_collective = 1;
-                const char* t = gpu::nonfinite_grad_tensor(&gm);
+                const char* t = nonfinite_grad_tensor_gpu(&gm);
                 die_nonfinite_grad(norm, step + 1, t, 0, 0, NULL, cfg.b);
             }
         } else {
-            gpu::grad_clip(&gm, norm, a.clip);
-            gpu::model_update(&gm, lrs, 0.9, 0.95, 1e-8, a.wd);
+            grad_clip_gpu(&gm, norm, a.clip);
+            model_update_gpu(&gm, lrs, 0.9, 0.95, 1e-8, a.wd);
             nccl_gather_params(&gm);
             cudaCheck(cudaDeviceSynchronize());
             double dt = now_s() - t0;
@@ -4760,7 +4761,7 @@ int main(int argc, char** argv) {
         st.shard = train->shard;
         st.pos = train->pos;
         if ((a.ckpt_every > 0 && st.step % a.ckpt_every == 0) || st.step == max_steps || st.step == a.stop_at) {
-            gpu::model_to_host(&gm);
+            model_to_host(&gm);
             dist_checkpoint_state(&st, train, model.params_memory, model.num_params);
             dist_save_checkpoint(&model, ckpt_path, &st);
         }
@@ -4770,17 +4771,17 @@ int main(int argc, char** argv) {
         }
     }
     if (g_rank == 0 && run.have_val) {
-        real acc, vl = gpu::evaluate(&gm, &run.val, a.val_batches, &acc);
+        real acc, vl = evaluate_gpu(&gm, &run.val, a.val_batches, &acc);
         report_val(&run, max_steps, vl, acc);
     }
     if (g_rank == 0 && a.gen_tokens > 0 && st.step > 0) {
         int p0 = train->inputs[0];
         printf("sample: ");
         uint64_t r = st.rng;
-        gpu::generate(&gm, &run.tk, &p0, 1, a.gen_tokens, &r);
+        generate_gpu(&gm, &run.tk, &p0, 1, a.gen_tokens, &r);
     }
     run_close(&run);
-    gpu::model_free(&gm);
+    model_free_gpu(&gm);
     model_free(&model);
     return 0;
 }

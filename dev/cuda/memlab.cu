@@ -3,7 +3,7 @@
 // against the CPU trainer's chunk functions (train_miras.c section 3) and timed with CUDA events.
 //   v1   the kernels as of commit 40ecc0d (dev/cuda/memlab_v1.cuh, frozen): a warp per output of the small
 //        products, everything in global memory
-//   v2+  train_miras.cu's kernels as they are now (gpu::mem_forward_launch / mem_backward_launch), with the
+//   v2+  train_miras.cu's kernels as they are now (mem_forward_launch / mem_backward_launch), with the
 //        versions it offers (MemArgs.ver; see train_miras.cu section 3)
 // Checks: norm-relative error |gpu - cpu| / |cpu| of y, dq, dk, dv, the gate gradients, dP_0 (and the LN affine)
 // over the (sequence, head) pairs the CPU computes (-c; the first and the last by default); outputs are poisoned
@@ -199,11 +199,11 @@ int main(int argc, char** argv) {
     Dev G; memset(&G, 0, sizeof G);
     G.q = up(L.q); G.k = up(L.k); G.v = up(L.v); G.ga = up(L.ga); G.gth = up(L.gth); G.geta = up(L.geta); G.gdel = up(L.gdel);
     G.p0 = up(L.p0); G.lng = up(L.lng); G.lnb = up(L.lnb); G.dy = up(L.dy);
-    size_t N = (size_t)B * T, ND = N * L.D, nstate = (size_t)npair * gpu::mem_state_slots((const gpu::MemCfg*)&L.m, L.b, T, 1) * L.m.nP, nbh = (size_t)npair * (L.m.nP + 2 * d);
+    size_t N = (size_t)B * T, ND = N * L.D, nstate = (size_t)npair * mem_state_slots((const MemCfg*)&L.m, L.b, T, 1) * L.m.nP, nbh = (size_t)npair * (L.m.nP + 2 * d);
     G.y = (real*)dmalloc(ND * 4); G.dq = (real*)dmalloc(ND * 4); G.dk = (real*)dmalloc(ND * 4); G.dv = (real*)dmalloc(ND * 4);
     G.dga = (real*)dmalloc(N * H * 4); G.dgth = (real*)dmalloc(N * H * 4); G.dgeta = (real*)dmalloc(N * L.Ge * 4); G.dgdel = (real*)dmalloc(N * L.Ge * 4);
     G.dbh = (real*)dmalloc(nbh * 4); G.P = (real*)dmalloc(nstate * 4); G.S = L.m.momentum ? (real*)dmalloc(nstate * 4) : NULL;
-    if (gpu::mem_token6_cfg((const gpu::MemCfg*)&L.m, L.b)) { G.aux = (real*)dmalloc(N * H * TOK_AUX * 4); G.gpart = (real*)dmalloc(N * H * TOK_R * TOK_GP * 4); }
+    if (mem_token6_cfg((const MemCfg*)&L.m, L.b)) { G.aux = (real*)dmalloc(N * H * TOK_AUX * 4); G.gpart = (real*)dmalloc(N * H * TOK_R * TOK_GP * 4); }
     printf("state memory: %.2f GB\n", nstate * 4.0 * (L.m.momentum ? 2 : 1) / 1e9);
 
     // indices of the checked pairs' elements in each output
@@ -273,19 +273,19 @@ int main(int argc, char** argv) {
         run_version("v1", [&]() { gpu::v1::mem_forward_launch(A, nb); }, [&]() { gpu::v1::mem_backward_launch(A, nb); });
         dfree(G.chunk_memory); dfree(G.chunks);
     }
-    lab_chunks<gpu::MemChunk>(L, G, gpu::memchunk_carve);
+    lab_chunks<MemChunkGpu>(L, G, memchunk_carve_gpu);
     {
-        gpu::MemSmem f = gpu::mem_smem_plan((const gpu::MemCfg*)&L.m, L.b, 1, gpu::mem_smem_bytes()), bw = gpu::mem_smem_plan((const gpu::MemCfg*)&L.m, L.b, 0, gpu::mem_smem_bytes());
+        MemSmem f = mem_smem_plan((const MemCfg*)&L.m, L.b, 1, mem_smem_bytes()), bw = mem_smem_plan((const MemCfg*)&L.m, L.b, 0, mem_smem_bytes());
         MemChunk tmp; size_t per = ::memchunk_carve(&tmp, NULL, L.b, d, L.m.dm, L.m.nP);
         printf("v3 chunk scratch in shared memory: forward %.1f KB (%d arrays), backward %.1f KB (%d arrays); the global scratch is %.1f KB\n",
                f.floats * 4 / 1024.0, f.n, bw.floats * 4 / 1024.0, bw.n, per * 4 / 1024.0);
     }
-    for (int ver = 2; ver <= gpu::MEM_VERSIONS; ver++) {
+    for (int ver = 2; ver <= MEM_VERSIONS; ver++) {
         if (only && only != ver) continue;
         if (ver == 5) continue;   // retired: folded into 6 (its numbers: memlab_notes.md, run 3)
-        gpu::MemArgs A = lab_args<gpu::MemArgs>(L, G); A.ver = ver; A.aux = G.aux; A.gpart = G.gpart;
+        MemArgs A = lab_args<MemArgs>(L, G); A.ver = ver; A.aux = G.aux; A.gpart = G.gpart;
         char* name = (char*)malloc(8); snprintf(name, 8, "v%d", ver);
-        run_version(name, [&]() { gpu::mem_forward_launch(A, nb); }, [&]() { gpu::mem_backward_launch(A, nb); });
+        run_version(name, [&]() { mem_forward_launch(A, nb); }, [&]() { mem_backward_launch(A, nb); });
     }
     printf("\n%-8s %10s %10s %12s   (%s, B=%d H=%d T=%d d=%d dm=%d b=%d)\n", "version", "fwd ms", "bwd ms", "max rel err", preset, B, H, T, d, L.m.dm, L.b);
     // tolerances: fp32 versions 1e-3; v7 (TF32 operands, 10-bit mantissas, chained through the chunks) 5e-2
