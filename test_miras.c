@@ -1813,7 +1813,7 @@ static void test_binary(void) {
         const char* what;
         char args[1024];
         const char* expect;
-    } cases[20];
+    } cases[24];
     int nc = 0;
 #define CASE(w, e, ...)                              \
     do {                                             \
@@ -1838,6 +1838,8 @@ static void test_binary(void) {
     CASE("NaN (learning rate blows up)", "not finite", "%s -l 1e30 -a 0 -i '%s/d_train_*.bin' -j none -o %s/c -x 5",
          model, TMP, TMP);
     CASE("unknown preset", "unknown preset", "-p nosuch -x 1");
+    CASE("a step count that is not a number", "is not a whole number", "-x abc");
+    CASE("a learning rate that is not a number", "is not a finite number", "-l 3e-3x -x 1");
     // the spec's retention toward zero (-Z 0) overflows yaad's backward at T = 4096: the error says where
     snprintf(p, sizeof p, "%s/long_train_000000.bin", TMP);
     write_shard(p, 9000, 20240520, 9000, 3);

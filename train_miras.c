@@ -25,6 +25,7 @@ Shapes are written (B, T, C) row-major. Matrices are (out, in): y = x W^T.
 #include <tgmath.h>  // sqrt, exp, tanh ... in the precision of their argument (float or double)
 #include <time.h>
 #include <errno.h>
+#include <limits.h>
 #include <glob.h>
 #include <unistd.h>
 #include <sys/stat.h>
@@ -5048,6 +5049,26 @@ static const char* const USAGE =  // a printf format: %s is PRESETS
     "        -B 1 a learned forgetting gate mu (sigmoid, the a gate's weights), 0 mu = 1 [0]\n"
     " -J IN -O OUT: dump mode (logits, loss, gradients, AdamW steps of a fixture-layout file), to diff CPU and GPU\n";
 
+// A flag's value must be a whole number (or a real): "-x abc" or "-l 1e-3x" is an error, not 0.
+static long arg_long(const char* flag, const char* v, long lo, long hi) {
+    char* end;
+    errno = 0;
+    long x = strtol(v, &end, 10);
+    if (end == v || *end || errno)
+        DIE("flags take numbers, e.g. -x 100", "flag %s: '%s' is not a whole number", flag, v);
+    if (x < lo || x > hi)
+        DIE("flags take numbers, e.g. -x 100", "flag %s: %s is out of range [%ld, %ld]", flag, v, lo, hi);
+    return x;
+}
+static int arg_int(const char* flag, const char* v) { return (int)arg_long(flag, v, INT_MIN, INT_MAX); }
+static double arg_real(const char* flag, const char* v) {
+    char* end;
+    errno = 0;
+    double x = strtod(v, &end);
+    if (end == v || *end || errno || !isfinite(x)) DIE("e.g. -l 3e-3", "flag %s: '%s' is not a finite number", flag, v);
+    return x;
+}
+
 // Parse the flags (pairs like -x 100). extra, if given, is asked first and returns 1 for a flag it takes
 // (the GPU trainer's own flags); usage is printed for -h and for a bad flag.
 static void args_parse(Args* a, int argc, char** argv, void (*usage)(void),
@@ -5113,26 +5134,26 @@ static void args_parse(Args* a, int argc, char** argv, void (*usage)(void),
         switch (argv[i][1]) {
             // clang-format off
             case 'i': a->train_glob = v; break; case 'j': a->val_glob = v; break; case 'z': a->tok_path = v; break;
-            case 'o': a->out_dir = v; break; case 'e': a->init_ckpt = v; break; case 'r': a->resume = atoi(v); break;
+            case 'o': a->out_dir = v; break; case 'e': a->init_ckpt = v; break; case 'r': a->resume = arg_int(argv[i], v); break;
             case 'p': a->preset = v; a->given |= G_P; break; case 'P': a->pattern = v; a->given |= G_PAT; break;
-            case 'V': a->V = atoi(v); a->given |= G_V; break; case 'D': a->D = atoi(v); a->given |= G_D; break;
-            case 'L': a->L = atoi(v); a->given |= G_L; break; case 'H': a->H = atoi(v); a->given |= G_H; break;
-            case 'E': a->E = atoi(v); a->given |= G_E; break; case 'F': a->F = atoi(v); a->given |= G_F; break;
-            case 'k': a->chunk = atoi(v); a->given |= G_K; break; case 'R': a->gate_rank = atoi(v); a->given |= G_R; break;
-            case 'Z': a->anchor = atoi(v); a->given |= G_Z; break; case 'X': a->eta_max = atof(v); a->given |= G_X; break;
-            case 'N': a->max_skip = atoi(v); break; case 'W': a->window = atoi(v); a->given |= G_W; break;
-            case 'K': a->zero = atoi(v); break;
-            case 'w': a->lat_k = atoi(v); break; case 'Y': a->lat_ablate = atoi(v); break; case 'B': a->lat_mu = atoi(v); break;  // Lattice
-            case 'M': a->npers = atoi(v); a->given |= G_M; break; case 'C': a->seg = atoi(v); a->given |= G_C; break;
+            case 'V': a->V = arg_int(argv[i], v); a->given |= G_V; break; case 'D': a->D = arg_int(argv[i], v); a->given |= G_D; break;
+            case 'L': a->L = arg_int(argv[i], v); a->given |= G_L; break; case 'H': a->H = arg_int(argv[i], v); a->given |= G_H; break;
+            case 'E': a->E = arg_int(argv[i], v); a->given |= G_E; break; case 'F': a->F = arg_int(argv[i], v); a->given |= G_F; break;
+            case 'k': a->chunk = arg_int(argv[i], v); a->given |= G_K; break; case 'R': a->gate_rank = arg_int(argv[i], v); a->given |= G_R; break;
+            case 'Z': a->anchor = arg_int(argv[i], v); a->given |= G_Z; break; case 'X': a->eta_max = arg_real(argv[i], v); a->given |= G_X; break;
+            case 'N': a->max_skip = arg_int(argv[i], v); break; case 'W': a->window = arg_int(argv[i], v); a->given |= G_W; break;
+            case 'K': a->zero = arg_int(argv[i], v); break;
+            case 'w': a->lat_k = arg_int(argv[i], v); break; case 'Y': a->lat_ablate = arg_int(argv[i], v); break; case 'B': a->lat_mu = arg_int(argv[i], v); break;  // Lattice
+            case 'M': a->npers = arg_int(argv[i], v); a->given |= G_M; break; case 'C': a->seg = arg_int(argv[i], v); a->given |= G_C; break;
             case 'Q': a->mem_preset = v; a->given |= G_Q; break;
-            case 'G': a->omega = atoi(v); a->given |= G_G; break; case 'I': a->poly = atoi(v); a->given |= G_I; break;
-            case 'J': a->dump_in = v; break; case 'O': a->dump_out = v; break; case 'A': a->answers_only = atoi(v); break;
-            case 'b': a->B = atoi(v); break; case 't': a->T = atoi(v); break; case 'd': a->tokens_per_step = atol(v); break;
-            case 'l': a->lr = atof(v); break; case 'u': a->warmup = atoi(v); break; case 'q': a->final_frac = atof(v); break;
-            case 'c': a->wd = atof(v); break; case 'a': a->clip = atof(v); break; case 'x': a->max_steps = atol(v); break;
-            case 'S': a->stop_at = atol(v); break; case 'y': a->seed = strtoull(v, NULL, 10); break;
-            case 'v': a->val_every = atoi(v); break; case 'm': a->val_batches = atoi(v); break;
-            case 's': a->sample_every = atoi(v); break; case 'g': a->gen_tokens = atoi(v); break; case 'n': a->ckpt_every = atoi(v); break;
+            case 'G': a->omega = arg_int(argv[i], v); a->given |= G_G; break; case 'I': a->poly = arg_int(argv[i], v); a->given |= G_I; break;
+            case 'J': a->dump_in = v; break; case 'O': a->dump_out = v; break; case 'A': a->answers_only = arg_int(argv[i], v); break;
+            case 'b': a->B = arg_int(argv[i], v); break; case 't': a->T = arg_int(argv[i], v); break; case 'd': a->tokens_per_step = arg_long(argv[i], v, LONG_MIN, LONG_MAX); break;
+            case 'l': a->lr = arg_real(argv[i], v); break; case 'u': a->warmup = arg_int(argv[i], v); break; case 'q': a->final_frac = arg_real(argv[i], v); break;
+            case 'c': a->wd = arg_real(argv[i], v); break; case 'a': a->clip = arg_real(argv[i], v); break; case 'x': a->max_steps = arg_long(argv[i], v, LONG_MIN, LONG_MAX); break;
+            case 'S': a->stop_at = arg_long(argv[i], v, LONG_MIN, LONG_MAX); break; case 'y': a->seed = (unsigned long long)arg_long(argv[i], v, 0, LONG_MAX); break;
+            case 'v': a->val_every = arg_int(argv[i], v); break; case 'm': a->val_batches = arg_int(argv[i], v); break;
+            case 's': a->sample_every = arg_int(argv[i], v); break; case 'g': a->gen_tokens = arg_int(argv[i], v); break; case 'n': a->ckpt_every = arg_int(argv[i], v); break;
             default: usage(); DIE("see the flags above", "unknown flag %s", argv[i]);
                 // clang-format on
         }

@@ -4581,7 +4581,7 @@ static int g_precision = PREC_FP32;
 static const char *g_decode_in = NULL, *g_make_out = NULL;
 static int gpu_flag(const char* f, const char* v) {
     if (!strcmp(f, "-f")) {
-        g_precision = atoi(v);
+        g_precision = arg_int(f, v);
         return 1;
     }
     if (!strcmp(f, "--decode-test")) {
