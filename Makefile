@@ -116,9 +116,10 @@ fuzz: fuzz_build
 	@FUZZ_SECONDS=$(FUZZ_SECONDS) bash dev/fuzz/run.sh
 
 # CI: the tests, the ASan tests and a short fuzz run, summed into one last line
-ci_build: train_miras test_miras test_miras_fp64 data_prep $(ASAN_BINS) fuzz_build
+ci_build: train_miras test_miras test_miras_fp64 data_prep $(ASAN_BINS) fuzz_build $(if $(HAVE_MPI),train_miras_mpi)
 ci: ci_build
 	@FUZZ_SECONDS=$${FUZZ_SECONDS:-10} bash dev/test_all.sh ./test_miras ./test_miras_fp64 "bash data_prep/test_data_prep.sh" \
+		"bash dev/test_mpi.sh" "bash dev/check_format.sh" \
 		"env MIRAS_BIN_DIR=build/asan bash dev/test_all.sh" "bash dev/fuzz/run.sh" "bash dev/cuda/test_emu_lab.sh"
 
 # one statement per line, lines up to 120 characters; make test checks it (dev/check_format.sh)
