@@ -13,6 +13,16 @@
 #define main train_miras_cu_main
 #include "../../train_miras.cu"
 #undef main
+// v1 (frozen, commit 40ecc0d) was written inside train_miras.cu's former namespace gpu, whose device helpers had the
+// CPU's names; train_miras.cu now calls them name_gpu, so v1's calls are pointed at those here
+namespace gpu { namespace v1 {
+__device__ __forceinline__ real gelu_tanh(real x) { return gelu_tanh_gpu(x); }
+__device__ __forceinline__ real gelu(real x, real th) { return gelu_gpu(x, th); }
+__device__ __forceinline__ real gelu_d1(real x, real th) { return gelu_d1_gpu(x, th); }
+__device__ __forceinline__ real gelu_d2(real x, real th) { return gelu_d2_gpu(x, th); }
+__device__ __forceinline__ real psi_lp(real e) { return psi_lp_gpu(e); }
+__device__ __forceinline__ real psi_lp_d(real e) { return psi_lp_d_gpu(e); }
+} }
 #include "memlab_v1.cuh"
 namespace gpu { namespace v1 {   // v1's launches (unqualified kernel names: the emulator's launch rewriting)
 static void mem_forward_launch(const MemArgs& A, int nb) { memory_forward_kernel<<<nb, MEM_THREADS>>>(A); KCHECK("v1 fwd"); }
