@@ -1840,6 +1840,8 @@ static void test_binary(void) {
     CASE("unknown preset", "unknown preset", "-p nosuch -x 1");
     CASE("a step count that is not a number", "is not a whole number", "-x abc");
     CASE("a learning rate that is not a number", "is not a finite number", "-l 3e-3x -x 1");
+    CASE("a negative warmup", "out of range", "-u -4 -x 1");
+    CASE("a final lr fraction above 1", "above 1", "-q 5 -x 1");
     // the spec's retention toward zero (-Z 0) overflows yaad's backward at T = 4096: the error says where
     snprintf(p, sizeof p, "%s/long_train_000000.bin", TMP);
     write_shard(p, 9000, 20240520, 9000, 3);

@@ -5060,12 +5060,15 @@ static long arg_long(const char* flag, const char* v, long lo, long hi) {
         DIE("flags take numbers, e.g. -x 100", "flag %s: %s is out of range [%ld, %ld]", flag, v, lo, hi);
     return x;
 }
-static int arg_int(const char* flag, const char* v) { return (int)arg_long(flag, v, INT_MIN, INT_MAX); }
+// every integer flag is a count, a size or a switch: none is negative
+static int arg_int(const char* flag, const char* v) { return (int)arg_long(flag, v, 0, INT_MAX); }
+// the real flags (-l, -q, -c, -a, -X) are rates, fractions and bounds: finite and not negative
 static double arg_real(const char* flag, const char* v) {
     char* end;
     errno = 0;
     double x = strtod(v, &end);
     if (end == v || *end || errno || !isfinite(x)) DIE("e.g. -l 3e-3", "flag %s: '%s' is not a finite number", flag, v);
+    if (x < 0) DIE("see train_miras -h for what the flag takes", "flag %s: %s is negative", flag, v);
     return x;
 }
 
@@ -5134,7 +5137,7 @@ static void args_parse(Args* a, int argc, char** argv, void (*usage)(void),
         switch (argv[i][1]) {
             // clang-format off
             case 'i': a->train_glob = v; break; case 'j': a->val_glob = v; break; case 'z': a->tok_path = v; break;
-            case 'o': a->out_dir = v; break; case 'e': a->init_ckpt = v; break; case 'r': a->resume = arg_int(argv[i], v); break;
+            case 'o': a->out_dir = v; break; case 'e': a->init_ckpt = v; break; case 'r': a->resume = (int)arg_long(argv[i], v, 0, 1); break;
             case 'p': a->preset = v; a->given |= G_P; break; case 'P': a->pattern = v; a->given |= G_PAT; break;
             case 'V': a->V = arg_int(argv[i], v); a->given |= G_V; break; case 'D': a->D = arg_int(argv[i], v); a->given |= G_D; break;
             case 'L': a->L = arg_int(argv[i], v); a->given |= G_L; break; case 'H': a->H = arg_int(argv[i], v); a->given |= G_H; break;
@@ -5147,17 +5150,19 @@ static void args_parse(Args* a, int argc, char** argv, void (*usage)(void),
             case 'M': a->npers = arg_int(argv[i], v); a->given |= G_M; break; case 'C': a->seg = arg_int(argv[i], v); a->given |= G_C; break;
             case 'Q': a->mem_preset = v; a->given |= G_Q; break;
             case 'G': a->omega = arg_int(argv[i], v); a->given |= G_G; break; case 'I': a->poly = arg_int(argv[i], v); a->given |= G_I; break;
-            case 'J': a->dump_in = v; break; case 'O': a->dump_out = v; break; case 'A': a->answers_only = arg_int(argv[i], v); break;
-            case 'b': a->B = arg_int(argv[i], v); break; case 't': a->T = arg_int(argv[i], v); break; case 'd': a->tokens_per_step = arg_long(argv[i], v, LONG_MIN, LONG_MAX); break;
+            case 'J': a->dump_in = v; break; case 'O': a->dump_out = v; break; case 'A': a->answers_only = (int)arg_long(argv[i], v, 0, 1); break;
+            case 'b': a->B = arg_int(argv[i], v); break; case 't': a->T = arg_int(argv[i], v); break; case 'd': a->tokens_per_step = arg_long(argv[i], v, 0, LONG_MAX); break;
             case 'l': a->lr = arg_real(argv[i], v); break; case 'u': a->warmup = arg_int(argv[i], v); break; case 'q': a->final_frac = arg_real(argv[i], v); break;
-            case 'c': a->wd = arg_real(argv[i], v); break; case 'a': a->clip = arg_real(argv[i], v); break; case 'x': a->max_steps = arg_long(argv[i], v, LONG_MIN, LONG_MAX); break;
-            case 'S': a->stop_at = arg_long(argv[i], v, LONG_MIN, LONG_MAX); break; case 'y': a->seed = (unsigned long long)arg_long(argv[i], v, 0, LONG_MAX); break;
+            case 'c': a->wd = arg_real(argv[i], v); break; case 'a': a->clip = arg_real(argv[i], v); break; case 'x': a->max_steps = arg_long(argv[i], v, 0, LONG_MAX); break;
+            case 'S': a->stop_at = arg_long(argv[i], v, 0, LONG_MAX); break; case 'y': a->seed = (unsigned long long)arg_long(argv[i], v, 0, LONG_MAX); break;
             case 'v': a->val_every = arg_int(argv[i], v); break; case 'm': a->val_batches = arg_int(argv[i], v); break;
             case 's': a->sample_every = arg_int(argv[i], v); break; case 'g': a->gen_tokens = arg_int(argv[i], v); break; case 'n': a->ckpt_every = arg_int(argv[i], v); break;
             default: usage(); DIE("see the flags above", "unknown flag %s", argv[i]);
                 // clang-format on
         }
     }
+    if (a->final_frac > 1)
+        DIE("-q is the final lr as a fraction of -l, in [0, 1]", "flag -q: %g is above 1", a->final_frac);
     if (a->dump_in || a->dump_out) {
         if (!a->dump_in || !a->dump_out)
             DIE("give both -J IN and -O OUT", "dump mode needs an input and an output file");
