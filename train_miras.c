@@ -5057,7 +5057,7 @@ static long arg_long(const char* flag, const char* v, long lo, long hi) {
     if (end == v || *end || errno)
         DIE("flags take numbers, e.g. -x 100", "flag %s: '%s' is not a whole number", flag, v);
     if (x < lo || x > hi)
-        DIE("flags take numbers, e.g. -x 100", "flag %s: %s is out of range [%ld, %ld]", flag, v, lo, hi);
+        DIE("see train_miras -h for what the flag takes", "flag %s: %s is out of range [%ld, %ld]", flag, v, lo, hi);
     return x;
 }
 // every integer flag is a count, a size or a switch: none is negative
