@@ -760,9 +760,15 @@ __global__ void sumsq_kernel(double* partial, const real* g, size_t n) {
 }
 
 // ---- attention layers 'A' and 'S' (train_miras.c's attention_forward / attention_backward, SPEC §9.1): one warp per
-// (row, head), lanes over the head's d channels (d <= 256: up to 8 per lane); no T x T matrix. Not yet run on a GPU:
-// checked on the CPU emulator of dev/cuda only.
+// (row, head), lanes over the head's d channels (d <= 256: up to 8 per lane); no T x T matrix. Checked by make test_gpu
+// on an H100 (2026-11-23); the np prefix (MAG's persistent tokens) on the CPU emulator of dev/cuda only, so far.
 #define ATT_CPL 8  // channels per lane (d <= 256)
+// the keys of query i (train_miras.c's attn_keys): [0, e1) the prefix, then [j0, i]
+__device__ __forceinline__ void attn_keys_gpu(int i, int np, int W, int* e1, int* j0) {
+    *e1 = np < i + 1 ? np : i + 1;
+    int lo = W > 0 ? i - W + 1 : 0;
+    *j0 = lo > np ? lo : np;
+}
 // RoPE, rotate-half pairing, row t of x (B, T, H*d) at position pos0 + t; dir 1 forward, -1 the backward (transpose)
 __global__ void rope_kernel(real* out, const real* x, int B, int T, int H, int d, int dir, int pos0) {
     int half = d / 2;
@@ -788,8 +794,10 @@ static void rope_forward_gpu(real* out, const real* x, int B, int T, int H, int 
 // acc = acc e^(m - m') + e^(s - m') v_j; then out_i = acc / l, lse_i = m + log l. Keys and values of row j of the
 // (sequence, head) at kv + j * kvstride (the parallel forward: the (B, T, D) tensors; the decoder: its cache, where
 // slot(j) = j mod W for 'S' (ring) or j); queries: nq rows from row q0 (the decoder: one row, q0 = its position).
+// The keys of query i are attn_keys's (train_miras.c): the np prefix rows [0, min(np, i+1)) that every query sees
+// (MAG's persistent tokens; a decoder's ring then holds row j >= np in slot np + (j - np) mod W), then the window.
 __global__ void attention_forward_kernel(real* out, real* lse, const real* q, const real* k, const real* v, int B,
-                                         int T, int H, int d, int window, int q0, int nq, int ring) {
+                                         int T, int H, int d, int window, int q0, int nq, int ring, int np) {
     real scale = 1 / sqrtf((real)d);
     int D = H * d;
     WARP_ROWS_FOR(r, (size_t)B * nq * H) {
@@ -803,9 +811,12 @@ __global__ void attention_forward_kernel(real* out, real* lse, const real* q, co
             qv[u] = c < d ? qi[c] : 0;
             acc[u] = 0;
         }
-        int j0 = window > 0 && i - window + 1 > 0 ? i - window + 1 : 0;
-        for (int j = j0; j <= i; j++) {
-            size_t rj = ((size_t)bb * T + (ring ? j % ring : j)) * D + (size_t)h * d;
+        int e1, j0;
+        attn_keys_gpu(i, np, window, &e1, &j0);
+        for (int j = 0; j <= i; j++) {
+            if (j == e1) j = j0;
+            if (j > i) break;
+            size_t rj = ((size_t)bb * T + (ring && j >= np ? np + (j - np) % ring : j)) * D + (size_t)h * d;
             real s = 0;
             for (int u = 0; u < ATT_CPL; u++) {
                 int c = LANE + 32 * u;
@@ -829,8 +840,9 @@ __global__ void attention_forward_kernel(real* out, real* lse, const real* q, co
     }
 }
 static void attention_forward_gpu(real* out, real* lse, const real* q, const real* k, const real* v, int B, int T,
-                                  int H, int d, int window) {
-    attention_forward_kernel<<<warp_blocks((size_t)B * T * H), NT>>>(out, lse, q, k, v, B, T, H, d, window, 0, T, 0);
+                                  int H, int d, int window, int np = 0) {
+    attention_forward_kernel<<<warp_blocks((size_t)B * T * H), NT>>>(out, lse, q, k, v, B, T, H, d, window, 0, T, 0,
+                                                                     np);
     KCHECK("attention_forward");
 }
 // backward, with p_ij = exp(s_ij - lse_i) and Di = dout_i.out_i: dq_i = sum_j p_ij (dout_i.v_j - Di) k_j / sqrt(d)
@@ -838,7 +850,7 @@ static void attention_forward_gpu(real* out, real* lse, const real* q, const rea
 // dv_j = sum_i p_ij dout_i (a warp per key row, over the queries that see it). Written, not accumulated; no atomics.
 __global__ void attention_backward_dq_kernel(real* dq, real* Dout, const real* dout, const real* q, const real* k,
                                              const real* v, const real* out, const real* lse, int B, int T, int H,
-                                             int d, int window) {
+                                             int d, int window, int np) {
     real scale = 1 / sqrtf((real)d);
     int D = H * d;
     WARP_ROWS_FOR(r, (size_t)B * T * H) {
@@ -856,8 +868,11 @@ __global__ void attention_backward_dq_kernel(real* dq, real* Dout, const real* d
         }
         Di = warp_sum(Di);
         real li = lse[bi * H + h];
-        int j0 = window > 0 && i - window + 1 > 0 ? i - window + 1 : 0;
-        for (int j = j0; j <= i; j++) {
+        int e1, j0;
+        attn_keys_gpu(i, np, window, &e1, &j0);
+        for (int j = 0; j <= i; j++) {
+            if (j == e1) j = j0;
+            if (j > i) break;
             size_t rj = ((size_t)bb * T + j) * D + (size_t)h * d;
             real s = 0, dp = 0;
             for (int u = 0; u < ATT_CPL; u++) {
@@ -884,7 +899,7 @@ __global__ void attention_backward_dq_kernel(real* dq, real* Dout, const real* d
 }
 __global__ void attention_backward_dkv_kernel(real* dk, real* dv, const real* Din, const real* dout, const real* q,
                                               const real* k, const real* v, const real* lse, int B, int T, int H, int d,
-                                              int window) {
+                                              int window, int np) {
     real scale = 1 / sqrtf((real)d);
     int D = H * d;
     WARP_ROWS_FOR(r, (size_t)B * T * H) {
@@ -899,7 +914,8 @@ __global__ void attention_backward_dkv_kernel(real* dk, real* dv, const real* Di
             vv[u] = c < d ? v[rj + c] : 0;
             ak[u] = av[u] = 0;
         }
-        int i1 = window > 0 && j + window - 1 < T - 1 ? j + window - 1 : T - 1;  // the last query that sees key j
+        // the last query that sees key j (a prefix key: every later query)
+        int i1 = window > 0 && j >= np && j + window - 1 < T - 1 ? j + window - 1 : T - 1;
         for (int i = j; i <= i1; i++) {
             size_t bi = (size_t)bb * T + i, ri = bi * D + (size_t)h * d;
             real s = 0, dp = 0;
@@ -932,12 +948,12 @@ __global__ void attention_backward_dkv_kernel(real* dk, real* dv, const real* Di
 }
 static void attention_backward_gpu(real* dq, real* dk, real* dv, real* Dscratch, const real* dout, const real* q,
                                    const real* k, const real* v, const real* out, const real* lse, int B, int T, int H,
-                                   int d, int window) {
+                                   int d, int window, int np = 0) {
     attention_backward_dq_kernel<<<warp_blocks((size_t)B * T * H), NT>>>(dq, Dscratch, dout, q, k, v, out, lse, B, T, H,
-                                                                         d, window);
+                                                                         d, window, np);
     KCHECK("attention_backward_dq");
     attention_backward_dkv_kernel<<<warp_blocks((size_t)B * T * H), NT>>>(dk, dv, Dscratch, dout, q, k, v, lse, B, T, H,
-                                                                          d, window);
+                                                                          d, window, np);
     KCHECK("attention_backward_dkv");
 }
 
@@ -3442,19 +3458,30 @@ typedef struct {
     int has_mask;
     long adam_t;  // AdamW step count (bias correction)
     size_t opt_lo, opt_n;  // the parameters whose AdamW moments this rank keeps (all, or its share with -K 1)
+    struct TitansGpu* tx;  // Titans layers (section 4b): the stream model and the TxActs, or NULL
+    int tx_sub;  // 1 in the stream model itself
 } ModelGpu;
+// Titans layers (MAL, MAG; section 4b): the stream model X at (B, N_p + T) and the layer activations (tx_point's
+// layout) with their gradients, in device memory
+typedef struct TitansGpu {
+    ModelGpu X;
+    int Tn;
+    real *mem, *gmem;
+    size_t n;
+    TxActs a, g;
+} TitansGpu;
 
 static int nchunks_gpu(const ModelGpu* M, int T) { return (T + M->cfg.b - 1) / M->cfg.b; }
 
 // The GPU model of a built host model: parameters (and AdamW moments, if the host has them) copied over.
 static void model_build_gpu(ModelGpu* M, Model* host) {
-    if (host->cfg.arch)  // Titans layers (train_miras.c section 4b): CPU only, so far
-        DIE("train mal, mag, mac with the CPU trainer train_miras",
-            "the GPU trainer has no Titans layers (MAL, MAG, MAC) yet; preset arrangement %d", host->cfg.arch);
+    if (host->cfg.arch == ARCH_MAC)  // Titans layers (section 4b): MAL and MAG only, so far
+        DIE("train mac with the CPU trainer train_miras", "the GPU trainer has no MAC layers yet (MAL and MAG it has)");
     // fp32 / TF32 only, so far
-    if (g_prec == PREC_BF16 && (strchr(host->cfg.pattern, 'A') || strchr(host->cfg.pattern, 'S')))
+    if (g_prec == PREC_BF16 && (strchr(host->cfg.pattern, 'A') || strchr(host->cfg.pattern, 'S') || host->cfg.arch))
         DIE("use -f 0 or -f 1 with attention layers",
-            "the GPU trainer's attention layers ('A', 'S') have no bf16 mode yet; layer pattern '%s'",
+            "the GPU trainer's attention layers ('A', 'S', and those of MAL, MAG) have no bf16 mode yet; layer "
+            "pattern '%s'",
             host->cfg.pattern);
     if (host->mem.omega > 1 || host->mem.poly)  // the ATLAS family (README "ATLAS"): CPU only, so far
         DIE("train this preset with train_miras (the CPU trainer), or use -G 1 -I 0",
@@ -3505,6 +3532,13 @@ static void model_to_host(ModelGpu* M) {
 }
 
 static void model_free_acts(ModelGpu* M) {
+    if (M->tx) {  // Titans layers: the stream model and the TxActs
+        model_free_acts(&M->tx->X);
+        dfree(M->tx->mem);
+        dfree(M->tx->gmem);
+        free(M->tx);
+        M->tx = NULL;
+    }
     dfree(M->acts_memory);
     dfree(M->grads_acts_memory);
     dfree(M->acts_bf16);
@@ -3537,6 +3571,7 @@ static void model_free_acts(ModelGpu* M) {
     free(M->h_mask);
 }
 // (Re)allocate activations for batch B, length T (lazily, like llm.c; a new shape reallocates).
+static void titans_alloc_gpu(ModelGpu* M, int B, int T);  // section 4b
 static void model_alloc_acts_gpu(ModelGpu* M, int B, int T) {
     if (M->acts_memory && M->B == B && M->T == T) return;
     model_free_acts(M);
@@ -3620,6 +3655,7 @@ static void model_alloc_acts_gpu(ModelGpu* M, int B, int T) {
             g_db_n = n;
         }
     }
+    if (M->cfg.arch && !M->tx_sub) titans_alloc_gpu(M, B, T);  // Titans layers: the stream model at (B, N_p + T)
 }
 
 // embedding backward: the positions of each distinct token, in order (host-built buckets), then one thread per (token,
@@ -3797,6 +3833,258 @@ static void gates_backward_gpu(ModelGpu* M, int l, real* du, const real* u, cons
     }
 }
 
+// Section 3's memory mixer of layer l (SPEC §3), from u = M->acts.ln1 to M->acts.mo (model_forward then adds x):
+// q, k, v = SiLU(conv(u W^T)), q and k l2-normed per head; y = the memory's read; mo = (RMSNorm_head(y) * SiLU(u
+// Wg^T)) Wo^T. Also the stream model's of a Titans layer (section 4b). ub, zb: u's and z's bf16 copies, or NULL.
+static void mixer_forward_gpu(ModelGpu* M, int l, bf16* ub, bf16* zb) {
+    const Config* c = &M->cfg;
+    int B = M->B, T = M->T, D = c->D, H = c->H, d = M->mem.d;
+    size_t N = (size_t)B * T, oD = (size_t)l * N * D, oH = (size_t)l * N * H;
+    size_t ml = M->hm->mlayer[l];  // the layer's index in the memory-only parameter tensors
+    ParameterTensors* p = &M->params;
+    ActivationTensors* a = &M->acts;
+    const real* u = a->ln1 + oD;
+    matmul_forward_gpu(a->qp + oD, u, p->wq + (size_t)l * D * D, NULL, N, D, D, ub);
+    matmul_forward_gpu(a->kp + oD, u, p->wk + (size_t)l * D * D, NULL, N, D, D, ub);
+    matmul_forward_gpu(a->vp + oD, u, p->wv + (size_t)l * D * D, NULL, N, D, D, ub);
+    conv_forward_gpu(a->qc + oD, a->qp + oD, p->conv_q + ml * D * c->K, B, T, D, c->K, a->qs + oD);  // qs = SiLU(qc)
+    conv_forward_gpu(a->kc + oD, a->kp + oD, p->conv_k + ml * D * c->K, B, T, D, c->K, a->ks + oD);
+    conv_forward_gpu(a->vc + oD, a->vp + oD, p->conv_v + ml * D * c->K, B, T, D, c->K, a->v + oD);
+    l2norm_forward_gpu(a->q + oD, a->qrn + oH, a->qs + oD, N, H, d);
+    l2norm_forward_gpu(a->k + oD, a->krn + oH, a->ks + oD, N, H, d);
+    size_t oG = (size_t)l * N * (c->gate_rank ? D : H), oR = (size_t)l * N * c->gate_rank;
+    gates_forward_gpu(M, l, u, ub, N, a->ga + oH, a->geta + oG, a->gth + oH, a->gdel + oG, a->geta_lr + oR,
+                      a->gdel_lr + oR);
+    memory_forward_gpu(M, l);
+    rmsnorm_forward_gpu(a->yn + oD, a->yrstd + oH, a->y + oD, p->rmsh_w + ml * D, N, H, d);
+    matmul_forward_gpu(a->gp + oD, u, p->wg + ml * D * D, NULL, N, D, D, ub);
+    gate_mul_forward_gpu(a->z + oD, a->yn + oD, a->gp + oD, N * D, zb);
+    matmul_forward_gpu(a->mo + oD, a->z + oD, p->wo + (size_t)l * D * D, NULL, N, D, D, zb);
+}
+// its backward: from dmo = dL/d mo to M->grads_acts.ln1 (accumulated) and the parameters' gradients
+static void mixer_backward_gpu(ModelGpu* M, int l, const real* dmo, bf16* ub, bf16* zb) {
+    const Config* c = &M->cfg;
+    int B = M->B, T = M->T, D = c->D, H = c->H, d = M->mem.d;
+    size_t N = (size_t)B * T, oD = (size_t)l * N * D, oH = (size_t)l * N * H;
+    size_t ml = M->hm->mlayer[l];
+    ParameterTensors *p = &M->params, *dp = &M->grads;
+    ActivationTensors *a = &M->acts, *g = &M->grads_acts;
+    const real* u = a->ln1 + oD;
+    real* du = g->ln1 + oD;
+    matmul_backward_gpu(g->z + oD, dp->wo + (size_t)l * D * D, NULL, dmo, a->z + oD, p->wo + (size_t)l * D * D, N, D, D,
+                        zb);
+    gate_mul_backward_gpu(g->yn + oD, g->gp + oD, g->z + oD, a->yn + oD, a->gp + oD, N * D);
+    matmul_backward_gpu(du, dp->wg + ml * D * D, NULL, g->gp + oD, u, p->wg + ml * D * D, N, D, D, ub);
+    rmsnorm_backward_gpu(g->y + oD, dp->rmsh_w + ml * D, g->yn + oD, a->y + oD, p->rmsh_w + ml * D, a->yrstd + oH, N, H,
+                         d);
+    memory_backward_gpu(M, l);
+    gates_backward_gpu(M, l, du, u, ub, N, a, g, oH, (size_t)l * N * (c->gate_rank ? D : H),
+                       (size_t)l * N * c->gate_rank);
+    l2norm_backward_gpu(g->qs + oD, g->q + oD, a->q + oD, a->qrn + oH, N, H, d);
+    l2norm_backward_gpu(g->ks + oD, g->k + oD, a->k + oD, a->krn + oH, N, H, d);
+    silu_backward_gpu(g->qc + oD, g->qs + oD, a->qc + oD, N * D);
+    silu_backward_gpu(g->kc + oD, g->ks + oD, a->kc + oD, N * D);
+    silu_backward_gpu(g->vc + oD, g->v + oD, a->vc + oD, N * D);
+    conv_backward_gpu(g->qp + oD, dp->conv_q + ml * D * c->K, g->qc + oD, a->qp + oD, p->conv_q + ml * D * c->K, B, T,
+                      D, c->K);
+    conv_backward_gpu(g->kp + oD, dp->conv_k + ml * D * c->K, g->kc + oD, a->kp + oD, p->conv_k + ml * D * c->K, B, T,
+                      D, c->K);
+    conv_backward_gpu(g->vp + oD, dp->conv_v + ml * D * c->K, g->vc + oD, a->vp + oD, p->conv_v + ml * D * c->K, B, T,
+                      D, c->K);
+    matmul_backward_gpu(du, dp->wq + (size_t)l * D * D, NULL, g->qp + oD, u, p->wq + (size_t)l * D * D, N, D, D, ub);
+    matmul_backward_gpu(du, dp->wk + (size_t)l * D * D, NULL, g->kp + oD, u, p->wk + (size_t)l * D * D, N, D, D, ub);
+    matmul_backward_gpu(du, dp->wv + (size_t)l * D * D, NULL, g->vp + oD, u, p->wv + (size_t)l * D * D, N, D, D, ub);
+}
+
+// ----------------------------------------------------------------------------
+// 4b. Titans layers on the GPU (train_miras.c section 4b, SPEC §9.2-9.3): MAL and MAG (MAC: not yet)
+//
+// As on the CPU: the memory mixer of a Titans layer runs over the stream [P || u] of Tn = N_p + T rows in a second
+// ModelGpu X (the stream model: the model's parameters and gradients, its own activations at (B, Tn)), and only the
+// sequence rows of its output are kept. The layer's attention (att_wq, att_wk, att_wv, att_wo) and the TxActs
+// tensors (tx_point's layout, in device memory) are the model's.
+//   MAL: x += Mixer([P||u])[seq];  x += attn_SWA(RMSNorm_attn(x)) Wo_a  (RoPE positions t, no prefix);  x += SwiGLU
+//   MAG: y = attn_SWA([P||u]) Wo_a at the sequence queries (P rows: keys every query sees); m = Mixer([P||u])[seq];
+//        x += o(y, m) = RMSNorm_g1(y) * sigmoid(RMSNorm_g2(m));  x += SwiGLU
+
+// dst rows [dO, dO + n) of each of B sequences of dT rows (width C) = (acc: +=) src rows [sO, sO + n) of sT-row ones
+__global__ void copy_rows_kernel(real* dst, const real* src, int B, int n, int C, int dT, int dO, int sT, int sO,
+                                 int acc) {
+    GRID_FOR(e, (size_t)B * n * C) {
+        int i = (int)(e % C), t = (int)(e / C % n), bb = (int)(e / C / n);
+        real v = src[((size_t)bb * sT + sO + t) * C + i];
+        real* o = dst + ((size_t)bb * dT + dO + t) * C + i;
+        *o = acc ? *o + v : v;
+    }
+}
+static void copy_rows_gpu(real* dst, const real* src, int B, int n, int C, int dT, int dO, int sT, int sO, int acc) {
+    if (!n) return;
+    copy_rows_kernel<<<nblocks((size_t)B * n * C), NT>>>(dst, src, B, n, C, dT, dO, sT, sO, acc);
+    KCHECK("copy_rows");
+}
+// the stream [P || u]: rows [0, np) of every sequence are P (np, C), rows [np, np + T) the sequence's u (B, T, C)
+__global__ void stream_kernel(real* us, const real* P, const real* u, int B, int T, int np, int C) {
+    GRID_FOR(e, (size_t)B * (np + T) * C) {
+        int i = (int)(e % C), r = (int)(e / C % (np + T)), bb = (int)(e / C / (np + T));
+        us[e] = r < np ? P[(size_t)r * C + i] : u[((size_t)bb * T + r - np) * C + i];
+    }
+}
+// dP (np, C) += the prefix rows of the stream's gradient, summed over the batch in a fixed order
+__global__ void prefix_grad_kernel(real* dP, const real* dus, int B, int Tn, int np, int C) {
+    GRID_FOR(e, (size_t)np * C) {
+        real s = dP[e];
+        for (int bb = 0; bb < B; bb++) s += dus[(size_t)bb * Tn * C + e];
+        dP[e] = s;
+    }
+}
+// MAG's gate o = n1 * sigmoid(n2), and its backward: dn1 = dout s, dn2 = dout n1 s (1 - s)
+__global__ void out_gate_forward_kernel(real* out, const real* n1, const real* n2, size_t n) {
+    GRID_FOR(i, n) out[i] = n1[i] * sigmoidr_gpu(n2[i]);
+}
+__global__ void out_gate_backward_kernel(real* dn1, real* dn2, const real* dout, const real* n1, const real* n2,
+                                         size_t n) {
+    GRID_FOR(i, n) {
+        real s = sigmoidr_gpu(n2[i]);
+        dn1[i] = dout[i] * s;
+        dn2[i] = dout[i] * n1[i] * s * (1 - s);
+    }
+}
+
+// (re)allocate with the model's activations (model_alloc_acts_gpu): the stream model at (B, N_p + T), the TxActs
+static void titans_alloc_gpu(ModelGpu* M, int B, int T) {
+    TitansGpu* t = M->tx = (TitansGpu*)xmalloc(sizeof(TitansGpu));  // (model_free_acts freed the previous one)
+    memset(t, 0, sizeof *t);
+    ModelGpu* X = &t->X;
+    t->Tn = T + M->cfg.npers;
+    X->hm = M->hm;
+    X->cfg = M->cfg;
+    X->mem = M->mem;
+    X->tx_sub = 1;
+    X->cfg.F = 1;
+    X->cfg.Vp = 1;  // X runs the mixers only: no room for its (unused) SwiGLU and logits activations
+    memcpy(X->param_sizes, M->param_sizes, sizeof M->param_sizes);
+    X->num_params = M->num_params;
+    X->params = M->params;
+    X->params_memory = M->params_memory;
+    model_alloc_acts_gpu(X, B, t->Tn);
+    t->n = tx_point(&t->a, NULL, &M->cfg, B, T);
+    t->mem = (real*)dmalloc(t->n * sizeof(real));
+    t->gmem = (real*)dmalloc(t->n * sizeof(real));
+    tx_point(&t->a, t->mem, &M->cfg, B, T);
+    tx_point(&t->g, t->gmem, &M->cfg, B, T);
+}
+
+// The attention of a Titans layer on rows ua (B sequences of Tr rows): q, k = RoPE(ua Wq_a^T), RoPE(ua Wk_a^T) at
+// the rows' positions 0..Tr-1; v = ua Wv_a^T; z = attn (window W, prefix np); y = z Wo_a^T (train_miras.c's
+// tx_attn_forward)
+static void tx_attn_forward_gpu(ModelGpu* M, int l, const real* ua, int Tr, int np, size_t o, size_t oh) {
+    const Config* c = &M->cfg;
+    ParameterTensors* p = &M->params;
+    TxActs* t = &M->tx->a;
+    int B = M->B, D = c->D, H = c->H, d = D / H, Nq = B * Tr;
+    size_t oW = (size_t)l * D * D;
+    matmul_forward_gpu(t->q + o, ua, p->att_wq + oW, NULL, Nq, D, D);
+    rope_forward_gpu(t->q + o, t->q + o, B, Tr, H, d, 1);
+    matmul_forward_gpu(t->k + o, ua, p->att_wk + oW, NULL, Nq, D, D);
+    rope_forward_gpu(t->k + o, t->k + o, B, Tr, H, d, 1);
+    matmul_forward_gpu(t->v + o, ua, p->att_wv + oW, NULL, Nq, D, D);
+    attention_forward_gpu(t->z + o, t->lse + oh, t->q + o, t->k + o, t->v + o, B, Tr, H, d, c->window, np);
+    matmul_forward_gpu(t->y + o, t->z + o, p->att_wo + oW, NULL, Nq, D, D);
+}
+// its backward, from M->tx->g.y to dua (accumulated); the softmax's Di go to g.lse (scratch)
+static void tx_attn_backward_gpu(ModelGpu* M, int l, real* dua, const real* ua, int Tr, int np, size_t o, size_t oh) {
+    const Config* c = &M->cfg;
+    ParameterTensors *p = &M->params, *dp = &M->grads;
+    TxActs *t = &M->tx->a, *g = &M->tx->g;
+    int B = M->B, D = c->D, H = c->H, d = D / H, Nq = B * Tr;
+    size_t oW = (size_t)l * D * D;
+    matmul_backward_gpu(g->z + o, dp->att_wo + oW, NULL, g->y + o, t->z + o, p->att_wo + oW, Nq, D, D);
+    attention_backward_gpu(g->q + o, g->k + o, g->v + o, g->lse + oh, g->z + o, t->q + o, t->k + o, t->v + o, t->z + o,
+                           t->lse + oh, B, Tr, H, d, c->window, np);
+    rope_forward_gpu(g->q + o, g->q + o, B, Tr, H, d, -1);
+    rope_forward_gpu(g->k + o, g->k + o, B, Tr, H, d, -1);
+    matmul_backward_gpu(dua, dp->att_wq + oW, NULL, g->q + o, ua, p->att_wq + oW, Nq, D, D);
+    matmul_backward_gpu(dua, dp->att_wk + oW, NULL, g->k + o, ua, p->att_wk + oW, Nq, D, D);
+    matmul_backward_gpu(dua, dp->att_wv + oW, NULL, g->v + o, ua, p->att_wv + oW, Nq, D, D);
+}
+
+// The layer's mixing part, from x and u = RMSNorm(x) (M->acts.ln1) to M->acts.mo, so that model_forward_gpu's
+// res2 = x + mo: MAL mo = m + attn_SWA(RMSNorm_attn(x + m)) Wo_a, MAG mo = o(y, m) (train_miras.c's
+// titans_layer_forward)
+static void titans_layer_forward_gpu(ModelGpu* M, int l, const real* x) {
+    TitansGpu* t = M->tx;
+    ModelGpu* X = &t->X;
+    const Config* c = &M->cfg;
+    ParameterTensors* p = &M->params;
+    int B = M->B, T = M->T, Tn = t->Tn, np = c->npers, D = c->D, H = c->H;
+    size_t N = (size_t)B * T, Ns = (size_t)B * Tn;
+    size_t oD = (size_t)l * N * D, oS = (size_t)l * Ns * D;
+    real *us = X->acts.ln1 + oS, *m = t->a.m + oD, *mo = M->acts.mo + oD;
+    stream_kernel<<<nblocks(Ns * D), NT>>>(us, p->pers + (size_t)l * np * D, M->acts.ln1 + oD, B, T, np, D);
+    KCHECK("stream");
+    mixer_forward_gpu(X, l, NULL, NULL);
+    copy_rows_gpu(m, X->acts.mo + oS, B, T, D, T, 0, Tn, np, 0);  // m = the mixer's sequence rows
+    if (c->arch == ARCH_MAL) {
+        d2d(mo, m, N * D * sizeof(real));
+        residual_forward_gpu(m, x, m, N * D);  // m := x + m, the attention sublayer's input
+        rmsnorm_forward_gpu(t->a.ua + oD, t->a.ra + (size_t)l * N, m, p->rmsa_w + (size_t)l * D, N, 1, D);
+        tx_attn_forward_gpu(M, l, t->a.ua + oD, T, 0, oD, (size_t)l * N * H);
+        residual_forward_gpu(mo, mo, t->a.y + oD, N * D);
+    } else {  // MAG
+        tx_attn_forward_gpu(M, l, us, Tn, np, oS, (size_t)l * Ns * H);
+        real* ys = t->a.ys + oD;
+        copy_rows_gpu(ys, t->a.y + oS, B, T, D, T, 0, Tn, np, 0);
+        rmsnorm_forward_gpu(t->a.n1 + oD, t->a.r1 + (size_t)l * N, ys, p->og1_w + (size_t)l * D, N, 1, D);
+        rmsnorm_forward_gpu(t->a.n2 + oD, t->a.r2 + (size_t)l * N, m, p->og2_w + (size_t)l * D, N, 1, D);
+        out_gate_forward_kernel<<<nblocks(N * D), NT>>>(mo, t->a.n1 + oD, t->a.n2 + oD, N * D);
+        KCHECK("out_gate_forward");
+    }
+}
+// Its backward: from M->grads_acts.res2 (= dL/d mo; model_backward_gpu has added it to dx already) to dx (MAL: the
+// path through RMSNorm_attn), du (the sequence rows of the stream's gradient) and the parameters (P: the prefix rows)
+static void titans_layer_backward_gpu(ModelGpu* M, int l, real* dx, real* du) {
+    TitansGpu* t = M->tx;
+    ModelGpu* X = &t->X;
+    const Config* c = &M->cfg;
+    ParameterTensors *p = &M->params, *dp = &M->grads;
+    int B = M->B, T = M->T, Tn = t->Tn, np = c->npers, D = c->D, H = c->H;
+    size_t N = (size_t)B * T, Ns = (size_t)B * Tn;
+    size_t oD = (size_t)l * N * D, oS = (size_t)l * Ns * D;
+    X->grads = M->grads;
+    X->grads_memory = M->grads_memory;
+    cudaCheck(cudaMemset(X->grads_acts_memory, 0, X->num_acts * sizeof(real)));
+    cudaCheck(cudaMemset(t->gmem, 0, t->n * sizeof(real)));
+    const real* dres = M->grads_acts.res2 + oD;
+    real* dm = t->g.m + oD;
+    if (c->arch == ARCH_MAL) {
+        d2d(t->g.y + oD, dres, N * D * sizeof(real));
+        tx_attn_backward_gpu(M, l, t->g.ua + oD, t->a.ua + oD, T, 0, oD, (size_t)l * N * H);
+        rmsnorm_backward_gpu(dm, dp->rmsa_w + (size_t)l * D, t->g.ua + oD, t->a.m + oD, p->rmsa_w + (size_t)l * D,
+                             t->a.ra + (size_t)l * N, N, 1, D);
+        residual_forward_gpu(dx, dx, dm, N * D);  // x's path through the attention sublayer's input x + m
+        residual_forward_gpu(dm, dm, dres, N * D);  // dm = dres + that path
+    } else {  // MAG: o = n1 * sigmoid(n2)
+        real *dn1 = t->g.n1 + oD, *dn2 = t->g.n2 + oD, *dys = t->g.ys + oD;
+        out_gate_backward_kernel<<<nblocks(N * D), NT>>>(dn1, dn2, dres, t->a.n1 + oD, t->a.n2 + oD, N * D);
+        KCHECK("out_gate_backward");
+        rmsnorm_backward_gpu(dys, dp->og1_w + (size_t)l * D, dn1, t->a.ys + oD, p->og1_w + (size_t)l * D,
+                             t->a.r1 + (size_t)l * N, N, 1, D);
+        rmsnorm_backward_gpu(dm, dp->og2_w + (size_t)l * D, dn2, t->a.m + oD, p->og2_w + (size_t)l * D,
+                             t->a.r2 + (size_t)l * N, N, 1, D);
+        copy_rows_gpu(t->g.y + oS, dys, B, T, D, Tn, np, T, 0, 0);
+        tx_attn_backward_gpu(M, l, X->grads_acts.ln1 + oS, X->acts.ln1 + oS, Tn, np, oS, (size_t)l * Ns * H);
+    }
+    real* dmo = X->grads_acts.mo + oS;
+    copy_rows_gpu(dmo, dm, B, T, D, Tn, np, T, 0, 0);  // (the P rows' outputs are not used: zero gradient)
+    mixer_backward_gpu(X, l, dmo, NULL, NULL);
+    const real* dus = X->grads_acts.ln1 + oS;
+    if (np) {
+        prefix_grad_kernel<<<nblocks((size_t)np * D), NT>>>(dp->pers + (size_t)l * np * D, dus, B, Tn, np, D);
+        KCHECK("prefix_grad");
+    }
+    copy_rows_gpu(du, dus, B, T, D, T, 0, Tn, np, 1);  // the stream's sequence rows
+}
+
 // The forward pass (SPEC §2, §3). targets may be NULL (no loss). inputs, targets: host arrays.
 static void model_forward_gpu(ModelGpu* M, const int* inputs, const int* targets, int B, int T) {
     const Config* c = &M->cfg;
@@ -3823,36 +4111,21 @@ static void model_forward_gpu(ModelGpu* M, const int* inputs, const int* targets
         // the bf16 copies of this layer's GEMM inputs (bf16 mode; all NULL otherwise)
         bf16 *ub = M->ln1b ? M->ln1b + oD : NULL, *zb = M->zb ? M->zb + oD : NULL,
              *ln2b = M->ln2b ? M->ln2b + oD : NULL, *hgb = M->hgb ? M->hgb + oF : NULL;
-        size_t ml = M->hm->mlayer[l];  // the layer's index in the memory-only parameter tensors
-        // mixer (SPEC §3): u = RMSNorm(x); q, k, v = SiLU(conv(u W^T)); q, k l2-normed per head
         rmsnorm_forward_gpu(u, a->ln1_rstd + (size_t)l * N, x, p->rms1_w + (size_t)l * D, N, 1, D, ub);
-        matmul_forward_gpu(a->qp + oD, u, p->wq + (size_t)l * D * D, NULL, N, D, D, ub);
-        matmul_forward_gpu(a->kp + oD, u, p->wk + (size_t)l * D * D, NULL, N, D, D, ub);
-        matmul_forward_gpu(a->vp + oD, u, p->wv + (size_t)l * D * D, NULL, N, D, D, ub);
-        // attention (SPEC §9.1), as train_miras.c: z = attn(RoPE(qp), RoPE(kp), vp), lse in qrn
-        if (c->pattern[l] != 'M') {
+        if (c->arch)
+            titans_layer_forward_gpu(M, l, x);  // MAL, MAG (section 4b): a->mo from x and u
+        else if (c->pattern[l] != 'M') {
+            // attention (SPEC §9.1), as train_miras.c: z = attn(RoPE(u Wq^T), RoPE(u Wk^T), u Wv^T), lse in qrn
+            matmul_forward_gpu(a->qp + oD, u, p->wq + (size_t)l * D * D, NULL, N, D, D, ub);
+            matmul_forward_gpu(a->kp + oD, u, p->wk + (size_t)l * D * D, NULL, N, D, D, ub);
+            matmul_forward_gpu(a->vp + oD, u, p->wv + (size_t)l * D * D, NULL, N, D, D, ub);
             rope_forward_gpu(a->q + oD, a->qp + oD, B, T, H, d, 1);
             rope_forward_gpu(a->k + oD, a->kp + oD, B, T, H, d, 1);
             attention_forward_gpu(a->z + oD, a->qrn + oH, a->q + oD, a->k + oD, a->vp + oD, B, T, H, d,
                                   c->pattern[l] == 'S' ? c->window : 0);
             matmul_forward_gpu(a->mo + oD, a->z + oD, p->wo + (size_t)l * D * D, NULL, N, D, D, zb);
-        } else {
-            conv_forward_gpu(a->qc + oD, a->qp + oD, p->conv_q + ml * D * c->K, B, T, D, c->K,
-                             a->qs + oD);  // qs = SiLU(qc)
-            conv_forward_gpu(a->kc + oD, a->kp + oD, p->conv_k + ml * D * c->K, B, T, D, c->K, a->ks + oD);
-            conv_forward_gpu(a->vc + oD, a->vp + oD, p->conv_v + ml * D * c->K, B, T, D, c->K, a->v + oD);
-            l2norm_forward_gpu(a->q + oD, a->qrn + oH, a->qs + oD, N, H, d);
-            l2norm_forward_gpu(a->k + oD, a->krn + oH, a->ks + oD, N, H, d);
-            size_t oG = (size_t)l * N * (c->gate_rank ? D : H), oR = (size_t)l * N * c->gate_rank;
-            gates_forward_gpu(M, l, u, ub, N, a->ga + oH, a->geta + oG, a->gth + oH, a->gdel + oG, a->geta_lr + oR,
-                              a->gdel_lr + oR);
-            memory_forward_gpu(M, l);
-            // out = (RMSNorm_head(y) * SiLU(u Wg^T)) Wo^T ; x = x + out
-            rmsnorm_forward_gpu(a->yn + oD, a->yrstd + oH, a->y + oD, p->rmsh_w + ml * D, N, H, d);
-            matmul_forward_gpu(a->gp + oD, u, p->wg + ml * D * D, NULL, N, D, D, ub);
-            gate_mul_forward_gpu(a->z + oD, a->yn + oD, a->gp + oD, N * D, zb);
-            matmul_forward_gpu(a->mo + oD, a->z + oD, p->wo + (size_t)l * D * D, NULL, N, D, D, zb);
-        }
+        } else
+            mixer_forward_gpu(M, l, ub, zb);
         residual_forward_gpu(a->res2 + oD, x, a->mo + oD, N * D);
         // x = x + SwiGLU(RMSNorm(x))
         rmsnorm_forward_gpu(a->ln2 + oD, a->ln2_rstd + (size_t)l * N, a->res2 + oD, p->rms2_w + (size_t)l * D, N, 1, D,
@@ -3935,45 +4208,25 @@ static void model_backward_gpu(ModelGpu* M, real loss_scale) {
                             p->mlp_w3 + (size_t)l * F * D, N, D, F, ln2b);
         rmsnorm_backward_gpu(g->res2 + oD, dp->rms2_w + (size_t)l * D, g->ln2 + oD, a->res2 + oD,
                              p->rms2_w + (size_t)l * D, a->ln2_rstd + (size_t)l * N, N, 1, D);
-        // res2 = x + (RMSNorm_head(y) * SiLU(u Wg^T)) Wo^T
         residual_forward_gpu(dx, dx, g->res2 + oD, N * D);
-        matmul_backward_gpu(g->z + oD, dp->wo + (size_t)l * D * D, NULL, g->res2 + oD, a->z + oD,
-                            p->wo + (size_t)l * D * D, N, D, D, zb);
-        size_t ml = M->hm->mlayer[l];
-        // attention (SPEC §9.1): back through attn (Di in g->qrn), RoPE and the projections
-        if (c->pattern[l] != 'M') {
+        if (c->arch)
+            titans_layer_backward_gpu(M, l, dx, du);  // MAL, MAG (section 4b)
+        else if (c->pattern[l] != 'M') {  // attention (SPEC §9.1): back through Wo, attn (Di in g->qrn), RoPE, q k v
+            matmul_backward_gpu(g->z + oD, dp->wo + (size_t)l * D * D, NULL, g->res2 + oD, a->z + oD,
+                                p->wo + (size_t)l * D * D, N, D, D, zb);
             attention_backward_gpu(g->q + oD, g->k + oD, g->vp + oD, g->qrn + oH, g->z + oD, a->q + oD, a->k + oD,
                                    a->vp + oD, a->z + oD, a->qrn + oH, B, T, H, d,
                                    c->pattern[l] == 'S' ? c->window : 0);
             rope_forward_gpu(g->qp + oD, g->q + oD, B, T, H, d, -1);
             rope_forward_gpu(g->kp + oD, g->k + oD, B, T, H, d, -1);
-        } else {
-            gate_mul_backward_gpu(g->yn + oD, g->gp + oD, g->z + oD, a->yn + oD, a->gp + oD, N * D);
-            matmul_backward_gpu(du, dp->wg + ml * D * D, NULL, g->gp + oD, u, p->wg + ml * D * D, N, D, D, ub);
-            rmsnorm_backward_gpu(g->y + oD, dp->rmsh_w + ml * D, g->yn + oD, a->y + oD, p->rmsh_w + ml * D,
-                                 a->yrstd + oH, N, H, d);
-            memory_backward_gpu(M, l);
-            gates_backward_gpu(M, l, du, u, ub, N, a, g, oH, (size_t)l * N * (c->gate_rank ? D : H),
-                               (size_t)l * N * c->gate_rank);
-            // q, k, v
-            l2norm_backward_gpu(g->qs + oD, g->q + oD, a->q + oD, a->qrn + oH, N, H, d);
-            l2norm_backward_gpu(g->ks + oD, g->k + oD, a->k + oD, a->krn + oH, N, H, d);
-            silu_backward_gpu(g->qc + oD, g->qs + oD, a->qc + oD, N * D);
-            silu_backward_gpu(g->kc + oD, g->ks + oD, a->kc + oD, N * D);
-            silu_backward_gpu(g->vc + oD, g->v + oD, a->vc + oD, N * D);
-            conv_backward_gpu(g->qp + oD, dp->conv_q + ml * D * c->K, g->qc + oD, a->qp + oD, p->conv_q + ml * D * c->K,
-                              B, T, D, c->K);
-            conv_backward_gpu(g->kp + oD, dp->conv_k + ml * D * c->K, g->kc + oD, a->kp + oD, p->conv_k + ml * D * c->K,
-                              B, T, D, c->K);
-            conv_backward_gpu(g->vp + oD, dp->conv_v + ml * D * c->K, g->vc + oD, a->vp + oD, p->conv_v + ml * D * c->K,
-                              B, T, D, c->K);
-        }
-        matmul_backward_gpu(du, dp->wq + (size_t)l * D * D, NULL, g->qp + oD, u, p->wq + (size_t)l * D * D, N, D, D,
-                            ub);
-        matmul_backward_gpu(du, dp->wk + (size_t)l * D * D, NULL, g->kp + oD, u, p->wk + (size_t)l * D * D, N, D, D,
-                            ub);
-        matmul_backward_gpu(du, dp->wv + (size_t)l * D * D, NULL, g->vp + oD, u, p->wv + (size_t)l * D * D, N, D, D,
-                            ub);
+            matmul_backward_gpu(du, dp->wq + (size_t)l * D * D, NULL, g->qp + oD, u, p->wq + (size_t)l * D * D, N, D, D,
+                                ub);
+            matmul_backward_gpu(du, dp->wk + (size_t)l * D * D, NULL, g->kp + oD, u, p->wk + (size_t)l * D * D, N, D, D,
+                                ub);
+            matmul_backward_gpu(du, dp->wv + (size_t)l * D * D, NULL, g->vp + oD, u, p->wv + (size_t)l * D * D, N, D, D,
+                                ub);
+        } else
+            mixer_backward_gpu(M, l, g->res2 + oD, ub, zb);  // res2 = x + (RMSNorm_head(y) * SiLU(u Wg^T)) Wo^T
         rmsnorm_backward_gpu(dx, dp->rms1_w + (size_t)l * D, du, x, p->rms1_w + (size_t)l * D,
                              a->ln1_rstd + (size_t)l * N, N, 1, D);
     }
@@ -4078,6 +4331,7 @@ typedef struct {
     // per attention layer: keys (after RoPE) and values, (kvcap, D) for 'A' (grown), a ring (W, D) for 'S'
     real *kc[128], *vc[128];
     int kvcap;
+    real* txbuf;  // Titans layers (section 5b): (7 D + 2) scratch, or NULL
 } DecoderGpu;
 
 typedef struct {
@@ -4167,6 +4421,7 @@ static void conv_step_gpu(real* out, real* hist, const real* x, const real* w, i
     KCHECK("conv_step");
 }
 
+static void titans_dec_init_gpu(DecoderGpu* dec);  // section 5b
 static void decoder_init_gpu(DecoderGpu* dec, ModelGpu* M) {
     const Config* c = &M->cfg;
     MemCfg* m = &M->mem;
@@ -4213,6 +4468,7 @@ static void decoder_init_gpu(DecoderGpu* dec, ModelGpu* M) {
         }
     dec->tok = (int*)dmalloc(sizeof(int));
     dec->logits = (real*)xmalloc((size_t)c->Vp * sizeof(real));
+    if (c->arch) titans_dec_init_gpu(dec);  // Titans layers: their caches, and the P rows through each layer (5b)
 }
 // this position's attention row of layer l against its KV cache (train_miras.c's decoder_attention): q, k = RoPE at
 // pos,
@@ -4244,7 +4500,8 @@ static void decoder_attention_gpu(DecoderGpu* dec, int l, real* out, const real*
     matmul_forward_gpu(dec->vc[l] + (size_t)slot * D, u, p->wv + (size_t)l * D * D, NULL, 1, D, D);
     rope_forward_gpu(a->q, a->qp, 1, 1, H, d, 1, pos);
     rope_forward_gpu(dec->kc[l] + (size_t)slot * D, a->kp, 1, 1, H, d, 1, pos);
-    attention_forward_kernel<<<warp_blocks(H), NT>>>(out, NULL, a->q, dec->kc[l], dec->vc[l], 1, 0, H, d, W, pos, 1, W);
+    attention_forward_kernel<<<warp_blocks(H), NT>>>(out, NULL, a->q, dec->kc[l], dec->vc[l], 1, 0, H, d, W, pos, 1, W,
+                                                     0);
     KCHECK("decoder_attention");
 }
 static void decoder_free_gpu(DecoderGpu* dec) {
@@ -4263,18 +4520,143 @@ static void decoder_free_gpu(DecoderGpu* dec) {
     dfree(dec->chunk_memory);
     dfree(dec->chunks);
     dfree(dec->tok);
+    dfree(dec->txbuf);
     free(dec->logits);
+}
+
+// Feed one token; returns the Vp logits of the next-token distribution (host memory, valid until the next call).
+// the memory mixer of layer l for one row u at stream position pos (SPEC §3, §7): its conv, gates, the chunk re-run over
+// the partial chunk (decoder_memory_kernel), and out = (RMSNorm_head(y) * SiLU(u Wg^T)) Wo^T (train_miras.c's
+// decoder_mixer)
+static void decoder_mixer_gpu(DecoderGpu* dec, int l, const real* u, int pos, real* out) {
+    ModelGpu* M = dec->M;
+    const Config* c = &M->cfg;
+    const MemCfg* m = &M->mem;
+    ParameterTensors* p = &M->params;
+    ActivationTensors* a = &dec->a;
+    int D = c->D, H = c->H, d = m->d, K = c->K, nP = m->nP, b = c->b;
+    int cnt = pos % b, rw = decoder_row_width(m);  // rows already in the partial chunk; floats per row
+    real* hist = dec->conv_hist + (size_t)l * 3 * (K - 1) * D;
+    size_t ml = M->hm->mlayer[l];
+    matmul_forward_gpu(a->qp, u, p->wq + (size_t)l * D * D, NULL, 1, D, D);
+    matmul_forward_gpu(a->kp, u, p->wk + (size_t)l * D * D, NULL, 1, D, D);
+    matmul_forward_gpu(a->vp, u, p->wv + (size_t)l * D * D, NULL, 1, D, D);
+    conv_step_gpu(a->qc, hist, a->qp, p->conv_q + ml * D * K, D, K);
+    conv_step_gpu(a->kc, hist + (size_t)(K - 1) * D, a->kp, p->conv_k + ml * D * K, D, K);
+    conv_step_gpu(a->vc, hist + (size_t)2 * (K - 1) * D, a->vp, p->conv_v + ml * D * K, D, K);
+    silu_forward_gpu(a->qs, a->qc, D);
+    silu_forward_gpu(a->ks, a->kc, D);
+    silu_forward_gpu(a->v, a->vc, D);
+    l2norm_forward_gpu(a->q, a->qrn, a->qs, 1, H, d);
+    l2norm_forward_gpu(a->k, a->krn, a->ks, 1, H, d);
+    gates_forward_gpu(M, l, u, NULL, 1, a->ga, a->geta, a->gth, a->gdel, a->geta_lr, a->gdel_lr);
+    if (c->lattice) {
+        lattice_decode_kernel<<<H, lat_threads(d)>>>(*m, dec->P + (size_t)l * H * nP, a->q, a->k, a->v, a->geta, a->ga,
+                                                     a->y);
+        KCHECK("lattice_decode");
+    } else {
+        DecArgs A;
+        memset(&A, 0, sizeof A);
+        A.m = *m;
+        A.H = H;
+        A.b = b;
+        A.cnt = cnt;
+        A.rw = rw;
+        A.q = a->q;
+        A.k = a->k;
+        A.v = a->v;
+        A.ga = a->ga;
+        A.gth = a->gth;
+        A.geta = a->geta;
+        A.gdel = a->gdel;
+        A.y = a->y;
+        A.part = dec->part + (size_t)l * H * b * rw;
+        A.P = dec->P + (size_t)l * H * nP;
+        A.S = dec->S + (size_t)l * H * nP;
+        A.Pn = dec->Pn;
+        A.Sn = dec->Sn;
+        A.lng = m->ln ? p->mem_ln_g + ml * H * d : NULL;
+        A.lnb = m->ln ? p->mem_ln_b + ml * H * d : NULL;
+        A.chunks = dec->chunks;
+        A.p0 = p->mem_p0 + ml * H * nP;
+        decoder_memory_kernel<<<H, MEM_THREADS>>>(A);
+        KCHECK("decoder_memory");
+    }
+    rmsnorm_forward_gpu(a->yn, a->yrstd, a->y, p->rmsh_w + ml * D, 1, H, d);
+    matmul_forward_gpu(a->gp, u, p->wg + ml * D * D, NULL, 1, D, D);
+    gate_mul_forward_gpu(a->z, a->yn, a->gp, D);
+    matmul_forward_gpu(out, a->z, p->wo + (size_t)l * D * D, NULL, 1, D, D);
+}
+
+// ---- 5b. Titans layers (MAL, MAG) token by token (train_miras.c section 5b). Layer l's cache: MAG's N_p persistent
+// rows (slots 0..N_p-1), then a ring of the last W rows (row j >= N_p in slot N_p + (j - N_p) mod W); MAL: the ring.
+// Before the first token, the P rows run through the layer's memory (stream positions 0..N_p-1) and MAG's cache.
+
+// attention row j of layer l on the row ua, its key and value into the cache; out = z Wo_a^T (train_miras.c's
+// tx_dec_attn)
+static void tx_dec_attn_gpu(DecoderGpu* dec, int l, const real* ua, int j, int np, real* out) {
+    ModelGpu* M = dec->M;
+    const Config* c = &M->cfg;
+    const ParameterTensors* p = &M->params;
+    int D = c->D, H = c->H, d = D / H, W = c->window;
+    size_t oW = (size_t)l * D * D, slot = (size_t)(j < np ? j : np + (j - np) % W);
+    real *q = dec->txbuf + 4 * D, *kp = q + D, *z = q + 2 * D;
+    matmul_forward_gpu(kp, ua, p->att_wq + oW, NULL, 1, D, D);
+    rope_forward_gpu(q, kp, 1, 1, H, d, 1, j);
+    matmul_forward_gpu(kp, ua, p->att_wk + oW, NULL, 1, D, D);
+    rope_forward_gpu(dec->kc[l] + slot * D, kp, 1, 1, H, d, 1, j);
+    matmul_forward_gpu(dec->vc[l] + slot * D, ua, p->att_wv + oW, NULL, 1, D, D);
+    attention_forward_kernel<<<warp_blocks(H), NT>>>(z, NULL, q, dec->kc[l], dec->vc[l], 1, 0, H, d, W, j, 1, W, np);
+    KCHECK("tx_dec_attn");
+    matmul_forward_gpu(out, z, p->att_wo + oW, NULL, 1, D, D);
+}
+// decoder_init_gpu's part: the caches, and each layer's P rows through its memory and MAG's attention
+static void titans_dec_init_gpu(DecoderGpu* dec) {
+    ModelGpu* M = dec->M;
+    const Config* c = &M->cfg;
+    int D = c->D, np = c->npers;
+    dec->txbuf = (real*)dmalloc((size_t)(7 * D + 2) * sizeof(real));
+    for (int l = 0; l < c->L; l++) {
+        size_t rows = (size_t)(c->arch == ARCH_MAG ? np : 0) + c->window;
+        dec->kc[l] = (real*)dmalloc(rows * D * sizeof(real));
+        dec->vc[l] = (real*)dmalloc(rows * D * sizeof(real));
+        for (int s = 0; s < np; s++) {
+            const real* P = M->params.pers + ((size_t)l * np + s) * D;
+            decoder_mixer_gpu(dec, l, P, s, dec->txbuf);
+            if (c->arch == ARCH_MAG) tx_dec_attn_gpu(dec, l, P, s, np, dec->txbuf);
+        }
+    }
+}
+// decoder_step_gpu's part: layer l's a->mo from x and u (as titans_layer_forward_gpu)
+static void titans_dec_layer_gpu(DecoderGpu* dec, int l, const real* x, const real* u) {
+    ModelGpu* M = dec->M;
+    const Config* c = &M->cfg;
+    const ParameterTensors* p = &M->params;
+    int D = c->D, np = c->npers;
+    real *m = dec->txbuf, *t1 = m + D, *t2 = m + 2 * D, *y = m + 3 * D, *r = m + 7 * D;
+    real* mo = dec->a.mo;
+    decoder_mixer_gpu(dec, l, u, np + dec->pos, m);
+    if (c->arch == ARCH_MAL) {
+        residual_forward_gpu(t1, x, m, D);
+        rmsnorm_forward_gpu(t2, r, t1, p->rmsa_w + (size_t)l * D, 1, 1, D);
+        tx_dec_attn_gpu(dec, l, t2, dec->pos, 0, y);
+        residual_forward_gpu(mo, m, y, D);
+    } else {
+        tx_dec_attn_gpu(dec, l, u, np + dec->pos, np, y);
+        rmsnorm_forward_gpu(t1, r, y, p->og1_w + (size_t)l * D, 1, 1, D);
+        rmsnorm_forward_gpu(t2, r + 1, m, p->og2_w + (size_t)l * D, 1, 1, D);
+        out_gate_forward_kernel<<<nblocks(D), NT>>>(mo, t1, t2, D);
+        KCHECK("out_gate_forward");
+    }
 }
 
 // Feed one token; returns the Vp logits of the next-token distribution (host memory, valid until the next call).
 static const real* decoder_step_gpu(DecoderGpu* dec, int token) {
     ModelGpu* M = dec->M;
     const Config* c = &M->cfg;
-    const MemCfg* m = &M->mem;
     ParameterTensors* p = &M->params;
     ActivationTensors* a = &dec->a;
-    int D = c->D, H = c->H, F = c->F, d = m->d, K = c->K, nP = m->nP, b = c->b;
-    int cnt = dec->pos % b, rw = decoder_row_width(m);  // rows already in the partial chunk; floats per row
+    int D = c->D, F = c->F;
     if (token < 0 || token >= c->V)
         DIE("prompt tokens must be < vocab size", "token %d out of range for vocab %d", token, c->V);
     h2d(dec->tok, &token, sizeof(int));
@@ -4283,62 +4665,14 @@ static const real* decoder_step_gpu(DecoderGpu* dec, int token) {
     for (int l = 0; l < c->L; l++) {
         // with one row, the layer-stacked activations of dec->a hold one layer; reuse them per layer
         real* u = a->ln1;
-        real* hist = dec->conv_hist + (size_t)l * 3 * (K - 1) * D;
-        size_t ml = M->hm->mlayer[l];
         rmsnorm_forward_gpu(u, a->ln1_rstd, x, p->rms1_w + (size_t)l * D, 1, 1, D);
-        if (c->pattern[l] != 'M') {  // attention: this position's row against the KV cache, then Wo
+        if (c->arch)
+            titans_dec_layer_gpu(dec, l, x, u);  // MAL, MAG (section 5b)
+        else if (c->pattern[l] != 'M') {  // attention: this position's row against the KV cache, then Wo
             decoder_attention_gpu(dec, l, a->z, u);
             matmul_forward_gpu(a->mo, a->z, p->wo + (size_t)l * D * D, NULL, 1, D, D);
-        } else {
-            matmul_forward_gpu(a->qp, u, p->wq + (size_t)l * D * D, NULL, 1, D, D);
-            matmul_forward_gpu(a->kp, u, p->wk + (size_t)l * D * D, NULL, 1, D, D);
-            matmul_forward_gpu(a->vp, u, p->wv + (size_t)l * D * D, NULL, 1, D, D);
-            conv_step_gpu(a->qc, hist, a->qp, p->conv_q + ml * D * K, D, K);
-            conv_step_gpu(a->kc, hist + (size_t)(K - 1) * D, a->kp, p->conv_k + ml * D * K, D, K);
-            conv_step_gpu(a->vc, hist + (size_t)2 * (K - 1) * D, a->vp, p->conv_v + ml * D * K, D, K);
-            silu_forward_gpu(a->qs, a->qc, D);
-            silu_forward_gpu(a->ks, a->kc, D);
-            silu_forward_gpu(a->v, a->vc, D);
-            l2norm_forward_gpu(a->q, a->qrn, a->qs, 1, H, d);
-            l2norm_forward_gpu(a->k, a->krn, a->ks, 1, H, d);
-            gates_forward_gpu(M, l, u, NULL, 1, a->ga, a->geta, a->gth, a->gdel, a->geta_lr, a->gdel_lr);
-            if (c->lattice) {
-                lattice_decode_kernel<<<H, lat_threads(d)>>>(*m, dec->P + (size_t)l * H * nP, a->q, a->k, a->v, a->geta,
-                                                             a->ga, a->y);
-                KCHECK("lattice_decode");
-            } else {
-                DecArgs A;
-                memset(&A, 0, sizeof A);
-                A.m = *m;
-                A.H = H;
-                A.b = b;
-                A.cnt = cnt;
-                A.rw = rw;
-                A.q = a->q;
-                A.k = a->k;
-                A.v = a->v;
-                A.ga = a->ga;
-                A.gth = a->gth;
-                A.geta = a->geta;
-                A.gdel = a->gdel;
-                A.y = a->y;
-                A.part = dec->part + (size_t)l * H * b * rw;
-                A.P = dec->P + (size_t)l * H * nP;
-                A.S = dec->S + (size_t)l * H * nP;
-                A.Pn = dec->Pn;
-                A.Sn = dec->Sn;
-                A.lng = m->ln ? p->mem_ln_g + ml * H * d : NULL;
-                A.lnb = m->ln ? p->mem_ln_b + ml * H * d : NULL;
-                A.chunks = dec->chunks;
-                A.p0 = p->mem_p0 + ml * H * nP;
-                decoder_memory_kernel<<<H, MEM_THREADS>>>(A);
-                KCHECK("decoder_memory");
-            }
-            rmsnorm_forward_gpu(a->yn, a->yrstd, a->y, p->rmsh_w + ml * D, 1, H, d);
-            matmul_forward_gpu(a->gp, u, p->wg + ml * D * D, NULL, 1, D, D);
-            gate_mul_forward_gpu(a->z, a->yn, a->gp, D);
-            matmul_forward_gpu(a->mo, a->z, p->wo + (size_t)l * D * D, NULL, 1, D, D);
-        }
+        } else
+            decoder_mixer_gpu(dec, l, u, dec->pos, a->mo);  // 'M'
         residual_forward_gpu(a->res2, x, a->mo, D);
         rmsnorm_forward_gpu(a->ln2, a->ln2_rstd, a->res2, p->rms2_w + (size_t)l * D, 1, 1, D);
         matmul_forward_gpu(a->h1, a->ln2, p->mlp_w1 + (size_t)l * F * D, NULL, 1, D, F);

@@ -53,6 +53,8 @@ synth=(
   "syn_transformer  -p transformer -V 256 -D 192 -L 2 -H 2 -b 2 -t 70"
   "syn_lattice_d64  -p lattice -V 256 -D 128 -L 2 -H 2 -b 2 -t 40 -w 16"
   "syn_lattice_enc  -p lattice_enc -B 1 -V 256 -D 128 -L 1 -H 2 -b 2 -t 29 -w 8"
+  "syn_mal          -p mal -M 3 -W 7 -V 256 -D 128 -L 2 -H 2 -E 2 -k 8 -b 2 -t 29"
+  "syn_mag          -p mag -M 5 -W 6 -V 256 -D 128 -L 2 -H 2 -E 2 -k 8 -b 3 -t 26"
 )
 inputs=()
 for f in dev/fixtures/*.bin; do inputs+=("$f"); done
@@ -70,8 +72,10 @@ for f in "${inputs[@]}"; do
     echo "$name" | grep -Eq -- "$ONLY" || continue
     # attention layers ('A' = 65, 'S' = 83 in the pattern slots 64..191) have no bf16 mode yet: train_miras_cu -f 2 refuses them
     attn=0; if od -An -v -t d4 -j 256 -N 512 "$f" | tr -s ' ' '\n' | grep -qxE '65|83'; then attn=1; fi
-    # Titans layers (header slot 24: MAL, MAG, MAC) are CPU only so far: train_miras_cu refuses them
-    if [ "$(od -An -t d4 -j 96 -N 4 "$f" | tr -d ' ')" != 0 ]; then echo "# SKIP $name: the GPU trainer has no Titans layers (MAL, MAG, MAC) yet"; continue; fi
+    # Titans layers (header slot 24: 1 MAL, 2 MAG, 3 MAC): MAC is CPU only so far, train_miras_cu refuses it
+    if [ "$(od -An -t d4 -j 96 -N 4 "$f" | tr -d ' ')" = 3 ]; then echo "# SKIP $name: the GPU trainer has no MAC layers yet"; continue; fi
+    # (MAL and MAG have no bf16 mode either: their attention is fp32)
+    if [ "$(od -An -t d4 -j 96 -N 4 "$f" | tr -d ' ')" != 0 ]; then attn=1; fi
     echo "=== $name"
     # the ATLAS family (header slots 30, 31: omega's window, poly) is CPU only so far: the GPU trainer must refuse it in one line
     if [ "$(od -An -v -t d4 -j 120 -N 8 "$f" | tr -d ' ')" != 00 ]; then
