@@ -3475,14 +3475,6 @@ static int nchunks_gpu(const ModelGpu* M, int T) { return (T + M->cfg.b - 1) / M
 
 // The GPU model of a built host model: parameters (and AdamW moments, if the host has them) copied over.
 static void model_build_gpu(ModelGpu* M, Model* host) {
-    if (host->cfg.arch == ARCH_MAC)  // Titans layers (section 4b): MAL and MAG only, so far
-        DIE("train mac with the CPU trainer train_miras", "the GPU trainer has no MAC layers yet (MAL and MAG it has)");
-    // fp32 / TF32 only, so far
-    if (g_prec == PREC_BF16 && (strchr(host->cfg.pattern, 'A') || strchr(host->cfg.pattern, 'S') || host->cfg.arch))
-        DIE("use -f 0 or -f 1 with attention layers",
-            "the GPU trainer's attention layers ('A', 'S', and those of MAL, MAG) have no bf16 mode yet; layer "
-            "pattern '%s'",
-            host->cfg.pattern);
     if (host->mem.omega > 1 || host->mem.poly)  // the ATLAS family (README "ATLAS"): CPU only, so far
         DIE("train this preset with train_miras (the CPU trainer), or use -G 1 -I 0",
             "the GPU trainer has no ATLAS-family memory (omega window %d, poly %d) yet", host->mem.omega,
@@ -3601,7 +3593,8 @@ static void model_alloc_acts_gpu(ModelGpu* M, int B, int T) {
         M->hgb = M->ln2b + nD;
         M->lnfb = M->hgb + nF;
     }
-    size_t nstate = (size_t)c->L * B * c->H * mem_state_slots(&M->mem, c->b, T) * M->mem.nP;
+    // (MAC: every chunk-start state, for its segments' reads)
+    size_t nstate = (size_t)c->L * B * c->H * mem_state_slots(&M->mem, c->b, T, c->arch == ARCH_MAC) * M->mem.nP;
     M->mem_P = (real*)dmalloc(nstate * sizeof(real));
     M->mem_S = NULL;
     if (M->mem.momentum) M->mem_S = (real*)dmalloc(nstate * sizeof(real));
@@ -3705,7 +3698,7 @@ static MemArgs mem_args(ModelGpu* M, int l) {
     A.geta = a->geta + oG;
     A.gdel = a->gdel + oG;
     A.y = a->y + oD;
-    size_t so = (size_t)l * B * H * mem_state_slots(&M->mem, c->b, T) * nP;
+    size_t so = (size_t)l * B * H * mem_state_slots(&M->mem, c->b, T, c->arch == ARCH_MAC) * nP;
     A.P = M->mem_P + so;
     A.S = M->mem_S ? M->mem_S + so : NULL;
     size_t ml = M->hm->mlayer[l];  // the layer's index in the memory-only parameter tensors (train_miras.c)
@@ -3897,7 +3890,7 @@ static void mixer_backward_gpu(ModelGpu* M, int l, const real* dmo, bf16* ub, bf
 }
 
 // ----------------------------------------------------------------------------
-// 4b. Titans layers on the GPU (train_miras.c section 4b, SPEC §9.2-9.3): MAL and MAG (MAC: not yet)
+// 4b. Titans layers on the GPU (train_miras.c section 4b, SPEC §9.2-9.3): MAL, MAG and MAC
 //
 // As on the CPU: the memory mixer of a Titans layer runs over the stream [P || u] of Tn = N_p + T rows in a second
 // ModelGpu X (the stream model: the model's parameters and gradients, its own activations at (B, Tn)), and only the
@@ -3966,7 +3959,7 @@ static void titans_alloc_gpu(ModelGpu* M, int B, int T) {
     X->num_params = M->num_params;
     X->params = M->params;
     X->params_memory = M->params_memory;
-    model_alloc_acts_gpu(X, B, t->Tn);
+    if (M->cfg.arch != ARCH_MAC) model_alloc_acts_gpu(X, B, t->Tn);  // (MAC's memory sees no prefix: no stream)
     t->n = tx_point(&t->a, NULL, &M->cfg, B, T);
     t->mem = (real*)dmalloc(t->n * sizeof(real));
     t->gmem = (real*)dmalloc(t->n * sizeof(real));
@@ -4008,10 +4001,586 @@ static void tx_attn_backward_gpu(ModelGpu* M, int l, real* dua, const real* ua, 
     matmul_backward_gpu(dua, dp->att_wv + oW, NULL, g->v + o, ua, p->att_wv + oW, Nq, D, D);
 }
 
+// ---- MAC, memory as context (SPEC §9.3; train_miras.c's mac_* functions, whose comment gives the equations).
+// Segments of C tokens (whole chunks); the forward runs segment after segment, the backward in reverse, carrying
+// dL/dP (and dL/dS) across segments in TxActs dPc, dSc. The memory kernels below are one block per (sequence, head)
+// over a range of chunks, with the chunk scratch in global memory.
+
+// the memory state at the first segment's start: P_0 and S = 0 in chunk 0's slot of every (sequence, head)
+__global__ void mac_state_init_kernel(real* P, real* S, const real* p0, int B, int H, int nch, int nP) {
+    GRID_FOR(e, (size_t)B * H * nP) {
+        size_t bh = e / nP, i = e % nP, o = bh * nch * nP + i;
+        P[o] = p0[(bh % H) * nP + i];
+        if (S) S[o] = 0;
+    }
+}
+// thread 0's setup of a MAC memory kernel (as memory_forward_kernel's)
+__device__ void mac_block_setup(MemChunkGpu* c, MemCfg* m, const MemArgs* A) {
+    if (threadIdx.x == 0) {
+        *c = A->chunks[blockIdx.x];
+        *m = A->m;
+        c->p0 = m->anchor ? A->p0 + (size_t)(blockIdx.x % A->H) * m->nP : NULL;
+        mem_tc = A->tc;
+    }
+    __syncthreads();
+}
+// the memory chunks [ch0, ch1) of the layer (mac_memory_forward): the start state of chunk ch0 is in A.P already
+__global__ void __launch_bounds__(MEM_THREADS) mac_memory_forward_kernel(MemArgs A, int ch0, int ch1) {
+    __shared__ MemChunkGpu c;
+    __shared__ MemCfg m;
+    mac_block_setup(&c, &m, &A);
+    int bb = blockIdx.x / A.H, h = blockIdx.x % A.H, nch = A.nch, nP = m.nP, b = A.b, T = A.T;
+    size_t base = (((size_t)bb * A.H + h) * nch) * nP;
+    real* P = A.P + base;
+    real* S = m.momentum ? A.S + base : NULL;
+    const real* lng = m.ln ? A.lng + (size_t)h * m.d : NULL;
+    const real* lnb = m.ln ? A.lnb + (size_t)h * m.d : NULL;
+    for (int ch = ch0; ch < ch1; ch++) {
+        int t0 = ch * b, n = T - t0 < b ? T - t0 : b, last = ch == nch - 1;
+        load_chunk_inputs_gpu(&c, &A, bb, h, t0, n);
+        mem_step_forward_gpu(&m, &c, n, P + (size_t)ch * nP, S ? S + (size_t)ch * nP : NULL,
+                             last ? NULL : P + (size_t)(ch + 1) * nP, (S && !last) ? S + (size_t)(ch + 1) * nP : NULL,
+                             lng, lnb);
+        scatter_rows_gpu(A.y, c.y, bb, h, t0, n, T, A.H, m.d);
+    }
+}
+// its backward over the chunks [ch0, ch1) in reverse, from the carried dL/dP, dL/dS (none after the last segment:
+// last = 1) to the carry at chunk ch0's start; dL/dP_0 (anchor) and the LN affine added to A.dbh
+__global__ void __launch_bounds__(MEM_THREADS)
+    mac_memory_backward_kernel(MemArgs A, int ch0, int ch1, int last, real* carryP, real* carryS) {
+    __shared__ MemChunkGpu c;
+    __shared__ MemCfg m;
+    mac_block_setup(&c, &m, &A);
+    int bb = blockIdx.x / A.H, h = blockIdx.x % A.H, nch = A.nch, nP = m.nP, b = A.b, T = A.T, d = m.d;
+    size_t bh = (size_t)bb * A.H + h, base = bh * nch * nP;
+    const real* lng = m.ln ? A.lng + (size_t)h * d : NULL;
+    const real* lnb = m.ln ? A.lnb + (size_t)h * d : NULL;
+    real *cP = carryP + bh * nP, *cS = m.momentum ? carryS + bh * nP : NULL;
+    block_zero(c.dlng, d);
+    block_zero(c.dlnb, d);
+    if (m.anchor) block_zero(c.dp0, nP);
+    real *dPn = last ? NULL : cP, *dSn = last ? NULL : cS, *dPs = c.Pa, *dSs = c.Sa;
+    for (int ch = ch1 - 1; ch >= ch0; ch--) {
+        int t0 = ch * b, n = T - t0 < b ? T - t0 : b;
+        load_chunk_inputs_gpu(&c, &A, bb, h, t0, n);
+        gather_rows_gpu(c.dy, A.dy, bb, h, t0, n, T, A.H, d);
+        mem_step_backward_gpu(&m, &c, n, c.dy, A.P + base + (size_t)ch * nP,
+                              m.momentum ? A.S + base + (size_t)ch * nP : NULL, dPn, dSn, dPs, dSs, lng, lnb);
+        store_chunk_grads_gpu(&c, &A, bb, h, t0, n);
+        dPn = dPs;
+        dSn = dSs;
+        dPs = dPs == c.Pa ? c.Pb : c.Pa;
+        dSs = dSs == c.Sa ? c.Sb : c.Sa;
+    }
+    real* acc = A.dbh + bh * (nP + 2 * d);
+    FOR(i, nP) {
+        cP[i] = dPn[i];
+        if (cS) cS[i] = dSn[i];
+        if (m.anchor) acc[i] += c.dp0[i];
+    }
+    FOR(i, d) {
+        acc[nP + i] += c.dlng[i];
+        acc[nP + d + i] += c.dlnb[i];
+    }
+    __syncthreads();
+}
+// rows [t0, t0+n) as a read without update (a = 1, eta = 0, theta = 0, k = v = 0; mac_read_rows): q from uq
+__device__ void mac_read_rows_gpu(MemChunkGpu* c, const MemArgs* A, const real* uq, int bb, int h, int t0, int n) {
+    int d = A->m.d;
+    FOR(e, n * d) {
+        c->q[e] = uq[((size_t)bb * A->T + t0 + e / d) * A->D + h * d + e % d];
+        c->k[e] = 0;
+        c->v[e] = 0;
+    }
+    FOR(t, n) {
+        c->a[t] = 1;
+        c->theta[t] = 0;
+        c->eta[t] = 0;
+    }
+    __syncthreads();
+}
+// h rows [s0, s1) = M(uq; P_(s)) at the segment-start state (chunk s0/b's), in pieces of <= b rows (mac_h_forward)
+__global__ void __launch_bounds__(MEM_THREADS)
+    mac_read_forward_kernel(MemArgs A, const real* uq, real* hout, int s0, int s1) {
+    __shared__ MemChunkGpu c;
+    __shared__ MemCfg m;
+    mac_block_setup(&c, &m, &A);
+    int bb = blockIdx.x / A.H, h = blockIdx.x % A.H, nP = m.nP, b = A.b;
+    size_t base = (((size_t)bb * A.H + h) * A.nch + s0 / b) * nP;
+    for (int t0 = s0; t0 < s1; t0 += b) {
+        int n = s1 - t0 < b ? s1 - t0 : b;
+        mac_read_rows_gpu(&c, &A, uq, bb, h, t0, n);
+        mem_step_forward_gpu(&m, &c, n, A.P + base, m.momentum ? A.S + base : NULL, NULL, NULL,
+                             m.ln ? A.lng + (size_t)h * m.d : NULL, m.ln ? A.lnb + (size_t)h * m.d : NULL);
+        scatter_rows_gpu(hout, c.y, bb, h, t0, n, A.T, A.H, m.d);
+    }
+}
+// its backward: duq rows (written), dL/dP_(s), dL/dS_(s) added to the carry, P_0 (anchor) and LN affine to A.dbh
+__global__ void __launch_bounds__(MEM_THREADS)
+    mac_read_backward_kernel(MemArgs A, const real* uq, const real* dh, real* duq, int s0, int s1, real* carryP,
+                             real* carryS) {
+    __shared__ MemChunkGpu c;
+    __shared__ MemCfg m;
+    mac_block_setup(&c, &m, &A);
+    int bb = blockIdx.x / A.H, h = blockIdx.x % A.H, nP = m.nP, b = A.b, d = m.d;
+    size_t bh = (size_t)bb * A.H + h, base = (bh * A.nch + s0 / b) * nP;
+    real *cP = carryP + bh * nP, *cS = carryS + bh * nP, *acc = A.dbh + bh * (nP + 2 * d);
+    for (int t0 = s0; t0 < s1; t0 += b) {
+        int n = s1 - t0 < b ? s1 - t0 : b;
+        block_zero(c.dlng, d);
+        block_zero(c.dlnb, d);
+        if (m.anchor) block_zero(c.dp0, nP);
+        mac_read_rows_gpu(&c, &A, uq, bb, h, t0, n);
+        gather_rows_gpu(c.dy, dh, bb, h, t0, n, A.T, A.H, d);
+        mem_step_backward_gpu(&m, &c, n, c.dy, A.P + base, m.momentum ? A.S + base : NULL, NULL, NULL, c.Pa, c.Sa,
+                              m.ln ? A.lng + (size_t)h * d : NULL, m.ln ? A.lnb + (size_t)h * d : NULL);
+        scatter_rows_gpu(duq, c.dq, bb, h, t0, n, A.T, A.H, d);
+        FOR(i, nP) {
+            cP[i] += c.Pa[i];
+            if (m.momentum) cS[i] += c.Sa[i];
+            if (m.anchor) acc[i] += c.dp0[i];
+        }
+        FOR(i, d) {
+            acc[nP + i] += c.dlng[i];
+            acc[nP + d + i] += c.dlnb[i];
+        }
+        __syncthreads();
+    }
+}
+// dbh += the carry at the first segment's start (dL/dP_0 through the state; S_0 = 0 is fixed)
+__global__ void mac_carry_add_kernel(real* dbh, const real* carryP, int BH, int nP, int d) {
+    GRID_FOR(e, (size_t)BH * nP) dbh[(e / nP) * (nP + 2 * d) + e % nP] += carryP[e];
+}
+
+// the causal conv of rows [t0, t1) of each sequence only (and act = SiLU of them), and its backward for those output
+// rows: dx (rows back to t0 - K + 1) and dw accumulated; a thread per channel in the backward (no two write alike)
+__global__ void mac_conv_rows_forward_kernel(real* out, real* act, const real* x, const real* w, int B, int T, int C,
+                                             int K, int t0, int t1) {
+    int n = t1 - t0;
+    GRID_FOR(e, (size_t)B * n * C) {
+        int i = (int)(e % C), t = t0 + (int)(e / C % n), bb = (int)(e / C / n);
+        real s = 0;
+        for (int j = 0; j < K; j++) {
+            int tt = t - K + 1 + j;
+            if (tt >= 0) s += w[i * K + j] * x[((size_t)bb * T + tt) * C + i];
+        }
+        size_t o = ((size_t)bb * T + t) * C + i;
+        out[o] = s;
+        act[o] = silur_gpu(s);
+    }
+}
+__global__ void mac_conv_rows_backward_kernel(real* dx, real* dw, const real* dout, const real* x, const real* w, int B,
+                                              int T, int C, int K, int t0, int t1) {
+    GRID_FOR(i, (size_t)C) {
+        real acc[CONV_KMAX] = {0};
+        for (int bb = 0; bb < B; bb++)
+            for (int t = t0; t < t1; t++) {
+                real g = dout[((size_t)bb * T + t) * C + i];
+                for (int j = 0; j < K; j++) {
+                    int tt = t - K + 1 + j;
+                    if (tt < 0) continue;
+                    dx[((size_t)bb * T + tt) * C + i] += w[i * K + j] * g;
+                    acc[j] += g * x[((size_t)bb * T + tt) * C + i];
+                }
+            }
+        for (int j = 0; j < K; j++) dw[i * K + j] += acc[j];
+    }
+}
+
+// The segment attention of queries [s0, s1): query j (u_j Wq_a^T, RoPE at N_p + j) over the keys P (np), h_s0..j,
+// u_s0..j in this order (mac_attn_forward), online softmax as attention_forward_kernel; a warp per (sequence, row, head)
+struct MacKV {
+    const real *k, *v, *kh, *vh, *kP, *vP;  // (B, T, D) u and h rows; (np, D) P's
+};
+__device__ __forceinline__ size_t mac_key_row(int e, int np, int n, int bb, int T, int s0, int D, int h, int d,
+                                              int* kind) {
+    *kind = e < np ? 0 : e < np + n ? 1 : 2;  // P, h, u
+    int r = *kind == 0 ? e : s0 + (e - np) % n;
+    return *kind == 0 ? (size_t)r * D + (size_t)h * d : ((size_t)bb * T + r) * D + (size_t)h * d;
+}
+__global__ void mac_attn_forward_kernel(real* z, real* lse, const real* q, MacKV kv, int B, int T, int H, int d, int np,
+                                        int s0, int s1) {
+    real scale = 1 / sqrtf((real)d);
+    int D = H * d, ns = s1 - s0;
+    WARP_ROWS_FOR(r, (size_t)B * ns * H) {
+        int h = (int)(r % H), j = s0 + (int)(r / H % ns), bb = (int)(r / H / ns), n = j - s0 + 1;
+        size_t rj = ((size_t)bb * T + j) * D + (size_t)h * d;
+        real qv[ATT_CPL], acc[ATT_CPL], mx = -1e30f, l = 0;
+        for (int u = 0; u < ATT_CPL; u++) {
+            int c = LANE + 32 * u;
+            qv[u] = c < d ? q[rj + c] : 0;
+            acc[u] = 0;
+        }
+        for (int e = 0; e < np + 2 * n; e++) {
+            int kind;
+            size_t re = mac_key_row(e, np, n, bb, T, s0, D, h, d, &kind);
+            const real *ke = (kind == 0   ? kv.kP
+                              : kind == 1 ? kv.kh
+                                          : kv.k) +
+                             re,
+                       *ve = (kind == 0   ? kv.vP
+                              : kind == 1 ? kv.vh
+                                          : kv.v) +
+                             re;
+            real s = 0;
+            for (int u = 0; u < ATT_CPL; u++) {
+                int c = LANE + 32 * u;
+                if (c < d) s += qv[u] * ke[c];
+            }
+            s = warp_sum(s) * scale;
+            real mn = fmaxf(mx, s), corr = expf(mx - mn), p = expf(s - mn);
+            l = l * corr + p;
+            for (int u = 0; u < ATT_CPL; u++) {
+                int c = LANE + 32 * u;
+                if (c < d) acc[u] = acc[u] * corr + p * ve[c];
+            }
+            mx = mn;
+        }
+        for (int u = 0; u < ATT_CPL; u++) {
+            int c = LANE + 32 * u;
+            if (c < d) z[rj + c] = acc[u] / l;
+        }
+        if (LANE == 0) lse[((size_t)bb * T + j) * H + h] = mx + logf(l);
+    }
+}
+// its backward (accumulated), with p = exp(s - lse_j), Dj = dout_j . z_j: dq_j += sum_e p (dout_j . v_e - Dj) k_e /
+// sqrt(d) (a warp per query row, which stores Dj), then per key row e: dk_e += sum_j p (...) q_j / sqrt(d),
+// dv_e += sum_j p dout_j over the queries j that see it: the h and u rows of the segment (a warp per row, kind and
+// head), and the P rows (a warp per P row and head, over every sequence's queries of the segment)
+__global__ void mac_attn_backward_dq_kernel(real* dq, real* Dsc, const real* dout, const real* z, const real* q,
+                                            const real* lse, MacKV kv, int B, int T, int H, int d, int np, int s0,
+                                            int s1) {
+    real scale = 1 / sqrtf((real)d);
+    int D = H * d, ns = s1 - s0;
+    WARP_ROWS_FOR(r, (size_t)B * ns * H) {
+        int h = (int)(r % H), j = s0 + (int)(r / H % ns), bb = (int)(r / H / ns), n = j - s0 + 1;
+        size_t rj = ((size_t)bb * T + j) * D + (size_t)h * d;
+        real qv[ATT_CPL], dov[ATT_CPL], acc[ATT_CPL], Dj = 0;
+        for (int u = 0; u < ATT_CPL; u++) {
+            int c = LANE + 32 * u;
+            qv[u] = c < d ? q[rj + c] : 0;
+            dov[u] = c < d ? dout[rj + c] : 0;
+            acc[u] = 0;
+            if (c < d) Dj += dov[u] * z[rj + c];
+        }
+        Dj = warp_sum(Dj);
+        real lj = lse[((size_t)bb * T + j) * H + h];
+        for (int e = 0; e < np + 2 * n; e++) {
+            int kind;
+            size_t re = mac_key_row(e, np, n, bb, T, s0, D, h, d, &kind);
+            const real *ke = (kind == 0   ? kv.kP
+                              : kind == 1 ? kv.kh
+                                          : kv.k) +
+                             re,
+                       *ve = (kind == 0   ? kv.vP
+                              : kind == 1 ? kv.vh
+                                          : kv.v) +
+                             re;
+            real s = 0, dp = 0;
+            for (int u = 0; u < ATT_CPL; u++) {
+                int c = LANE + 32 * u;
+                if (c < d) {
+                    s += qv[u] * ke[c];
+                    dp += dov[u] * ve[c];
+                }
+            }
+            s = warp_sum(s);
+            dp = warp_sum(dp);
+            real p = expf(s * scale - lj), ds = p * (dp - Dj) * scale;
+            for (int u = 0; u < ATT_CPL; u++) {
+                int c = LANE + 32 * u;
+                if (c < d) acc[u] += ds * ke[c];
+            }
+        }
+        for (int u = 0; u < ATT_CPL; u++) {
+            int c = LANE + 32 * u;
+            if (c < d) dq[rj + c] += acc[u];
+        }
+        if (LANE == 0) Dsc[((size_t)bb * T + j) * H + h] = Dj;
+    }
+}
+// the key row's gradient over queries j in [j0, s1) of sequences [b0, b1): dk, dv += (one warp; lanes own channels)
+__device__ void mac_key_grad(real* dk, real* dv, const real* ke, const real* ve, const real* dout, const real* q,
+                             const real* lse, const real* Dsc, int b0, int b1, int j0, int s1, int T, int H, int h,
+                             int d) {
+    real scale = 1 / sqrtf((real)d);
+    int D = H * d;
+    real kv[ATT_CPL], vv[ATT_CPL], ak[ATT_CPL], av[ATT_CPL];
+    for (int u = 0; u < ATT_CPL; u++) {
+        int c = LANE + 32 * u;
+        kv[u] = c < d ? ke[c] : 0;
+        vv[u] = c < d ? ve[c] : 0;
+        ak[u] = av[u] = 0;
+    }
+    for (int bb = b0; bb < b1; bb++)
+        for (int j = j0; j < s1; j++) {
+            size_t bj = (size_t)bb * T + j, rj = bj * D + (size_t)h * d;
+            real s = 0, dp = 0;
+            for (int u = 0; u < ATT_CPL; u++) {
+                int c = LANE + 32 * u;
+                if (c < d) {
+                    s += q[rj + c] * kv[u];
+                    dp += dout[rj + c] * vv[u];
+                }
+            }
+            s = warp_sum(s);
+            dp = warp_sum(dp);
+            real p = expf(s * scale - lse[bj * H + h]), ds = p * (dp - Dsc[bj * H + h]) * scale;
+            for (int u = 0; u < ATT_CPL; u++) {
+                int c = LANE + 32 * u;
+                if (c < d) {
+                    av[u] += p * dout[rj + c];
+                    ak[u] += ds * q[rj + c];
+                }
+            }
+        }
+    for (int u = 0; u < ATT_CPL; u++) {
+        int c = LANE + 32 * u;
+        if (c < d) {
+            dk[c] += ak[u];
+            dv[c] += av[u];
+        }
+    }
+}
+struct MacDKV {
+    real *dk, *dv, *dkh, *dvh, *dkP, *dvP;
+};
+__global__ void mac_attn_backward_dkv_kernel(MacDKV g, const real* dout, const real* q, const real* lse,
+                                             const real* Dsc, MacKV kv, int B, int T, int H, int d, int np, int s0,
+                                             int s1) {
+    int D = H * d, ns = s1 - s0;
+    WARP_ROWS_FOR(r, (size_t)(B * ns * 2 + np) * H) {  // rows: (sequence, row, h or u), then the P rows
+        int h = (int)(r % H);
+        size_t w = r / H;
+        if (w < (size_t)B * ns * 2) {
+            int kind = (int)(w % 2), e = s0 + (int)(w / 2 % ns), bb = (int)(w / 2 / ns);
+            size_t re = ((size_t)bb * T + e) * D + (size_t)h * d;
+            mac_key_grad((kind ? g.dk : g.dkh) + re, (kind ? g.dv : g.dvh) + re, (kind ? kv.k : kv.kh) + re,
+                         (kind ? kv.v : kv.vh) + re, dout, q, lse, Dsc, bb, bb + 1, e, s1, T, H, h, d);
+        } else {
+            size_t re = (w - (size_t)B * ns * 2) * D + (size_t)h * d;
+            mac_key_grad(g.dkP + re, g.dvP + re, kv.kP + re, kv.vP + re, dout, q, lse, Dsc, 0, B, s0, s1, T, H, h, d);
+        }
+    }
+}
+
+// y rows [s0, s1) -> the memory's inputs of those rows (projections, conv over the y sequence, SiLU, l2 norm, gates)
+static void mac_inputs_forward_gpu(ModelGpu* M, int l, int s0, int s1) {
+    const Config* c = &M->cfg;
+    ParameterTensors* p = &M->params;
+    ActivationTensors* a = &M->acts;
+    TxActs* t = &M->tx->a;
+    int B = M->B, T = M->T, D = c->D, H = c->H, d = D / H, K = c->K, n = s1 - s0, Ge = c->gate_rank ? D : H,
+        R = c->gate_rank;
+    size_t N = (size_t)B * T, oD = (size_t)l * N * D, oH = (size_t)l * N * H, oW = (size_t)l * D * D;
+    for (int bb = 0; bb < B; bb++) {
+        size_t r = (size_t)bb * T + s0;
+        const real* y = t->z + oD + r * D;
+        matmul_forward_gpu(a->qp + oD + r * D, y, p->wq + oW, NULL, n, D, D);
+        matmul_forward_gpu(a->kp + oD + r * D, y, p->wk + oW, NULL, n, D, D);
+        matmul_forward_gpu(a->vp + oD + r * D, y, p->wv + oW, NULL, n, D, D);
+    }
+    size_t nc = (size_t)B * n * D;
+    mac_conv_rows_forward_kernel<<<nblocks(nc), NT>>>(a->qc + oD, a->qs + oD, a->qp + oD, p->conv_q + (size_t)l * D * K,
+                                                      B, T, D, K, s0, s1);
+    mac_conv_rows_forward_kernel<<<nblocks(nc), NT>>>(a->kc + oD, a->ks + oD, a->kp + oD, p->conv_k + (size_t)l * D * K,
+                                                      B, T, D, K, s0, s1);
+    mac_conv_rows_forward_kernel<<<nblocks(nc), NT>>>(a->vc + oD, a->v + oD, a->vp + oD, p->conv_v + (size_t)l * D * K,
+                                                      B, T, D, K, s0, s1);
+    KCHECK("mac_conv_rows_forward");
+    for (int bb = 0; bb < B; bb++) {
+        size_t r = (size_t)bb * T + s0, o = oD + r * D, oh = oH + r * H;
+        l2norm_forward_gpu(a->q + o, a->qrn + oh, a->qs + o, n, H, d);
+        l2norm_forward_gpu(a->k + o, a->krn + oh, a->ks + o, n, H, d);
+        gates_forward_gpu(M, l, t->z + o, NULL, n, a->ga + oh, a->geta + (size_t)l * N * Ge + r * Ge, a->gth + oh,
+                          a->gdel + (size_t)l * N * Ge + r * Ge, a->geta_lr + (size_t)l * N * R + r * R,
+                          a->gdel_lr + (size_t)l * N * R + r * R);
+    }
+}
+// its backward for rows [s0, s1): from the gradients of the memory's inputs of those rows to dy (M->tx->g.z) rows
+static void mac_inputs_backward_gpu(ModelGpu* M, int l, int s0, int s1) {
+    const Config* c = &M->cfg;
+    ParameterTensors *p = &M->params, *dp = &M->grads;
+    ActivationTensors *a = &M->acts, *g = &M->grads_acts;
+    TxActs *t = &M->tx->a, *tg = &M->tx->g;
+    int B = M->B, T = M->T, D = c->D, H = c->H, d = D / H, K = c->K, n = s1 - s0, Ge = c->gate_rank ? D : H,
+        R = c->gate_rank;
+    size_t N = (size_t)B * T, oD = (size_t)l * N * D, oH = (size_t)l * N * H, oW = (size_t)l * D * D;
+    for (int bb = 0; bb < B; bb++) {
+        size_t r = (size_t)bb * T + s0, o = oD + r * D, oh = oH + r * H;
+        gates_backward_gpu(M, l, tg->z + o, t->z + o, NULL, n, a, g, oh, (size_t)l * N * Ge + r * Ge,
+                           (size_t)l * N * R + r * R);
+        l2norm_backward_gpu(g->qs + o, g->q + o, a->q + o, a->qrn + oh, n, H, d);
+        l2norm_backward_gpu(g->ks + o, g->k + o, a->k + o, a->krn + oh, n, H, d);
+        silu_backward_gpu(g->qc + o, g->qs + o, a->qc + o, (size_t)n * D);
+        silu_backward_gpu(g->kc + o, g->ks + o, a->kc + o, (size_t)n * D);
+        silu_backward_gpu(g->vc + o, g->v + o, a->vc + o, (size_t)n * D);
+    }
+    mac_conv_rows_backward_kernel<<<nblocks(D), NT>>>(g->qp + oD, dp->conv_q + (size_t)l * D * K, g->qc + oD,
+                                                      a->qp + oD, p->conv_q + (size_t)l * D * K, B, T, D, K, s0, s1);
+    mac_conv_rows_backward_kernel<<<nblocks(D), NT>>>(g->kp + oD, dp->conv_k + (size_t)l * D * K, g->kc + oD,
+                                                      a->kp + oD, p->conv_k + (size_t)l * D * K, B, T, D, K, s0, s1);
+    mac_conv_rows_backward_kernel<<<nblocks(D), NT>>>(g->vp + oD, dp->conv_v + (size_t)l * D * K, g->vc + oD,
+                                                      a->vp + oD, p->conv_v + (size_t)l * D * K, B, T, D, K, s0, s1);
+    KCHECK("mac_conv_rows_backward");
+    for (int bb = 0; bb < B; bb++) {  // the projections' rows [s0, s1) are complete: later rows' convs are done
+        size_t o = oD + ((size_t)bb * T + s0) * D;
+        const real* y = t->z + o;
+        matmul_backward_gpu(tg->z + o, dp->wq + oW, NULL, g->qp + o, y, p->wq + oW, n, D, D);
+        matmul_backward_gpu(tg->z + o, dp->wk + oW, NULL, g->kp + o, y, p->wk + oW, n, D, D);
+        matmul_backward_gpu(tg->z + o, dp->wv + oW, NULL, g->vp + o, y, p->wv + oW, n, D, D);
+    }
+}
+// the memory kernels' arguments for MAC: the chunk kernels' (mem_args), the chunk scratch in global memory
+static MemArgs mac_args(ModelGpu* M, int l) {
+    MemArgs A = mem_args(M, l);
+    A.sm.n = A.sm.floats = 0;
+    return A;
+}
+static MacKV mac_kv(ModelGpu* M, int l) {
+    TxActs* t = &M->tx->a;
+    size_t oD = (size_t)l * M->B * M->T * M->cfg.D, oP = (size_t)l * M->cfg.npers * M->cfg.D;
+    MacKV kv = {t->k + oD, t->v + oD, t->kh + oD, t->vh + oD, t->kP + oP, t->vP + oP};
+    return kv;
+}
+
+// MAC's mixing part of layer l: M->acts.mo from u = M->acts.ln1 (model_forward_gpu then adds x)
+static void mac_layer_forward_gpu(ModelGpu* M, int l) {
+    const Config* c = &M->cfg;
+    ParameterTensors* p = &M->params;
+    ActivationTensors* a = &M->acts;
+    TxActs* t = &M->tx->a;
+    int B = M->B, T = M->T, D = c->D, H = c->H, d = D / H, K = c->K, np = c->npers, C = c->seg, b = c->b;
+    size_t N = (size_t)B * T, oD = (size_t)l * N * D, oH = (size_t)l * N * H, oW = (size_t)l * D * D;
+    const real* u = a->ln1 + oD;
+    // the u sequence: the memory's q for h; the attention's q, k, v (positions N_p + t); P's keys and values
+    matmul_forward_gpu(t->uqp + oD, u, p->wq + oW, NULL, N, D, D);
+    conv_forward_gpu(t->uqc + oD, t->uqp + oD, p->conv_q + (size_t)l * D * K, B, T, D, K, t->uqs + oD);
+    l2norm_forward_gpu(t->uq + oD, t->uqrn + oH, t->uqs + oD, N, H, d);
+    matmul_forward_gpu(t->q + oD, u, p->att_wq + oW, NULL, N, D, D);
+    rope_forward_gpu(t->q + oD, t->q + oD, B, T, H, d, 1, np);
+    matmul_forward_gpu(t->k + oD, u, p->att_wk + oW, NULL, N, D, D);
+    rope_forward_gpu(t->k + oD, t->k + oD, B, T, H, d, 1, np);
+    matmul_forward_gpu(t->v + oD, u, p->att_wv + oW, NULL, N, D, D);
+    if (np) {
+        const real* Pr = p->pers + (size_t)l * np * D;
+        real* kP = t->kP + (size_t)l * np * D;
+        matmul_forward_gpu(kP, Pr, p->att_wk + oW, NULL, np, D, D);
+        rope_forward_gpu(kP, kP, 1, np, H, d, 1);
+        matmul_forward_gpu(t->vP + (size_t)l * np * D, Pr, p->att_wv + oW, NULL, np, D, D);
+    }
+    MemArgs A = mac_args(M, l);
+    mac_state_init_kernel<<<nblocks((size_t)B * H * A.m.nP), NT>>>(A.P, A.S, A.p0, B, H, A.nch, A.m.nP);
+    KCHECK("mac_state_init");
+    MacKV kv = mac_kv(M, l);
+    for (int s0 = 0; s0 < T; s0 += C) {
+        int s1 = s0 + C < T ? s0 + C : T, n = s1 - s0;
+        mac_read_forward_kernel<<<B * H, MEM_THREADS>>>(A, t->uq + oD, t->h + oD, s0, s1);
+        KCHECK("mac_read_forward");
+        for (int bb = 0; bb < B; bb++) {
+            size_t o = oD + ((size_t)bb * T + s0) * D;
+            matmul_forward_gpu(t->kh + o, t->h + o, p->att_wk + oW, NULL, n, D, D);
+            rope_forward_gpu(t->kh + o, t->kh + o, 1, n, H, d, 1, np + s0);
+            matmul_forward_gpu(t->vh + o, t->h + o, p->att_wv + oW, NULL, n, D, D);
+        }
+        mac_attn_forward_kernel<<<warp_blocks((size_t)B * n * H), NT>>>(t->z + oD, t->lse + oH, t->q + oD, kv, B, T, H,
+                                                                        d, np, s0, s1);
+        KCHECK("mac_attn_forward");
+        mac_inputs_forward_gpu(M, l, s0, s1);
+        mac_memory_forward_kernel<<<B * H, MEM_THREADS>>>(A, s0 / b, (s1 + b - 1) / b);
+        KCHECK("mac_memory_forward");
+    }
+    // x += RMSNorm_g1(y Wo_a^T) * sigmoid(RMSNorm_g2(m))
+    matmul_forward_gpu(t->y + oD, t->z + oD, p->att_wo + oW, NULL, N, D, D);
+    rmsnorm_forward_gpu(t->n1 + oD, t->r1 + (size_t)l * N, t->y + oD, p->og1_w + (size_t)l * D, N, 1, D);
+    rmsnorm_forward_gpu(t->n2 + oD, t->r2 + (size_t)l * N, a->y + oD, p->og2_w + (size_t)l * D, N, 1, D);
+    out_gate_forward_kernel<<<nblocks(N * D), NT>>>(a->mo + oD, t->n1 + oD, t->n2 + oD, N * D);
+    KCHECK("out_gate_forward");
+}
+// Its backward: from M->grads_acts.res2 to du (M->grads_acts.ln1, accumulated) and the parameters
+static void mac_layer_backward_gpu(ModelGpu* M, int l) {
+    const Config* c = &M->cfg;
+    ParameterTensors *p = &M->params, *dp = &M->grads;
+    ActivationTensors *a = &M->acts, *g = &M->grads_acts;
+    TxActs *t = &M->tx->a, *tg = &M->tx->g;
+    int B = M->B, T = M->T, D = c->D, H = c->H, d = D / H, K = c->K, np = c->npers, C = c->seg, b = c->b;
+    size_t N = (size_t)B * T, oD = (size_t)l * N * D, oH = (size_t)l * N * H, oW = (size_t)l * D * D;
+    const real* u = a->ln1 + oD;
+    real* du = g->ln1 + oD;
+    MemArgs A = mac_args(M, l);
+    int nP = A.m.nP;
+    cudaCheck(cudaMemset(M->tx->gmem, 0, M->tx->n * sizeof(real)));
+    cudaCheck(cudaMemset(M->mem_dbh, 0, (size_t)B * H * (nP + 2 * d) * sizeof(real)));
+    out_gate_backward_kernel<<<nblocks(N * D), NT>>>(tg->n1 + oD, tg->n2 + oD, g->res2 + oD, t->n1 + oD, t->n2 + oD,
+                                                     N * D);
+    KCHECK("out_gate_backward");
+    rmsnorm_backward_gpu(tg->y + oD, dp->og1_w + (size_t)l * D, tg->n1 + oD, t->y + oD, p->og1_w + (size_t)l * D,
+                         t->r1 + (size_t)l * N, N, 1, D);
+    rmsnorm_backward_gpu(g->y + oD, dp->og2_w + (size_t)l * D, tg->n2 + oD, a->y + oD, p->og2_w + (size_t)l * D,
+                         t->r2 + (size_t)l * N, N, 1, D);
+    matmul_backward_gpu(tg->z + oD, dp->att_wo + oW, NULL, tg->y + oD, t->z + oD, p->att_wo + oW, N, D, D);
+    MacKV kv = mac_kv(M, l);
+    size_t oP = (size_t)l * np * D;
+    MacDKV gkv = {tg->k + oD, tg->v + oD, tg->kh + oD, tg->vh + oD, tg->kP + oP, tg->vP + oP};
+    real *carryP = tg->dPc, *carryS = tg->dSc, *Dsc = tg->lse + oH;  // (g.lse: the softmax's Dj, scratch)
+    for (int s = (T + C - 1) / C - 1; s >= 0; s--) {
+        int s0 = s * C, s1 = s0 + C < T ? s0 + C : T, n = s1 - s0;
+        // the memory's chunks of the segment, in reverse, from the carried dL/dP (none after the last chunk)
+        mac_memory_backward_kernel<<<B * H, MEM_THREADS>>>(A, s0 / b, (s1 + b - 1) / b, s1 == T, carryP, carryS);
+        KCHECK("mac_memory_backward");
+        mac_inputs_backward_gpu(M, l, s0, s1);  // dy of the segment is complete: from the gate and the memory's inputs
+        mac_attn_backward_dq_kernel<<<warp_blocks((size_t)B * n * H), NT>>>(
+            tg->q + oD, Dsc, tg->z + oD, t->z + oD, t->q + oD, t->lse + oH, kv, B, T, H, d, np, s0, s1);
+        KCHECK("mac_attn_backward_dq");
+        mac_attn_backward_dkv_kernel<<<warp_blocks((size_t)(B * n * 2 + np) * H), NT>>>(
+            gkv, tg->z + oD, t->q + oD, t->lse + oH, Dsc, kv, B, T, H, d, np, s0, s1);
+        KCHECK("mac_attn_backward_dkv");
+        for (int bb = 0; bb < B; bb++) {
+            size_t o = oD + ((size_t)bb * T + s0) * D;
+            rope_forward_gpu(tg->kh + o, tg->kh + o, 1, n, H, d, -1, np + s0);
+            matmul_backward_gpu(tg->h + o, dp->att_wk + oW, NULL, tg->kh + o, t->h + o, p->att_wk + oW, n, D, D);
+            matmul_backward_gpu(tg->h + o, dp->att_wv + oW, NULL, tg->vh + o, t->h + o, p->att_wv + oW, n, D, D);
+        }
+        // the h reads: dL/duq and dL/dP_(s), added to the carry
+        mac_read_backward_kernel<<<B * H, MEM_THREADS>>>(A, t->uq + oD, tg->h + oD, tg->uq + oD, s0, s1, carryP,
+                                                         carryS);
+        KCHECK("mac_read_backward");
+    }
+    // P_0 and the memory LN, summed over the batch in a fixed order (the carry: dL/dP_0 through the state)
+    mac_carry_add_kernel<<<nblocks((size_t)B * H * nP), NT>>>(M->mem_dbh, carryP, B * H, nP, d);
+    KCHECK("mac_carry_add");
+    memory_dbh_reduce_kernel<<<nblocks((size_t)H * (nP + 2 * d)), NT>>>(
+        dp->mem_p0 + (size_t)l * H * nP, A.m.ln ? dp->mem_ln_g + (size_t)l * H * d : NULL,
+        A.m.ln ? dp->mem_ln_b + (size_t)l * H * d : NULL, M->mem_dbh, B, H, nP, d, A.m.ln);
+    KCHECK("memory_dbh_reduce");
+    // the u sequence: the attention's q, k, v; the memory's q for h; P's keys and values
+    rope_forward_gpu(tg->q + oD, tg->q + oD, B, T, H, d, -1, np);
+    rope_forward_gpu(tg->k + oD, tg->k + oD, B, T, H, d, -1, np);
+    matmul_backward_gpu(du, dp->att_wq + oW, NULL, tg->q + oD, u, p->att_wq + oW, N, D, D);
+    matmul_backward_gpu(du, dp->att_wk + oW, NULL, tg->k + oD, u, p->att_wk + oW, N, D, D);
+    matmul_backward_gpu(du, dp->att_wv + oW, NULL, tg->v + oD, u, p->att_wv + oW, N, D, D);
+    l2norm_backward_gpu(tg->uqs + oD, tg->uq + oD, t->uq + oD, t->uqrn + oH, N, H, d);
+    silu_backward_gpu(tg->uqc + oD, tg->uqs + oD, t->uqc + oD, N * D);
+    conv_backward_gpu(tg->uqp + oD, dp->conv_q + (size_t)l * D * K, tg->uqc + oD, t->uqp + oD,
+                      p->conv_q + (size_t)l * D * K, B, T, D, K);
+    matmul_backward_gpu(du, dp->wq + oW, NULL, tg->uqp + oD, u, p->wq + oW, N, D, D);
+    if (np) {
+        const real* Pr = p->pers + oP;
+        real *dPr = dp->pers + oP, *dkP = tg->kP + oP;
+        rope_forward_gpu(dkP, dkP, 1, np, H, d, -1);
+        matmul_backward_gpu(dPr, dp->att_wk + oW, NULL, dkP, Pr, p->att_wk + oW, np, D, D);
+        matmul_backward_gpu(dPr, dp->att_wv + oW, NULL, tg->vP + oP, Pr, p->att_wv + oW, np, D, D);
+    }
+}
+
 // The layer's mixing part, from x and u = RMSNorm(x) (M->acts.ln1) to M->acts.mo, so that model_forward_gpu's
 // res2 = x + mo: MAL mo = m + attn_SWA(RMSNorm_attn(x + m)) Wo_a, MAG mo = o(y, m) (train_miras.c's
 // titans_layer_forward)
 static void titans_layer_forward_gpu(ModelGpu* M, int l, const real* x) {
+    if (M->cfg.arch == ARCH_MAC) {
+        mac_layer_forward_gpu(M, l);
+        return;
+    }
     TitansGpu* t = M->tx;
     ModelGpu* X = &t->X;
     const Config* c = &M->cfg;
@@ -4043,6 +4612,10 @@ static void titans_layer_forward_gpu(ModelGpu* M, int l, const real* x) {
 // Its backward: from M->grads_acts.res2 (= dL/d mo; model_backward_gpu has added it to dx already) to dx (MAL: the
 // path through RMSNorm_attn), du (the sequence rows of the stream's gradient) and the parameters (P: the prefix rows)
 static void titans_layer_backward_gpu(ModelGpu* M, int l, real* dx, real* du) {
+    if (M->cfg.arch == ARCH_MAC) {
+        mac_layer_backward_gpu(M, l);
+        return;
+    }
     TitansGpu* t = M->tx;
     ModelGpu* X = &t->X;
     const Config* c = &M->cfg;
@@ -4123,7 +4696,8 @@ static void model_forward_gpu(ModelGpu* M, const int* inputs, const int* targets
             rope_forward_gpu(a->k + oD, a->kp + oD, B, T, H, d, 1);
             attention_forward_gpu(a->z + oD, a->qrn + oH, a->q + oD, a->k + oD, a->vp + oD, B, T, H, d,
                                   c->pattern[l] == 'S' ? c->window : 0);
-            matmul_forward_gpu(a->mo + oD, a->z + oD, p->wo + (size_t)l * D * D, NULL, N, D, D, zb);
+            // (z is the fp32 attention kernel's: in bf16 mode the product rounds it on the fly, it has no zb copy)
+            matmul_forward_gpu(a->mo + oD, a->z + oD, p->wo + (size_t)l * D * D, NULL, N, D, D);
         } else
             mixer_forward_gpu(M, l, ub, zb);
         residual_forward_gpu(a->res2 + oD, x, a->mo + oD, N * D);
@@ -4213,7 +4787,7 @@ static void model_backward_gpu(ModelGpu* M, real loss_scale) {
             titans_layer_backward_gpu(M, l, dx, du);  // MAL, MAG (section 4b)
         else if (c->pattern[l] != 'M') {  // attention (SPEC §9.1): back through Wo, attn (Di in g->qrn), RoPE, q k v
             matmul_backward_gpu(g->z + oD, dp->wo + (size_t)l * D * D, NULL, g->res2 + oD, a->z + oD,
-                                p->wo + (size_t)l * D * D, N, D, D, zb);
+                                p->wo + (size_t)l * D * D, N, D, D);
             attention_backward_gpu(g->q + oD, g->k + oD, g->vp + oD, g->qrn + oH, g->z + oD, a->q + oD, a->k + oD,
                                    a->vp + oD, a->z + oD, a->qrn + oH, B, T, H, d,
                                    c->pattern[l] == 'S' ? c->window : 0);
@@ -4331,7 +4905,8 @@ typedef struct {
     // per attention layer: keys (after RoPE) and values, (kvcap, D) for 'A' (grown), a ring (W, D) for 'S'
     real *kc[128], *vc[128];
     int kvcap;
-    real* txbuf;  // Titans layers (section 5b): (7 D + 2) scratch, or NULL
+    real* txbuf;  // Titans layers (section 5b): (9 D + 2) scratch, or NULL
+    real* mac_seg;  // MAC: per layer, the segment-start state and the u sequence's conv history (mac_dec_seg)
 } DecoderGpu;
 
 typedef struct {
@@ -4521,6 +5096,7 @@ static void decoder_free_gpu(DecoderGpu* dec) {
     dfree(dec->chunks);
     dfree(dec->tok);
     dfree(dec->txbuf);
+    dfree(dec->mac_seg);
     free(dec->logits);
 }
 
@@ -4588,7 +5164,7 @@ static void decoder_mixer_gpu(DecoderGpu* dec, int l, const real* u, int pos, re
     matmul_forward_gpu(out, a->z, p->wo + (size_t)l * D * D, NULL, 1, D, D);
 }
 
-// ---- 5b. Titans layers (MAL, MAG) token by token (train_miras.c section 5b). Layer l's cache: MAG's N_p persistent
+// ---- 5b. Titans layers (MAL, MAG; MAC below) token by token (train_miras.c section 5b). Layer l's cache: MAG's N_p persistent
 // rows (slots 0..N_p-1), then a ring of the last W rows (row j >= N_p in slot N_p + (j - N_p) mod W); MAL: the ring.
 // Before the first token, the P rows run through the layer's memory (stream positions 0..N_p-1) and MAG's cache.
 
@@ -4610,12 +5186,98 @@ static void tx_dec_attn_gpu(DecoderGpu* dec, int l, const real* ua, int j, int n
     KCHECK("tx_dec_attn");
     matmul_forward_gpu(out, z, p->att_wo + oW, NULL, 1, D, D);
 }
+// MAC token by token (train_miras.c's mac_dec_layer): the layer keeps the state at the segment start (Pseg, Sseg),
+// the u sequence's conv history, and a cache of keys and values: P's N_p rows, then h_j and u_j of the segment's
+// j-th token at rows N_p + 2j and N_p + 2j + 1 (so a query's keys are one contiguous range: attention_forward_kernel
+// adds them in this order, not P, h..., u... as the parallel forward: the same sum, rounded differently)
+static real* mac_dec_seg(DecoderGpu* dec, int l) {  // layer l's Pseg (H, nP), Sseg (H, nP), conv history (K-1, D)
+    const Config* c = &dec->M->cfg;
+    return dec->mac_seg + (size_t)l * (2 * (size_t)c->H * dec->M->mem.nP + (size_t)(c->K - 1) * c->D);
+}
+static void mac_dec_init_gpu(DecoderGpu* dec, int l) {
+    ModelGpu* M = dec->M;
+    const Config* c = &M->cfg;
+    const ParameterTensors* p = &M->params;
+    int D = c->D, H = c->H, d = D / H, np = c->npers, C = c->seg;
+    size_t oW = (size_t)l * D * D;
+    dec->kc[l] = (real*)dmalloc((size_t)(np + 2 * C) * D * sizeof(real));
+    dec->vc[l] = (real*)dmalloc((size_t)(np + 2 * C) * D * sizeof(real));
+    if (np) {  // P's keys (RoPE positions 0..N_p-1) and values
+        const real* Pr = p->pers + (size_t)l * np * D;
+        real* kp = (real*)dmalloc((size_t)np * D * sizeof(real));
+        matmul_forward_gpu(kp, Pr, p->att_wk + oW, NULL, np, D, D);
+        rope_forward_gpu(dec->kc[l], kp, 1, np, H, d, 1);
+        matmul_forward_gpu(dec->vc[l], Pr, p->att_wv + oW, NULL, np, D, D);
+        dfree(kp);
+    }
+}
+static void mac_dec_layer_gpu(DecoderGpu* dec, int l, const real* u) {
+    ModelGpu* M = dec->M;
+    const Config* c = &M->cfg;
+    const MemCfg* m = &M->mem;
+    const ParameterTensors* p = &M->params;
+    int D = c->D, H = c->H, d = D / H, np = c->npers, C = c->seg, K = c->K, nP = m->nP, pos = dec->pos, j = pos % C;
+    size_t oW = (size_t)l * D * D;
+    real *kc = dec->kc[l], *vc = dec->vc[l], *Pseg = mac_dec_seg(dec, l), *Sseg = Pseg + (size_t)H * nP,
+         *hist = Sseg + (size_t)H * nP;
+    real *uq = dec->txbuf, *t1 = uq + D, *t2 = uq + 2 * D, *hrow = uq + 3 * D, *q = uq + 4 * D, *y = uq + 5 * D,
+         *yo = uq + 6 * D, *r = uq + 7 * D, *rn = uq + 8 * D;
+    if (j == 0) {  // a new segment: its start state (the last chunk boundary's), and an empty h / u cache
+        d2d(Pseg, dec->P + (size_t)l * H * nP, (size_t)H * nP * sizeof(real));
+        d2d(Sseg, dec->S + (size_t)l * H * nP, (size_t)H * nP * sizeof(real));
+    }
+    // the u sequence's memory q, and h = M(uq; P_(s)) per head (a one-row read without update)
+    matmul_forward_gpu(t1, u, p->wq + oW, NULL, 1, D, D);
+    conv_step_gpu(t2, hist, t1, p->conv_q + (size_t)l * D * K, D, K);
+    silu_forward_gpu(t1, t2, D);
+    l2norm_forward_gpu(uq, rn, t1, 1, H, d);
+    MemArgs A;
+    memset(&A, 0, sizeof A);
+    A.m = *m;
+    A.T = 1;
+    A.H = H;
+    A.D = D;
+    A.b = c->b;
+    A.nch = 1;
+    A.P = Pseg;
+    A.S = m->momentum ? Sseg : NULL;
+    A.p0 = p->mem_p0 + (size_t)l * H * nP;
+    A.lng = m->ln ? p->mem_ln_g + (size_t)l * H * d : NULL;
+    A.lnb = m->ln ? p->mem_ln_b + (size_t)l * H * d : NULL;
+    A.chunks = dec->chunks;
+    mac_read_forward_kernel<<<H, MEM_THREADS>>>(A, uq, hrow, 0, 1);
+    KCHECK("mac_dec_read");
+    // keys and values of h_j and u_j (RoPE position N_p + pos), the query; attention over P, h_0, u_0, .., h_j, u_j
+    matmul_forward_gpu(t1, hrow, p->att_wk + oW, NULL, 1, D, D);
+    rope_forward_gpu(kc + (size_t)(np + 2 * j) * D, t1, 1, 1, H, d, 1, np + pos);
+    matmul_forward_gpu(vc + (size_t)(np + 2 * j) * D, hrow, p->att_wv + oW, NULL, 1, D, D);
+    matmul_forward_gpu(t1, u, p->att_wk + oW, NULL, 1, D, D);
+    rope_forward_gpu(kc + (size_t)(np + 2 * j + 1) * D, t1, 1, 1, H, d, 1, np + pos);
+    matmul_forward_gpu(vc + (size_t)(np + 2 * j + 1) * D, u, p->att_wv + oW, NULL, 1, D, D);
+    matmul_forward_gpu(t1, u, p->att_wq + oW, NULL, 1, D, D);
+    rope_forward_gpu(q, t1, 1, 1, H, d, 1, np + pos);
+    attention_forward_kernel<<<warp_blocks(H), NT>>>(y, NULL, q, kc, vc, 1, 0, H, d, 0, np + 2 * j + 1, 1, 0, 0);
+    KCHECK("mac_dec_attn");
+    // the memory on the y stream (its write and read; m = the raw read, in dec->a.y), then the gate
+    decoder_mixer_gpu(dec, l, y, pos, t1);
+    matmul_forward_gpu(yo, y, p->att_wo + oW, NULL, 1, D, D);
+    rmsnorm_forward_gpu(t1, r, yo, p->og1_w + (size_t)l * D, 1, 1, D);
+    rmsnorm_forward_gpu(t2, r + 1, dec->a.y, p->og2_w + (size_t)l * D, 1, 1, D);
+    out_gate_forward_kernel<<<nblocks(D), NT>>>(dec->a.mo, t1, t2, D);
+    KCHECK("out_gate_forward");
+}
 // decoder_init_gpu's part: the caches, and each layer's P rows through its memory and MAG's attention
 static void titans_dec_init_gpu(DecoderGpu* dec) {
     ModelGpu* M = dec->M;
     const Config* c = &M->cfg;
     int D = c->D, np = c->npers;
-    dec->txbuf = (real*)dmalloc((size_t)(7 * D + 2) * sizeof(real));
+    dec->txbuf = (real*)dmalloc((size_t)(9 * D + 2) * sizeof(real));
+    if (c->arch == ARCH_MAC) {
+        dec->mac_seg =
+            (real*)dmalloc((size_t)c->L * (2 * (size_t)c->H * M->mem.nP + (size_t)(c->K - 1) * D) * sizeof(real));
+        for (int l = 0; l < c->L; l++) mac_dec_init_gpu(dec, l);
+        return;
+    }
     for (int l = 0; l < c->L; l++) {
         size_t rows = (size_t)(c->arch == ARCH_MAG ? np : 0) + c->window;
         dec->kc[l] = (real*)dmalloc(rows * D * sizeof(real));
@@ -4635,6 +5297,10 @@ static void titans_dec_layer_gpu(DecoderGpu* dec, int l, const real* x, const re
     int D = c->D, np = c->npers;
     real *m = dec->txbuf, *t1 = m + D, *t2 = m + 2 * D, *y = m + 3 * D, *r = m + 7 * D;
     real* mo = dec->a.mo;
+    if (c->arch == ARCH_MAC) {
+        mac_dec_layer_gpu(dec, l, u);
+        return;
+    }
     decoder_mixer_gpu(dec, l, u, np + dec->pos, m);
     if (c->arch == ARCH_MAL) {
         residual_forward_gpu(t1, x, m, D);

@@ -18,8 +18,8 @@ cd "$(dirname "$0")/.."
 GPU=${GPU_BIN:-./train_miras_cu}
 SYNTH=${SYNTH:-1}
 ONLY=${ONLY:-.}
-# (not yaad, yaad_cw, deep_nores_gd: their 10 steps amplify any rounding, see test_miras.c's compare_bf16)
-BF16=${BF16:-'^(titans|ttt_mlp|deltanet|memora_cw|moneta_cw|syn_.*)$'}
+# (not yaad, yaad_cw, deep_nores_gd, mal, mac: their 10 steps amplify any rounding, see test_miras.c's compare_bf16)
+BF16=${BF16:-'^(titans|ttt_mlp|deltanet|memora_cw|moneta_cw|transformer|mag|syn_.*)$'}
 out=build/gpu_test
 mkdir -p "$out"
 echo "device: $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1 || true) (GPU binary: $GPU)"
@@ -55,6 +55,8 @@ synth=(
   "syn_lattice_enc  -p lattice_enc -B 1 -V 256 -D 128 -L 1 -H 2 -b 2 -t 29 -w 8"
   "syn_mal          -p mal -M 3 -W 7 -V 256 -D 128 -L 2 -H 2 -E 2 -k 8 -b 2 -t 29"
   "syn_mag          -p mag -M 5 -W 6 -V 256 -D 128 -L 2 -H 2 -E 2 -k 8 -b 3 -t 26"
+  "syn_mac          -p mac -M 3 -C 8 -V 256 -D 128 -L 2 -H 2 -E 2 -k 8 -b 2 -t 27"
+  "syn_mac_dn       -p mac -Q deltanet -M 2 -C 3 -V 256 -D 128 -L 1 -H 2 -t 14"
 )
 inputs=()
 for f in dev/fixtures/*.bin; do inputs+=("$f"); done
@@ -70,12 +72,6 @@ fi
 for f in "${inputs[@]}"; do
     name=$(basename "$f" .bin)
     echo "$name" | grep -Eq -- "$ONLY" || continue
-    # attention layers ('A' = 65, 'S' = 83 in the pattern slots 64..191) have no bf16 mode yet: train_miras_cu -f 2 refuses them
-    attn=0; if od -An -v -t d4 -j 256 -N 512 "$f" | tr -s ' ' '\n' | grep -qxE '65|83'; then attn=1; fi
-    # Titans layers (header slot 24: 1 MAL, 2 MAG, 3 MAC): MAC is CPU only so far, train_miras_cu refuses it
-    if [ "$(od -An -t d4 -j 96 -N 4 "$f" | tr -d ' ')" = 3 ]; then echo "# SKIP $name: the GPU trainer has no MAC layers yet"; continue; fi
-    # (MAL and MAG have no bf16 mode either: their attention is fp32)
-    if [ "$(od -An -t d4 -j 96 -N 4 "$f" | tr -d ' ')" != 0 ]; then attn=1; fi
     echo "=== $name"
     # the ATLAS family (header slots 30, 31: omega's window, poly) is CPU only so far: the GPU trainer must refuse it in one line
     if [ "$(od -An -v -t d4 -j 120 -N 8 "$f" | tr -d ' ')" != 00 ]; then
@@ -99,7 +95,6 @@ for f in "${inputs[@]}"; do
     else fail=$((fail + 1)); fi
     grep -E '^(ok|FAIL)|error' "$out/dec_$name.txt" | sed "s|^\(ok\|FAIL\) - $f|\1 - $name|"
     echo "$name" | grep -Eq -- "$BF16" || continue
-    if [ "$attn" = 1 ]; then echo "# SKIP $name -f 2: attention layers have no bf16 mode yet"; continue; fi
     if ! "$GPU" -f 2 -J "$f" -O "$out/gpu_bf16_$name.bin" 2>"$out/gpu_bf16_$name.err"; then
         echo "FAIL - $name: $GPU -f 2 -J failed: $(head -n 1 "$out/gpu_bf16_$name.err")"; fail=$((fail + 3)); continue
     fi
