@@ -3,7 +3,8 @@
 # under a time guard (total budget BUDGET seconds, default 540): build; memlab on titans at T=128 (every version
 # checked against the CPU) and at T=4096 (timed); make test_gpu (the CPU-vs-GPU checks); whole training steps of
 # the 100M titans with the SIMT, TF32 and 3xTF32 memory products; ncu of the tensor-core backward; memlab on the
-# other deep presets; whole steps of every preset (bench_gpu.sh); the anchors (fla, titans-pytorch) if .anchors/ is there.
+# other deep presets; whole steps of every preset (bench_gpu.sh); NCCL at world size 1 against the plain build; the
+# anchors (fla, titans-pytorch) if .anchors/ is there.
 # usage: OUT=dir dev/cuda/memlab_device.sh      (logs go to $OUT, default build/device)
 # (the device tool brings back only a few files: keep what matters in the printed summary and in few files)
 set -u
@@ -19,7 +20,7 @@ LAB="$OUT/memlab.log"
 step 60 ./memlab -p titans -T 128 -r 1 >> "$LAB" 2>&1; echo "== titans T=128 check (rc $?)"; sed -n '/^version/,$p' "$LAB" | tail -n 8
 step 60 ./memlab -p titans -r 3 -c 0 >> "$LAB" 2>&1; echo "== titans T=4096 (rc $?)"; tail -n 8 "$LAB"
 echo "t = $((SECONDS - S)) s"
-step 150 make test_gpu > "$OUT/test_gpu.log" 2>&1; echo "make test_gpu: rc $?"; grep -vE "^ok|^===" "$OUT/test_gpu.log" | tail -n 25
+step 240 make test_gpu > "$OUT/test_gpu.log" 2>&1; echo "make test_gpu: rc $?"; grep -vE "^ok|^===" "$OUT/test_gpu.log" | tail -n 25
 echo "t = $((SECONDS - S)) s"
 # whole training runs of the 100M titans (bench_gpu.sh's model), 4 steps: the median step of 2..4
 python3 - build/rand_train_000000.bin $((6 * 4 * 4096 + 1)) <<'PY'
@@ -42,9 +43,25 @@ grep -E "Duration|Throughput|Warp Cycles Per|Issued Ipc|No Eligible|Registers Pe
 echo "t = $((SECONDS - S)) s"
 for p in ttt_mlp yaad moneta memora; do
     step 40 ./memlab -p $p -r 3 -c 0 -v 7 >> "$LAB" 2>&1; echo "== $p (rc $?)"; tail -n 1 "$LAB"; done
-# the README's per-preset table: whole steps of every preset at -f 2 (bf16 GEMMs, TF32 memory products)
-for p in titans ttt_mlp yaad moneta memora deltanet gated_deltanet linear_attn; do
+# the README's per-preset table: whole steps of every preset at -f 2 (bf16 GEMMs, TF32 memory products); then
+# Lattice (issue 13: its tok/s next to titans), the Titans layers and Transformer++ (their GPU code is new)
+for p in titans ttt_mlp yaad moneta memora deltanet gated_deltanet linear_attn lattice mal mag mac transformer; do
     PRESET=$p REF=0 step 60 bash dev/bench_gpu.sh 4 4096 4 2 2>&1 | grep -E "^train_miras_cu|failed" | sed "s/^/$p: /"; done
+echo "t = $((SECONDS - S)) s"
+# data parallel on the GPU (issue 14): world size 1 through NCCL (make train_miras_cu USE_MPI=1, mpirun -np 1) must
+# give the plain build's losses; needs mpicc, mpirun and nccl.h beside nvcc
+if command -v mpirun >/dev/null && command -v mpicc >/dev/null && [ -f "$(dirname "$(command -v nvcc)")/../include/nccl.h" ]; then
+    cp train_miras_cu build/train_miras_cu_plain
+    DP="-p titans -V 50257 -D 64 -L 2 -H 2 -b 2 -t 64 -x 5 -u 1 -v 0 -g 0 -n 0 -i build/rand_train_*.bin -j none -z none"
+    if step 120 make -s train_miras_cu USE_MPI=1 >> "$OUT/build.log" 2>&1; then
+        step 30 build/train_miras_cu_plain $DP -o build/dp1 > "$OUT/dp_plain.log" 2>&1
+        step 30 mpirun --allow-run-as-root -np 1 ./train_miras_cu $DP -o build/dp2 > "$OUT/dp_nccl.log" 2>&1
+        a=$(grep -E "^step" "$OUT/dp_plain.log" | awk '{print $2, $5, $11}'); b=$(grep -E "^step" "$OUT/dp_nccl.log" | awk '{print $2, $5, $11}')
+        if [ -n "$a" ] && [ "$a" = "$b" ]; then echo "NCCL world size 1 = plain build: ok ($(echo "$a" | tail -n 1))"
+        else echo "NCCL world size 1 vs plain: DIFFER"; echo "$a" | tail -n 3; echo "$b" | tail -n 3; tail -n 3 "$OUT/dp_nccl.log"; fi
+    else echo "NCCL build failed"; tail -n 5 "$OUT/build.log"; fi
+    cp build/train_miras_cu_plain train_miras_cu
+else echo "no mpirun / nccl.h: the NCCL check (issue 14) did not run"; fi
 echo "t = $((SECONDS - S)) s"
 # the anchors in the same run, when a copy of ../shared/anchors is in .anchors/ (git-ignored; carry it)
 [ -f .anchors/run_anchors.sh ] && OUT=$OUT step 240 bash .anchors/run_anchors.sh --only fla_gdn_bf16,titans_stack_bf16 --budget 220 2>&1 | tail -n 6
