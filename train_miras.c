@@ -951,31 +951,19 @@ static void mem_bias_backward(const MemCfg* m, MemChunk* c, int n) {
     }
 }
 
-// One chunk of n tokens (SPEC §5.1, §5.2) from state (P, S); writes y and, if Pn, the chunk-end state.
-// The chunk-end state is base's (P when base is NULL): Pn = alpha_n base [+ (1 - alpha_n) P_0] + beta_n S - sum_i c_i
-// g_i. The reads of
-// W1 and W2 (or W) scale their write terms by cs[0], cs[1] (NULL: 1). Both are for the retentions below.
-static void mem_chunk_forward(const MemCfg* m, MemChunk* c, int n, const real* P, const real* S, real* Pn, real* Sn,
-                              const real* lng, const real* lnb, const real* base, const real* cs) {
+// The inner gradients at the state P (SPEC §4) of the chunk's n key rows, g_i = dloss(M(k_i; P), v_i)/dP by backprop:
+// linear g_i = r_i k_i^T; deep g_i = (g1_i hk_i^T, g2_i k_i^T) with zk = W2 k, hk = GELU(zk), o = W1 hk, M(k) = k +
+// LN(o) g + beta, r = dloss/dM(k), g1 = dloss/do (r back through the LN), g2 = (W1^T g1) * GELU'(zk). Fills c->r
+// (and c->zk, tk, hk, nk, rk, u, g1, gk, g2 for the deep memory).
+static void mem_grad_forward(const MemCfg* m, MemChunk* c, int n, const real* P, const real* lng, const real* lnb) {
     int d = m->d, dm = m->dm, din = m->din;
-    size_t nd = (size_t)n * d;  // din: the input width (D_phi with poly, else d)
-    const real* Sx = m->momentum ? S : NULL;
-    const real* B0 = base ? base : P;
-    real cs0 = cs ? cs[0] : 1, cs1 = cs ? cs[1] : 1;
-    mem_coef_forward(c, n, m->momentum);
-    const real* crow = c->C + (size_t)(n - 1) * n;
-    const real* srow = c->s + (size_t)(n - 1) * n;
-    if (m->depth == 1) {  // linear memory M(x) = W x, g_i = r_i k_i^T
+    size_t nd = (size_t)n * d;
+    if (m->depth == 1) {
         mm_nt(c->r, c->k, P, n, d, din, 1, 0);  // M(k_i) = W_s k_i
         mem_bias_forward(m, c, n);
-        mem_read_forward(c->y, c->xw1, c->xs1, c->xx1, c->xa2, c->q, c->k, c->r, P, Sx, c->p0, cs0, c, n, d, din);
-        if (Pn) mem_update_forward(Pn, B0, c->alpha[n - 1], c->p0, Sx, c->beta[n - 1], c->r, c->k, crow, n, d, din);
-        if (Pn && Sx) mem_update_forward(Sn, Sx, c->sigma[n - 1], NULL, NULL, 0, c->r, c->k, srow, n, d, din);
         return;
     }
-    // deep memory: W1 (d, dm), W2 (dm, d); g_i = (d1_i hk_i^T, d2_i k_i^T)
-    const real *W1 = P, *W2 = P + (size_t)d * dm, *S1 = Sx, *S2 = Sx ? Sx + (size_t)d * dm : NULL;
-    const real *A1 = c->p0, *A2 = c->p0 ? c->p0 + (size_t)d * dm : NULL;  // the anchor's W1, W2 (or NULL)
+    const real *W1 = P, *W2 = P + (size_t)d * dm;
     mm_nt(c->zk, c->k, W2, n, dm, din, 1, 0);  // z = W2 k
     for (size_t e = 0; e < (size_t)n * dm; e++) {
         c->tk[e] = gelu_tanh(c->zk[e]);
@@ -994,6 +982,73 @@ static void mem_chunk_forward(const MemCfg* m, MemChunk* c, int n, const real* P
         memcpy(c->g1, c->r, nd * sizeof(real));
     mm_nn(c->gk, c->g1, W1, n, dm, d, 1, 0);  // dloss/dh = W1^T g1
     for (size_t e = 0; e < (size_t)n * dm; e++) c->g2[e] = c->gk[e] * gelu_d1(c->zk[e], c->tk[e]);  // g2 = dloss/dz
+}
+// Its backward (second order): from the adjoints of the gradient rows (c->dg1, dhk, dg2, dk; linear: c->dr, dk) to
+// dk, dv, ddelta, detac, dlng, dlnb (accumulated) and dP += the gradient of P through the g_i.
+static void mem_grad_backward(const MemCfg* m, MemChunk* c, int n, const real* P, real* dP, const real* lng) {
+    int d = m->d, dm = m->dm, din = m->din;
+    size_t nd = (size_t)n * d, nm = (size_t)n * dm;
+    if (m->depth == 1) {
+        mem_bias_backward(m, c, n);  // r -> M(k_i) = W k_i
+        mm_nn(c->dk, c->dmk, P, n, din, d, 1, 1);
+        mm_tn(dP, c->dmk, c->k, d, din, n, 1, 1);
+        return;
+    }
+    const real *W1 = P, *W2 = P + (size_t)d * dm;
+    real *dW1 = dP, *dW2 = dP + (size_t)d * dm;
+    // second order: back through the inner gradient g2 = (W1^T g1) * GELU'(zk), g1 = LN-back(r g), r = bias(M(k), v)
+    for (size_t e = 0; e < nm; e++) {
+        c->dgk[e] = c->dg2[e] * gelu_d1(c->zk[e], c->tk[e]);
+        c->dzk[e] += c->dg2[e] * c->gk[e] * gelu_d2(c->zk[e], c->tk[e]);
+    }
+    mm_nt(c->dg1, c->dgk, W1, n, d, dm, 1, 1);
+    mm_tn(dW1, c->g1, c->dgk, d, dm, n, 1, 1);
+    if (m->ln) {
+        ln_backward_backward(c->du, c->dnk, c->drk, c->dg1, c->u, c->nk, c->rk, c->g1, n, d);
+        for (int t = 0; t < n; t++)
+            for (int i = 0; i < d; i++) {
+                size_t e = (size_t)t * d + i;
+                c->dr[e] += c->du[e] * lng[i];
+                c->dlng[i] += c->du[e] * c->r[e];
+            }
+    } else
+        for (size_t e = 0; e < nd; e++) c->dr[e] += c->dg1[e];
+    mem_bias_backward(m, c, n);  // r -> M(k)
+    mem_out_backward(c->dkr, c->dnk, c->dlng, c->dlnb, c->dmk, c->nk, lng, m, n);
+    if (m->ln)
+        ln_backward(c->dok, c->dnk, c->drk, c->nk, c->rk, n, d);
+    else
+        memcpy(c->dok, c->dnk, nd * sizeof(real));
+    mm_nn(c->dhk, c->dok, W1, n, dm, d, 1, 1);  // o = W1 hk
+    mm_tn(dW1, c->dok, c->hk, d, dm, n, 1, 1);
+    for (size_t e = 0; e < nm; e++) c->dzk[e] += c->dhk[e] * gelu_d1(c->zk[e], c->tk[e]);
+    mm_nn(c->dk, c->dzk, W2, n, din, dm, 1, 1);  // zk = W2 k
+    mm_tn(dW2, c->dzk, c->k, dm, din, n, 1, 1);
+}
+
+// One chunk of n tokens (SPEC §5.1, §5.2) from state (P, S); writes y and, if Pn, the chunk-end state.
+// The chunk-end state is base's (P when base is NULL): Pn = alpha_n base [+ (1 - alpha_n) P_0] + beta_n S - sum_i c_i
+// g_i. The reads of
+// W1 and W2 (or W) scale their write terms by cs[0], cs[1] (NULL: 1). Both are for the retentions below.
+static void mem_chunk_forward(const MemCfg* m, MemChunk* c, int n, const real* P, const real* S, real* Pn, real* Sn,
+                              const real* lng, const real* lnb, const real* base, const real* cs) {
+    int d = m->d, dm = m->dm, din = m->din;  // din: the input width (D_phi with poly, else d)
+    const real* Sx = m->momentum ? S : NULL;
+    const real* B0 = base ? base : P;
+    real cs0 = cs ? cs[0] : 1, cs1 = cs ? cs[1] : 1;
+    mem_coef_forward(c, n, m->momentum);
+    const real* crow = c->C + (size_t)(n - 1) * n;
+    const real* srow = c->s + (size_t)(n - 1) * n;
+    mem_grad_forward(m, c, n, P, lng, lnb);
+    if (m->depth == 1) {  // linear memory M(x) = W x, g_i = r_i k_i^T
+        mem_read_forward(c->y, c->xw1, c->xs1, c->xx1, c->xa2, c->q, c->k, c->r, P, Sx, c->p0, cs0, c, n, d, din);
+        if (Pn) mem_update_forward(Pn, B0, c->alpha[n - 1], c->p0, Sx, c->beta[n - 1], c->r, c->k, crow, n, d, din);
+        if (Pn && Sx) mem_update_forward(Sn, Sx, c->sigma[n - 1], NULL, NULL, 0, c->r, c->k, srow, n, d, din);
+        return;
+    }
+    // deep memory: W1 (d, dm), W2 (dm, d); g_i = (d1_i hk_i^T, d2_i k_i^T)
+    const real *W1 = P, *W2 = P + (size_t)d * dm, *S1 = Sx, *S2 = Sx ? Sx + (size_t)d * dm : NULL;
+    const real *A1 = c->p0, *A2 = c->p0 ? c->p0 + (size_t)d * dm : NULL;  // the anchor's W1, W2 (or NULL)
     // reads, after the write: y_t = q_t + LN(W1_t GELU(W2_t q_t))
     mem_read_forward(c->zq, c->xw1, c->xs1, c->xx1, c->xa1, c->q, c->k, c->g2, W2, S2, A2, cs1, c, n, dm, din);
     for (size_t e = 0; e < (size_t)n * dm; e++) {
@@ -1043,9 +1098,7 @@ static void mem_chunk_backward(const MemCfg* m, MemChunk* c, int n, const real* 
                                 NULL, 0, c->r, c->k, srow, n, d, din);
         mem_read_backward(c->dq, c->dk, c->dr, dPs, dSx, c->dp0, &c->dcs[0], c, dy, c->q, c->k, c->r, P, Sx, c->p0, cs0,
                           c->xw1, c->xs1, c->xx1, c->xa2, n, d, din);
-        mem_bias_backward(m, c, n);  // r -> M(k_i) = W k_i
-        mm_nn(c->dk, c->dmk, P, n, din, d, 1, 1);
-        mm_tn(dPs, c->dmk, c->k, d, din, n, 1, 1);
+        mem_grad_backward(m, c, n, P, dPs, lng);
         mem_coef_backward(c, n, m->momentum);
         return;
     }
@@ -1080,34 +1133,7 @@ static void mem_chunk_backward(const MemCfg* m, MemChunk* c, int n, const real* 
     for (size_t e = 0; e < nm; e++) c->dzq[e] = c->dhq[e] * gelu_d1(c->zq[e], c->tq[e]);
     mem_read_backward(c->dq, c->dk, c->dg2, dW2, dS2, dA2, &c->dcs[1], c, c->dzq, c->q, c->k, c->g2, W2, S2, A2, cs1,
                       c->xw1, c->xs1, c->xx1, c->xa1, n, dm, din);
-    // second order: back through the inner gradient g2 = (W1^T g1) * GELU'(zk), g1 = LN-back(r g), r = bias(M(k), v)
-    for (size_t e = 0; e < nm; e++) {
-        c->dgk[e] = c->dg2[e] * gelu_d1(c->zk[e], c->tk[e]);
-        c->dzk[e] += c->dg2[e] * c->gk[e] * gelu_d2(c->zk[e], c->tk[e]);
-    }
-    mm_nt(c->dg1, c->dgk, W1, n, d, dm, 1, 1);
-    mm_tn(dW1, c->g1, c->dgk, d, dm, n, 1, 1);
-    if (m->ln) {
-        ln_backward_backward(c->du, c->dnk, c->drk, c->dg1, c->u, c->nk, c->rk, c->g1, n, d);
-        for (int t = 0; t < n; t++)
-            for (int i = 0; i < d; i++) {
-                size_t e = (size_t)t * d + i;
-                c->dr[e] += c->du[e] * lng[i];
-                c->dlng[i] += c->du[e] * c->r[e];
-            }
-    } else
-        for (size_t e = 0; e < nd; e++) c->dr[e] += c->dg1[e];
-    mem_bias_backward(m, c, n);  // r -> M(k)
-    mem_out_backward(c->dkr, c->dnk, c->dlng, c->dlnb, c->dmk, c->nk, lng, m, n);
-    if (m->ln)
-        ln_backward(c->dok, c->dnk, c->drk, c->nk, c->rk, n, d);
-    else
-        memcpy(c->dok, c->dnk, nd * sizeof(real));
-    mm_nn(c->dhk, c->dok, W1, n, dm, d, 1, 1);  // o = W1 hk
-    mm_tn(dW1, c->dok, c->hk, d, dm, n, 1, 1);
-    for (size_t e = 0; e < nm; e++) c->dzk[e] += c->dhk[e] * gelu_d1(c->zk[e], c->tk[e]);
-    mm_nn(c->dk, c->dzk, W2, n, din, dm, 1, 1);  // zk = W2 k
-    mm_tn(dW2, c->dzk, c->k, dm, din, n, 1, 1);
+    mem_grad_backward(m, c, n, P, dPs, lng);
     mem_coef_backward(c, n, m->momentum);
 }
 
