@@ -552,7 +552,7 @@ static void attention_backward(real* dq, real* dk, real* dv, const real* dout, c
 // Attentional bias, r = dloss/dM(k) from e = M(k) - v (SPEC §4): l2 r = e; dot (Hebbian) r = -v;
 // lp (Moneta) r = 3 tanh(10 e)(e^2 + 1e-6); huber (Yaad) r = clamp(e, -delta, delta)
 enum { BIAS_L2 = 0, BIAS_DOT = 1, BIAS_LP = 2, BIAS_HUBER = 3 };
-enum { ALGO_GD = 0, ALGO_MOMENTUM = 1 };  // inner algorithm (SPEC §5.1, §5.2)
+enum { ALGO_GD = 0, ALGO_MOMENTUM = 1, ALGO_MUON = 2 };  // inner algorithm (SPEC §5.1, §5.2; §5.7 token-level muon)
 enum { RET_NONE = 0, RET_LQ = 1, RET_KL = 2 };  // retention: none; lq (Moneta, SPEC §5.3); kl (Memora, SPEC §5.4)
 
 typedef struct {
@@ -561,6 +561,7 @@ typedef struct {
     int resid, ln;  // deep memory switches
     int bias;  // BIAS_*
     int momentum;  // 1 for ALGO_MOMENTUM, 0 for ALGO_GD
+    int muon;  // 1 for ALGO_MUON (SPEC §5.7): S_t = theta_t S_{t-1} + G_t, P_t = a_t P_{t-1} - eta_t NS5(S_t)
     int retention;  // RET_*
     int cw;  // channel-wise eta (and delta): eta scales the error per output channel
     int anchor;  // retention toward P_0 instead of toward 0 (README "anchored retention"; SPEC §10)
@@ -595,6 +596,8 @@ typedef struct {
     int nh, wc;  // omega (SPEC §5.5): halo rows before the chunk's own; window c (1: off)
     real *gam, *C0, *s0, *dgam, *dC0;  // omega: gates (rows, c); C, s before the window mix; their gradients
     real *qr, *kr, *dqr, *dkr;  // poly: q, k are the features (n, din); the raw rows (n, d) for the residual
+    real *mP, *mS, *mX, *msv, *mtmp;  // muon: P_j, S_j, X_j = NS5(S_j) per own row (b, nP); NS5's iterates; scratch
+    size_t nsv;  // muon: NS5's saved floats per row (all matrices)
 } MemChunk;
 
 static size_t memchunk_carve_in(MemChunk* c, real* base, int b, int d, int din, int dm, int nP) {
@@ -1236,9 +1239,271 @@ static void kl_gates(const MemCfg* m, MemChunk* c, int lag, real* keep) {
     }
 }
 
+// ---- muon's Newton-Schulz (SPEC §5.7), per memory matrix.
+// NS5(S): X = S / (|S|_F + 1e-7), transposed so that rows <= cols (m x n), then 5 times
+//     A = X X^T ;  X = 3.4445 X + (-4.7750 A + 2.0315 A A) X
+// and transposed back; NS5(0) = 0 with zero derivative. The forward keeps X_0..X_5 (6 m n) and A_0..A_4 (5 m m)
+// in sv for the backward; tmp: 2 m m + m n scratch.
+static const real NS5_A = 3.4445, NS5_B = -4.7750, NS5_C = 2.0315;
+static size_t ns5_saved(int r, int cc) {
+    size_t m = r < cc ? r : cc, n = r < cc ? cc : r;
+    return 6 * m * n + 5 * m * m + 1;
+}
+static void ns5_forward(real* out, real* sv, real* tmp, const real* S, int r, int cc) {
+    int tr = r > cc, m = tr ? cc : r, n = tr ? r : cc;
+    size_t mn = (size_t)m * n, mm = (size_t)m * m;
+    real *X = sv, *A = sv + 6 * mn, *nrm = A + 5 * mm, *B = tmp;
+    double s2 = 0;
+    for (size_t e = 0; e < mn; e++) s2 += (double)S[e] * S[e];
+    *nrm = (real)sqrt(s2);
+    if (*nrm == 0) {
+        memset(out, 0, mn * sizeof(real));
+        return;
+    }
+    real f = 1 / (*nrm + (real)1e-7);
+    for (int i = 0; i < r; i++)
+        for (int j = 0; j < cc; j++) X[tr ? (size_t)j * n + i : (size_t)i * n + j] = f * S[(size_t)i * cc + j];
+    for (int k = 0; k < 5; k++) {
+        real *Xk = X + k * mn, *Xn = Xk + mn, *Ak = A + k * mm;
+        mm_nt(Ak, Xk, Xk, m, m, n, 1, 0);  // A = X X^T
+        mm_nn(B, Ak, Ak, m, m, m, NS5_C, 0);  // B = b A + c A A
+        for (size_t e = 0; e < mm; e++) B[e] += NS5_B * Ak[e];
+        mm_nn(Xn, B, Xk, m, n, m, 1, 0);  // X' = a X + B X
+        for (size_t e = 0; e < mn; e++) Xn[e] += NS5_A * Xk[e];
+    }
+    const real* X5 = X + 5 * mn;
+    for (int i = 0; i < r; i++)
+        for (int j = 0; j < cc; j++) out[(size_t)i * cc + j] = X5[tr ? (size_t)j * n + i : (size_t)i * n + j];
+}
+// dS += dNS5/dS^T dout, from the forward's sv (tmp: 3 m m + 2 m n). Per iteration, with B = b A + c A^2 (symmetric):
+//   dX = a G + B G + (dA + dA^T) X,  dA = b dB + c (dB A + A dB),  dB = G X^T;  then through X_0 = S / (|S| + eps):
+//   dS = G_0 / (|S| + eps) - S <S, G_0> / ((|S| + eps)^2 |S|)
+static void ns5_backward(real* dS, const real* dout, const real* sv, real* tmp, const real* S, int r, int cc) {
+    int tr = r > cc, m = tr ? cc : r, n = tr ? r : cc;
+    size_t mn = (size_t)m * n, mm = (size_t)m * m;
+    const real *X = sv, *A = sv + 6 * mn;
+    real nrm = A[5 * mm];
+    if (nrm == 0) return;
+    real *G = tmp, *Gn = G + mn, *B = Gn + mn, *dB = B + mm, *dA = dB + mm;
+    for (int i = 0; i < r; i++)
+        for (int j = 0; j < cc; j++) G[tr ? (size_t)j * n + i : (size_t)i * n + j] = dout[(size_t)i * cc + j];
+    for (int k = 4; k >= 0; k--) {
+        const real *Xk = X + k * mn, *Ak = A + k * mm;
+        mm_nn(B, Ak, Ak, m, m, m, NS5_C, 0);
+        for (size_t e = 0; e < mm; e++) B[e] += NS5_B * Ak[e];
+        mm_nn(Gn, B, G, m, n, m, 1, 0);  // B^T G = B G
+        for (size_t e = 0; e < mn; e++) Gn[e] += NS5_A * G[e];
+        mm_nt(dB, G, Xk, m, m, n, 1, 0);  // dB = G X^T
+        mm_nn(dA, dB, Ak, m, m, m, NS5_C, 0);
+        mm_nn(dA, Ak, dB, m, m, m, NS5_C, 1);
+        for (size_t e = 0; e < mm; e++) dA[e] += NS5_B * dB[e];
+        for (int i = 0; i < m; i++)
+            for (int j = 0; j < m; j++) dB[(size_t)i * m + j] = dA[(size_t)i * m + j] + dA[(size_t)j * m + i];
+        mm_nn(Gn, dB, Xk, m, n, m, 1, 1);  // + (dA + dA^T) X
+        memcpy(G, Gn, mn * sizeof(real));
+    }
+    real f = 1 / (nrm + (real)1e-7);
+    double sg = 0;
+    for (int i = 0; i < r; i++)
+        for (int j = 0; j < cc; j++)
+            sg += (double)S[(size_t)i * cc + j] * G[tr ? (size_t)j * n + i : (size_t)i * n + j];
+    real w = (real)(sg * f * f / nrm);
+    for (int i = 0; i < r; i++)
+        for (int j = 0; j < cc; j++)
+            dS[(size_t)i * cc + j] += f * G[tr ? (size_t)j * n + i : (size_t)i * n + j] - w * S[(size_t)i * cc + j];
+}
+
+// ---- muon (SPEC §5.7), token-level. Per own row j of the chunk (omega's halo rows take no step), with every g_i
+// taken at the chunk-start state P_s (mem_grad_forward) and S carried across chunks like P (S = 0 per sequence):
+//     G_j = sum_{o<c} gamma_j[o] g_{j-o}       S_j = theta_j S_{j-1} + G_j       X_j = NS5(S_j) per memory matrix
+//     P_j = a_j P_{j-1} [+ (1 - a_j) P_0] - eta_j X_j                               y_j = M(q_j; P_j)
+// NS5 of a full matrix is not rank one, so there is no dual form: the chunk keeps P_j, S_j, X_j of every own row
+// (mP, mS, mX: (b, nP) each) and NS5's iterates (msv), and its backward steps back through them token by token.
+// The scratch of a chunk of b rows (muon_carve: NULL base sizes it; 0 without muon)
+static size_t muon_carve(MemChunk* c, real* base, int b, const MemCfg* m) {
+    c->mP = c->mS = c->mX = c->msv = c->mtmp = NULL;
+    c->nsv = 0;
+    if (!m->muon) return 0;
+    size_t off[2], tmp = 0, nP = m->nP;
+    int rows[2], cols[2], nm = mem_matrices(m, off, rows, cols);
+    for (int k = 0; k < nm; k++) {
+        size_t r = rows[k] < cols[k] ? rows[k] : cols[k], q = rows[k] < cols[k] ? cols[k] : rows[k];
+        c->nsv += ns5_saved(rows[k], cols[k]);
+        if (3 * r * r + 2 * r * q > tmp) tmp = 3 * r * r + 2 * r * q;  // ns5_backward's scratch (the forward's fits)
+    }
+    if (base) {
+        c->mP = base;
+        c->mS = c->mP + (size_t)b * nP;
+        c->mX = c->mS + (size_t)b * nP;
+        c->msv = c->mX + (size_t)b * nP;
+        c->mtmp = c->msv + (size_t)b * c->nsv;
+    }
+    return 3 * (size_t)b * nP + (size_t)b * c->nsv + tmp;
+}
+// G += w g_i: linear g_i = r_i k_i^T (d, din); deep (g1_i hk_i^T (d, dm), g2_i k_i^T (dm, din))
+static void outer_add(real* G, real w, const real* x, const real* y, int m, int p) {
+    for (int i = 0; i < m; i++)
+        for (int j = 0; j < p; j++) G[(size_t)i * p + j] += w * x[i] * y[j];
+}
+static void muon_add_grad(const MemCfg* m, const MemChunk* c, real* G, int i, real w) {
+    int d = m->d, dm = m->dm, din = m->din;
+    if (m->depth == 1) {
+        outer_add(G, w, c->r + (size_t)i * d, c->k + (size_t)i * din, d, din);
+        return;
+    }
+    outer_add(G, w, c->g1 + (size_t)i * d, c->hk + (size_t)i * dm, d, dm);
+    outer_add(G + (size_t)d * dm, w, c->g2 + (size_t)i * dm, c->k + (size_t)i * din, dm, din);
+}
+// the backward of G += w x y^T for the adjoint dG: dx += w dG y, dy += w dG^T x; returns dw = x^T dG y
+static real outer_add_backward(real* dx, real* dy, const real* dG, real w, const real* x, const real* y, int m, int p) {
+    real dw = 0;
+    for (int i = 0; i < m; i++) {
+        const real* g = dG + (size_t)i * p;
+        real gy = dotv(g, y, p);
+        dx[i] += w * gy;
+        dw += x[i] * gy;
+        for (int j = 0; j < p; j++) dy[j] += w * x[i] * g[j];
+    }
+    return dw;
+}
+static real muon_add_grad_backward(const MemCfg* m, MemChunk* c, const real* dG, int i, real w) {
+    int d = m->d, dm = m->dm, din = m->din;
+    size_t id = (size_t)i * d, im = (size_t)i * dm, ik = (size_t)i * din;
+    if (m->depth == 1) return outer_add_backward(c->dr + id, c->dk + ik, dG, w, c->r + id, c->k + ik, d, din);
+    return outer_add_backward(c->dg1 + id, c->dhk + im, dG, w, c->g1 + id, c->hk + im, d, dm) +
+           outer_add_backward(c->dg2 + im, c->dk + ik, dG + (size_t)d * dm, w, c->g2 + im, c->k + ik, dm, din);
+}
+// the read of row j through the full state Pj: linear y = W q; deep y = q + LN(W1 GELU(W2 q)) g + beta
+static void muon_read_forward(const MemCfg* m, MemChunk* c, int j, const real* Pj, const real* lng, const real* lnb) {
+    int d = m->d, dm = m->dm, din = m->din;
+    if (m->depth == 1) {
+        mm_nt(c->y + (size_t)j * d, c->q + (size_t)j * din, Pj, 1, d, din, 1, 0);
+        return;
+    }
+    real *zq = c->zq + (size_t)j * dm, *tq = c->tq + (size_t)j * dm, *hq = c->hq + (size_t)j * dm;
+    mm_nt(zq, c->q + (size_t)j * din, Pj + (size_t)d * dm, 1, dm, din, 1, 0);  // z = W2 q
+    for (int e = 0; e < dm; e++) {
+        tq[e] = gelu_tanh(zq[e]);
+        hq[e] = gelu(zq[e], tq[e]);
+    }
+    mm_nt(c->nq + (size_t)j * d, hq, Pj, 1, d, dm, 1, 0);  // o = W1 h
+    if (m->ln) ln_forward(c->nq + (size_t)j * d, c->rq + j, 1, d);
+    mem_out_forward(c->y + (size_t)j * d, c->qr + (size_t)j * d, c->nq + (size_t)j * d, lng, lnb, m, 1);
+}
+// its backward from dy_j: dq_j (the features; the residual's raw row into dqr), dlng, dlnb and dPj += dL/dPj
+static void muon_read_backward(const MemCfg* m, MemChunk* c, int j, const real* dyj, const real* Pj, real* dPj,
+                               const real* lng) {
+    int d = m->d, dm = m->dm, din = m->din;
+    const real* q = c->q + (size_t)j * din;
+    real* dq = c->dq + (size_t)j * din;
+    if (m->depth == 1) {
+        mm_nn(dq, dyj, Pj, 1, din, d, 1, 1);  // dq += W^T dy
+        outer_add(dPj, 1, dyj, q, d, din);  // dW += dy q^T
+        return;
+    }
+    real *doq = c->doq + (size_t)j * d, *dnq = c->dnk + (size_t)j * d, *dhq = c->dhq + (size_t)j * dm;
+    real* dzq = c->dzq + (size_t)j * dm;
+    mem_out_backward(c->dqr + (size_t)j * d, doq, c->dlng, c->dlnb, dyj, c->nq + (size_t)j * d, lng, m, 1);
+    if (m->ln) {  // through the LN (dnk's row is a temporary: mem_grad_backward needs it zero)
+        memcpy(dnq, doq, d * sizeof(real));
+        memset(doq, 0, d * sizeof(real));
+        ln_backward(doq, dnq, NULL, c->nq + (size_t)j * d, c->rq + j, 1, d);
+        memset(dnq, 0, d * sizeof(real));
+    }
+    mm_nn(dhq, doq, Pj, 1, dm, d, 1, 0);  // o = W1 h: dh = W1^T do, dW1 += do h^T
+    outer_add(dPj, 1, doq, c->hq + (size_t)j * dm, d, dm);
+    for (int e = 0; e < dm; e++) dzq[e] = dhq[e] * gelu_d1(c->zq[(size_t)j * dm + e], c->tq[(size_t)j * dm + e]);
+    mm_nn(dq, dzq, Pj + (size_t)d * dm, 1, din, dm, 1, 1);  // z = W2 q: dq += W2^T dz, dW2 += dz q^T
+    outer_add(dPj + (size_t)d * dm, 1, dzq, q, dm, din);
+}
+// One chunk of n rows (nh = c->nh halo rows first) from (P, S) = (P_s, S_s); y of the own rows (halo rows 0); the
+// chunk-end (P, S) into Pn, Sn if Pn.
+static void muon_chunk_forward(const MemCfg* m, MemChunk* c, int n, const real* P, const real* S, real* Pn, real* Sn,
+                               const real* lng, const real* lnb) {
+    int nh = c->nh, w = c->wc, d = m->d;
+    size_t nP = m->nP, off[2], svo[2] = {0, 0};
+    int rows[2], cols[2], nm = mem_matrices(m, off, rows, cols);
+    if (nm == 2) svo[1] = ns5_saved(rows[0], cols[0]);
+    mem_grad_forward(m, c, n, P, lng, lnb);  // every g_i at P_s, the halo rows' too
+    memset(c->y, 0, (size_t)nh * d * sizeof(real));
+    for (int j = nh; j < n; j++) {
+        size_t t = j - nh;
+        real *Pj = c->mP + t * nP, *Sj = c->mS + t * nP, *Xj = c->mX + t * nP;
+        const real *Pp = t ? Pj - nP : P, *Sp = t ? Sj - nP : S;
+        for (size_t e = 0; e < nP; e++) Sj[e] = c->theta[j] * Sp[e];  // S_j = theta_j S_{j-1} + G_j
+        for (int o = 0; o < w && o <= j; o++) muon_add_grad(m, c, Sj, j - o, w > 1 ? c->gam[(size_t)j * w + o] : 1);
+        for (int k = 0; k < nm; k++)  // X_j = NS5(S_j), per matrix
+            ns5_forward(Xj + off[k], c->msv + t * c->nsv + svo[k], c->mtmp, Sj + off[k], rows[k], cols[k]);
+        for (size_t e = 0; e < nP; e++)  // P_j = a_j P_{j-1} [+ (1 - a_j) P_0] - eta_j X_j
+            Pj[e] = c->a[j] * Pp[e] + (c->p0 ? (1 - c->a[j]) * c->p0[e] : 0) - c->eta[j] * Xj[e];
+        muon_read_forward(m, c, j, Pj, lng, lnb);
+    }
+    if (Pn) {
+        memcpy(Pn, c->mP + (size_t)(n - 1 - nh) * nP, nP * sizeof(real));
+        memcpy(Sn, c->mS + (size_t)(n - 1 - nh) * nP, nP * sizeof(real));
+    }
+}
+// Its backward (run muon_chunk_forward first): from dy and dPn, dSn (NULL for the last chunk) to the chunk's input
+// gradients (c->dq, dk, dv, da, deta, dtheta, dgam, ...), c->dlng, dlnb, c->dp0 (accumulated) and dPs, dSs
+// (overwritten), token by token in reverse:
+//     dP_j += read_j^T dy_j;  da_j = <dP_j, P_{j-1} [- P_0]>;  deta_j = -<dP_j, X_j>;  dS_j += NS5'(S_j)^T (-eta_j dP_j)
+//     dtheta_j = <dS_j, S_{j-1}>;  dgamma_j[o] = <dS_j, g_{j-o}>;  dg_{j-o} += gamma_j[o] dS_j
+//     dP_{j-1} = a_j dP_j;  dS_{j-1} = theta_j dS_j
+// then the g_i's adjoints through the inner gradients at P_s (mem_grad_backward) into dPs.
+static void muon_chunk_backward(const MemCfg* m, MemChunk* c, int n, const real* dy, const real* P, const real* S,
+                                const real* dPn, const real* dSn, real* dPs, real* dSs, const real* lng) {
+    int nh = c->nh, w = c->wc, d = m->d;
+    size_t nP = m->nP, off[2], svo[2] = {0, 0};
+    int rows[2], cols[2], nm = mem_matrices(m, off, rows, cols);
+    if (nm == 2) svo[1] = ns5_saved(rows[0], cols[0]);
+    real *gP = dPs, *gS = dSs, *gX = c->Wc;  // dL/dP_j, dL/dS_j as j goes back; dL/dX_j
+    memset(c->grad0, 0, c->ngrad * sizeof(real));
+    memset(c->dgam, 0, (size_t)n * w * sizeof(real));
+    if (dPn) {
+        memcpy(gP, dPn, nP * sizeof(real));
+        memcpy(gS, dSn, nP * sizeof(real));
+    } else {
+        memset(gP, 0, nP * sizeof(real));
+        memset(gS, 0, nP * sizeof(real));
+    }
+    for (int j = n - 1; j >= nh; j--) {
+        size_t t = j - nh;
+        const real *Pj = c->mP + t * nP, *Sj = c->mS + t * nP, *Xj = c->mX + t * nP;
+        const real *Pp = t ? Pj - nP : P, *Sp = t ? Sj - nP : S;
+        muon_read_backward(m, c, j, dy + (size_t)j * d, Pj, gP, lng);
+        real da = dotv(gP, Pp, nP), deta = -dotv(gP, Xj, nP);
+        if (c->p0) {
+            da -= dotv(gP, c->p0, nP);
+            for (size_t e = 0; e < nP; e++) c->dp0[e] += (1 - c->a[j]) * gP[e];
+        }
+        c->da[j] += da;
+        c->deta[j] += deta;
+        for (size_t e = 0; e < nP; e++) gX[e] = -c->eta[j] * gP[e];
+        for (int k = 0; k < nm; k++)
+            ns5_backward(gS + off[k], gX + off[k], c->msv + t * c->nsv + svo[k], c->mtmp, Sj + off[k], rows[k],
+                         cols[k]);
+        c->dtheta[j] += dotv(gS, Sp, nP);
+        for (int o = 0; o < w && o <= j; o++) {
+            real dw = muon_add_grad_backward(m, c, gS, j - o, w > 1 ? c->gam[(size_t)j * w + o] : 1);
+            if (w > 1) c->dgam[(size_t)j * w + o] += dw;
+        }
+        for (size_t e = 0; e < nP; e++) {
+            gP[e] *= c->a[j];
+            gS[e] *= c->theta[j];
+        }
+    }
+    mem_grad_backward(m, c, n, P, dPs, lng);
+}
+
+// a second state S carried across chunks (momentum's and muon's), 0 at every sequence start
+static int mem_carries_S(const MemCfg* m) { return m->momentum || m->muon; }
 // The chunk as the model runs it: carried state St (and momentum S) in; y; the next carried state if Stn.
 static void mem_step_forward(const MemCfg* m, MemChunk* c, int n, const real* St, const real* S, real* Stn, real* Sn,
                              const real* lng, const real* lnb) {
+    if (m->muon) {
+        muon_chunk_forward(m, c, n, St, S, Stn, Sn, lng, lnb);
+        return;
+    }
     if (m->retention == RET_NONE) {
         mem_chunk_forward(m, c, n, St, S, Stn, Sn, lng, lnb, NULL, NULL);
         return;
@@ -1261,6 +1526,11 @@ static void mem_step_forward(const MemCfg* m, MemChunk* c, int n, const real* St
 static void mem_step_backward(const MemCfg* m, MemChunk* c, int n, const real* dy, const real* St, const real* S,
                               const real* dStn, const real* dSn, real* dSt, real* dSs, const real* lng,
                               const real* lnb) {
+    if (m->muon) {
+        muon_chunk_forward(m, c, n, St, S, NULL, NULL, lng, lnb);
+        muon_chunk_backward(m, c, n, dy, St, S, dStn, dSn, dSt, dSs, lng);
+        return;
+    }
     if (m->retention == RET_NONE) {
         mem_chunk_forward(m, c, n, St, S, NULL, NULL, lng, lnb, NULL, NULL);
         mem_chunk_backward(m, c, n, dy, St, S, dStn, dSn, dSt, dSs, lng, NULL, dSt, NULL);
@@ -1637,7 +1907,7 @@ typedef struct {
     int V, Vp, D, L, H, E, F, b,
         K;  // vocab, padded vocab, width, layers, heads, mem expansion, SwiGLU width, chunk, conv
     int mem_depth, mem_resid, mem_ln;  // memory network (SPEC §4)
-    int bias, algo;  // BIAS_* (l2, dot, lp, huber); ALGO_GD or ALGO_MOMENTUM
+    int bias, algo;  // BIAS_* (l2, dot, lp, huber); ALGO_GD, ALGO_MOMENTUM or ALGO_MUON (header slot 15, flag -U)
     int gate_a, gate_eta;  // learned gates (1) or fixed a = 1, eta = 1 (0)
     int retention;  // RET_NONE, RET_LQ (Moneta), RET_KL (Memora)
     int gate_rank;  // 0: eta, delta per head; r > 0: per channel through a rank-r projection
@@ -1680,6 +1950,7 @@ static int preset_config(Config* c, const char* name) {
         c->mem_depth = 1; c->mem_resid = c->mem_ln = 0; c->gate_a = 0; c->b = 1; c->lat_k = 64;
         c->lattice = name[7] == 0 ? LAT_DEC : name[8] == 'e' ? LAT_ENC : LAT_SIM; }
     else if (!strcmp(name, "omeganet")) { c->omega = 8; c->poly = 1; c->anchor = 1; c->eta_max = 0.3f; }
+    else if (!strcmp(name, "atlas")) { c->algo = ALGO_MUON; c->omega = 8; c->poly = 1; c->anchor = 1; c->eta_max = 0.1f; }
     else if (!strcmp(name, "transformer")) return preset_config(c, "titans");  // all 'A' (preset_pattern); the memory fields are unused
     else if (!strcmp(name, "mal") || !strcmp(name, "mag") || !strcmp(name, "mac")) {   // Titans layers (section 4b), titans memory (-Q: another)
         preset_config(c, "titans"); c->arch = name[2] == 'l' ? ARCH_MAL : name[2] == 'g' ? ARCH_MAG : ARCH_MAC; return 1;
@@ -1711,7 +1982,8 @@ static void preset_pattern(char* out, const char* name, int L) {
     out[L] = 0;
 }
 static const char* const PRESETS =
-    "titans, moneta, yaad, memora, ttt_mlp, linear_attn, deltanet, gated_deltanet, lattice, lattice_enc, lattice_sim, omeganet, transformer; "
+    "titans, moneta, yaad, memora, ttt_mlp, linear_attn, deltanet, gated_deltanet, lattice, lattice_enc, lattice_sim, omeganet, atlas, "
+    "transformer; "
     "a memory preset with -H (e.g. titans-H) alternates it with sliding-window attention; "
     "mal, mag, mac (Titans: memory as a layer, a gate, context; -Q the memory preset)";
 
@@ -1725,6 +1997,7 @@ static MemCfg mem_config(const Config* c) {
     m.ln = c->mem_depth == 2 && c->mem_ln;
     m.bias = c->bias;
     m.momentum = c->algo == ALGO_MOMENTUM;
+    m.muon = c->algo == ALGO_MUON;
     m.retention = c->retention;
     m.cw = c->gate_rank > 0;
     m.anchor = c->anchor;
@@ -1804,7 +2077,7 @@ static int memory_layers(const Config* c) {
 static void fill_in_parameter_sizes(size_t* s, const Config* c) {
     size_t LL = c->L, L = memory_layers(c), D = c->D, H = c->H, d = D / H, K = c->K, F = c->F;
     MemCfg m = mem_config(c);
-    size_t ga = c->gate_a, ge = c->gate_eta, gt = c->algo == ALGO_MOMENTUM, ln = m.ln, hu = c->bias == BIAS_HUBER,
+    size_t ga = c->gate_a, ge = c->gate_eta, gt = c->algo != ALGO_GD, ln = m.ln, hu = c->bias == BIAS_HUBER,
            R = c->gate_rank;
     size_t gw = R ? R * D : H * D,
            gb = R ? D : H;  // a gate's first matrix and its bias: per head, or rank R per channel
@@ -2057,7 +2330,7 @@ static void gates_forward(const Model* M, int l, const real* u, int N, real* ga,
         gate_act_forward(geta, (size_t)N * Ge, c->eta_max);
     } else
         fill_const(geta, (size_t)N * Ge, 1);
-    if (c->algo == ALGO_MOMENTUM) {
+    if (c->algo != ALGO_GD) {  // momentum's and muon's theta
         matmul_forward(gth, u, p->gate_theta_w + (size_t)l * H * D, p->gate_theta_b + (size_t)l * H, N, D, H);
         gate_act_forward(gth, (size_t)N * H, 1);
     } else
@@ -2089,7 +2362,7 @@ static void gates_backward(Model* M, int l, real* du, const real* u, int N, cons
                       p->gate_eta_w + l * gw, R ? p->gate_eta_up + (size_t)l * D * R : NULL, a->geta_lr + oR, N, D, Ge,
                       R);
     }
-    if (c->algo == ALGO_MOMENTUM) {
+    if (c->algo != ALGO_GD) {
         gate_act_backward(g->gth + oH, g->gth + oH, a->gth + oH, nH, 1);
         matmul_backward(du, dp->gate_theta_w + (size_t)l * H * D, dp->gate_theta_b + (size_t)l * H, g->gth + oH, u,
                         p->gate_theta_w + (size_t)l * H * D, N, D, H);
@@ -2155,80 +2428,6 @@ static void poly_backward(real* dx, real* drho, const real* dout, const real* x,
         g[2] += g2 + sqrt((real)2) * g2b;  // (the sqrt(2 a2) block: sqrt(2) sqrt(a2))
     }
     for (int i = 0; i < 3; i++) drho[i] += g[i] * sa[i] / (2 * a[i]) * sigmoidr(rho[i]);
-}
-
-// ---- muon's Newton-Schulz (SPEC §5.7), a building block: not yet used by any memory (README "ATLAS family").
-// NS5(S): X = S / (|S|_F + 1e-7), transposed so that rows <= cols (m x n), then 5 times
-//     A = X X^T ;  X = 3.4445 X + (-4.7750 A + 2.0315 A A) X
-// and transposed back; NS5(0) = 0 with zero derivative. The forward keeps X_0..X_5 (6 m n) and A_0..A_4 (5 m m)
-// in sv for the backward; tmp: 2 m m + m n scratch.
-static const real NS5_A = 3.4445, NS5_B = -4.7750, NS5_C = 2.0315;
-static size_t ns5_saved(int r, int cc) {
-    size_t m = r < cc ? r : cc, n = r < cc ? cc : r;
-    return 6 * m * n + 5 * m * m + 1;
-}
-static void ns5_forward(real* out, real* sv, real* tmp, const real* S, int r, int cc) {
-    int tr = r > cc, m = tr ? cc : r, n = tr ? r : cc;
-    size_t mn = (size_t)m * n, mm = (size_t)m * m;
-    real *X = sv, *A = sv + 6 * mn, *nrm = A + 5 * mm, *B = tmp;
-    double s2 = 0;
-    for (size_t e = 0; e < mn; e++) s2 += (double)S[e] * S[e];
-    *nrm = (real)sqrt(s2);
-    if (*nrm == 0) {
-        memset(out, 0, mn * sizeof(real));
-        return;
-    }
-    real f = 1 / (*nrm + (real)1e-7);
-    for (int i = 0; i < r; i++)
-        for (int j = 0; j < cc; j++) X[tr ? (size_t)j * n + i : (size_t)i * n + j] = f * S[(size_t)i * cc + j];
-    for (int k = 0; k < 5; k++) {
-        real *Xk = X + k * mn, *Xn = Xk + mn, *Ak = A + k * mm;
-        mm_nt(Ak, Xk, Xk, m, m, n, 1, 0);  // A = X X^T
-        mm_nn(B, Ak, Ak, m, m, m, NS5_C, 0);  // B = b A + c A A
-        for (size_t e = 0; e < mm; e++) B[e] += NS5_B * Ak[e];
-        mm_nn(Xn, B, Xk, m, n, m, 1, 0);  // X' = a X + B X
-        for (size_t e = 0; e < mn; e++) Xn[e] += NS5_A * Xk[e];
-    }
-    const real* X5 = X + 5 * mn;
-    for (int i = 0; i < r; i++)
-        for (int j = 0; j < cc; j++) out[(size_t)i * cc + j] = X5[tr ? (size_t)j * n + i : (size_t)i * n + j];
-}
-// dS += dNS5/dS^T dout, from the forward's sv (tmp: 3 m m + 2 m n). Per iteration, with B = b A + c A^2 (symmetric):
-//   dX = a G + B G + (dA + dA^T) X,  dA = b dB + c (dB A + A dB),  dB = G X^T;  then through X_0 = S / (|S| + eps):
-//   dS = G_0 / (|S| + eps) - S <S, G_0> / ((|S| + eps)^2 |S|)
-static void ns5_backward(real* dS, const real* dout, const real* sv, real* tmp, const real* S, int r, int cc) {
-    int tr = r > cc, m = tr ? cc : r, n = tr ? r : cc;
-    size_t mn = (size_t)m * n, mm = (size_t)m * m;
-    const real *X = sv, *A = sv + 6 * mn;
-    real nrm = A[5 * mm];
-    if (nrm == 0) return;
-    real *G = tmp, *Gn = G + mn, *B = Gn + mn, *dB = B + mm, *dA = dB + mm;
-    for (int i = 0; i < r; i++)
-        for (int j = 0; j < cc; j++) G[tr ? (size_t)j * n + i : (size_t)i * n + j] = dout[(size_t)i * cc + j];
-    for (int k = 4; k >= 0; k--) {
-        const real *Xk = X + k * mn, *Ak = A + k * mm;
-        mm_nn(B, Ak, Ak, m, m, m, NS5_C, 0);
-        for (size_t e = 0; e < mm; e++) B[e] += NS5_B * Ak[e];
-        mm_nn(Gn, B, G, m, n, m, 1, 0);  // B^T G = B G
-        for (size_t e = 0; e < mn; e++) Gn[e] += NS5_A * G[e];
-        mm_nt(dB, G, Xk, m, m, n, 1, 0);  // dB = G X^T
-        mm_nn(dA, dB, Ak, m, m, m, NS5_C, 0);
-        mm_nn(dA, Ak, dB, m, m, m, NS5_C, 1);
-        for (size_t e = 0; e < mm; e++) dA[e] += NS5_B * dB[e];
-        for (int i = 0; i < m; i++)
-            for (int j = 0; j < m; j++) dB[(size_t)i * m + j] = dA[(size_t)i * m + j] + dA[(size_t)j * m + i];
-        mm_nn(Gn, dB, Xk, m, n, m, 1, 1);  // + (dA + dA^T) X
-        memcpy(G, Gn, mn * sizeof(real));
-    }
-    real f = 1 / (nrm + (real)1e-7);
-    double sg = 0;
-    for (int i = 0; i < r; i++)
-        for (int j = 0; j < cc; j++)
-            sg += (double)S[(size_t)i * cc + j] * G[tr ? (size_t)j * n + i : (size_t)i * n + j];
-    real w = (real)(sg * f * f / nrm);
-    for (int i = 0; i < r; i++)
-        for (int j = 0; j < cc; j++)
-            dS[(size_t)i * cc + j] += f * G[tr ? (size_t)j * n + i : (size_t)i * n + j] - w * S[(size_t)i * cc + j];
 }
 
 // omega's window gates (SPEC §5.5): gamma_t[o] = sigmoid(u_t W_gamma + b_gamma)[h*c + o], out (N, H*c) of layer l
@@ -2437,7 +2636,7 @@ static void memory_forward(Model* M, int l) {
             MemChunk* c = &M->chunks[thread_id()];
             size_t base = ((((size_t)l * B + bb) * H + h) * nch) * nP;
             real* P = M->mem_P + base;
-            real* S = m->momentum ? M->mem_S + base : NULL;
+            real* S = mem_carries_S(m) ? M->mem_S + base : NULL;
             memcpy(P, M->params.mem_p0 + ((size_t)M->mlayer[l] * H + h) * nP,
                    nP * sizeof(real));  // P_0, restored every sequence
             if (S) memset(S, 0, nP * sizeof(real));
@@ -2477,7 +2676,7 @@ static void memory_backward(Model* M, int l) {
             MemChunk* c = &M->chunks[thread_id()];
             size_t base = ((((size_t)l * B + bb) * H + h) * nch) * nP;
             real* P = M->mem_P + base;
-            real* S = m->momentum ? M->mem_S + base : NULL;
+            real* S = mem_carries_S(m) ? M->mem_S + base : NULL;
             size_t lh = (size_t)M->mlayer[l] * H + h;  // in the memory-only parameter tensors
             const real* lng = m->ln ? M->params.mem_ln_g + lh * d : NULL;
             const real* lnb = m->ln ? M->params.mem_ln_b + lh * d : NULL;
@@ -2557,14 +2756,18 @@ static void config_check(const Config* c) {
         DIE("is this file from a newer train_miras?",
             "%sbad memory config: depth %d, residual %d, LN %d, gates a %d eta %d", cfg_origin, c->mem_depth,
             c->mem_resid, c->mem_ln, c->gate_a, c->gate_eta);
-    if (c->bias < BIAS_L2 || c->bias > BIAS_HUBER || c->algo < ALGO_GD || c->algo > ALGO_MOMENTUM ||
+    if (c->bias < BIAS_L2 || c->bias > BIAS_HUBER || c->algo < ALGO_GD || c->algo > ALGO_MUON ||
         c->retention < RET_NONE || c->retention > RET_KL || c->gate_rank < 0 || c->gate_rank > c->D)
         DIE("is this file from a newer train_miras? (-R is at most D)",
             "%sbad memory config: bias %d, algo %d, retention %d, gate rank %d", cfg_origin, c->bias, c->algo,
             c->retention, c->gate_rank);
-    if (c->retention != RET_NONE && c->algo == ALGO_MOMENTUM)
-        DIE("use gd with the lq and kl retentions", "%smomentum with retention %d is not implemented", cfg_origin,
-            c->retention);
+    if (c->retention != RET_NONE && c->algo != ALGO_GD)
+        DIE("use gd (-U 0) with the lq and kl retentions", "%s%s with retention %d is not implemented", cfg_origin,
+            c->algo == ALGO_MUON ? "muon" : "momentum", c->retention);
+    if (c->algo == ALGO_MUON && (c->gate_rank || !c->gate_eta))
+        DIE("muon (-U 2) takes -R 0 and a preset with a learned eta gate (not linear_attn)",
+            "%smuon (SPEC 5.7) needs a learned per-head step eta (gate rank %d, eta gate %d): NS5 removes the scale of the error",
+            cfg_origin, c->gate_rank, c->gate_eta);
     if (c->anchor < 0 || c->anchor > 1) DIE("-Z is 0 or 1", "%sbad anchor flag %d", cfg_origin, c->anchor);
     if (c->anchor && (c->retention == RET_KL || !c->gate_a))
         DIE("use -Z 0 here", "%sthe anchored retention needs a learned retention gate a and no kl retention (memora)",
@@ -2633,9 +2836,10 @@ static void config_check(const Config* c) {
         if (c->arch == ARCH_MAC && (c->retention != RET_NONE || c->gate_rank || c->bias == BIAS_HUBER))
             DIE("-Q titans, ttt_mlp, linear_attn, deltanet or gated_deltanet with mac",
                 "%sMAC is implemented for the plain retention, per-head gates and no Huber bias", cfg_origin);
-        if (c->lattice || c->omega > 1 || c->poly)  // (three features built side by side; their combinations are not)
-            DIE("use mal, mag, mac with a memory of sections 3-5, without -G and -I",
-                "%sthe Titans arrangements are not built with Lattice, omega or poly memories", cfg_origin);
+        if (c->lattice || c->omega > 1 || c->poly ||
+            c->algo == ALGO_MUON)  // (three features built side by side; their combinations are not)
+            DIE("use mal, mag, mac with a memory of sections 3-5, without -G, -I and -U 2",
+                "%sthe Titans arrangements are not built with Lattice, omega, poly or muon memories", cfg_origin);
     }
     if (c->lattice && (c->omega > 1 || c->poly))
         DIE("drop -G and -I with the lattice presets", "%sLattice takes no omega window or poly features", cfg_origin);
@@ -2702,7 +2906,7 @@ static void model_init(Model* M, uint64_t seed) {
         fill_const(p->gate_delta_b, L * Ge, log(exp(1.0) - 1));  // delta = 1
         if (R) fill_normal(p->gate_delta_up, L * D * R, 0.02, &r);
     }
-    if (c->algo == ALGO_MOMENTUM) {
+    if (c->algo != ALGO_GD) {
         fill_normal(p->gate_theta_w, L * H * D, 0.02, &r);
         fill_const(p->gate_theta_b, L * H, log(0.9 / 0.1));
     }  // theta = 0.9
@@ -2759,8 +2963,9 @@ static double model_act_floats(const Config* c, int B, int T) {
     for (int i = 0; i < NUM_ACT_TENSORS; i++) n += (double)s[i];
     double nstate = (double)c->L * B * c->H * (c->lattice ? lattice_slots(c, T) : (T + c->b - 1) / c->b) * m.nP;
     if (c->lattice) nstate += (double)max_threads() * lattice_scratch_size(m.d, c->lat_k);
-    return 2 * n + nstate * (1 + m.momentum) + (double)B * c->H * (m.nP + 2 * m.d) +
-           (double)max_threads() * memchunk_carve_in(&tmp, NULL, c->b + m.omega - 1, m.d, m.din, m.dm, m.nP) +
+    return 2 * n + nstate * (1 + mem_carries_S(&m)) + (double)B * c->H * (m.nP + 2 * m.d) +
+           (double)max_threads() * (memchunk_carve_in(&tmp, NULL, c->b + m.omega - 1, m.d, m.din, m.dm, m.nP) +
+                                    muon_carve(&tmp, NULL, c->b, &m)) +
            2.0 * B * T;
 }
 static void model_alloc_acts(Model* M, int B, int T) {
@@ -2792,17 +2997,20 @@ static void model_alloc_acts(Model* M, int B, int T) {
         M->lat_scratch =
             (real*)xmalloc((size_t)max_threads() * lattice_scratch_size(M->mem.d, M->cfg.lat_k) * sizeof(real));
     M->mem_S = NULL;
-    if (M->mem.momentum) M->mem_S = (real*)xmalloc(nstate * sizeof(real));
+    if (mem_carries_S(&M->mem)) M->mem_S = (real*)xmalloc(nstate * sizeof(real));
     M->mem_dbh = (real*)xmalloc((size_t)B * M->cfg.H * (M->mem.nP + 2 * M->mem.d) * sizeof(real));
     int nt = max_threads();
     MemChunk tmp;
-    size_t per = memchunk_carve_in(&tmp, NULL, M->cfg.b + M->mem.omega - 1, M->mem.d, M->mem.din, M->mem.dm,
-                                   M->mem.nP);  // (omega: + halo)
+    size_t per1 = memchunk_carve_in(&tmp, NULL, M->cfg.b + M->mem.omega - 1, M->mem.d, M->mem.din, M->mem.dm,
+                                    M->mem.nP);  // (omega: + halo)
+    size_t per = per1 + muon_carve(&tmp, NULL, M->cfg.b, &M->mem);
     M->chunk_memory = (real*)xmalloc((size_t)nt * per * sizeof(real));
     M->chunks = (MemChunk*)xmalloc((size_t)nt * sizeof(MemChunk));
-    for (int i = 0; i < nt; i++)
+    for (int i = 0; i < nt; i++) {
         memchunk_carve_in(&M->chunks[i], M->chunk_memory + (size_t)i * per, M->cfg.b + M->mem.omega - 1, M->mem.d,
                           M->mem.din, M->mem.dm, M->mem.nP);
+        muon_carve(&M->chunks[i], M->chunk_memory + (size_t)i * per + per1, M->cfg.b, &M->mem);
+    }
     M->inputs = (int*)xmalloc((size_t)B * T * sizeof(int));
     M->targets = (int*)xmalloc((size_t)B * T * sizeof(int));
     if (M->cfg.arch && !M->tx_sub) titans_alloc(M, B, T);  // Titans layers: the stream model at (B, N_p + T)
@@ -3916,9 +4124,10 @@ static void decoder_init(Decoder* dec, Model* M) {
     dec->Sn = (real*)xmalloc(m->nP * sizeof(real));
     int rows = c->b + m->omega - 1;  // (omega: + the halo)
     dec->part = (real*)xmalloc(LH * rows * decoder_row_width(m) * sizeof(real));
-    dec->chunk_memory =
-        (real*)xmalloc(memchunk_carve_in(&dec->c, NULL, rows, m->d, m->din, m->dm, m->nP) * sizeof(real));
+    size_t per1 = memchunk_carve_in(&dec->c, NULL, rows, m->d, m->din, m->dm, m->nP);
+    dec->chunk_memory = (real*)xmalloc((per1 + muon_carve(&dec->c, NULL, c->b, m)) * sizeof(real));
     memchunk_carve_in(&dec->c, dec->chunk_memory, rows, m->d, m->din, m->dm, m->nP);
+    muon_carve(&dec->c, dec->chunk_memory + per1, c->b, m);
     dec->lat_w = (real*)xmalloc((size_t)LAT_NVEC * m->d * sizeof(real));
     for (int l = 0; l < c->L; l++)
         if (M->mlayer[l] >= 0 && c->lattice)  // Lattice: S_0 = I per head
@@ -4107,7 +4316,7 @@ static void decoder_mixer(Decoder* dec, int l, const real* u, int pos, real* out
         memcpy(a->y + h * d, ch->y + (size_t)(nh + n - 1) * d, d * sizeof(real));
         if (full) {
             memcpy(P, dec->Pn, nP * sizeof(real));
-            if (m->momentum) memcpy(S, dec->Sn, nP * sizeof(real));
+            if (mem_carries_S(m)) memcpy(S, dec->Sn, nP * sizeof(real));
         }
         if (full && w > 1) {  // omega: the chunk's last c-1 rows are the next chunk's halo
             int keep = nh + n < w - 1 ? nh + n : w - 1;
@@ -5023,6 +5232,7 @@ typedef struct {
     const char* mem_preset;  // -M N_p, -C MAC segment, -Q the memory preset of mal / mag / mac (section 4b)
     int omega;  // -G: the Omega window c (README "ATLAS"); the preset's unless given
     int poly;  // -I: poly features 0/1 (README "ATLAS"); the preset's unless given
+    int algo;  // -U: the inner algorithm ALGO_* (0 gd, 1 momentum, 2 muon); the preset's unless given
 } Args;
 enum {
     G_P = 1,
@@ -5042,7 +5252,8 @@ enum {
     G_C = 16384,
     G_Q = 32768,
     G_G = 1 << 20,
-    G_I = 1 << 21
+    G_I = 1 << 21,
+    G_U = 1 << 22
 };
 
 static const char* const USAGE =  // a printf format: %s is PRESETS
@@ -5057,8 +5268,9 @@ static const char* const USAGE =  // a printf format: %s is PRESETS
     "        -Z 1 anchored retention (the state decays toward P_0), 0 toward zero [preset] -X eta_max [preset]\n"
     "        mal, mag, mac: -M persistent tokens N_p per layer [16] -Q memory preset [titans]; mal, mag: -W window of\n"
     "           their attention [512]; mac: -C segment length, a multiple of -k [4b]\n"
-    "        -G Omega rule window c, 1 = off (omega, SPEC 5.5) [preset: omeganet 8, else 1]\n"
-    "        -I 1 degree-2 polynomial features on q, k (poly, SPEC 5.6), 0 off [preset: omeganet 1, else 0]\n"
+    "        -G Omega rule window c, 1 = off (omega, SPEC 5.5) [preset: omeganet, atlas 8, else 1]\n"
+    "        -I 1 degree-2 polynomial features on q, k (poly, SPEC 5.6), 0 off [preset: omeganet, atlas 1, else 0]\n"
+    "        -U inner algorithm: 0 gd, 1 momentum, 2 muon (token-level, SPEC 5.7) [preset: titans 1, atlas 2, else 0]\n"
     " train: -b batch [8] -t seq len [128] -d tokens per step, via gradient accumulation [B*T]\n"
     "        -l lr [3e-3] -u warmup steps [20] -q final lr fraction [0.1] -c weight decay [0.1] -a grad clip [1.0]\n"
     "        -x steps [300] -y seed [1337] -S stop after this step, as if preempted (the schedule still runs to -x)\n"
@@ -5176,6 +5388,7 @@ static void args_parse(Args* a, int argc, char** argv, void (*usage)(void),
             case 'M': a->npers = arg_int(argv[i], v); a->given |= G_M; break; case 'C': a->seg = arg_int(argv[i], v); a->given |= G_C; break;
             case 'Q': a->mem_preset = v; a->given |= G_Q; break;
             case 'G': a->omega = arg_int(argv[i], v); a->given |= G_G; break; case 'I': a->poly = arg_int(argv[i], v); a->given |= G_I; break;
+            case 'U': a->algo = arg_int(argv[i], v); a->given |= G_U; break;
             case 'J': a->dump_in = v; break; case 'O': a->dump_out = v; break; case 'A': a->answers_only = (int)arg_long(argv[i], v, 0, 1); break;
             case 'b': a->B = arg_int(argv[i], v); break; case 't': a->T = arg_int(argv[i], v); break; case 'd': a->tokens_per_step = arg_long(argv[i], v, 0, LONG_MAX); break;
             case 'l': a->lr = arg_real(argv[i], v); break; case 'u': a->warmup = arg_int(argv[i], v); break; case 'q': a->final_frac = arg_real(argv[i], v); break;
@@ -5261,6 +5474,10 @@ static Config args_config(const Args* a) {
         cfg.omega = a->omega;
     }
     if (a->given & G_I) cfg.poly = a->poly;
+    if (a->given & G_U) {
+        if (a->algo > ALGO_MUON) DIE("-U is 0 (gd), 1 (momentum) or 2 (muon)", "bad -U %d", a->algo);
+        cfg.algo = a->algo;
+    }
     int L = a->L < 128 ? (a->L > 0 ? a->L : 0) : 128;
     if (a->pattern)
         snprintf(cfg.pattern, sizeof cfg.pattern, "%s", a->pattern);
@@ -5319,6 +5536,7 @@ static const char* args_resolve(const Args* a, Config* cfg, char* ckpt_path, siz
     AGREE(G_C, seg, "MAC segment -C");
     AGREE(G_G, omega, "omega window -G");
     AGREE(G_I, poly, "poly features -I");
+    AGREE(G_U, algo, "inner algorithm -U");
 #undef AGREE
     if ((a->given & G_PAT) && strcmp(cc.pattern, cfg->pattern))
         DIE("drop -P or make it match", "checkpoint %s has layer pattern %s but the flags say %s", load_path,

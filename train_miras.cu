@@ -3456,10 +3456,10 @@ static void model_build_gpu(ModelGpu* M, Model* host) {
         DIE("use -f 0 or -f 1 with attention layers",
             "the GPU trainer's attention layers ('A', 'S') have no bf16 mode yet; layer pattern '%s'",
             host->cfg.pattern);
-    if (host->mem.omega > 1 || host->mem.poly)  // the ATLAS family (README "ATLAS"): CPU only, so far
-        DIE("train this preset with train_miras (the CPU trainer), or use -G 1 -I 0",
-            "the GPU trainer has no ATLAS-family memory (omega window %d, poly %d) yet", host->mem.omega,
-            host->mem.poly);
+    if (host->mem.omega > 1 || host->mem.poly || host->mem.muon)  // the ATLAS family (README "ATLAS"): CPU only
+        DIE("train this preset with train_miras (the CPU trainer), or use -G 1 -I 0 and -U 0 or 1",
+            "the GPU trainer has no ATLAS-family memory (omega window %d, poly %d, muon %d) yet", host->mem.omega,
+            host->mem.poly, host->mem.muon);
     memset(M, 0, sizeof *M);
     M->hm = host;
     M->cfg = host->cfg;

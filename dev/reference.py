@@ -74,7 +74,7 @@ DECAYED = {"wte", "wq", "wk", "wv", "gate_a_w", "gate_eta_w", "gate_theta_w",
            "att_wq", "att_wk", "att_wv", "att_wo", "gate_gamma_w"}
 
 BIASES = ["l2", "dot", "lp", "huber"]                # header slot 14
-ALGOS = ["gd", "momentum"]                           # header slot 15
+ALGOS = ["gd", "momentum", "muon"]                   # header slot 15 (muon: SPEC §5.7, token-level)
 RETENTIONS = ["none", "lq", "kl"]                    # header slot 20
 LATTICES = ["none", "dec", "enc", "sim"]             # header slot 38 (Lattice, SPEC §5.8)
 LATA_NO_ORTHO, LATA_NO_RENORM = 1, 2                 # header slot 40 (ablation bits)
@@ -181,7 +181,7 @@ def param_shapes(cfg):
     d, dm = head_dims(cfg)
     HD = H * d
     deep_ln = cfg["mem_depth"] == 2 and cfg["mem_ln"]
-    mom = cfg["algo"] == "momentum"
+    mom = cfg["algo"] in ("momentum", "muon")          # the theta gate
     r = cfg["gate_rank"]                              # 0: scalar per head; > 0: channel-wise
     huber = cfg["bias"] == "huber"
     arch = cfg.get("arch", "none")
@@ -468,6 +468,30 @@ def kl_weights(cfg, Z):
     return torch.cat(parts, dim=-1)
 
 
+NS5_ABC = (3.4445, -4.7750, 2.0315)
+
+
+def ns5(S, rows, cols):
+    """SPEC §5.7 Newton-Schulz on the (rows, cols) matrices of S (..., rows*cols): X = S / (|S|_F + 1e-7),
+    transposed so that rows <= cols, 5 times A = X X^T, X = a X + (b A + c A A) X, transposed back."""
+    a, b, c = NS5_ABC
+    X = S.reshape(*S.shape[:-1], rows, cols)
+    X = X / (X.norm(dim=(-2, -1), keepdim=True) + 1e-7)
+    if rows > cols:
+        X = X.transpose(-1, -2)
+    for _ in range(5):
+        A = X @ X.transpose(-1, -2)
+        X = a * X + (b * A + c * A @ A) @ X
+    if rows > cols:
+        X = X.transpose(-1, -2)
+    return X.reshape(S.shape)
+
+
+def ns5_state(cfg, S):
+    """NS5 of every memory matrix of a flat state (..., S) (W; or W1, W2), concatenated back."""
+    return torch.cat([ns5(x, r, c) for x, r, c in mem_matrices_flat(cfg, S)], dim=-1)
+
+
 def memory_read_chunked(cfg, P0, ln_g, ln_b, q, k, v, a, eta, theta, grad_fn=mem_grad_autograd,
                         eta_ch=None, delta=None, state=None, gamma=None):
     """SPEC §5 chunked algorithm, naive.
@@ -479,6 +503,7 @@ def memory_read_chunked(cfg, P0, ln_g, ln_b, q, k, v, a, eta, theta, grad_fn=mem
     chunk-start state P_s; then token by token
         gd:       P_t = a_t P_{t-1} - eta_t g_t                        (SPEC §5.1)
         momentum: S_t = theta_t S_{t-1} - eta_t g_t ; P_t = a_t P_{t-1} + S_t   (SPEC §5.2)
+        muon:     S_t = theta_t S_{t-1} + g_t ; P_t = a_t P_{t-1} - eta_t NS5(S_t) per matrix (SPEC §5.7)
     and the read is after the write: y_t = M(q_t; P_t). With the anchored retention
     (cfg["anchor"], README) the retention decays toward P_0 instead of 0: a_t P_{t-1} becomes
     a_t P_{t-1} + (1 - a_t) P_0 (for lq: A_t = a_t A_{t-1} + (1 - a_t) A_0 - eta_t g_t). Retention lq / kl (SPEC §5.3, §5.4,
@@ -524,6 +549,9 @@ def memory_read_chunked(cfg, P0, ln_g, ln_b, q, k, v, a, eta, theta, grad_fn=mem
                 a_t, eta_t = gates(t)
                 if cfg["algo"] == "gd":
                     P = a_t * P + (1 - a_t) * anc - eta_t * g
+                elif cfg["algo"] == "muon":
+                    S = theta[:, t].unsqueeze(-1) * S + g
+                    P = a_t * P + (1 - a_t) * anc - eta_t * ns5_state(cfg, S)
                 else:
                     S = theta[:, t].unsqueeze(-1) * S - eta_t * g
                     P = a_t * P + (1 - a_t) * anc + S
@@ -553,6 +581,24 @@ def memory_read_chunked(cfg, P0, ln_g, ln_b, q, k, v, a, eta, theta, grad_fn=mem
     if state is not None:
         state[:] = [P, S]
     return torch.stack(ys, dim=1)
+
+
+def ns5_online(S):
+    """NS5 of (..., r, c) matrices, written independently of ns5 (Gram form: NS5(X_0) = Q_4 ... Q_0 X_0 with
+    Q_j = a I + b A_j + c A_j^2, A_{j+1} = Q_j^2 A_j, A_0 = X_0 X_0^T, on the smaller side)."""
+    a, b, c = NS5_ABC
+    tr = S.shape[-2] > S.shape[-1]
+    X0 = S.transpose(-1, -2) if tr else S
+    X0 = X0 / (torch.sqrt((X0 * X0).sum((-2, -1), keepdim=True)) + 1e-7)
+    A = X0 @ X0.transpose(-1, -2)
+    eye = torch.eye(A.shape[-1], dtype=A.dtype)
+    Q = eye.expand(A.shape)
+    for _ in range(5):
+        Qj = a * eye + b * A + c * A @ A
+        Q = Qj @ Q
+        A = Qj @ Qj @ A
+    X = Q @ X0
+    return X.transpose(-1, -2) if tr else X
 
 
 def memory_read_online(cfg, P0, ln_g, ln_b, q, k, v, a, eta, theta, eta_ch=None, delta=None, gamma=None):
@@ -601,6 +647,9 @@ def memory_read_online(cfg, P0, ln_g, ln_b, q, k, v, a, eta, theta, eta_ch=None,
             P = per_matrix(X, lambda Z: torch.softmax(Z, dim=-1))
         elif cfg["algo"] == "gd":
             P = a_t * P + (1 - a_t) * anc - eta_t * g
+        elif cfg["algo"] == "muon":                       # NS5 written out per matrix (ns5_online)
+            S = theta[:, t, :, None] * S + g
+            P = a_t * P + (1 - a_t) * anc - eta_t * per_matrix(S, ns5_online)
         else:
             S = theta[:, t, :, None] * S - eta_t * g
             P = a_t * P + (1 - a_t) * anc + S
@@ -735,7 +784,7 @@ class MirasModel:
                     p["gate_delta_b"][ml] + (u @ p["gate_delta_w"][ml].T) @ p["gate_delta_up"][ml].T
                 ).view(B, T, H, d)
         theta = (torch.sigmoid(u @ p["gate_theta_w"][ml].T + p["gate_theta_b"][ml])
-                 if cfg["algo"] == "momentum" else None)
+                 if cfg["algo"] in ("momentum", "muon") else None)
         gamma = None                                      # omega's window gates (SPEC §5.5), (B,T,H,c)
         if cfg["omega"] > 1:
             gamma = torch.sigmoid(u @ p["gate_gamma_w"][ml].T + p["gate_gamma_b"][ml]).view(B, T, H, cfg["omega"])
@@ -873,7 +922,7 @@ class MirasModel:
             eta = (cfg["eta_max"] * torch.sigmoid(ys_ @ p["gate_eta_w"][l].T + p["gate_eta_b"][l])
                    if cfg["gate_eta"] else None)
             theta = (torch.sigmoid(ys_ @ p["gate_theta_w"][l].T + p["gate_theta_b"][l])
-                     if cfg["algo"] == "momentum" else None)
+                     if cfg["algo"] in ("momentum", "muon") else None)
             # g_t is the partial derivative with k, v held fixed (SPEC §9.3): k, v depend on P_(s) through
             # h, so the writes take their gradients at a copy of P_(s) (autograd differentiates w.r.t. it)
             state[0] = state[0].clone()
@@ -1028,6 +1077,12 @@ FIXTURES = {
     "mag":            (2, 1, 1, "l2", "momentum", 1, 1, 4, "none", 0),
     "mag_gdn":        (1, 0, 0, "l2", "gd", 1, 1, 1, "none", 0),
     "mac":            (2, 1, 1, "l2", "momentum", 1, 1, 2, "none", 0),
+    # muon (SPEC §5.7, token-level): deep anchored with omega (window 3, b = 4: T = 11 ends in a partial chunk); atlas's
+    # memory (deep + poly, muon, omega 3, anchored); a linear Huber memory (omega 2, b = 3); deep without LN, no omega
+    "muon_deep":      (2, 1, 1, "l2", "muon", 1, 1, 4, "none", 0, 1, 3),
+    "atlas":          (2, 1, 1, "l2", "muon", 1, 1, 4, "none", 0, 1, 3, 1),
+    "muon_linear":    (1, 0, 0, "huber", "muon", 1, 1, 3, "none", 0, 0, 2),
+    "muon_noln":      (2, 1, 0, "l2", "muon", 1, 1, 3, "none", 0, 0, 1),
 }
 # name: (arch, N_p, W); L from SMALL, every layer 'M'
 FIXTURE_TITANS = {
@@ -1142,7 +1197,7 @@ def init_params(cfg, gen):
         elif name == "gate_a_b":
             t = N(shape, 0.3, logit(INIT_A.get(cfg["retention"], 0.9)))
         elif name == "gate_eta_b":                        # momentum amplifies the step
-            target = 0.3 if cfg["algo"] == "momentum" else 0.45
+            target = {"momentum": 0.3, "muon": 0.1}.get(cfg["algo"], 0.45)   # muon: NS5 steps are O(1)
             target = INIT_ETA.get(cfg["retention"], target)
             if cfg.get("lat_ablate", 0) & LATA_NO_RENORM:   # Lattice without the renormalisation: the slots
                 target = 0.1                              # grow with every step; a small step keeps float32 close
