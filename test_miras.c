@@ -201,8 +201,9 @@ static const char* FIXTURES[] = {
     // gated DeltaNet N_p 3, W 3), MAC (N_p 2, C 4, b 2)
     "omega_gd", "omega_mom", "omega_linear",  // the ATLAS family (omega window 3, 3, 4)
     "omeganet", "poly_mom", "poly_linear",  // with the poly features (omega 3, 1, 2)
-    "muon_deep", "atlas", "muon_linear", "muon_noln"};  // muon (SPEC §5.7): omega 3, 3 (+ poly), 2, 1
-#define NFIX 34
+    "muon_deep", "atlas", "muon_linear", "muon_noln",  // muon (SPEC §5.7): omega 3, 3 (+ poly), 2, 1
+    "atlas_pp", "gated_noln"};  // the gated deep memory (ATLAS++) with muon: omega 3 (+ poly), 2
+#define NFIX 36
 
 // 1. logits, loss, every gradient and 10 AdamW steps against the PyTorch reference
 static void test_fixture(const char* dir, const char* name) {
@@ -963,10 +964,16 @@ static void omega_ref_apply(const MemCfg* m, const double* P, const real* x, con
         }
         return;
     }
-    for (int a = 0; a < dm; a++) {
+    for (int a = 0; a < dm; a++) {  // hh = GELU(W2 x) (* W3 x, gated: z[dm + a] = W3 x, hh[dm + a] = GELU(W2 x))
         z[a] = 0;
         for (int j = 0; j < din; j++) z[a] += P[d * dm + a * din + j] * xf[j];
         hh[a] = 0.5 * z[a] * (1 + tanh(0.7978845608028654 * (z[a] + 0.044715 * z[a] * z[a] * z[a])));
+        if (m->gated) {
+            z[dm + a] = 0;
+            for (int j = 0; j < din; j++) z[dm + a] += P[d * dm + dm * din + a * din + j] * xf[j];
+            hh[dm + a] = hh[a];
+            hh[a] *= z[dm + a];
+        }
     }
     double mu = 0, var = 0;
     *rs = 1;
@@ -988,7 +995,7 @@ static void omega_ref_grad(const MemCfg* m, const double* P, const real* x, cons
                            const real* rho, const real* lng, const real* lnb, double w,
                            double* G) {  // G += w * g(P; x, v)
     int d = m->d, dm = m->dm, din = m->din;
-    double z[2048], hh[2048], o[256], out[256], r[256], dO[256], rs, xf[2200];
+    double z[4096], hh[4096], o[256], out[256], r[256], dO[256], rs, xf[2200];
     ref_phi(m, x, rho, xf);
     omega_ref_apply(m, P, x, rho, lng, lnb, z, hh, o, &rs, out);
     for (int i = 0; i < d; i++) {
@@ -1018,6 +1025,10 @@ static void omega_ref_grad(const MemCfg* m, const double* P, const real* x, cons
         for (int i = 0; i < d; i++) s2 += P[i * dm + a] * dO[i];
         double u = 0.7978845608028654 * (z[a] + 0.044715 * z[a] * z[a] * z[a]), th = tanh(u);
         double gd = 0.5 * (1 + th) + 0.5 * z[a] * (1 - th * th) * 0.7978845608028654 * (1 + 3 * 0.044715 * z[a] * z[a]);
+        if (m->gated) {  // dW2 = (s2 z3 GELU'(z2)) x^T, dW3 = (s2 GELU(z2)) x^T
+            for (int j = 0; j < din; j++) G[d * dm + dm * din + a * din + j] += w * s2 * hh[dm + a] * xf[j];
+            gd *= z[dm + a];
+        }
         for (int j = 0; j < din; j++) G[d * dm + a * din + j] += w * s2 * gd * xf[j];
     }
 }
@@ -1064,9 +1075,9 @@ static void omega_ref_memory(const MemCfg* m, const real* P0, const real* q, con
                              int cstride, real* y) {
     int nP = m->nP, c = m->omega;
     double *P = calloc(nP, 8), *S = calloc(nP, 8), *G = calloc(nP, 8), *X = calloc(nP, 8);
-    double z[2048], hh[2048], o[256], out[256], rs;
-    size_t off[2];
-    int rows[2], cols[2], nm = mem_matrices(m, off, rows, cols);
+    double z[4096], hh[4096], o[256], out[256], rs;
+    size_t off[3];
+    int rows[3], cols[3], nm = mem_matrices(m, off, rows, cols);
     for (int i = 0; i < nP; i++) P[i] = P0[i];
     for (int t = 0; t < T; t++) {
         memset(G, 0, nP * 8);
@@ -1111,8 +1122,9 @@ static void omega_mem_model(Model* M, int depth, int bias, int algo, int anchor,
     c.K = 4;
     c.b = b;
     strcpy(c.pattern, "M");
-    c.mem_depth = depth;
-    c.mem_ln = c.mem_resid = depth == 2;
+    c.mem_depth = depth == 3 ? 2 : depth;  // (3: the gated deep memory)
+    c.gated = depth == 3;
+    c.mem_ln = c.mem_resid = depth >= 2;
     c.bias = bias;
     c.algo = algo;
     c.gate_a = c.gate_eta = 1;
@@ -1254,12 +1266,12 @@ static void test_muon_reduces(int depth, int bias, int anchor) {
         Model M;
         omega_mem_model(&M, depth, bias, ALGO_MUON, anchor, 1, 0, 1, B, T, 23);
         int D = M.cfg.D, d = M.mem.d, nP = M.mem.nP;
-        size_t N = (size_t)B * T, off[2];
-        int rows[2], cols[2], nm = mem_matrices(&M.mem, off, rows, cols);
+        size_t N = (size_t)B * T, off[3];
+        int rows[3], cols[3], nm = mem_matrices(&M.mem, off, rows, cols);
         for (size_t i = 0; i < N * H; i++) M.acts.gth[i] = pass ? 0.5 : 0;
         memory_forward(&M, 0);
         real* ref = calloc(N * D, sizeof(real));
-        double *P = calloc(nP, 8), *G = calloc(nP, 8), z[2048], hh[2048], o[256], out[256], rs;
+        double *P = calloc(nP, 8), *G = calloc(nP, 8), z[4096], hh[4096], o[256], out[256], rs;
         for (int bb = 0; bb < B; bb++)
             for (int h = 0; h < H; h++) {
                 const real* P0 = M.params.mem_p0 + (size_t)h * nP;
@@ -1301,7 +1313,11 @@ static void test_muon_reduces(int depth, int bias, int anchor) {
     check(e0 <= TOL_SELF * 10 && diff > 1e-3,  // (NS5_SLACK)
           "%s muon with theta = 0, c = 1, b = 1 is gd on unit-norm rank-one steps times p^5(1) (%s%s): y err %.2e; "
           "theta = 0.5 differs by %.2e",
-          BUILD, depth == 2 ? "deep" : "linear", anchor ? ", anchored" : "", e0, diff);
+          BUILD,
+          depth == 3   ? "gated deep"
+          : depth == 2 ? "deep"
+                       : "linear",
+          anchor ? ", anchored" : "", e0, diff);
 }
 // decode vs parallel for every prompt length 1..T of an omega fixture: prompts ending inside the halo of every chunk
 static void test_decode_every_length(const char* dir, const char* name) {
@@ -1335,7 +1351,7 @@ static void test_decode_every_length(const char* dir, const char* name) {
 }
 // SPEC §10 for the ATLAS presets: the gradient norm at init flat in T (128 vs 1024), as test_long_init
 static void test_long_init_atlas(void) {
-    const char* presets[] = {"omeganet", "atlas"};
+    const char* presets[] = {"omeganet", "atlas", "atlas_pp"};
     int T = 1024, *tok = malloc((T + 1) * sizeof(int));
     FILE* f = fopen("test_miras.c", "rb");
     int nr = f ? (int)fread(tok, 1, T + 1, f) : 0;
@@ -1516,9 +1532,12 @@ static void test_atlas(const char* dir) {
     test_online_omega("muon: deep Huber, no omega", 2, BIAS_HUBER, ALGO_MUON, 0, 1, 0);
     test_online_omega("muon: linear l2", 1, BIAS_L2, ALGO_MUON, 0, 2, 0);
     test_online_omega("atlas's memory: deep l2 muon, anchored", 2, BIAS_L2, ALGO_MUON, 1, 3, 1);
+    test_online_omega("atlas_pp's memory: gated deep l2 muon, anchored", 3, BIAS_L2, ALGO_MUON, 1, 3, 1);
+    test_online_omega("gated deep Huber muon, no omega", 3, BIAS_HUBER, ALGO_MUON, 0, 1, 0);
     test_muon_reduces(1, BIAS_L2, 0);
     test_muon_reduces(2, BIAS_L2, 1);
     test_muon_reduces(2, BIAS_HUBER, 0);
+    test_muon_reduces(3, BIAS_L2, 1);  // the gated memory: three rank-one matrices
     test_omega_reduces(2, ALGO_GD, 4);
     test_omega_reduces(2, ALGO_MOMENTUM, 3);
     test_omega_reduces(1, ALGO_MOMENTUM, 2);
@@ -1531,6 +1550,8 @@ static void test_atlas(const char* dir) {
     test_decode_every_length(dir, "atlas");
     test_decode_every_length(dir, "muon_linear");
     test_decode_every_length(dir, "muon_noln");
+    test_decode_every_length(dir, "atlas_pp");
+    test_decode_every_length(dir, "gated_noln");
 #ifdef MIRAS_DOUBLE
     test_fd(dir, "muon_deep", -1, -1, 1);  // muon at other b: b = 1 (no halo inside a chunk), 3, 5
     test_fd(dir, "muon_deep", -1, -1, 5);
@@ -1539,6 +1560,10 @@ static void test_atlas(const char* dir) {
     test_fd(dir, "muon_linear", -1, -1, 1);
     test_fd(dir, "muon_linear", -1, -1, 4);
     test_fd(dir, "muon_noln", -1, -1, 2);
+    test_fd(dir, "atlas_pp", -1, -1, 1);
+    test_fd(dir, "atlas_pp", 1, 0, 3);  // b = 3 without the residual
+    test_fd(dir, "gated_noln", -1, -1, 1);
+    test_fd(dir, "gated_noln", -1, -1, 5);
     test_fd(dir, "omega_gd", -1, -1, 1);
     test_fd(dir, "omega_mom", -1, -1, 3);
     test_fd(dir, "omega_linear", -1, -1, 5);  // other b: halos of 0..3 rows
@@ -2519,6 +2544,10 @@ static void test_atlas_bad_input(void) {
                               {"-p mag -G 4", "not built with Lattice, omega, poly or muon"},
                               {"-p mac -U 2", "not built with Lattice, omega, poly or muon"},
                               {"-U 3", "bad -U 3"},
+                              {"-T 2", "bad -T 2"},
+                              {"-T 1", "the gated deep memory is built for muon only"},
+                              {"-p atlas_pp -U 1", "the gated deep memory is built for muon only"},
+                              {"-p gated_deltanet -T 1 -U 2", "bad gated-memory config"},
                               {"-U x", "is not a whole number"},
                               {"-U -1", "is out of range"},
                               {"-p atlas -R 2", "muon (SPEC 5.7) needs a learned per-head step"},

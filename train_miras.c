@@ -558,6 +558,7 @@ enum { RET_NONE = 0, RET_LQ = 1, RET_KL = 2 };  // retention: none; lq (Moneta, 
 typedef struct {
     int d, dm;  // head width; memory hidden width (d for the linear memory)
     int depth;  // 1 linear M(x) = W x ; 2 deep M(x) = x + LN(W1 GELU(W2 x))
+    int gated;  // deep only (ATLAS++, SPEC §4): M(x) = x + LN(W1 (GELU(W2 x) * W3 x)), W3 (dm, din) after W2
     int resid, ln;  // deep memory switches
     int bias;  // BIAS_*
     int momentum;  // 1 for ALGO_MOMENTUM, 0 for ALGO_GD
@@ -565,7 +566,7 @@ typedef struct {
     int retention;  // RET_*
     int cw;  // channel-wise eta (and delta): eta scales the error per output channel
     int anchor;  // retention toward P_0 instead of toward 0 (README "anchored retention"; SPEC §10)
-    int nP;  // state size per head: deep W1 (d, dm) then W2 (dm, d); linear W (d, d)
+    int nP;  // state size per head: deep W1 (d, dm) then W2 (dm, din) (then W3 (dm, din) gated); linear W (d, din)
     int lattice, lat_k,
         lat_ablate;  // Lattice (section 3b): LAT_* kind (0 none), checkpoint interval k, ablation bits LATA_*
     int omega;  // Omega rule window c (SPEC §5.5); 1: off (the plain rule)
@@ -598,6 +599,8 @@ typedef struct {
     real *qr, *kr, *dqr, *dkr;  // poly: q, k are the features (n, din); the raw rows (n, d) for the residual
     real *mP, *mS, *mX, *msv, *mtmp;  // muon: P_j, S_j, X_j = NS5(S_j) per own row (b, nP); NS5's iterates; scratch
     size_t nsv;  // muon: NS5's saved floats per row (all matrices)
+    real *zk3, *hk2, *g3, *zq3, *hq2;  // gated memory: W3 k, GELU(W2 k) (hk is their product), dloss/d(W3 k); q's
+    real *dg3, *dzk3, *dhk2, *dzq3;  // and their gradients (in the zeroed block)
 } MemChunk;
 
 static size_t memchunk_carve_in(MemChunk* c, real* base, int b, int d, int din, int dm, int nP) {
@@ -616,11 +619,13 @@ static size_t memchunk_carve_in(MemChunk* c, real* base, int b, int d, int din, 
     TAKE(dzk, nm); TAKE(dhk, nm); TAKE(dnk, nd); TAKE(drk, b); TAKE(dr, nd); TAKE(du, nd); TAKE(dg1, nd);
     TAKE(dgk, nm); TAKE(dg2, nm); TAKE(dzq, nm); TAKE(dhq, nm); TAKE(doq, nd); TAKE(dok, nd);
     TAKE(detac, nd); TAKE(ddelta, nd); TAKE(dmk, nd); TAKE(dcs, 2);
+    TAKE(dg3, nm); TAKE(dzk3, nm); TAKE(dhk2, nm); TAKE(dzq3, nm);   // gated memory
     if (din != d) { TAKE(dqr, nd); TAKE(dkr, nd); } else { c->dqr = c->dq; c->dkr = c->dk; }   // poly: the raw rows' gradients
     c->grad0 = base ? base + g0 : NULL; c->ngrad = off - g0;
     TAKE(Pa, nP); TAKE(Pb, nP); TAKE(Sa, nP); TAKE(Sb, nP); TAKE(dlng, d); TAKE(dlnb, d);
     TAKE(Wa, nP); TAKE(Wb, nP); TAKE(Wc, nP); TAKE(dWa, nP); TAKE(dWb, nP); TAKE(save, c->ngrad); TAKE(zero, nd);
     TAKE(xa1, nm); TAKE(xa2, nd); TAKE(dp0, nP); c->p0 = NULL;
+    TAKE(zk3, nm); TAKE(hk2, nm); TAKE(g3, nm); TAKE(zq3, nm); TAKE(hq2, nm);   // gated memory
     TAKE(gam, nn); TAKE(C0, nn); TAKE(s0, nn); TAKE(dgam, nn); TAKE(dC0, nn + b); c->nh = 0; c->wc = 1;  // omega (b: rows incl. the halo)
     if (din != d) { TAKE(qr, nd); TAKE(kr, nd); } else { c->qr = c->q; c->kr = c->k; }   // poly: the raw rows
 #undef TAKE
@@ -966,11 +971,18 @@ static void mem_grad_forward(const MemCfg* m, MemChunk* c, int n, const real* P,
         mem_bias_forward(m, c, n);
         return;
     }
-    const real *W1 = P, *W2 = P + (size_t)d * dm;
+    const real *W1 = P, *W2 = P + (size_t)d * dm, *W3 = W2 + (size_t)dm * din;
     mm_nt(c->zk, c->k, W2, n, dm, din, 1, 0);  // z = W2 k
     for (size_t e = 0; e < (size_t)n * dm; e++) {
         c->tk[e] = gelu_tanh(c->zk[e]);
         c->hk[e] = gelu(c->zk[e], c->tk[e]);
+    }
+    if (m->gated) {  // h = GELU(W2 k) * z3, z3 = W3 k
+        mm_nt(c->zk3, c->k, W3, n, dm, din, 1, 0);
+        for (size_t e = 0; e < (size_t)n * dm; e++) {
+            c->hk2[e] = c->hk[e];
+            c->hk[e] = c->hk2[e] * c->zk3[e];
+        }
     }
     mm_nt(c->nk, c->hk, W1, n, d, dm, 1, 0);  // o = W1 h
     if (m->ln) ln_forward(c->nk, c->rk, n, d);  // x^ = LN(o)
@@ -985,6 +997,11 @@ static void mem_grad_forward(const MemCfg* m, MemChunk* c, int n, const real* P,
         memcpy(c->g1, c->r, nd * sizeof(real));
     mm_nn(c->gk, c->g1, W1, n, dm, d, 1, 0);  // dloss/dh = W1^T g1
     for (size_t e = 0; e < (size_t)n * dm; e++) c->g2[e] = c->gk[e] * gelu_d1(c->zk[e], c->tk[e]);  // g2 = dloss/dz
+    if (m->gated)  // g2 = dloss/dz2 = gk z3 GELU'(z2), g3 = dloss/dz3 = gk GELU(z2)
+        for (size_t e = 0; e < (size_t)n * dm; e++) {
+            c->g2[e] *= c->zk3[e];
+            c->g3[e] = c->gk[e] * c->hk2[e];
+        }
 }
 // Its backward (second order): from the adjoints of the gradient rows (c->dg1, dhk, dg2, dk; linear: c->dr, dk) to
 // dk, dv, ddelta, detac, dlng, dlnb (accumulated) and dP += the gradient of P through the g_i.
@@ -997,12 +1014,18 @@ static void mem_grad_backward(const MemCfg* m, MemChunk* c, int n, const real* P
         mm_tn(dP, c->dmk, c->k, d, din, n, 1, 1);
         return;
     }
-    const real *W1 = P, *W2 = P + (size_t)d * dm;
-    real *dW1 = dP, *dW2 = dP + (size_t)d * dm;
+    const real *W1 = P, *W2 = P + (size_t)d * dm, *W3 = W2 + (size_t)dm * din;
+    real *dW1 = dP, *dW2 = dP + (size_t)d * dm, *dW3 = dW2 + (size_t)dm * din;
     // second order: back through the inner gradient g2 = (W1^T g1) * GELU'(zk), g1 = LN-back(r g), r = bias(M(k), v)
     for (size_t e = 0; e < nm; e++) {
-        c->dgk[e] = c->dg2[e] * gelu_d1(c->zk[e], c->tk[e]);
-        c->dzk[e] += c->dg2[e] * c->gk[e] * gelu_d2(c->zk[e], c->tk[e]);
+        real g1d = gelu_d1(c->zk[e], c->tk[e]), z3 = m->gated ? c->zk3[e] : 1;
+        c->dgk[e] = c->dg2[e] * z3 * g1d;
+        c->dzk[e] += c->dg2[e] * c->gk[e] * z3 * gelu_d2(c->zk[e], c->tk[e]);
+        if (m->gated) {  // g2 = gk z3 GELU'(z2), g3 = gk GELU(z2)
+            c->dgk[e] += c->dg3[e] * c->hk2[e];
+            c->dzk3[e] += c->dg2[e] * c->gk[e] * g1d;
+            c->dhk2[e] += c->dg3[e] * c->gk[e];
+        }
     }
     mm_nt(c->dg1, c->dgk, W1, n, d, dm, 1, 1);
     mm_tn(dW1, c->g1, c->dgk, d, dm, n, 1, 1);
@@ -1024,9 +1047,19 @@ static void mem_grad_backward(const MemCfg* m, MemChunk* c, int n, const real* P
         memcpy(c->dok, c->dnk, nd * sizeof(real));
     mm_nn(c->dhk, c->dok, W1, n, dm, d, 1, 1);  // o = W1 hk
     mm_tn(dW1, c->dok, c->hk, d, dm, n, 1, 1);
-    for (size_t e = 0; e < nm; e++) c->dzk[e] += c->dhk[e] * gelu_d1(c->zk[e], c->tk[e]);
+    if (m->gated)  // h = h2 z3
+        for (size_t e = 0; e < nm; e++) {
+            c->dhk2[e] += c->dhk[e] * c->zk3[e];
+            c->dzk3[e] += c->dhk[e] * c->hk2[e];
+        }
+    const real* dh2 = m->gated ? c->dhk2 : c->dhk;  // dL/dGELU(z2)
+    for (size_t e = 0; e < nm; e++) c->dzk[e] += dh2[e] * gelu_d1(c->zk[e], c->tk[e]);
     mm_nn(c->dk, c->dzk, W2, n, din, dm, 1, 1);  // zk = W2 k
     mm_tn(dW2, c->dzk, c->k, dm, din, n, 1, 1);
+    if (m->gated) {  // z3 = W3 k
+        mm_nn(c->dk, c->dzk3, W3, n, din, dm, 1, 1);
+        mm_tn(dW3, c->dzk3, c->k, dm, din, n, 1, 1);
+    }
 }
 
 // One chunk of n tokens (SPEC §5.1, §5.2) from state (P, S); writes y and, if Pn, the chunk-end state.
@@ -1142,7 +1175,7 @@ static void mem_chunk_backward(const MemCfg* m, MemChunk* c, int n, const real* 
 
 // ---- retentions (SPEC §5.3, §5.4) around the chunk. The carried state is P itself (none), A (lq) or Z (kl).
 
-// the state's matrices: deep W1 (d, dm) then W2 (dm, d); linear W (d, d)
+// the state's matrices: deep W1 (d, dm) then W2 (dm, din) (then W3 (dm, din), gated); linear W (d, din)
 static int mem_matrices(const MemCfg* m, size_t* off, int* rows, int* cols) {
     off[0] = 0;
     rows[0] = m->d;
@@ -1151,12 +1184,16 @@ static int mem_matrices(const MemCfg* m, size_t* off, int* rows, int* cols) {
     off[1] = (size_t)m->d * m->dm;
     rows[1] = m->dm;
     cols[1] = m->din;
-    return 2;
+    if (!m->gated) return 2;
+    off[2] = off[1] + (size_t)m->dm * m->din;  // W3
+    rows[2] = m->dm;
+    cols[2] = m->din;
+    return 3;
 }
 // Moneta: s = (|A|_4 + 1e-6)^2 per matrix; P_s = A / s; the reads' write terms scale by 1/s
 static void lq_scales(const MemCfg* m, const real* A, real* P, real* cs) {
-    size_t off[2];
-    int rows[2], cols[2], nm = mem_matrices(m, off, rows, cols);
+    size_t off[3];
+    int rows[3], cols[3], nm = mem_matrices(m, off, rows, cols);
     cs[0] = cs[1] = 1;
     for (int k = 0; k < nm; k++) {
         size_t n = (size_t)rows[k] * cols[k];
@@ -1172,8 +1209,8 @@ static void lq_scales(const MemCfg* m, const real* A, real* P, real* cs) {
 }
 // dA += dP / s + ds ds/dA with ds = -(<dP, A> + dcs) / s^2 and ds/dA = 2 (|A|_4 + 1e-6) A^3 / |A|_4^3
 static void lq_scales_backward(const MemCfg* m, const real* A, const real* dP, const real* dcs, real* dA) {
-    size_t off[2];
-    int rows[2], cols[2], nm = mem_matrices(m, off, rows, cols);
+    size_t off[3];
+    int rows[3], cols[3], nm = mem_matrices(m, off, rows, cols);
     for (int k = 0; k < nm; k++) {
         size_t n = (size_t)rows[k] * cols[k];
         double q4 = 0, pa = 0;
@@ -1192,8 +1229,8 @@ static void lq_scales_backward(const MemCfg* m, const real* A, const real* dP, c
 }
 // Memora: W = softmax over each row of each matrix; backward dZ = W (dW - <dW, W>) per row (accumulated)
 static void softmax_rows(const MemCfg* m, const real* Z, real* W) {
-    size_t off[2];
-    int rows[2], cols[2], nm = mem_matrices(m, off, rows, cols);
+    size_t off[3];
+    int rows[3], cols[3], nm = mem_matrices(m, off, rows, cols);
     for (int k = 0; k < nm; k++)
         for (int r = 0; r < rows[k]; r++) {
             const real* z = Z + off[k] + (size_t)r * cols[k];
@@ -1209,8 +1246,8 @@ static void softmax_rows(const MemCfg* m, const real* Z, real* W) {
         }
 }
 static void softmax_rows_backward(const MemCfg* m, const real* W, const real* dW, real* dZ) {
-    size_t off[2];
-    int rows[2], cols[2], nm = mem_matrices(m, off, rows, cols);
+    size_t off[3];
+    int rows[3], cols[3], nm = mem_matrices(m, off, rows, cols);
     for (int k = 0; k < nm; k++)
         for (int r = 0; r < rows[k]; r++) {
             size_t o = off[k] + (size_t)r * cols[k];
@@ -1324,8 +1361,8 @@ static size_t muon_carve(MemChunk* c, real* base, int b, const MemCfg* m) {
     c->mP = c->mS = c->mX = c->msv = c->mtmp = NULL;
     c->nsv = 0;
     if (!m->muon) return 0;
-    size_t off[2], tmp = 0, nP = m->nP;
-    int rows[2], cols[2], nm = mem_matrices(m, off, rows, cols);
+    size_t off[3], tmp = 0, nP = m->nP;
+    int rows[3], cols[3], nm = mem_matrices(m, off, rows, cols);
     for (int k = 0; k < nm; k++) {
         size_t r = rows[k] < cols[k] ? rows[k] : cols[k], q = rows[k] < cols[k] ? cols[k] : rows[k];
         c->nsv += ns5_saved(rows[k], cols[k]);
@@ -1353,6 +1390,8 @@ static void muon_add_grad(const MemCfg* m, const MemChunk* c, real* G, int i, re
     }
     outer_add(G, w, c->g1 + (size_t)i * d, c->hk + (size_t)i * dm, d, dm);
     outer_add(G + (size_t)d * dm, w, c->g2 + (size_t)i * dm, c->k + (size_t)i * din, dm, din);
+    if (m->gated)
+        outer_add(G + (size_t)d * dm + (size_t)dm * din, w, c->g3 + (size_t)i * dm, c->k + (size_t)i * din, dm, din);
 }
 // the backward of G += w x y^T for the adjoint dG: dx += w dG y, dy += w dG^T x; returns dw = x^T dG y
 static real outer_add_backward(real* dx, real* dy, const real* dG, real w, const real* x, const real* y, int m, int p) {
@@ -1370,8 +1409,12 @@ static real muon_add_grad_backward(const MemCfg* m, MemChunk* c, const real* dG,
     int d = m->d, dm = m->dm, din = m->din;
     size_t id = (size_t)i * d, im = (size_t)i * dm, ik = (size_t)i * din;
     if (m->depth == 1) return outer_add_backward(c->dr + id, c->dk + ik, dG, w, c->r + id, c->k + ik, d, din);
-    return outer_add_backward(c->dg1 + id, c->dhk + im, dG, w, c->g1 + id, c->hk + im, d, dm) +
-           outer_add_backward(c->dg2 + im, c->dk + ik, dG + (size_t)d * dm, w, c->g2 + im, c->k + ik, dm, din);
+    real dw = outer_add_backward(c->dg1 + id, c->dhk + im, dG, w, c->g1 + id, c->hk + im, d, dm) +
+              outer_add_backward(c->dg2 + im, c->dk + ik, dG + (size_t)d * dm, w, c->g2 + im, c->k + ik, dm, din);
+    if (m->gated)
+        dw += outer_add_backward(c->dg3 + im, c->dk + ik, dG + (size_t)d * dm + (size_t)dm * din, w, c->g3 + im,
+                                 c->k + ik, dm, din);
+    return dw;
 }
 // the read of row j through the full state Pj: linear y = W q; deep y = q + LN(W1 GELU(W2 q)) g + beta
 static void muon_read_forward(const MemCfg* m, MemChunk* c, int j, const real* Pj, const real* lng, const real* lnb) {
@@ -1385,6 +1428,14 @@ static void muon_read_forward(const MemCfg* m, MemChunk* c, int j, const real* P
     for (int e = 0; e < dm; e++) {
         tq[e] = gelu_tanh(zq[e]);
         hq[e] = gelu(zq[e], tq[e]);
+    }
+    if (m->gated) {  // h = GELU(W2 q) * z3, z3 = W3 q
+        real *zq3 = c->zq3 + (size_t)j * dm, *hq2 = c->hq2 + (size_t)j * dm;
+        mm_nt(zq3, c->q + (size_t)j * din, Pj + (size_t)d * dm + (size_t)dm * din, 1, dm, din, 1, 0);
+        for (int e = 0; e < dm; e++) {
+            hq2[e] = hq[e];
+            hq[e] = hq2[e] * zq3[e];
+        }
     }
     mm_nt(c->nq + (size_t)j * d, hq, Pj, 1, d, dm, 1, 0);  // o = W1 h
     if (m->ln) ln_forward(c->nq + (size_t)j * d, c->rq + j, 1, d);
@@ -1412,6 +1463,16 @@ static void muon_read_backward(const MemCfg* m, MemChunk* c, int j, const real* 
     }
     mm_nn(dhq, doq, Pj, 1, dm, d, 1, 0);  // o = W1 h: dh = W1^T do, dW1 += do h^T
     outer_add(dPj, 1, doq, c->hq + (size_t)j * dm, d, dm);
+    if (m->gated) {  // h = h2 z3: dz3 = dh h2, dh2 = dh z3 (kept in dhq), z3 = W3 q: dq += W3^T dz3, dW3 += dz3 q^T
+        real* dzq3 = c->dzq3 + (size_t)j * dm;
+        const real* W3 = Pj + (size_t)d * dm + (size_t)dm * din;
+        for (int e = 0; e < dm; e++) {
+            dzq3[e] = dhq[e] * c->hq2[(size_t)j * dm + e];
+            dhq[e] *= c->zq3[(size_t)j * dm + e];
+        }
+        mm_nn(dq, dzq3, W3, 1, din, dm, 1, 1);
+        outer_add(dPj + (size_t)d * dm + (size_t)dm * din, 1, dzq3, q, dm, din);
+    }
     for (int e = 0; e < dm; e++) dzq[e] = dhq[e] * gelu_d1(c->zq[(size_t)j * dm + e], c->tq[(size_t)j * dm + e]);
     mm_nn(dq, dzq, Pj + (size_t)d * dm, 1, din, dm, 1, 1);  // z = W2 q: dq += W2^T dz, dW2 += dz q^T
     outer_add(dPj + (size_t)d * dm, 1, dzq, q, dm, din);
@@ -1421,9 +1482,9 @@ static void muon_read_backward(const MemCfg* m, MemChunk* c, int j, const real* 
 static void muon_chunk_forward(const MemCfg* m, MemChunk* c, int n, const real* P, const real* S, real* Pn, real* Sn,
                                const real* lng, const real* lnb) {
     int nh = c->nh, w = c->wc, d = m->d;
-    size_t nP = m->nP, off[2], svo[2] = {0, 0};
-    int rows[2], cols[2], nm = mem_matrices(m, off, rows, cols);
-    if (nm == 2) svo[1] = ns5_saved(rows[0], cols[0]);
+    size_t nP = m->nP, off[3], svo[3] = {0, 0, 0};
+    int rows[3], cols[3], nm = mem_matrices(m, off, rows, cols);
+    for (int k = 1; k < nm; k++) svo[k] = svo[k - 1] + ns5_saved(rows[k - 1], cols[k - 1]);
     mem_grad_forward(m, c, n, P, lng, lnb);  // every g_i at P_s, the halo rows' too
     memset(c->y, 0, (size_t)nh * d * sizeof(real));
     for (int j = nh; j < n; j++) {
@@ -1453,9 +1514,9 @@ static void muon_chunk_forward(const MemCfg* m, MemChunk* c, int n, const real* 
 static void muon_chunk_backward(const MemCfg* m, MemChunk* c, int n, const real* dy, const real* P, const real* S,
                                 const real* dPn, const real* dSn, real* dPs, real* dSs, const real* lng) {
     int nh = c->nh, w = c->wc, d = m->d;
-    size_t nP = m->nP, off[2], svo[2] = {0, 0};
-    int rows[2], cols[2], nm = mem_matrices(m, off, rows, cols);
-    if (nm == 2) svo[1] = ns5_saved(rows[0], cols[0]);
+    size_t nP = m->nP, off[3], svo[3] = {0, 0, 0};
+    int rows[3], cols[3], nm = mem_matrices(m, off, rows, cols);
+    for (int k = 1; k < nm; k++) svo[k] = svo[k - 1] + ns5_saved(rows[k - 1], cols[k - 1]);
     real *gP = dPs, *gS = dSs, *gX = c->Wc;  // dL/dP_j, dL/dS_j as j goes back; dL/dX_j
     memset(c->grad0, 0, c->ngrad * sizeof(real));
     memset(c->dgam, 0, (size_t)n * w * sizeof(real));
@@ -1574,8 +1635,8 @@ static void mem_step_backward(const MemCfg* m, MemChunk* c, int n, const real* d
 // weights(X): X (no retention); A / s(A) with s = (|A|_4 + 1e-6)^2 per matrix (lq; the read of token t uses the
 // scale of A_{t-1}, SPEC §5.3); softmax over each row of Z (kl).
 static void naive_weights(const MemCfg* m, const double* X, double* W, double* s) {
-    size_t off[2];
-    int rows[2], cols[2];
+    size_t off[3];
+    int rows[3], cols[3];
     int nm = mem_matrices(m, off, rows, cols);
     for (int k = 0; k < nm; k++) {
         size_t n = (size_t)rows[k] * cols[k];
@@ -1922,6 +1983,7 @@ typedef struct {
     int arch, npers, seg;  // Titans layers (section 4b, SPEC §9.2-9.3): ARCH_*, N_p persistent tokens, MAC segment C
     int omega;  // Omega rule window c (SPEC §5.5); 0 or 1: off (header slot 30, flag -G)
     int poly;  // degree-2 polynomial features on q, k (SPEC §5.6): 1 on (header slot 31, flag -I)
+    int gated;  // the gated deep memory of ATLAS++ (SPEC §4): 1 on (header slot 32, flag -T; 0 in older files)
 } Config;
 // the Titans arrangements (header slot 24): every layer of the model is of that kind (its pattern letters are all 'M')
 enum { ARCH_NONE = 0, ARCH_MAL = 1, ARCH_MAG = 2, ARCH_MAC = 3 };
@@ -1936,7 +1998,7 @@ enum { ARCH_NONE = 0, ARCH_MAL = 1, ARCH_MAG = 2, ARCH_MAC = 3 };
 static int preset_config(Config* c, const char* name) {
     // clang-format off
     c->mem_depth = 2; c->mem_resid = 1; c->mem_ln = 1; c->bias = BIAS_L2; c->algo = ALGO_GD; c->gate_a = 1; c->gate_eta = 1;
-    c->retention = RET_NONE; c->gate_rank = 0; c->eta_max = 1.0f; c->b = 16; c->anchor = 0; c->omega = 1; c->poly = 0;
+    c->retention = RET_NONE; c->gate_rank = 0; c->eta_max = 1.0f; c->b = 16; c->anchor = 0; c->omega = 1; c->poly = 0; c->gated = 0;
     c->lattice = LAT_NONE; c->lat_k = 0; c->lat_ablate = 0;
     if (!strcmp(name, "titans")) { c->algo = ALGO_MOMENTUM; c->anchor = 1; c->eta_max = 0.1f; }
     else if (!strcmp(name, "moneta")) { c->bias = BIAS_LP; c->retention = RET_LQ; c->anchor = 1; c->eta_max = 0.003f; }
@@ -1951,6 +2013,7 @@ static int preset_config(Config* c, const char* name) {
         c->lattice = name[7] == 0 ? LAT_DEC : name[8] == 'e' ? LAT_ENC : LAT_SIM; }
     else if (!strcmp(name, "omeganet")) { c->omega = 8; c->poly = 1; c->anchor = 1; c->eta_max = 0.3f; }
     else if (!strcmp(name, "atlas")) { c->algo = ALGO_MUON; c->omega = 8; c->poly = 1; c->anchor = 1; c->eta_max = 0.1f; }
+    else if (!strcmp(name, "atlas_pp")) { preset_config(c, "atlas"); c->gated = 1; }  // ATLAS++: the gated deep memory
     else if (!strcmp(name, "transformer")) return preset_config(c, "titans");  // all 'A' (preset_pattern); the memory fields are unused
     else if (!strcmp(name, "mal") || !strcmp(name, "mag") || !strcmp(name, "mac")) {   // Titans layers (section 4b), titans memory (-Q: another)
         preset_config(c, "titans"); c->arch = name[2] == 'l' ? ARCH_MAL : name[2] == 'g' ? ARCH_MAG : ARCH_MAC; return 1;
@@ -1983,6 +2046,7 @@ static void preset_pattern(char* out, const char* name, int L) {
 }
 static const char* const PRESETS =
     "titans, moneta, yaad, memora, ttt_mlp, linear_attn, deltanet, gated_deltanet, lattice, lattice_enc, lattice_sim, omeganet, atlas, "
+    "atlas_pp, "
     "transformer; "
     "a memory preset with -H (e.g. titans-H) alternates it with sliding-window attention; "
     "mal, mag, mac (Titans: memory as a layer, a gate, context; -Q the memory preset)";
@@ -2003,7 +2067,8 @@ static MemCfg mem_config(const Config* c) {
     m.anchor = c->anchor;
     m.poly = c->poly;
     m.din = c->poly ? 1 + d + d * (d + 1) / 2 : d;  // D_phi (SPEC §5.6)
-    m.nP = c->mem_depth == 2 ? d * m.dm + m.dm * m.din : d * m.din;
+    m.gated = c->mem_depth == 2 && c->gated;
+    m.nP = c->mem_depth == 2 ? d * m.dm + (1 + m.gated) * m.dm * m.din : d * m.din;
     m.omega = c->omega > 1 ? c->omega : 1;
     m.lattice = c->lattice;
     m.lat_k = c->lat_k;
@@ -2764,6 +2829,10 @@ static void config_check(const Config* c) {
     if (c->retention != RET_NONE && c->algo != ALGO_GD)
         DIE("use gd (-U 0) with the lq and kl retentions", "%s%s with retention %d is not implemented", cfg_origin,
             c->algo == ALGO_MUON ? "muon" : "momentum", c->retention);
+    if (c->gated < 0 || c->gated > 1 || (c->gated && (c->mem_depth != 2 || c->algo != ALGO_MUON)))
+        DIE("-T 1 goes with a deep memory and muon (-U 2), e.g. -p atlas_pp",
+            "%sbad gated-memory config: gated %d, depth %d, algorithm %d (the gated deep memory is built for muon only)",
+            cfg_origin, c->gated, c->mem_depth, c->algo);
     if (c->algo == ALGO_MUON && (c->gate_rank || !c->gate_eta))
         DIE("muon (-U 2) takes -R 0 and a preset with a learned eta gate (not linear_attn)",
             "%smuon (SPEC 5.7) needs a learned per-head step eta (gate rank %d, eta gate %d): NS5 removes the scale of the error",
@@ -2933,6 +3002,7 @@ static void model_init(Model* M, uint64_t seed) {
         else if (m->depth == 2) {
             fill_normal(P0, d * m->dm, m->ln ? 1 : 1 / sqrt((double)m->dm), &r);
             fill_normal(P0 + d * m->dm, m->dm * m->din, 1, &r);
+            if (m->gated) fill_normal(P0 + d * m->dm + m->dm * m->din, m->dm * m->din, 1, &r);  // W3, as W2
         }
         if (m->retention == RET_LQ) {
             real cs[2];
@@ -4588,6 +4658,7 @@ static void config_to_header(int* h, const Config* c, size_t num_params) {
     h[24] = c->arch; h[25] = c->npers; h[26] = c->seg;   // Titans layers (section 4b)
     h[30] = c->omega > 1 ? c->omega : 0;   // ATLAS family (README "ATLAS"): omega window (0: off; older files)
     h[31] = c->poly;
+    h[32] = c->gated;   // (older files: 0)
     for (int l = 0; l < c->L; l++) h[64 + l] = c->pattern[l];
 }
 static void header_to_config(Config* c, const int* h) {
@@ -4597,7 +4668,7 @@ static void header_to_config(Config* c, const int* h) {
     c->gate_a = h[16]; c->gate_eta = h[17]; c->eta_max = bits_f32(h[18]); c->retention = h[20]; c->gate_rank = h[21]; c->anchor = h[22];
     c->window = h[23]; c->arch = h[24]; c->npers = h[25]; c->seg = h[26];
     c->lattice = h[38]; c->lat_k = h[39]; c->lat_ablate = h[40];
-    c->omega = h[30] ? h[30] : 1; c->poly = h[31];
+    c->omega = h[30] ? h[30] : 1; c->poly = h[31]; c->gated = h[32];
     for (int l = 0; l < c->L && l < 128; l++) c->pattern[l] = (char)h[64 + l];
     // clang-format on
 }
@@ -5233,6 +5304,7 @@ typedef struct {
     int omega;  // -G: the Omega window c (README "ATLAS"); the preset's unless given
     int poly;  // -I: poly features 0/1 (README "ATLAS"); the preset's unless given
     int algo;  // -U: the inner algorithm ALGO_* (0 gd, 1 momentum, 2 muon); the preset's unless given
+    int gated;  // -T: the gated deep memory 0/1 (ATLAS++); the preset's unless given
 } Args;
 enum {
     G_P = 1,
@@ -5253,7 +5325,8 @@ enum {
     G_Q = 32768,
     G_G = 1 << 20,
     G_I = 1 << 21,
-    G_U = 1 << 22
+    G_U = 1 << 22,
+    G_T = 1 << 23
 };
 
 static const char* const USAGE =  // a printf format: %s is PRESETS
@@ -5270,7 +5343,8 @@ static const char* const USAGE =  // a printf format: %s is PRESETS
     "           their attention [512]; mac: -C segment length, a multiple of -k [4b]\n"
     "        -G Omega rule window c, 1 = off (omega, SPEC 5.5) [preset: omeganet, atlas 8, else 1]\n"
     "        -I 1 degree-2 polynomial features on q, k (poly, SPEC 5.6), 0 off [preset: omeganet, atlas 1, else 0]\n"
-    "        -U inner algorithm: 0 gd, 1 momentum, 2 muon (token-level, SPEC 5.7) [preset: titans 1, atlas 2, else 0]\n"
+    "        -U inner algorithm: 0 gd, 1 momentum, 2 muon (token-level, SPEC 5.7) [preset: titans 1, atlas* 2, else 0]\n"
+    "        -T 1 gated deep memory x + LN(W1 (GELU(W2 x) * W3 x)) (ATLAS++, SPEC 4; with -U 2), 0 off [atlas_pp 1]\n"
     " train: -b batch [8] -t seq len [128] -d tokens per step, via gradient accumulation [B*T]\n"
     "        -l lr [3e-3] -u warmup steps [20] -q final lr fraction [0.1] -c weight decay [0.1] -a grad clip [1.0]\n"
     "        -x steps [300] -y seed [1337] -S stop after this step, as if preempted (the schedule still runs to -x)\n"
@@ -5388,7 +5462,7 @@ static void args_parse(Args* a, int argc, char** argv, void (*usage)(void),
             case 'M': a->npers = arg_int(argv[i], v); a->given |= G_M; break; case 'C': a->seg = arg_int(argv[i], v); a->given |= G_C; break;
             case 'Q': a->mem_preset = v; a->given |= G_Q; break;
             case 'G': a->omega = arg_int(argv[i], v); a->given |= G_G; break; case 'I': a->poly = arg_int(argv[i], v); a->given |= G_I; break;
-            case 'U': a->algo = arg_int(argv[i], v); a->given |= G_U; break;
+            case 'U': a->algo = arg_int(argv[i], v); a->given |= G_U; break; case 'T': a->gated = arg_int(argv[i], v); a->given |= G_T; break;
             case 'J': a->dump_in = v; break; case 'O': a->dump_out = v; break; case 'A': a->answers_only = (int)arg_long(argv[i], v, 0, 1); break;
             case 'b': a->B = arg_int(argv[i], v); break; case 't': a->T = arg_int(argv[i], v); break; case 'd': a->tokens_per_step = arg_long(argv[i], v, 0, LONG_MAX); break;
             case 'l': a->lr = arg_real(argv[i], v); break; case 'u': a->warmup = arg_int(argv[i], v); break; case 'q': a->final_frac = arg_real(argv[i], v); break;
@@ -5478,6 +5552,10 @@ static Config args_config(const Args* a) {
         if (a->algo > ALGO_MUON) DIE("-U is 0 (gd), 1 (momentum) or 2 (muon)", "bad -U %d", a->algo);
         cfg.algo = a->algo;
     }
+    if (a->given & G_T) {
+        if (a->gated > 1) DIE("-T is 0 or 1", "bad -T %d", a->gated);
+        cfg.gated = a->gated;
+    }
     int L = a->L < 128 ? (a->L > 0 ? a->L : 0) : 128;
     if (a->pattern)
         snprintf(cfg.pattern, sizeof cfg.pattern, "%s", a->pattern);
@@ -5537,6 +5615,7 @@ static const char* args_resolve(const Args* a, Config* cfg, char* ckpt_path, siz
     AGREE(G_G, omega, "omega window -G");
     AGREE(G_I, poly, "poly features -I");
     AGREE(G_U, algo, "inner algorithm -U");
+    AGREE(G_T, gated, "gated memory -T");
 #undef AGREE
     if ((a->given & G_PAT) && strcmp(cc.pattern, cfg->pattern))
         DIE("drop -P or make it match", "checkpoint %s has layer pattern %s but the flags say %s", load_path,

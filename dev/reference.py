@@ -88,7 +88,7 @@ LQ_Q, LQ_EPS = 4, 1e-6
 
 def make_config(V, D, L, H, E, F, b, mem_depth, mem_resid, mem_ln, bias, algo,
                 gate_a, gate_eta, eta_max=1.0, K=4, pattern=None, retention="none",
-                gate_rank=0, anchor=0, window=0, lattice="none", lat_k=0, lat_ablate=0, arch="none", npers=0, seg=0, omega=1, poly=0):
+                gate_rank=0, anchor=0, window=0, lattice="none", lat_k=0, lat_ablate=0, arch="none", npers=0, seg=0, omega=1, poly=0, gated=0):
     """Model config dict with the fields of the CONTRACT header."""
     assert D % H == 0
     pattern = pattern if pattern is not None else "M" * L
@@ -112,6 +112,8 @@ def make_config(V, D, L, H, E, F, b, mem_depth, mem_resid, mem_ln, bias, algo,
     assert 1 <= omega <= 64 and (omega == 1 or (retention == "none" and gate_rank == 0))
     # poly (SPEC §5.6): degree-2 features of q, k; no lq/kl, per-head gates
     assert poly in (0, 1) and (not poly or (retention == "none" and gate_rank == 0))
+    # the gated deep memory (ATLAS++, SPEC §4): built for muon only (header slot 32)
+    assert gated in (0, 1) and (not gated or (mem_depth == 2 and algo == "muon"))
     if mem_depth == 1:            # the linear memory never has a residual or LN (SPEC §4)
         mem_resid, mem_ln = 0, 0
     # Lattice (SPEC §5.8): a linear d x d slot state S_0 = I (no P_0), gd, no retention, per-head eta;
@@ -124,7 +126,7 @@ def make_config(V, D, L, H, E, F, b, mem_depth, mem_resid, mem_ln, bias, algo,
                 mem_depth=mem_depth, mem_resid=mem_resid, mem_ln=mem_ln, bias=bias,
                 algo=algo, gate_a=gate_a, gate_eta=gate_eta, eta_max=eta_max,
                 pattern=pattern, retention=retention, gate_rank=gate_rank, anchor=anchor,
-                window=window, lattice=lattice, lat_k=lat_k, lat_ablate=lat_ablate, arch=arch, npers=npers, seg=seg, omega=omega, poly=poly)
+                window=window, lattice=lattice, lat_k=lat_k, lat_ablate=lat_ablate, arch=arch, npers=npers, seg=seg, omega=omega, poly=poly, gated=gated)
 
 
 def head_dims(cfg):
@@ -141,7 +143,7 @@ def mem_in_dim(cfg):
 def mem_state_size(cfg):
     d, dm = head_dims(cfg)
     din = mem_in_dim(cfg)
-    return d * dm + dm * din if cfg["mem_depth"] == 2 else d * din
+    return d * dm + (1 + cfg.get("gated", 0)) * dm * din if cfg["mem_depth"] == 2 else d * din
 
 
 def poly_features(x, a):
@@ -330,7 +332,9 @@ def mem_unpack(cfg, P):
     lead = P.shape[:-1]
     if cfg["mem_depth"] == 2:
         W1 = P[..., :d * dm].reshape(*lead, d, dm)
-        W2 = P[..., d * dm:].reshape(*lead, dm, din)
+        W2 = P[..., d * dm:d * dm + dm * din].reshape(*lead, dm, din)
+        if cfg.get("gated", 0):                          # ATLAS++: W3 (d_m, d_in) after W2
+            return W1, W2, P[..., d * dm + dm * din:].reshape(*lead, dm, din)
         return W1, W2
     return (P.reshape(*lead, d, din),)
 
@@ -342,8 +346,11 @@ def mem_apply(cfg, P, x, ln_g, ln_b):
     if cfg["mem_depth"] == 1:
         (W,) = mem_unpack(cfg, P)
         return matvec(W, x)                               # M(x) = W x
-    W1, W2 = mem_unpack(cfg, P)
-    o = matvec(W1, gelu_tanh(matvec(W2, x)))              # W1 GELU(W2 x)
+    W1, W2, *W3 = mem_unpack(cfg, P)
+    h = gelu_tanh(matvec(W2, x))
+    if W3:                                                # gated (ATLAS++): GELU(W2 x) * W3 x
+        h = h * matvec(W3[0], x)
+    o = matvec(W1, h)                                     # W1 h
     if cfg["mem_ln"]:
         o = layernorm(o, ln_g, ln_b)                      # LN(.)
     if cfg["mem_resid"]:
@@ -421,9 +428,13 @@ def mem_grad_manual(cfg, P, k, v, ln_g, ln_b, escale=None, delta=None):
     _, k = mem_split(cfg, k)                              # (poly: the matrices see the features)
     if cfg["mem_depth"] == 1:
         return outer(r, k).flatten(-2)                    # dW = r k^T
-    W1, W2 = mem_unpack(cfg, P)
+    W1, W2, *W3 = mem_unpack(cfg, P)
     h = matvec(W2, k)
     z = gelu_tanh(h)
+    if W3:                                                # gated: z = GELU(W2 k) * z3, z3 = W3 k
+        z3 = matvec(W3[0], k)
+        z2 = z
+        z = z2 * z3
     o = matvec(W1, z)
     if cfg["mem_ln"]:
         mu = o.mean(-1, keepdim=True)
@@ -434,7 +445,11 @@ def mem_grad_manual(cfg, P, k, v, ln_g, ln_b, escale=None, delta=None):
     else:
         do = r                                            # residual adds nothing to dP
     dW1 = outer(do, z)                                    # (d, d_m)
-    dh = matvec(W1.transpose(-1, -2), do) * gelu_tanh_grad(h)
+    dz = matvec(W1.transpose(-1, -2), do)
+    if W3:                                                # dW2 = (dz z3 GELU'(h)) k^T, dW3 = (dz GELU(h)) k^T
+        return torch.cat([dW1.flatten(-2), outer(dz * z3 * gelu_tanh_grad(h), k).flatten(-2),
+                          outer(dz * z2, k).flatten(-2)], dim=-1)
+    dh = dz * gelu_tanh_grad(h)
     dW2 = outer(dh, k)                                    # (d_m, d)
     return torch.cat([dW1.flatten(-2), dW2.flatten(-2)], dim=-1)
 
@@ -445,7 +460,10 @@ def mem_matrices_flat(cfg, P):
     d, dm = head_dims(cfg)
     din = mem_in_dim(cfg)
     if cfg["mem_depth"] == 2:
-        return [(P[..., :d * dm], d, dm), (P[..., d * dm:], dm, din)]
+        out = [(P[..., :d * dm], d, dm), (P[..., d * dm:d * dm + dm * din], dm, din)]
+        if cfg.get("gated", 0):                          # W3
+            out.append((P[..., d * dm + dm * din:], dm, din))
+        return out
     return [(P, d, din)]
 
 
@@ -1083,6 +1101,10 @@ FIXTURES = {
     "atlas":          (2, 1, 1, "l2", "muon", 1, 1, 4, "none", 0, 1, 3, 1),
     "muon_linear":    (1, 0, 0, "huber", "muon", 1, 1, 3, "none", 0, 0, 2),
     "muon_noln":      (2, 1, 0, "l2", "muon", 1, 1, 3, "none", 0, 0, 1),
+    # the 14th field: the gated deep memory (ATLAS++, SPEC §4). atlas_pp's memory (gated + poly, muon, omega 3,
+    # anchored); gated without LN, omega 2, b = 3
+    "atlas_pp":       (2, 1, 1, "l2", "muon", 1, 1, 4, "none", 0, 1, 3, 1, 1),
+    "gated_noln":     (2, 1, 0, "l2", "muon", 1, 1, 3, "none", 0, 0, 2, 0, 1),
 }
 # name: (arch, N_p, W); L from SMALL, every layer 'M'
 FIXTURE_TITANS = {
@@ -1105,7 +1127,8 @@ def fixture_config(name, **over):
     if len(ext) > 1 and isinstance(ext[1], str):   # Lattice: kind, checkpoint interval, ablation bits
         kw.update(lattice=ext[1], lat_k=ext[2], lat_ablate=ext[3])
     else:                                          # the ATLAS family: omega's window c, poly features
-        kw.update(omega=ext[1] if len(ext) > 1 else 1, poly=ext[2] if len(ext) > 2 else 0)
+        kw.update(omega=ext[1] if len(ext) > 1 else 1, poly=ext[2] if len(ext) > 2 else 0,
+                  gated=ext[3] if len(ext) > 3 else 0)
     if name in FIXTURE_LAYERS:
         pat, W, L = FIXTURE_LAYERS[name]
         kw.update(pattern=pat, window=W, L=L)
@@ -1220,10 +1243,11 @@ def init_params(cfg, gen):
                     # scale of W1 and the effective inner step on the output is ~eta/std(W1)^2,
                     # so std 1 keeps the inner optimisation stable (well-conditioned fixture)
                     W1 = N((L, H, d * dm), 1.0)
-                    W2 = N((L, H, dm * mem_in_dim(cfg)), 1.0)
+                    W2 = N((L, H, (1 + cfg.get("gated", 0)) * dm * mem_in_dim(cfg)), 1.0)   # (and W3)
                 else:
                     W1 = N((L, H, d * dm), 1.0 / math.sqrt(dm))   # W1 (d, d_m): fan_in d_m
-                    W2 = N((L, H, dm * mem_in_dim(cfg)), 1.0 / math.sqrt(mem_in_dim(cfg)))  # W2 (d_m, d_in)
+                    W2 = N((L, H, (1 + cfg.get("gated", 0)) * dm * mem_in_dim(cfg)),
+                           1.0 / math.sqrt(mem_in_dim(cfg)))   # W2 (d_m, d_in) (and W3)
                 t = torch.cat([W1, W2], dim=-1)
             else:
                 t = N(shape, 0.1)
@@ -1267,6 +1291,7 @@ def make_header(cfg, magic, hp=None):
     h[26] = cfg.get("seg", 0)
     h[30] = cfg.get("omega", 1) if cfg.get("omega", 1) > 1 else 0   # omega's window (0: off)
     h[31] = cfg.get("poly", 0)                            # poly features (0/1)
+    h[32] = cfg.get("gated", 0)                           # the gated deep memory (ATLAS++, 0/1)
     assert cfg["L"] <= 128
     for l, ch in enumerate(cfg["pattern"]):
         h[64 + l] = ord(ch)                               # one ASCII char per int32 slot
@@ -1288,7 +1313,7 @@ def config_from_header(h):
                 retention=RETENTIONS[h[20]], gate_rank=int(h[21]), anchor=int(h[22]),
                 window=int(h[23]), lattice=LATTICES[h[38]], lat_k=int(h[39]), lat_ablate=int(h[40]),
                 arch=ARCHS[h[24]], npers=int(h[25]), seg=int(h[26]),
-                omega=int(h[30]) or 1, poly=int(h[31]))
+                omega=int(h[30]) or 1, poly=int(h[31]), gated=int(h[32]))
 
 
 def write_fixture(path, cfg, hp, params32, tokens, logits, loss, grads, losses):
