@@ -552,7 +552,7 @@ static void attention_backward(real* dq, real* dk, real* dv, const real* dout, c
 // Attentional bias, r = dloss/dM(k) from e = M(k) - v (SPEC §4): l2 r = e; dot (Hebbian) r = -v;
 // lp (Moneta) r = 3 tanh(10 e)(e^2 + 1e-6); huber (Yaad) r = clamp(e, -delta, delta)
 enum { BIAS_L2 = 0, BIAS_DOT = 1, BIAS_LP = 2, BIAS_HUBER = 3 };
-enum { ALGO_GD = 0, ALGO_MOMENTUM = 1, ALGO_MUON = 2 };  // inner algorithm (SPEC §5.1, §5.2; §5.7 token-level muon)
+enum { ALGO_GD = 0, ALGO_MOMENTUM = 1, ALGO_MUON = 2, ALGO_MUON_CHUNK = 3 };  // inner algorithm (SPEC §5.1, §5.2, §5.7)
 enum { RET_NONE = 0, RET_LQ = 1, RET_KL = 2 };  // retention: none; lq (Moneta, SPEC §5.3); kl (Memora, SPEC §5.4)
 
 typedef struct {
@@ -562,7 +562,7 @@ typedef struct {
     int resid, ln;  // deep memory switches
     int bias;  // BIAS_*
     int momentum;  // 1 for ALGO_MOMENTUM, 0 for ALGO_GD
-    int muon;  // 1 for ALGO_MUON (SPEC §5.7): S_t = theta_t S_{t-1} + G_t, P_t = a_t P_{t-1} - eta_t NS5(S_t)
+    int muon;  // 1 for ALGO_MUON (SPEC §5.7): S_t = theta_t S_{t-1} + G_t, P_t = a_t P_{t-1} - eta_t NS5(S_t); 2 chunk-level
     int retention;  // RET_*
     int cw;  // channel-wise eta (and delta): eta scales the error per output channel
     int anchor;  // retention toward P_0 instead of toward 0 (README "anchored retention"; SPEC §10)
@@ -1556,13 +1556,115 @@ static void muon_chunk_backward(const MemCfg* m, MemChunk* c, int n, const real*
     mem_grad_backward(m, c, n, P, dPs, lng);
 }
 
+// ---- muon, chunk-level (SPEC §5.7's approximation, preset atlas_chunk). The reads are the omega+gd form from P_s
+// (mem_chunk_forward with gd: P_j = a_j P_{j-1} [+ (1 - a_j) P_0] - eta_j G_j), the momentum is scanned per token,
+// S_j = theta_j S_{j-1} + G_j, and only the carry takes a Newton-Schulz step:
+//     P_end = A P_s [+ (1 - A) P_0] - eta_last NS5(S_end),  A = prod_j a_j  (own rows j; halo rows take no step)
+// Unrolled over the chunk's gradients: S_end = Theta S_s + sum_i w_i g_i, Theta = prod_j theta_j,
+//     w_i = sum_j Pth_j gamma_j[j - i],  Pth_j = prod_{l > j} theta_l.
+// With b = 1 the reads see P_{t-1} - eta_t g_t, not the token-level rule.
+static void muonc_coefs(const MemChunk* c, int n, real* Pth, real* w) {
+    int nh = c->nh, wc = c->wc;
+    for (int j = n - 1; j >= nh; j--) Pth[j] = j == n - 1 ? 1 : c->theta[j + 1] * Pth[j + 1];
+    for (int i = 0; i < n; i++) {
+        w[i] = 0;
+        for (int j = i > nh ? i : nh; j < n && j < i + wc; j++)
+            w[i] += Pth[j] * (wc > 1 ? c->gam[(size_t)j * wc + j - i] : 1);
+    }
+}
+// the carry: S_end into Sn, X = NS5(S_end) into c->mX (NS5's iterates in c->msv), P_end into Pn
+static void muonc_carry_forward(const MemCfg* m, MemChunk* c, int n, const real* P, const real* S, real* Pn, real* Sn) {
+    size_t nP = m->nP, off[3], svo[3] = {0, 0, 0};
+    int rows[3], cols[3], nm = mem_matrices(m, off, rows, cols);
+    for (int k = 1; k < nm; k++) svo[k] = svo[k - 1] + ns5_saved(rows[k - 1], cols[k - 1]);
+    real Pth[1024 + 64], w[1024 + 64], A = 1;
+    muonc_coefs(c, n, Pth, w);
+    for (int j = c->nh; j < n; j++) A *= c->a[j];
+    real Th = c->theta[c->nh] * Pth[c->nh];
+    for (size_t e = 0; e < nP; e++) Sn[e] = Th * S[e];  // S_end = Theta S_s + sum_i w_i g_i
+    for (int i = 0; i < n; i++) muon_add_grad(m, c, Sn, i, w[i]);
+    for (int k = 0; k < nm; k++) ns5_forward(c->mX + off[k], c->msv + svo[k], c->mtmp, Sn + off[k], rows[k], cols[k]);
+    for (size_t e = 0; e < nP; e++)  // P_end = A P_s [+ (1 - A) P_0] - eta_last X
+        Pn[e] = A * P[e] + (c->p0 ? (1 - A) * c->p0[e] : 0) - c->eta[n - 1] * c->mX[e];
+}
+static void muonc_chunk_forward(const MemCfg* m, MemChunk* c, int n, const real* P, const real* S, real* Pn, real* Sn,
+                                const real* lng, const real* lnb) {
+    mem_chunk_forward(m, c, n, P, NULL, NULL, NULL, lng, lnb, NULL, NULL);  // the reads (m is gd: momentum 0)
+    if (Pn) muonc_carry_forward(m, c, n, P, S, Pn, Sn);
+}
+// Its backward (run muonc_chunk_forward first): the reads' (mem_chunk_backward), then the carry's from dPn, dSn:
+//     dP_s += A dP_end;  dA = <dP_end, P_s [- P_0]>;  deta_last = -<dP_end, X>;  dS_end = dSn + NS5'^T (-eta_last dP_end)
+//     dS_s = Theta dS_end;  dw_i = <dS_end, g_i>;  dg_i += w_i dS_end;  then dw, dTheta, dA to theta, gamma, a
+// and the g_i's adjoints through the inner gradients at P_s (a second mem_grad_backward, the reads' kept aside).
+static void muonc_chunk_backward(const MemCfg* m, MemChunk* c, int n, const real* dy, const real* P, const real* S,
+                                 const real* dPn, const real* dSn, real* dPs, real* dSs, const real* lng) {
+    size_t nP = m->nP, off[3], svo[3] = {0, 0, 0};
+    int rows[3], cols[3], nm = mem_matrices(m, off, rows, cols), nh = c->nh, wc = c->wc;
+    for (int k = 1; k < nm; k++) svo[k] = svo[k - 1] + ns5_saved(rows[k - 1], cols[k - 1]);
+    mem_chunk_backward(m, c, n, dy, P, NULL, NULL, NULL, dPs, NULL, lng, NULL, dPs, NULL);
+    if (!dPn) {  // the last chunk: no carry
+        memset(dSs, 0, nP * sizeof(real));
+        return;
+    }
+    real *Se = c->mS, *gS = dSs, *gX = c->Wc;
+    muonc_carry_forward(m, c, n, P, S, c->mP, Se);  // (recomputed: S_end, X and NS5's iterates)
+    memcpy(c->save, c->grad0, c->ngrad * sizeof(real));
+    memset(c->grad0, 0, c->ngrad * sizeof(real));
+    real Pth[1024 + 64], w[1024 + 64], pre[1024 + 64], A = 1, dA = 0;
+    muonc_coefs(c, n, Pth, w);
+    for (int j = nh; j < n; j++) {
+        pre[j] = A;  // prod_{l<j} a_l
+        A *= c->a[j];
+    }
+    real Th = c->theta[nh] * Pth[nh];
+    dA = dotv(dPn, P, nP);
+    if (c->p0) {
+        dA -= dotv(dPn, c->p0, nP);
+        for (size_t e = 0; e < nP; e++) c->dp0[e] += (1 - A) * dPn[e];
+    }
+    for (size_t e = 0; e < nP; e++) {
+        dPs[e] += A * dPn[e];
+        gX[e] = -c->eta[n - 1] * dPn[e];
+    }
+    c->deta[n - 1] -= dotv(dPn, c->mX, nP);
+    memcpy(gS, dSn, nP * sizeof(real));
+    for (int k = 0; k < nm; k++)
+        ns5_backward(gS + off[k], gX + off[k], c->msv + svo[k], c->mtmp, Se + off[k], rows[k], cols[k]);
+    real dTh = dotv(gS, S, nP), dw[1024 + 64], dPth[1024 + 64];
+    for (int i = 0; i < n; i++) dw[i] = muon_add_grad_backward(m, c, gS, i, w[i]);
+    for (size_t e = 0; e < nP; e++) gS[e] *= Th;  // dS_s = Theta dS_end
+    for (int j = nh; j < n; j++) {  // w_i = sum_j Pth_j gamma_j[j - i]
+        dPth[j] = j == nh ? dTh * c->theta[nh] : 0;  // (Theta = theta_nh Pth_nh)
+        for (int o = 0; o < wc && o <= j; o++) {
+            dPth[j] += dw[j - o] * (wc > 1 ? c->gam[(size_t)j * wc + o] : 1);
+            if (wc > 1) c->dgam[(size_t)j * wc + o] += dw[j - o] * Pth[j];
+        }
+    }
+    c->dtheta[nh] += dTh * Pth[nh];
+    real g = 0, suf = 1;  // Pth_j = theta_{j+1} Pth_{j+1}: the running adjoint of Pth_j, j ascending
+    for (int j = nh; j < n; j++) {
+        g = dPth[j] + (j > nh ? c->theta[j] * g : 0);
+        if (j + 1 < n) c->dtheta[j + 1] += g * Pth[j + 1];
+    }
+    for (int j = n - 1; j >= nh; j--) {  // A = prod a_l: dA/da_j = prod_{l != j} a_l
+        c->da[j] += dA * pre[j] * suf;
+        suf *= c->a[j];
+    }
+    mem_grad_backward(m, c, n, P, dPs, lng);
+    for (size_t i = 0; i < c->ngrad; i++) c->grad0[i] += c->save[i];
+}
+
 // a second state S carried across chunks (momentum's and muon's), 0 at every sequence start
 static int mem_carries_S(const MemCfg* m) { return m->momentum || m->muon; }
 // The chunk as the model runs it: carried state St (and momentum S) in; y; the next carried state if Stn.
 static void mem_step_forward(const MemCfg* m, MemChunk* c, int n, const real* St, const real* S, real* Stn, real* Sn,
                              const real* lng, const real* lnb) {
-    if (m->muon) {
+    if (m->muon == 1) {
         muon_chunk_forward(m, c, n, St, S, Stn, Sn, lng, lnb);
+        return;
+    }
+    if (m->muon == 2) {
+        muonc_chunk_forward(m, c, n, St, S, Stn, Sn, lng, lnb);
         return;
     }
     if (m->retention == RET_NONE) {
@@ -1587,9 +1689,14 @@ static void mem_step_forward(const MemCfg* m, MemChunk* c, int n, const real* St
 static void mem_step_backward(const MemCfg* m, MemChunk* c, int n, const real* dy, const real* St, const real* S,
                               const real* dStn, const real* dSn, real* dSt, real* dSs, const real* lng,
                               const real* lnb) {
-    if (m->muon) {
+    if (m->muon == 1) {
         muon_chunk_forward(m, c, n, St, S, NULL, NULL, lng, lnb);
         muon_chunk_backward(m, c, n, dy, St, S, dStn, dSn, dSt, dSs, lng);
+        return;
+    }
+    if (m->muon == 2) {
+        muonc_chunk_forward(m, c, n, St, S, NULL, NULL, lng, lnb);
+        muonc_chunk_backward(m, c, n, dy, St, S, dStn, dSn, dSt, dSs, lng);
         return;
     }
     if (m->retention == RET_NONE) {
@@ -1968,7 +2075,7 @@ typedef struct {
     int V, Vp, D, L, H, E, F, b,
         K;  // vocab, padded vocab, width, layers, heads, mem expansion, SwiGLU width, chunk, conv
     int mem_depth, mem_resid, mem_ln;  // memory network (SPEC §4)
-    int bias, algo;  // BIAS_* (l2, dot, lp, huber); ALGO_GD, ALGO_MOMENTUM or ALGO_MUON (header slot 15, flag -U)
+    int bias, algo;  // BIAS_* (l2, dot, lp, huber); ALGO_GD, ALGO_MOMENTUM, ALGO_MUON, ALGO_MUON_CHUNK (slot 15, -U)
     int gate_a, gate_eta;  // learned gates (1) or fixed a = 1, eta = 1 (0)
     int retention;  // RET_NONE, RET_LQ (Moneta), RET_KL (Memora)
     int gate_rank;  // 0: eta, delta per head; r > 0: per channel through a rank-r projection
@@ -2013,6 +2120,7 @@ static int preset_config(Config* c, const char* name) {
         c->lattice = name[7] == 0 ? LAT_DEC : name[8] == 'e' ? LAT_ENC : LAT_SIM; }
     else if (!strcmp(name, "omeganet")) { c->omega = 8; c->poly = 1; c->anchor = 1; c->eta_max = 0.3f; }
     else if (!strcmp(name, "atlas")) { c->algo = ALGO_MUON; c->omega = 8; c->poly = 1; c->anchor = 1; c->eta_max = 0.1f; }
+    else if (!strcmp(name, "atlas_chunk")) { preset_config(c, "atlas"); c->algo = ALGO_MUON_CHUNK; }  // chunk-level muon
     else if (!strcmp(name, "atlas_pp")) { preset_config(c, "atlas"); c->gated = 1; }  // ATLAS++: the gated deep memory
     else if (!strcmp(name, "transformer")) return preset_config(c, "titans");  // all 'A' (preset_pattern); the memory fields are unused
     else if (!strcmp(name, "mal") || !strcmp(name, "mag") || !strcmp(name, "mac")) {   // Titans layers (section 4b), titans memory (-Q: another)
@@ -2046,7 +2154,7 @@ static void preset_pattern(char* out, const char* name, int L) {
 }
 static const char* const PRESETS =
     "titans, moneta, yaad, memora, ttt_mlp, linear_attn, deltanet, gated_deltanet, lattice, lattice_enc, lattice_sim, omeganet, atlas, "
-    "atlas_pp, "
+    "atlas_pp, atlas_chunk, "
     "transformer; "
     "a memory preset with -H (e.g. titans-H) alternates it with sliding-window attention; "
     "mal, mag, mac (Titans: memory as a layer, a gate, context; -Q the memory preset)";
@@ -2061,7 +2169,7 @@ static MemCfg mem_config(const Config* c) {
     m.ln = c->mem_depth == 2 && c->mem_ln;
     m.bias = c->bias;
     m.momentum = c->algo == ALGO_MOMENTUM;
-    m.muon = c->algo == ALGO_MUON;
+    m.muon = c->algo == ALGO_MUON ? 1 : c->algo == ALGO_MUON_CHUNK ? 2 : 0;
     m.retention = c->retention;
     m.cw = c->gate_rank > 0;
     m.anchor = c->anchor;
@@ -2821,19 +2929,19 @@ static void config_check(const Config* c) {
         DIE("is this file from a newer train_miras?",
             "%sbad memory config: depth %d, residual %d, LN %d, gates a %d eta %d", cfg_origin, c->mem_depth,
             c->mem_resid, c->mem_ln, c->gate_a, c->gate_eta);
-    if (c->bias < BIAS_L2 || c->bias > BIAS_HUBER || c->algo < ALGO_GD || c->algo > ALGO_MUON ||
+    if (c->bias < BIAS_L2 || c->bias > BIAS_HUBER || c->algo < ALGO_GD || c->algo > ALGO_MUON_CHUNK ||
         c->retention < RET_NONE || c->retention > RET_KL || c->gate_rank < 0 || c->gate_rank > c->D)
         DIE("is this file from a newer train_miras? (-R is at most D)",
             "%sbad memory config: bias %d, algo %d, retention %d, gate rank %d", cfg_origin, c->bias, c->algo,
             c->retention, c->gate_rank);
     if (c->retention != RET_NONE && c->algo != ALGO_GD)
         DIE("use gd (-U 0) with the lq and kl retentions", "%s%s with retention %d is not implemented", cfg_origin,
-            c->algo == ALGO_MUON ? "muon" : "momentum", c->retention);
+            c->algo >= ALGO_MUON ? "muon" : "momentum", c->retention);
     if (c->gated < 0 || c->gated > 1 || (c->gated && (c->mem_depth != 2 || c->algo != ALGO_MUON)))
-        DIE("-T 1 goes with a deep memory and muon (-U 2), e.g. -p atlas_pp",
-            "%sbad gated-memory config: gated %d, depth %d, algorithm %d (the gated deep memory is built for muon only)",
+        DIE("-T 1 goes with a deep memory and token-level muon (-U 2), e.g. -p atlas_pp",
+            "%sbad gated-memory config: gated %d, depth %d, algorithm %d (the gated deep memory is built for token-level muon only)",
             cfg_origin, c->gated, c->mem_depth, c->algo);
-    if (c->algo == ALGO_MUON && (c->gate_rank || !c->gate_eta))
+    if (c->algo >= ALGO_MUON && (c->gate_rank || !c->gate_eta))
         DIE("muon (-U 2) takes -R 0 and a preset with a learned eta gate (not linear_attn)",
             "%smuon (SPEC 5.7) needs a learned per-head step eta (gate rank %d, eta gate %d): NS5 removes the scale of the error",
             cfg_origin, c->gate_rank, c->gate_eta);
@@ -2906,7 +3014,7 @@ static void config_check(const Config* c) {
             DIE("-Q titans, ttt_mlp, linear_attn, deltanet or gated_deltanet with mac",
                 "%sMAC is implemented for the plain retention, per-head gates and no Huber bias", cfg_origin);
         if (c->lattice || c->omega > 1 || c->poly ||
-            c->algo == ALGO_MUON)  // (three features built side by side; their combinations are not)
+            c->algo >= ALGO_MUON)  // (three features built side by side; their combinations are not)
             DIE("use mal, mag, mac with a memory of sections 3-5, without -G, -I and -U 2",
                 "%sthe Titans arrangements are not built with Lattice, omega, poly or muon memories", cfg_origin);
     }
@@ -5343,7 +5451,8 @@ static const char* const USAGE =  // a printf format: %s is PRESETS
     "           their attention [512]; mac: -C segment length, a multiple of -k [4b]\n"
     "        -G Omega rule window c, 1 = off (omega, SPEC 5.5) [preset: omeganet, atlas 8, else 1]\n"
     "        -I 1 degree-2 polynomial features on q, k (poly, SPEC 5.6), 0 off [preset: omeganet, atlas 1, else 0]\n"
-    "        -U inner algorithm: 0 gd, 1 momentum, 2 muon (token-level, SPEC 5.7) [preset: titans 1, atlas* 2, else 0]\n"
+    "        -U inner algorithm: 0 gd, 1 momentum, 2 muon (token-level, SPEC 5.7), 3 chunk-level muon\n"
+    "           [preset: titans 1, atlas, atlas_pp 2, atlas_chunk 3, else 0]\n"
     "        -T 1 gated deep memory x + LN(W1 (GELU(W2 x) * W3 x)) (ATLAS++, SPEC 4; with -U 2), 0 off [atlas_pp 1]\n"
     " train: -b batch [8] -t seq len [128] -d tokens per step, via gradient accumulation [B*T]\n"
     "        -l lr [3e-3] -u warmup steps [20] -q final lr fraction [0.1] -c weight decay [0.1] -a grad clip [1.0]\n"
@@ -5549,7 +5658,8 @@ static Config args_config(const Args* a) {
     }
     if (a->given & G_I) cfg.poly = a->poly;
     if (a->given & G_U) {
-        if (a->algo > ALGO_MUON) DIE("-U is 0 (gd), 1 (momentum) or 2 (muon)", "bad -U %d", a->algo);
+        if (a->algo > ALGO_MUON_CHUNK)
+            DIE("-U is 0 (gd), 1 (momentum), 2 (muon) or 3 (chunk-level muon)", "bad -U %d", a->algo);
         cfg.algo = a->algo;
     }
     if (a->given & G_T) {

@@ -74,7 +74,7 @@ DECAYED = {"wte", "wq", "wk", "wv", "gate_a_w", "gate_eta_w", "gate_theta_w",
            "att_wq", "att_wk", "att_wv", "att_wo", "gate_gamma_w"}
 
 BIASES = ["l2", "dot", "lp", "huber"]                # header slot 14
-ALGOS = ["gd", "momentum", "muon"]                   # header slot 15 (muon: SPEC §5.7, token-level)
+ALGOS = ["gd", "momentum", "muon", "muon_chunk"]     # header slot 15 (muon: SPEC §5.7, token-level; chunk-level)
 RETENTIONS = ["none", "lq", "kl"]                    # header slot 20
 LATTICES = ["none", "dec", "enc", "sim"]             # header slot 38 (Lattice, SPEC §5.8)
 LATA_NO_ORTHO, LATA_NO_RENORM = 1, 2                 # header slot 40 (ablation bits)
@@ -183,7 +183,7 @@ def param_shapes(cfg):
     d, dm = head_dims(cfg)
     HD = H * d
     deep_ln = cfg["mem_depth"] == 2 and cfg["mem_ln"]
-    mom = cfg["algo"] in ("momentum", "muon")          # the theta gate
+    mom = cfg["algo"] in ("momentum", "muon", "muon_chunk")   # the theta gate
     r = cfg["gate_rank"]                              # 0: scalar per head; > 0: channel-wise
     huber = cfg["bias"] == "huber"
     arch = cfg.get("arch", "none")
@@ -522,6 +522,8 @@ def memory_read_chunked(cfg, P0, ln_g, ln_b, q, k, v, a, eta, theta, grad_fn=mem
         gd:       P_t = a_t P_{t-1} - eta_t g_t                        (SPEC §5.1)
         momentum: S_t = theta_t S_{t-1} - eta_t g_t ; P_t = a_t P_{t-1} + S_t   (SPEC §5.2)
         muon:     S_t = theta_t S_{t-1} + g_t ; P_t = a_t P_{t-1} - eta_t NS5(S_t) per matrix (SPEC §5.7)
+        muon_chunk: reads P_t = a_t P_{t-1} - eta_t g_t from P_s (the gd form), S_t = theta_t S_{t-1} + g_t,
+                  and the carry P_end = (prod a) P_s - eta_last NS5(S_end) (SPEC §5.7's chunk-level form)
     and the read is after the write: y_t = M(q_t; P_t). With the anchored retention
     (cfg["anchor"], README) the retention decays toward P_0 instead of 0: a_t P_{t-1} becomes
     a_t P_{t-1} + (1 - a_t) P_0 (for lq: A_t = a_t A_{t-1} + (1 - a_t) A_0 - eta_t g_t). Retention lq / kl (SPEC §5.3, §5.4,
@@ -563,9 +565,14 @@ def memory_read_chunked(cfg, P0, ln_g, ln_b, q, k, v, a, eta, theta, grad_fn=mem
                 gw = {j: grad_at(Ps, j) for j in range(max(0, c0 - c_ + 1), c1)}
                 gs = [sum(gamma[:, t, :, o].unsqueeze(-1) * gw[t - o] for o in range(c_) if t - o >= 0)
                       for t in range(c0, c1)]
+            A = 1.0                                       # muon_chunk: prod a over the chunk
             for t, g in zip(range(c0, c1), gs):
                 a_t, eta_t = gates(t)
-                if cfg["algo"] == "gd":
+                if cfg["algo"] == "muon_chunk":
+                    P = a_t * P + (1 - a_t) * anc - eta_t * g   # the reads' state (gd form)
+                    S = theta[:, t].unsqueeze(-1) * S + g
+                    A = A * a_t
+                elif cfg["algo"] == "gd":
                     P = a_t * P + (1 - a_t) * anc - eta_t * g
                 elif cfg["algo"] == "muon":
                     S = theta[:, t].unsqueeze(-1) * S + g
@@ -574,6 +581,8 @@ def memory_read_chunked(cfg, P0, ln_g, ln_b, q, k, v, a, eta, theta, grad_fn=mem
                     S = theta[:, t].unsqueeze(-1) * S - eta_t * g
                     P = a_t * P + (1 - a_t) * anc + S
                 ys.append(mem_apply(cfg, P, q[:, t], ln_g, ln_b))
+            if cfg["algo"] == "muon_chunk":               # the carry: one Newton-Schulz step per chunk
+                P = A * Ps + (1 - A) * anc - eta_t * ns5_state(cfg, S)
         elif ret == "lq":
             # P holds A. s frozen for the chunk (reads too), differentiated through.
             s = lq_scale(cfg, P)
@@ -668,6 +677,11 @@ def memory_read_online(cfg, P0, ln_g, ln_b, q, k, v, a, eta, theta, eta_ch=None,
         elif cfg["algo"] == "muon":                       # NS5 written out per matrix (ns5_online)
             S = theta[:, t, :, None] * S + g
             P = a_t * P + (1 - a_t) * anc - eta_t * per_matrix(S, ns5_online)
+        elif cfg["algo"] == "muon_chunk":                 # b = 1: read the gd step, carry the NS5 step
+            S = theta[:, t, :, None] * S + g
+            ys.append(mem_apply(cfg, a_t * P + (1 - a_t) * anc - eta_t * g, q[:, t], ln_g, ln_b))
+            P = a_t * P + (1 - a_t) * anc - eta_t * per_matrix(S, ns5_online)
+            continue
         else:
             S = theta[:, t, :, None] * S - eta_t * g
             P = a_t * P + (1 - a_t) * anc + S
@@ -802,7 +816,7 @@ class MirasModel:
                     p["gate_delta_b"][ml] + (u @ p["gate_delta_w"][ml].T) @ p["gate_delta_up"][ml].T
                 ).view(B, T, H, d)
         theta = (torch.sigmoid(u @ p["gate_theta_w"][ml].T + p["gate_theta_b"][ml])
-                 if cfg["algo"] in ("momentum", "muon") else None)
+                 if cfg["algo"] in ("momentum", "muon", "muon_chunk") else None)
         gamma = None                                      # omega's window gates (SPEC §5.5), (B,T,H,c)
         if cfg["omega"] > 1:
             gamma = torch.sigmoid(u @ p["gate_gamma_w"][ml].T + p["gate_gamma_b"][ml]).view(B, T, H, cfg["omega"])
@@ -940,7 +954,7 @@ class MirasModel:
             eta = (cfg["eta_max"] * torch.sigmoid(ys_ @ p["gate_eta_w"][l].T + p["gate_eta_b"][l])
                    if cfg["gate_eta"] else None)
             theta = (torch.sigmoid(ys_ @ p["gate_theta_w"][l].T + p["gate_theta_b"][l])
-                     if cfg["algo"] in ("momentum", "muon") else None)
+                     if cfg["algo"] in ("momentum", "muon", "muon_chunk") else None)
             # g_t is the partial derivative with k, v held fixed (SPEC §9.3): k, v depend on P_(s) through
             # h, so the writes take their gradients at a copy of P_(s) (autograd differentiates w.r.t. it)
             state[0] = state[0].clone()
@@ -1105,6 +1119,9 @@ FIXTURES = {
     # anchored); gated without LN, omega 2, b = 3
     "atlas_pp":       (2, 1, 1, "l2", "muon", 1, 1, 4, "none", 0, 1, 3, 1, 1),
     "gated_noln":     (2, 1, 0, "l2", "muon", 1, 1, 3, "none", 0, 0, 2, 0, 1),
+    # chunk-level muon (SPEC §5.7, atlas_chunk): atlas_chunk's memory (deep + poly, omega 3, anchored); linear, omega 2
+    "atlas_chunk":    (2, 1, 1, "l2", "muon_chunk", 1, 1, 4, "none", 0, 1, 3, 1),
+    "muonc_linear":   (1, 0, 0, "l2", "muon_chunk", 1, 1, 3, "none", 0, 0, 2),
 }
 # name: (arch, N_p, W); L from SMALL, every layer 'M'
 FIXTURE_TITANS = {
@@ -1220,7 +1237,7 @@ def init_params(cfg, gen):
         elif name == "gate_a_b":
             t = N(shape, 0.3, logit(INIT_A.get(cfg["retention"], 0.9)))
         elif name == "gate_eta_b":                        # momentum amplifies the step
-            target = {"momentum": 0.3, "muon": 0.1}.get(cfg["algo"], 0.45)   # muon: NS5 steps are O(1)
+            target = {"momentum": 0.3, "muon": 0.1, "muon_chunk": 0.1}.get(cfg["algo"], 0.45)   # NS5 steps are O(1)
             target = INIT_ETA.get(cfg["retention"], target)
             if cfg.get("lat_ablate", 0) & LATA_NO_RENORM:   # Lattice without the renormalisation: the slots
                 target = 0.1                              # grow with every step; a small step keeps float32 close
