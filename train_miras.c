@@ -3015,7 +3015,7 @@ static void config_check(const Config* c) {
                 "%sMAC is implemented for the plain retention, per-head gates and no Huber bias", cfg_origin);
         if (c->lattice || c->omega > 1 || c->poly ||
             c->algo >= ALGO_MUON)  // (three features built side by side; their combinations are not)
-            DIE("use mal, mag, mac with a memory of sections 3-5, without -G, -I and -U 2",
+            DIE("use mal, mag, mac with a memory of sections 3-5, without -G, -I, -T and with -U 0 or 1",
                 "%sthe Titans arrangements are not built with Lattice, omega, poly or muon memories", cfg_origin);
     }
     if (c->lattice && (c->omega > 1 || c->poly))
