@@ -28,6 +28,11 @@ Errors are norm-relative: |a - b| / |b| over a whole tensor; gradients get a tab
 #define TOL_SELF 1e-5
 #define BUILD "fp32"
 #endif
+// muon (SPEC §5.7): NS5 normalises S and multiplies its small singular values by up to p'(0)^5 = 3.4445^5 ~ 486, so
+// the roundoff in the near-null directions of a low-rank S (a few tokens' gradients) comes out amplified: the linear
+// muon fixture's logits land at 2.6e-14 (fp64) and its decode at 1.1e-5 (fp32). Its checks allow 10x the tolerances
+// above; a wrong term still gives errors of 1e-3 and more.
+#define NS5_SLACK(cfg) ((cfg).algo >= ALGO_MUON ? 10.0 : 1.0)
 
 static int n_pass = 0, n_fail = 0;
 static void check(int ok, const char* fmt, ...) {
@@ -195,8 +200,11 @@ static const char* FIXTURES[] = {
     "mal", "mag", "mag_gdn", "mac",  // Titans layers: MAL (N_p 3, W 4, b 4), MAG (N_p 2, W 5, b 4;
     // gated DeltaNet N_p 3, W 3), MAC (N_p 2, C 4, b 2)
     "omega_gd", "omega_mom", "omega_linear",  // the ATLAS family (omega window 3, 3, 4)
-    "omeganet", "poly_mom", "poly_linear"};  // with the poly features (omega 3, 1, 2)
-#define NFIX 30
+    "omeganet", "poly_mom", "poly_linear",  // with the poly features (omega 3, 1, 2)
+    "muon_deep", "atlas", "muon_linear", "muon_noln",  // muon (SPEC §5.7): omega 3, 3 (+ poly), 2, 1
+    "atlas_pp", "gated_noln",  // the gated deep memory (ATLAS++) with muon: omega 3 (+ poly), 2
+    "atlas_chunk", "muonc_linear"};  // chunk-level muon: omega 3 (+ poly), 2
+#define NFIX 38
 
 // 1. logits, loss, every gradient and 10 AdamW steps against the PyTorch reference
 static void test_fixture(const char* dir, const char* name) {
@@ -218,14 +226,15 @@ static void test_fixture(const char* dir, const char* name) {
     for (int n = 0; n < N; n++)
         for (int v = 0; v < V; v++) lg[(size_t)n * V + v] = M.acts.logits[(size_t)n * Vp + v];
     double el = relerr(lg, fx.logits, (size_t)N * V), eloss = fabs(M.mean_loss - fx.loss) / fabs(fx.loss);
-    check(el <= TOL_LOGITS && eloss <= TOL_LOGITS, "%s %s: logits err %.2e, loss err %.2e (tol %.0e)", BUILD, name, el,
-          eloss, TOL_LOGITS);
+    double sl = NS5_SLACK(fx.cfg);
+    check(el <= TOL_LOGITS * sl && eloss <= TOL_LOGITS * sl, "%s %s: logits err %.2e, loss err %.2e (tol %.0e)", BUILD,
+          name, el, eloss, TOL_LOGITS * sl);
     model_zero_grad(&M);
     model_backward(&M, 1);
     double err[NUM_PARAM_TENSORS];
     grad_errs(&M, M.grads_memory, fx.grads, err);
-    Table tb = tensor_table(M.param_sizes, PARAM_NAMES, NUM_PARAM_TENSORS, err, TOL_GRADS, 1);
-    check_table(&tb, TOL_GRADS, "%s %s: gradients", BUILD, name);
+    Table tb = tensor_table(M.param_sizes, PARAM_NAMES, NUM_PARAM_TENSORS, err, TOL_GRADS * sl, 1);
+    check_table(&tb, TOL_GRADS * sl, "%s %s: gradients", BUILD, name);
     real* losses = malloc(fx.nsteps * sizeof(real));
     for (int s = 0; s < fx.nsteps; s++) {
         model_forward(&M, in, tg, fx.B, fx.T);
@@ -236,8 +245,8 @@ static void test_fixture(const char* dir, const char* name) {
         model_update(&M, fx.lr, fx.beta1, fx.beta2, fx.eps, fx.wd);
     }
     double es = relerr(losses, fx.losses, fx.nsteps);
-    check(es <= TOL_STEPS, "%s %s: %d AdamW step losses err %.2e (%.4f -> %.4f) (tol %.0e)", BUILD, name, fx.nsteps, es,
-          (double)losses[0], (double)losses[fx.nsteps - 1], TOL_STEPS);
+    check(es <= TOL_STEPS * sl, "%s %s: %d AdamW step losses err %.2e (%.4f -> %.4f) (tol %.0e)", BUILD, name,
+          fx.nsteps, es, (double)losses[0], (double)losses[fx.nsteps - 1], TOL_STEPS * sl);
     free(losses);
     free(lg);
     free(in);
@@ -546,7 +555,7 @@ static void test_decode(const char* dir, const char* name) {
             snprintf(which, sizeof which, "T=%d", T);
         }
     }
-    check(worst <= TOL_SELF,
+    check(worst <= TOL_SELF * NS5_SLACK(fx.cfg),
           "%s %s: decode equals parallel forward for prompt lengths 1, b-1, b+1, long%s: worst err %.2e at %s", BUILD,
           name, W ? ", W-1, W, W+1" : "", worst, which);
     model_free(&M);
@@ -956,10 +965,16 @@ static void omega_ref_apply(const MemCfg* m, const double* P, const real* x, con
         }
         return;
     }
-    for (int a = 0; a < dm; a++) {
+    for (int a = 0; a < dm; a++) {  // hh = GELU(W2 x) (* W3 x, gated: z[dm + a] = W3 x, hh[dm + a] = GELU(W2 x))
         z[a] = 0;
         for (int j = 0; j < din; j++) z[a] += P[d * dm + a * din + j] * xf[j];
         hh[a] = 0.5 * z[a] * (1 + tanh(0.7978845608028654 * (z[a] + 0.044715 * z[a] * z[a] * z[a])));
+        if (m->gated) {
+            z[dm + a] = 0;
+            for (int j = 0; j < din; j++) z[dm + a] += P[d * dm + dm * din + a * din + j] * xf[j];
+            hh[dm + a] = hh[a];
+            hh[a] *= z[dm + a];
+        }
     }
     double mu = 0, var = 0;
     *rs = 1;
@@ -981,7 +996,7 @@ static void omega_ref_grad(const MemCfg* m, const double* P, const real* x, cons
                            const real* rho, const real* lng, const real* lnb, double w,
                            double* G) {  // G += w * g(P; x, v)
     int d = m->d, dm = m->dm, din = m->din;
-    double z[2048], hh[2048], o[256], out[256], r[256], dO[256], rs, xf[2200];
+    double z[4096], hh[4096], o[256], out[256], r[256], dO[256], rs, xf[2200];
     ref_phi(m, x, rho, xf);
     omega_ref_apply(m, P, x, rho, lng, lnb, z, hh, o, &rs, out);
     for (int i = 0; i < d; i++) {
@@ -1011,16 +1026,59 @@ static void omega_ref_grad(const MemCfg* m, const double* P, const real* x, cons
         for (int i = 0; i < d; i++) s2 += P[i * dm + a] * dO[i];
         double u = 0.7978845608028654 * (z[a] + 0.044715 * z[a] * z[a] * z[a]), th = tanh(u);
         double gd = 0.5 * (1 + th) + 0.5 * z[a] * (1 - th * th) * 0.7978845608028654 * (1 + 3 * 0.044715 * z[a] * z[a]);
+        if (m->gated) {  // dW2 = (s2 z3 GELU'(z2)) x^T, dW3 = (s2 GELU(z2)) x^T
+            for (int j = 0; j < din; j++) G[d * dm + dm * din + a * din + j] += w * s2 * hh[dm + a] * xf[j];
+            gd *= z[dm + a];
+        }
         for (int j = 0; j < din; j++) G[d * dm + a * din + j] += w * s2 * gd * xf[j];
     }
+}
+// muon's NS5 (SPEC §5.7) written out again, in double: X = S / (|S| + 1e-7), transposed to rows <= cols, 5 times
+// X = a X + (b A + c A A) X with A = X X^T, transposed back (X (r, cc) = NS5(S))
+static void ref_ns5(double* X, const double* S, int r, int cc) {
+    int tr = r > cc, m = tr ? cc : r, n = tr ? r : cc;
+    double nrm = 0, *Y = calloc((size_t)m * n, 8), *Yn = calloc((size_t)m * n, 8), *A = calloc((size_t)m * m, 8),
+           *Bq = calloc((size_t)m * m, 8);
+    for (int e = 0; e < r * cc; e++) nrm += S[e] * S[e];
+    nrm = sqrt(nrm);
+    for (int i = 0; i < r; i++)
+        for (int j = 0; j < cc; j++) Y[tr ? j * n + i : i * n + j] = nrm > 0 ? S[i * cc + j] / (nrm + 1e-7) : 0;
+    for (int it = 0; it < 5; it++) {
+        for (int i = 0; i < m; i++)
+            for (int j = 0; j < m; j++) {
+                A[i * m + j] = 0;
+                for (int k = 0; k < n; k++) A[i * m + j] += Y[i * n + k] * Y[j * n + k];
+            }
+        for (int i = 0; i < m; i++)
+            for (int j = 0; j < m; j++) {
+                double aa = 0;
+                for (int k = 0; k < m; k++) aa += A[i * m + k] * A[k * m + j];
+                Bq[i * m + j] = -4.7750 * A[i * m + j] + 2.0315 * aa;
+            }
+        for (int i = 0; i < m; i++)
+            for (int j = 0; j < n; j++) {
+                double s = 3.4445 * Y[i * n + j];
+                for (int k = 0; k < m; k++) s += Bq[i * m + k] * Y[k * n + j];
+                Yn[i * n + j] = s;
+            }
+        memcpy(Y, Yn, (size_t)m * n * 8);
+    }
+    for (int i = 0; i < r; i++)
+        for (int j = 0; j < cc; j++) X[i * cc + j] = Y[tr ? j * n + i : i * n + j];
+    free(Y);
+    free(Yn);
+    free(A);
+    free(Bq);
 }
 static void omega_ref_memory(const MemCfg* m, const real* P0, const real* q, const real* k, const real* v,
                              const real* ga, const real* ge, const real* gt, const real* gd, const real* gam,
                              const real* rho, const real* lng, const real* lnb, int T, int stride, int gstride,
                              int cstride, real* y) {
     int nP = m->nP, c = m->omega;
-    double *P = calloc(nP, 8), *S = calloc(nP, 8), *G = calloc(nP, 8);
-    double z[2048], hh[2048], o[256], out[256], rs;
+    double *P = calloc(nP, 8), *S = calloc(nP, 8), *G = calloc(nP, 8), *X = calloc(nP, 8), *R = calloc(nP, 8);
+    double z[4096], hh[4096], o[256], out[256], rs;
+    size_t off[3];
+    int rows[3], cols[3], nm = mem_matrices(m, off, rows, cols);
     for (int i = 0; i < nP; i++) P[i] = P0[i];
     for (int t = 0; t < T; t++) {
         memset(G, 0, nP * 8);
@@ -1028,20 +1086,29 @@ static void omega_ref_memory(const MemCfg* m, const real* P0, const real* q, con
             omega_ref_grad(m, P, k + (size_t)(t - j) * stride, v + (size_t)(t - j) * stride,
                            gd[(size_t)(t - j) * gstride], rho, lng, lnb, c > 1 ? gam[(size_t)t * cstride + j] : 1, G);
         double a = ga[(size_t)t * gstride], e = ge[(size_t)t * gstride], th = gt[(size_t)t * gstride];
+        if (m->muon) {  // S_t = theta_t S_{t-1} + G_t ;  X_t = NS5(S_t) per matrix
+            for (int i = 0; i < nP; i++) S[i] = th * S[i] + G[i];
+            for (int k = 0; k < nm; k++) ref_ns5(X + off[k], S + off[k], rows[k], cols[k]);
+        }
         for (int i = 0; i < nP; i++) {
             double keep = a * P[i] + (m->anchor ? (1 - a) * P0[i] : 0);
-            if (m->momentum) {
+            R[i] = keep - e * G[i];  // chunk-level muon at b = 1 reads the gd step, carries the NS5 step
+            if (m->muon)
+                P[i] = keep - e * X[i];
+            else if (m->momentum) {
                 S[i] = th * S[i] - e * G[i];
                 P[i] = keep + S[i];
             } else
                 P[i] = keep - e * G[i];
         }
-        omega_ref_apply(m, P, q + (size_t)t * stride, rho, lng, lnb, z, hh, o, &rs, out);
+        omega_ref_apply(m, m->muon == 2 ? R : P, q + (size_t)t * stride, rho, lng, lnb, z, hh, o, &rs, out);
         for (int i = 0; i < m->d; i++) y[(size_t)t * stride + i] = out[i];
     }
     free(P);
     free(S);
     free(G);
+    free(X);
+    free(R);
 }
 // a memory-only model (one 'M' layer) with random q, k, v and gates in its activations (as test_online does)
 static void omega_mem_model(Model* M, int depth, int bias, int algo, int anchor, int omega, int poly, int b, int B,
@@ -1058,8 +1125,9 @@ static void omega_mem_model(Model* M, int depth, int bias, int algo, int anchor,
     c.K = 4;
     c.b = b;
     strcpy(c.pattern, "M");
-    c.mem_depth = depth;
-    c.mem_ln = c.mem_resid = depth == 2;
+    c.mem_depth = depth == 3 ? 2 : depth;  // (3: the gated deep memory)
+    c.gated = depth == 3;
+    c.mem_ln = c.mem_resid = depth >= 2;
     c.bias = bias;
     c.algo = algo;
     c.gate_a = c.gate_eta = 1;
@@ -1080,7 +1148,7 @@ static void omega_mem_model(Model* M, int depth, int bias, int algo, int anchor,
     l2norm_forward(M->acts.k, M->acts.krn, M->acts.k, N, c.H, M->mem.d);
     for (size_t i = 0; i < N * c.H; i++) {
         M->acts.ga[i] = 0.7 + 0.3 * rng_f64(&r);
-        M->acts.gth[i] = algo == ALGO_MOMENTUM ? 0.9 * rng_f64(&r) : 0;
+        M->acts.gth[i] = algo != ALGO_GD ? 0.9 * rng_f64(&r) : 0;
         M->acts.geta[i] = 0.5 * rng_f64(&r);
         M->acts.gdel[i] = 0.05 + 0.5 * rng_f64(&r);
     }
@@ -1119,9 +1187,13 @@ static void test_online_omega(const char* label, int depth, int bias, int algo, 
         model_free(&M);
     }
     check(
-        worst <= TOL_SELF && diff_b > 1e-3,
+        worst <= TOL_SELF * (algo >= ALGO_MUON ? 10 : 1) && diff_b > 1e-3,  // (NS5_SLACK)
         "%s %s b=1 equals the per-token rule (omega window %d, halo at P_{t-1}; poly %d): %s err %.2e (b=4 differs by %.2e: must, so the check bites)",
-        BUILD, poly ? "poly" : "omega", omega, poly, label, worst, diff_b);
+        BUILD,
+        algo >= ALGO_MUON ? "muon"
+        : poly            ? "poly"
+                          : "omega",
+        omega, poly, label, worst, diff_b);
 }
 // c = 1 (gamma = 1) is exactly the plain rule; here the omega machinery itself (window 3, halo rows, the mixed
 // coefficients) with gamma = (1, 0, 0) must give the plain rule's y and, for a random dL/dy, its dL/dq, dk, dv, da,
@@ -1186,6 +1258,70 @@ static void test_omega_reduces(int depth, int algo, int b) {
         "%s omega with gamma = (1, 0, 0) is the plain rule (%s %s, b %d): y err %.2e, worst gradient err %.2e; gamma = (1, 0.5, 0) differs by %.2e",
         BUILD, depth == 2 ? "deep" : "linear", algo == ALGO_MOMENTUM ? "momentum" : "gd", b, ey, eg, diff);
 }
+// muon with theta = 0, no omega (c = 1) and b = 1: S_t = g_t is rank one per matrix (x y^T), and NS5 maps a rank-one
+// matrix to p^5(s) x y^T / (|x| |y|) with p(s) = 3.4445 s - 4.7750 s^3 + 2.0315 s^5 and s = |g| / (|g| + 1e-7): the
+// rule is then gd on unit-norm rank-one steps, P_t = a_t P_{t-1} - eta_t p^5(s) g_t / |g_t| per matrix. Checked
+// against that rule (its gradients from omega_ref_grad, no NS5 iteration); theta = 0.5 must differ.
+static void test_muon_reduces(int depth, int bias, int anchor) {
+    int B = 2, T = 9, H = 2;
+    double e0 = 0, diff = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        Model M;
+        omega_mem_model(&M, depth, bias, ALGO_MUON, anchor, 1, 0, 1, B, T, 23);
+        int D = M.cfg.D, d = M.mem.d, nP = M.mem.nP;
+        size_t N = (size_t)B * T, off[3];
+        int rows[3], cols[3], nm = mem_matrices(&M.mem, off, rows, cols);
+        for (size_t i = 0; i < N * H; i++) M.acts.gth[i] = pass ? 0.5 : 0;
+        memory_forward(&M, 0);
+        real* ref = calloc(N * D, sizeof(real));
+        double *P = calloc(nP, 8), *G = calloc(nP, 8), z[4096], hh[4096], o[256], out[256], rs;
+        for (int bb = 0; bb < B; bb++)
+            for (int h = 0; h < H; h++) {
+                const real* P0 = M.params.mem_p0 + (size_t)h * nP;
+                const real* lng = M.mem.ln ? M.params.mem_ln_g + h * d : NULL;
+                const real* lnb = M.mem.ln ? M.params.mem_ln_b + h * d : NULL;
+                for (int i = 0; i < nP; i++) P[i] = P0[i];
+                for (int t = 0; t < T; t++) {
+                    size_t r = (size_t)bb * T + t, o8 = r * D + h * d;
+                    memset(G, 0, nP * 8);
+                    omega_ref_grad(&M.mem, P, M.acts.k + o8, M.acts.v + o8, M.acts.gdel[r * H + h], NULL, lng, lnb, 1,
+                                   G);
+                    double a = M.acts.ga[r * H + h], eta = M.acts.geta[r * H + h];
+                    for (int k = 0; k < nm; k++) {
+                        size_t n = (size_t)rows[k] * cols[k];
+                        double nrm = 0;
+                        for (size_t e = 0; e < n; e++) nrm += G[off[k] + e] * G[off[k] + e];
+                        nrm = sqrt(nrm);
+                        double s = nrm / (nrm + 1e-7);
+                        for (int it = 0; it < 5; it++) s = 3.4445 * s - 4.7750 * s * s * s + 2.0315 * s * s * s * s * s;
+                        for (size_t e = 0; e < n; e++) {
+                            size_t q = off[k] + e;
+                            P[q] = a * P[q] + (anchor ? (1 - a) * P0[q] : 0) - (nrm > 0 ? eta * s * G[q] / nrm : 0);
+                        }
+                    }
+                    omega_ref_apply(&M.mem, P, M.acts.q + o8, NULL, lng, lnb, z, hh, o, &rs, out);
+                    for (int i = 0; i < d; i++) ref[o8 + i] = out[i];
+                }
+            }
+        double e = relerr_rr(M.acts.y, ref, N * D);
+        if (pass)
+            diff = e;
+        else
+            e0 = e;
+        free(P);
+        free(G);
+        free(ref);
+        model_free(&M);
+    }
+    check(e0 <= TOL_SELF * 10 && diff > 1e-3,  // (NS5_SLACK)
+          "%s muon with theta = 0, c = 1, b = 1 is gd on unit-norm rank-one steps times p^5(1) (%s%s): y err %.2e; "
+          "theta = 0.5 differs by %.2e",
+          BUILD,
+          depth == 3   ? "gated deep"
+          : depth == 2 ? "deep"
+                       : "linear",
+          anchor ? ", anchored" : "", e0, diff);
+}
 // decode vs parallel for every prompt length 1..T of an omega fixture: prompts ending inside the halo of every chunk
 static void test_decode_every_length(const char* dir, const char* name) {
     char path[1024];
@@ -1210,7 +1346,7 @@ static void test_decode_every_length(const char* dir, const char* name) {
         }
     }
     check(
-        worst <= TOL_SELF,
+        worst <= TOL_SELF * NS5_SLACK(fx.cfg),
         "%s %s: decode equals parallel forward for every prompt length 1..%d (b %d, omega window %d): worst err %.2e at T=%d",
         BUILD, name, maxT, fx.cfg.b, fx.cfg.omega, worst, at);
     model_free(&M);
@@ -1218,7 +1354,7 @@ static void test_decode_every_length(const char* dir, const char* name) {
 }
 // SPEC §10 for the ATLAS presets: the gradient norm at init flat in T (128 vs 1024), as test_long_init
 static void test_long_init_atlas(void) {
-    const char* presets[] = {"omeganet"};
+    const char* presets[] = {"omeganet", "atlas", "atlas_pp", "atlas_chunk"};
     int T = 1024, *tok = malloc((T + 1) * sizeof(int));
     FILE* f = fopen("test_miras.c", "rb");
     int nr = f ? (int)fread(tok, 1, T + 1, f) : 0;
@@ -1395,6 +1531,18 @@ static void test_atlas(const char* dir) {
     test_online_omega("omeganet's memory: deep l2 gd, anchored", 2, BIAS_L2, ALGO_GD, 1, 3, 1);
     test_online_omega("deep l2 momentum, no omega", 2, BIAS_L2, ALGO_MOMENTUM, 0, 1, 1);
     test_online_omega("linear l2 gd", 1, BIAS_L2, ALGO_GD, 0, 2, 1);
+    test_online_omega("muon: deep l2, anchored", 2, BIAS_L2, ALGO_MUON, 1, 3, 0);
+    test_online_omega("muon: deep Huber, no omega", 2, BIAS_HUBER, ALGO_MUON, 0, 1, 0);
+    test_online_omega("muon: linear l2", 1, BIAS_L2, ALGO_MUON, 0, 2, 0);
+    test_online_omega("atlas's memory: deep l2 muon, anchored", 2, BIAS_L2, ALGO_MUON, 1, 3, 1);
+    test_online_omega("atlas_pp's memory: gated deep l2 muon, anchored", 3, BIAS_L2, ALGO_MUON, 1, 3, 1);
+    test_online_omega("gated deep Huber muon, no omega", 3, BIAS_HUBER, ALGO_MUON, 0, 1, 0);
+    test_online_omega("chunk-level muon (atlas_chunk's memory), anchored", 2, BIAS_L2, ALGO_MUON_CHUNK, 1, 3, 1);
+    test_online_omega("chunk-level muon, linear Huber", 1, BIAS_HUBER, ALGO_MUON_CHUNK, 0, 2, 0);
+    test_muon_reduces(1, BIAS_L2, 0);
+    test_muon_reduces(2, BIAS_L2, 1);
+    test_muon_reduces(2, BIAS_HUBER, 0);
+    test_muon_reduces(3, BIAS_L2, 1);  // the gated memory: three rank-one matrices
     test_omega_reduces(2, ALGO_GD, 4);
     test_omega_reduces(2, ALGO_MOMENTUM, 3);
     test_omega_reduces(1, ALGO_MOMENTUM, 2);
@@ -1403,7 +1551,27 @@ static void test_atlas(const char* dir) {
     test_decode_every_length(dir, "omega_linear");
     test_decode_every_length(dir, "omeganet");
     test_decode_every_length(dir, "poly_linear");
+    test_decode_every_length(dir, "muon_deep");
+    test_decode_every_length(dir, "atlas");
+    test_decode_every_length(dir, "muon_linear");
+    test_decode_every_length(dir, "muon_noln");
+    test_decode_every_length(dir, "atlas_pp");
+    test_decode_every_length(dir, "gated_noln");
+    test_decode_every_length(dir, "atlas_chunk");
+    test_decode_every_length(dir, "muonc_linear");
 #ifdef MIRAS_DOUBLE
+    // muon at other b (b = 1: no halo inside a chunk), on the fixtures without poly: the poly ones (atlas, atlas_pp,
+    // atlas_chunk at their own b in the loop over all fixtures) cost 6-34 s each
+    test_fd(dir, "muon_deep", -1, -1, 1);
+    test_fd(dir, "muon_deep", -1, -1, 5);
+    test_fd(dir, "muon_linear", -1, -1, 1);
+    test_fd(dir, "muon_linear", -1, -1, 4);
+    test_fd(dir, "muon_noln", -1, -1, 2);
+    test_fd(dir, "gated_noln", -1, -1, 1);
+    test_fd(dir, "gated_noln", -1, -1, 5);
+    test_fd(dir, "atlas_chunk", 1, 0, 3);  // b = 3 without the residual
+    test_fd(dir, "muonc_linear", -1, -1, 1);
+    test_fd(dir, "muonc_linear", -1, -1, 5);
     test_fd(dir, "omega_gd", -1, -1, 1);
     test_fd(dir, "omega_mom", -1, -1, 3);
     test_fd(dir, "omega_linear", -1, -1, 5);  // other b: halos of 0..3 rows
@@ -2383,8 +2551,22 @@ static void test_atlas_bad_input(void) {
                               {"-p omeganet -D 256 -H 2", "head width of at most 64"},
                               {"-p moneta -I 1", "the poly features"},
                               // the three families of this session side by side: their combinations are refused
-                              {"-p mal -Q omeganet", "not built with Lattice, omega or poly"},
-                              {"-p mag -G 4", "not built with Lattice, omega or poly"},
+                              {"-p mal -Q omeganet", "not built with Lattice, omega, poly or muon"},
+                              {"-p mag -G 4", "not built with Lattice, omega, poly or muon"},
+                              {"-p mac -U 2", "not built with Lattice, omega, poly or muon"},
+                              {"-U 4", "bad -U 4"},
+                              {"-p atlas_chunk -T 1", "built for token-level muon only"},
+                              {"-T 2", "bad -T 2"},
+                              {"-T 1", "the gated deep memory is built for token-level muon only"},
+                              {"-p atlas_pp -U 1", "the gated deep memory is built for token-level muon only"},
+                              {"-p gated_deltanet -T 1 -U 2", "bad gated-memory config"},
+                              {"-U x", "is not a whole number"},
+                              {"-U -1", "is out of range"},
+                              {"-p atlas -R 2", "muon (SPEC 5.7) needs a learned per-head step"},
+                              {"-p linear_attn -U 2", "muon (SPEC 5.7) needs a learned per-head step"},
+                              {"-p moneta -U 2", "muon with retention 1"},
+                              {"-p memora -U 2", "muon with retention 2"},
+                              {"-p lattice -U 2", "Lattice needs its own memory"},
                               {"-p mac -Q lattice", "Lattice memories are not built into"},
                               {"-p lattice -G 4", "Lattice takes no omega"},
                               {"-p lattice_sim -I 1", "Lattice takes no omega"}};
@@ -2426,6 +2608,15 @@ int main(int argc, char** argv) {
 #endif
         for (int i = 20; i < NFIX; i++) test_decode(dir, FIXTURES[i]);
         test_titans_all();
+        printf("%d passed, %d failed\n", n_pass, n_fail);
+        return n_fail ? 1 : 0;
+    }
+    if (getenv("MIRAS_ONLY_ATLAS")) {  // (development: the ATLAS family's checks alone, fixtures 24..)
+        for (int i = 24; i < NFIX; i++) test_fixture(dir, FIXTURES[i]);
+#ifdef MIRAS_DOUBLE
+        for (int i = 24; i < NFIX; i++) test_fd(dir, FIXTURES[i], -1, -1, 0);
+#endif
+        test_atlas(dir);
         printf("%d passed, %d failed\n", n_pass, n_fail);
         return n_fail ? 1 : 0;
     }

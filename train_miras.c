@@ -552,19 +552,21 @@ static void attention_backward(real* dq, real* dk, real* dv, const real* dout, c
 // Attentional bias, r = dloss/dM(k) from e = M(k) - v (SPEC §4): l2 r = e; dot (Hebbian) r = -v;
 // lp (Moneta) r = 3 tanh(10 e)(e^2 + 1e-6); huber (Yaad) r = clamp(e, -delta, delta)
 enum { BIAS_L2 = 0, BIAS_DOT = 1, BIAS_LP = 2, BIAS_HUBER = 3 };
-enum { ALGO_GD = 0, ALGO_MOMENTUM = 1 };  // inner algorithm (SPEC §5.1, §5.2)
+enum { ALGO_GD = 0, ALGO_MOMENTUM = 1, ALGO_MUON = 2, ALGO_MUON_CHUNK = 3 };  // inner algorithm (SPEC §5.1, §5.2, §5.7)
 enum { RET_NONE = 0, RET_LQ = 1, RET_KL = 2 };  // retention: none; lq (Moneta, SPEC §5.3); kl (Memora, SPEC §5.4)
 
 typedef struct {
     int d, dm;  // head width; memory hidden width (d for the linear memory)
     int depth;  // 1 linear M(x) = W x ; 2 deep M(x) = x + LN(W1 GELU(W2 x))
+    int gated;  // deep only (ATLAS++, SPEC §4): M(x) = x + LN(W1 (GELU(W2 x) * W3 x)), W3 (dm, din) after W2
     int resid, ln;  // deep memory switches
     int bias;  // BIAS_*
     int momentum;  // 1 for ALGO_MOMENTUM, 0 for ALGO_GD
+    int muon;  // 1 for ALGO_MUON (SPEC §5.7): S_t = theta_t S_{t-1} + G_t, P_t = a_t P_{t-1} - eta_t NS5(S_t); 2 chunk-level
     int retention;  // RET_*
     int cw;  // channel-wise eta (and delta): eta scales the error per output channel
     int anchor;  // retention toward P_0 instead of toward 0 (README "anchored retention"; SPEC §10)
-    int nP;  // state size per head: deep W1 (d, dm) then W2 (dm, d); linear W (d, d)
+    int nP;  // state size per head: deep W1 (d, dm) then W2 (dm, din) (then W3 (dm, din) gated); linear W (d, din)
     int lattice, lat_k,
         lat_ablate;  // Lattice (section 3b): LAT_* kind (0 none), checkpoint interval k, ablation bits LATA_*
     int omega;  // Omega rule window c (SPEC §5.5); 1: off (the plain rule)
@@ -595,6 +597,10 @@ typedef struct {
     int nh, wc;  // omega (SPEC §5.5): halo rows before the chunk's own; window c (1: off)
     real *gam, *C0, *s0, *dgam, *dC0;  // omega: gates (rows, c); C, s before the window mix; their gradients
     real *qr, *kr, *dqr, *dkr;  // poly: q, k are the features (n, din); the raw rows (n, d) for the residual
+    real *mP, *mS, *mX, *msv, *mtmp;  // muon: P_j, S_j, X_j = NS5(S_j) per own row (b, nP); NS5's iterates; scratch
+    size_t nsv;  // muon: NS5's saved floats per row (all matrices)
+    real *zk3, *hk2, *g3, *zq3, *hq2;  // gated memory: W3 k, GELU(W2 k) (hk is their product), dloss/d(W3 k); q's
+    real *dg3, *dzk3, *dhk2, *dzq3;  // and their gradients (in the zeroed block)
 } MemChunk;
 
 static size_t memchunk_carve_in(MemChunk* c, real* base, int b, int d, int din, int dm, int nP) {
@@ -613,11 +619,13 @@ static size_t memchunk_carve_in(MemChunk* c, real* base, int b, int d, int din, 
     TAKE(dzk, nm); TAKE(dhk, nm); TAKE(dnk, nd); TAKE(drk, b); TAKE(dr, nd); TAKE(du, nd); TAKE(dg1, nd);
     TAKE(dgk, nm); TAKE(dg2, nm); TAKE(dzq, nm); TAKE(dhq, nm); TAKE(doq, nd); TAKE(dok, nd);
     TAKE(detac, nd); TAKE(ddelta, nd); TAKE(dmk, nd); TAKE(dcs, 2);
+    TAKE(dg3, nm); TAKE(dzk3, nm); TAKE(dhk2, nm); TAKE(dzq3, nm);   // gated memory
     if (din != d) { TAKE(dqr, nd); TAKE(dkr, nd); } else { c->dqr = c->dq; c->dkr = c->dk; }   // poly: the raw rows' gradients
     c->grad0 = base ? base + g0 : NULL; c->ngrad = off - g0;
     TAKE(Pa, nP); TAKE(Pb, nP); TAKE(Sa, nP); TAKE(Sb, nP); TAKE(dlng, d); TAKE(dlnb, d);
     TAKE(Wa, nP); TAKE(Wb, nP); TAKE(Wc, nP); TAKE(dWa, nP); TAKE(dWb, nP); TAKE(save, c->ngrad); TAKE(zero, nd);
     TAKE(xa1, nm); TAKE(xa2, nd); TAKE(dp0, nP); c->p0 = NULL;
+    TAKE(zk3, nm); TAKE(hk2, nm); TAKE(g3, nm); TAKE(zq3, nm); TAKE(hq2, nm);   // gated memory
     TAKE(gam, nn); TAKE(C0, nn); TAKE(s0, nn); TAKE(dgam, nn); TAKE(dC0, nn + b); c->nh = 0; c->wc = 1;  // omega (b: rows incl. the halo)
     if (din != d) { TAKE(qr, nd); TAKE(kr, nd); } else { c->qr = c->q; c->kr = c->k; }   // poly: the raw rows
 #undef TAKE
@@ -951,35 +959,30 @@ static void mem_bias_backward(const MemCfg* m, MemChunk* c, int n) {
     }
 }
 
-// One chunk of n tokens (SPEC §5.1, §5.2) from state (P, S); writes y and, if Pn, the chunk-end state.
-// The chunk-end state is base's (P when base is NULL): Pn = alpha_n base [+ (1 - alpha_n) P_0] + beta_n S - sum_i c_i
-// g_i. The reads of
-// W1 and W2 (or W) scale their write terms by cs[0], cs[1] (NULL: 1). Both are for the retentions below.
-static void mem_chunk_forward(const MemCfg* m, MemChunk* c, int n, const real* P, const real* S, real* Pn, real* Sn,
-                              const real* lng, const real* lnb, const real* base, const real* cs) {
+// The inner gradients at the state P (SPEC §4) of the chunk's n key rows, g_i = dloss(M(k_i; P), v_i)/dP by backprop:
+// linear g_i = r_i k_i^T; deep g_i = (g1_i hk_i^T, g2_i k_i^T) with zk = W2 k, hk = GELU(zk), o = W1 hk, M(k) = k +
+// LN(o) g + beta, r = dloss/dM(k), g1 = dloss/do (r back through the LN), g2 = (W1^T g1) * GELU'(zk). Fills c->r
+// (and c->zk, tk, hk, nk, rk, u, g1, gk, g2 for the deep memory).
+static void mem_grad_forward(const MemCfg* m, MemChunk* c, int n, const real* P, const real* lng, const real* lnb) {
     int d = m->d, dm = m->dm, din = m->din;
-    size_t nd = (size_t)n * d;  // din: the input width (D_phi with poly, else d)
-    const real* Sx = m->momentum ? S : NULL;
-    const real* B0 = base ? base : P;
-    real cs0 = cs ? cs[0] : 1, cs1 = cs ? cs[1] : 1;
-    mem_coef_forward(c, n, m->momentum);
-    const real* crow = c->C + (size_t)(n - 1) * n;
-    const real* srow = c->s + (size_t)(n - 1) * n;
-    if (m->depth == 1) {  // linear memory M(x) = W x, g_i = r_i k_i^T
+    size_t nd = (size_t)n * d;
+    if (m->depth == 1) {
         mm_nt(c->r, c->k, P, n, d, din, 1, 0);  // M(k_i) = W_s k_i
         mem_bias_forward(m, c, n);
-        mem_read_forward(c->y, c->xw1, c->xs1, c->xx1, c->xa2, c->q, c->k, c->r, P, Sx, c->p0, cs0, c, n, d, din);
-        if (Pn) mem_update_forward(Pn, B0, c->alpha[n - 1], c->p0, Sx, c->beta[n - 1], c->r, c->k, crow, n, d, din);
-        if (Pn && Sx) mem_update_forward(Sn, Sx, c->sigma[n - 1], NULL, NULL, 0, c->r, c->k, srow, n, d, din);
         return;
     }
-    // deep memory: W1 (d, dm), W2 (dm, d); g_i = (d1_i hk_i^T, d2_i k_i^T)
-    const real *W1 = P, *W2 = P + (size_t)d * dm, *S1 = Sx, *S2 = Sx ? Sx + (size_t)d * dm : NULL;
-    const real *A1 = c->p0, *A2 = c->p0 ? c->p0 + (size_t)d * dm : NULL;  // the anchor's W1, W2 (or NULL)
+    const real *W1 = P, *W2 = P + (size_t)d * dm, *W3 = W2 + (size_t)dm * din;
     mm_nt(c->zk, c->k, W2, n, dm, din, 1, 0);  // z = W2 k
     for (size_t e = 0; e < (size_t)n * dm; e++) {
         c->tk[e] = gelu_tanh(c->zk[e]);
         c->hk[e] = gelu(c->zk[e], c->tk[e]);
+    }
+    if (m->gated) {  // h = GELU(W2 k) * z3, z3 = W3 k
+        mm_nt(c->zk3, c->k, W3, n, dm, din, 1, 0);
+        for (size_t e = 0; e < (size_t)n * dm; e++) {
+            c->hk2[e] = c->hk[e];
+            c->hk[e] = c->hk2[e] * c->zk3[e];
+        }
     }
     mm_nt(c->nk, c->hk, W1, n, d, dm, 1, 0);  // o = W1 h
     if (m->ln) ln_forward(c->nk, c->rk, n, d);  // x^ = LN(o)
@@ -994,6 +997,94 @@ static void mem_chunk_forward(const MemCfg* m, MemChunk* c, int n, const real* P
         memcpy(c->g1, c->r, nd * sizeof(real));
     mm_nn(c->gk, c->g1, W1, n, dm, d, 1, 0);  // dloss/dh = W1^T g1
     for (size_t e = 0; e < (size_t)n * dm; e++) c->g2[e] = c->gk[e] * gelu_d1(c->zk[e], c->tk[e]);  // g2 = dloss/dz
+    if (m->gated)  // g2 = dloss/dz2 = gk z3 GELU'(z2), g3 = dloss/dz3 = gk GELU(z2)
+        for (size_t e = 0; e < (size_t)n * dm; e++) {
+            c->g2[e] *= c->zk3[e];
+            c->g3[e] = c->gk[e] * c->hk2[e];
+        }
+}
+// Its backward (second order): from the adjoints of the gradient rows (c->dg1, dhk, dg2, dk; linear: c->dr, dk) to
+// dk, dv, ddelta, detac, dlng, dlnb (accumulated) and dP += the gradient of P through the g_i.
+static void mem_grad_backward(const MemCfg* m, MemChunk* c, int n, const real* P, real* dP, const real* lng) {
+    int d = m->d, dm = m->dm, din = m->din;
+    size_t nd = (size_t)n * d, nm = (size_t)n * dm;
+    if (m->depth == 1) {
+        mem_bias_backward(m, c, n);  // r -> M(k_i) = W k_i
+        mm_nn(c->dk, c->dmk, P, n, din, d, 1, 1);
+        mm_tn(dP, c->dmk, c->k, d, din, n, 1, 1);
+        return;
+    }
+    const real *W1 = P, *W2 = P + (size_t)d * dm, *W3 = W2 + (size_t)dm * din;
+    real *dW1 = dP, *dW2 = dP + (size_t)d * dm, *dW3 = dW2 + (size_t)dm * din;
+    // second order: back through the inner gradient g2 = (W1^T g1) * GELU'(zk), g1 = LN-back(r g), r = bias(M(k), v)
+    for (size_t e = 0; e < nm; e++) {
+        real g1d = gelu_d1(c->zk[e], c->tk[e]), z3 = m->gated ? c->zk3[e] : 1;
+        c->dgk[e] = c->dg2[e] * z3 * g1d;
+        c->dzk[e] += c->dg2[e] * c->gk[e] * z3 * gelu_d2(c->zk[e], c->tk[e]);
+        if (m->gated) {  // g2 = gk z3 GELU'(z2), g3 = gk GELU(z2)
+            c->dgk[e] += c->dg3[e] * c->hk2[e];
+            c->dzk3[e] += c->dg2[e] * c->gk[e] * g1d;
+            c->dhk2[e] += c->dg3[e] * c->gk[e];
+        }
+    }
+    mm_nt(c->dg1, c->dgk, W1, n, d, dm, 1, 1);
+    mm_tn(dW1, c->g1, c->dgk, d, dm, n, 1, 1);
+    if (m->ln) {
+        ln_backward_backward(c->du, c->dnk, c->drk, c->dg1, c->u, c->nk, c->rk, c->g1, n, d);
+        for (int t = 0; t < n; t++)
+            for (int i = 0; i < d; i++) {
+                size_t e = (size_t)t * d + i;
+                c->dr[e] += c->du[e] * lng[i];
+                c->dlng[i] += c->du[e] * c->r[e];
+            }
+    } else
+        for (size_t e = 0; e < nd; e++) c->dr[e] += c->dg1[e];
+    mem_bias_backward(m, c, n);  // r -> M(k)
+    mem_out_backward(c->dkr, c->dnk, c->dlng, c->dlnb, c->dmk, c->nk, lng, m, n);
+    if (m->ln)
+        ln_backward(c->dok, c->dnk, c->drk, c->nk, c->rk, n, d);
+    else
+        memcpy(c->dok, c->dnk, nd * sizeof(real));
+    mm_nn(c->dhk, c->dok, W1, n, dm, d, 1, 1);  // o = W1 hk
+    mm_tn(dW1, c->dok, c->hk, d, dm, n, 1, 1);
+    if (m->gated)  // h = h2 z3
+        for (size_t e = 0; e < nm; e++) {
+            c->dhk2[e] += c->dhk[e] * c->zk3[e];
+            c->dzk3[e] += c->dhk[e] * c->hk2[e];
+        }
+    const real* dh2 = m->gated ? c->dhk2 : c->dhk;  // dL/dGELU(z2)
+    for (size_t e = 0; e < nm; e++) c->dzk[e] += dh2[e] * gelu_d1(c->zk[e], c->tk[e]);
+    mm_nn(c->dk, c->dzk, W2, n, din, dm, 1, 1);  // zk = W2 k
+    mm_tn(dW2, c->dzk, c->k, dm, din, n, 1, 1);
+    if (m->gated) {  // z3 = W3 k
+        mm_nn(c->dk, c->dzk3, W3, n, din, dm, 1, 1);
+        mm_tn(dW3, c->dzk3, c->k, dm, din, n, 1, 1);
+    }
+}
+
+// One chunk of n tokens (SPEC §5.1, §5.2) from state (P, S); writes y and, if Pn, the chunk-end state.
+// The chunk-end state is base's (P when base is NULL): Pn = alpha_n base [+ (1 - alpha_n) P_0] + beta_n S - sum_i c_i
+// g_i. The reads of
+// W1 and W2 (or W) scale their write terms by cs[0], cs[1] (NULL: 1). Both are for the retentions below.
+static void mem_chunk_forward(const MemCfg* m, MemChunk* c, int n, const real* P, const real* S, real* Pn, real* Sn,
+                              const real* lng, const real* lnb, const real* base, const real* cs) {
+    int d = m->d, dm = m->dm, din = m->din;  // din: the input width (D_phi with poly, else d)
+    const real* Sx = m->momentum ? S : NULL;
+    const real* B0 = base ? base : P;
+    real cs0 = cs ? cs[0] : 1, cs1 = cs ? cs[1] : 1;
+    mem_coef_forward(c, n, m->momentum);
+    const real* crow = c->C + (size_t)(n - 1) * n;
+    const real* srow = c->s + (size_t)(n - 1) * n;
+    mem_grad_forward(m, c, n, P, lng, lnb);
+    if (m->depth == 1) {  // linear memory M(x) = W x, g_i = r_i k_i^T
+        mem_read_forward(c->y, c->xw1, c->xs1, c->xx1, c->xa2, c->q, c->k, c->r, P, Sx, c->p0, cs0, c, n, d, din);
+        if (Pn) mem_update_forward(Pn, B0, c->alpha[n - 1], c->p0, Sx, c->beta[n - 1], c->r, c->k, crow, n, d, din);
+        if (Pn && Sx) mem_update_forward(Sn, Sx, c->sigma[n - 1], NULL, NULL, 0, c->r, c->k, srow, n, d, din);
+        return;
+    }
+    // deep memory: W1 (d, dm), W2 (dm, d); g_i = (d1_i hk_i^T, d2_i k_i^T)
+    const real *W1 = P, *W2 = P + (size_t)d * dm, *S1 = Sx, *S2 = Sx ? Sx + (size_t)d * dm : NULL;
+    const real *A1 = c->p0, *A2 = c->p0 ? c->p0 + (size_t)d * dm : NULL;  // the anchor's W1, W2 (or NULL)
     // reads, after the write: y_t = q_t + LN(W1_t GELU(W2_t q_t))
     mem_read_forward(c->zq, c->xw1, c->xs1, c->xx1, c->xa1, c->q, c->k, c->g2, W2, S2, A2, cs1, c, n, dm, din);
     for (size_t e = 0; e < (size_t)n * dm; e++) {
@@ -1043,9 +1134,7 @@ static void mem_chunk_backward(const MemCfg* m, MemChunk* c, int n, const real* 
                                 NULL, 0, c->r, c->k, srow, n, d, din);
         mem_read_backward(c->dq, c->dk, c->dr, dPs, dSx, c->dp0, &c->dcs[0], c, dy, c->q, c->k, c->r, P, Sx, c->p0, cs0,
                           c->xw1, c->xs1, c->xx1, c->xa2, n, d, din);
-        mem_bias_backward(m, c, n);  // r -> M(k_i) = W k_i
-        mm_nn(c->dk, c->dmk, P, n, din, d, 1, 1);
-        mm_tn(dPs, c->dmk, c->k, d, din, n, 1, 1);
+        mem_grad_backward(m, c, n, P, dPs, lng);
         mem_coef_backward(c, n, m->momentum);
         return;
     }
@@ -1080,40 +1169,13 @@ static void mem_chunk_backward(const MemCfg* m, MemChunk* c, int n, const real* 
     for (size_t e = 0; e < nm; e++) c->dzq[e] = c->dhq[e] * gelu_d1(c->zq[e], c->tq[e]);
     mem_read_backward(c->dq, c->dk, c->dg2, dW2, dS2, dA2, &c->dcs[1], c, c->dzq, c->q, c->k, c->g2, W2, S2, A2, cs1,
                       c->xw1, c->xs1, c->xx1, c->xa1, n, dm, din);
-    // second order: back through the inner gradient g2 = (W1^T g1) * GELU'(zk), g1 = LN-back(r g), r = bias(M(k), v)
-    for (size_t e = 0; e < nm; e++) {
-        c->dgk[e] = c->dg2[e] * gelu_d1(c->zk[e], c->tk[e]);
-        c->dzk[e] += c->dg2[e] * c->gk[e] * gelu_d2(c->zk[e], c->tk[e]);
-    }
-    mm_nt(c->dg1, c->dgk, W1, n, d, dm, 1, 1);
-    mm_tn(dW1, c->g1, c->dgk, d, dm, n, 1, 1);
-    if (m->ln) {
-        ln_backward_backward(c->du, c->dnk, c->drk, c->dg1, c->u, c->nk, c->rk, c->g1, n, d);
-        for (int t = 0; t < n; t++)
-            for (int i = 0; i < d; i++) {
-                size_t e = (size_t)t * d + i;
-                c->dr[e] += c->du[e] * lng[i];
-                c->dlng[i] += c->du[e] * c->r[e];
-            }
-    } else
-        for (size_t e = 0; e < nd; e++) c->dr[e] += c->dg1[e];
-    mem_bias_backward(m, c, n);  // r -> M(k)
-    mem_out_backward(c->dkr, c->dnk, c->dlng, c->dlnb, c->dmk, c->nk, lng, m, n);
-    if (m->ln)
-        ln_backward(c->dok, c->dnk, c->drk, c->nk, c->rk, n, d);
-    else
-        memcpy(c->dok, c->dnk, nd * sizeof(real));
-    mm_nn(c->dhk, c->dok, W1, n, dm, d, 1, 1);  // o = W1 hk
-    mm_tn(dW1, c->dok, c->hk, d, dm, n, 1, 1);
-    for (size_t e = 0; e < nm; e++) c->dzk[e] += c->dhk[e] * gelu_d1(c->zk[e], c->tk[e]);
-    mm_nn(c->dk, c->dzk, W2, n, din, dm, 1, 1);  // zk = W2 k
-    mm_tn(dW2, c->dzk, c->k, dm, din, n, 1, 1);
+    mem_grad_backward(m, c, n, P, dPs, lng);
     mem_coef_backward(c, n, m->momentum);
 }
 
 // ---- retentions (SPEC §5.3, §5.4) around the chunk. The carried state is P itself (none), A (lq) or Z (kl).
 
-// the state's matrices: deep W1 (d, dm) then W2 (dm, d); linear W (d, d)
+// the state's matrices: deep W1 (d, dm) then W2 (dm, din) (then W3 (dm, din), gated); linear W (d, din)
 static int mem_matrices(const MemCfg* m, size_t* off, int* rows, int* cols) {
     off[0] = 0;
     rows[0] = m->d;
@@ -1122,12 +1184,16 @@ static int mem_matrices(const MemCfg* m, size_t* off, int* rows, int* cols) {
     off[1] = (size_t)m->d * m->dm;
     rows[1] = m->dm;
     cols[1] = m->din;
-    return 2;
+    if (!m->gated) return 2;
+    off[2] = off[1] + (size_t)m->dm * m->din;  // W3
+    rows[2] = m->dm;
+    cols[2] = m->din;
+    return 3;
 }
 // Moneta: s = (|A|_4 + 1e-6)^2 per matrix; P_s = A / s; the reads' write terms scale by 1/s
 static void lq_scales(const MemCfg* m, const real* A, real* P, real* cs) {
-    size_t off[2];
-    int rows[2], cols[2], nm = mem_matrices(m, off, rows, cols);
+    size_t off[3];
+    int rows[3], cols[3], nm = mem_matrices(m, off, rows, cols);
     cs[0] = cs[1] = 1;
     for (int k = 0; k < nm; k++) {
         size_t n = (size_t)rows[k] * cols[k];
@@ -1143,8 +1209,8 @@ static void lq_scales(const MemCfg* m, const real* A, real* P, real* cs) {
 }
 // dA += dP / s + ds ds/dA with ds = -(<dP, A> + dcs) / s^2 and ds/dA = 2 (|A|_4 + 1e-6) A^3 / |A|_4^3
 static void lq_scales_backward(const MemCfg* m, const real* A, const real* dP, const real* dcs, real* dA) {
-    size_t off[2];
-    int rows[2], cols[2], nm = mem_matrices(m, off, rows, cols);
+    size_t off[3];
+    int rows[3], cols[3], nm = mem_matrices(m, off, rows, cols);
     for (int k = 0; k < nm; k++) {
         size_t n = (size_t)rows[k] * cols[k];
         double q4 = 0, pa = 0;
@@ -1163,8 +1229,8 @@ static void lq_scales_backward(const MemCfg* m, const real* A, const real* dP, c
 }
 // Memora: W = softmax over each row of each matrix; backward dZ = W (dW - <dW, W>) per row (accumulated)
 static void softmax_rows(const MemCfg* m, const real* Z, real* W) {
-    size_t off[2];
-    int rows[2], cols[2], nm = mem_matrices(m, off, rows, cols);
+    size_t off[3];
+    int rows[3], cols[3], nm = mem_matrices(m, off, rows, cols);
     for (int k = 0; k < nm; k++)
         for (int r = 0; r < rows[k]; r++) {
             const real* z = Z + off[k] + (size_t)r * cols[k];
@@ -1180,8 +1246,8 @@ static void softmax_rows(const MemCfg* m, const real* Z, real* W) {
         }
 }
 static void softmax_rows_backward(const MemCfg* m, const real* W, const real* dW, real* dZ) {
-    size_t off[2];
-    int rows[2], cols[2], nm = mem_matrices(m, off, rows, cols);
+    size_t off[3];
+    int rows[3], cols[3], nm = mem_matrices(m, off, rows, cols);
     for (int k = 0; k < nm; k++)
         for (int r = 0; r < rows[k]; r++) {
             size_t o = off[k] + (size_t)r * cols[k];
@@ -1210,9 +1276,397 @@ static void kl_gates(const MemCfg* m, MemChunk* c, int lag, real* keep) {
     }
 }
 
+// ---- muon's Newton-Schulz (SPEC §5.7), per memory matrix.
+// NS5(S): X = S / (|S|_F + 1e-7), transposed so that rows <= cols (m x n), then 5 times
+//     A = X X^T ;  X = 3.4445 X + (-4.7750 A + 2.0315 A A) X
+// and transposed back; NS5(0) = 0 with zero derivative. The forward keeps X_0..X_5 (6 m n) and A_0..A_4 (5 m m)
+// in sv for the backward; tmp: 2 m m + m n scratch.
+static const real NS5_A = 3.4445, NS5_B = -4.7750, NS5_C = 2.0315;
+static size_t ns5_saved(int r, int cc) {
+    size_t m = r < cc ? r : cc, n = r < cc ? cc : r;
+    return 6 * m * n + 5 * m * m + 1;
+}
+static void ns5_forward(real* out, real* sv, real* tmp, const real* S, int r, int cc) {
+    int tr = r > cc, m = tr ? cc : r, n = tr ? r : cc;
+    size_t mn = (size_t)m * n, mm = (size_t)m * m;
+    real *X = sv, *A = sv + 6 * mn, *nrm = A + 5 * mm, *B = tmp;
+    double s2 = 0;
+    for (size_t e = 0; e < mn; e++) s2 += (double)S[e] * S[e];
+    *nrm = (real)sqrt(s2);
+    if (*nrm == 0) {
+        memset(out, 0, mn * sizeof(real));
+        return;
+    }
+    real f = 1 / (*nrm + (real)1e-7);
+    for (int i = 0; i < r; i++)
+        for (int j = 0; j < cc; j++) X[tr ? (size_t)j * n + i : (size_t)i * n + j] = f * S[(size_t)i * cc + j];
+    for (int k = 0; k < 5; k++) {
+        real *Xk = X + k * mn, *Xn = Xk + mn, *Ak = A + k * mm;
+        mm_nt(Ak, Xk, Xk, m, m, n, 1, 0);  // A = X X^T
+        mm_nn(B, Ak, Ak, m, m, m, NS5_C, 0);  // B = b A + c A A
+        for (size_t e = 0; e < mm; e++) B[e] += NS5_B * Ak[e];
+        mm_nn(Xn, B, Xk, m, n, m, 1, 0);  // X' = a X + B X
+        for (size_t e = 0; e < mn; e++) Xn[e] += NS5_A * Xk[e];
+    }
+    const real* X5 = X + 5 * mn;
+    for (int i = 0; i < r; i++)
+        for (int j = 0; j < cc; j++) out[(size_t)i * cc + j] = X5[tr ? (size_t)j * n + i : (size_t)i * n + j];
+}
+// dS += dNS5/dS^T dout, from the forward's sv (tmp: 3 m m + 2 m n). Per iteration, with B = b A + c A^2 (symmetric):
+//   dX = a G + B G + (dA + dA^T) X,  dA = b dB + c (dB A + A dB),  dB = G X^T;  then through X_0 = S / (|S| + eps):
+//   dS = G_0 / (|S| + eps) - S <S, G_0> / ((|S| + eps)^2 |S|)
+static void ns5_backward(real* dS, const real* dout, const real* sv, real* tmp, const real* S, int r, int cc) {
+    int tr = r > cc, m = tr ? cc : r, n = tr ? r : cc;
+    size_t mn = (size_t)m * n, mm = (size_t)m * m;
+    const real *X = sv, *A = sv + 6 * mn;
+    real nrm = A[5 * mm];
+    if (nrm == 0) return;
+    real *G = tmp, *Gn = G + mn, *B = Gn + mn, *dB = B + mm, *dA = dB + mm;
+    for (int i = 0; i < r; i++)
+        for (int j = 0; j < cc; j++) G[tr ? (size_t)j * n + i : (size_t)i * n + j] = dout[(size_t)i * cc + j];
+    for (int k = 4; k >= 0; k--) {
+        const real *Xk = X + k * mn, *Ak = A + k * mm;
+        mm_nn(B, Ak, Ak, m, m, m, NS5_C, 0);
+        for (size_t e = 0; e < mm; e++) B[e] += NS5_B * Ak[e];
+        mm_nn(Gn, B, G, m, n, m, 1, 0);  // B^T G = B G
+        for (size_t e = 0; e < mn; e++) Gn[e] += NS5_A * G[e];
+        mm_nt(dB, G, Xk, m, m, n, 1, 0);  // dB = G X^T
+        mm_nn(dA, dB, Ak, m, m, m, NS5_C, 0);
+        mm_nn(dA, Ak, dB, m, m, m, NS5_C, 1);
+        for (size_t e = 0; e < mm; e++) dA[e] += NS5_B * dB[e];
+        for (int i = 0; i < m; i++)
+            for (int j = 0; j < m; j++) dB[(size_t)i * m + j] = dA[(size_t)i * m + j] + dA[(size_t)j * m + i];
+        mm_nn(Gn, dB, Xk, m, n, m, 1, 1);  // + (dA + dA^T) X
+        memcpy(G, Gn, mn * sizeof(real));
+    }
+    real f = 1 / (nrm + (real)1e-7);
+    double sg = 0;
+    for (int i = 0; i < r; i++)
+        for (int j = 0; j < cc; j++)
+            sg += (double)S[(size_t)i * cc + j] * G[tr ? (size_t)j * n + i : (size_t)i * n + j];
+    real w = (real)(sg * f * f / nrm);
+    for (int i = 0; i < r; i++)
+        for (int j = 0; j < cc; j++)
+            dS[(size_t)i * cc + j] += f * G[tr ? (size_t)j * n + i : (size_t)i * n + j] - w * S[(size_t)i * cc + j];
+}
+
+// ---- muon (SPEC §5.7), token-level. Per own row j of the chunk (omega's halo rows take no step), with every g_i
+// taken at the chunk-start state P_s (mem_grad_forward) and S carried across chunks like P (S = 0 per sequence):
+//     G_j = sum_{o<c} gamma_j[o] g_{j-o}       S_j = theta_j S_{j-1} + G_j       X_j = NS5(S_j) per memory matrix
+//     P_j = a_j P_{j-1} [+ (1 - a_j) P_0] - eta_j X_j                               y_j = M(q_j; P_j)
+// NS5 of a full matrix is not rank one, so there is no dual form: the chunk keeps P_j, S_j, X_j of every own row
+// (mP, mS, mX: (b, nP) each) and NS5's iterates (msv), and its backward steps back through them token by token.
+// The scratch of a chunk of b rows (muon_carve: NULL base sizes it; 0 without muon)
+static size_t muon_carve(MemChunk* c, real* base, int b, const MemCfg* m) {
+    c->mP = c->mS = c->mX = c->msv = c->mtmp = NULL;
+    c->nsv = 0;
+    if (!m->muon) return 0;
+    size_t off[3], tmp = 0, nP = m->nP;
+    int rows[3], cols[3], nm = mem_matrices(m, off, rows, cols);
+    for (int k = 0; k < nm; k++) {
+        size_t r = rows[k] < cols[k] ? rows[k] : cols[k], q = rows[k] < cols[k] ? cols[k] : rows[k];
+        c->nsv += ns5_saved(rows[k], cols[k]);
+        if (3 * r * r + 2 * r * q > tmp) tmp = 3 * r * r + 2 * r * q;  // ns5_backward's scratch (the forward's fits)
+    }
+    if (base) {
+        c->mP = base;
+        c->mS = c->mP + (size_t)b * nP;
+        c->mX = c->mS + (size_t)b * nP;
+        c->msv = c->mX + (size_t)b * nP;
+        c->mtmp = c->msv + (size_t)b * c->nsv;
+    }
+    return 3 * (size_t)b * nP + (size_t)b * c->nsv + tmp;
+}
+// G += w g_i: linear g_i = r_i k_i^T (d, din); deep (g1_i hk_i^T (d, dm), g2_i k_i^T (dm, din))
+static void outer_add(real* G, real w, const real* x, const real* y, int m, int p) {
+    for (int i = 0; i < m; i++)
+        for (int j = 0; j < p; j++) G[(size_t)i * p + j] += w * x[i] * y[j];
+}
+static void muon_add_grad(const MemCfg* m, const MemChunk* c, real* G, int i, real w) {
+    int d = m->d, dm = m->dm, din = m->din;
+    if (m->depth == 1) {
+        outer_add(G, w, c->r + (size_t)i * d, c->k + (size_t)i * din, d, din);
+        return;
+    }
+    outer_add(G, w, c->g1 + (size_t)i * d, c->hk + (size_t)i * dm, d, dm);
+    outer_add(G + (size_t)d * dm, w, c->g2 + (size_t)i * dm, c->k + (size_t)i * din, dm, din);
+    if (m->gated)
+        outer_add(G + (size_t)d * dm + (size_t)dm * din, w, c->g3 + (size_t)i * dm, c->k + (size_t)i * din, dm, din);
+}
+// the backward of G += w x y^T for the adjoint dG: dx += w dG y, dy += w dG^T x; returns dw = x^T dG y
+static real outer_add_backward(real* dx, real* dy, const real* dG, real w, const real* x, const real* y, int m, int p) {
+    real dw = 0;
+    for (int i = 0; i < m; i++) {
+        const real* g = dG + (size_t)i * p;
+        real gy = dotv(g, y, p);
+        dx[i] += w * gy;
+        dw += x[i] * gy;
+        for (int j = 0; j < p; j++) dy[j] += w * x[i] * g[j];
+    }
+    return dw;
+}
+static real muon_add_grad_backward(const MemCfg* m, MemChunk* c, const real* dG, int i, real w) {
+    int d = m->d, dm = m->dm, din = m->din;
+    size_t id = (size_t)i * d, im = (size_t)i * dm, ik = (size_t)i * din;
+    if (m->depth == 1) return outer_add_backward(c->dr + id, c->dk + ik, dG, w, c->r + id, c->k + ik, d, din);
+    real dw = outer_add_backward(c->dg1 + id, c->dhk + im, dG, w, c->g1 + id, c->hk + im, d, dm) +
+              outer_add_backward(c->dg2 + im, c->dk + ik, dG + (size_t)d * dm, w, c->g2 + im, c->k + ik, dm, din);
+    if (m->gated)
+        dw += outer_add_backward(c->dg3 + im, c->dk + ik, dG + (size_t)d * dm + (size_t)dm * din, w, c->g3 + im,
+                                 c->k + ik, dm, din);
+    return dw;
+}
+// the read of row j through the full state Pj: linear y = W q; deep y = q + LN(W1 GELU(W2 q)) g + beta
+static void muon_read_forward(const MemCfg* m, MemChunk* c, int j, const real* Pj, const real* lng, const real* lnb) {
+    int d = m->d, dm = m->dm, din = m->din;
+    if (m->depth == 1) {
+        mm_nt(c->y + (size_t)j * d, c->q + (size_t)j * din, Pj, 1, d, din, 1, 0);
+        return;
+    }
+    real *zq = c->zq + (size_t)j * dm, *tq = c->tq + (size_t)j * dm, *hq = c->hq + (size_t)j * dm;
+    mm_nt(zq, c->q + (size_t)j * din, Pj + (size_t)d * dm, 1, dm, din, 1, 0);  // z = W2 q
+    for (int e = 0; e < dm; e++) {
+        tq[e] = gelu_tanh(zq[e]);
+        hq[e] = gelu(zq[e], tq[e]);
+    }
+    if (m->gated) {  // h = GELU(W2 q) * z3, z3 = W3 q
+        real *zq3 = c->zq3 + (size_t)j * dm, *hq2 = c->hq2 + (size_t)j * dm;
+        mm_nt(zq3, c->q + (size_t)j * din, Pj + (size_t)d * dm + (size_t)dm * din, 1, dm, din, 1, 0);
+        for (int e = 0; e < dm; e++) {
+            hq2[e] = hq[e];
+            hq[e] = hq2[e] * zq3[e];
+        }
+    }
+    mm_nt(c->nq + (size_t)j * d, hq, Pj, 1, d, dm, 1, 0);  // o = W1 h
+    if (m->ln) ln_forward(c->nq + (size_t)j * d, c->rq + j, 1, d);
+    mem_out_forward(c->y + (size_t)j * d, c->qr + (size_t)j * d, c->nq + (size_t)j * d, lng, lnb, m, 1);
+}
+// its backward from dy_j: dq_j (the features; the residual's raw row into dqr), dlng, dlnb and dPj += dL/dPj
+static void muon_read_backward(const MemCfg* m, MemChunk* c, int j, const real* dyj, const real* Pj, real* dPj,
+                               const real* lng) {
+    int d = m->d, dm = m->dm, din = m->din;
+    const real* q = c->q + (size_t)j * din;
+    real* dq = c->dq + (size_t)j * din;
+    if (m->depth == 1) {
+        mm_nn(dq, dyj, Pj, 1, din, d, 1, 1);  // dq += W^T dy
+        outer_add(dPj, 1, dyj, q, d, din);  // dW += dy q^T
+        return;
+    }
+    real *doq = c->doq + (size_t)j * d, *dnq = c->dnk + (size_t)j * d, *dhq = c->dhq + (size_t)j * dm;
+    real* dzq = c->dzq + (size_t)j * dm;
+    mem_out_backward(c->dqr + (size_t)j * d, doq, c->dlng, c->dlnb, dyj, c->nq + (size_t)j * d, lng, m, 1);
+    if (m->ln) {  // through the LN (dnk's row is a temporary: mem_grad_backward needs it zero)
+        memcpy(dnq, doq, d * sizeof(real));
+        memset(doq, 0, d * sizeof(real));
+        ln_backward(doq, dnq, NULL, c->nq + (size_t)j * d, c->rq + j, 1, d);
+        memset(dnq, 0, d * sizeof(real));
+    }
+    mm_nn(dhq, doq, Pj, 1, dm, d, 1, 0);  // o = W1 h: dh = W1^T do, dW1 += do h^T
+    outer_add(dPj, 1, doq, c->hq + (size_t)j * dm, d, dm);
+    if (m->gated) {  // h = h2 z3: dz3 = dh h2, dh2 = dh z3 (kept in dhq), z3 = W3 q: dq += W3^T dz3, dW3 += dz3 q^T
+        real* dzq3 = c->dzq3 + (size_t)j * dm;
+        const real* W3 = Pj + (size_t)d * dm + (size_t)dm * din;
+        for (int e = 0; e < dm; e++) {
+            dzq3[e] = dhq[e] * c->hq2[(size_t)j * dm + e];
+            dhq[e] *= c->zq3[(size_t)j * dm + e];
+        }
+        mm_nn(dq, dzq3, W3, 1, din, dm, 1, 1);
+        outer_add(dPj + (size_t)d * dm + (size_t)dm * din, 1, dzq3, q, dm, din);
+    }
+    for (int e = 0; e < dm; e++) dzq[e] = dhq[e] * gelu_d1(c->zq[(size_t)j * dm + e], c->tq[(size_t)j * dm + e]);
+    mm_nn(dq, dzq, Pj + (size_t)d * dm, 1, din, dm, 1, 1);  // z = W2 q: dq += W2^T dz, dW2 += dz q^T
+    outer_add(dPj + (size_t)d * dm, 1, dzq, q, dm, din);
+}
+// One chunk of n rows (nh = c->nh halo rows first) from (P, S) = (P_s, S_s); y of the own rows (halo rows 0); the
+// chunk-end (P, S) into Pn, Sn if Pn.
+static void muon_chunk_forward(const MemCfg* m, MemChunk* c, int n, const real* P, const real* S, real* Pn, real* Sn,
+                               const real* lng, const real* lnb) {
+    int nh = c->nh, w = c->wc, d = m->d;
+    size_t nP = m->nP, off[3], svo[3] = {0, 0, 0};
+    int rows[3], cols[3], nm = mem_matrices(m, off, rows, cols);
+    for (int k = 1; k < nm; k++) svo[k] = svo[k - 1] + ns5_saved(rows[k - 1], cols[k - 1]);
+    mem_grad_forward(m, c, n, P, lng, lnb);  // every g_i at P_s, the halo rows' too
+    memset(c->y, 0, (size_t)nh * d * sizeof(real));
+    for (int j = nh; j < n; j++) {
+        size_t t = j - nh;
+        real *Pj = c->mP + t * nP, *Sj = c->mS + t * nP, *Xj = c->mX + t * nP;
+        const real *Pp = t ? Pj - nP : P, *Sp = t ? Sj - nP : S;
+        for (size_t e = 0; e < nP; e++) Sj[e] = c->theta[j] * Sp[e];  // S_j = theta_j S_{j-1} + G_j
+        for (int o = 0; o < w && o <= j; o++) muon_add_grad(m, c, Sj, j - o, w > 1 ? c->gam[(size_t)j * w + o] : 1);
+        for (int k = 0; k < nm; k++)  // X_j = NS5(S_j), per matrix
+            ns5_forward(Xj + off[k], c->msv + t * c->nsv + svo[k], c->mtmp, Sj + off[k], rows[k], cols[k]);
+        for (size_t e = 0; e < nP; e++)  // P_j = a_j P_{j-1} [+ (1 - a_j) P_0] - eta_j X_j
+            Pj[e] = c->a[j] * Pp[e] + (c->p0 ? (1 - c->a[j]) * c->p0[e] : 0) - c->eta[j] * Xj[e];
+        muon_read_forward(m, c, j, Pj, lng, lnb);
+    }
+    if (Pn) {
+        memcpy(Pn, c->mP + (size_t)(n - 1 - nh) * nP, nP * sizeof(real));
+        memcpy(Sn, c->mS + (size_t)(n - 1 - nh) * nP, nP * sizeof(real));
+    }
+}
+// Its backward (run muon_chunk_forward first): from dy and dPn, dSn (NULL for the last chunk) to the chunk's input
+// gradients (c->dq, dk, dv, da, deta, dtheta, dgam, ...), c->dlng, dlnb, c->dp0 (accumulated) and dPs, dSs
+// (overwritten), token by token in reverse:
+//     dP_j += read_j^T dy_j;  da_j = <dP_j, P_{j-1} [- P_0]>;  deta_j = -<dP_j, X_j>;  dS_j += NS5'(S_j)^T (-eta_j dP_j)
+//     dtheta_j = <dS_j, S_{j-1}>;  dgamma_j[o] = <dS_j, g_{j-o}>;  dg_{j-o} += gamma_j[o] dS_j
+//     dP_{j-1} = a_j dP_j;  dS_{j-1} = theta_j dS_j
+// then the g_i's adjoints through the inner gradients at P_s (mem_grad_backward) into dPs.
+static void muon_chunk_backward(const MemCfg* m, MemChunk* c, int n, const real* dy, const real* P, const real* S,
+                                const real* dPn, const real* dSn, real* dPs, real* dSs, const real* lng) {
+    int nh = c->nh, w = c->wc, d = m->d;
+    size_t nP = m->nP, off[3], svo[3] = {0, 0, 0};
+    int rows[3], cols[3], nm = mem_matrices(m, off, rows, cols);
+    for (int k = 1; k < nm; k++) svo[k] = svo[k - 1] + ns5_saved(rows[k - 1], cols[k - 1]);
+    real *gP = dPs, *gS = dSs, *gX = c->Wc;  // dL/dP_j, dL/dS_j as j goes back; dL/dX_j
+    memset(c->grad0, 0, c->ngrad * sizeof(real));
+    memset(c->dgam, 0, (size_t)n * w * sizeof(real));
+    if (dPn) {
+        memcpy(gP, dPn, nP * sizeof(real));
+        memcpy(gS, dSn, nP * sizeof(real));
+    } else {
+        memset(gP, 0, nP * sizeof(real));
+        memset(gS, 0, nP * sizeof(real));
+    }
+    for (int j = n - 1; j >= nh; j--) {
+        size_t t = j - nh;
+        const real *Pj = c->mP + t * nP, *Sj = c->mS + t * nP, *Xj = c->mX + t * nP;
+        const real *Pp = t ? Pj - nP : P, *Sp = t ? Sj - nP : S;
+        muon_read_backward(m, c, j, dy + (size_t)j * d, Pj, gP, lng);
+        real da = dotv(gP, Pp, nP), deta = -dotv(gP, Xj, nP);
+        if (c->p0) {
+            da -= dotv(gP, c->p0, nP);
+            for (size_t e = 0; e < nP; e++) c->dp0[e] += (1 - c->a[j]) * gP[e];
+        }
+        c->da[j] += da;
+        c->deta[j] += deta;
+        for (size_t e = 0; e < nP; e++) gX[e] = -c->eta[j] * gP[e];
+        for (int k = 0; k < nm; k++)
+            ns5_backward(gS + off[k], gX + off[k], c->msv + t * c->nsv + svo[k], c->mtmp, Sj + off[k], rows[k],
+                         cols[k]);
+        c->dtheta[j] += dotv(gS, Sp, nP);
+        for (int o = 0; o < w && o <= j; o++) {
+            real dw = muon_add_grad_backward(m, c, gS, j - o, w > 1 ? c->gam[(size_t)j * w + o] : 1);
+            if (w > 1) c->dgam[(size_t)j * w + o] += dw;
+        }
+        for (size_t e = 0; e < nP; e++) {
+            gP[e] *= c->a[j];
+            gS[e] *= c->theta[j];
+        }
+    }
+    mem_grad_backward(m, c, n, P, dPs, lng);
+}
+
+// ---- muon, chunk-level (SPEC §5.7's approximation, preset atlas_chunk). The reads are the omega+gd form from P_s
+// (mem_chunk_forward with gd: P_j = a_j P_{j-1} [+ (1 - a_j) P_0] - eta_j G_j), the momentum is scanned per token,
+// S_j = theta_j S_{j-1} + G_j, and only the carry takes a Newton-Schulz step:
+//     P_end = A P_s [+ (1 - A) P_0] - eta_last NS5(S_end),  A = prod_j a_j  (own rows j; halo rows take no step)
+// Unrolled over the chunk's gradients: S_end = Theta S_s + sum_i w_i g_i, Theta = prod_j theta_j,
+//     w_i = sum_j Pth_j gamma_j[j - i],  Pth_j = prod_{l > j} theta_l.
+// With b = 1 the reads see P_{t-1} - eta_t g_t, not the token-level rule.
+static void muonc_coefs(const MemChunk* c, int n, real* Pth, real* w) {
+    int nh = c->nh, wc = c->wc;
+    for (int j = n - 1; j >= nh; j--) Pth[j] = j == n - 1 ? 1 : c->theta[j + 1] * Pth[j + 1];
+    for (int i = 0; i < n; i++) {
+        w[i] = 0;
+        for (int j = i > nh ? i : nh; j < n && j < i + wc; j++)
+            w[i] += Pth[j] * (wc > 1 ? c->gam[(size_t)j * wc + j - i] : 1);
+    }
+}
+// the carry: S_end into Sn, X = NS5(S_end) into c->mX (NS5's iterates in c->msv), P_end into Pn
+static void muonc_carry_forward(const MemCfg* m, MemChunk* c, int n, const real* P, const real* S, real* Pn, real* Sn) {
+    size_t nP = m->nP, off[3], svo[3] = {0, 0, 0};
+    int rows[3], cols[3], nm = mem_matrices(m, off, rows, cols);
+    for (int k = 1; k < nm; k++) svo[k] = svo[k - 1] + ns5_saved(rows[k - 1], cols[k - 1]);
+    real Pth[1024 + 64], w[1024 + 64], A = 1;
+    muonc_coefs(c, n, Pth, w);
+    for (int j = c->nh; j < n; j++) A *= c->a[j];
+    real Th = c->theta[c->nh] * Pth[c->nh];
+    for (size_t e = 0; e < nP; e++) Sn[e] = Th * S[e];  // S_end = Theta S_s + sum_i w_i g_i
+    for (int i = 0; i < n; i++) muon_add_grad(m, c, Sn, i, w[i]);
+    for (int k = 0; k < nm; k++) ns5_forward(c->mX + off[k], c->msv + svo[k], c->mtmp, Sn + off[k], rows[k], cols[k]);
+    for (size_t e = 0; e < nP; e++)  // P_end = A P_s [+ (1 - A) P_0] - eta_last X
+        Pn[e] = A * P[e] + (c->p0 ? (1 - A) * c->p0[e] : 0) - c->eta[n - 1] * c->mX[e];
+}
+static void muonc_chunk_forward(const MemCfg* m, MemChunk* c, int n, const real* P, const real* S, real* Pn, real* Sn,
+                                const real* lng, const real* lnb) {
+    mem_chunk_forward(m, c, n, P, NULL, NULL, NULL, lng, lnb, NULL, NULL);  // the reads (m is gd: momentum 0)
+    if (Pn) muonc_carry_forward(m, c, n, P, S, Pn, Sn);
+}
+// Its backward (run muonc_chunk_forward first): the reads' (mem_chunk_backward), then the carry's from dPn, dSn:
+//     dP_s += A dP_end;  dA = <dP_end, P_s [- P_0]>;  deta_last = -<dP_end, X>;  dS_end = dSn + NS5'^T (-eta_last dP_end)
+//     dS_s = Theta dS_end;  dw_i = <dS_end, g_i>;  dg_i += w_i dS_end;  then dw, dTheta, dA to theta, gamma, a
+// and the g_i's adjoints through the inner gradients at P_s (a second mem_grad_backward, the reads' kept aside).
+static void muonc_chunk_backward(const MemCfg* m, MemChunk* c, int n, const real* dy, const real* P, const real* S,
+                                 const real* dPn, const real* dSn, real* dPs, real* dSs, const real* lng) {
+    size_t nP = m->nP, off[3], svo[3] = {0, 0, 0};
+    int rows[3], cols[3], nm = mem_matrices(m, off, rows, cols), nh = c->nh, wc = c->wc;
+    for (int k = 1; k < nm; k++) svo[k] = svo[k - 1] + ns5_saved(rows[k - 1], cols[k - 1]);
+    mem_chunk_backward(m, c, n, dy, P, NULL, NULL, NULL, dPs, NULL, lng, NULL, dPs, NULL);
+    if (!dPn) {  // the last chunk: no carry
+        memset(dSs, 0, nP * sizeof(real));
+        return;
+    }
+    real *Se = c->mS, *gS = dSs, *gX = c->Wc;
+    muonc_carry_forward(m, c, n, P, S, c->mP, Se);  // (recomputed: S_end, X and NS5's iterates)
+    memcpy(c->save, c->grad0, c->ngrad * sizeof(real));
+    memset(c->grad0, 0, c->ngrad * sizeof(real));
+    real Pth[1024 + 64], w[1024 + 64], pre[1024 + 64], A = 1, dA = 0;
+    muonc_coefs(c, n, Pth, w);
+    for (int j = nh; j < n; j++) {
+        pre[j] = A;  // prod_{l<j} a_l
+        A *= c->a[j];
+    }
+    real Th = c->theta[nh] * Pth[nh];
+    dA = dotv(dPn, P, nP);
+    if (c->p0) {
+        dA -= dotv(dPn, c->p0, nP);
+        for (size_t e = 0; e < nP; e++) c->dp0[e] += (1 - A) * dPn[e];
+    }
+    for (size_t e = 0; e < nP; e++) {
+        dPs[e] += A * dPn[e];
+        gX[e] = -c->eta[n - 1] * dPn[e];
+    }
+    c->deta[n - 1] -= dotv(dPn, c->mX, nP);
+    memcpy(gS, dSn, nP * sizeof(real));
+    for (int k = 0; k < nm; k++)
+        ns5_backward(gS + off[k], gX + off[k], c->msv + svo[k], c->mtmp, Se + off[k], rows[k], cols[k]);
+    real dTh = dotv(gS, S, nP), dw[1024 + 64], dPth[1024 + 64];
+    for (int i = 0; i < n; i++) dw[i] = muon_add_grad_backward(m, c, gS, i, w[i]);
+    for (size_t e = 0; e < nP; e++) gS[e] *= Th;  // dS_s = Theta dS_end
+    for (int j = nh; j < n; j++) {  // w_i = sum_j Pth_j gamma_j[j - i]
+        dPth[j] = j == nh ? dTh * c->theta[nh] : 0;  // (Theta = theta_nh Pth_nh)
+        for (int o = 0; o < wc && o <= j; o++) {
+            dPth[j] += dw[j - o] * (wc > 1 ? c->gam[(size_t)j * wc + o] : 1);
+            if (wc > 1) c->dgam[(size_t)j * wc + o] += dw[j - o] * Pth[j];
+        }
+    }
+    c->dtheta[nh] += dTh * Pth[nh];
+    real g = 0, suf = 1;  // Pth_j = theta_{j+1} Pth_{j+1}: the running adjoint of Pth_j, j ascending
+    for (int j = nh; j < n; j++) {
+        g = dPth[j] + (j > nh ? c->theta[j] * g : 0);
+        if (j + 1 < n) c->dtheta[j + 1] += g * Pth[j + 1];
+    }
+    for (int j = n - 1; j >= nh; j--) {  // A = prod a_l: dA/da_j = prod_{l != j} a_l
+        c->da[j] += dA * pre[j] * suf;
+        suf *= c->a[j];
+    }
+    mem_grad_backward(m, c, n, P, dPs, lng);
+    for (size_t i = 0; i < c->ngrad; i++) c->grad0[i] += c->save[i];
+}
+
+// a second state S carried across chunks (momentum's and muon's), 0 at every sequence start
+static int mem_carries_S(const MemCfg* m) { return m->momentum || m->muon; }
 // The chunk as the model runs it: carried state St (and momentum S) in; y; the next carried state if Stn.
 static void mem_step_forward(const MemCfg* m, MemChunk* c, int n, const real* St, const real* S, real* Stn, real* Sn,
                              const real* lng, const real* lnb) {
+    if (m->muon == 1) {
+        muon_chunk_forward(m, c, n, St, S, Stn, Sn, lng, lnb);
+        return;
+    }
+    if (m->muon == 2) {
+        muonc_chunk_forward(m, c, n, St, S, Stn, Sn, lng, lnb);
+        return;
+    }
     if (m->retention == RET_NONE) {
         mem_chunk_forward(m, c, n, St, S, Stn, Sn, lng, lnb, NULL, NULL);
         return;
@@ -1235,6 +1689,16 @@ static void mem_step_forward(const MemCfg* m, MemChunk* c, int n, const real* St
 static void mem_step_backward(const MemCfg* m, MemChunk* c, int n, const real* dy, const real* St, const real* S,
                               const real* dStn, const real* dSn, real* dSt, real* dSs, const real* lng,
                               const real* lnb) {
+    if (m->muon == 1) {
+        muon_chunk_forward(m, c, n, St, S, NULL, NULL, lng, lnb);
+        muon_chunk_backward(m, c, n, dy, St, S, dStn, dSn, dSt, dSs, lng);
+        return;
+    }
+    if (m->muon == 2) {
+        muonc_chunk_forward(m, c, n, St, S, NULL, NULL, lng, lnb);
+        muonc_chunk_backward(m, c, n, dy, St, S, dStn, dSn, dSt, dSs, lng);
+        return;
+    }
     if (m->retention == RET_NONE) {
         mem_chunk_forward(m, c, n, St, S, NULL, NULL, lng, lnb, NULL, NULL);
         mem_chunk_backward(m, c, n, dy, St, S, dStn, dSn, dSt, dSs, lng, NULL, dSt, NULL);
@@ -1278,8 +1742,8 @@ static void mem_step_backward(const MemCfg* m, MemChunk* c, int n, const real* d
 // weights(X): X (no retention); A / s(A) with s = (|A|_4 + 1e-6)^2 per matrix (lq; the read of token t uses the
 // scale of A_{t-1}, SPEC §5.3); softmax over each row of Z (kl).
 static void naive_weights(const MemCfg* m, const double* X, double* W, double* s) {
-    size_t off[2];
-    int rows[2], cols[2];
+    size_t off[3];
+    int rows[3], cols[3];
     int nm = mem_matrices(m, off, rows, cols);
     for (int k = 0; k < nm; k++) {
         size_t n = (size_t)rows[k] * cols[k];
@@ -1611,7 +2075,7 @@ typedef struct {
     int V, Vp, D, L, H, E, F, b,
         K;  // vocab, padded vocab, width, layers, heads, mem expansion, SwiGLU width, chunk, conv
     int mem_depth, mem_resid, mem_ln;  // memory network (SPEC §4)
-    int bias, algo;  // BIAS_* (l2, dot, lp, huber); ALGO_GD or ALGO_MOMENTUM
+    int bias, algo;  // BIAS_* (l2, dot, lp, huber); ALGO_GD, ALGO_MOMENTUM, ALGO_MUON, ALGO_MUON_CHUNK (slot 15, -U)
     int gate_a, gate_eta;  // learned gates (1) or fixed a = 1, eta = 1 (0)
     int retention;  // RET_NONE, RET_LQ (Moneta), RET_KL (Memora)
     int gate_rank;  // 0: eta, delta per head; r > 0: per channel through a rank-r projection
@@ -1626,6 +2090,7 @@ typedef struct {
     int arch, npers, seg;  // Titans layers (section 4b, SPEC §9.2-9.3): ARCH_*, N_p persistent tokens, MAC segment C
     int omega;  // Omega rule window c (SPEC §5.5); 0 or 1: off (header slot 30, flag -G)
     int poly;  // degree-2 polynomial features on q, k (SPEC §5.6): 1 on (header slot 31, flag -I)
+    int gated;  // the gated deep memory of ATLAS++ (SPEC §4): 1 on (header slot 32, flag -T; 0 in older files)
 } Config;
 // the Titans arrangements (header slot 24): every layer of the model is of that kind (its pattern letters are all 'M')
 enum { ARCH_NONE = 0, ARCH_MAL = 1, ARCH_MAG = 2, ARCH_MAC = 3 };
@@ -1640,7 +2105,7 @@ enum { ARCH_NONE = 0, ARCH_MAL = 1, ARCH_MAG = 2, ARCH_MAC = 3 };
 static int preset_config(Config* c, const char* name) {
     // clang-format off
     c->mem_depth = 2; c->mem_resid = 1; c->mem_ln = 1; c->bias = BIAS_L2; c->algo = ALGO_GD; c->gate_a = 1; c->gate_eta = 1;
-    c->retention = RET_NONE; c->gate_rank = 0; c->eta_max = 1.0f; c->b = 16; c->anchor = 0; c->omega = 1; c->poly = 0;
+    c->retention = RET_NONE; c->gate_rank = 0; c->eta_max = 1.0f; c->b = 16; c->anchor = 0; c->omega = 1; c->poly = 0; c->gated = 0;
     c->lattice = LAT_NONE; c->lat_k = 0; c->lat_ablate = 0;
     if (!strcmp(name, "titans")) { c->algo = ALGO_MOMENTUM; c->anchor = 1; c->eta_max = 0.1f; }
     else if (!strcmp(name, "moneta")) { c->bias = BIAS_LP; c->retention = RET_LQ; c->anchor = 1; c->eta_max = 0.003f; }
@@ -1654,6 +2119,9 @@ static int preset_config(Config* c, const char* name) {
         c->mem_depth = 1; c->mem_resid = c->mem_ln = 0; c->gate_a = 0; c->b = 1; c->lat_k = 64;
         c->lattice = name[7] == 0 ? LAT_DEC : name[8] == 'e' ? LAT_ENC : LAT_SIM; }
     else if (!strcmp(name, "omeganet")) { c->omega = 8; c->poly = 1; c->anchor = 1; c->eta_max = 0.3f; }
+    else if (!strcmp(name, "atlas")) { c->algo = ALGO_MUON; c->omega = 8; c->poly = 1; c->anchor = 1; c->eta_max = 0.1f; }
+    else if (!strcmp(name, "atlas_chunk")) { preset_config(c, "atlas"); c->algo = ALGO_MUON_CHUNK; }  // chunk-level muon
+    else if (!strcmp(name, "atlas_pp")) { preset_config(c, "atlas"); c->gated = 1; }  // ATLAS++: the gated deep memory
     else if (!strcmp(name, "transformer")) return preset_config(c, "titans");  // all 'A' (preset_pattern); the memory fields are unused
     else if (!strcmp(name, "mal") || !strcmp(name, "mag") || !strcmp(name, "mac")) {   // Titans layers (section 4b), titans memory (-Q: another)
         preset_config(c, "titans"); c->arch = name[2] == 'l' ? ARCH_MAL : name[2] == 'g' ? ARCH_MAG : ARCH_MAC; return 1;
@@ -1685,7 +2153,9 @@ static void preset_pattern(char* out, const char* name, int L) {
     out[L] = 0;
 }
 static const char* const PRESETS =
-    "titans, moneta, yaad, memora, ttt_mlp, linear_attn, deltanet, gated_deltanet, lattice, lattice_enc, lattice_sim, omeganet, transformer; "
+    "titans, moneta, yaad, memora, ttt_mlp, linear_attn, deltanet, gated_deltanet, lattice, lattice_enc, lattice_sim, omeganet, atlas, "
+    "atlas_pp, atlas_chunk, "
+    "transformer; "
     "a memory preset with -H (e.g. titans-H) alternates it with sliding-window attention; "
     "mal, mag, mac (Titans: memory as a layer, a gate, context; -Q the memory preset)";
 
@@ -1699,12 +2169,14 @@ static MemCfg mem_config(const Config* c) {
     m.ln = c->mem_depth == 2 && c->mem_ln;
     m.bias = c->bias;
     m.momentum = c->algo == ALGO_MOMENTUM;
+    m.muon = c->algo == ALGO_MUON ? 1 : c->algo == ALGO_MUON_CHUNK ? 2 : 0;
     m.retention = c->retention;
     m.cw = c->gate_rank > 0;
     m.anchor = c->anchor;
     m.poly = c->poly;
     m.din = c->poly ? 1 + d + d * (d + 1) / 2 : d;  // D_phi (SPEC §5.6)
-    m.nP = c->mem_depth == 2 ? d * m.dm + m.dm * m.din : d * m.din;
+    m.gated = c->mem_depth == 2 && c->gated;
+    m.nP = c->mem_depth == 2 ? d * m.dm + (1 + m.gated) * m.dm * m.din : d * m.din;
     m.omega = c->omega > 1 ? c->omega : 1;
     m.lattice = c->lattice;
     m.lat_k = c->lat_k;
@@ -1778,7 +2250,7 @@ static int memory_layers(const Config* c) {
 static void fill_in_parameter_sizes(size_t* s, const Config* c) {
     size_t LL = c->L, L = memory_layers(c), D = c->D, H = c->H, d = D / H, K = c->K, F = c->F;
     MemCfg m = mem_config(c);
-    size_t ga = c->gate_a, ge = c->gate_eta, gt = c->algo == ALGO_MOMENTUM, ln = m.ln, hu = c->bias == BIAS_HUBER,
+    size_t ga = c->gate_a, ge = c->gate_eta, gt = c->algo != ALGO_GD, ln = m.ln, hu = c->bias == BIAS_HUBER,
            R = c->gate_rank;
     size_t gw = R ? R * D : H * D,
            gb = R ? D : H;  // a gate's first matrix and its bias: per head, or rank R per channel
@@ -2031,7 +2503,7 @@ static void gates_forward(const Model* M, int l, const real* u, int N, real* ga,
         gate_act_forward(geta, (size_t)N * Ge, c->eta_max);
     } else
         fill_const(geta, (size_t)N * Ge, 1);
-    if (c->algo == ALGO_MOMENTUM) {
+    if (c->algo != ALGO_GD) {  // momentum's and muon's theta
         matmul_forward(gth, u, p->gate_theta_w + (size_t)l * H * D, p->gate_theta_b + (size_t)l * H, N, D, H);
         gate_act_forward(gth, (size_t)N * H, 1);
     } else
@@ -2063,7 +2535,7 @@ static void gates_backward(Model* M, int l, real* du, const real* u, int N, cons
                       p->gate_eta_w + l * gw, R ? p->gate_eta_up + (size_t)l * D * R : NULL, a->geta_lr + oR, N, D, Ge,
                       R);
     }
-    if (c->algo == ALGO_MOMENTUM) {
+    if (c->algo != ALGO_GD) {
         gate_act_backward(g->gth + oH, g->gth + oH, a->gth + oH, nH, 1);
         matmul_backward(du, dp->gate_theta_w + (size_t)l * H * D, dp->gate_theta_b + (size_t)l * H, g->gth + oH, u,
                         p->gate_theta_w + (size_t)l * H * D, N, D, H);
@@ -2129,80 +2601,6 @@ static void poly_backward(real* dx, real* drho, const real* dout, const real* x,
         g[2] += g2 + sqrt((real)2) * g2b;  // (the sqrt(2 a2) block: sqrt(2) sqrt(a2))
     }
     for (int i = 0; i < 3; i++) drho[i] += g[i] * sa[i] / (2 * a[i]) * sigmoidr(rho[i]);
-}
-
-// ---- muon's Newton-Schulz (SPEC §5.7), a building block: not yet used by any memory (README "ATLAS family").
-// NS5(S): X = S / (|S|_F + 1e-7), transposed so that rows <= cols (m x n), then 5 times
-//     A = X X^T ;  X = 3.4445 X + (-4.7750 A + 2.0315 A A) X
-// and transposed back; NS5(0) = 0 with zero derivative. The forward keeps X_0..X_5 (6 m n) and A_0..A_4 (5 m m)
-// in sv for the backward; tmp: 2 m m + m n scratch.
-static const real NS5_A = 3.4445, NS5_B = -4.7750, NS5_C = 2.0315;
-static size_t ns5_saved(int r, int cc) {
-    size_t m = r < cc ? r : cc, n = r < cc ? cc : r;
-    return 6 * m * n + 5 * m * m + 1;
-}
-static void ns5_forward(real* out, real* sv, real* tmp, const real* S, int r, int cc) {
-    int tr = r > cc, m = tr ? cc : r, n = tr ? r : cc;
-    size_t mn = (size_t)m * n, mm = (size_t)m * m;
-    real *X = sv, *A = sv + 6 * mn, *nrm = A + 5 * mm, *B = tmp;
-    double s2 = 0;
-    for (size_t e = 0; e < mn; e++) s2 += (double)S[e] * S[e];
-    *nrm = (real)sqrt(s2);
-    if (*nrm == 0) {
-        memset(out, 0, mn * sizeof(real));
-        return;
-    }
-    real f = 1 / (*nrm + (real)1e-7);
-    for (int i = 0; i < r; i++)
-        for (int j = 0; j < cc; j++) X[tr ? (size_t)j * n + i : (size_t)i * n + j] = f * S[(size_t)i * cc + j];
-    for (int k = 0; k < 5; k++) {
-        real *Xk = X + k * mn, *Xn = Xk + mn, *Ak = A + k * mm;
-        mm_nt(Ak, Xk, Xk, m, m, n, 1, 0);  // A = X X^T
-        mm_nn(B, Ak, Ak, m, m, m, NS5_C, 0);  // B = b A + c A A
-        for (size_t e = 0; e < mm; e++) B[e] += NS5_B * Ak[e];
-        mm_nn(Xn, B, Xk, m, n, m, 1, 0);  // X' = a X + B X
-        for (size_t e = 0; e < mn; e++) Xn[e] += NS5_A * Xk[e];
-    }
-    const real* X5 = X + 5 * mn;
-    for (int i = 0; i < r; i++)
-        for (int j = 0; j < cc; j++) out[(size_t)i * cc + j] = X5[tr ? (size_t)j * n + i : (size_t)i * n + j];
-}
-// dS += dNS5/dS^T dout, from the forward's sv (tmp: 3 m m + 2 m n). Per iteration, with B = b A + c A^2 (symmetric):
-//   dX = a G + B G + (dA + dA^T) X,  dA = b dB + c (dB A + A dB),  dB = G X^T;  then through X_0 = S / (|S| + eps):
-//   dS = G_0 / (|S| + eps) - S <S, G_0> / ((|S| + eps)^2 |S|)
-static void ns5_backward(real* dS, const real* dout, const real* sv, real* tmp, const real* S, int r, int cc) {
-    int tr = r > cc, m = tr ? cc : r, n = tr ? r : cc;
-    size_t mn = (size_t)m * n, mm = (size_t)m * m;
-    const real *X = sv, *A = sv + 6 * mn;
-    real nrm = A[5 * mm];
-    if (nrm == 0) return;
-    real *G = tmp, *Gn = G + mn, *B = Gn + mn, *dB = B + mm, *dA = dB + mm;
-    for (int i = 0; i < r; i++)
-        for (int j = 0; j < cc; j++) G[tr ? (size_t)j * n + i : (size_t)i * n + j] = dout[(size_t)i * cc + j];
-    for (int k = 4; k >= 0; k--) {
-        const real *Xk = X + k * mn, *Ak = A + k * mm;
-        mm_nn(B, Ak, Ak, m, m, m, NS5_C, 0);
-        for (size_t e = 0; e < mm; e++) B[e] += NS5_B * Ak[e];
-        mm_nn(Gn, B, G, m, n, m, 1, 0);  // B^T G = B G
-        for (size_t e = 0; e < mn; e++) Gn[e] += NS5_A * G[e];
-        mm_nt(dB, G, Xk, m, m, n, 1, 0);  // dB = G X^T
-        mm_nn(dA, dB, Ak, m, m, m, NS5_C, 0);
-        mm_nn(dA, Ak, dB, m, m, m, NS5_C, 1);
-        for (size_t e = 0; e < mm; e++) dA[e] += NS5_B * dB[e];
-        for (int i = 0; i < m; i++)
-            for (int j = 0; j < m; j++) dB[(size_t)i * m + j] = dA[(size_t)i * m + j] + dA[(size_t)j * m + i];
-        mm_nn(Gn, dB, Xk, m, n, m, 1, 1);  // + (dA + dA^T) X
-        memcpy(G, Gn, mn * sizeof(real));
-    }
-    real f = 1 / (nrm + (real)1e-7);
-    double sg = 0;
-    for (int i = 0; i < r; i++)
-        for (int j = 0; j < cc; j++)
-            sg += (double)S[(size_t)i * cc + j] * G[tr ? (size_t)j * n + i : (size_t)i * n + j];
-    real w = (real)(sg * f * f / nrm);
-    for (int i = 0; i < r; i++)
-        for (int j = 0; j < cc; j++)
-            dS[(size_t)i * cc + j] += f * G[tr ? (size_t)j * n + i : (size_t)i * n + j] - w * S[(size_t)i * cc + j];
 }
 
 // omega's window gates (SPEC §5.5): gamma_t[o] = sigmoid(u_t W_gamma + b_gamma)[h*c + o], out (N, H*c) of layer l
@@ -2411,7 +2809,7 @@ static void memory_forward(Model* M, int l) {
             MemChunk* c = &M->chunks[thread_id()];
             size_t base = ((((size_t)l * B + bb) * H + h) * nch) * nP;
             real* P = M->mem_P + base;
-            real* S = m->momentum ? M->mem_S + base : NULL;
+            real* S = mem_carries_S(m) ? M->mem_S + base : NULL;
             memcpy(P, M->params.mem_p0 + ((size_t)M->mlayer[l] * H + h) * nP,
                    nP * sizeof(real));  // P_0, restored every sequence
             if (S) memset(S, 0, nP * sizeof(real));
@@ -2451,7 +2849,7 @@ static void memory_backward(Model* M, int l) {
             MemChunk* c = &M->chunks[thread_id()];
             size_t base = ((((size_t)l * B + bb) * H + h) * nch) * nP;
             real* P = M->mem_P + base;
-            real* S = m->momentum ? M->mem_S + base : NULL;
+            real* S = mem_carries_S(m) ? M->mem_S + base : NULL;
             size_t lh = (size_t)M->mlayer[l] * H + h;  // in the memory-only parameter tensors
             const real* lng = m->ln ? M->params.mem_ln_g + lh * d : NULL;
             const real* lnb = m->ln ? M->params.mem_ln_b + lh * d : NULL;
@@ -2531,14 +2929,22 @@ static void config_check(const Config* c) {
         DIE("is this file from a newer train_miras?",
             "%sbad memory config: depth %d, residual %d, LN %d, gates a %d eta %d", cfg_origin, c->mem_depth,
             c->mem_resid, c->mem_ln, c->gate_a, c->gate_eta);
-    if (c->bias < BIAS_L2 || c->bias > BIAS_HUBER || c->algo < ALGO_GD || c->algo > ALGO_MOMENTUM ||
+    if (c->bias < BIAS_L2 || c->bias > BIAS_HUBER || c->algo < ALGO_GD || c->algo > ALGO_MUON_CHUNK ||
         c->retention < RET_NONE || c->retention > RET_KL || c->gate_rank < 0 || c->gate_rank > c->D)
         DIE("is this file from a newer train_miras? (-R is at most D)",
             "%sbad memory config: bias %d, algo %d, retention %d, gate rank %d", cfg_origin, c->bias, c->algo,
             c->retention, c->gate_rank);
-    if (c->retention != RET_NONE && c->algo == ALGO_MOMENTUM)
-        DIE("use gd with the lq and kl retentions", "%smomentum with retention %d is not implemented", cfg_origin,
-            c->retention);
+    if (c->retention != RET_NONE && c->algo != ALGO_GD)
+        DIE("use gd (-U 0) with the lq and kl retentions", "%s%s with retention %d is not implemented", cfg_origin,
+            c->algo >= ALGO_MUON ? "muon" : "momentum", c->retention);
+    if (c->gated < 0 || c->gated > 1 || (c->gated && (c->mem_depth != 2 || c->algo != ALGO_MUON)))
+        DIE("-T 1 goes with a deep memory and token-level muon (-U 2), e.g. -p atlas_pp",
+            "%sbad gated-memory config: gated %d, depth %d, algorithm %d (the gated deep memory is built for token-level muon only)",
+            cfg_origin, c->gated, c->mem_depth, c->algo);
+    if (c->algo >= ALGO_MUON && (c->gate_rank || !c->gate_eta))
+        DIE("muon (-U 2) takes -R 0 and a preset with a learned eta gate (not linear_attn)",
+            "%smuon (SPEC 5.7) needs a learned per-head step eta (gate rank %d, eta gate %d): NS5 removes the scale of the error",
+            cfg_origin, c->gate_rank, c->gate_eta);
     if (c->anchor < 0 || c->anchor > 1) DIE("-Z is 0 or 1", "%sbad anchor flag %d", cfg_origin, c->anchor);
     if (c->anchor && (c->retention == RET_KL || !c->gate_a))
         DIE("use -Z 0 here", "%sthe anchored retention needs a learned retention gate a and no kl retention (memora)",
@@ -2607,9 +3013,10 @@ static void config_check(const Config* c) {
         if (c->arch == ARCH_MAC && (c->retention != RET_NONE || c->gate_rank || c->bias == BIAS_HUBER))
             DIE("-Q titans, ttt_mlp, linear_attn, deltanet or gated_deltanet with mac",
                 "%sMAC is implemented for the plain retention, per-head gates and no Huber bias", cfg_origin);
-        if (c->lattice || c->omega > 1 || c->poly)  // (three features built side by side; their combinations are not)
-            DIE("use mal, mag, mac with a memory of sections 3-5, without -G and -I",
-                "%sthe Titans arrangements are not built with Lattice, omega or poly memories", cfg_origin);
+        if (c->lattice || c->omega > 1 || c->poly ||
+            c->algo >= ALGO_MUON)  // (three features built side by side; their combinations are not)
+            DIE("use mal, mag, mac with a memory of sections 3-5, without -G, -I, -T and with -U 0 or 1",
+                "%sthe Titans arrangements are not built with Lattice, omega, poly or muon memories", cfg_origin);
     }
     if (c->lattice && (c->omega > 1 || c->poly))
         DIE("drop -G and -I with the lattice presets", "%sLattice takes no omega window or poly features", cfg_origin);
@@ -2676,7 +3083,7 @@ static void model_init(Model* M, uint64_t seed) {
         fill_const(p->gate_delta_b, L * Ge, log(exp(1.0) - 1));  // delta = 1
         if (R) fill_normal(p->gate_delta_up, L * D * R, 0.02, &r);
     }
-    if (c->algo == ALGO_MOMENTUM) {
+    if (c->algo != ALGO_GD) {
         fill_normal(p->gate_theta_w, L * H * D, 0.02, &r);
         fill_const(p->gate_theta_b, L * H, log(0.9 / 0.1));
     }  // theta = 0.9
@@ -2703,6 +3110,7 @@ static void model_init(Model* M, uint64_t seed) {
         else if (m->depth == 2) {
             fill_normal(P0, d * m->dm, m->ln ? 1 : 1 / sqrt((double)m->dm), &r);
             fill_normal(P0 + d * m->dm, m->dm * m->din, 1, &r);
+            if (m->gated) fill_normal(P0 + d * m->dm + m->dm * m->din, m->dm * m->din, 1, &r);  // W3, as W2
         }
         if (m->retention == RET_LQ) {
             real cs[2];
@@ -2733,8 +3141,9 @@ static double model_act_floats(const Config* c, int B, int T) {
     for (int i = 0; i < NUM_ACT_TENSORS; i++) n += (double)s[i];
     double nstate = (double)c->L * B * c->H * (c->lattice ? lattice_slots(c, T) : (T + c->b - 1) / c->b) * m.nP;
     if (c->lattice) nstate += (double)max_threads() * lattice_scratch_size(m.d, c->lat_k);
-    return 2 * n + nstate * (1 + m.momentum) + (double)B * c->H * (m.nP + 2 * m.d) +
-           (double)max_threads() * memchunk_carve_in(&tmp, NULL, c->b + m.omega - 1, m.d, m.din, m.dm, m.nP) +
+    return 2 * n + nstate * (1 + mem_carries_S(&m)) + (double)B * c->H * (m.nP + 2 * m.d) +
+           (double)max_threads() * (memchunk_carve_in(&tmp, NULL, c->b + m.omega - 1, m.d, m.din, m.dm, m.nP) +
+                                    muon_carve(&tmp, NULL, c->b, &m)) +
            2.0 * B * T;
 }
 static void model_alloc_acts(Model* M, int B, int T) {
@@ -2766,17 +3175,20 @@ static void model_alloc_acts(Model* M, int B, int T) {
         M->lat_scratch =
             (real*)xmalloc((size_t)max_threads() * lattice_scratch_size(M->mem.d, M->cfg.lat_k) * sizeof(real));
     M->mem_S = NULL;
-    if (M->mem.momentum) M->mem_S = (real*)xmalloc(nstate * sizeof(real));
+    if (mem_carries_S(&M->mem)) M->mem_S = (real*)xmalloc(nstate * sizeof(real));
     M->mem_dbh = (real*)xmalloc((size_t)B * M->cfg.H * (M->mem.nP + 2 * M->mem.d) * sizeof(real));
     int nt = max_threads();
     MemChunk tmp;
-    size_t per = memchunk_carve_in(&tmp, NULL, M->cfg.b + M->mem.omega - 1, M->mem.d, M->mem.din, M->mem.dm,
-                                   M->mem.nP);  // (omega: + halo)
+    size_t per1 = memchunk_carve_in(&tmp, NULL, M->cfg.b + M->mem.omega - 1, M->mem.d, M->mem.din, M->mem.dm,
+                                    M->mem.nP);  // (omega: + halo)
+    size_t per = per1 + muon_carve(&tmp, NULL, M->cfg.b, &M->mem);
     M->chunk_memory = (real*)xmalloc((size_t)nt * per * sizeof(real));
     M->chunks = (MemChunk*)xmalloc((size_t)nt * sizeof(MemChunk));
-    for (int i = 0; i < nt; i++)
+    for (int i = 0; i < nt; i++) {
         memchunk_carve_in(&M->chunks[i], M->chunk_memory + (size_t)i * per, M->cfg.b + M->mem.omega - 1, M->mem.d,
                           M->mem.din, M->mem.dm, M->mem.nP);
+        muon_carve(&M->chunks[i], M->chunk_memory + (size_t)i * per + per1, M->cfg.b, &M->mem);
+    }
     M->inputs = (int*)xmalloc((size_t)B * T * sizeof(int));
     M->targets = (int*)xmalloc((size_t)B * T * sizeof(int));
     if (M->cfg.arch && !M->tx_sub) titans_alloc(M, B, T);  // Titans layers: the stream model at (B, N_p + T)
@@ -3890,9 +4302,10 @@ static void decoder_init(Decoder* dec, Model* M) {
     dec->Sn = (real*)xmalloc(m->nP * sizeof(real));
     int rows = c->b + m->omega - 1;  // (omega: + the halo)
     dec->part = (real*)xmalloc(LH * rows * decoder_row_width(m) * sizeof(real));
-    dec->chunk_memory =
-        (real*)xmalloc(memchunk_carve_in(&dec->c, NULL, rows, m->d, m->din, m->dm, m->nP) * sizeof(real));
+    size_t per1 = memchunk_carve_in(&dec->c, NULL, rows, m->d, m->din, m->dm, m->nP);
+    dec->chunk_memory = (real*)xmalloc((per1 + muon_carve(&dec->c, NULL, c->b, m)) * sizeof(real));
     memchunk_carve_in(&dec->c, dec->chunk_memory, rows, m->d, m->din, m->dm, m->nP);
+    muon_carve(&dec->c, dec->chunk_memory + per1, c->b, m);
     dec->lat_w = (real*)xmalloc((size_t)LAT_NVEC * m->d * sizeof(real));
     for (int l = 0; l < c->L; l++)
         if (M->mlayer[l] >= 0 && c->lattice)  // Lattice: S_0 = I per head
@@ -4081,7 +4494,7 @@ static void decoder_mixer(Decoder* dec, int l, const real* u, int pos, real* out
         memcpy(a->y + h * d, ch->y + (size_t)(nh + n - 1) * d, d * sizeof(real));
         if (full) {
             memcpy(P, dec->Pn, nP * sizeof(real));
-            if (m->momentum) memcpy(S, dec->Sn, nP * sizeof(real));
+            if (mem_carries_S(m)) memcpy(S, dec->Sn, nP * sizeof(real));
         }
         if (full && w > 1) {  // omega: the chunk's last c-1 rows are the next chunk's halo
             int keep = nh + n < w - 1 ? nh + n : w - 1;
@@ -4353,6 +4766,7 @@ static void config_to_header(int* h, const Config* c, size_t num_params) {
     h[24] = c->arch; h[25] = c->npers; h[26] = c->seg;   // Titans layers (section 4b)
     h[30] = c->omega > 1 ? c->omega : 0;   // ATLAS family (README "ATLAS"): omega window (0: off; older files)
     h[31] = c->poly;
+    h[32] = c->gated;   // (older files: 0)
     for (int l = 0; l < c->L; l++) h[64 + l] = c->pattern[l];
 }
 static void header_to_config(Config* c, const int* h) {
@@ -4362,7 +4776,7 @@ static void header_to_config(Config* c, const int* h) {
     c->gate_a = h[16]; c->gate_eta = h[17]; c->eta_max = bits_f32(h[18]); c->retention = h[20]; c->gate_rank = h[21]; c->anchor = h[22];
     c->window = h[23]; c->arch = h[24]; c->npers = h[25]; c->seg = h[26];
     c->lattice = h[38]; c->lat_k = h[39]; c->lat_ablate = h[40];
-    c->omega = h[30] ? h[30] : 1; c->poly = h[31];
+    c->omega = h[30] ? h[30] : 1; c->poly = h[31]; c->gated = h[32];
     for (int l = 0; l < c->L && l < 128; l++) c->pattern[l] = (char)h[64 + l];
     // clang-format on
 }
@@ -4997,6 +5411,8 @@ typedef struct {
     const char* mem_preset;  // -M N_p, -C MAC segment, -Q the memory preset of mal / mag / mac (section 4b)
     int omega;  // -G: the Omega window c (README "ATLAS"); the preset's unless given
     int poly;  // -I: poly features 0/1 (README "ATLAS"); the preset's unless given
+    int algo;  // -U: the inner algorithm ALGO_* (0 gd, 1 momentum, 2 muon); the preset's unless given
+    int gated;  // -T: the gated deep memory 0/1 (ATLAS++); the preset's unless given
 } Args;
 enum {
     G_P = 1,
@@ -5016,7 +5432,9 @@ enum {
     G_C = 16384,
     G_Q = 32768,
     G_G = 1 << 20,
-    G_I = 1 << 21
+    G_I = 1 << 21,
+    G_U = 1 << 22,
+    G_T = 1 << 23
 };
 
 static const char* const USAGE =  // a printf format: %s is PRESETS
@@ -5031,8 +5449,11 @@ static const char* const USAGE =  // a printf format: %s is PRESETS
     "        -Z 1 anchored retention (the state decays toward P_0), 0 toward zero [preset] -X eta_max [preset]\n"
     "        mal, mag, mac: -M persistent tokens N_p per layer [16] -Q memory preset [titans]; mal, mag: -W window of\n"
     "           their attention [512]; mac: -C segment length, a multiple of -k [4b]\n"
-    "        -G Omega rule window c, 1 = off (omega, SPEC 5.5) [preset: omeganet 8, else 1]\n"
-    "        -I 1 degree-2 polynomial features on q, k (poly, SPEC 5.6), 0 off [preset: omeganet 1, else 0]\n"
+    "        -G Omega rule window c, 1 = off (omega, SPEC 5.5) [preset: omeganet, atlas 8, else 1]\n"
+    "        -I 1 degree-2 polynomial features on q, k (poly, SPEC 5.6), 0 off [preset: omeganet, atlas 1, else 0]\n"
+    "        -U inner algorithm: 0 gd, 1 momentum, 2 muon (token-level, SPEC 5.7), 3 chunk-level muon\n"
+    "           [preset: titans 1, atlas, atlas_pp 2, atlas_chunk 3, else 0]\n"
+    "        -T 1 gated deep memory x + LN(W1 (GELU(W2 x) * W3 x)) (ATLAS++, SPEC 4; with -U 2), 0 off [atlas_pp 1]\n"
     " train: -b batch [8] -t seq len [128] -d tokens per step, via gradient accumulation [B*T]\n"
     "        -l lr [3e-3] -u warmup steps [20] -q final lr fraction [0.1] -c weight decay [0.1] -a grad clip [1.0]\n"
     "        -x steps [300] -y seed [1337] -S stop after this step, as if preempted (the schedule still runs to -x)\n"
@@ -5150,6 +5571,7 @@ static void args_parse(Args* a, int argc, char** argv, void (*usage)(void),
             case 'M': a->npers = arg_int(argv[i], v); a->given |= G_M; break; case 'C': a->seg = arg_int(argv[i], v); a->given |= G_C; break;
             case 'Q': a->mem_preset = v; a->given |= G_Q; break;
             case 'G': a->omega = arg_int(argv[i], v); a->given |= G_G; break; case 'I': a->poly = arg_int(argv[i], v); a->given |= G_I; break;
+            case 'U': a->algo = arg_int(argv[i], v); a->given |= G_U; break; case 'T': a->gated = arg_int(argv[i], v); a->given |= G_T; break;
             case 'J': a->dump_in = v; break; case 'O': a->dump_out = v; break; case 'A': a->answers_only = (int)arg_long(argv[i], v, 0, 1); break;
             case 'b': a->B = arg_int(argv[i], v); break; case 't': a->T = arg_int(argv[i], v); break; case 'd': a->tokens_per_step = arg_long(argv[i], v, 0, LONG_MAX); break;
             case 'l': a->lr = arg_real(argv[i], v); break; case 'u': a->warmup = arg_int(argv[i], v); break; case 'q': a->final_frac = arg_real(argv[i], v); break;
@@ -5235,6 +5657,15 @@ static Config args_config(const Args* a) {
         cfg.omega = a->omega;
     }
     if (a->given & G_I) cfg.poly = a->poly;
+    if (a->given & G_U) {
+        if (a->algo > ALGO_MUON_CHUNK)
+            DIE("-U is 0 (gd), 1 (momentum), 2 (muon) or 3 (chunk-level muon)", "bad -U %d", a->algo);
+        cfg.algo = a->algo;
+    }
+    if (a->given & G_T) {
+        if (a->gated > 1) DIE("-T is 0 or 1", "bad -T %d", a->gated);
+        cfg.gated = a->gated;
+    }
     int L = a->L < 128 ? (a->L > 0 ? a->L : 0) : 128;
     if (a->pattern)
         snprintf(cfg.pattern, sizeof cfg.pattern, "%s", a->pattern);
@@ -5293,6 +5724,8 @@ static const char* args_resolve(const Args* a, Config* cfg, char* ckpt_path, siz
     AGREE(G_C, seg, "MAC segment -C");
     AGREE(G_G, omega, "omega window -G");
     AGREE(G_I, poly, "poly features -I");
+    AGREE(G_U, algo, "inner algorithm -U");
+    AGREE(G_T, gated, "gated memory -T");
 #undef AGREE
     if ((a->given & G_PAT) && strcmp(cc.pattern, cfg->pattern))
         DIE("drop -P or make it match", "checkpoint %s has layer pattern %s but the flags say %s", load_path,

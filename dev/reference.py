@@ -74,7 +74,7 @@ DECAYED = {"wte", "wq", "wk", "wv", "gate_a_w", "gate_eta_w", "gate_theta_w",
            "att_wq", "att_wk", "att_wv", "att_wo", "gate_gamma_w"}
 
 BIASES = ["l2", "dot", "lp", "huber"]                # header slot 14
-ALGOS = ["gd", "momentum"]                           # header slot 15
+ALGOS = ["gd", "momentum", "muon", "muon_chunk"]     # header slot 15 (muon: SPEC §5.7, token-level; chunk-level)
 RETENTIONS = ["none", "lq", "kl"]                    # header slot 20
 LATTICES = ["none", "dec", "enc", "sim"]             # header slot 38 (Lattice, SPEC §5.8)
 LATA_NO_ORTHO, LATA_NO_RENORM = 1, 2                 # header slot 40 (ablation bits)
@@ -88,7 +88,7 @@ LQ_Q, LQ_EPS = 4, 1e-6
 
 def make_config(V, D, L, H, E, F, b, mem_depth, mem_resid, mem_ln, bias, algo,
                 gate_a, gate_eta, eta_max=1.0, K=4, pattern=None, retention="none",
-                gate_rank=0, anchor=0, window=0, lattice="none", lat_k=0, lat_ablate=0, arch="none", npers=0, seg=0, omega=1, poly=0):
+                gate_rank=0, anchor=0, window=0, lattice="none", lat_k=0, lat_ablate=0, arch="none", npers=0, seg=0, omega=1, poly=0, gated=0):
     """Model config dict with the fields of the CONTRACT header."""
     assert D % H == 0
     pattern = pattern if pattern is not None else "M" * L
@@ -112,6 +112,8 @@ def make_config(V, D, L, H, E, F, b, mem_depth, mem_resid, mem_ln, bias, algo,
     assert 1 <= omega <= 64 and (omega == 1 or (retention == "none" and gate_rank == 0))
     # poly (SPEC §5.6): degree-2 features of q, k; no lq/kl, per-head gates
     assert poly in (0, 1) and (not poly or (retention == "none" and gate_rank == 0))
+    # the gated deep memory (ATLAS++, SPEC §4): built for muon only (header slot 32)
+    assert gated in (0, 1) and (not gated or (mem_depth == 2 and algo == "muon"))
     if mem_depth == 1:            # the linear memory never has a residual or LN (SPEC §4)
         mem_resid, mem_ln = 0, 0
     # Lattice (SPEC §5.8): a linear d x d slot state S_0 = I (no P_0), gd, no retention, per-head eta;
@@ -124,7 +126,7 @@ def make_config(V, D, L, H, E, F, b, mem_depth, mem_resid, mem_ln, bias, algo,
                 mem_depth=mem_depth, mem_resid=mem_resid, mem_ln=mem_ln, bias=bias,
                 algo=algo, gate_a=gate_a, gate_eta=gate_eta, eta_max=eta_max,
                 pattern=pattern, retention=retention, gate_rank=gate_rank, anchor=anchor,
-                window=window, lattice=lattice, lat_k=lat_k, lat_ablate=lat_ablate, arch=arch, npers=npers, seg=seg, omega=omega, poly=poly)
+                window=window, lattice=lattice, lat_k=lat_k, lat_ablate=lat_ablate, arch=arch, npers=npers, seg=seg, omega=omega, poly=poly, gated=gated)
 
 
 def head_dims(cfg):
@@ -141,7 +143,7 @@ def mem_in_dim(cfg):
 def mem_state_size(cfg):
     d, dm = head_dims(cfg)
     din = mem_in_dim(cfg)
-    return d * dm + dm * din if cfg["mem_depth"] == 2 else d * din
+    return d * dm + (1 + cfg.get("gated", 0)) * dm * din if cfg["mem_depth"] == 2 else d * din
 
 
 def poly_features(x, a):
@@ -181,7 +183,7 @@ def param_shapes(cfg):
     d, dm = head_dims(cfg)
     HD = H * d
     deep_ln = cfg["mem_depth"] == 2 and cfg["mem_ln"]
-    mom = cfg["algo"] == "momentum"
+    mom = cfg["algo"] in ("momentum", "muon", "muon_chunk")   # the theta gate
     r = cfg["gate_rank"]                              # 0: scalar per head; > 0: channel-wise
     huber = cfg["bias"] == "huber"
     arch = cfg.get("arch", "none")
@@ -330,7 +332,9 @@ def mem_unpack(cfg, P):
     lead = P.shape[:-1]
     if cfg["mem_depth"] == 2:
         W1 = P[..., :d * dm].reshape(*lead, d, dm)
-        W2 = P[..., d * dm:].reshape(*lead, dm, din)
+        W2 = P[..., d * dm:d * dm + dm * din].reshape(*lead, dm, din)
+        if cfg.get("gated", 0):                          # ATLAS++: W3 (d_m, d_in) after W2
+            return W1, W2, P[..., d * dm + dm * din:].reshape(*lead, dm, din)
         return W1, W2
     return (P.reshape(*lead, d, din),)
 
@@ -342,8 +346,11 @@ def mem_apply(cfg, P, x, ln_g, ln_b):
     if cfg["mem_depth"] == 1:
         (W,) = mem_unpack(cfg, P)
         return matvec(W, x)                               # M(x) = W x
-    W1, W2 = mem_unpack(cfg, P)
-    o = matvec(W1, gelu_tanh(matvec(W2, x)))              # W1 GELU(W2 x)
+    W1, W2, *W3 = mem_unpack(cfg, P)
+    h = gelu_tanh(matvec(W2, x))
+    if W3:                                                # gated (ATLAS++): GELU(W2 x) * W3 x
+        h = h * matvec(W3[0], x)
+    o = matvec(W1, h)                                     # W1 h
     if cfg["mem_ln"]:
         o = layernorm(o, ln_g, ln_b)                      # LN(.)
     if cfg["mem_resid"]:
@@ -421,9 +428,13 @@ def mem_grad_manual(cfg, P, k, v, ln_g, ln_b, escale=None, delta=None):
     _, k = mem_split(cfg, k)                              # (poly: the matrices see the features)
     if cfg["mem_depth"] == 1:
         return outer(r, k).flatten(-2)                    # dW = r k^T
-    W1, W2 = mem_unpack(cfg, P)
+    W1, W2, *W3 = mem_unpack(cfg, P)
     h = matvec(W2, k)
     z = gelu_tanh(h)
+    if W3:                                                # gated: z = GELU(W2 k) * z3, z3 = W3 k
+        z3 = matvec(W3[0], k)
+        z2 = z
+        z = z2 * z3
     o = matvec(W1, z)
     if cfg["mem_ln"]:
         mu = o.mean(-1, keepdim=True)
@@ -434,7 +445,11 @@ def mem_grad_manual(cfg, P, k, v, ln_g, ln_b, escale=None, delta=None):
     else:
         do = r                                            # residual adds nothing to dP
     dW1 = outer(do, z)                                    # (d, d_m)
-    dh = matvec(W1.transpose(-1, -2), do) * gelu_tanh_grad(h)
+    dz = matvec(W1.transpose(-1, -2), do)
+    if W3:                                                # dW2 = (dz z3 GELU'(h)) k^T, dW3 = (dz GELU(h)) k^T
+        return torch.cat([dW1.flatten(-2), outer(dz * z3 * gelu_tanh_grad(h), k).flatten(-2),
+                          outer(dz * z2, k).flatten(-2)], dim=-1)
+    dh = dz * gelu_tanh_grad(h)
     dW2 = outer(dh, k)                                    # (d_m, d)
     return torch.cat([dW1.flatten(-2), dW2.flatten(-2)], dim=-1)
 
@@ -445,7 +460,10 @@ def mem_matrices_flat(cfg, P):
     d, dm = head_dims(cfg)
     din = mem_in_dim(cfg)
     if cfg["mem_depth"] == 2:
-        return [(P[..., :d * dm], d, dm), (P[..., d * dm:], dm, din)]
+        out = [(P[..., :d * dm], d, dm), (P[..., d * dm:d * dm + dm * din], dm, din)]
+        if cfg.get("gated", 0):                          # W3
+            out.append((P[..., d * dm + dm * din:], dm, din))
+        return out
     return [(P, d, din)]
 
 
@@ -468,6 +486,30 @@ def kl_weights(cfg, Z):
     return torch.cat(parts, dim=-1)
 
 
+NS5_ABC = (3.4445, -4.7750, 2.0315)
+
+
+def ns5(S, rows, cols):
+    """SPEC §5.7 Newton-Schulz on the (rows, cols) matrices of S (..., rows*cols): X = S / (|S|_F + 1e-7),
+    transposed so that rows <= cols, 5 times A = X X^T, X = a X + (b A + c A A) X, transposed back."""
+    a, b, c = NS5_ABC
+    X = S.reshape(*S.shape[:-1], rows, cols)
+    X = X / (X.norm(dim=(-2, -1), keepdim=True) + 1e-7)
+    if rows > cols:
+        X = X.transpose(-1, -2)
+    for _ in range(5):
+        A = X @ X.transpose(-1, -2)
+        X = a * X + (b * A + c * A @ A) @ X
+    if rows > cols:
+        X = X.transpose(-1, -2)
+    return X.reshape(S.shape)
+
+
+def ns5_state(cfg, S):
+    """NS5 of every memory matrix of a flat state (..., S) (W; or W1, W2), concatenated back."""
+    return torch.cat([ns5(x, r, c) for x, r, c in mem_matrices_flat(cfg, S)], dim=-1)
+
+
 def memory_read_chunked(cfg, P0, ln_g, ln_b, q, k, v, a, eta, theta, grad_fn=mem_grad_autograd,
                         eta_ch=None, delta=None, state=None, gamma=None):
     """SPEC §5 chunked algorithm, naive.
@@ -479,6 +521,9 @@ def memory_read_chunked(cfg, P0, ln_g, ln_b, q, k, v, a, eta, theta, grad_fn=mem
     chunk-start state P_s; then token by token
         gd:       P_t = a_t P_{t-1} - eta_t g_t                        (SPEC §5.1)
         momentum: S_t = theta_t S_{t-1} - eta_t g_t ; P_t = a_t P_{t-1} + S_t   (SPEC §5.2)
+        muon:     S_t = theta_t S_{t-1} + g_t ; P_t = a_t P_{t-1} - eta_t NS5(S_t) per matrix (SPEC §5.7)
+        muon_chunk: reads P_t = a_t P_{t-1} - eta_t g_t from P_s (the gd form), S_t = theta_t S_{t-1} + g_t,
+                  and the carry P_end = (prod a) P_s - eta_last NS5(S_end) (SPEC §5.7's chunk-level form)
     and the read is after the write: y_t = M(q_t; P_t). With the anchored retention
     (cfg["anchor"], README) the retention decays toward P_0 instead of 0: a_t P_{t-1} becomes
     a_t P_{t-1} + (1 - a_t) P_0 (for lq: A_t = a_t A_{t-1} + (1 - a_t) A_0 - eta_t g_t). Retention lq / kl (SPEC §5.3, §5.4,
@@ -520,14 +565,24 @@ def memory_read_chunked(cfg, P0, ln_g, ln_b, q, k, v, a, eta, theta, grad_fn=mem
                 gw = {j: grad_at(Ps, j) for j in range(max(0, c0 - c_ + 1), c1)}
                 gs = [sum(gamma[:, t, :, o].unsqueeze(-1) * gw[t - o] for o in range(c_) if t - o >= 0)
                       for t in range(c0, c1)]
+            A = 1.0                                       # muon_chunk: prod a over the chunk
             for t, g in zip(range(c0, c1), gs):
                 a_t, eta_t = gates(t)
-                if cfg["algo"] == "gd":
+                if cfg["algo"] == "muon_chunk":
+                    P = a_t * P + (1 - a_t) * anc - eta_t * g   # the reads' state (gd form)
+                    S = theta[:, t].unsqueeze(-1) * S + g
+                    A = A * a_t
+                elif cfg["algo"] == "gd":
                     P = a_t * P + (1 - a_t) * anc - eta_t * g
+                elif cfg["algo"] == "muon":
+                    S = theta[:, t].unsqueeze(-1) * S + g
+                    P = a_t * P + (1 - a_t) * anc - eta_t * ns5_state(cfg, S)
                 else:
                     S = theta[:, t].unsqueeze(-1) * S - eta_t * g
                     P = a_t * P + (1 - a_t) * anc + S
                 ys.append(mem_apply(cfg, P, q[:, t], ln_g, ln_b))
+            if cfg["algo"] == "muon_chunk":               # the carry: one Newton-Schulz step per chunk
+                P = A * Ps + (1 - A) * anc - eta_t * ns5_state(cfg, S)
         elif ret == "lq":
             # P holds A. s frozen for the chunk (reads too), differentiated through.
             s = lq_scale(cfg, P)
@@ -553,6 +608,24 @@ def memory_read_chunked(cfg, P0, ln_g, ln_b, q, k, v, a, eta, theta, grad_fn=mem
     if state is not None:
         state[:] = [P, S]
     return torch.stack(ys, dim=1)
+
+
+def ns5_online(S):
+    """NS5 of (..., r, c) matrices, written independently of ns5 (Gram form: NS5(X_0) = Q_4 ... Q_0 X_0 with
+    Q_j = a I + b A_j + c A_j^2, A_{j+1} = Q_j^2 A_j, A_0 = X_0 X_0^T, on the smaller side)."""
+    a, b, c = NS5_ABC
+    tr = S.shape[-2] > S.shape[-1]
+    X0 = S.transpose(-1, -2) if tr else S
+    X0 = X0 / (torch.sqrt((X0 * X0).sum((-2, -1), keepdim=True)) + 1e-7)
+    A = X0 @ X0.transpose(-1, -2)
+    eye = torch.eye(A.shape[-1], dtype=A.dtype)
+    Q = eye.expand(A.shape)
+    for _ in range(5):
+        Qj = a * eye + b * A + c * A @ A
+        Q = Qj @ Q
+        A = Qj @ Qj @ A
+    X = Q @ X0
+    return X.transpose(-1, -2) if tr else X
 
 
 def memory_read_online(cfg, P0, ln_g, ln_b, q, k, v, a, eta, theta, eta_ch=None, delta=None, gamma=None):
@@ -601,6 +674,14 @@ def memory_read_online(cfg, P0, ln_g, ln_b, q, k, v, a, eta, theta, eta_ch=None,
             P = per_matrix(X, lambda Z: torch.softmax(Z, dim=-1))
         elif cfg["algo"] == "gd":
             P = a_t * P + (1 - a_t) * anc - eta_t * g
+        elif cfg["algo"] == "muon":                       # NS5 written out per matrix (ns5_online)
+            S = theta[:, t, :, None] * S + g
+            P = a_t * P + (1 - a_t) * anc - eta_t * per_matrix(S, ns5_online)
+        elif cfg["algo"] == "muon_chunk":                 # b = 1: read the gd step, carry the NS5 step
+            S = theta[:, t, :, None] * S + g
+            ys.append(mem_apply(cfg, a_t * P + (1 - a_t) * anc - eta_t * g, q[:, t], ln_g, ln_b))
+            P = a_t * P + (1 - a_t) * anc - eta_t * per_matrix(S, ns5_online)
+            continue
         else:
             S = theta[:, t, :, None] * S - eta_t * g
             P = a_t * P + (1 - a_t) * anc + S
@@ -735,7 +816,7 @@ class MirasModel:
                     p["gate_delta_b"][ml] + (u @ p["gate_delta_w"][ml].T) @ p["gate_delta_up"][ml].T
                 ).view(B, T, H, d)
         theta = (torch.sigmoid(u @ p["gate_theta_w"][ml].T + p["gate_theta_b"][ml])
-                 if cfg["algo"] == "momentum" else None)
+                 if cfg["algo"] in ("momentum", "muon", "muon_chunk") else None)
         gamma = None                                      # omega's window gates (SPEC §5.5), (B,T,H,c)
         if cfg["omega"] > 1:
             gamma = torch.sigmoid(u @ p["gate_gamma_w"][ml].T + p["gate_gamma_b"][ml]).view(B, T, H, cfg["omega"])
@@ -873,7 +954,7 @@ class MirasModel:
             eta = (cfg["eta_max"] * torch.sigmoid(ys_ @ p["gate_eta_w"][l].T + p["gate_eta_b"][l])
                    if cfg["gate_eta"] else None)
             theta = (torch.sigmoid(ys_ @ p["gate_theta_w"][l].T + p["gate_theta_b"][l])
-                     if cfg["algo"] == "momentum" else None)
+                     if cfg["algo"] in ("momentum", "muon", "muon_chunk") else None)
             # g_t is the partial derivative with k, v held fixed (SPEC §9.3): k, v depend on P_(s) through
             # h, so the writes take their gradients at a copy of P_(s) (autograd differentiates w.r.t. it)
             state[0] = state[0].clone()
@@ -1028,6 +1109,19 @@ FIXTURES = {
     "mag":            (2, 1, 1, "l2", "momentum", 1, 1, 4, "none", 0),
     "mag_gdn":        (1, 0, 0, "l2", "gd", 1, 1, 1, "none", 0),
     "mac":            (2, 1, 1, "l2", "momentum", 1, 1, 2, "none", 0),
+    # muon (SPEC §5.7, token-level): deep anchored with omega (window 3, b = 4: T = 11 ends in a partial chunk); atlas's
+    # memory (deep + poly, muon, omega 3, anchored); a linear Huber memory (omega 2, b = 3); deep without LN, no omega
+    "muon_deep":      (2, 1, 1, "l2", "muon", 1, 1, 4, "none", 0, 1, 3),
+    "atlas":          (2, 1, 1, "l2", "muon", 1, 1, 4, "none", 0, 1, 3, 1),
+    "muon_linear":    (1, 0, 0, "huber", "muon", 1, 1, 3, "none", 0, 0, 2),
+    "muon_noln":      (2, 1, 0, "l2", "muon", 1, 1, 3, "none", 0, 0, 1),
+    # the 14th field: the gated deep memory (ATLAS++, SPEC §4). atlas_pp's memory (gated + poly, muon, omega 3,
+    # anchored); gated without LN, omega 2, b = 3
+    "atlas_pp":       (2, 1, 1, "l2", "muon", 1, 1, 4, "none", 0, 1, 3, 1, 1),
+    "gated_noln":     (2, 1, 0, "l2", "muon", 1, 1, 3, "none", 0, 0, 2, 0, 1),
+    # chunk-level muon (SPEC §5.7, atlas_chunk): atlas_chunk's memory (deep + poly, omega 3, anchored); linear, omega 2
+    "atlas_chunk":    (2, 1, 1, "l2", "muon_chunk", 1, 1, 4, "none", 0, 1, 3, 1),
+    "muonc_linear":   (1, 0, 0, "l2", "muon_chunk", 1, 1, 3, "none", 0, 0, 2),
 }
 # name: (arch, N_p, W); L from SMALL, every layer 'M'
 FIXTURE_TITANS = {
@@ -1050,7 +1144,8 @@ def fixture_config(name, **over):
     if len(ext) > 1 and isinstance(ext[1], str):   # Lattice: kind, checkpoint interval, ablation bits
         kw.update(lattice=ext[1], lat_k=ext[2], lat_ablate=ext[3])
     else:                                          # the ATLAS family: omega's window c, poly features
-        kw.update(omega=ext[1] if len(ext) > 1 else 1, poly=ext[2] if len(ext) > 2 else 0)
+        kw.update(omega=ext[1] if len(ext) > 1 else 1, poly=ext[2] if len(ext) > 2 else 0,
+                  gated=ext[3] if len(ext) > 3 else 0)
     if name in FIXTURE_LAYERS:
         pat, W, L = FIXTURE_LAYERS[name]
         kw.update(pattern=pat, window=W, L=L)
@@ -1142,7 +1237,7 @@ def init_params(cfg, gen):
         elif name == "gate_a_b":
             t = N(shape, 0.3, logit(INIT_A.get(cfg["retention"], 0.9)))
         elif name == "gate_eta_b":                        # momentum amplifies the step
-            target = 0.3 if cfg["algo"] == "momentum" else 0.45
+            target = {"momentum": 0.3, "muon": 0.1, "muon_chunk": 0.1}.get(cfg["algo"], 0.45)   # NS5 steps are O(1)
             target = INIT_ETA.get(cfg["retention"], target)
             if cfg.get("lat_ablate", 0) & LATA_NO_RENORM:   # Lattice without the renormalisation: the slots
                 target = 0.1                              # grow with every step; a small step keeps float32 close
@@ -1165,10 +1260,11 @@ def init_params(cfg, gen):
                     # scale of W1 and the effective inner step on the output is ~eta/std(W1)^2,
                     # so std 1 keeps the inner optimisation stable (well-conditioned fixture)
                     W1 = N((L, H, d * dm), 1.0)
-                    W2 = N((L, H, dm * mem_in_dim(cfg)), 1.0)
+                    W2 = N((L, H, (1 + cfg.get("gated", 0)) * dm * mem_in_dim(cfg)), 1.0)   # (and W3)
                 else:
                     W1 = N((L, H, d * dm), 1.0 / math.sqrt(dm))   # W1 (d, d_m): fan_in d_m
-                    W2 = N((L, H, dm * mem_in_dim(cfg)), 1.0 / math.sqrt(mem_in_dim(cfg)))  # W2 (d_m, d_in)
+                    W2 = N((L, H, (1 + cfg.get("gated", 0)) * dm * mem_in_dim(cfg)),
+                           1.0 / math.sqrt(mem_in_dim(cfg)))   # W2 (d_m, d_in) (and W3)
                 t = torch.cat([W1, W2], dim=-1)
             else:
                 t = N(shape, 0.1)
@@ -1212,6 +1308,7 @@ def make_header(cfg, magic, hp=None):
     h[26] = cfg.get("seg", 0)
     h[30] = cfg.get("omega", 1) if cfg.get("omega", 1) > 1 else 0   # omega's window (0: off)
     h[31] = cfg.get("poly", 0)                            # poly features (0/1)
+    h[32] = cfg.get("gated", 0)                           # the gated deep memory (ATLAS++, 0/1)
     assert cfg["L"] <= 128
     for l, ch in enumerate(cfg["pattern"]):
         h[64 + l] = ord(ch)                               # one ASCII char per int32 slot
@@ -1233,7 +1330,7 @@ def config_from_header(h):
                 retention=RETENTIONS[h[20]], gate_rank=int(h[21]), anchor=int(h[22]),
                 window=int(h[23]), lattice=LATTICES[h[38]], lat_k=int(h[39]), lat_ablate=int(h[40]),
                 arch=ARCHS[h[24]], npers=int(h[25]), seg=int(h[26]),
-                omega=int(h[30]) or 1, poly=int(h[31]))
+                omega=int(h[30]) or 1, poly=int(h[31]), gated=int(h[32]))
 
 
 def write_fixture(path, cfg, hp, params32, tokens, logits, loss, grads, losses):
