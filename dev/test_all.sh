@@ -12,6 +12,7 @@ if [ "$D" != . ]; then
     # sanitizer builds: every report of every process (the trainer runs of the tests included) goes to a file in
     # $D/logs, and each such file is a failure below. Leaks at exit are not checked (a CLI that exits frees nothing).
     LOGS="$D/logs"; rm -rf "$LOGS"; mkdir -p "$LOGS"
+    export MIRAS_SANITIZED=1  # (test_miras skips its slowest checks there, counted: see test_fd)
     export ASAN_OPTIONS="detect_leaks=0:log_path=$PWD/$LOGS/asan" UBSAN_OPTIONS="print_stacktrace=1:log_path=$PWD/$LOGS/ubsan"
 fi
 if [ $# -eq 0 ]; then set -- "$D/test_miras" "$D/test_miras_fp64" "bash data_prep/test_data_prep.sh"; fi
