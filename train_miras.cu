@@ -897,53 +897,63 @@ __global__ void attention_backward_dq_kernel(real* dq, real* Dout, const real* d
         if (LANE == 0) Dout[bi * H + h] = Di;
     }
 }
+// one key row's gradient (a warp; lanes own channels) over the queries j in [j0, j1) of the sequences [b0, b1) of
+// (B, T, H*d) q, dout (lse, D: (B, T, H)): dk = sum_j p (dout_j . v - D_j) q_j / sqrt(d), dv = sum_j p dout_j with
+// p = exp(q_j . k / sqrt(d) - lse_j); written into dk, dv, or added (acc)
+__device__ void attn_key_grad_gpu(real* dk, real* dv, const real* ke, const real* ve, const real* dout, const real* q,
+                                  const real* lse, const real* Dsc, int b0, int b1, int j0, int j1, int T, int H, int h,
+                                  int d, int acc) {
+    real scale = 1 / sqrtf((real)d);
+    int D = H * d;
+    real kv[ATT_CPL], vv[ATT_CPL], ak[ATT_CPL], av[ATT_CPL];
+    for (int u = 0; u < ATT_CPL; u++) {
+        int c = LANE + 32 * u;
+        kv[u] = c < d ? ke[c] : 0;
+        vv[u] = c < d ? ve[c] : 0;
+        ak[u] = av[u] = 0;
+    }
+    for (int bb = b0; bb < b1; bb++)
+        for (int j = j0; j < j1; j++) {
+            size_t bj = (size_t)bb * T + j, rj = bj * D + (size_t)h * d;
+            real s = 0, dp = 0;
+            for (int u = 0; u < ATT_CPL; u++) {
+                int c = LANE + 32 * u;
+                if (c < d) {
+                    s += q[rj + c] * kv[u];
+                    dp += dout[rj + c] * vv[u];
+                }
+            }
+            s = warp_sum(s);
+            dp = warp_sum(dp);
+            real p = expf(s * scale - lse[bj * H + h]), ds = p * (dp - Dsc[bj * H + h]) * scale;
+            for (int u = 0; u < ATT_CPL; u++) {
+                int c = LANE + 32 * u;
+                if (c < d) {
+                    av[u] += p * dout[rj + c];
+                    ak[u] += ds * q[rj + c];
+                }
+            }
+        }
+    for (int u = 0; u < ATT_CPL; u++) {
+        int c = LANE + 32 * u;
+        if (c < d) {
+            dk[c] = acc ? dk[c] + ak[u] : ak[u];
+            dv[c] = acc ? dv[c] + av[u] : av[u];
+        }
+    }
+}
 __global__ void attention_backward_dkv_kernel(real* dk, real* dv, const real* Din, const real* dout, const real* q,
                                               const real* k, const real* v, const real* lse, int B, int T, int H, int d,
                                               int window, int np) {
-    real scale = 1 / sqrtf((real)d);
     int D = H * d;
     WARP_ROWS_FOR(r, (size_t)B * T * H) {
         int h = (int)(r % H);
         size_t bj = r / H;
         int j = (int)(bj % T), bb = (int)(bj / T);
         size_t rj = bj * D + (size_t)h * d;
-        real kv[ATT_CPL], vv[ATT_CPL], ak[ATT_CPL], av[ATT_CPL];
-        for (int u = 0; u < ATT_CPL; u++) {
-            int c = LANE + 32 * u;
-            kv[u] = c < d ? k[rj + c] : 0;
-            vv[u] = c < d ? v[rj + c] : 0;
-            ak[u] = av[u] = 0;
-        }
         // the last query that sees key j (a prefix key: every later query)
         int i1 = window > 0 && j >= np && j + window - 1 < T - 1 ? j + window - 1 : T - 1;
-        for (int i = j; i <= i1; i++) {
-            size_t bi = (size_t)bb * T + i, ri = bi * D + (size_t)h * d;
-            real s = 0, dp = 0;
-            for (int u = 0; u < ATT_CPL; u++) {
-                int c = LANE + 32 * u;
-                if (c < d) {
-                    s += q[ri + c] * kv[u];
-                    dp += dout[ri + c] * vv[u];
-                }
-            }
-            s = warp_sum(s);
-            dp = warp_sum(dp);
-            real p = expf(s * scale - lse[bi * H + h]), ds = p * (dp - Din[bi * H + h]) * scale;
-            for (int u = 0; u < ATT_CPL; u++) {
-                int c = LANE + 32 * u;
-                if (c < d) {
-                    av[u] += p * dout[ri + c];
-                    ak[u] += ds * q[ri + c];
-                }
-            }
-        }
-        for (int u = 0; u < ATT_CPL; u++) {
-            int c = LANE + 32 * u;
-            if (c < d) {
-                dk[rj + c] = ak[u];
-                dv[rj + c] = av[u];
-            }
-        }
+        attn_key_grad_gpu(dk + rj, dv + rj, k + rj, v + rj, dout, q, lse, Din, bb, bb + 1, j, i1 + 1, T, H, h, d, 0);
     }
 }
 static void attention_backward_gpu(real* dq, real* dk, real* dv, real* Dscratch, const real* dout, const real* q,
@@ -4299,49 +4309,6 @@ __global__ void mac_attn_backward_dq_kernel(real* dq, real* Dsc, const real* dou
         if (LANE == 0) Dsc[((size_t)bb * T + j) * H + h] = Dj;
     }
 }
-// the key row's gradient over queries j in [j0, s1) of sequences [b0, b1): dk, dv += (one warp; lanes own channels)
-__device__ void mac_key_grad(real* dk, real* dv, const real* ke, const real* ve, const real* dout, const real* q,
-                             const real* lse, const real* Dsc, int b0, int b1, int j0, int s1, int T, int H, int h,
-                             int d) {
-    real scale = 1 / sqrtf((real)d);
-    int D = H * d;
-    real kv[ATT_CPL], vv[ATT_CPL], ak[ATT_CPL], av[ATT_CPL];
-    for (int u = 0; u < ATT_CPL; u++) {
-        int c = LANE + 32 * u;
-        kv[u] = c < d ? ke[c] : 0;
-        vv[u] = c < d ? ve[c] : 0;
-        ak[u] = av[u] = 0;
-    }
-    for (int bb = b0; bb < b1; bb++)
-        for (int j = j0; j < s1; j++) {
-            size_t bj = (size_t)bb * T + j, rj = bj * D + (size_t)h * d;
-            real s = 0, dp = 0;
-            for (int u = 0; u < ATT_CPL; u++) {
-                int c = LANE + 32 * u;
-                if (c < d) {
-                    s += q[rj + c] * kv[u];
-                    dp += dout[rj + c] * vv[u];
-                }
-            }
-            s = warp_sum(s);
-            dp = warp_sum(dp);
-            real p = expf(s * scale - lse[bj * H + h]), ds = p * (dp - Dsc[bj * H + h]) * scale;
-            for (int u = 0; u < ATT_CPL; u++) {
-                int c = LANE + 32 * u;
-                if (c < d) {
-                    av[u] += p * dout[rj + c];
-                    ak[u] += ds * q[rj + c];
-                }
-            }
-        }
-    for (int u = 0; u < ATT_CPL; u++) {
-        int c = LANE + 32 * u;
-        if (c < d) {
-            dk[c] += ak[u];
-            dv[c] += av[u];
-        }
-    }
-}
 struct MacDKV {
     real *dk, *dv, *dkh, *dvh, *dkP, *dvP;
 };
@@ -4355,11 +4322,12 @@ __global__ void mac_attn_backward_dkv_kernel(MacDKV g, const real* dout, const r
         if (w < (size_t)B * ns * 2) {
             int kind = (int)(w % 2), e = s0 + (int)(w / 2 % ns), bb = (int)(w / 2 / ns);
             size_t re = ((size_t)bb * T + e) * D + (size_t)h * d;
-            mac_key_grad((kind ? g.dk : g.dkh) + re, (kind ? g.dv : g.dvh) + re, (kind ? kv.k : kv.kh) + re,
-                         (kind ? kv.v : kv.vh) + re, dout, q, lse, Dsc, bb, bb + 1, e, s1, T, H, h, d);
+            attn_key_grad_gpu((kind ? g.dk : g.dkh) + re, (kind ? g.dv : g.dvh) + re, (kind ? kv.k : kv.kh) + re,
+                              (kind ? kv.v : kv.vh) + re, dout, q, lse, Dsc, bb, bb + 1, e, s1, T, H, h, d, 1);
         } else {
             size_t re = (w - (size_t)B * ns * 2) * D + (size_t)h * d;
-            mac_key_grad(g.dkP + re, g.dvP + re, kv.kP + re, kv.vP + re, dout, q, lse, Dsc, 0, B, s0, s1, T, H, h, d);
+            attn_key_grad_gpu(g.dkP + re, g.dvP + re, kv.kP + re, kv.vP + re, dout, q, lse, Dsc, 0, B, s0, s1, T, H, h,
+                              d, 1);
         }
     }
 }
