@@ -4399,12 +4399,6 @@ static void mac_inputs_backward_gpu(ModelGpu* M, int l, int s0, int s1) {
         matmul_backward_gpu(tg->z + o, dp->wv + oW, NULL, g->vp + o, y, p->wv + oW, n, D, D);
     }
 }
-// the memory kernels' arguments for MAC: the chunk kernels' (mem_args), the chunk scratch in global memory
-static MemArgs mac_args(ModelGpu* M, int l) {
-    MemArgs A = mem_args(M, l);
-    A.sm.n = A.sm.floats = 0;
-    return A;
-}
 static MacKV mac_kv(ModelGpu* M, int l) {
     TxActs* t = &M->tx->a;
     size_t oD = (size_t)l * M->B * M->T * M->cfg.D, oP = (size_t)l * M->cfg.npers * M->cfg.D;
@@ -4437,7 +4431,7 @@ static void mac_layer_forward_gpu(ModelGpu* M, int l) {
         rope_forward_gpu(kP, kP, 1, np, H, d, 1);
         matmul_forward_gpu(t->vP + (size_t)l * np * D, Pr, p->att_wv + oW, NULL, np, D, D);
     }
-    MemArgs A = mac_args(M, l);
+    MemArgs A = mem_args(M, l);  // (A.sm empty: the chunk scratch stays in global memory)
     mac_state_init_kernel<<<nblocks((size_t)B * H * A.m.nP), NT>>>(A.P, A.S, A.p0, B, H, A.nch, A.m.nP);
     KCHECK("mac_state_init");
     MacKV kv = mac_kv(M, l);
@@ -4475,7 +4469,7 @@ static void mac_layer_backward_gpu(ModelGpu* M, int l) {
     size_t N = (size_t)B * T, oD = (size_t)l * N * D, oH = (size_t)l * N * H, oW = (size_t)l * D * D;
     const real* u = a->ln1 + oD;
     real* du = g->ln1 + oD;
-    MemArgs A = mac_args(M, l);
+    MemArgs A = mem_args(M, l);  // (A.sm empty: the chunk scratch stays in global memory)
     int nP = A.m.nP;
     cudaCheck(cudaMemset(M->tx->gmem, 0, M->tx->n * sizeof(real)));
     cudaCheck(cudaMemset(M->mem_dbh, 0, (size_t)B * H * (nP + 2 * d) * sizeof(real)));
