@@ -121,7 +121,7 @@ ci: ci_build
 	@FUZZ_SECONDS=$${FUZZ_SECONDS:-10} bash dev/test_all.sh ./test_miras ./test_miras_fp64 "bash data_prep/test_data_prep.sh" \
 		"bash dev/test_mpi.sh" "bash dev/check_format.sh" \
 		"env MIRAS_BIN_DIR=build/asan bash dev/test_all.sh" "bash dev/fuzz/run.sh" "bash dev/cuda/test_emu_lab.sh" \
-		"bash dev/cuda/test_emu_gpu.sh"
+		"bash dev/cuda/test_emu_gpu.sh" "bash dev/cuda/test_emu_nccl.sh"
 
 # one statement per line, lines up to 120 characters; make test checks it (dev/check_format.sh)
 CLANG_FORMAT ?= $(shell command -v clang-format-14 || command -v clang-format)

@@ -5860,6 +5860,15 @@ static int dist_local_rank(void) {  // the GPU of this rank on its node (train_m
     if (!e) e = getenv("MPI_LOCALRANKID");
     return e ? atoi(e) : 0;
 }
+// the tests' dying rank (dev/test_mpi.sh): MIRAS_KILL_RANK=r MIRAS_KILL_STEP=s makes rank r exit at the start of
+// step s without a word to MPI
+static void dist_test_kill(long step) {
+    const char* r = getenv("MIRAS_KILL_RANK");
+    if (r && getenv("MIRAS_KILL_STEP") && atoi(r) == g_rank && step == atol(getenv("MIRAS_KILL_STEP"))) {
+        fprintf(stderr, "rank %d: exiting at step %ld (MIRAS_KILL_RANK test hook)\n", g_rank, step);
+        _exit(3);
+    }
+}
 // a rank stopped by the launcher (mpirun ends the job when another rank exits or aborts) says so, and exits 1
 static void dist_on_term(int sig) {
     (void)sig;
@@ -6149,14 +6158,8 @@ int main(int argc, char** argv) {
     }
     int skipped = 0;  // steps skipped for a non-finite loss or gradient (-N)
     g_die_collective = 0;
-    const char* kill_rank = getenv("MIRAS_KILL_RANK");
-    long kill_step = kill_rank && getenv("MIRAS_KILL_STEP") ? atol(getenv("MIRAS_KILL_STEP")) : -1;
     for (long step = st.step; step < max_steps; step++) {
-        if (kill_rank && atoi(kill_rank) == g_rank &&
-            step + 1 == kill_step) {  // the tests' dying rank: gone without a word to MPI
-            fprintf(stderr, "rank %d: exiting at step %ld (MIRAS_KILL_RANK test hook)\n", g_rank, step + 1);
-            _exit(3);
-        }
+        dist_test_kill(step + 1);
         if (g_rank == 0 && run.have_val && a.val_every > 0 && step % a.val_every == 0) {
             real acc, vl = evaluate(&model, &run.val, a.val_batches, &acc);
             report_val(&run, step, vl, acc);

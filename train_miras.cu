@@ -5667,6 +5667,7 @@ int main(int argc, char** argv) {
     int skipped = 0;  // steps skipped for a non-finite loss or gradient (-N)
     g_die_collective = 0;
     for (long step = st.step; step < max_steps; step++) {
+        dist_test_kill(step + 1);
         if (g_rank == 0 && run.have_val && a.val_every > 0 && step % a.val_every == 0) {
             real acc, vl = evaluate_gpu(&gm, &run.val, a.val_batches, &acc);
             report_val(&run, step, vl, acc);

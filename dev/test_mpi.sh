@@ -3,6 +3,8 @@
 # mpicc -DUSE_MPI) under `mpirun -np 2`, against the plain one-process ./train_miras. Builds nothing. Without mpirun
 # or the binary every check is skipped with a message (and counted). Runs as root too (CI): it sets Open MPI's
 # OMPI_ALLOW_RUN_AS_ROOT*. One OpenMP thread per rank. Prints `ok - ...` / `not ok - ...`, ends with `N passed, N failed`.
+# env: PLAIN_BIN, MPI_BIN (the two builds; dev/cuda/test_emu_nccl.sh gives train_miras.cu's on the CUDA emulator),
+#      TAG (a prefix for the check names), MODEL (the model's flags, default -p titans -D 32 -L 2 -H 2 -k 4)
 set -u
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
@@ -20,8 +22,10 @@ CHECKS=("np=2 equals one process with 2x accumulation" "np=2 with accumulation 2
         "the MPI build as one process equals the plain build" "-d not a multiple of B*T*ranks refuses"
         "np=2 -K 1 (sharded AdamW moments, ZeRO-1) equals -K 0" "np=3 -K 1 with uneven shares equals -K 0"
         "np=2 -K 1 resume is bit-identical" "a bad -K refuses")
-if ! command -v mpirun >/dev/null 2>&1 || [ ! -x ./train_miras_mpi ] || [ ! -x ./train_miras ]; then
-    why="needs mpirun and ./train_miras_mpi (apt-get install libopenmpi-dev openmpi-bin; make train_miras_mpi)"
+PLAIN=${PLAIN_BIN:-./train_miras}; MPIB=${MPI_BIN:-./train_miras_mpi}
+if [ -n "${TAG:-}" ]; then for i in "${!CHECKS[@]}"; do CHECKS[$i]="$TAG${CHECKS[$i]}"; done; fi
+if ! command -v mpirun >/dev/null 2>&1 || [ ! -x "$MPIB" ] || [ ! -x "$PLAIN" ]; then
+    why="needs mpirun, $MPIB and $PLAIN (apt-get install libopenmpi-dev openmpi-bin; make train_miras_mpi)"
     for c in "${CHECKS[@]}"; do skip "$c" "$why"; done
     finish
 fi
@@ -32,7 +36,7 @@ MPIRUN="mpirun -q --oversubscribe -np 2"
 # a small corpus: this repo's Makefile as bytes (val: its first 1000 tokens)
 if ! data_prep/text2shards -t byte -v 1000 -q -o "$TMP/d" Makefile >/dev/null 2>&1; then
     for c in "${CHECKS[@]}"; do notok "$c" "data_prep/text2shards failed (make data_prep)"; done; finish; fi
-M="-p titans -D 32 -L 2 -H 2 -k 4 -b 2 -t 16 -v 3 -m 2 -g 0 -u 2 -i $TMP/d_train_*.bin -j $TMP/d_val_*.bin"
+M="${MODEL:--p titans -D 32 -L 2 -H 2 -k 4} -b 2 -t 16 -v 3 -m 2 -g 0 -u 2 -i $TMP/d_train_*.bin -j $TMP/d_val_*.bin"
 # the losses (train and val) and norms of a log, one per line
 losses() { sed -E 's/.*(trl|vl):([^ ]+).*norm:([^ ]+).*/\2 \3/; s/.*vl:([^ ]+).*/\1/' "$1"; }
 # same number of lines and every number within 1e-6 relative (the sums over micro-batches run in another order, so
@@ -40,8 +44,8 @@ losses() { sed -E 's/.*(trl|vl):([^ ]+).*norm:([^ ]+).*/\2 \3/; s/.*vl:([^ ]+).*
 close() { [ -s "$1" ] && [ "$(wc -l <"$1")" -eq "$(wc -l <"$2")" ] && paste -d ' ' <(losses "$1") <(losses "$2") | awk '
     { n = NF / 2; for (i = 1; i <= n; i++) { d = $i - $(i + n); if (d < 0) d = -d; m = $i < 0 ? -$i : $i; if (d > 1e-6 * (m > 1 ? m : 1)) bad = 1 } } END { exit bad }'; }
 hdr_at() { od -An -v -t d4 -j "$2" -N "$3" "$1" | tr -s ' \n' ' ' | sed 's/^ //; s/ $//'; }   # int32s of a file at a byte offset
-run1() { local d=$1; shift; mkdir -p "$d"; ./train_miras "$@" -o "$d" >"$d/out.txt" 2>"$d/err.txt"; }
-run2() { local d=$1; shift; mkdir -p "$d"; timeout 120 $MPIRUN ./train_miras_mpi "$@" -o "$d" >"$d/out.txt" 2>"$d/err.txt"; }
+run1() { local d=$1; shift; mkdir -p "$d"; $PLAIN "$@" -o "$d" >"$d/out.txt" 2>"$d/err.txt"; }
+run2() { local d=$1; shift; mkdir -p "$d"; timeout 300 $MPIRUN $MPIB "$@" -o "$d" >"$d/out.txt" 2>"$d/err.txt"; }
 
 # 1. np=2 (a micro-batch of B*T per rank, the default -d) against one process with -d 2*B*T (2 micro-batches)
 run1 "$TMP/a1" $M -x 6 -d 64; e1=$?
@@ -82,7 +86,7 @@ if [ $e -ne 0 ] && [ $e -ne 124 ] && grep -q "rank 1: exiting at step 3" "$TMP/k
    && [ ! -e "$TMP/k/ckpt.bin" ]; then ok "${CHECKS[6]}: exit $e after ${dt} s, rank 0 says it was stopped because another rank failed"
 else notok "${CHECKS[6]}" "exit $e after ${dt} s: $(cat "$TMP/k/err.txt")"; fi
 # 8. without mpirun the MPI build is one process (an MPI singleton) and computes exactly what the plain build does
-mkdir -p "$TMP/e"; ./train_miras_mpi $M -x 6 -d 64 -o "$TMP/e" >"$TMP/e/out.txt" 2>"$TMP/e/err.txt"; e=$?
+mkdir -p "$TMP/e"; $MPIB $M -x 6 -d 64 -o "$TMP/e" >"$TMP/e/out.txt" 2>"$TMP/e/err.txt"; e=$?
 if [ $e -eq 0 ] && cmp -s "$TMP/e/ckpt.bin" "$TMP/a1/ckpt.bin"; then ok "${CHECKS[7]}: byte-identical checkpoints"
 else notok "${CHECKS[7]}" "exit $e: $(head -c 300 "$TMP/e/err.txt")"; fi
 # 9. the global batch must split evenly: 96 tokens over 2 ranks of B*T = 32
@@ -97,8 +101,8 @@ if [ $e -eq 0 ] && cmp -s "$TMP/z1/ckpt.bin" "$TMP/a2/ckpt.bin" && close "$TMP/z
 else notok "${CHECKS[9]}" "exit $e: $(head -c 300 "$TMP/z1/err.txt")"; fi
 n3=$(hdr_at "$TMP/a2/ckpt.bin" 76 4)
 mkdir -p "$TMP/z3" "$TMP/z4"
-timeout 120 mpirun -q --oversubscribe -np 3 ./train_miras_mpi $M -x 4 -d 96 -K 1 -o "$TMP/z3" >"$TMP/z3/out.txt" 2>"$TMP/z3/err.txt"; e1=$?
-timeout 120 mpirun -q --oversubscribe -np 3 ./train_miras_mpi $M -x 4 -d 96 -K 0 -o "$TMP/z4" >"$TMP/z4/out.txt" 2>"$TMP/z4/err.txt"; e2=$?
+timeout 300 mpirun -q --oversubscribe -np 3 $MPIB $M -x 4 -d 96 -K 1 -o "$TMP/z3" >"$TMP/z3/out.txt" 2>"$TMP/z3/err.txt"; e1=$?
+timeout 300 mpirun -q --oversubscribe -np 3 $MPIB $M -x 4 -d 96 -K 0 -o "$TMP/z4" >"$TMP/z4/out.txt" 2>"$TMP/z4/err.txt"; e2=$?
 if [ $e1 -eq 0 ] && [ $e2 -eq 0 ] && [ $((n3 % 3)) -ne 0 ] && cmp -s "$TMP/z3/ckpt.bin" "$TMP/z4/ckpt.bin"; then ok "${CHECKS[10]}: $n3 parameters over 3 ranks, byte-identical checkpoints"
 else notok "${CHECKS[10]}" "exit codes $e1 $e2, $n3 parameters: $(head -c 300 "$TMP/z3/err.txt")"; fi
 run2 "$TMP/z2" $M -x 6 -K 1 -S 3; e1=$?
