@@ -50,8 +50,8 @@ typedef float real;
 // Data parallel (section 6b): this process's rank and the number of ranks (0 and 1 without USE_MPI).
 // An error every rank meets alike (the flags, a checkpoint, a global gradient norm) is "collective": rank 0
 // reports it and ends the job; an error of one rank only is printed with its rank and ends the job as well.
-static int g_rank = 0, g_world = 1, g_die_collective = 0;
-static volatile sig_atomic_t g_dying = 0;
+static int g_rank = 0, g_world = 1;
+static volatile sig_atomic_t g_die_collective = 0, g_dying = 0;
 // die_hook: NULL except in the fuzz targets (dev/fuzz), which check the message and longjmp back instead of exiting
 static void (*die_hook)(const char* msg, const char* hint);
 static void die(const char* msg, const char* hint) {
@@ -5869,10 +5869,12 @@ static void dist_test_kill(long step) {
         _exit(3);
     }
 }
-// a rank stopped by the launcher (mpirun ends the job when another rank exits or aborts) says so, and exits 1
+// a rank stopped by the launcher (mpirun ends the job when another rank exits or aborts) says so, and exits 1;
+// before training starts (collective errors) only rank 0 says it: a slower rank may be stopped before it reaches
+// the error that rank 0 has already printed once for all
 static void dist_on_term(int sig) {
     (void)sig;
-    if (!g_dying) {
+    if (!g_dying && !(g_die_collective && g_rank != 0)) {
         char m[256];
         int n = snprintf(
             m, sizeof m,
