@@ -203,8 +203,10 @@ static const char* FIXTURES[] = {
     "omeganet", "poly_mom", "poly_linear",  // with the poly features (omega 3, 1, 2)
     "muon_deep", "atlas", "muon_linear", "muon_noln",  // muon (SPEC §5.7): omega 3, 3 (+ poly), 2, 1
     "atlas_pp", "gated_noln",  // the gated deep memory (ATLAS++) with muon: omega 3 (+ poly), 2
-    "atlas_chunk", "muonc_linear"};  // chunk-level muon: omega 3 (+ poly), 2
-#define NFIX 38
+    "atlas_chunk", "muonc_linear",  // chunk-level muon: omega 3 (+ poly), 2
+    "deep_transformer", "dot",
+    "dot_linear"};  // the phi* memory (DT, DOT): deep dot c 1; deep l2 omega 3; linear omega 4
+#define NFIX 41
 
 // 1. logits, loss, every gradient and 10 AdamW steps against the PyTorch reference
 static void test_fixture(const char* dir, const char* name) {
@@ -1865,8 +1867,16 @@ static void test_long_init_phi(void) {
     free(tok);
 }
 static void test_phistar(const char* dir) {
-    (void)dir;
     test_long_init_phi();
+    test_decode_every_length(dir, "deep_transformer");
+    test_decode_every_length(dir, "dot");
+    test_decode_every_length(dir, "dot_linear");
+#ifdef MIRAS_DOUBLE
+    test_fd(dir, "deep_transformer", -1, -1, 1);  // b = 1 (the fixture's own b: in the loop over all fixtures)
+    test_fd(dir, "dot", -1, -1, 1);
+    test_fd(dir, "dot", -1, -1, 2);  // b = 2 < c - 1: the halo spans two chunks
+    test_fd(dir, "dot_linear", -1, -1, 1);
+#endif
     test_phi_softmax();
     test_phi_online("deep, dot bias (DT)", 2, BIAS_DOT, 1);
     test_phi_online("deep, l2 bias, window 3 (DOT)", 2, BIAS_L2, 3);
@@ -1875,6 +1885,8 @@ static void test_phistar(const char* dir) {
     test_phi_fresh("deep_transformer", "M", 3, 1);
     test_phi_fresh("dot", "MM", 3, 3);
     test_phi_fresh("dot", "M", 2, 4);
+    test_family_hybrid("dot", "MSM", 3, 4);  // beside sliding-window and full attention layers
+    test_family_hybrid("deep_transformer", "SMA", 5, 2);
 }
 
 // ---------------------------------------------------------------------------
@@ -2917,7 +2929,11 @@ int main(int argc, char** argv) {
         printf("%d passed, %d failed\n", n_pass, n_fail);
         return n_fail ? 1 : 0;
     }
-    if (getenv("MIRAS_ONLY_PHI")) {  // (development: the phi* memory's checks alone)
+    if (getenv("MIRAS_ONLY_PHI")) {  // (development: the phi* memory's checks alone, fixtures 38..)
+        for (int i = 38; i < NFIX; i++) test_fixture(dir, FIXTURES[i]);
+#ifdef MIRAS_DOUBLE
+        for (int i = 38; i < NFIX; i++) test_fd(dir, FIXTURES[i], -1, -1, 0);
+#endif
         test_phistar(dir);
         printf("%d passed, %d failed\n", n_pass, n_fail);
         return n_fail ? 1 : 0;
