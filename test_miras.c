@@ -203,8 +203,10 @@ static const char* FIXTURES[] = {
     "omeganet", "poly_mom", "poly_linear",  // with the poly features (omega 3, 1, 2)
     "muon_deep", "atlas", "muon_linear", "muon_noln",  // muon (SPEC §5.7): omega 3, 3 (+ poly), 2, 1
     "atlas_pp", "gated_noln",  // the gated deep memory (ATLAS++) with muon: omega 3 (+ poly), 2
-    "atlas_chunk", "muonc_linear"};  // chunk-level muon: omega 3 (+ poly), 2
-#define NFIX 38
+    "atlas_chunk", "muonc_linear",  // chunk-level muon: omega 3 (+ poly), 2
+    "deep_transformer", "dot",
+    "dot_linear"};  // the phi* memory (DT, DOT): deep dot c 1; deep l2 omega 3; linear omega 4
+#define NFIX 41
 
 // 1. logits, loss, every gradient and 10 AdamW steps against the PyTorch reference
 static void test_fixture(const char* dir, const char* name) {
@@ -1591,6 +1593,303 @@ static void test_atlas(const char* dir) {
 }
 
 // ---------------------------------------------------------------------------
+// 9. the phi* memory: DeepTransformer and DOT (README "DT and DOT"; train_miras.c section 3c)
+
+// a memory-only model (one 'M' layer, phi*) with random q, k, v (l2-normed) and gates in its activations
+static void phi_mem_model(Model* M, int depth, int bias, int omega, int b, int B, int T, uint64_t seed) {
+    Config c;
+    memset(&c, 0, sizeof c);
+    c.V = 7;
+    c.Vp = 64;
+    c.D = 16;
+    c.L = 1;
+    c.H = 2;
+    c.E = 2;
+    c.F = 64;
+    c.K = 4;
+    c.b = b;
+    strcpy(c.pattern, "M");
+    c.mem_depth = depth;
+    c.bias = bias;
+    c.algo = ALGO_GD;
+    c.gate_a = c.gate_eta = 1;
+    c.eta_max = 1;
+    c.omega = omega;
+    c.phistar = 1;
+    model_build(M, &c);
+    uint64_t r = seed;
+    fill_normal(M->params_memory, M->num_params, 0.5, &r);
+    model_alloc_acts(M, B, T);
+    size_t N = (size_t)B * T;
+    fill_normal(M->acts.q, N * c.D, 1, &r);
+    fill_normal(M->acts.k, N * c.D, 1, &r);
+    fill_normal(M->acts.v, N * c.D, 1, &r);
+    l2norm_forward(M->acts.q, M->acts.qrn, M->acts.q, N, c.H, M->mem.d);
+    l2norm_forward(M->acts.k, M->acts.krn, M->acts.k, N, c.H, M->mem.d);
+    for (size_t i = 0; i < N * c.H; i++) {
+        M->acts.ga[i] = 0.5 + 0.5 * rng_f64(&r);
+        M->acts.geta[i] = 0.05 + 0.5 * rng_f64(&r);
+    }
+    if (omega > 1)
+        for (size_t i = 0; i < N * c.H * omega; i++) M->acts.ggam[i] = 0.05 + rng_f64(&r);
+}
+// b = 1 against the rule written per token, in double, with the weights as plain products (no logs): before token t
+// the history is a list of entries (k_i, a_i, w_i); token t takes the rows t-o (o < c) at the state before it
+// (z = the normalised kernel read of k_{t-o}, h, r, the signal), then w_i *= a_t, appends (k_{t-o}, a_{t-o},
+// eta_t gamma_t[o]), W1 = a_t W1 - eta_t sum_o gamma_t[o] r h^T, and reads y_t = W1 GELU(z(q_t)) (linear: z(q_t)).
+static void phi_ref_read(int d, int w, double s, const real* x, int ne, const double* ek, const double* ea,
+                         const double* ew, double* out) {
+    double S = 0;
+    for (int j = 0; j < w; j++) out[j] = 0;
+    for (int e = 0; e < ne; e++) {
+        double kx = 0;
+        for (int i = 0; i < d; i++) kx += ek[e * d + i] * x[i];
+        double p = ew[e] * exp(s * kx);
+        S += p;
+        for (int j = 0; j < w; j++) out[j] += p * ea[e * w + j];
+    }
+    if (ne)
+        for (int j = 0; j < w; j++) out[j] /= S;
+}
+static double gelu_ref(double z) { return 0.5 * z * (1 + tanh(0.7978845608028654 * (z + 0.044715 * z * z * z))); }
+static double gelu_ref_d(double z) {  // d/dz of 0.5 z (1 + tanh(u)), u = C (z + A z^3)
+    double th = tanh(0.7978845608028654 * (z + 0.044715 * z * z * z));
+    return 0.5 * (1 + th) + 0.5 * z * (1 - th * th) * 0.7978845608028654 * (1 + 3 * 0.044715 * z * z);
+}
+static void phi_ref_memory(const MemCfg* m, const real* W10, const real* q, const real* k, const real* v,
+                           const real* ga, const real* ge, const real* gam, int T, int stride, int gstride, int cstride,
+                           real* y) {
+    int d = m->d, w = m->dm, c = m->omega, deep = m->depth == 2, cap = T * c;
+    double s = sqrt((double)d), *W = calloc(d * w + 1, 8), *ek = calloc(cap * d, 8), *ea = calloc(cap * w, 8),
+           *ew = calloc(cap, 8), z[512], h[512], r[64], sig[64 * 512], hs[64 * 512], rs[64 * 64], mk[64];
+    int ne = 0;
+    for (int i = 0; i < d * w && deep; i++) W[i] = W10[i];
+    for (int t = 0; t < T; t++) {
+        int no = t + 1 < c ? t + 1 : c;
+        for (int o = 0; o < no; o++) {  // the rows' gradients at the state before token t
+            const real *kj = k + (size_t)(t - o) * stride, *vj = v + (size_t)(t - o) * stride;
+            phi_ref_read(d, w, s, kj, ne, ek, ea, ew, z);
+            for (int a = 0; a < w && deep; a++) h[a] = gelu_ref(z[a]);
+            for (int i = 0; i < d; i++) {
+                mk[i] = 0;
+                if (deep)
+                    for (int a = 0; a < w; a++) mk[i] += W[i * w + a] * h[a];
+                else
+                    mk[i] = z[i];
+                r[i] = m->bias == BIAS_DOT ? -vj[i] : mk[i] - vj[i];
+                rs[o * d + i] = r[i];
+            }
+            for (int a = 0; a < w; a++) {
+                if (!deep) {
+                    sig[o * w + a] = -r[a];
+                    continue;
+                }
+                double g = 0;
+                for (int i = 0; i < d; i++) g += W[i * w + a] * r[i];
+                sig[o * w + a] = -g * gelu_ref_d(z[a]);
+                hs[o * w + a] = h[a];
+            }
+        }
+        double at = ga[(size_t)t * gstride], et = ge[(size_t)t * gstride];
+        for (int e = 0; e < ne; e++) ew[e] *= at;
+        for (int i = 0; i < d * w && deep; i++) W[i] *= at;
+        for (int o = 0; o < no; o++) {
+            double gm = c > 1 ? gam[(size_t)t * cstride + o] : 1;
+            for (int i = 0; i < d; i++) ek[ne * d + i] = k[(size_t)(t - o) * stride + i];
+            for (int a = 0; a < w; a++) ea[ne * w + a] = sig[o * w + a];
+            ew[ne++] = et * gm;
+            for (int i = 0; i < d && deep; i++)
+                for (int a = 0; a < w; a++) W[i * w + a] -= et * gm * rs[o * d + i] * hs[o * w + a];
+        }
+        phi_ref_read(d, w, s, q + (size_t)t * stride, ne, ek, ea, ew, z);
+        for (int i = 0; i < d; i++) {
+            double o = 0;
+            if (deep)
+                for (int a = 0; a < w; a++) o += W[i * w + a] * gelu_ref(z[a]);
+            else
+                o = z[i];
+            y[(size_t)t * stride + i] = o;
+        }
+    }
+    free(W);
+    free(ek);
+    free(ea);
+    free(ew);
+}
+static void test_phi_online(const char* label, int depth, int bias, int omega) {
+    int B = 2, T = 13, H = 2;
+    double worst = 0, diff_b = 0;
+    for (int bsz = 1; bsz <= 4; bsz += 3) {
+        Model M;
+        phi_mem_model(&M, depth, bias, omega, bsz, B, T, 99);
+        memory_forward(&M, 0);
+        int D = M.cfg.D, d = M.mem.d;
+        size_t N = (size_t)B * T;
+        real* ref = calloc(N * D, sizeof(real));
+        for (int bb = 0; bb < B; bb++)
+            for (int h = 0; h < H; h++) {
+                size_t o = (size_t)bb * T * D + h * d, og = (size_t)bb * T * H + h;
+                phi_ref_memory(&M.mem, M.params.mem_p0 + (size_t)h * M.mem.nP, M.acts.q + o, M.acts.k + o, M.acts.v + o,
+                               M.acts.ga + og, M.acts.geta + og, omega > 1 ? M.acts.ggam + og * omega : NULL, T, D, H,
+                               H * omega, ref + o);
+            }
+        double e = relerr_rr(M.acts.y, ref, N * D);
+        if (bsz == 1)
+            worst = e;
+        else
+            diff_b = e;
+        free(ref);
+        model_free(&M);
+    }
+    check(worst <= TOL_SELF && diff_b > 1e-3,
+          "%s phi* %s b=1 equals the per-token rule (omega window %d): err %.2e (b=4 differs by %.2e: must, so the "
+          "check bites)",
+          BUILD, label, omega, worst, diff_b);
+}
+// the linear phi* memory with the dot bias and a = eta = 1, c = 1 is causal softmax attention with the logits s q.k
+// (s = sqrt(d)), written here directly; at every b (the Hebbian signal -r = v does not depend on the state)
+static void test_phi_softmax(void) {
+    int B = 2, T = 11, H = 2, bs[4] = {1, 3, 11, 3};
+    double worst = 0, diff = 0;
+    for (int ib = 0; ib < 4; ib++) {  // (the 4th: a = 0.8, which must differ)
+        Model M;
+        phi_mem_model(&M, 1, BIAS_DOT, 1, bs[ib], B, T, 17);
+        int D = M.cfg.D, d = M.mem.d;
+        size_t N = (size_t)B * T;
+        for (size_t i = 0; i < N * H; i++) M.acts.ga[i] = M.acts.geta[i] = ib == 3 ? 0.8 : 1;
+        memory_forward(&M, 0);
+        double* ref = calloc(N * D, sizeof(double));
+        for (int bb = 0; bb < B; bb++)
+            for (int h = 0; h < H; h++)
+                for (int t = 0; t < T; t++) {
+                    const real* q = M.acts.q + ((size_t)bb * T + t) * D + h * d;
+                    double mx = -1e300, S = 0, lg[64];
+                    for (int i = 0; i <= t; i++) {
+                        const real* k = M.acts.k + ((size_t)bb * T + i) * D + h * d;
+                        double x = 0;
+                        for (int j = 0; j < d; j++) x += (double)q[j] * k[j];
+                        lg[i] = sqrt((double)d) * x;
+                        if (lg[i] > mx) mx = lg[i];
+                    }
+                    for (int i = 0; i <= t; i++) S += (lg[i] = exp(lg[i] - mx));
+                    double* o = ref + ((size_t)bb * T + t) * D + h * d;
+                    for (int i = 0; i <= t; i++)
+                        for (int j = 0; j < d; j++) o[j] += lg[i] / S * M.acts.v[((size_t)bb * T + i) * D + h * d + j];
+                }
+        double e = relerr(M.acts.y, ref, N * D);
+        if (ib == 3)
+            diff = e;
+        else if (worse(e, worst) || ib == 0)
+            worst = isnan(e) ? e : (e > worst ? e : worst);
+        free(ref);
+        model_free(&M);
+    }
+    check(
+        worst <= TOL_SELF && diff > 1e-3,
+        "%s phi* linear memory, dot bias, a = eta = 1, c = 1 equals causal softmax attention (logits sqrt(d) q.k) at b "
+        "= 1, 3, T: worst err %.2e (a = 0.8 differs by %.2e: must, so the check bites)",
+        BUILD, worst, diff);
+}
+// a fresh model of a phi* preset (projections at O(1) scale, gates' weights N(0, 0.04), a ~ 0.9): decode vs parallel
+// at every prompt length 1..2b+c+1, and in the double build finite differences of every tensor
+static void test_phi_fresh(const char* preset, const char* pattern, int b, int omega) {
+    Model M;
+    family_model(&M, preset, pattern, 0, b);
+    if (M.cfg.omega != omega) {  // (family_model sets a window of 3)
+        Config c = M.cfg;
+        c.omega = omega;
+        model_free(&M);
+        Model F;
+        family_model(&F, preset, pattern, 0, b);
+        model_build(&M, &c);
+        model_init(&M, 7);
+        size_t o1 = 0, o2 = 0;
+        for (int t = 0; t < NUM_PARAM_TENSORS; t++) {
+            if (M.param_sizes[t] == F.param_sizes[t])
+                memcpy(M.params_memory + o1, F.params_memory + o2, M.param_sizes[t] * sizeof(real));
+            o1 += M.param_sizes[t];
+            o2 += F.param_sizes[t];
+        }
+        model_free(&F);
+    }
+    int maxT = 2 * b + omega + 1;
+    double worst = 0;
+    int at = 0;
+    for (int T = 1; T <= maxT; T++) {
+        int* tok = malloc(T * 4);
+        uint64_t r = 11;
+        for (int t = 0; t < T; t++) tok[t] = (int)(rng_f64(&r) * M.cfg.V);
+        double e = decode_err(&M, tok, T);
+        free(tok);
+        if (worse(e, worst) || !at) {
+            if (worse(e, worst)) worst = e;
+            at = T;
+        }
+    }
+    check(worst <= TOL_SELF,
+          "%s %s (fresh model, layers %s, b %d, omega window %d): decode equals parallel forward for every prompt "
+          "length 1..%d: worst err %.2e at T=%d",
+          BUILD, preset, pattern, b, omega, maxT, worst, at);
+#ifdef MIRAS_DOUBLE
+    int B = 2, T = 9, N = B * T;
+    int* in = malloc(N * 4);
+    int* tg = malloc(N * 4);
+    uint64_t r = 5;
+    for (int i = 0; i < N; i++) {
+        in[i] = (int)(rng_f64(&r) * M.cfg.V);
+        tg[i] = (int)(rng_f64(&r) * M.cfg.V);
+    }
+    Table tb = fd_model(&M, in, tg, B, T, 16, 42);
+    check_table(&tb, TOL_FD, "fp64 finite differences, fresh model, %s in layers %s (b %d, omega window %d, T %d)",
+                preset, pattern, b, omega, T);
+    free(in);
+    free(tg);
+#endif
+    model_free(&M);
+}
+// SPEC §10 for the phi* presets: the gradient norm at init flat in T (128 vs 1024), as test_long_init
+static void test_long_init_phi(void) {
+    const char* presets[] = {"deep_transformer", "dot"};
+    int T = 1024, *tok = malloc((T + 1) * sizeof(int));
+    FILE* f = fopen("test_miras.c", "rb");
+    int nr = f ? (int)fread(tok, 1, T + 1, f) : 0;
+    if (f) fclose(f);
+    unsigned char* bytes = (unsigned char*)tok;
+    uint64_t r = 5;
+    for (int t = T; t >= 0; t--) tok[t] = t < nr ? bytes[t] : (int)(rng_f64(&r) * 256);
+    for (int i = 0; i < 2; i++) {
+        double n128 = init_grad_norm(presets[i], 128, tok, 16, 2), n1024 = init_grad_norm(presets[i], T, tok, 16, 2),
+               ratio = n1024 / n128;
+        check(isfinite(n128) && isfinite(n1024) && ratio <= 3 && ratio >= 1.0 / 3,
+              "%s %s: gradient norm at init flat in T: %.3g at T=128, %.3g at T=1024 (ratio %.2f, within 3x)", BUILD,
+              presets[i], n128, n1024, ratio);
+    }
+    free(tok);
+}
+static void test_phistar(const char* dir) {
+    test_long_init_phi();
+    test_decode_every_length(dir, "deep_transformer");
+    test_decode_every_length(dir, "dot");
+    test_decode_every_length(dir, "dot_linear");
+#ifdef MIRAS_DOUBLE
+    test_fd(dir, "deep_transformer", -1, -1, 1);  // b = 1 (the fixture's own b: in the loop over all fixtures)
+    test_fd(dir, "dot", -1, -1, 1);
+    test_fd(dir, "dot", -1, -1, 2);  // b = 2 < c - 1: the halo spans two chunks
+    test_fd(dir, "dot_linear", -1, -1, 1);
+#endif
+    test_phi_softmax();
+    test_phi_online("deep, dot bias (DT)", 2, BIAS_DOT, 1);
+    test_phi_online("deep, l2 bias, window 3 (DOT)", 2, BIAS_L2, 3);
+    test_phi_online("linear, l2 bias, window 2", 1, BIAS_L2, 2);
+    test_phi_online("deep, l2 bias, window 5", 2, BIAS_L2, 5);
+    test_phi_fresh("deep_transformer", "M", 3, 1);
+    test_phi_fresh("dot", "MM", 3, 3);
+    test_phi_fresh("dot", "M", 2, 4);
+    test_family_hybrid("dot", "MSM", 3, 4);  // beside sliding-window and full attention layers
+    test_family_hybrid("deep_transformer", "SMA", 5, 2);
+}
+
+// ---------------------------------------------------------------------------
 // 5, 6: the trainer binary end to end (float build only): resume bit-for-bit, bad input
 
 static const char* BIN = "./train_miras";  // MIRAS_TRAIN_BIN overrides it (make test_asan: build/asan/train_miras)
@@ -2557,7 +2856,7 @@ static void test_atlas_bad_input(void) {
                               {"-p omeganet -R 2", "channel-wise gates"},
                               {"-p memora -G 4", "the omega rule"},
                               {"-p titans -G 3 -R 2", "the omega rule"},
-                              {"-I 2", "bad poly flag 2"},
+                              {"-I 3", "bad -I 3"},
                               {"-p omeganet -D 256 -H 2", "head width of at most 64"},
                               {"-p moneta -I 1", "the poly features"},
                               // the three families of this session side by side: their combinations are refused
@@ -2579,7 +2878,16 @@ static void test_atlas_bad_input(void) {
                               {"-p lattice -U 2", "Lattice needs its own memory"},
                               {"-p mac -Q lattice", "Lattice memories are not built into"},
                               {"-p lattice -G 4", "Lattice takes no omega"},
-                              {"-p lattice_sim -I 1", "Lattice takes no omega"}};
+                              {"-p lattice_sim -I 1", "Lattice takes no omega"},
+                              // the phi* memory (DT, DOT): gd with the l2 or dot bias, no residual or LN
+                              {"-p dot -U 1", "the phi* memory is built for gd"},
+                              {"-p deep_transformer -R 2", "the phi* memory is built for gd"},
+                              {"-p dot -Z 1", "the phi* memory is built for gd"},
+                              {"-p titans -I 2", "the phi* memory is built for gd"},
+                              {"-p yaad -I 2 -Z 0", "the phi* memory is built for gd"},
+                              {"-p mac -Q deep_transformer", "the phi* memory is built for gd"},
+                              {"-p lattice -I 2", "the phi* memory is built for gd"},
+                              {"-p ttt_mlp -I 2", "the deep phi* memory has no residual and no LN"}};
     for (int i = 0; i < (int)(sizeof cases / sizeof cases[0]); i++) {
         char args[256], err[4096];
         int lines = 0;
@@ -2621,12 +2929,22 @@ int main(int argc, char** argv) {
         printf("%d passed, %d failed\n", n_pass, n_fail);
         return n_fail ? 1 : 0;
     }
+    if (getenv("MIRAS_ONLY_PHI")) {  // (development: the phi* memory's checks alone, fixtures 38..)
+        for (int i = 38; i < NFIX; i++) test_fixture(dir, FIXTURES[i]);
+#ifdef MIRAS_DOUBLE
+        for (int i = 38; i < NFIX; i++) test_fd(dir, FIXTURES[i], -1, -1, 0);
+#endif
+        test_phistar(dir);
+        printf("%d passed, %d failed\n", n_pass, n_fail);
+        return n_fail ? 1 : 0;
+    }
     if (getenv("MIRAS_ONLY_ATLAS")) {  // (development: the ATLAS family's checks alone, fixtures 24..)
         for (int i = 24; i < NFIX; i++) test_fixture(dir, FIXTURES[i]);
 #ifdef MIRAS_DOUBLE
         for (int i = 24; i < NFIX; i++) test_fd(dir, FIXTURES[i], -1, -1, 0);
 #endif
         test_atlas(dir);
+        test_phistar(dir);
         printf("%d passed, %d failed\n", n_pass, n_fail);
         return n_fail ? 1 : 0;
     }
@@ -2677,6 +2995,7 @@ int main(int argc, char** argv) {
     test_titans_all();
     test_long_init();
     test_atlas(dir);
+    test_phistar(dir);
     test_tables(dir);
     test_lattice(dir);
 #ifndef MIRAS_DOUBLE

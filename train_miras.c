@@ -594,6 +594,8 @@ typedef struct {
     int omega;  // Omega rule window c (SPEC §5.5); 1: off (the plain rule)
     int poly,
         din;  // poly features (SPEC §5.6) on q, k; the memory's input width: d, or D_phi = 1 + d + d(d+1)/2 with poly
+    int phistar;  // the phi* memory (section 3c: DeepTransformer, DOT): W2 (deep) or W (linear) kept as a kernel sum
+    real phis;  // its kernel scale s: kappa(k, x) = exp(s k.x), s = sqrt(d)
 } MemCfg;
 
 // Scratch for one chunk of one head, n <= b rows. One per thread, carved from one allocation.
@@ -2091,6 +2093,324 @@ static void lattice_identity(real* S, int d) {
 static size_t lattice_scratch_size(int d, int k) { return ((size_t)k + 2) * d * d + (size_t)LAT_NVEC * d; }
 
 // ----------------------------------------------------------------------------
+// 3c. The phi* memory: ATLAS's DeepTransformer (DT) and DOT (README "DT and DOT"; research digest §4.2-4.4, A15).
+// phi*(x) is the infinite feature map with phi*(k).phi*(x) = kappa(k, x) = exp(s k.x); q, k are l2-normalised
+// (SPEC §3) and s = sqrt(d), so that aligned unit vectors give the logit sqrt(d) of scaled dot-product attention.
+// A matrix acting on phi*(x) cannot be stored; it starts at 0 and is kept as its history (non-parametric):
+//     W2_t phi*(x) = sum_i omega_{t,i} a_i kappa(k_i, x) / sum_i omega_{t,i} kappa(k_i, x)       (0 for no history)
+// the NORMALISED kernel sum (digest A15: the linear memory with a = eta = 1, c = 1 is then exactly causal softmax
+// attention). The deep memory is M(x) = W1 GELU(W2 phi*(x)), no residual, no LN; W1 (d, d_m) is an ordinary state
+// with its trained initial value in mem_p0. The linear memory M(x) = W phi*(x) keeps W the same way (nP = 0).
+// The update is the chunked rule of SPEC §5 with the omega window of §5.5: in the chunk [t0, t0+n) every inner gradient
+// (of the chunk's rows and its c-1 halo rows before it) is taken at the chunk-start state (W1_s, W2_s):
+//     z_j = W2_s phi*(k_j)     h_j = GELU(z_j)     r_j = dloss/dM(k_j) (l2: W1_s h_j - v_j; dot: -v_j)
+//     a_j = -(W1_s^T r_j) * GELU'(z_j)     (linear: a_j = -r_j, with M(k_j) = z_j)     "the W2 signal"
+//     W1_t = a_t W1_{t-1} - eta_t sum_{o<c} gamma_t[o] r_{t-o} h_{t-o}^T
+//     W2_t = a_t W2_{t-1} + eta_t sum_{o<c} gamma_t[o] a_{t-o} phi*(k_{t-o})^T
+// so omega_{t,i} = sum_{n=i}^{min(i+c-1,t)} (A_t/A_n) eta_n gamma_n[n-i] (A_t = prod of the a gates; a row's entry is
+// one (token, chunk) pair: a halo token's signal at this chunk's state is a new entry). The read after the write:
+//     y_t = W1_t GELU(z^q_t),   z^q_t = W2_t phi*(q_t) over the history and the chunk's rows up to t (linear: y = z^q).
+// In the normalised sums A_t cancels, so each entry carries the log offset
+//     lambda_j(t) = log sum_n exp(-LA_n + log eta_n + log gamma_n[n-j]),   LA_n = sum_{m<=n} log a_m
+// (max-subtracted: 1/A_n grows like e^{n(1-a)}), frozen at the chunk's last row when the chunk is committed, and the
+// reads are softmaxes over the logits lambda_e + s k_e.x. The backward walks the chunks in reverse and accumulates the
+// entries' dL/da_e and dL/dlambda_e from the later chunks' key and query passes (quadratic in T, like attention).
+
+// one head's token rows: q, k, v at stride sx; the gates a, eta at stride sg; gamma (c per token) at stride sc
+typedef struct {
+    real *q, *k, *v, *a, *eta, *gam;  // (gam NULL when c = 1: gamma = 1)
+    size_t sx, sg, sc;
+} PhiSeq;
+// Scratch of one chunk, R = nh + n <= b + c - 1 rows (halo first), n <= b own rows, w = d_m (deep) or d (linear) the
+// signal width; ne the history's capacity in entries (dav, dlo: the backward's accumulators over all entries)
+typedef struct {
+    real *lg, *z, *tz, *h, *g, *mk, *r, *lam, *LA, *zq, *tq, *hq, *W, *y;
+    real *dz, *dh, *dr, *dlam, *dLA, *dzq, *dhq, *dW, *dav, *dlo;
+} PhiScr;
+static size_t phi_scr_carve(PhiScr* s, real* base, const MemCfg* m, int b, size_t ne) {
+    size_t R = (size_t)b + m->omega - 1, w = m->dm, d = m->d, nP = m->nP, off = 0;
+    // clang-format off
+#define TAKE(f, sz) do { s->f = base ? base + off : NULL; off += (sz); } while (0)
+    TAKE(lg, ne + R); TAKE(z, R * w); TAKE(tz, R * w); TAKE(h, R * w); TAKE(g, R * w); TAKE(mk, R * d); TAKE(r, R * d);
+    TAKE(lam, b * R); TAKE(LA, b); TAKE(zq, b * w); TAKE(tq, b * w); TAKE(hq, b * w); TAKE(W, (b + 1) * nP); TAKE(y, b * d);
+    TAKE(dz, R * w); TAKE(dh, R * w); TAKE(dr, R * d); TAKE(dlam, b * R); TAKE(dLA, b); TAKE(dzq, b * w); TAKE(dhq, w);
+    TAKE(dW, nP); TAKE(dav, ne * w); TAKE(dlo, ne);
+#undef TAKE
+    // clang-format on
+    return off;
+}
+// the entries of a sequence of T tokens: every token once in its own chunk, plus each chunk's halo rows again
+static size_t phi_entries(int T, int b, int c) {
+    size_t n = (size_t)T;
+    for (int t0 = b; t0 < T; t0 += b) n += t0 < c - 1 ? t0 : c - 1;
+    return n;
+}
+
+// The normalised kernel read of one query x: out = sum_e p_e av_e, p = softmax_e(off_e + s k_e.x) over the history's
+// entries e < ne (off = lo_e) and the chunk's rows e = ne + j, j < na (off = lam_j). Keeps p in s->lg. No entry: 0.
+static void phi_read(const MemCfg* m, PhiScr* s, const PhiSeq* x, const real* xq, int ne, int na, const int* etok,
+                     const real* av, const real* lo, const real* lam, real* out) {
+    int w = m->dm, d = m->d, N = ne + na;
+    memset(out, 0, w * sizeof(real));
+    if (!N) return;
+    real mx = -INFINITY, S = 0;
+    for (int e = 0; e < N; e++) {
+        real l = (e < ne ? lo[e] : lam[e - ne]) + m->phis * dotv(x->k + (size_t)etok[e] * x->sx, xq, d);
+        s->lg[e] = l;
+        if (l > mx) mx = l;
+    }
+    for (int e = 0; e < N; e++) {
+        s->lg[e] = exp(s->lg[e] - mx);
+        S += s->lg[e];
+    }
+    for (int e = 0; e < N; e++) {
+        real p = s->lg[e] / S;
+        s->lg[e] = p;
+        for (int j = 0; j < w; j++) out[j] += p * av[(size_t)e * w + j];
+    }
+}
+// its backward, from dout (p in s->lg, out the read's value): dlogit_e = p_e (av_e - out).dout; into dav, dlo (the
+// history's entries) or dlam (the chunk's rows), dxq and the keys' gradients gx->k
+static void phi_read_backward(const MemCfg* m, PhiScr* s, const PhiSeq* x, const PhiSeq* gx, const real* xq, real* dxq,
+                              int ne, int na, const int* etok, const real* av, const real* out, const real* dout,
+                              real* dav, real* dlo, real* dlam) {
+    int w = m->dm, d = m->d, N = ne + na;
+    real zd = dotv(out, dout, w);
+    for (int e = 0; e < N; e++) {
+        real p = s->lg[e], dl = p * (dotv(av + (size_t)e * w, dout, w) - zd);
+        for (int j = 0; j < w; j++) dav[(size_t)e * w + j] += p * dout[j];
+        if (e < ne)
+            dlo[e] += dl;
+        else
+            dlam[e - ne] += dl;
+        const real* ke = x->k + (size_t)etok[e] * x->sx;
+        real* dke = gx->k + (size_t)etok[e] * gx->sx;
+        for (int i = 0; i < d; i++) {
+            dxq[i] += m->phis * dl * ke[i];
+            dke[i] += m->phis * dl * xq[i];
+        }
+    }
+}
+// the log-weight term of own row nn (local, >= nh) for the entry row j: -LA_n + log eta_n + log gamma_n[n - j]
+static real phi_term(const MemCfg* m, const PhiScr* s, const PhiSeq* x, int t0, int nh, int nn, int j) {
+    size_t t = (size_t)(t0 + nn - nh);
+    return -s->LA[nn - nh] + log(x->eta[t * x->sg]) + (x->gam ? log(x->gam[t * x->sc + nn - j]) : 0);
+}
+// the own rows nn whose steps take the entry row j's gradient, up to own row jt: [max(j, nh), min(jt, j + c - 1)]
+static void phi_span(const MemCfg* m, int nh, int j, int jt, int* n0, int* n1) {
+    *n0 = j > nh ? j : nh;
+    *n1 = jt < j + m->omega - 1 ? jt : j + m->omega - 1;
+}
+
+// One chunk: own tokens [t0, t0+n), halo rows nh = min(c-1, t0); ne history entries (etok, av, lo), chunk-start W1s
+// (deep) and LAs = LA_{t0-1}. Appends the chunk's R = nh + n entries (etok, av at ne + j, lo = lambda_j at the last
+// row), writes y (own rows, stride sy) and, if W1n, the chunk-end W1; *LAn = LA at the chunk's last row.
+static void phi_chunk_forward(const MemCfg* m, PhiScr* s, const PhiSeq* x, int t0, int n, int nh, int ne, int* etok,
+                              real* av, real* lo, const real* W1s, real LAs, real* y, size_t sy, real* W1n, real* LAn) {
+    int d = m->d, w = m->dm, c = m->omega, R = nh + n, deep = m->depth == 2;
+    size_t nP = m->nP;
+    for (int i = 0; i < n; i++) s->LA[i] = (i ? s->LA[i - 1] : LAs) + log(x->a[(size_t)(t0 + i) * x->sg]);
+    // the entry rows: key pass over the history, the inner gradient at the chunk-start state
+    for (int j = 0; j < R; j++) etok[ne + j] = t0 - nh + j;
+    for (int j = 0; j < R; j++) {
+        size_t tj = (size_t)(t0 - nh + j);
+        const real *kj = x->k + tj * x->sx, *vj = x->v + tj * x->sx;
+        real *z = s->z + (size_t)j * w, *avj = av + (size_t)(ne + j) * w, *r = s->r + (size_t)j * d;
+        phi_read(m, s, x, kj, ne, 0, etok, av, lo, NULL, z);  // z_j = W2_s phi*(k_j)
+        if (!deep) {  // M(k_j) = z_j; a_j = -r_j
+            for (int i = 0; i < d; i++) {
+                r[i] = m->bias == BIAS_DOT ? -vj[i] : z[i] - vj[i];
+                avj[i] = -r[i];
+            }
+            continue;
+        }
+        real *tz = s->tz + (size_t)j * w, *h = s->h + (size_t)j * w, *mk = s->mk + (size_t)j * d,
+             *g = s->g + (size_t)j * w;
+        for (int e = 0; e < w; e++) {
+            tz[e] = gelu_tanh(z[e]);
+            h[e] = gelu(z[e], tz[e]);
+        }
+        mm_nt(mk, h, W1s, 1, d, w, 1, 0);  // M(k_j) = W1_s h_j
+        for (int i = 0; i < d; i++) r[i] = m->bias == BIAS_DOT ? -vj[i] : mk[i] - vj[i];
+        mm_nn(g, r, W1s, 1, w, d, 1, 0);  // g_j = W1_s^T r_j
+        for (int e = 0; e < w; e++) avj[e] = -g[e] * gelu_d1(z[e], tz[e]);  // a_j = -g_j * GELU'(z_j)
+    }
+    // lambda_j(t) for own row jt = nh + i and the rows j <= jt
+    for (int i = 0; i < n; i++) {
+        int jt = nh + i;
+        real* lam = s->lam + (size_t)i * R;
+        for (int j = 0; j <= jt; j++) {
+            int n0, n1;
+            phi_span(m, nh, j, jt, &n0, &n1);
+            real mx = -INFINITY, S = 0;
+            for (int nn = n0; nn <= n1; nn++) {
+                real tm = phi_term(m, s, x, t0, nh, nn, j);
+                if (tm > mx) mx = tm;
+            }
+            for (int nn = n0; nn <= n1; nn++) S += exp(phi_term(m, s, x, t0, nh, nn, j) - mx);
+            lam[j] = mx + log(S);
+        }
+    }
+    // the query pass and the reads, W1 stepped token by token (W holds W1_s, then W1 after each own row)
+    if (deep) memcpy(s->W, W1s, nP * sizeof(real));
+    for (int i = 0; i < n; i++) {
+        size_t t = (size_t)(t0 + i);
+        int jt = nh + i;
+        real *zq = s->zq + (size_t)i * w, *yt = y + (size_t)i * sy;
+        phi_read(m, s, x, x->q + t * x->sx, ne, jt + 1, etok, av, lo, s->lam + (size_t)i * R, zq);
+        if (!deep) {
+            memcpy(yt, zq, d * sizeof(real));
+            continue;
+        }
+        real *tq = s->tq + (size_t)i * w, *hq = s->hq + (size_t)i * w;
+        for (int e = 0; e < w; e++) {
+            tq[e] = gelu_tanh(zq[e]);
+            hq[e] = gelu(zq[e], tq[e]);
+        }
+        const real* Wp = s->W + (size_t)i * nP;
+        real* Wt = s->W + (size_t)(i + 1) * nP;
+        real at = x->a[t * x->sg], et = x->eta[t * x->sg];
+        for (size_t e = 0; e < nP; e++) Wt[e] = at * Wp[e];
+        for (int o = 0; o < c && jt - o >= 0; o++) {  // - eta_t gamma_t[o] r_{t-o} h_{t-o}^T
+            real cf = et * (x->gam ? x->gam[t * x->sc + o] : 1);
+            const real *r = s->r + (size_t)(jt - o) * d, *h = s->h + (size_t)(jt - o) * w;
+            for (int p = 0; p < d; p++)
+                for (int e = 0; e < w; e++) Wt[(size_t)p * w + e] -= cf * r[p] * h[e];
+        }
+        mm_nt(yt, hq, Wt, 1, d, w, 1, 0);  // y_t = W1_t GELU(z^q_t)
+    }
+    if (W1n) memcpy(W1n, s->W + (size_t)n * nP, nP * sizeof(real));
+    for (int j = 0; j < R; j++) lo[ne + j] = s->lam[(size_t)(n - 1) * R + j];
+    *LAn = s->LA[n - 1];
+}
+
+// Its backward (run phi_chunk_forward first: its intermediates are in s). In: dy (own rows, stride sdy); s->dW
+// = dL/dW1 at the chunk end (0 for the last chunk), s->dav, s->dlo: the entries' gradients from the later chunks;
+// *gLA = dL/dLA at the chunk's last row from the later chunks. Out: s->dW = dL/dW1_s, the earlier entries' dav, dlo,
+// *gLA = dL/dLAs; dq, dk, dv, da, deta, dgamma accumulated into gx.
+static void phi_chunk_backward(const MemCfg* m, PhiScr* s, const PhiSeq* x, const PhiSeq* gx, int t0, int n, int nh,
+                               int ne, const int* etok, const real* av, const real* lo, const real* W1s, const real* dy,
+                               size_t sdy, real* gLA) {
+    int d = m->d, w = m->dm, c = m->omega, R = nh + n, deep = m->depth == 2;
+    size_t nP = m->nP;
+    memset(s->dz, 0, (size_t)R * w * sizeof(real));
+    memset(s->dh, 0, (size_t)R * w * sizeof(real));
+    memset(s->dr, 0, (size_t)R * d * sizeof(real));
+    memset(s->dlam, 0, (size_t)n * R * sizeof(real));
+    memset(s->dLA, 0, n * sizeof(real));
+    for (int j = 0; j < R; j++) s->dlam[(size_t)(n - 1) * R + j] += s->dlo[ne + j];  // lo_j = lambda_j(last row)
+    s->dLA[n - 1] += *gLA;
+    real* dW = s->dW;
+    for (int i = n - 1; i >= 0; i--) {  // the reads and W1's steps, in reverse
+        size_t t = (size_t)(t0 + i);
+        int jt = nh + i;
+        const real* dyt = dy + (size_t)i * sdy;
+        real *zq = s->zq + (size_t)i * w, *dzq = s->dzq + (size_t)i * w;
+        if (deep) {
+            const real *hq = s->hq + (size_t)i * w, *tq = s->tq + (size_t)i * w, *Wt = s->W + (size_t)(i + 1) * nP,
+                       *Wp = s->W + (size_t)i * nP;
+            for (int p = 0; p < d; p++)
+                for (int e = 0; e < w; e++) dW[(size_t)p * w + e] += dyt[p] * hq[e];  // y_t = W1_t hq_t
+            mm_nn(s->dhq, dyt, Wt, 1, w, d, 1, 0);
+            for (int e = 0; e < w; e++) dzq[e] = s->dhq[e] * gelu_d1(zq[e], tq[e]);
+            real at = x->a[t * x->sg], et = x->eta[t * x->sg], ga = 0;
+            for (size_t e = 0; e < nP; e++) ga += dW[e] * Wp[e];
+            gx->a[t * gx->sg] += ga;  // W1_t = a_t W1_{t-1} - eta_t sum_o gamma_t[o] r h^T
+            for (int o = 0; o < c && jt - o >= 0; o++) {
+                real gm = x->gam ? x->gam[t * x->sc + o] : 1, cf = et * gm, sv = 0;
+                const real *r = s->r + (size_t)(jt - o) * d, *h = s->h + (size_t)(jt - o) * w;
+                real *dr = s->dr + (size_t)(jt - o) * d, *dh = s->dh + (size_t)(jt - o) * w;
+                for (int p = 0; p < d; p++) {
+                    real rs = 0;
+                    for (int e = 0; e < w; e++) {
+                        real g = dW[(size_t)p * w + e];
+                        rs += g * h[e];
+                        dh[e] -= cf * g * r[p];
+                    }
+                    dr[p] -= cf * rs;
+                    sv += r[p] * rs;
+                }
+                gx->eta[t * gx->sg] -= gm * sv;
+                if (x->gam) gx->gam[t * gx->sc + o] -= et * sv;
+            }
+            for (size_t e = 0; e < nP; e++) dW[e] *= at;
+        } else
+            memcpy(dzq, dyt, d * sizeof(real));
+        // the query read (recomputed for its softmax)
+        phi_read(m, s, x, x->q + t * x->sx, ne, jt + 1, etok, av, lo, s->lam + (size_t)i * R, zq);
+        phi_read_backward(m, s, x, gx, x->q + t * x->sx, gx->q + t * gx->sx, ne, jt + 1, etok, av, zq, dzq, s->dav,
+                          s->dlo, s->dlam + (size_t)i * R);
+    }
+    // lambda = log sum_n exp(term_n): dterm_n = softmax weight * dlambda
+    for (int i = 0; i < n; i++) {
+        int jt = nh + i;
+        for (int j = 0; j <= jt; j++) {
+            real dl = s->dlam[(size_t)i * R + j], lm = s->lam[(size_t)i * R + j];
+            if (dl == 0) continue;
+            int n0, n1;
+            phi_span(m, nh, j, jt, &n0, &n1);
+            for (int nn = n0; nn <= n1; nn++) {
+                size_t t = (size_t)(t0 + nn - nh);
+                real pd = exp(phi_term(m, s, x, t0, nh, nn, j) - lm) * dl;
+                s->dLA[nn - nh] -= pd;
+                gx->eta[t * gx->sg] += pd / x->eta[t * x->sg];
+                if (x->gam) gx->gam[t * gx->sc + nn - j] += pd / x->gam[t * x->sc + nn - j];
+            }
+        }
+    }
+    // the entry rows: back through the inner gradient, then the key pass
+    for (int j = R - 1; j >= 0; j--) {
+        size_t tj = (size_t)(t0 - nh + j);
+        const real* davj = s->dav + (size_t)(ne + j) * w;
+        real *z = s->z + (size_t)j * w, *dz = s->dz + (size_t)j * w, *dr = s->dr + (size_t)j * d;
+        real* dv = gx->v + tj * gx->sx;
+        if (!deep) {  // a_j = -r_j; l2: r_j = z_j - v_j; dot: r_j = -v_j
+            for (int i = 0; i < d; i++) {
+                real g = dr[i] - davj[i];
+                dv[i] -= g;
+                if (m->bias != BIAS_DOT) dz[i] += g;
+            }
+        } else {
+            const real *tz = s->tz + (size_t)j * w, *g = s->g + (size_t)j * w, *r = s->r + (size_t)j * d,
+                       *h = s->h + (size_t)j * w;
+            real *dh = s->dh + (size_t)j * w, *dg = s->dhq;  // (dhq: scratch of w)
+            for (int e = 0; e < w; e++) {  // a_j = -g_j * GELU'(z_j)
+                dg[e] = -davj[e] * gelu_d1(z[e], tz[e]);
+                dz[e] -= davj[e] * g[e] * gelu_d2(z[e], tz[e]);
+            }
+            for (int p = 0; p < d; p++) {  // g_j = W1_s^T r_j
+                real acc = 0;
+                for (int e = 0; e < w; e++) {
+                    dW[(size_t)p * w + e] += r[p] * dg[e];
+                    acc += W1s[(size_t)p * w + e] * dg[e];
+                }
+                dr[p] += acc;
+            }
+            for (int p = 0; p < d; p++) {  // r_j = bias(M(k_j), v_j), M(k_j) = W1_s h_j
+                dv[p] -= dr[p];
+                if (m->bias == BIAS_DOT) continue;
+                for (int e = 0; e < w; e++) {
+                    dW[(size_t)p * w + e] += dr[p] * h[e];
+                    dh[e] += W1s[(size_t)p * w + e] * dr[p];
+                }
+            }
+            for (int e = 0; e < w; e++) dz[e] += dh[e] * gelu_d1(z[e], tz[e]);
+        }
+        const real* kj = x->k + tj * x->sx;
+        phi_read(m, s, x, kj, ne, 0, etok, av, lo, NULL, z);
+        phi_read_backward(m, s, x, gx, kj, gx->k + tj * gx->sx, ne, 0, etok, av, z, dz, s->dav, s->dlo, NULL);
+    }
+    // LA_t = LA_{t-1} + log a_t
+    real g = 0;
+    for (int i = n - 1; i >= 0; i--) {
+        size_t t = (size_t)(t0 + i);
+        g += s->dLA[i];
+        gx->a[t * gx->sg] += g / x->a[t * x->sg];
+    }
+    *gLA = g;
+}
+
+// ----------------------------------------------------------------------------
 // 4. the model
 
 typedef struct {
@@ -2113,6 +2433,7 @@ typedef struct {
     int omega;  // Omega rule window c (SPEC §5.5); 0 or 1: off (header slot 30, flag -G)
     int poly;  // degree-2 polynomial features on q, k (SPEC §5.6): 1 on (header slot 31, flag -I)
     int gated;  // the gated deep memory of ATLAS++ (SPEC §4): 1 on (header slot 32, flag -T; 0 in older files)
+    int phistar;  // the phi* memory (section 3c, DT and DOT): 1 on (header slot 33, flag -I 2; 0 in older files)
 } Config;
 // the Titans arrangements (header slot 24): every layer of the model is of that kind (its pattern letters are all 'M')
 enum { ARCH_NONE = 0, ARCH_MAL = 1, ARCH_MAG = 2, ARCH_MAC = 3 };
@@ -2128,6 +2449,7 @@ static int preset_config(Config* c, const char* name) {
     // clang-format off
     c->mem_depth = 2; c->mem_resid = 1; c->mem_ln = 1; c->bias = BIAS_L2; c->algo = ALGO_GD; c->gate_a = 1; c->gate_eta = 1;
     c->retention = RET_NONE; c->gate_rank = 0; c->eta_max = 1.0f; c->b = 16; c->anchor = 0; c->omega = 1; c->poly = 0; c->gated = 0;
+    c->phistar = 0;
     c->lattice = LAT_NONE; c->lat_k = 0; c->lat_ablate = 0;
     if (!strcmp(name, "titans")) { c->algo = ALGO_MOMENTUM; c->anchor = 1; c->eta_max = 0.1f; }
     else if (!strcmp(name, "moneta")) { c->bias = BIAS_LP; c->retention = RET_LQ; c->anchor = 1; c->eta_max = 0.003f; }
@@ -2144,6 +2466,9 @@ static int preset_config(Config* c, const char* name) {
     else if (!strcmp(name, "atlas")) { c->algo = ALGO_MUON; c->omega = 8; c->poly = 1; c->anchor = 1; c->eta_max = 0.1f; }
     else if (!strcmp(name, "atlas_chunk")) { preset_config(c, "atlas"); c->algo = ALGO_MUON_CHUNK; }  // chunk-level muon
     else if (!strcmp(name, "atlas_pp")) { preset_config(c, "atlas"); c->gated = 1; }  // ATLAS++: the gated deep memory
+    else if (!strcmp(name, "deep_transformer") || !strcmp(name, "dot")) {   // section 3c: M(x) = W1 GELU(W2 phi*(x)), no residual, no LN
+        c->phistar = 1; c->mem_resid = c->mem_ln = 0; c->eta_max = 0.1f;
+        if (name[1] == 'o') c->omega = 8; else c->bias = BIAS_DOT; }   // DOT: l2 with the omega window; DT: Hebbian, c = 1
     else if (!strcmp(name, "transformer")) return preset_config(c, "titans");  // all 'A' (preset_pattern); the memory fields are unused
     else if (!strcmp(name, "mal") || !strcmp(name, "mag") || !strcmp(name, "mac")) {   // Titans layers (section 4b), titans memory (-Q: another)
         preset_config(c, "titans"); c->arch = name[2] == 'l' ? ARCH_MAL : name[2] == 'g' ? ARCH_MAG : ARCH_MAC; return 1;
@@ -2176,7 +2501,7 @@ static void preset_pattern(char* out, const char* name, int L) {
 }
 static const char* const PRESETS =
     "titans, moneta, yaad, memora, ttt_mlp, linear_attn, deltanet, gated_deltanet, lattice, lattice_enc, lattice_sim, omeganet, atlas, "
-    "atlas_pp, atlas_chunk, "
+    "atlas_pp, atlas_chunk, deep_transformer, dot, "
     "transformer; "
     "a memory preset with -H (e.g. titans-H) alternates it with sliding-window attention; "
     "mal, mag, mac (Titans: memory as a layer, a gate, context; -Q the memory preset)";
@@ -2199,6 +2524,9 @@ static MemCfg mem_config(const Config* c) {
     m.din = c->poly ? 1 + d + d * (d + 1) / 2 : d;  // D_phi (SPEC §5.6)
     m.gated = c->mem_depth == 2 && c->gated;
     m.nP = c->mem_depth == 2 ? d * m.dm + (1 + m.gated) * m.dm * m.din : d * m.din;
+    m.phistar = c->phistar;
+    m.phis = (real)sqrt((double)d);
+    if (m.phistar) m.nP = c->mem_depth == 2 ? d * m.dm : 0;  // only W1 is finite (linear: no finite state)
     m.omega = c->omega > 1 ? c->omega : 1;
     m.lattice = c->lattice;
     m.lat_k = c->lat_k;
@@ -2404,6 +2732,9 @@ typedef struct {
     int mlayer
         [128];  // layer l's index in the memory-only parameter tensors (its rank among the 'M' layers); -1: attention
     real* lat_scratch;  // Lattice: per thread, a segment's states, the carry and vectors (lattice_scratch_size)
+    real *phi_av, *phi_lo, *phi_LA, *phi_scr_mem;  // phi* memory (section 3c): (L, B, H, entries) signals (d_m each),
+    int* phi_etok;  // offsets and tokens; (L, B, H, nchunks) chunk-start LA; per-thread scratch
+    PhiScr* phi_scr;
     struct Titans* tx;
     int tx_sub;  // Titans layers (section 4b): the stream model and its buffers; tx_sub: this is that stream model
 } Model;
@@ -2816,11 +3147,102 @@ static void lattice_memory_backward(Model* M, int l) {
         }
 }
 
+// The phi* memory (section 3c) of layer l, all sequences and heads: the chunks in order, each chunk-start W1 kept in
+// mem_P, the entries (signals, offsets, tokens) in phi_av, phi_lo, phi_etok and the chunk-start LA in phi_LA.
+static PhiSeq phi_seq(const Model* M, const ActivationTensors* a, int l, int bb, int h) {
+    int B = M->B, T = M->T, H = M->cfg.H, D = M->cfg.D, d = M->mem.d, c = M->mem.omega;
+    size_t r = (size_t)l * B * T + (size_t)bb * T;  // the sequence's first row in the layer-stacked tensors
+    PhiSeq x = {a->q + r * D + (size_t)h * d,
+                a->k + r * D + (size_t)h * d,
+                a->v + r * D + (size_t)h * d,
+                a->ga + r * H + h,
+                a->geta + r * H + h,
+                c > 1 ? a->ggam + (r * H + h) * c : NULL,
+                (size_t)D,
+                (size_t)H,
+                (size_t)H * c};
+    return x;
+}
+static void phi_memory_forward(Model* M, int l) {
+    const MemCfg* m = &M->mem;
+    int B = M->B, T = M->T, H = M->cfg.H, D = M->cfg.D, b = M->cfg.b, c = m->omega, nch = nchunks(M, T), d = m->d;
+    size_t nP = m->nP, NE = phi_entries(T, b, c);
+#pragma omp parallel for collapse(2) schedule(dynamic)
+    for (int bb = 0; bb < B; bb++)
+        for (int h = 0; h < H; h++) {
+            PhiScr* s = &M->phi_scr[thread_id()];
+            PhiSeq x = phi_seq(M, &M->acts, l, bb, h);
+            size_t hx = ((size_t)l * B + bb) * H + h;
+            real *P = M->mem_P + hx * nch * nP, *av = M->phi_av + hx * NE * m->dm, *lo = M->phi_lo + hx * NE,
+                 *LAs = M->phi_LA + hx * nch, LA = 0;
+            int* etok = M->phi_etok + hx * NE;
+            memcpy(P, M->params.mem_p0 + ((size_t)M->mlayer[l] * H + h) * nP, nP * sizeof(real));  // W1_0
+            int ne = 0;
+            for (int ch = 0; ch < nch; ch++) {
+                int t0 = ch * b, n = T - t0 < b ? T - t0 : b, nh = t0 < c - 1 ? t0 : c - 1;
+                LAs[ch] = LA;
+                phi_chunk_forward(m, s, &x, t0, n, nh, ne, etok, av, lo, P + (size_t)ch * nP, LA,
+                                  M->acts.y + ((size_t)l * B * T + (size_t)bb * T + t0) * D + (size_t)h * d, D,
+                                  ch == nch - 1 ? NULL : P + (size_t)(ch + 1) * nP, &LA);
+                ne += nh + n;
+            }
+        }
+}
+static void phi_memory_backward(Model* M, int l) {
+    const MemCfg* m = &M->mem;
+    int B = M->B, T = M->T, H = M->cfg.H, D = M->cfg.D, b = M->cfg.b, c = m->omega, nch = nchunks(M, T), d = m->d;
+    size_t nP = m->nP, NE = phi_entries(T, b, c);
+#pragma omp parallel for collapse(2) schedule(dynamic)
+    for (int bb = 0; bb < B; bb++)
+        for (int h = 0; h < H; h++) {
+            PhiScr* s = &M->phi_scr[thread_id()];
+            PhiSeq x = phi_seq(M, &M->acts, l, bb, h), gx = phi_seq(M, &M->grads_acts, l, bb, h);
+            size_t hx = ((size_t)l * B + bb) * H + h;
+            real *P = M->mem_P + hx * nch * nP, *av = M->phi_av + hx * NE * m->dm, *lo = M->phi_lo + hx * NE,
+                 *LAs = M->phi_LA + hx * nch, LA, gLA = 0;
+            int* etok = M->phi_etok + hx * NE;
+            memset(s->dav, 0, NE * m->dm * sizeof(real));
+            memset(s->dlo, 0, NE * sizeof(real));
+            memset(s->dW, 0, nP * sizeof(real));
+            int ne = (int)NE;
+            for (int ch = nch - 1; ch >= 0; ch--) {
+                int t0 = ch * b, n = T - t0 < b ? T - t0 : b, nh = t0 < c - 1 ? t0 : c - 1;
+                ne -= nh + n;
+                phi_chunk_forward(m, s, &x, t0, n, nh, ne, etok, av, lo, P + (size_t)ch * nP, LAs[ch], s->y, d, NULL,
+                                  &LA);
+                phi_chunk_backward(m, s, &x, &gx, t0, n, nh, ne, etok, av, lo, P + (size_t)ch * nP,
+                                   M->grads_acts.y + ((size_t)l * B * T + (size_t)bb * T + t0) * D + (size_t)h * d, D,
+                                   &gLA);
+                if (!all_finite(s->dW, nP) || !isfinite(gLA) ||
+                    !all_finite(s->dav + (size_t)ne * m->dm, (size_t)(nh + n) * m->dm)) {
+#pragma omp critical
+                    if (!M->nf_what || (M->nf_layer == l && ch > M->nf_chunk)) {
+                        M->nf_what = "the phi* memory's gradients (dL/dW1, the entries' dL/da)";
+                        M->nf_layer = l;
+                        M->nf_chunk = ch;
+                    }
+                }
+            }
+            real* out = M->mem_dbh + ((size_t)bb * H + h) * (nP + 2 * d);  // dL/dW1_0 of this sequence
+            memcpy(out, s->dW, nP * sizeof(real));
+        }
+    for (int h = 0; h < H; h++)
+        for (int bb = 0; bb < B; bb++) {  // sum over the batch in a fixed order
+            const real* src = M->mem_dbh + ((size_t)bb * H + h) * (nP + 2 * d);
+            real* dp0 = M->grads.mem_p0 + ((size_t)M->mlayer[l] * H + h) * nP;
+            for (size_t i = 0; i < nP; i++) dp0[i] += src[i];
+        }
+}
+
 // The memory read of layer l for all sequences and heads (SPEC §5): y = MemoryRead(q, k, v, gates).
 // Each (sequence, head) runs its chunks in order; every chunk-start state is kept for the backward.
 static void memory_forward(Model* M, int l) {
     if (M->mem.lattice) {
         lattice_memory_forward(M, l);
+        return;
+    }
+    if (M->mem.phistar) {  // DT, DOT: section 3c
+        phi_memory_forward(M, l);
         return;
     }  // Lattice: per token, section 3b
     const MemCfg* m = &M->mem;
@@ -2859,6 +3281,10 @@ static void memory_forward(Model* M, int l) {
 static void memory_backward(Model* M, int l) {
     if (M->mem.lattice) {
         lattice_memory_backward(M, l);
+        return;
+    }
+    if (M->mem.phistar) {
+        phi_memory_backward(M, l);
         return;
     }
     const MemCfg* m = &M->mem;
@@ -3042,6 +3468,20 @@ static void config_check(const Config* c) {
     }
     if (c->lattice && (c->omega > 1 || c->poly))
         DIE("drop -G and -I with the lattice presets", "%sLattice takes no omega window or poly features", cfg_origin);
+    // the phi* memory (section 3c): built for gd with the plain retention, per-head gates, the l2 or dot bias
+    if (c->phistar < 0 || c->phistar > 1)
+        DIE("is this file from a newer train_miras?", "%sbad phi* flag %d", cfg_origin, c->phistar);
+    if (c->phistar && (c->poly || c->gated || c->algo != ALGO_GD || c->retention != RET_NONE || c->gate_rank ||
+                       c->anchor || c->lattice || c->arch || (c->bias != BIAS_L2 && c->bias != BIAS_DOT)))
+        DIE("use -p deep_transformer or -p dot as they are (or -I 2 with a gd memory: -U 0 -R 0 -Z 0, l2 or dot bias)",
+            "%sthe phi* memory is built for gd with the l2 or dot bias only, without poly, muon, momentum, the lq/kl "
+            "retentions, channel-wise gates, anchored retention, mal/mag/mac or Lattice (algo %d, bias %d, retention "
+            "%d, gate rank %d, anchor %d)",
+            cfg_origin, c->algo, c->bias, c->retention, c->gate_rank, c->anchor);
+    if (c->phistar && c->mem_depth == 2 && (c->mem_resid || c->mem_ln))
+        DIE("use -p deep_transformer or -p dot (M(x) = W1 GELU(W2 phi*(x)))",
+            "%sthe deep phi* memory has no residual and no LN (residual %d, LN %d): phi*(x) cannot be added to the output",
+            cfg_origin, c->mem_resid, c->mem_ln);
 }
 
 // The parameter count of a config (checked first: the sizes are bounded, so the sum cannot overflow)
@@ -3131,7 +3571,7 @@ static void model_init(Model* M, uint64_t seed) {
             fill_normal(P0, m->nP, 1, &r);
         else if (m->depth == 2) {
             fill_normal(P0, d * m->dm, m->ln ? 1 : 1 / sqrt((double)m->dm), &r);
-            fill_normal(P0 + d * m->dm, m->dm * m->din, 1, &r);
+            if (!m->phistar) fill_normal(P0 + d * m->dm, m->dm * m->din, 1, &r);  // (phi*: W1 only, W2_0 = 0)
             if (m->gated) fill_normal(P0 + d * m->dm + m->dm * m->din, m->dm * m->din, 1, &r);  // W3, as W2
         }
         if (m->retention == RET_LQ) {
@@ -3163,6 +3603,12 @@ static double model_act_floats(const Config* c, int B, int T) {
     for (int i = 0; i < NUM_ACT_TENSORS; i++) n += (double)s[i];
     double nstate = (double)c->L * B * c->H * (c->lattice ? lattice_slots(c, T) : (T + c->b - 1) / c->b) * m.nP;
     if (c->lattice) nstate += (double)max_threads() * lattice_scratch_size(m.d, c->lat_k);
+    if (m.phistar) {
+        PhiScr ps;
+        double ne = (double)phi_entries(T, c->b, m.omega);
+        nstate += (double)c->L * B * c->H * (ne * (m.dm + 2) + (T + c->b - 1) / c->b) +
+                  (double)max_threads() * phi_scr_carve(&ps, NULL, &m, c->b, (size_t)ne);
+    }
     return 2 * n + nstate * (1 + mem_carries_S(&m)) + (double)B * c->H * (m.nP + 2 * m.d) +
            (double)max_threads() * (memchunk_carve_in(&tmp, NULL, c->b + m.omega - 1, m.d, m.din, m.dm, m.nP) +
                                     muon_carve(&tmp, NULL, c->b, &m)) +
@@ -3181,6 +3627,15 @@ static void model_alloc_acts(Model* M, int B, int T) {
     free(M->targets);
     free(M->lat_scratch);
     M->lat_scratch = NULL;
+    free(M->phi_av);
+    free(M->phi_lo);
+    free(M->phi_LA);
+    free(M->phi_etok);
+    free(M->phi_scr_mem);
+    free(M->phi_scr);
+    M->phi_av = M->phi_lo = M->phi_LA = M->phi_scr_mem = NULL;
+    M->phi_etok = NULL;
+    M->phi_scr = NULL;
     M->B = B;
     M->T = T;
     fill_in_activation_sizes(M->act_sizes, &M->cfg, B, T);
@@ -3210,6 +3665,19 @@ static void model_alloc_acts(Model* M, int B, int T) {
         memchunk_carve_in(&M->chunks[i], M->chunk_memory + (size_t)i * per, M->cfg.b + M->mem.omega - 1, M->mem.d,
                           M->mem.din, M->mem.dm, M->mem.nP);
         muon_carve(&M->chunks[i], M->chunk_memory + (size_t)i * per + per1, M->cfg.b, &M->mem);
+    }
+    if (M->mem.phistar) {  // section 3c: the entries of every (layer, sequence, head) and a scratch per thread
+        size_t ne = phi_entries(T, M->cfg.b, M->mem.omega), LBH = (size_t)M->cfg.L * B * M->cfg.H;
+        M->phi_av = (real*)xmalloc(LBH * ne * M->mem.dm * sizeof(real));
+        M->phi_lo = (real*)xmalloc(LBH * ne * sizeof(real));
+        M->phi_etok = (int*)xmalloc(LBH * ne * sizeof(int));
+        M->phi_LA = (real*)xmalloc(LBH * nchunks(M, T) * sizeof(real));
+        PhiScr tmp2;
+        size_t per2 = phi_scr_carve(&tmp2, NULL, &M->mem, M->cfg.b, ne);
+        M->phi_scr_mem = (real*)xmalloc((size_t)nt * per2 * sizeof(real));
+        M->phi_scr = (PhiScr*)xmalloc((size_t)nt * sizeof(PhiScr));
+        for (int i = 0; i < nt; i++)
+            phi_scr_carve(&M->phi_scr[i], M->phi_scr_mem + (size_t)i * per2, &M->mem, M->cfg.b, ne);
     }
     M->inputs = (int*)xmalloc((size_t)B * T * sizeof(int));
     M->targets = (int*)xmalloc((size_t)B * T * sizeof(int));
@@ -3480,6 +3948,12 @@ static void model_free(Model* M) {
     free(M->inputs);
     free(M->targets);
     free(M->lat_scratch);
+    free(M->phi_av);
+    free(M->phi_lo);
+    free(M->phi_LA);
+    free(M->phi_etok);
+    free(M->phi_scr_mem);
+    free(M->phi_scr);
     titans_free(M);
 }
 
@@ -4300,6 +4774,11 @@ typedef struct {
     real *kc[128], *vc[128];
     int kvcap;  // per attention layer: keys and values, (kvcap, D) for 'A', (W, D) for 'S'
     real* lat_w;  // Lattice: the step vectors (LAT_NVEC * d); its state is P, updated every token
+    // phi* memory (section 3c), per (layer, head): every token's row (q, k, v, a, eta, gamma), the committed entries
+    // (signals, offsets, tokens) and LA at the last chunk end; P holds W1 at the last chunk end
+    real **ph_rows, **ph_av, **ph_lo, *ph_LA, *ph_scr_mem;
+    int **ph_etok, *ph_ne, ph_cap;
+    PhiScr ph_scr;
 } Decoder;
 
 static int decoder_row_width(const MemCfg* m) {
@@ -4344,6 +4823,66 @@ static void decoder_init(Decoder* dec, Model* M) {
             dec->vc[l] = (real*)xmalloc(rows * c->D * sizeof(real));
         }
     if (c->arch) titans_dec_init(dec);  // Titans layers: their caches, and the P rows through each layer (section 5b)
+    if (m->phistar) {
+        dec->ph_rows = (real**)xmalloc(LH * sizeof(real*));
+        dec->ph_av = (real**)xmalloc(LH * sizeof(real*));
+        dec->ph_lo = (real**)xmalloc(LH * sizeof(real*));
+        dec->ph_etok = (int**)xmalloc(LH * sizeof(int*));
+        dec->ph_LA = (real*)xmalloc(LH * sizeof(real));
+        dec->ph_ne = (int*)xmalloc(LH * sizeof(int));
+    }
+}
+// phi*: room for token rows up to pos (grown by doubling) and the entries with the current chunk's
+static void phi_dec_grow(Decoder* dec, int pos) {
+    const MemCfg* m = &dec->M->mem;
+    const Config* c = &dec->M->cfg;
+    if (pos < dec->ph_cap) return;
+    int cap = dec->ph_cap ? dec->ph_cap : 64;
+    while (cap <= pos) cap *= 2;
+    size_t LH = (size_t)c->L * c->H, rw = 3 * (size_t)m->d + 2 + m->omega,
+           ne = phi_entries(cap, c->b, m->omega) + c->b + m->omega;
+    for (size_t i = 0; i < LH; i++) {
+        dec->ph_rows[i] = (real*)realloc(dec->ph_rows[i], (size_t)cap * rw * sizeof(real));
+        dec->ph_av[i] = (real*)realloc(dec->ph_av[i], ne * m->dm * sizeof(real));
+        dec->ph_lo[i] = (real*)realloc(dec->ph_lo[i], ne * sizeof(real));
+        dec->ph_etok[i] = (int*)realloc(dec->ph_etok[i], ne * sizeof(int));
+        if (!dec->ph_rows[i] || !dec->ph_av[i] || !dec->ph_lo[i] || !dec->ph_etok[i])
+            DIE("use a shorter generation", "out of memory growing the phi* decoder to %d tokens", cap);
+    }
+    free(dec->ph_scr_mem);
+    dec->ph_scr_mem = (real*)xmalloc(phi_scr_carve(&dec->ph_scr, NULL, m, c->b, ne) * sizeof(real));
+    phi_scr_carve(&dec->ph_scr, dec->ph_scr_mem, m, c->b, ne);
+    dec->ph_cap = cap;
+}
+// one token of a phi* layer's head: the chunk so far (own rows t0..pos) recomputed from the committed state, exactly
+// the parallel forward's arithmetic for these rows; at the chunk's end its entries, W1 and LA are committed
+static void phi_dec_head(Decoder* dec, int l, int h, int pos, real* y) {
+    Model* M = dec->M;
+    const MemCfg* m = &M->mem;
+    int H = M->cfg.H, d = m->d, b = M->cfg.b, c = m->omega, cnt = pos % b, t0 = pos - cnt, n = cnt + 1,
+        nh = t0 < c - 1 ? t0 : c - 1;
+    size_t lh = (size_t)l * H + h, rw = 3 * (size_t)d + 2 + c;
+    real* rows = dec->ph_rows[lh];
+    real* row = rows + (size_t)pos * rw;
+    const ActivationTensors* a = &dec->a;
+    memcpy(row, a->q + (size_t)h * d, d * sizeof(real));
+    memcpy(row + d, a->k + (size_t)h * d, d * sizeof(real));
+    memcpy(row + 2 * d, a->v + (size_t)h * d, d * sizeof(real));
+    row[3 * d] = a->ga[h];
+    row[3 * d + 1] = a->geta[h];
+    if (c > 1) memcpy(row + 3 * d + 2, a->ggam + (size_t)h * c, c * sizeof(real));
+    PhiSeq x = {rows, rows + d, rows + 2 * d, rows + 3 * d, rows + 3 * d + 1, c > 1 ? rows + 3 * d + 2 : NULL, rw,
+                rw,   rw};
+    real LAn, *P = dec->P + lh * m->nP;
+    int full = n == b;
+    phi_chunk_forward(m, &dec->ph_scr, &x, t0, n, nh, dec->ph_ne[lh], dec->ph_etok[lh], dec->ph_av[lh], dec->ph_lo[lh],
+                      P, dec->ph_LA[lh], dec->ph_scr.y, d, full ? dec->Pn : NULL, &LAn);
+    memcpy(y, dec->ph_scr.y + (size_t)cnt * d, d * sizeof(real));
+    if (full) {
+        memcpy(P, dec->Pn, m->nP * sizeof(real));
+        dec->ph_ne[lh] += nh + n;
+        dec->ph_LA[lh] = LAn;
+    }
 }
 // One query row of an attention layer against its cache, the computation of attention_forward's row i = pos
 // (the same order of keys j). Grows the 'A' caches when full.
@@ -4413,6 +4952,20 @@ static void decoder_free(Decoder* dec) {
     free(dec->part);
     free(dec->chunk_memory);
     free(dec->lat_w);
+    if (dec->ph_rows)
+        for (size_t i = 0; i < (size_t)dec->M->cfg.L * dec->M->cfg.H; i++) {
+            free(dec->ph_rows[i]);
+            free(dec->ph_av[i]);
+            free(dec->ph_lo[i]);
+            free(dec->ph_etok[i]);
+        }
+    free(dec->ph_rows);
+    free(dec->ph_av);
+    free(dec->ph_lo);
+    free(dec->ph_etok);
+    free(dec->ph_LA);
+    free(dec->ph_ne);
+    free(dec->ph_scr_mem);
 }
 
 // one conv output row from the history of K-1 rows and the current row x; then shift the history
@@ -4467,12 +5020,14 @@ static void decoder_mixer(Decoder* dec, int l, const real* u, int pos, real* out
     }
     int w = m->omega, nh = pos - cnt < w - 1 ? pos - cnt : w - 1;  // omega: window, halo rows of this chunk
     if (w > 1) omega_gates_forward(M, l, u, 1, a->ggam);
+    if (m->phistar) phi_dec_grow(dec, pos);
+    for (int h = 0; h < H && m->phistar; h++) phi_dec_head(dec, l, h, pos, a->y + (size_t)h * d);
     int din = m->din, fo = rw - (w > 1 ? w : 0) - 2 * din;  // poly: the features' place in a row
     if (m->poly) {
         poly_forward(a->qf, a->q, p->poly_rho + ml * 3, 1, H, d);
         poly_forward(a->kf, a->k, p->poly_rho + ml * 3, 1, H, d);
     }
-    for (int h = 0; h < H && !c->lattice; h++) {
+    for (int h = 0; h < H && !c->lattice && !m->phistar; h++) {
         size_t lh = (size_t)l * H + h;
         real* part = dec->part + lh * (b + w - 1) * rw;
         real* row = part + (size_t)(nh + cnt) * rw;
@@ -4789,6 +5344,7 @@ static void config_to_header(int* h, const Config* c, size_t num_params) {
     h[30] = c->omega > 1 ? c->omega : 0;   // ATLAS family (README "ATLAS"): omega window (0: off; older files)
     h[31] = c->poly;
     h[32] = c->gated;   // (older files: 0)
+    h[33] = c->phistar;   // (older files: 0)
     for (int l = 0; l < c->L; l++) h[64 + l] = c->pattern[l];
 }
 static void header_to_config(Config* c, const int* h) {
@@ -4798,7 +5354,7 @@ static void header_to_config(Config* c, const int* h) {
     c->gate_a = h[16]; c->gate_eta = h[17]; c->eta_max = bits_f32(h[18]); c->retention = h[20]; c->gate_rank = h[21]; c->anchor = h[22];
     c->window = h[23]; c->arch = h[24]; c->npers = h[25]; c->seg = h[26];
     c->lattice = h[38]; c->lat_k = h[39]; c->lat_ablate = h[40];
-    c->omega = h[30] ? h[30] : 1; c->poly = h[31]; c->gated = h[32];
+    c->omega = h[30] ? h[30] : 1; c->poly = h[31]; c->gated = h[32]; c->phistar = h[33];
     for (int l = 0; l < c->L && l < 128; l++) c->pattern[l] = (char)h[64 + l];
     // clang-format on
 }
@@ -5472,7 +6028,8 @@ static const char* const USAGE =  // a printf format: %s is PRESETS
     "        mal, mag, mac: -M persistent tokens N_p per layer [16] -Q memory preset [titans]; mal, mag: -W window of\n"
     "           their attention [512]; mac: -C segment length, a multiple of -k [4b]\n"
     "        -G Omega rule window c, 1 = off (omega, SPEC 5.5) [preset: omeganet, atlas 8, else 1]\n"
-    "        -I 1 degree-2 polynomial features on q, k (poly, SPEC 5.6), 0 off [preset: omeganet, atlas 1, else 0]\n"
+    "        -I 1 degree-2 polynomial features on q, k (poly, SPEC 5.6), 2 the infinite exp map phi* (DT, DOT: W2 a\n"
+    "           normalised kernel sum), 0 off [preset: omeganet, atlas 1, deep_transformer, dot 2, else 0]\n"
     "        -U inner algorithm: 0 gd, 1 momentum, 2 muon (token-level, SPEC 5.7), 3 chunk-level muon\n"
     "           [preset: titans 1, atlas, atlas_pp 2, atlas_chunk 3, else 0]\n"
     "        -T 1 gated deep memory x + LN(W1 (GELU(W2 x) * W3 x)) (ATLAS++, SPEC 4; with -U 2), 0 off [atlas_pp 1]\n"
@@ -5678,7 +6235,11 @@ static Config args_config(const Args* a) {
         if (a->omega < 1 || a->omega > 64) DIE("-G is the Omega window c in 1..64 (1: off)", "bad -G %d", a->omega);
         cfg.omega = a->omega;
     }
-    if (a->given & G_I) cfg.poly = a->poly;
+    if (a->given & G_I) {  // -I: the feature map on q, k: 0 none, 1 poly (SPEC 5.6), 2 phi* (section 3c)
+        if (a->poly > 2) DIE("-I is 0 (none), 1 (poly) or 2 (phi*)", "bad -I %d", a->poly);
+        cfg.poly = a->poly == 1;
+        cfg.phistar = a->poly == 2;
+    }
     if (a->given & G_U) {
         if (a->algo > ALGO_MUON_CHUNK)
             DIE("-U is 0 (gd), 1 (momentum), 2 (muon) or 3 (chunk-level muon)", "bad -U %d", a->algo);
@@ -5746,6 +6307,7 @@ static const char* args_resolve(const Args* a, Config* cfg, char* ckpt_path, siz
     AGREE(G_C, seg, "MAC segment -C");
     AGREE(G_G, omega, "omega window -G");
     AGREE(G_I, poly, "poly features -I");
+    AGREE(G_I, phistar, "phi* memory (-I 2)");
     AGREE(G_U, algo, "inner algorithm -U");
     AGREE(G_T, gated, "gated memory -T");
 #undef AGREE

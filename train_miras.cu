@@ -3485,10 +3485,11 @@ static int nchunks_gpu(const ModelGpu* M, int T) { return (T + M->cfg.b - 1) / M
 
 // The GPU model of a built host model: parameters (and AdamW moments, if the host has them) copied over.
 static void model_build_gpu(ModelGpu* M, Model* host) {
-    if (host->mem.omega > 1 || host->mem.poly || host->mem.muon)  // the ATLAS family (README "ATLAS"): CPU only
+    if (host->mem.omega > 1 || host->mem.poly || host->mem.muon ||
+        host->mem.phistar)  // the ATLAS family (README "ATLAS"): CPU only
         DIE("train this preset with train_miras (the CPU trainer), or use -G 1 -I 0 and -U 0 or 1",
-            "the GPU trainer has no ATLAS-family memory (omega window %d, poly %d, muon %d) yet", host->mem.omega,
-            host->mem.poly, host->mem.muon);
+            "the GPU trainer has no ATLAS-family memory (omega window %d, poly %d, muon %d, phi* %d) yet",
+            host->mem.omega, host->mem.poly, host->mem.muon, host->mem.phistar);
     memset(M, 0, sizeof *M);
     M->hm = host;
     M->cfg = host->cfg;

@@ -88,7 +88,7 @@ LQ_Q, LQ_EPS = 4, 1e-6
 
 def make_config(V, D, L, H, E, F, b, mem_depth, mem_resid, mem_ln, bias, algo,
                 gate_a, gate_eta, eta_max=1.0, K=4, pattern=None, retention="none",
-                gate_rank=0, anchor=0, window=0, lattice="none", lat_k=0, lat_ablate=0, arch="none", npers=0, seg=0, omega=1, poly=0, gated=0):
+                gate_rank=0, anchor=0, window=0, lattice="none", lat_k=0, lat_ablate=0, arch="none", npers=0, seg=0, omega=1, poly=0, gated=0, phistar=0):
     """Model config dict with the fields of the CONTRACT header."""
     assert D % H == 0
     pattern = pattern if pattern is not None else "M" * L
@@ -114,6 +114,11 @@ def make_config(V, D, L, H, E, F, b, mem_depth, mem_resid, mem_ln, bias, algo,
     assert poly in (0, 1) and (not poly or (retention == "none" and gate_rank == 0))
     # the gated deep memory (ATLAS++, SPEC §4): built for muon only (header slot 32)
     assert gated in (0, 1) and (not gated or (mem_depth == 2 and algo == "muon"))
+    # the phi* memory (DT, DOT; header slot 33): gd, plain retention, per-head gates, l2 or dot, no poly, no anchor;
+    # deep without residual and LN
+    assert phistar in (0, 1) and (not phistar or (algo == "gd" and retention == "none" and gate_rank == 0 and not anchor
+                                                  and not poly and not gated and bias in ("l2", "dot")
+                                                  and (mem_depth == 1 or (not mem_resid and not mem_ln))))
     if mem_depth == 1:            # the linear memory never has a residual or LN (SPEC §4)
         mem_resid, mem_ln = 0, 0
     # Lattice (SPEC §5.8): a linear d x d slot state S_0 = I (no P_0), gd, no retention, per-head eta;
@@ -126,7 +131,7 @@ def make_config(V, D, L, H, E, F, b, mem_depth, mem_resid, mem_ln, bias, algo,
                 mem_depth=mem_depth, mem_resid=mem_resid, mem_ln=mem_ln, bias=bias,
                 algo=algo, gate_a=gate_a, gate_eta=gate_eta, eta_max=eta_max,
                 pattern=pattern, retention=retention, gate_rank=gate_rank, anchor=anchor,
-                window=window, lattice=lattice, lat_k=lat_k, lat_ablate=lat_ablate, arch=arch, npers=npers, seg=seg, omega=omega, poly=poly, gated=gated)
+                window=window, lattice=lattice, lat_k=lat_k, lat_ablate=lat_ablate, arch=arch, npers=npers, seg=seg, omega=omega, poly=poly, gated=gated, phistar=phistar)
 
 
 def head_dims(cfg):
@@ -143,6 +148,8 @@ def mem_in_dim(cfg):
 def mem_state_size(cfg):
     d, dm = head_dims(cfg)
     din = mem_in_dim(cfg)
+    if cfg.get("phistar", 0):                         # the phi* memory: only W1 is finite (linear: nothing)
+        return d * dm if cfg["mem_depth"] == 2 else 0
     return d * dm + (1 + cfg.get("gated", 0)) * dm * din if cfg["mem_depth"] == 2 else d * din
 
 
@@ -610,6 +617,74 @@ def memory_read_chunked(cfg, P0, ln_g, ln_b, q, k, v, a, eta, theta, grad_fn=mem
     return torch.stack(ys, dim=1)
 
 
+def memory_read_phistar(cfg, P0, q, k, v, a, eta, gamma=None):
+    """The phi* memory (README "DT and DOT"; ATLAS's DeepTransformer and DOT, digest §4.4 and A15), naive.
+    phi*(x) is the infinite exp feature map, phi*(k).phi*(x) = kappa(k, x) = exp(s k.x), s = sqrt(d) (q, k are
+    l2-normed). A matrix acting on phi*(x) starts at 0 and is kept as its history, a list of entries (k_e, sig_e,
+    w_e): W2_t phi*(x) = sum_e w_e sig_e kappa(k_e, x) / sum_e w_e kappa(k_e, x) (0 without entries), the normalised
+    kernel sum. Deep: M(x) = W1 GELU(W2 phi*(x)), W1 (d, d_m) from P0, no residual, no LN; linear: M(x) =
+    W phi*(x) (no finite state). Chunked like SPEC §5 with the omega window of §5.5: in the chunk every inner
+    gradient (of its rows and of the c-1 halo rows before it) is taken at the chunk-start state, here by autograd:
+    z_j = W2_s phi*(k_j), loss_j = the attentional bias of M(k_j) = W1_s GELU(z_j) (linear: z_j) against v_j, and
+    (dloss/dW1_s, dloss/dz_j) = (g1_j, -sig_j), the W2 gradient being -sig_j phi*(k_j)^T. Then token by token
+        W1_t = a_t W1_{t-1} - eta_t sum_o gamma_t[o] g1_{t-o}
+        W2_t = a_t W2_{t-1} + eta_t sum_o gamma_t[o] sig_{t-o} phi*(k_{t-o})^T : every w_e *= a_t, then the entries
+               (k_{t-o}, sig_{t-o}, eta_t gamma_t[o]) are appended
+        y_t = W1_t GELU(W2_t phi*(q_t))   (linear: y_t = W_t phi*(q_t)).
+    The weights are plain products here (T is small); the trainer keeps them as logs. Returns y (B,T,H,d)."""
+    B, T, H, d = q.shape
+    b, c, deep = cfg["b"], cfg["omega"], cfg["mem_depth"] == 2
+    _, dm = head_dims(cfg)
+    s = math.sqrt(d)
+    W1 = P0.view(H, d, dm).unsqueeze(0).repeat(B, 1, 1, 1) if deep else None
+    ek, es, ew = [], [], []                                # the history: keys, signals, weights (B,H,.)
+
+    def read(x):                                          # x (B,H,d) -> W2 phi*(x) (B,H,w)
+        if not ek:
+            return torch.zeros(B, H, dm if deep else d, dtype=x.dtype)
+        kap = torch.stack([w * torch.exp(s * (ke * x).sum(-1)) for ke, w in zip(ek, ew)], -1)   # (B,H,E)
+        return (kap.unsqueeze(-1) * torch.stack(es, 2)).sum(2) / kap.sum(-1, keepdim=True)
+
+    ys = []
+    for t0 in range(0, T, b):
+        n, nh = min(b, T - t0), min(c - 1, t0)
+        W1s = W1
+        g1, sig = {}, {}
+        with torch.enable_grad():
+            for tj in range(t0 - nh, t0 + n):             # the inner gradients at the chunk-start state
+                z = read(k[:, tj])
+                if not z.requires_grad:
+                    z = z.detach().requires_grad_(True)
+                ins = [z]
+                if deep:
+                    if not W1s.requires_grad:
+                        W1s = W1s.detach().requires_grad_(True)
+                    m = (W1s * gelu_tanh(z).unsqueeze(-2)).sum(-1)
+                    ins = [W1s, z]
+                else:
+                    m = z
+                loss = (0.5 * ((m - v[:, tj]) ** 2).sum(-1) if cfg["bias"] == "l2" else -(m * v[:, tj]).sum(-1)).sum()
+                gr = torch.autograd.grad(loss, ins, create_graph=True)
+                g1[tj], sig[tj] = (gr[0], -gr[1]) if deep else (None, -gr[0])
+        for t in range(t0, t0 + n):
+            a_t = 1.0 if a is None else a[:, t]              # (B,H)
+            e_t = 1.0 if eta is None else eta[:, t]
+            ew = [w * a_t for w in ew]
+            if deep:
+                W1 = (a_t.unsqueeze(-1).unsqueeze(-1) if a is not None else 1.0) * W1
+            for o in range(min(c, t + 1)):
+                gm = 1.0 if gamma is None else gamma[:, t, :, o]
+                coef = e_t * gm
+                if deep:
+                    W1 = W1 - (coef.unsqueeze(-1).unsqueeze(-1) if torch.is_tensor(coef) else coef) * g1[t - o]
+                ek.append(k[:, t - o])
+                es.append(sig[t - o])
+                ew.append(coef * torch.ones(B, H, dtype=q.dtype) if not torch.is_tensor(coef) else coef)
+            zq = read(q[:, t])
+            ys.append((W1 * gelu_tanh(zq).unsqueeze(-2)).sum(-1) if deep else zq)
+    return torch.stack(ys, 1)
+
+
 def ns5_online(S):
     """NS5 of (..., r, c) matrices, written independently of ns5 (Gram form: NS5(X_0) = Q_4 ... Q_0 X_0 with
     Q_j = a I + b A_j + c A_j^2, A_{j+1} = Q_j^2 A_j, A_0 = X_0 X_0^T, on the smaller side)."""
@@ -823,7 +898,9 @@ class MirasModel:
         deep_ln = cfg["mem_depth"] == 2 and cfg["mem_ln"]
         ln_g = p["mem_ln_g"][ml] if deep_ln else None      # (H,d)
         ln_b = p["mem_ln_b"][ml] if deep_ln else None
-        if cfg["lattice"] != "none":                      # Lattice: mu = the a gate (1 without it)
+        if cfg.get("phistar", 0):                         # DT, DOT (README "DT and DOT")
+            y = memory_read_phistar(cfg, p["mem_p0"][ml], q, k, v, a, eta, gamma)
+        elif cfg["lattice"] != "none":                    # Lattice: mu = the a gate (1 without it)
             y = (lattice_read_paper if self.read_fn == "online" else lattice_read)(cfg, q, k, v, eta, a)
         elif self.read_fn == "chunked":
             y = memory_read_chunked(cfg, p["mem_p0"][ml], ln_g, ln_b, q, k, v, a, eta, theta,
@@ -1122,6 +1199,12 @@ FIXTURES = {
     # chunk-level muon (SPEC §5.7, atlas_chunk): atlas_chunk's memory (deep + poly, omega 3, anchored); linear, omega 2
     "atlas_chunk":    (2, 1, 1, "l2", "muon_chunk", 1, 1, 4, "none", 0, 1, 3, 1),
     "muonc_linear":   (1, 0, 0, "l2", "muon_chunk", 1, 1, 3, "none", 0, 0, 2),
+    # the 15th field: the phi* memory (README "DT and DOT"). deep_transformer's memory (deep, dot bias, c = 1, b = 4:
+    # T = 11 ends in a partial chunk); dot's (deep, l2, omega 3: the halo spans the chunk boundary); a linear l2 phi*
+    # memory with omega 4 at b = 2 (the halo reaches two chunks back)
+    "deep_transformer": (2, 0, 0, "dot", "gd", 1, 1, 4, "none", 0, 0, 1, 0, 0, 1),
+    "dot":              (2, 0, 0, "l2", "gd", 1, 1, 4, "none", 0, 0, 3, 0, 0, 1),
+    "dot_linear":       (1, 0, 0, "l2", "gd", 1, 1, 2, "none", 0, 0, 4, 0, 0, 1),
 }
 # name: (arch, N_p, W); L from SMALL, every layer 'M'
 FIXTURE_TITANS = {
@@ -1145,7 +1228,7 @@ def fixture_config(name, **over):
         kw.update(lattice=ext[1], lat_k=ext[2], lat_ablate=ext[3])
     else:                                          # the ATLAS family: omega's window c, poly features
         kw.update(omega=ext[1] if len(ext) > 1 else 1, poly=ext[2] if len(ext) > 2 else 0,
-                  gated=ext[3] if len(ext) > 3 else 0)
+                  gated=ext[3] if len(ext) > 3 else 0, phistar=ext[4] if len(ext) > 4 else 0)
     if name in FIXTURE_LAYERS:
         pat, W, L = FIXTURE_LAYERS[name]
         kw.update(pattern=pat, window=W, L=L)
@@ -1263,6 +1346,9 @@ def init_params(cfg, gen):
                     W2 = N((L, H, (1 + cfg.get("gated", 0)) * dm * mem_in_dim(cfg)), 1.0)   # (and W3)
                 else:
                     W1 = N((L, H, d * dm), 1.0 / math.sqrt(dm))   # W1 (d, d_m): fan_in d_m
+                    if cfg.get("phistar", 0):                 # (phi*: W1 only, W2_0 = 0)
+                        out.append(W1.reshape(-1))
+                        continue
                     W2 = N((L, H, (1 + cfg.get("gated", 0)) * dm * mem_in_dim(cfg)),
                            1.0 / math.sqrt(mem_in_dim(cfg)))   # W2 (d_m, d_in) (and W3)
                 t = torch.cat([W1, W2], dim=-1)
@@ -1309,6 +1395,7 @@ def make_header(cfg, magic, hp=None):
     h[30] = cfg.get("omega", 1) if cfg.get("omega", 1) > 1 else 0   # omega's window (0: off)
     h[31] = cfg.get("poly", 0)                            # poly features (0/1)
     h[32] = cfg.get("gated", 0)                           # the gated deep memory (ATLAS++, 0/1)
+    h[33] = cfg.get("phistar", 0)                         # the phi* memory (DT, DOT, 0/1)
     assert cfg["L"] <= 128
     for l, ch in enumerate(cfg["pattern"]):
         h[64 + l] = ord(ch)                               # one ASCII char per int32 slot
@@ -1330,7 +1417,7 @@ def config_from_header(h):
                 retention=RETENTIONS[h[20]], gate_rank=int(h[21]), anchor=int(h[22]),
                 window=int(h[23]), lattice=LATTICES[h[38]], lat_k=int(h[39]), lat_ablate=int(h[40]),
                 arch=ARCHS[h[24]], npers=int(h[25]), seg=int(h[26]),
-                omega=int(h[30]) or 1, poly=int(h[31]), gated=int(h[32]))
+                omega=int(h[30]) or 1, poly=int(h[31]), gated=int(h[32]), phistar=int(h[33]))
 
 
 def write_fixture(path, cfg, hp, params32, tokens, logits, loss, grads, losses):

@@ -73,9 +73,9 @@ for f in "${inputs[@]}"; do
     name=$(basename "$f" .bin)
     echo "$name" | grep -Eq -- "$ONLY" || continue
     echo "=== $name"
-    # the ATLAS family (header slots 30, 31: omega's window, poly; slot 15 >= 2: muon) is CPU only so far: the GPU
-    # trainer must refuse it in one line
-    if [ "$(od -An -v -t d4 -j 120 -N 8 "$f" | tr -d ' ')" != 00 ] || [ "$(od -An -t d4 -j 60 -N 4 "$f" | tr -d ' ')" -ge 2 ]; then
+    # the ATLAS family (header slots 30..33: omega's window, poly, gated, phi*; slot 15 >= 2: muon) is CPU only so
+    # far: the GPU trainer must refuse it in one line
+    if [ "$(od -An -v -t d4 -j 120 -N 16 "$f" | tr -d ' ')" != 0000 ] || [ "$(od -An -t d4 -j 60 -N 4 "$f" | tr -d ' ')" -ge 2 ]; then
         if ! "$GPU" -J "$f" -O "$out/gpu_$name.bin" 2>"$out/gpu_$name.err" && grep -q '^error: .*no ATLAS-family memory' "$out/gpu_$name.err"; then
             echo "ok - $name: the GPU trainer refuses it: $(head -n 1 "$out/gpu_$name.err")"; pass=$((pass + 1))
         else echo "FAIL - $name: the GPU trainer should refuse the ATLAS family's memories"; fail=$((fail + 1)); fi
