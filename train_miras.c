@@ -2468,7 +2468,8 @@ static int preset_config(Config* c, const char* name) {
     else if (!strcmp(name, "atlas_pp")) { preset_config(c, "atlas"); c->gated = 1; }  // ATLAS++: the gated deep memory
     else if (!strcmp(name, "deep_transformer") || !strcmp(name, "dot")) {   // section 3c: M(x) = W1 GELU(W2 phi*(x)), no residual, no LN
         c->phistar = 1; c->mem_resid = c->mem_ln = 0; c->eta_max = 0.1f;
-        if (name[1] == 'o') c->omega = 8; else c->bias = BIAS_DOT; }   // DOT: l2 with the omega window; DT: Hebbian, c = 1
+        if (name[1] == 'o') { c->omega = 8; c->eta_max = 0.03f; }   // DOT: l2 with the omega window (its steps sum c
+        else c->bias = BIAS_DOT; }                                   // gradients; 0.1 diverged on text); DT: Hebbian
     else if (!strcmp(name, "transformer")) return preset_config(c, "titans");  // all 'A' (preset_pattern); the memory fields are unused
     else if (!strcmp(name, "mal") || !strcmp(name, "mag") || !strcmp(name, "mac")) {   // Titans layers (section 4b), titans memory (-Q: another)
         preset_config(c, "titans"); c->arch = name[2] == 'l' ? ARCH_MAL : name[2] == 'g' ? ARCH_MAG : ARCH_MAC; return 1;
