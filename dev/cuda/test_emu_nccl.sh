@@ -10,7 +10,9 @@ cd "$(dirname "$0")/../.."
 for t in g++ python3; do
     command -v $t >/dev/null || { echo "# the emulated NCCL checks skipped: no $t"; echo "0 passed, 0 failed"; exit 0; }
 done
-if ! bash dev/cuda/emu_build.sh >build/emu_build.log 2>&1; then
+# the plain build: reused when newer than its sources (make ci's dev/cuda/test_emu_gpu.sh has just built it)
+fresh() { for f in train_miras.c train_miras.cu dev/cuda/emu_launch.py dev/cuda/emu/*.h; do [ "$1" -nt "$f" ] || return 1; done; }
+if ! fresh build/emu/train_miras_emu && ! bash dev/cuda/emu_build.sh >build/emu_build.log 2>&1; then
     echo "not ok - the emulator build of train_miras.cu failed: $(tail -n 3 build/emu_build.log)"; echo "0 passed, 1 failed"; exit 1
 fi
 if command -v mpicxx >/dev/null && ! EMU_MPI=1 bash dev/cuda/emu_build.sh >build/emu_build_mpi.log 2>&1; then
