@@ -990,9 +990,13 @@ struct MemChunkGpu : MemChunk {
     real* keep;  // (2 + d): kl_gates' saved gates (the CPU keeps them on its stack)
     // (b): (1 - alpha_t) cs, the row scales of the anchored retention's products in mem_read_backward
     real* oma;
+    real* mc;  // (5 b): chunk-level muon's scalar coefficients (muonc_coefs_gpu)
 };
-static size_t memchunk_carve_gpu(MemChunkGpu* c, real* base, int b, int d, int dm, int nP) {
-    size_t n = memchunk_carve(c, base, b, d, dm, nP);
+// the rows of a chunk's scratch: b, plus omega's c-1 halo rows
+__host__ __device__ static inline int mem_rows(const MemCfg* m, int b) { return b + (m->omega > 1 ? m->omega - 1 : 0); }
+// (din: the keys' and queries' width, D_phi with poly, else d)
+static size_t memchunk_carve_in_gpu(MemChunkGpu* c, real* base, int b, int d, int din, int dm, int nP) {
+    size_t n = memchunk_carve_in(c, base, b, d, din, dm, nP);
     real* p = base ? base + n : NULL;
     size_t nn = (size_t)b * b, nm = (size_t)b * dm;
     c->nn1 = p;
@@ -1000,7 +1004,17 @@ static size_t memchunk_carve_gpu(MemChunkGpu* c, real* base, int b, int d, int d
     c->nm1 = p ? p + 2 * nn : NULL;
     c->keep = p ? p + 2 * nn + nm : NULL;
     c->oma = p ? p + 2 * nn + nm + 2 + d : NULL;
-    return n + 2 * nn + nm + 2 + d + b;
+    c->mc = p ? p + 2 * nn + nm + 2 + d + b : NULL;
+    return n + 2 * nn + nm + 2 + d + 6 * (size_t)b;
+}
+static size_t __attribute__((unused)) memchunk_carve_gpu(MemChunkGpu* c, real* base, int b, int d, int dm, int nP) {
+    return memchunk_carve_in_gpu(c, base, b, d, d, dm, nP);  // (dev/cuda/memlab.cu's)
+}
+// the trainer's chunk scratch for b-token chunks of the memory m: the rows with omega's halo, poly's width, and muon's
+// per-row states and NS5 records after them (train_miras.c's muon_carve)
+static size_t memchunk_carve_model_gpu(MemChunkGpu* c, real* base, const MemCfg* m, int b) {
+    size_t n = memchunk_carve_in_gpu(c, base, mem_rows(m, b), m->d, m->din, m->dm, m->nP);
+    return n + muon_carve(c, base ? base + n : NULL, b, m);
 }
 
 MEMFN void block_zero(real* p, size_t n) {
@@ -1412,17 +1426,85 @@ MEMFN void mm_tn_gpu(real* out, const real* A, const real* Bm, int M, int N, int
     mm_tn_rs(out, A, Bm, NULL, M, N, K, s, acc);
 }
 
+// ---- omega (SPEC §5.5): the sliding-window coefficient mask (train_miras.c's omega_coef_forward, whose comment
+// derives it). The chunk holds nh halo rows (the c-1 tokens before it) ahead of its own; every step uses
+// G_j = sum_{o<c} gamma_j[o] g_{j-o}, so the reads and the carry keep their dual form with the mixed coefficients
+//     C'[t][i] = sum_{j = max(i, nh)}^{min(t, i+c-1)} C[t][j] gamma_j[j - i]      (s' = s Gamma alike)
+// C, s before the mix are kept in C0, s0. A thread per (t, i).
+MEMFN void omega_coef_forward_gpu(MemChunkGpu* c, int n) {
+    int w = c->wc, nh = c->nh;
+    size_t nn = (size_t)n * n;
+    FOR(e, nn) {
+        c->C0[e] = c->C[e];
+        c->s0[e] = c->s[e];
+    }
+    __syncthreads();
+    FOR(e, nn) {
+        int t = (int)(e / n), i = (int)(e % n);
+        real sc = 0, ss = 0;
+        for (int j = i > nh ? i : nh; j <= t && j < i + w; j++) {
+            real gm = c->gam[(size_t)j * w + j - i];
+            sc += c->C0[(size_t)t * n + j] * gm;
+            ss += c->s0[(size_t)t * n + j] * gm;
+        }
+        c->C[e] = i <= t ? sc : 0;
+        c->s[e] = i <= t ? ss : 0;
+    }
+    __syncthreads();
+}
+// From dC' (all rows) and ds' (last row, c->ds) to dgamma (c->dgam) and dC, ds of the unmixed coefficients, in place;
+// C, s get their unmixed values back for the recurrences' backward:
+//     dgamma_j[o] = sum_{t >= j} dC'[t][j-o] C[t][j] + ds'[j-o] s[n-1][j]        (own rows j >= nh, o <= j)
+//     dC[t][j] = sum_o dC'[t][j-o] gamma_j[o]     ds[j] = sum_o ds'[j-o] gamma_j[o]   (own rows; halo columns 0)
+// A thread per (j, o) for dgamma, per (t, j) for dC (into dC0), per j for ds (after dC0: n more floats).
+MEMFN void omega_coef_backward_gpu(MemChunkGpu* c, int n) {
+    int w = c->wc, nh = c->nh;
+    size_t nn = (size_t)n * n;
+    real* ds0 = c->dC0 + nn;
+    FOR(e, (size_t)n * w) {
+        int j = (int)(e / w), o = (int)(e % w);
+        real g = 0;
+        if (j >= nh && o <= j) {
+            for (int t = j; t < n; t++) g += c->dC[(size_t)t * n + j - o] * c->C0[(size_t)t * n + j];
+            g += c->ds[j - o] * c->s0[(size_t)(n - 1) * n + j];
+        }
+        c->dgam[e] = g;
+    }
+    FOR(e, nn) {
+        int t = (int)(e / n), j = (int)(e % n);
+        real g = 0;
+        if (j >= nh && j <= t)
+            for (int o = 0; o < w && o <= j; o++) g += c->dC[(size_t)t * n + j - o] * c->gam[(size_t)j * w + o];
+        c->dC0[e] = g;
+    }
+    FOR(j, n) {
+        real g = 0;
+        if (j >= nh)
+            for (int o = 0; o < w && o <= j; o++) g += c->ds[j - o] * c->gam[(size_t)j * w + o];
+        ds0[j] = g;
+    }
+    __syncthreads();
+    FOR(e, nn) {
+        c->dC[e] = c->dC0[e];
+        c->C[e] = c->C0[e];
+        c->s[e] = c->s0[e];
+    }
+    FOR(j, n) c->ds[j] = ds0[j];
+    __syncthreads();
+}
+
 // Chunk coefficients by the recurrences (t, i local, 0-based; sigma_{-1} = alpha_{-1} = 1):
 //   alpha_t = a_t alpha_{t-1}          sigma_t = theta_t sigma_{t-1}      beta_t = a_t beta_{t-1} + sigma_t
 //   s[t][i] = eta_i (t = i), theta_t s[t-1][i] (t > i)       C[t][i] = a_t C[t-1][i] + s[t][i]
 // Column i of s and C depends on column i only: a thread per column; thread 0 runs the scalar chains.
+// (omega: beta stays 0 over the halo rows, which take no step; then the window mix)
 MEMFN void mem_coef_forward_gpu(MemChunkGpu* c, int n, int momentum) {
     if (threadIdx.x == 0)
         for (int t = 0; t < n; t++) {
             real th = momentum ? c->theta[t] : 0;
             c->alpha[t] = c->a[t] * (t ? c->alpha[t - 1] : 1);
             c->sigma[t] = th * (t ? c->sigma[t - 1] : 1);
-            c->beta[t] = c->a[t] * (t ? c->beta[t - 1] : 0) + c->sigma[t];
+            c->beta[t] = t < c->nh ? 0 : c->a[t] * (t ? c->beta[t - 1] : 0) + c->sigma[t];
         }
     FOR(i, n) for (int t = 0; t < n; t++) {
         real th = momentum ? c->theta[t] : 0;
@@ -1431,11 +1513,13 @@ MEMFN void mem_coef_forward_gpu(MemChunkGpu* c, int n, int momentum) {
         c->C[t * n + i] = i <= t ? c->a[t] * (i < t ? c->C[(t - 1) * n + i] : 0) + s : 0;
     }
     __syncthreads();
+    if (c->wc > 1) omega_coef_forward_gpu(c, n);
 }
 // Reverse mode through the recurrences: from dalpha, dbeta, dC (all rows) and dsigma, ds (last row)
 // to da, deta, dtheta. Thread 0: the scalar chains (ga, gb, gs); thread i: column i (the CPU's gC[i], gS[i]),
 // whose terms for da[t] and dtheta[t] go to nn1, nn2 and are summed per row after a barrier.
 MEMFN void mem_coef_backward_gpu(MemChunkGpu* c, int n, int momentum) {
+    if (c->wc > 1) omega_coef_backward_gpu(c, n);
     real *tA = c->nn1, *tT = c->nn2;
     if (threadIdx.x == 0) {
         real ga = 0, gb = 0, gs = 0;  // adjoints of alpha_{t+1}, beta_{t+1}, sigma_{t+1}
@@ -1862,40 +1946,38 @@ MEMFN void mem_bias_backward_gpu(const MemCfg* m, MemChunkGpu* c, int n) {
     __syncthreads();
 }
 
-// One chunk of n tokens (SPEC §5.1, §5.2) from state (P, S); writes y and, if Pn, the chunk-end state.
-// The chunk-end state is base's (P when base is NULL): Pn = alpha_n base + beta_n S - sum_i c_i g_i. The reads of
-// W1 and W2 (or W) scale their write terms by cs[0], cs[1] (NULL: 1). Both are for the retentions below.
-MEMFN void mem_chunk_forward_gpu(const MemCfg* m, MemChunkGpu* c, int n, const real* P, const real* S, real* Pn,
-                                 real* Sn, const real* lng, const real* lnb, const real* base, const real* cs) {
-    int d = m->d, dm = m->dm;
+// The inner gradients at the state P (SPEC §4) of the chunk's n key rows, g_i = dloss(M(k_i; P), v_i)/dP by backprop
+// (train_miras.c's mem_grad_forward): linear g_i = r_i k_i^T; deep g_i = (g1_i hk_i^T, g2_i k_i^T) with zk = W2 k,
+// hk = GELU(zk) (gated: GELU(zk) * W3 k), o = W1 hk, M(k) = k + LN(o) g + beta, r = dloss/dM(k), g1 = dloss/do (r
+// back through the LN), g2 = (W1^T g1) * GELU'(zk). Fills c->r (and zk, tk, hk, nk, rk, u, g1, gk, g2 when deep).
+MEMFN void mem_grad_forward_gpu(const MemCfg* m, MemChunkGpu* c, int n, const real* P, const real* lng,
+                                const real* lnb) {
+    int d = m->d, dm = m->dm, din = m->din;
     size_t nd = (size_t)n * d;
-    const real* Sx = m->momentum ? S : NULL;
-    const real* B0 = base ? base : P;
-    real cs0 = cs ? cs[0] : 1, cs1 = cs ? cs[1] : 1;
-    mem_coef_forward_gpu(c, n, m->momentum);
-    const real* crow = c->C + (size_t)(n - 1) * n;
-    const real* srow = c->s + (size_t)(n - 1) * n;
-    if (m->depth == 1) {  // linear memory M(x) = W x, g_i = r_i k_i^T
-        mm_nt_gpu(c->r, c->k, P, n, d, d, 1, 0);  // M(k_i) = W_s k_i
+    if (m->depth == 1) {
+        mm_nt_gpu(c->r, c->k, P, n, d, din, 1, 0);  // M(k_i) = W_s k_i
         mem_bias_forward_gpu(m, c, n);
-        mem_read_forward_gpu(c->y, c->xw1, c->xs1, c->xx1, c->xa2, c->q, c->k, c->r, P, Sx, c->p0, cs0, c, n, d, d);
-        if (Pn) mem_update_forward_gpu(Pn, B0, c->alpha[n - 1], c->p0, Sx, c->beta[n - 1], c->r, c->k, crow, n, d, d);
-        if (Pn && Sx) mem_update_forward_gpu(Sn, Sx, c->sigma[n - 1], NULL, NULL, 0, c->r, c->k, srow, n, d, d);
         return;
     }
-    // deep memory: W1 (d, dm), W2 (dm, d); g_i = (d1_i hk_i^T, d2_i k_i^T)
-    const real *W1 = P, *W2 = P + (size_t)d * dm, *S1 = Sx, *S2 = Sx ? Sx + (size_t)d * dm : NULL;
-    const real *A1 = c->p0, *A2 = c->p0 ? c->p0 + (size_t)d * dm : NULL;  // the anchor's W1, W2 (or NULL)
-    mm_nt_gpu(c->zk, c->k, W2, n, dm, d, 1, 0);  // z = W2 k
+    const real *W1 = P, *W2 = P + (size_t)d * dm, *W3 = W2 + (size_t)dm * din;
+    mm_nt_gpu(c->zk, c->k, W2, n, dm, din, 1, 0);  // z = W2 k
     FOR(e, n * dm) {
         c->tk[e] = gelu_tanh_gpu(c->zk[e]);
         c->hk[e] = gelu_gpu(c->zk[e], c->tk[e]);
     }
     __syncthreads();
+    if (m->gated) {  // h = GELU(W2 k) * z3, z3 = W3 k
+        mm_nt_gpu(c->zk3, c->k, W3, n, dm, din, 1, 0);
+        FOR(e, n * dm) {
+            c->hk2[e] = c->hk[e];
+            c->hk[e] = c->hk2[e] * c->zk3[e];
+        }
+        __syncthreads();
+    }
     mm_nt_gpu(c->nk, c->hk, W1, n, d, dm, 1, 0);  // o = W1 h
     if (m->ln) ln_forward_gpu(c->nk, c->rk, n, d);  // x^ = LN(o)
     // (mem_out_forward, mem_bias_forward and u: element e by the same thread in each, so no barriers between)
-    mem_out_forward_gpu(c->r, c->k, c->nk, lng, lnb, m, n, 0);  // M(k)
+    mem_out_forward_gpu(c->r, c->kr, c->nk, lng, lnb, m, n, 0);  // M(k) (the residual adds the raw k)
     mem_bias_forward_gpu(m, c, n, !m->ln);  // r = dloss/dM(k)
     if (m->ln) {  // g1 = dloss/do: r back through the LN affine and norm
         FOR(e, nd) c->u[e] = c->r[e] * lng[e % d];
@@ -1904,100 +1986,40 @@ MEMFN void mem_chunk_forward_gpu(const MemCfg* m, MemChunkGpu* c, int n, const r
     } else
         block_copy(c->g1, c->r, nd);
     mm_nn_gpu(c->gk, c->g1, W1, n, dm, d, 1, 0);  // dloss/dh = W1^T g1
-    FOR(e, n * dm) c->g2[e] = c->gk[e] * gelu_d1_gpu(c->zk[e], c->tk[e]);  // g2 = dloss/dz
-    __syncthreads();
-    // reads, after the write: y_t = q_t + LN(W1_t GELU(W2_t q_t))
-    mem_read_forward_gpu(c->zq, c->xw1, c->xs1, c->xx1, c->xa1, c->q, c->k, c->g2, W2, S2, A2, cs1, c, n, dm, d);
     FOR(e, n * dm) {
-        c->tq[e] = gelu_tanh_gpu(c->zq[e]);
-        c->hq[e] = gelu_gpu(c->zq[e], c->tq[e]);
+        c->g2[e] = c->gk[e] * gelu_d1_gpu(c->zk[e], c->tk[e]);  // g2 = dloss/dz
+        if (m->gated) {  // g2 = dloss/dz2 = gk z3 GELU'(z2), g3 = dloss/dz3 = gk GELU(z2)
+            c->g2[e] *= c->zk3[e];
+            c->g3[e] = c->gk[e] * c->hk2[e];
+        }
     }
     __syncthreads();
-    mem_read_forward_gpu(c->nq, c->xw2, c->xs2, c->xx2, c->xa2, c->hq, c->hk, c->g1, W1, S1, A1, cs0, c, n, d, dm);
-    if (m->ln) ln_forward_gpu(c->nq, c->rq, n, d);
-    mem_out_forward_gpu(c->y, c->q, c->nq, lng, lnb, m, n);
-    if (Pn) {  // (the updates are independent: one barrier)
-        mem_update_forward_gpu(Pn, B0, c->alpha[n - 1], A1, S1, c->beta[n - 1], c->g1, c->hk, crow, n, d, dm, 0);
-        mem_update_forward_gpu(Pn + (size_t)d * dm, B0 + (size_t)d * dm, c->alpha[n - 1], A2, S2, c->beta[n - 1], c->g2,
-                               c->k, crow, n, dm, d, !Sx);
-    }
-    if (Pn && Sx) {
-        mem_update_forward_gpu(Sn, S1, c->sigma[n - 1], NULL, NULL, 0, c->g1, c->hk, srow, n, d, dm, 0);
-        mem_update_forward_gpu(Sn + (size_t)d * dm, S2, c->sigma[n - 1], NULL, NULL, 0, c->g2, c->k, srow, n, dm, d);
-    }
 }
 
-// Backward of one chunk. Needs the forward's intermediates in c (run mem_chunk_forward first).
-// In: dy (n, d); dPn, dSn, the gradients of the chunk-end state (NULL for the last chunk).
-// Out: c->dq, dk, dv, da, deta, dtheta, detac, ddelta, dcs (this chunk), c->dlng, dlnb (accumulated);
-// dPs, dSs, dBase: the gradients of P, S and base (overwritten; dBase may be dPs when base is P).
-MEMFN void mem_chunk_backward_gpu(const MemCfg* m, MemChunkGpu* c, int n, const real* dy, const real* P, const real* S,
-                                  const real* dPn, const real* dSn, real* dPs, real* dSs, const real* lng,
-                                  const real* base, real* dBase, const real* cs) {
-    int d = m->d, dm = m->dm;
+// Its backward (second order; train_miras.c's mem_grad_backward): from the adjoints of the gradient rows (c->dg1, dhk,
+// dg2, dk; linear: c->dr, dk) to dk, dv, ddelta, detac, dlng, dlnb (accumulated) and dP += the gradient of P through
+// the g_i.
+MEMFN void mem_grad_backward_gpu(const MemCfg* m, MemChunkGpu* c, int n, const real* P, real* dP, const real* lng) {
+    int d = m->d, dm = m->dm, din = m->din;
     size_t nd = (size_t)n * d, nm = (size_t)n * dm;
-    const real* Sx = m->momentum ? S : NULL;
-    const real* B0 = base ? base : P;
-    real cs0 = cs ? cs[0] : 1, cs1 = cs ? cs[1] : 1;
-    const real* crow = c->C + (size_t)(n - 1) * n;
-    const real* srow = c->s + (size_t)(n - 1) * n;
-    real* dcrow = c->dC + (size_t)(n - 1) * n;
-    block_zero(c->grad0, c->ngrad);
-    block_zero(dPs, m->nP);
-    if (dBase != dPs) block_zero(dBase, m->nP);
-    if (Sx) block_zero(dSs, m->nP);
-    real* dSx = Sx ? dSs : NULL;
     if (m->depth == 1) {
-        if (dPn)
-            mem_update_backward_gpu(dBase, dSx, c->dp0, &c->dalpha[n - 1], &c->dbeta[n - 1], c->dr, c->dk, dcrow, dPn,
-                                    B0, c->alpha[n - 1], c->p0, Sx, c->beta[n - 1], c->r, c->k, crow, n, d, d, c);
-        if (dPn && Sx)
-            mem_update_backward_gpu(dSs, NULL, NULL, c->dsig, NULL, c->dr, c->dk, c->ds, dSn, Sx, c->sigma[n - 1], NULL,
-                                    NULL, 0, c->r, c->k, srow, n, d, d, c);
-        mem_read_backward_gpu(c->dq, c->dk, c->dr, dPs, dSx, c->dp0, &c->dcs[0], c, dy, c->q, c->k, c->r, P, Sx, c->p0,
-                              cs0, c->xw1, c->xs1, c->xx1, c->xa2, n, d, d);
         mem_bias_backward_gpu(m, c, n);  // r -> M(k_i) = W k_i
-        mm_nn_gpu(c->dk, c->dmk, P, n, d, d, 1, 1);
-        mm_tn_gpu(dPs, c->dmk, c->k, d, d, n, 1, 1);
-        mem_coef_backward_gpu(c, n, m->momentum);
+        mm_nn_gpu(c->dk, c->dmk, P, n, din, d, 1, 1);
+        mm_tn_gpu(dP, c->dmk, c->k, d, din, n, 1, 1);
         return;
     }
-    const real *W1 = P, *W2 = P + (size_t)d * dm, *S1 = Sx, *S2 = Sx ? Sx + (size_t)d * dm : NULL;
-    real *dW1 = dPs, *dW2 = dPs + (size_t)d * dm, *dS1 = dSx, *dS2 = dSx ? dSx + (size_t)d * dm : NULL;
-    const real *A1 = c->p0, *A2 = c->p0 ? c->p0 + (size_t)d * dm : NULL;  // the anchor (or NULL) and its gradient
-    real *dA1 = c->dp0, *dA2 = c->dp0 + (size_t)d * dm;
-    // chunk-end state
-    if (dPn) {
-        mem_update_backward_gpu(dBase, dS1, dA1, &c->dalpha[n - 1], &c->dbeta[n - 1], c->dg1, c->dhk, dcrow, dPn, B0,
-                                c->alpha[n - 1], A1, S1, c->beta[n - 1], c->g1, c->hk, crow, n, d, dm, c);
-        mem_update_backward_gpu(dBase + (size_t)d * dm, dS2, dA2, &c->dalpha[n - 1], &c->dbeta[n - 1], c->dg2, c->dk,
-                                dcrow, dPn + (size_t)d * dm, B0 + (size_t)d * dm, c->alpha[n - 1], A2, S2,
-                                c->beta[n - 1], c->g2, c->k, crow, n, dm, d, c);
-    }
-    if (dPn && Sx) {
-        mem_update_backward_gpu(dS1, NULL, NULL, c->dsig, NULL, c->dg1, c->dhk, c->ds, dSn, S1, c->sigma[n - 1], NULL,
-                                NULL, 0, c->g1, c->hk, srow, n, d, dm, c);
-        mem_update_backward_gpu(dS2, NULL, NULL, c->dsig, NULL, c->dg2, c->dk, c->ds, dSn + (size_t)d * dm, S2,
-                                c->sigma[n - 1], NULL, NULL, 0, c->g2, c->k, srow, n, dm, d, c);
-    }
-    // reads: y = q + LN(o_q) g + beta, o_q = read(W1, hq), hq = GELU(zq), zq = read(W2, q)
-    mem_out_backward_gpu(c->dq, c->doq, c->dlng, c->dlnb, dy, c->nq, lng, m, n);
-    if (m->ln) {
-        block_copy(c->dnk, c->doq, nd);
-        block_zero(c->doq, nd);
-        ln_backward_gpu(c->doq, c->dnk, NULL, c->nq, c->rq, n, d);
-        block_zero(c->dnk, nd);
-    }
-    mem_read_backward_gpu(c->dhq, c->dhk, c->dg1, dW1, dS1, dA1, &c->dcs[0], c, c->doq, c->hq, c->hk, c->g1, W1, S1, A1,
-                          cs0, c->xw2, c->xs2, c->xx2, c->xa2, n, d, dm);
-    FOR(e, nm) c->dzq[e] = c->dhq[e] * gelu_d1_gpu(c->zq[e], c->tq[e]);
-    __syncthreads();
-    mem_read_backward_gpu(c->dq, c->dk, c->dg2, dW2, dS2, dA2, &c->dcs[1], c, c->dzq, c->q, c->k, c->g2, W2, S2, A2,
-                          cs1, c->xw1, c->xs1, c->xx1, c->xa1, n, dm, d);
+    const real *W1 = P, *W2 = P + (size_t)d * dm, *W3 = W2 + (size_t)dm * din;
+    real *dW1 = dP, *dW2 = dP + (size_t)d * dm, *dW3 = dW2 + (size_t)dm * din;
     // second order: back through the inner gradient g2 = (W1^T g1) * GELU'(zk), g1 = LN-back(r g), r = bias(M(k), v)
     FOR(e, nm) {
-        c->dgk[e] = c->dg2[e] * gelu_d1_gpu(c->zk[e], c->tk[e]);
-        c->dzk[e] += c->dg2[e] * c->gk[e] * gelu_d2_gpu(c->zk[e], c->tk[e]);
+        real g1d = gelu_d1_gpu(c->zk[e], c->tk[e]), z3 = m->gated ? c->zk3[e] : 1;
+        c->dgk[e] = c->dg2[e] * z3 * g1d;
+        c->dzk[e] += c->dg2[e] * c->gk[e] * z3 * gelu_d2_gpu(c->zk[e], c->tk[e]);
+        if (m->gated) {  // g2 = gk z3 GELU'(z2), g3 = gk GELU(z2)
+            c->dgk[e] += c->dg3[e] * c->hk2[e];
+            c->dzk3[e] += c->dg2[e] * c->gk[e] * g1d;
+            c->dhk2[e] += c->dg3[e] * c->gk[e];
+        }
     }
     __syncthreads();
     mm_nt_gpu(c->dg1, c->dgk, W1, n, d, dm, 1, 1);
@@ -2015,32 +2037,157 @@ MEMFN void mem_chunk_backward_gpu(const MemCfg* m, MemChunkGpu* c, int n, const 
         __syncthreads();
     }
     mem_bias_backward_gpu(m, c, n);  // r -> M(k)
-    mem_out_backward_gpu(c->dk, c->dnk, c->dlng, c->dlnb, c->dmk, c->nk, lng, m, n);
+    mem_out_backward_gpu(c->dkr, c->dnk, c->dlng, c->dlnb, c->dmk, c->nk, lng, m, n);
     if (m->ln)
         ln_backward_gpu(c->dok, c->dnk, c->drk, c->nk, c->rk, n, d);
     else
         block_copy(c->dok, c->dnk, nd);
     mm_nn_gpu(c->dhk, c->dok, W1, n, dm, d, 1, 1);  // o = W1 hk
     mm_tn_gpu(dW1, c->dok, c->hk, d, dm, n, 1, 1);
-    FOR(e, nm) c->dzk[e] += c->dhk[e] * gelu_d1_gpu(c->zk[e], c->tk[e]);
+    FOR(e, nm) {
+        if (m->gated) {  // h = h2 z3
+            c->dhk2[e] += c->dhk[e] * c->zk3[e];
+            c->dzk3[e] += c->dhk[e] * c->hk2[e];
+        }
+        c->dzk[e] += (m->gated ? c->dhk2 : c->dhk)[e] * gelu_d1_gpu(c->zk[e], c->tk[e]);  // dL/dGELU(z2)
+    }
     __syncthreads();
-    mm_nn_gpu(c->dk, c->dzk, W2, n, d, dm, 1, 1);  // zk = W2 k
-    mm_tn_gpu(dW2, c->dzk, c->k, dm, d, n, 1, 1);
+    mm_nn_gpu(c->dk, c->dzk, W2, n, din, dm, 1, 1);  // zk = W2 k
+    mm_tn_gpu(dW2, c->dzk, c->k, dm, din, n, 1, 1);
+    if (m->gated) {  // z3 = W3 k
+        mm_nn_gpu(c->dk, c->dzk3, W3, n, din, dm, 1, 1);
+        mm_tn_gpu(dW3, c->dzk3, c->k, dm, din, n, 1, 1);
+    }
+}
+
+// One chunk of n tokens (SPEC §5.1, §5.2) from state (P, S); writes y and, if Pn, the chunk-end state.
+// The chunk-end state is base's (P when base is NULL): Pn = alpha_n base + beta_n S - sum_i c_i g_i. The reads of
+// W1 and W2 (or W) scale their write terms by cs[0], cs[1] (NULL: 1). Both are for the retentions below.
+MEMFN void mem_chunk_forward_gpu(const MemCfg* m, MemChunkGpu* c, int n, const real* P, const real* S, real* Pn,
+                                 real* Sn, const real* lng, const real* lnb, const real* base, const real* cs) {
+    int d = m->d, dm = m->dm, din = m->din;  // din: the input width (D_phi with poly, else d)
+    const real* Sx = m->momentum ? S : NULL;
+    const real* B0 = base ? base : P;
+    real cs0 = cs ? cs[0] : 1, cs1 = cs ? cs[1] : 1;
+    mem_coef_forward_gpu(c, n, m->momentum);
+    const real* crow = c->C + (size_t)(n - 1) * n;
+    const real* srow = c->s + (size_t)(n - 1) * n;
+    mem_grad_forward_gpu(m, c, n, P, lng, lnb);
+    if (m->depth == 1) {  // linear memory M(x) = W x, g_i = r_i k_i^T
+        mem_read_forward_gpu(c->y, c->xw1, c->xs1, c->xx1, c->xa2, c->q, c->k, c->r, P, Sx, c->p0, cs0, c, n, d, din);
+        if (Pn) mem_update_forward_gpu(Pn, B0, c->alpha[n - 1], c->p0, Sx, c->beta[n - 1], c->r, c->k, crow, n, d, din);
+        if (Pn && Sx) mem_update_forward_gpu(Sn, Sx, c->sigma[n - 1], NULL, NULL, 0, c->r, c->k, srow, n, d, din);
+        return;
+    }
+    // deep memory: W1 (d, dm), W2 (dm, din); g_i = (d1_i hk_i^T, d2_i k_i^T)
+    const real *W1 = P, *W2 = P + (size_t)d * dm, *S1 = Sx, *S2 = Sx ? Sx + (size_t)d * dm : NULL;
+    const real *A1 = c->p0, *A2 = c->p0 ? c->p0 + (size_t)d * dm : NULL;  // the anchor's W1, W2 (or NULL)
+    // reads, after the write: y_t = q_t + LN(W1_t GELU(W2_t q_t))
+    mem_read_forward_gpu(c->zq, c->xw1, c->xs1, c->xx1, c->xa1, c->q, c->k, c->g2, W2, S2, A2, cs1, c, n, dm, din);
+    FOR(e, n * dm) {
+        c->tq[e] = gelu_tanh_gpu(c->zq[e]);
+        c->hq[e] = gelu_gpu(c->zq[e], c->tq[e]);
+    }
+    __syncthreads();
+    mem_read_forward_gpu(c->nq, c->xw2, c->xs2, c->xx2, c->xa2, c->hq, c->hk, c->g1, W1, S1, A1, cs0, c, n, d, dm);
+    if (m->ln) ln_forward_gpu(c->nq, c->rq, n, d);
+    mem_out_forward_gpu(c->y, c->qr, c->nq, lng, lnb, m, n);
+    if (Pn) {  // (the updates are independent: one barrier)
+        mem_update_forward_gpu(Pn, B0, c->alpha[n - 1], A1, S1, c->beta[n - 1], c->g1, c->hk, crow, n, d, dm, 0);
+        mem_update_forward_gpu(Pn + (size_t)d * dm, B0 + (size_t)d * dm, c->alpha[n - 1], A2, S2, c->beta[n - 1], c->g2,
+                               c->k, crow, n, dm, din, !Sx);
+    }
+    if (Pn && Sx) {
+        mem_update_forward_gpu(Sn, S1, c->sigma[n - 1], NULL, NULL, 0, c->g1, c->hk, srow, n, d, dm, 0);
+        mem_update_forward_gpu(Sn + (size_t)d * dm, S2, c->sigma[n - 1], NULL, NULL, 0, c->g2, c->k, srow, n, dm, din);
+    }
+}
+
+// Backward of one chunk. Needs the forward's intermediates in c (run mem_chunk_forward first).
+// In: dy (n, d); dPn, dSn, the gradients of the chunk-end state (NULL for the last chunk).
+// Out: c->dq, dk, dv, da, deta, dtheta, detac, ddelta, dcs (this chunk), c->dlng, dlnb (accumulated);
+// dPs, dSs, dBase: the gradients of P, S and base (overwritten; dBase may be dPs when base is P).
+MEMFN void mem_chunk_backward_gpu(const MemCfg* m, MemChunkGpu* c, int n, const real* dy, const real* P, const real* S,
+                                  const real* dPn, const real* dSn, real* dPs, real* dSs, const real* lng,
+                                  const real* base, real* dBase, const real* cs) {
+    int d = m->d, dm = m->dm, din = m->din;
+    size_t nd = (size_t)n * d, nm = (size_t)n * dm;
+    const real* Sx = m->momentum ? S : NULL;
+    const real* B0 = base ? base : P;
+    real cs0 = cs ? cs[0] : 1, cs1 = cs ? cs[1] : 1;
+    const real* crow = c->C + (size_t)(n - 1) * n;
+    const real* srow = c->s + (size_t)(n - 1) * n;
+    real* dcrow = c->dC + (size_t)(n - 1) * n;
+    block_zero(c->grad0, c->ngrad);
+    block_zero(dPs, m->nP);
+    if (dBase != dPs) block_zero(dBase, m->nP);
+    if (Sx) block_zero(dSs, m->nP);
+    real* dSx = Sx ? dSs : NULL;
+    if (m->depth == 1) {
+        if (dPn)
+            mem_update_backward_gpu(dBase, dSx, c->dp0, &c->dalpha[n - 1], &c->dbeta[n - 1], c->dr, c->dk, dcrow, dPn,
+                                    B0, c->alpha[n - 1], c->p0, Sx, c->beta[n - 1], c->r, c->k, crow, n, d, din, c);
+        if (dPn && Sx)
+            mem_update_backward_gpu(dSs, NULL, NULL, c->dsig, NULL, c->dr, c->dk, c->ds, dSn, Sx, c->sigma[n - 1], NULL,
+                                    NULL, 0, c->r, c->k, srow, n, d, din, c);
+        mem_read_backward_gpu(c->dq, c->dk, c->dr, dPs, dSx, c->dp0, &c->dcs[0], c, dy, c->q, c->k, c->r, P, Sx, c->p0,
+                              cs0, c->xw1, c->xs1, c->xx1, c->xa2, n, d, din);
+        mem_grad_backward_gpu(m, c, n, P, dPs, lng);
+        mem_coef_backward_gpu(c, n, m->momentum);
+        return;
+    }
+    const real *W1 = P, *W2 = P + (size_t)d * dm, *S1 = Sx, *S2 = Sx ? Sx + (size_t)d * dm : NULL;
+    real *dW1 = dPs, *dW2 = dPs + (size_t)d * dm, *dS1 = dSx, *dS2 = dSx ? dSx + (size_t)d * dm : NULL;
+    const real *A1 = c->p0, *A2 = c->p0 ? c->p0 + (size_t)d * dm : NULL;  // the anchor (or NULL) and its gradient
+    real *dA1 = c->dp0, *dA2 = c->dp0 + (size_t)d * dm;
+    // chunk-end state
+    if (dPn) {
+        mem_update_backward_gpu(dBase, dS1, dA1, &c->dalpha[n - 1], &c->dbeta[n - 1], c->dg1, c->dhk, dcrow, dPn, B0,
+                                c->alpha[n - 1], A1, S1, c->beta[n - 1], c->g1, c->hk, crow, n, d, dm, c);
+        mem_update_backward_gpu(dBase + (size_t)d * dm, dS2, dA2, &c->dalpha[n - 1], &c->dbeta[n - 1], c->dg2, c->dk,
+                                dcrow, dPn + (size_t)d * dm, B0 + (size_t)d * dm, c->alpha[n - 1], A2, S2,
+                                c->beta[n - 1], c->g2, c->k, crow, n, dm, din, c);
+    }
+    if (dPn && Sx) {
+        mem_update_backward_gpu(dS1, NULL, NULL, c->dsig, NULL, c->dg1, c->dhk, c->ds, dSn, S1, c->sigma[n - 1], NULL,
+                                NULL, 0, c->g1, c->hk, srow, n, d, dm, c);
+        mem_update_backward_gpu(dS2, NULL, NULL, c->dsig, NULL, c->dg2, c->dk, c->ds, dSn + (size_t)d * dm, S2,
+                                c->sigma[n - 1], NULL, NULL, 0, c->g2, c->k, srow, n, dm, din, c);
+    }
+    // reads: y = q + LN(o_q) g + beta, o_q = read(W1, hq), hq = GELU(zq), zq = read(W2, q)
+    mem_out_backward_gpu(c->dqr, c->doq, c->dlng, c->dlnb, dy, c->nq, lng, m, n);  // (dqr is dq without poly)
+    if (m->ln) {
+        block_copy(c->dnk, c->doq, nd);
+        block_zero(c->doq, nd);
+        ln_backward_gpu(c->doq, c->dnk, NULL, c->nq, c->rq, n, d);
+        block_zero(c->dnk, nd);
+    }
+    mem_read_backward_gpu(c->dhq, c->dhk, c->dg1, dW1, dS1, dA1, &c->dcs[0], c, c->doq, c->hq, c->hk, c->g1, W1, S1, A1,
+                          cs0, c->xw2, c->xs2, c->xx2, c->xa2, n, d, dm);
+    FOR(e, nm) c->dzq[e] = c->dhq[e] * gelu_d1_gpu(c->zq[e], c->tq[e]);
+    __syncthreads();
+    mem_read_backward_gpu(c->dq, c->dk, c->dg2, dW2, dS2, dA2, &c->dcs[1], c, c->dzq, c->q, c->k, c->g2, W2, S2, A2,
+                          cs1, c->xw1, c->xs1, c->xx1, c->xa1, n, dm, din);
+    mem_grad_backward_gpu(m, c, n, P, dPs, lng);
     mem_coef_backward_gpu(c, n, m->momentum);
 }
 
 // ---- retentions (SPEC §5.3, §5.4) around the chunk. The carried state is P itself (none), A (lq) or Z (kl).
 
-// the state's matrices: deep W1 (d, dm) then W2 (dm, d); linear W (d, d)
+// the state's matrices: deep W1 (d, dm) then W2 (dm, din) (then W3 (dm, din), gated); linear W (d, din)
 MEMFN int mem_matrices_gpu(const MemCfg* m, size_t* off, int* rows, int* cols) {
     off[0] = 0;
     rows[0] = m->d;
-    cols[0] = m->depth == 2 ? m->dm : m->d;
+    cols[0] = m->depth == 2 ? m->dm : m->din;
     if (m->depth == 1) return 1;
     off[1] = (size_t)m->d * m->dm;
     rows[1] = m->dm;
-    cols[1] = m->d;
-    return 2;
+    cols[1] = m->din;
+    if (!m->gated) return 2;
+    off[2] = off[1] + (size_t)m->dm * m->din;  // W3
+    rows[2] = m->dm;
+    cols[2] = m->din;
+    return 3;
 }
 // Moneta: s = (|A|_4 + 1e-6)^2 per matrix; P_s = A / s; the reads' write terms scale by 1/s
 // (every thread gets the same cs: block_sumd adds the partials in a fixed order)
@@ -2142,9 +2289,432 @@ MEMFN void kl_gates_gpu(const MemCfg* m, MemChunkGpu* c, int lag, real* keep) {
     __syncthreads();
 }
 
+// ---- muon's Newton-Schulz (SPEC §5.7; train_miras.c's ns5_forward, ns5_backward), per memory matrix, by the block.
+// NS5(S): X = S / (|S|_F + 1e-7), transposed so that rows <= cols (m x n), then 5 times
+//     A = X X^T ;  X = 3.4445 X + (-4.7750 A + 2.0315 A A) X
+// and transposed back; NS5(0) = 0 with zero derivative. sv keeps X_0..X_5 (6 m n), A_0..A_4 (5 m m) and |S|
+// (ns5_saved); tmp: 2 m m + m n scratch (the backward's: 3 m m + 2 m n).
+static constexpr real ns5_a = 3.4445, ns5_b = -4.7750, ns5_c = 2.0315;  // (train_miras.c's NS5_A, NS5_B, NS5_C)
+// element e of the r x cc matrix S in the m x n orientation (transposed when r > cc)
+__device__ __forceinline__ size_t ns5_at(int e, int r, int cc, int n) {
+    int i = e / cc, j = e % cc;
+    return r > cc ? (size_t)j * n + i : (size_t)i * n + j;
+}
+MEMFN void ns5_forward_gpu(real* out, real* sv, real* tmp, const real* S, int r, int cc) {
+    int m = r > cc ? cc : r, n = r > cc ? r : cc;
+    size_t mn = (size_t)m * n, mm = (size_t)m * m;
+    real *X = sv, *A = sv + 6 * mn, *B = tmp;
+    double s2 = 0;
+    FOR(e, mn) s2 += (double)S[e] * S[e];
+    real nrm = (real)sqrt(block_sumd(s2));  // (the same in every thread)
+    if (threadIdx.x == 0) A[5 * mm] = nrm;
+    if (nrm == 0) {
+        FOR(e, mn) out[e] = 0;
+        __syncthreads();
+        return;
+    }
+    real f = 1 / (nrm + (real)1e-7);
+    FOR(e, mn) X[ns5_at(e, r, cc, n)] = f * S[e];
+    __syncthreads();
+    for (int k = 0; k < 5; k++) {
+        real *Xk = X + k * mn, *Xn = Xk + mn, *Ak = A + k * mm;
+        mm_nt_gpu(Ak, Xk, Xk, m, m, n, 1, 0);  // A = X X^T
+        mm_nn_gpu(B, Ak, Ak, m, m, m, ns5_c, 0);  // B = b A + c A A
+        FOR(e, mm) B[e] += ns5_b * Ak[e];
+        __syncthreads();
+        mm_nn_gpu(Xn, B, Xk, m, n, m, 1, 0);  // X' = a X + B X
+        FOR(e, mn) Xn[e] += ns5_a * Xk[e];
+        __syncthreads();
+    }
+    const real* X5 = X + 5 * mn;
+    FOR(e, mn) out[e] = X5[ns5_at(e, r, cc, n)];
+    __syncthreads();
+}
+// dS += dNS5/dS^T dout, from the forward's sv. Per iteration, with B = b A + c A^2 (symmetric):
+//   dX = a G + B G + (dA + dA^T) X,  dA = b dB + c (dB A + A dB),  dB = G X^T;  then through X_0 = S / (|S| + eps):
+//   dS = G_0 / (|S| + eps) - S <S, G_0> / ((|S| + eps)^2 |S|)
+MEMFN void ns5_backward_gpu(real* dS, const real* dout, const real* sv, real* tmp, const real* S, int r, int cc) {
+    int m = r > cc ? cc : r, n = r > cc ? r : cc;
+    size_t mn = (size_t)m * n, mm = (size_t)m * m;
+    const real *X = sv, *A = sv + 6 * mn;
+    real nrm = A[5 * mm];
+    if (nrm == 0) return;
+    real *G = tmp, *Gn = G + mn, *B = Gn + mn, *dB = B + mm, *dA = dB + mm;
+    FOR(e, mn) G[ns5_at(e, r, cc, n)] = dout[e];
+    __syncthreads();
+    for (int k = 4; k >= 0; k--) {
+        const real *Xk = X + k * mn, *Ak = A + k * mm;
+        mm_nn_gpu(B, Ak, Ak, m, m, m, ns5_c, 0);
+        FOR(e, mm) B[e] += ns5_b * Ak[e];
+        __syncthreads();
+        mm_nn_gpu(Gn, B, G, m, n, m, 1, 0);  // B^T G = B G
+        FOR(e, mn) Gn[e] += ns5_a * G[e];
+        __syncthreads();
+        mm_nt_gpu(dB, G, Xk, m, m, n, 1, 0);  // dB = G X^T
+        mm_nn_gpu(dA, dB, Ak, m, m, m, ns5_c, 0);
+        mm_nn_gpu(dA, Ak, dB, m, m, m, ns5_c, 1);
+        FOR(e, mm) dA[e] += ns5_b * dB[e];
+        __syncthreads();
+        FOR(e, mm) dB[e] = dA[e] + dA[(e % m) * m + e / m];
+        __syncthreads();
+        mm_nn_gpu(Gn, dB, Xk, m, n, m, 1, 1);  // + (dA + dA^T) X
+        block_copy(G, Gn, mn);
+    }
+    real f = 1 / (nrm + (real)1e-7);
+    double sg = 0;
+    FOR(e, mn) sg += (double)S[e] * G[ns5_at(e, r, cc, n)];
+    real w = (real)(block_sumd(sg) * f * f / nrm);
+    FOR(e, mn) dS[e] += f * G[ns5_at(e, r, cc, n)] - w * S[e];
+    __syncthreads();
+}
+// <a, b> over n, the same in every thread (double partials in a fixed order)
+MEMFN real block_dot(const real* a, const real* b, size_t n) {
+    double s = 0;
+    FOR(e, n) s += (double)a[e] * b[e];
+    return (real)block_sumd(s);
+}
+
+// ---- muon (SPEC §5.7), token-level (train_miras.c's muon_chunk_forward, whose comment gives the equations). Per own
+// row j of the chunk (omega's halo rows take no step), with every g_i taken at the chunk-start state P_s:
+//     G_j = sum_{o<c} gamma_j[o] g_{j-o}       S_j = theta_j S_{j-1} + G_j       X_j = NS5(S_j) per memory matrix
+//     P_j = a_j P_{j-1} [+ (1 - a_j) P_0] - eta_j X_j                               y_j = M(q_j; P_j)
+// The chunk keeps P_j, S_j, X_j of every own row (mP, mS, mX) and NS5's iterates (msv) for the backward.
+// G += w x y^T (m x p), a thread per element
+MEMFN void outer_add_gpu(real* G, real w, const real* x, const real* y, int m, int p) {
+    FOR(e, (size_t)m * p) G[e] += w * x[e / p] * y[e % p];
+    __syncthreads();
+}
+// its backward for the adjoint dG: dx += w dG y (a warp per row), dy += w dG^T x (a thread per column); returns
+// dw = x^T dG y (the same in every thread)
+MEMFN real outer_add_backward_gpu(real* dx, real* dy, const real* dG, real w, const real* x, const real* y, int m,
+                                  int p) {
+    real dw = 0;
+    WARP_FOR(i, m) {
+        real gy = warp_dot(dG + (size_t)i * p, y, p);
+        if (LANE == 0) {
+            dx[i] += w * gy;
+            dw += x[i] * gy;
+        }
+    }
+    FOR(j, p) {
+        real v = 0;
+        for (int i = 0; i < m; i++) v += x[i] * dG[(size_t)i * p + j];
+        dy[j] += w * v;
+    }
+    return block_sum(dw);  // (its barriers publish dx, dy)
+}
+// G += w g_i: linear g_i = r_i k_i^T (d, din); deep (g1_i hk_i^T (d, dm), g2_i k_i^T (dm, din)) (gated: g3_i k_i^T)
+MEMFN void muon_add_grad_gpu(const MemCfg* m, const MemChunkGpu* c, real* G, int i, real w) {
+    int d = m->d, dm = m->dm, din = m->din;
+    if (m->depth == 1) {
+        outer_add_gpu(G, w, c->r + (size_t)i * d, c->k + (size_t)i * din, d, din);
+        return;
+    }
+    outer_add_gpu(G, w, c->g1 + (size_t)i * d, c->hk + (size_t)i * dm, d, dm);
+    outer_add_gpu(G + (size_t)d * dm, w, c->g2 + (size_t)i * dm, c->k + (size_t)i * din, dm, din);
+    if (m->gated)
+        outer_add_gpu(G + (size_t)d * dm + (size_t)dm * din, w, c->g3 + (size_t)i * dm, c->k + (size_t)i * din, dm,
+                      din);
+}
+MEMFN real muon_add_grad_backward_gpu(const MemCfg* m, MemChunkGpu* c, const real* dG, int i, real w) {
+    int d = m->d, dm = m->dm, din = m->din;
+    size_t id = (size_t)i * d, im = (size_t)i * dm, ik = (size_t)i * din;
+    if (m->depth == 1) return outer_add_backward_gpu(c->dr + id, c->dk + ik, dG, w, c->r + id, c->k + ik, d, din);
+    real dw = outer_add_backward_gpu(c->dg1 + id, c->dhk + im, dG, w, c->g1 + id, c->hk + im, d, dm);
+    dw += outer_add_backward_gpu(c->dg2 + im, c->dk + ik, dG + (size_t)d * dm, w, c->g2 + im, c->k + ik, dm, din);
+    if (m->gated)
+        dw += outer_add_backward_gpu(c->dg3 + im, c->dk + ik, dG + (size_t)d * dm + (size_t)dm * din, w, c->g3 + im,
+                                     c->k + ik, dm, din);
+    return dw;
+}
+// the read of row j through the full state Pj: linear y = W q; deep y = q + LN(W1 GELU(W2 q)) g + beta (gated:
+// W1 (GELU(W2 q) * W3 q))
+MEMFN void muon_read_forward_gpu(const MemCfg* m, MemChunkGpu* c, int j, const real* Pj, const real* lng,
+                                 const real* lnb) {
+    int d = m->d, dm = m->dm, din = m->din;
+    if (m->depth == 1) {
+        mm_nt_gpu(c->y + (size_t)j * d, c->q + (size_t)j * din, Pj, 1, d, din, 1, 0);
+        return;
+    }
+    real *zq = c->zq + (size_t)j * dm, *tq = c->tq + (size_t)j * dm, *hq = c->hq + (size_t)j * dm;
+    mm_nt_gpu(zq, c->q + (size_t)j * din, Pj + (size_t)d * dm, 1, dm, din, 1, 0);  // z = W2 q
+    FOR(e, dm) {
+        tq[e] = gelu_tanh_gpu(zq[e]);
+        hq[e] = gelu_gpu(zq[e], tq[e]);
+    }
+    __syncthreads();
+    if (m->gated) {  // h = GELU(W2 q) * z3, z3 = W3 q
+        real *zq3 = c->zq3 + (size_t)j * dm, *hq2 = c->hq2 + (size_t)j * dm;
+        mm_nt_gpu(zq3, c->q + (size_t)j * din, Pj + (size_t)d * dm + (size_t)dm * din, 1, dm, din, 1, 0);
+        FOR(e, dm) {
+            hq2[e] = hq[e];
+            hq[e] = hq2[e] * zq3[e];
+        }
+        __syncthreads();
+    }
+    mm_nt_gpu(c->nq + (size_t)j * d, hq, Pj, 1, d, dm, 1, 0);  // o = W1 h
+    if (m->ln) ln_forward_gpu(c->nq + (size_t)j * d, c->rq + j, 1, d);
+    mem_out_forward_gpu(c->y + (size_t)j * d, c->qr + (size_t)j * d, c->nq + (size_t)j * d, lng, lnb, m, 1);
+}
+// its backward from dy_j: dq_j (the features; the residual's raw row into dqr), dlng, dlnb and dPj += dL/dPj
+MEMFN void muon_read_backward_gpu(const MemCfg* m, MemChunkGpu* c, int j, const real* dyj, const real* Pj, real* dPj,
+                                  const real* lng) {
+    int d = m->d, dm = m->dm, din = m->din;
+    const real* q = c->q + (size_t)j * din;
+    real* dq = c->dq + (size_t)j * din;
+    if (m->depth == 1) {
+        mm_nn_gpu(dq, dyj, Pj, 1, din, d, 1, 1);  // dq += W^T dy
+        outer_add_gpu(dPj, 1, dyj, q, d, din);  // dW += dy q^T
+        return;
+    }
+    real *doq = c->doq + (size_t)j * d, *dnq = c->dnk + (size_t)j * d, *dhq = c->dhq + (size_t)j * dm;
+    real* dzq = c->dzq + (size_t)j * dm;
+    mem_out_backward_gpu(c->dqr + (size_t)j * d, doq, c->dlng, c->dlnb, dyj, c->nq + (size_t)j * d, lng, m, 1);
+    if (m->ln) {  // through the LN (dnk's row is a temporary: mem_grad_backward_gpu needs it zero)
+        block_copy(dnq, doq, d);
+        block_zero(doq, d);
+        ln_backward_gpu(doq, dnq, NULL, c->nq + (size_t)j * d, c->rq + j, 1, d);
+        block_zero(dnq, d);
+    }
+    mm_nn_gpu(dhq, doq, Pj, 1, dm, d, 1, 0);  // o = W1 h: dh = W1^T do, dW1 += do h^T
+    outer_add_gpu(dPj, 1, doq, c->hq + (size_t)j * dm, d, dm);
+    if (m->gated) {  // h = h2 z3: dz3 = dh h2, dh2 = dh z3 (kept in dhq), z3 = W3 q: dq += W3^T dz3, dW3 += dz3 q^T
+        real* dzq3 = c->dzq3 + (size_t)j * dm;
+        const real* W3 = Pj + (size_t)d * dm + (size_t)dm * din;
+        FOR(e, dm) {
+            dzq3[e] = dhq[e] * c->hq2[(size_t)j * dm + e];
+            dhq[e] *= c->zq3[(size_t)j * dm + e];
+        }
+        __syncthreads();
+        mm_nn_gpu(dq, dzq3, W3, 1, din, dm, 1, 1);
+        outer_add_gpu(dPj + (size_t)d * dm + (size_t)dm * din, 1, dzq3, q, dm, din);
+    }
+    FOR(e, dm) dzq[e] = dhq[e] * gelu_d1_gpu(c->zq[(size_t)j * dm + e], c->tq[(size_t)j * dm + e]);
+    __syncthreads();
+    mm_nn_gpu(dq, dzq, Pj + (size_t)d * dm, 1, din, dm, 1, 1);  // z = W2 q: dq += W2^T dz, dW2 += dz q^T
+    outer_add_gpu(dPj + (size_t)d * dm, 1, dzq, q, dm, din);
+}
+// NS5's saved floats of an r x cc matrix (train_miras.c's ns5_saved)
+__device__ __forceinline__ size_t ns5_saved_gpu(int r, int cc) {
+    size_t m = r < cc ? r : cc, n = r < cc ? cc : r;
+    return 6 * m * n + 5 * m * m + 1;
+}
+// the offsets of each matrix's NS5 records in a row's msv
+MEMFN int muon_layout_gpu(const MemCfg* m, size_t* off, int* rows, int* cols, size_t* svo) {
+    int nm = mem_matrices_gpu(m, off, rows, cols);
+    svo[0] = 0;
+    for (int k = 1; k < nm; k++) svo[k] = svo[k - 1] + ns5_saved_gpu(rows[k - 1], cols[k - 1]);
+    return nm;
+}
+// One chunk of n rows (nh = c->nh halo rows first) from (P, S) = (P_s, S_s); y of the own rows (halo rows 0); the
+// chunk-end (P, S) into Pn, Sn if Pn.
+MEMFN void muon_chunk_forward_gpu(const MemCfg* m, MemChunkGpu* c, int n, const real* P, const real* S, real* Pn,
+                                  real* Sn, const real* lng, const real* lnb) {
+    int nh = c->nh, w = c->wc, d = m->d, rows[3], cols[3];
+    size_t nP = m->nP, off[3], svo[3];
+    int nm = muon_layout_gpu(m, off, rows, cols, svo);
+    mem_grad_forward_gpu(m, c, n, P, lng, lnb);  // every g_i at P_s, the halo rows' too
+    block_zero(c->y, (size_t)nh * d);
+    for (int j = nh; j < n; j++) {
+        size_t t = j - nh;
+        real *Pj = c->mP + t * nP, *Sj = c->mS + t * nP, *Xj = c->mX + t * nP;
+        const real *Pp = t ? Pj - nP : P, *Sp = t ? Sj - nP : S;
+        FOR(e, nP) Sj[e] = c->theta[j] * Sp[e];  // S_j = theta_j S_{j-1} + G_j
+        __syncthreads();
+        for (int o = 0; o < w && o <= j; o++) muon_add_grad_gpu(m, c, Sj, j - o, w > 1 ? c->gam[(size_t)j * w + o] : 1);
+        for (int k = 0; k < nm; k++)  // X_j = NS5(S_j), per matrix
+            ns5_forward_gpu(Xj + off[k], c->msv + t * c->nsv + svo[k], c->mtmp, Sj + off[k], rows[k], cols[k]);
+        FOR(e, nP)  // P_j = a_j P_{j-1} [+ (1 - a_j) P_0] - eta_j X_j
+        Pj[e] = c->a[j] * Pp[e] + (c->p0 ? (1 - c->a[j]) * c->p0[e] : 0) - c->eta[j] * Xj[e];
+        __syncthreads();
+        muon_read_forward_gpu(m, c, j, Pj, lng, lnb);
+    }
+    if (Pn) {
+        block_copy(Pn, c->mP + (size_t)(n - 1 - nh) * nP, nP);
+        block_copy(Sn, c->mS + (size_t)(n - 1 - nh) * nP, nP);
+    }
+}
+// Its backward (run muon_chunk_forward_gpu first): from dy and dPn, dSn (NULL for the last chunk) to the chunk's input
+// gradients, c->dlng, dlnb, c->dp0 (accumulated) and dPs, dSs (overwritten), token by token in reverse:
+//     dP_j += read_j^T dy_j;  da_j = <dP_j, P_{j-1} [- P_0]>;  deta_j = -<dP_j, X_j>;  dS_j += NS5'(S_j)^T (-eta_j dP_j)
+//     dtheta_j = <dS_j, S_{j-1}>;  dgamma_j[o] = <dS_j, g_{j-o}>;  dg_{j-o} += gamma_j[o] dS_j
+//     dP_{j-1} = a_j dP_j;  dS_{j-1} = theta_j dS_j
+// then the g_i's adjoints through the inner gradients at P_s (mem_grad_backward_gpu) into dPs.
+MEMFN void muon_chunk_backward_gpu(const MemCfg* m, MemChunkGpu* c, int n, const real* dy, const real* P, const real* S,
+                                   const real* dPn, const real* dSn, real* dPs, real* dSs, const real* lng) {
+    int nh = c->nh, w = c->wc, d = m->d, rows[3], cols[3];
+    size_t nP = m->nP, off[3], svo[3];
+    int nm = muon_layout_gpu(m, off, rows, cols, svo);
+    real *gP = dPs, *gS = dSs, *gX = c->Wc;  // dL/dP_j, dL/dS_j as j goes back; dL/dX_j
+    block_zero(c->grad0, c->ngrad);
+    block_zero(c->dgam, (size_t)n * w);
+    if (dPn) {
+        block_copy(gP, dPn, nP);
+        block_copy(gS, dSn, nP);
+    } else {
+        block_zero(gP, nP);
+        block_zero(gS, nP);
+    }
+    for (int j = n - 1; j >= nh; j--) {
+        size_t t = j - nh;
+        const real *Pj = c->mP + t * nP, *Sj = c->mS + t * nP, *Xj = c->mX + t * nP;
+        const real *Pp = t ? Pj - nP : P, *Sp = t ? Sj - nP : S;
+        muon_read_backward_gpu(m, c, j, dy + (size_t)j * d, Pj, gP, lng);
+        real da = block_dot(gP, Pp, nP), deta = -block_dot(gP, Xj, nP);
+        if (c->p0) {
+            da -= block_dot(gP, c->p0, nP);
+            FOR(e, nP) c->dp0[e] += (1 - c->a[j]) * gP[e];
+        }
+        FOR(e, nP) gX[e] = -c->eta[j] * gP[e];
+        if (threadIdx.x == 0) {
+            c->da[j] += da;
+            c->deta[j] += deta;
+        }
+        __syncthreads();
+        for (int k = 0; k < nm; k++)
+            ns5_backward_gpu(gS + off[k], gX + off[k], c->msv + t * c->nsv + svo[k], c->mtmp, Sj + off[k], rows[k],
+                             cols[k]);
+        real dth = block_dot(gS, Sp, nP);
+        for (int o = 0; o < w && o <= j; o++) {
+            real dw = muon_add_grad_backward_gpu(m, c, gS, j - o, w > 1 ? c->gam[(size_t)j * w + o] : 1);
+            if (w > 1 && threadIdx.x == 0) c->dgam[(size_t)j * w + o] += dw;
+        }
+        if (threadIdx.x == 0) c->dtheta[j] += dth;
+        __syncthreads();
+        FOR(e, nP) {
+            gP[e] *= c->a[j];
+            gS[e] *= c->theta[j];
+        }
+        __syncthreads();
+    }
+    mem_grad_backward_gpu(m, c, n, P, dPs, lng);
+}
+
+// ---- muon, chunk-level (SPEC §5.7's approximation, preset atlas_chunk; train_miras.c's muonc_*, whose comment
+// derives it). The reads are the omega+gd form from P_s (mem_chunk_forward_gpu), the momentum is scanned per token
+// and only the carry takes a Newton-Schulz step:
+//     P_end = A P_s [+ (1 - A) P_0] - eta_last NS5(S_end),  A = prod_j a_j  (own rows j; halo rows take no step)
+//     S_end = Theta S_s + sum_i w_i g_i, Theta = prod_j theta_j, w_i = sum_j Pth_j gamma_j[j - i], Pth_j = prod_{l>j}
+// theta_l. Thread 0 computes the scalar coefficients into c->mc (Pth, w, then the backward's pre, dw, dPth: 5 n).
+MEMFN void muonc_coefs_gpu(const MemChunkGpu* c, int n, real* Pth, real* w) {
+    int nh = c->nh, wc = c->wc;
+    if (threadIdx.x == 0) {
+        for (int j = n - 1; j >= nh; j--) Pth[j] = j == n - 1 ? 1 : c->theta[j + 1] * Pth[j + 1];
+        for (int i = 0; i < n; i++) {
+            w[i] = 0;
+            for (int j = i > nh ? i : nh; j < n && j < i + wc; j++)
+                w[i] += Pth[j] * (wc > 1 ? c->gam[(size_t)j * wc + j - i] : 1);
+        }
+    }
+    __syncthreads();
+}
+// the carry: S_end into Sn, X = NS5(S_end) into c->mX (NS5's iterates in c->msv), P_end into Pn
+MEMFN void muonc_carry_forward_gpu(const MemCfg* m, MemChunkGpu* c, int n, const real* P, const real* S, real* Pn,
+                                   real* Sn) {
+    int rows[3], cols[3];
+    size_t nP = m->nP, off[3], svo[3];
+    int nm = muon_layout_gpu(m, off, rows, cols, svo);
+    real *Pth = c->mc, *w = c->mc + n, A = 1;
+    muonc_coefs_gpu(c, n, Pth, w);
+    for (int j = c->nh; j < n; j++) A *= c->a[j];
+    real Th = c->theta[c->nh] * Pth[c->nh];
+    FOR(e, nP) Sn[e] = Th * S[e];  // S_end = Theta S_s + sum_i w_i g_i
+    __syncthreads();
+    for (int i = 0; i < n; i++) muon_add_grad_gpu(m, c, Sn, i, w[i]);
+    for (int k = 0; k < nm; k++)
+        ns5_forward_gpu(c->mX + off[k], c->msv + svo[k], c->mtmp, Sn + off[k], rows[k], cols[k]);
+    FOR(e, nP)  // P_end = A P_s [+ (1 - A) P_0] - eta_last X
+    Pn[e] = A * P[e] + (c->p0 ? (1 - A) * c->p0[e] : 0) - c->eta[n - 1] * c->mX[e];
+    __syncthreads();
+}
+MEMFN void muonc_chunk_forward_gpu(const MemCfg* m, MemChunkGpu* c, int n, const real* P, const real* S, real* Pn,
+                                   real* Sn, const real* lng, const real* lnb) {
+    mem_chunk_forward_gpu(m, c, n, P, NULL, NULL, NULL, lng, lnb, NULL, NULL);  // the reads (m is gd: momentum 0)
+    if (Pn) muonc_carry_forward_gpu(m, c, n, P, S, Pn, Sn);
+}
+// Its backward (run muonc_chunk_forward_gpu first): the reads' (mem_chunk_backward_gpu), then the carry's from dPn,
+// dSn:
+//     dP_s += A dP_end;  dA = <dP_end, P_s [- P_0]>;  deta_last = -<dP_end, X>;  dS_end = dSn + NS5'^T (-eta_last dP_end)
+//     dS_s = Theta dS_end;  dw_i = <dS_end, g_i>;  dg_i += w_i dS_end;  then dw, dTheta, dA to theta, gamma, a
+// and the g_i's adjoints through the inner gradients at P_s (a second mem_grad_backward_gpu, the reads' kept aside).
+MEMFN void muonc_chunk_backward_gpu(const MemCfg* m, MemChunkGpu* c, int n, const real* dy, const real* P,
+                                    const real* S, const real* dPn, const real* dSn, real* dPs, real* dSs,
+                                    const real* lng) {
+    int rows[3], cols[3], nh = c->nh, wc = c->wc;
+    size_t nP = m->nP, off[3], svo[3];
+    int nm = muon_layout_gpu(m, off, rows, cols, svo);
+    mem_chunk_backward_gpu(m, c, n, dy, P, NULL, NULL, NULL, dPs, NULL, lng, NULL, dPs, NULL);
+    if (!dPn) {  // the last chunk: no carry
+        block_zero(dSs, nP);
+        return;
+    }
+    real *Se = c->mS, *gS = dSs, *gX = c->Wc;
+    muonc_carry_forward_gpu(m, c, n, P, S, c->mP, Se);  // (recomputed: S_end, X and NS5's iterates)
+    block_copy(c->save, c->grad0, c->ngrad);
+    block_zero(c->grad0, c->ngrad);
+    real *Pth = c->mc, *w = Pth + n, *pre = w + n, *dw = pre + n, *dPth = dw + n, A = 1;
+    for (int j = nh; j < n; j++) A *= c->a[j];
+    real Th = c->theta[nh] * Pth[nh], dA = block_dot(dPn, P, nP);
+    if (c->p0) {
+        dA -= block_dot(dPn, c->p0, nP);
+        FOR(e, nP) c->dp0[e] += (1 - A) * dPn[e];
+    }
+    FOR(e, nP) {
+        dPs[e] += A * dPn[e];
+        gX[e] = -c->eta[n - 1] * dPn[e];
+    }
+    real dX = block_dot(dPn, c->mX, nP);
+    if (threadIdx.x == 0) c->deta[n - 1] -= dX;
+    block_copy(gS, dSn, nP);
+    for (int k = 0; k < nm; k++)
+        ns5_backward_gpu(gS + off[k], gX + off[k], c->msv + svo[k], c->mtmp, Se + off[k], rows[k], cols[k]);
+    real dTh = block_dot(gS, S, nP);
+    for (int i = 0; i < n; i++) {
+        real v = muon_add_grad_backward_gpu(m, c, gS, i, w[i]);
+        if (threadIdx.x == 0) dw[i] = v;
+    }
+    FOR(e, nP) gS[e] *= Th;  // dS_s = Theta dS_end
+    if (threadIdx.x == 0) {  // the scalar chains, as on the CPU
+        real acc = 1;
+        for (int j = nh; j < n; j++) {
+            pre[j] = acc;  // prod_{l<j} a_l
+            acc *= c->a[j];
+        }
+        for (int j = nh; j < n; j++) {  // w_i = sum_j Pth_j gamma_j[j - i]
+            dPth[j] = j == nh ? dTh * c->theta[nh] : 0;  // (Theta = theta_nh Pth_nh)
+            for (int o = 0; o < wc && o <= j; o++) {
+                dPth[j] += dw[j - o] * (wc > 1 ? c->gam[(size_t)j * wc + o] : 1);
+                if (wc > 1) c->dgam[(size_t)j * wc + o] += dw[j - o] * Pth[j];
+            }
+        }
+        c->dtheta[nh] += dTh * Pth[nh];
+        real g = 0, suf = 1;  // Pth_j = theta_{j+1} Pth_{j+1}: the running adjoint of Pth_j, j ascending
+        for (int j = nh; j < n; j++) {
+            g = dPth[j] + (j > nh ? c->theta[j] * g : 0);
+            if (j + 1 < n) c->dtheta[j + 1] += g * Pth[j + 1];
+        }
+        for (int j = n - 1; j >= nh; j--) {  // A = prod a_l: dA/da_j = prod_{l != j} a_l
+            c->da[j] += dA * pre[j] * suf;
+            suf *= c->a[j];
+        }
+    }
+    __syncthreads();
+    mem_grad_backward_gpu(m, c, n, P, dPs, lng);
+    FOR(i, c->ngrad) c->grad0[i] += c->save[i];
+    __syncthreads();
+}
+
 // The chunk as the model runs it: carried state St (and momentum S) in; y; the next carried state if Stn.
 MEMFN void mem_step_forward_gpu(const MemCfg* m, MemChunkGpu* c, int n, const real* St, const real* S, real* Stn,
                                 real* Sn, const real* lng, const real* lnb) {
+    if (m->muon == 1) {
+        muon_chunk_forward_gpu(m, c, n, St, S, Stn, Sn, lng, lnb);
+        return;
+    }
+    if (m->muon == 2) {
+        muonc_chunk_forward_gpu(m, c, n, St, S, Stn, Sn, lng, lnb);
+        return;
+    }
     if (m->retention == RET_NONE) {
         mem_chunk_forward_gpu(m, c, n, St, S, Stn, Sn, lng, lnb, NULL, NULL);
         return;
@@ -2167,6 +2737,16 @@ MEMFN void mem_step_forward_gpu(const MemCfg* m, MemChunkGpu* c, int n, const re
 MEMFN void mem_step_backward_gpu(const MemCfg* m, MemChunkGpu* c, int n, const real* dy, const real* St, const real* S,
                                  const real* dStn, const real* dSn, real* dSt, real* dSs, const real* lng,
                                  const real* lnb) {
+    if (m->muon == 1) {
+        muon_chunk_forward_gpu(m, c, n, St, S, NULL, NULL, lng, lnb);
+        muon_chunk_backward_gpu(m, c, n, dy, St, S, dStn, dSn, dSt, dSs, lng);
+        return;
+    }
+    if (m->muon == 2) {
+        muonc_chunk_forward_gpu(m, c, n, St, S, NULL, NULL, lng, lnb);
+        muonc_chunk_backward_gpu(m, c, n, dy, St, S, dStn, dSn, dSt, dSs, lng);
+        return;
+    }
     if (m->retention == RET_NONE) {
         mem_chunk_forward_gpu(m, c, n, St, S, NULL, NULL, lng, lnb, NULL, NULL);
         mem_chunk_backward_gpu(m, c, n, dy, St, S, dStn, dSn, dSt, dSs, lng, NULL, dSt, NULL);
@@ -2251,6 +2831,10 @@ typedef struct {
     int tc;
     MemSmem sm;  // the chunk arrays this launch keeps in shared memory
     real* lat;  // Lattice: per block, a segment's k + 1 states and the carry
+    const real* ggam;  // omega: the window gates (B*T, H*c), and their gradients (accumulated)
+    real* dggam;
+    const real *qf, *kf;  // poly: the features of q, k (B*T, H*D_phi), and their gradients (accumulated)
+    real *dqf, *dkf;
 } MemArgs;
 
 // copy rows [t0, t0+n) of head h of sequence bb from a (B, T, G*w) tensor into dst (n, w), and back
@@ -2317,6 +2901,79 @@ __device__ void store_chunk_grads_gpu(const MemChunkGpu* c, const MemArgs* A, in
     __syncthreads();
 }
 
+// the chunk's rows for the ATLAS family (omega and/or poly; train_miras.c's omega_load_chunk). Omega (SPEC §5.5): rows
+// [t0-nh, t0+n) with the halo first (nh = min(c-1, t0)), whose own steps are nothing (a = 1, eta = 0, theta = 1; beta
+// is held at 0 by mem_coef_forward_gpu), and the gates gamma of the chunk's own rows. Poly (SPEC §5.6): q, k become
+// the features (n, D_phi); the raw rows go to qr, kr for the residual. Returns nh (0 without omega).
+__device__ int omega_load_chunk_gpu(MemChunkGpu* c, const MemArgs* A, int bb, int h, int t0, int n) {
+    int w = A->m.omega, nh = t0 < w - 1 ? t0 : w - 1, d = A->m.d, din = A->m.din;
+    load_chunk_inputs_gpu(c, A, bb, h, t0 - nh, nh + n);
+    if (A->m.poly) {  // (load_chunk_inputs_gpu wrote the raw rows into q, k at stride d)
+        FOR(e, (nh + n) * d) {
+            c->qr[e] = c->q[e];
+            c->kr[e] = c->k[e];
+        }
+        __syncthreads();
+        FOR(e, (size_t)(nh + n) * din) {
+            size_t t = e / din, i = e % din, r = ((size_t)bb * A->T + t0 - nh + t) * A->H * din + (size_t)h * din + i;
+            c->q[e] = A->qf[r];
+            c->k[e] = A->kf[r];
+        }
+        __syncthreads();
+    }
+    if (w == 1) return 0;
+    FOR(e, n * w) {
+        int t = e / w, o = e % w;
+        c->gam[(size_t)(nh + t) * w + o] = A->ggam[((size_t)bb * A->T + t0 + t) * A->H * w + (size_t)h * w + o];
+    }
+    FOR(t, nh) {
+        c->a[t] = 1;
+        c->eta[t] = 0;
+        c->theta[t] = 1;
+    }
+    if (threadIdx.x == 0) {
+        c->nh = nh;
+        c->wc = w;
+    }
+    __syncthreads();
+    return nh;
+}
+// and the gradients back (omega_store_chunk_grads): the own rows all of them, the halo rows dk, dv (and delta) only;
+// accumulated into the zeroed gradients (the next chunk's halo, stored before this chunk by the same block, has
+// already added to the own rows, and this chunk's halo adds to the previous chunk's). Poly: dq, dk are the features'
+// gradients, into dqf, dkf; the residual's raw ones dqr, dkr into dq, dk (without poly dqr, dkr are dq, dk).
+__device__ void omega_store_chunk_grads_gpu(const MemChunkGpu* c, const MemArgs* A, int bb, int h, int t0, int n) {
+    const MemCfg* m = &A->m;
+    int d = m->d, H = A->H, D = A->D, w = m->omega, nh = c->nh, din = m->din;
+    FOR(e, (nh + n) * d) {
+        int t = e / d, i = e % d;
+        size_t r = (size_t)bb * A->T + t0 - nh + t;
+        if (t >= nh) A->dq[r * D + h * d + i] += c->dqr[e];
+        A->dk[r * D + h * d + i] += c->dkr[e];
+        A->dv[r * D + h * d + i] += c->dv[e];
+    }
+    if (m->poly) FOR(e, (size_t)(nh + n) * din) {
+            size_t t = e / din, i = e % din, r = ((size_t)bb * A->T + t0 - nh + t) * H * din + (size_t)h * din + i;
+            if ((int)t >= nh) A->dqf[r] += c->dq[e];
+            A->dkf[r] += c->dk[e];
+        }
+    FOR(t, nh + n) {
+        size_t r = (size_t)bb * A->T + t0 - nh + t;
+        if (m->bias == BIAS_HUBER) {
+            real s = 0;
+            for (int i = 0; i < d; i++) s += c->ddelta[(size_t)t * d + i];
+            A->dgdel[r * H + h] += s;
+        }
+        if (t < nh) continue;
+        A->dga[r * H + h] += c->da[t];
+        A->dgth[r * H + h] += c->dtheta[t];
+        A->dgeta[r * H + h] += c->deta[t];
+        if (w > 1)
+            for (int o = 0; o < w; o++) A->dggam[r * H * w + (size_t)h * w + o] += c->dgam[(size_t)t * w + o];
+    }
+    __syncthreads();
+}
+
 // n values from p into L2 (no wait): the backward's next chunk-start state, written long before (in DRAM by now)
 __device__ __forceinline__ void prefetch_l2(const real* p, size_t n) {
 #ifndef EMU_CUDA
@@ -2340,18 +2997,21 @@ __global__ void __launch_bounds__(MEM_THREADS) memory_forward_kernel(MemArgs A) 
     int bb = blockIdx.x / A.H, h = blockIdx.x % A.H, nch = A.nch, nP = m.nP, b = A.b, T = A.T;
     size_t base = (((size_t)bb * A.H + h) * nch) * nP;
     real* P = A.P + base;
-    real* S = m.momentum ? A.S + base : NULL;
+    real* S = (m.momentum || m.muon) ? A.S + base : NULL;
     block_copy(P, A.p0 + (size_t)h * nP, nP);  // P_0, restored every sequence
     if (S) block_zero(S, nP);
     const real* lng = m.ln ? A.lng + (size_t)h * m.d : NULL;
     const real* lnb = m.ln ? A.lnb + (size_t)h * m.d : NULL;
     for (int ch = 0; ch < nch; ch++) {
-        int t0 = ch * b, n = T - t0 < b ? T - t0 : b, last = ch == nch - 1;
-        load_chunk_inputs_gpu(&c, &A, bb, h, t0, n);
-        mem_step_forward_gpu(&m, &c, n, P + (size_t)ch * nP, S ? S + (size_t)ch * nP : NULL,
+        int t0 = ch * b, n = T - t0 < b ? T - t0 : b, last = ch == nch - 1, nh = 0;  // nh: omega's halo rows
+        if (m.omega > 1 || m.poly)
+            nh = omega_load_chunk_gpu(&c, &A, bb, h, t0, n);
+        else
+            load_chunk_inputs_gpu(&c, &A, bb, h, t0, n);
+        mem_step_forward_gpu(&m, &c, nh + n, P + (size_t)ch * nP, S ? S + (size_t)ch * nP : NULL,
                              last ? NULL : P + (size_t)(ch + 1) * nP, (S && !last) ? S + (size_t)(ch + 1) * nP : NULL,
                              lng, lnb);
-        scatter_rows_gpu(A.y, c.y, bb, h, t0, n, T, A.H, m.d);
+        scatter_rows_gpu(A.y, c.y + (size_t)nh * m.d, bb, h, t0, n, T, A.H, m.d);
     }
 }
 // Backward through all chunks in reverse, carrying dL/dP and dL/dS across chunk boundaries
@@ -2370,7 +3030,7 @@ __global__ void __launch_bounds__(MEM_THREADS) memory_backward_kernel(MemArgs A)
     int bb = blockIdx.x / A.H, h = blockIdx.x % A.H, nch = A.nch, nP = m.nP, b = A.b, T = A.T, d = m.d;
     size_t base = (((size_t)bb * A.H + h) * nch) * nP;
     real* P = A.P + base;
-    real* S = m.momentum ? A.S + base : NULL;
+    real* S = (m.momentum || m.muon) ? A.S + base : NULL;
     const real* lng = m.ln ? A.lng + (size_t)h * d : NULL;
     const real* lnb = m.ln ? A.lnb + (size_t)h * d : NULL;
     block_zero(c.dlng, d);
@@ -2385,10 +3045,18 @@ __global__ void __launch_bounds__(MEM_THREADS) memory_backward_kernel(MemArgs A)
             prefetch_l2(Pc - nP, nP);
             if (Sc) prefetch_l2(Sc - nP, nP);
         }
-        load_chunk_inputs_gpu(&c, &A, bb, h, t0, n);
-        gather_rows_gpu(c.dy, A.dy, bb, h, t0, n, T, A.H, d);
-        mem_step_backward_gpu(&m, &c, n, c.dy, Pc, Sc, dPn, dSn, dPs, dSs, lng, lnb);
-        store_chunk_grads_gpu(&c, &A, bb, h, t0, n);
+        int nh = 0;  // omega's halo rows (their dy is 0)
+        if (m.omega > 1 || m.poly) {
+            nh = omega_load_chunk_gpu(&c, &A, bb, h, t0, n);
+            block_zero(c.dy, (size_t)nh * d);
+        } else
+            load_chunk_inputs_gpu(&c, &A, bb, h, t0, n);
+        gather_rows_gpu(c.dy + (size_t)nh * d, A.dy, bb, h, t0, n, T, A.H, d);
+        mem_step_backward_gpu(&m, &c, nh + n, c.dy, Pc, Sc, dPn, dSn, dPs, dSs, lng, lnb);
+        if (m.omega > 1 || m.poly)
+            omega_store_chunk_grads_gpu(&c, &A, bb, h, t0, n);
+        else
+            store_chunk_grads_gpu(&c, &A, bb, h, t0, n);
         dPn = dPs;
         dSn = dSs;  // this chunk's start is the previous chunk's end
         dPs = dPs == c.Pa ? c.Pb : c.Pa;
@@ -3258,7 +3926,7 @@ __global__ void lattice_decode_kernel(MemCfg m, real* P, const real* q, const re
 
 static int mem_token6_cfg(const MemCfg* m, int b) {
     return !m->lattice && m->depth == 1 && m->d == TOK_D && !m->momentum && m->retention == RET_NONE && !m->anchor &&
-           (m->bias == BIAS_DOT || (m->bias == BIAS_L2 && b == 1));
+           m->omega == 1 && (m->bias == BIAS_DOT || (m->bias == BIAS_L2 && b == 1));
 }
 // (the trainer, whose launches take v6 for these: ns slots, an eighth of the per-token states at b = 1; the lab,
 // which also runs the older versions: all, the larger of ns and the chunk count)
@@ -3275,21 +3943,27 @@ static int mem_token6_ok(const MemArgs& A) {
 static int mem_token_ok(const MemArgs& A) {
     const MemCfg& m = A.m;
     return !m.lattice && A.b == 1 && m.depth == 1 && m.d == TOK_D && !m.momentum && m.retention == RET_NONE &&
-           m.bias == BIAS_L2 && !m.anchor && A.H * TOK_D == A.D;
+           m.bias == BIAS_L2 && !m.anchor && m.omega == 1 && A.H * TOK_D == A.D;
 }
 // The plan of the chunk scratch in shared memory for a kernel (fwd: the forward; else the backward), at most
 // `bytes`: the arrays in the order below while they fit; the gradient arrays as one block (they are zeroed and
 // saved as one range, grad0..grad0+ngrad).
+static_assert(offsetof(MemChunk, nh) % sizeof(real*) == 0 && offsetof(MemChunk, wc) < offsetof(MemChunk, nh) + 8,
+              "mem_smem_plan: nh and wc share one pointer slot");
 static MemSmem mem_smem_plan(const MemCfg* m, int b, int fwd, size_t bytes) {
     MemChunkGpu c;
+    memset(&c, 0, sizeof c);  // (the slots the carve does not set, e.g. muon's, are NULL)
     real* base = (real*)(uintptr_t)4096;  // a stand-in base address: only offsets matter
-    size_t total = memchunk_carve_gpu(&c, base, b, m->d, m->dm, m->nP);
+    size_t total = memchunk_carve_model_gpu(&c, base, m, b);
     real** slot = (real**)&c;
     int ns = (int)(sizeof(MemChunkGpu) / sizeof(real*)), ig = (int)((real**)&c.ngrad - slot);
+    // the slots that hold no array pointer: the sizes ngrad, nsv and the ints nh, wc (one slot)
+    int in = (int)((real**)&c.nsv - slot), ih = (int)((real**)&c.nh - slot);
+    auto data = [&](int t) { return t != ig && t != in && t != ih; };
     auto size_of = [&](real* p) {
         size_t o = p - base, nx = total;
         for (int t = 0; t < ns; t++)
-            if (t != ig) {
+            if (data(t)) {
                 size_t ot = slot[t] - base;
                 if (ot > o && ot < nx) nx = ot;
             }
@@ -3317,14 +3991,21 @@ static MemSmem mem_smem_plan(const MemCfg* m, int b, int fwd, size_t bytes) {
     for (int f : order) {
         size_t need = f < 0 ? c.ngrad : size_of(slot[f]), at = (used + 3) & ~(size_t)3;  // 16-byte aligned
         if (at + need > cap) continue;
-        if (f >= 0) {
-            if (sm.n == MEM_SMEM_SLOTS) break;
-            sm.slot[sm.n] = (short)f;
-            sm.off[sm.n++] = (int)at;
+        if (f >= 0) {  // (with every alias of it: qr, kr are q, k without poly)
+            int k0 = sm.n;
+            for (int t = 0; t < ns && sm.n < MEM_SMEM_SLOTS; t++)
+                if (data(t) && slot[t] == slot[f]) {
+                    sm.slot[sm.n] = (short)t;
+                    sm.off[sm.n++] = (int)at;
+                }
+            if (sm.n == MEM_SMEM_SLOTS) {
+                sm.n = k0;
+                break;
+            }
         } else {  // every pointer into the gradient block moves with it
             int k0 = sm.n;
             for (int t = 0; t < ns && sm.n < MEM_SMEM_SLOTS; t++)
-                if (t != ig && slot[t] >= c.grad0 && slot[t] < c.grad0 + c.ngrad) {
+                if (data(t) && slot[t] >= c.grad0 && slot[t] < c.grad0 + c.ngrad) {
                     sm.slot[sm.n] = (short)t;
                     sm.off[sm.n++] = (int)(at + (slot[t] - c.grad0));
                 }
@@ -3485,11 +4166,9 @@ static int nchunks_gpu(const ModelGpu* M, int T) { return (T + M->cfg.b - 1) / M
 
 // The GPU model of a built host model: parameters (and AdamW moments, if the host has them) copied over.
 static void model_build_gpu(ModelGpu* M, Model* host) {
-    if (host->mem.omega > 1 || host->mem.poly || host->mem.muon ||
-        host->mem.phistar)  // the ATLAS family (README "ATLAS"): CPU only
-        DIE("train this preset with train_miras (the CPU trainer), or use -G 1 -I 0 and -U 0 or 1",
-            "the GPU trainer has no ATLAS-family memory (omega window %d, poly %d, muon %d, phi* %d) yet",
-            host->mem.omega, host->mem.poly, host->mem.muon, host->mem.phistar);
+    if (host->mem.phistar)  // the phi* memory (DeepTransformer, DOT): CPU only so far
+        DIE("train deep_transformer and dot with train_miras (the CPU trainer)",
+            "the GPU trainer has no ATLAS-family memory phi* (-I 2: DeepTransformer, DOT) yet");
     memset(M, 0, sizeof *M);
     M->hm = host;
     M->cfg = host->cfg;
@@ -3608,7 +4287,7 @@ static void model_alloc_acts_gpu(ModelGpu* M, int B, int T) {
     size_t nstate = (size_t)c->L * B * c->H * mem_state_slots(&M->mem, c->b, T, c->arch == ARCH_MAC) * M->mem.nP;
     M->mem_P = (real*)dmalloc(nstate * sizeof(real));
     M->mem_S = NULL;
-    if (M->mem.momentum) M->mem_S = (real*)dmalloc(nstate * sizeof(real));
+    if (mem_carries_S(&M->mem)) M->mem_S = (real*)dmalloc(nstate * sizeof(real));
     M->mem_dbh = (real*)dmalloc((size_t)B * c->H * (M->mem.nP + 2 * M->mem.d) * sizeof(real));
     M->mem_aux = M->mem_gpart = NULL;
     if (c->lattice) M->lat_scratch = (real*)dmalloc((size_t)B * c->H * (c->lat_k + 2) * M->mem.nP * sizeof(real));
@@ -3618,11 +4297,10 @@ static void model_alloc_acts_gpu(ModelGpu* M, int B, int T) {
     }
     int nb = B * c->H;
     MemChunkGpu tmp;
-    size_t per = memchunk_carve_gpu(&tmp, NULL, c->b, M->mem.d, M->mem.dm, M->mem.nP);
+    size_t per = memchunk_carve_model_gpu(&tmp, NULL, &M->mem, c->b);
     M->chunk_memory = (real*)dmalloc((size_t)nb * per * sizeof(real));
     MemChunkGpu* hc = (MemChunkGpu*)xmalloc((size_t)nb * sizeof(MemChunkGpu));
-    for (int i = 0; i < nb; i++)
-        memchunk_carve_gpu(&hc[i], M->chunk_memory + (size_t)i * per, c->b, M->mem.d, M->mem.dm, M->mem.nP);
+    for (int i = 0; i < nb; i++) memchunk_carve_model_gpu(&hc[i], M->chunk_memory + (size_t)i * per, &M->mem, c->b);
     M->chunks = (MemChunkGpu*)dmalloc((size_t)nb * sizeof(MemChunkGpu));
     h2d(M->chunks, hc, (size_t)nb * sizeof(MemChunkGpu));
     free(hc);
@@ -3730,6 +4408,17 @@ static MemArgs mem_args(ModelGpu* M, int l) {
     A.gpart = M->mem_gpart;
     A.lat = M->lat_scratch;
     A.tc = g_mem_tc;
+    if (M->mem.omega > 1) {  // omega's window gates (H*c per row) and their gradients
+        A.ggam = a->ggam + oH * M->mem.omega;
+        A.dggam = g->ggam + oH * M->mem.omega;
+    }
+    if (M->mem.poly) {  // poly's features (H*D_phi per row) and their gradients
+        size_t oP = oH * M->mem.din;
+        A.qf = a->qf + oP;
+        A.kf = a->kf + oP;
+        A.dqf = g->qf + oP;
+        A.dkf = g->kf + oP;
+    }
     return A;
 }
 // The memory read of layer l for all sequences and heads (SPEC §5): y = MemoryRead(q, k, v, gates).
@@ -3790,7 +4479,7 @@ static void gates_forward_gpu(const ModelGpu* M, int l, const real* u, const bf1
         gate_act_forward_gpu(geta, (size_t)N * Ge, c->eta_max);
     } else
         fill_const_gpu(geta, (size_t)N * Ge, 1);
-    if (c->algo == ALGO_MOMENTUM) {
+    if (c->algo != ALGO_GD) {
         matmul_forward_gpu(gth, u, p->gate_theta_w + (size_t)l * H * D, p->gate_theta_b + (size_t)l * H, N, D, H, ub);
         gate_act_forward_gpu(gth, (size_t)N * H, 1);
     } else
@@ -3823,7 +4512,7 @@ static void gates_backward_gpu(ModelGpu* M, int l, real* du, const real* u, cons
                           p->gate_eta_w + l * gw, R ? p->gate_eta_up + (size_t)l * D * R : NULL, a->geta_lr + oR, N, D,
                           Ge, R);
     }
-    if (c->algo == ALGO_MOMENTUM) {
+    if (c->algo != ALGO_GD) {
         gate_act_backward_gpu(g->gth + oH, g->gth + oH, a->gth + oH, nH, 1);
         matmul_backward_gpu(du, dp->gate_theta_w + (size_t)l * H * D, dp->gate_theta_b + (size_t)l * H, g->gth + oH, u,
                             p->gate_theta_w + (size_t)l * H * D, N, D, H, ub);
@@ -3835,6 +4524,114 @@ static void gates_backward_gpu(ModelGpu* M, int l, real* du, const real* u, cons
                           p->gate_delta_w + l * gw, R ? p->gate_delta_up + (size_t)l * D * R : NULL, a->gdel_lr + oR, N,
                           D, Ge, R);
     }
+}
+
+// poly (SPEC §5.6; train_miras.c's poly_forward, poly_backward): degree-2 features of the l2-normed rows x (N*H rows of
+// d), D_phi = 1 + d + d(d+1)/2 per row, a_i = softplus(rho_i):
+//     phi(x) = [sqrt(a0); sqrt(a1) x; sqrt(a2) (x_i^2)_i; sqrt(2 a2) (x_i x_j)_{i<j}]   (pairs row-major: i, then j > i)
+// A thread per (row, i): features 1+i, 1+d+i and the pairs (i, j > i), which start at 1 + 2d + i(d-1) - i(i-1)/2.
+__device__ __forceinline__ void poly_scales_gpu(const real* rho, real* a, real* sa) {
+    for (int i = 0; i < 3; i++) {
+        a[i] = rho[i] > 20 ? rho[i] : log1pf(expf(rho[i]));
+        sa[i] = sqrtf(a[i]);
+    }
+}
+__device__ __forceinline__ int poly_pair0_gpu(int i, int d) { return 1 + 2 * d + i * (d - 1) - i * (i - 1) / 2; }
+__global__ void poly_forward_kernel(real* out, const real* x, const real* rho, size_t rows, int d) {
+    int dp = 1 + d + d * (d + 1) / 2;
+    real a[3], sa[3];
+    poly_scales_gpu(rho, a, sa);
+    real s2b = sqrtf(2.0f) * sa[2];
+    GRID_FOR(e, rows * d) {
+        size_t r = e / d;
+        int i = (int)(e % d), p = poly_pair0_gpu(i, d);
+        const real* xi = x + r * d;
+        real* o = out + r * dp;
+        if (i == 0) o[0] = sa[0];
+        o[1 + i] = sa[1] * xi[i];
+        o[1 + d + i] = sa[2] * xi[i] * xi[i];
+        for (int j = i + 1; j < d; j++) o[p + j - i - 1] = s2b * xi[i] * xi[j];
+    }
+}
+// dx += dphi/dx^T dout (a thread per (row, i)); the rho gradient's three sums per row into part (rows, 3): a warp per
+// row, summed in row order by poly_rho_sum_kernel (deterministic)
+__global__ void poly_backward_kernel(real* dx, const real* dout, const real* x, const real* rho, size_t rows, int d) {
+    int dp = 1 + d + d * (d + 1) / 2;
+    real a[3], sa[3];
+    poly_scales_gpu(rho, a, sa);
+    real s2b = sqrtf(2.0f) * sa[2];
+    GRID_FOR(e, rows * d) {
+        size_t r = e / d;
+        int i = (int)(e % d);
+        const real *xi = x + r * d, *go = dout + r * dp;
+        real g = sa[1] * go[1 + i] + 2 * sa[2] * xi[i] * go[1 + d + i];
+        for (int j = 0; j < d; j++)
+            if (j != i)
+                g += s2b * xi[j] * go[j < i ? poly_pair0_gpu(j, d) + i - j - 1 : poly_pair0_gpu(i, d) + j - i - 1];
+        dx[e] += g;
+    }
+}
+__global__ void poly_rho_part_kernel(real* part, const real* dout, const real* x, size_t rows, int d) {
+    int dp = 1 + d + d * (d + 1) / 2;
+    size_t r = ((size_t)blockIdx.x * blockDim.x + threadIdx.x) >> 5;
+    if (r >= rows) return;
+    const real *xi = x + r * d, *go = dout + r * dp;
+    real g1 = 0, g2 = 0, g2b = 0;
+    for (int i = LANE; i < d; i += 32) {
+        g1 += go[1 + i] * xi[i];
+        g2 += go[1 + d + i] * xi[i] * xi[i];
+        int p = poly_pair0_gpu(i, d);
+        for (int j = i + 1; j < d; j++) g2b += go[p + j - i - 1] * xi[i] * xi[j];
+    }
+    g1 = warp_sum(g1);
+    g2 = warp_sum(g2);
+    g2b = warp_sum(g2b);
+    if (LANE == 0) {
+        part[r * 3] = go[0];
+        part[r * 3 + 1] = g1;
+        part[r * 3 + 2] = g2 + sqrtf(2.0f) * g2b;  // (the sqrt(2 a2) block: sqrt(2) sqrt(a2))
+    }
+}
+__global__ void poly_rho_sum_kernel(real* drho, const real* part, const real* rho, size_t rows) {
+    int k = threadIdx.x;  // 3 threads, one per rho_k, the rows in order
+    if (k >= 3) return;
+    real a[3], sa[3], g = 0;
+    poly_scales_gpu(rho, a, sa);
+    for (size_t r = 0; r < rows; r++) g += part[r * 3 + k];
+    drho[k] += g * sa[k] / (2 * a[k]) * sigmoidr_gpu(rho[k]);  // d sqrt(a)/d rho = sigmoid(rho) / (2 sqrt(a))
+}
+static void poly_forward_gpu(real* out, const real* x, const real* rho, int N, int H, int d) {
+    poly_forward_kernel<<<nblocks((size_t)N * H * d), NT>>>(out, x, rho, (size_t)N * H, d);
+    KCHECK("poly_forward");
+}
+// (part: (N*H, 3) scratch)
+static void poly_backward_gpu(real* dx, real* drho, const real* dout, const real* x, const real* rho, int N, int H,
+                              int d, real* part) {
+    size_t rows = (size_t)N * H;
+    poly_backward_kernel<<<nblocks(rows * d), NT>>>(dx, dout, x, rho, rows, d);
+    KCHECK("poly_backward");
+    poly_rho_part_kernel<<<warp_blocks(rows), NT>>>(part, dout, x, rows, d);
+    KCHECK("poly_rho_part");
+    poly_rho_sum_kernel<<<1, 32>>>(drho, part, rho, rows);
+    KCHECK("poly_rho_sum");
+}
+
+// omega's window gates (SPEC §5.5; train_miras.c's omega_gates_forward): gamma_t[o] = sigmoid(u_t W_gamma +
+// b_gamma)[h*c + o], out (N, H*c) of layer l
+static void omega_gates_forward_gpu(const ModelGpu* M, int l, const real* u, const bf16* ub, int N, real* out) {
+    int D = M->cfg.D, Hc = M->cfg.H * M->mem.omega;
+    size_t ml = M->hm->mlayer[l];
+    matmul_forward_gpu(out, u, M->params.gate_gamma_w + ml * Hc * D, M->params.gate_gamma_b + ml * Hc, N, D, Hc, ub);
+    gate_act_forward_gpu(out, (size_t)N * Hc, 1);
+}
+// dg (the gates' gradients, turned into pre-activation gradients in place) -> du, dW_gamma, db_gamma
+static void omega_gates_backward_gpu(ModelGpu* M, int l, real* du, const real* u, const bf16* ub, int N, const real* g,
+                                     real* dg) {
+    int D = M->cfg.D, Hc = M->cfg.H * M->mem.omega;
+    size_t ml = M->hm->mlayer[l];
+    gate_act_backward_gpu(dg, dg, g, (size_t)N * Hc, 1);
+    matmul_backward_gpu(du, M->grads.gate_gamma_w + ml * Hc * D, M->grads.gate_gamma_b + ml * Hc, dg, u,
+                        M->params.gate_gamma_w + ml * Hc * D, N, D, Hc, ub);
 }
 
 // Section 3's memory mixer of layer l (SPEC §3), from u = M->acts.ln1 to M->acts.mo (model_forward then adds x):
@@ -3856,9 +4653,15 @@ static void mixer_forward_gpu(ModelGpu* M, int l, bf16* ub, bf16* zb) {
     conv_forward_gpu(a->vc + oD, a->vp + oD, p->conv_v + ml * D * c->K, B, T, D, c->K, a->v + oD);
     l2norm_forward_gpu(a->q + oD, a->qrn + oH, a->qs + oD, N, H, d);
     l2norm_forward_gpu(a->k + oD, a->krn + oH, a->ks + oD, N, H, d);
+    if (M->mem.poly) {  // poly features (SPEC §5.6) of the l2-normed q, k
+        size_t oP = oH * M->mem.din;
+        poly_forward_gpu(a->qf + oP, a->q + oD, p->poly_rho + ml * 3, N, H, d);
+        poly_forward_gpu(a->kf + oP, a->k + oD, p->poly_rho + ml * 3, N, H, d);
+    }
     size_t oG = (size_t)l * N * (c->gate_rank ? D : H), oR = (size_t)l * N * c->gate_rank;
     gates_forward_gpu(M, l, u, ub, N, a->ga + oH, a->geta + oG, a->gth + oH, a->gdel + oG, a->geta_lr + oR,
                       a->gdel_lr + oR);
+    if (M->mem.omega > 1) omega_gates_forward_gpu(M, l, u, ub, N, a->ggam + oH * M->mem.omega);
     memory_forward_gpu(M, l);
     rmsnorm_forward_gpu(a->yn + oD, a->yrstd + oH, a->y + oD, p->rmsh_w + ml * D, N, H, d);
     matmul_forward_gpu(a->gp + oD, u, p->wg + ml * D * D, NULL, N, D, D, ub);
@@ -3884,6 +4687,14 @@ static void mixer_backward_gpu(ModelGpu* M, int l, const real* dmo, bf16* ub, bf
     memory_backward_gpu(M, l);
     gates_backward_gpu(M, l, du, u, ub, N, a, g, oH, (size_t)l * N * (c->gate_rank ? D : H),
                        (size_t)l * N * c->gate_rank);
+    if (M->mem.omega > 1)
+        omega_gates_backward_gpu(M, l, du, u, ub, N, a->ggam + oH * M->mem.omega, g->ggam + oH * M->mem.omega);
+    if (M->mem.poly) {  // poly: the features' gradients into q, k (which hold the residual's) and rho
+        size_t oP = oH * M->mem.din;
+        const real* rho = p->poly_rho + ml * 3;
+        poly_backward_gpu(g->q + oD, dp->poly_rho + ml * 3, g->qf + oP, a->q + oD, rho, N, H, d, g_scratch);
+        poly_backward_gpu(g->k + oD, dp->poly_rho + ml * 3, g->kf + oP, a->k + oD, rho, N, H, d, g_scratch);
+    }
     l2norm_backward_gpu(g->qs + oD, g->q + oD, a->q + oD, a->qrn + oH, N, H, d);
     l2norm_backward_gpu(g->ks + oD, g->k + oD, a->k + oD, a->krn + oH, N, H, d);
     silu_backward_gpu(g->qc + oD, g->qs + oD, a->qc + oD, N * D);
@@ -4859,7 +5670,8 @@ typedef struct {
     size_t act_sizes[NUM_ACT_TENSORS];  // one row (B = T = 1), device
     real* conv_hist;  // (L, 3, K-1, D) inputs of the q, k, v convs at the previous K-1 positions
     real *P, *S, *Pn, *Sn;  // (L, H, nP) boundary state; (H, nP) chunk-end scratch, one per head
-    // (L, H, b, rw) q, k, v, a, theta, eta, delta of the current chunk's tokens (decoder_row_width)
+    // (L, H, b + c-1, rw) q, k, v, a, theta, eta, delta (gamma) of the current chunk's tokens (decoder_row_width),
+    // after omega's halo: the c-1 tokens before the chunk
     real* part;
     MemChunkGpu* chunks;
     real* chunk_memory;  // one chunk scratch per head
@@ -4874,8 +5686,8 @@ typedef struct {
 
 typedef struct {
     MemCfg m;
-    int H, b, cnt, rw;
-    const real *q, *k, *v, *ga, *gth, *geta, *gdel;  // this token's row of the layer's memory inputs
+    int H, b, cnt, rw, nh;  // nh: omega's halo rows ahead of the partial chunk
+    const real *q, *k, *v, *ga, *gth, *geta, *gdel, *ggam, *qf, *kf;  // this token's row of the layer's memory inputs
     real *y, *part, *P, *S, *Pn, *Sn;  // part, P, S: this layer's
     const real *lng, *lnb;
     MemChunkGpu* chunks;
@@ -4893,10 +5705,11 @@ __global__ void __launch_bounds__(MEM_THREADS) decoder_memory_kernel(DecArgs A) 
         mem_tc = 0;
     }
     __syncthreads();
-    int h = blockIdx.x, d = m.d, nP = m.nP, rw = A.rw, ew = m.cw ? d : 1, n = A.cnt + 1;
-    // this token's row: q, k, v, a, theta, eta, delta
-    real* part = A.part + (size_t)h * A.b * rw;
-    real* row = part + (size_t)A.cnt * rw;
+    int h = blockIdx.x, d = m.d, nP = m.nP, rw = A.rw, ew = m.cw ? d : 1, n = A.cnt + 1, w = m.omega, nh = A.nh,
+        din = m.din, fo = rw - (w > 1 ? w : 0) - 2 * din;  // fo: poly's features' place in a row
+    // this token's row (after the nh halo rows): q, k, v, a, theta, eta, delta (poly's features of q, k; gamma)
+    real* part = A.part + (size_t)h * mem_rows(&m, A.b) * rw;
+    real* row = part + (size_t)(nh + A.cnt) * rw;
     FOR(i, d) {
         row[i] = A.q[h * d + i];
         row[d + i] = A.k[h * d + i];
@@ -4910,12 +5723,18 @@ __global__ void __launch_bounds__(MEM_THREADS) decoder_memory_kernel(DecArgs A) 
         row[3 * d + 2 + i] = A.geta[h * ew + i];
         if (m.bias == BIAS_HUBER) row[3 * d + 2 + ew + i] = A.gdel[h * ew + i];
     }
+    if (w > 1) FOR(o, w) row[rw - w + o] = A.ggam[h * w + o];
+    if (m.poly) FOR(i, din) {
+            row[fo + i] = A.qf[(size_t)h * din + i];
+            row[fo + din + i] = A.kf[(size_t)h * din + i];
+        }
     __syncthreads();
-    FOR(e, n * d) {  // chunk_set_row of rows 0..n-1
+    n += nh;
+    FOR(e, n * d) {  // chunk_set_row of rows 0..n-1 (omega: the halo's, then the chunk's; poly: the raw q, k in qr, kr)
         int t = e / d, i = e % d;
         const real* r = part + (size_t)t * rw;
-        c.q[e] = r[i];
-        c.k[e] = r[d + i];
+        c.qr[e] = r[i];
+        c.kr[e] = r[d + i];
         c.v[e] = r[2 * d + i];
         if (m.cw) c.etac[e] = r[3 * d + 2 + i];
         if (m.bias == BIAS_HUBER) c.delta[e] = r[3 * d + 2 + ew + (m.cw ? i : 0)];
@@ -4926,10 +5745,27 @@ __global__ void __launch_bounds__(MEM_THREADS) decoder_memory_kernel(DecArgs A) 
         c.theta[t] = r[3 * d + 1];
         c.eta[t] = m.cw ? 1 : r[3 * d + 2];
     }
+    if (m.poly) FOR(e, (size_t)n * din) {  // poly_rows: q, k are the features
+            const real* r = part + (e / din) * rw + fo;
+            c.q[e] = r[e % din];
+            c.k[e] = r[din + e % din];
+        }
+    if (w > 1) {  // omega_halo: the halo rows take no step; the chunk's gates gamma
+        FOR(e, n * w) c.gam[e] = part[(size_t)(e / w) * rw + rw - w + e % w];
+        FOR(t, nh) {
+            c.a[t] = 1;
+            c.eta[t] = 0;
+            c.theta[t] = 1;
+        }
+        if (threadIdx.x == 0) {
+            c.nh = nh;
+            c.wc = w;
+        }
+    }
     __syncthreads();
     real* P = A.P + (size_t)h * nP;
     real* S = A.S + (size_t)h * nP;
-    int full = n == A.b;
+    int full = n - nh == A.b;
     real* Pn = A.Pn + (size_t)h * nP;
     real* Sn = A.Sn + (size_t)h * nP;
     mem_step_forward_gpu(&m, &c, n, P, S, full ? Pn : NULL, full ? Sn : NULL, m.ln ? A.lng + (size_t)h * d : NULL,
@@ -4937,7 +5773,14 @@ __global__ void __launch_bounds__(MEM_THREADS) decoder_memory_kernel(DecArgs A) 
     FOR(i, d) A.y[h * d + i] = c.y[(size_t)(n - 1) * d + i];
     if (full) {
         block_copy(P, Pn, nP);
-        if (m.momentum) block_copy(S, Sn, nP);
+        if (m.momentum || m.muon) block_copy(S, Sn, nP);
+    }
+    if (full && w > 1) {  // omega: the chunk's last c-1 rows become the next chunk's halo (row by row, upwards: a
+        int keep = n < w - 1 ? n : w - 1;  // row's source is below every row written before it)
+        for (int r = 0; r < keep; r++) {
+            FOR(i, rw) part[(size_t)r * rw + i] = part[(size_t)(n - keep + r) * rw + i];
+            __syncthreads();
+        }
     }
 }
 
@@ -4976,13 +5819,12 @@ static void decoder_init_gpu(DecoderGpu* dec, ModelGpu* M) {
     dec->S = (real*)dmalloc(LH * m->nP * sizeof(real));
     dec->Pn = (real*)dmalloc((size_t)c->H * m->nP * sizeof(real));
     dec->Sn = (real*)dmalloc((size_t)c->H * m->nP * sizeof(real));
-    dec->part = (real*)dmalloc(LH * c->b * decoder_row_width(m) * sizeof(real));
+    dec->part = (real*)dmalloc(LH * mem_rows(m, c->b) * decoder_row_width(m) * sizeof(real));  // (omega: + the halo)
     MemChunkGpu tmp;
-    size_t per = memchunk_carve_gpu(&tmp, NULL, c->b, m->d, m->dm, m->nP);
+    size_t per = memchunk_carve_model_gpu(&tmp, NULL, m, c->b);
     dec->chunk_memory = (real*)dmalloc((size_t)c->H * per * sizeof(real));
     MemChunkGpu* hc = (MemChunkGpu*)xmalloc((size_t)c->H * sizeof(MemChunkGpu));
-    for (int h = 0; h < c->H; h++)
-        memchunk_carve_gpu(&hc[h], dec->chunk_memory + (size_t)h * per, c->b, m->d, m->dm, m->nP);
+    for (int h = 0; h < c->H; h++) memchunk_carve_model_gpu(&hc[h], dec->chunk_memory + (size_t)h * per, m, c->b);
     dec->chunks = (MemChunkGpu*)dmalloc((size_t)c->H * sizeof(MemChunkGpu));
     h2d(dec->chunks, hc, (size_t)c->H * sizeof(MemChunkGpu));
     free(hc);
@@ -5089,6 +5931,12 @@ static void decoder_mixer_gpu(DecoderGpu* dec, int l, const real* u, int pos, re
     l2norm_forward_gpu(a->q, a->qrn, a->qs, 1, H, d);
     l2norm_forward_gpu(a->k, a->krn, a->ks, 1, H, d);
     gates_forward_gpu(M, l, u, NULL, 1, a->ga, a->geta, a->gth, a->gdel, a->geta_lr, a->gdel_lr);
+    int w = m->omega;
+    if (w > 1) omega_gates_forward_gpu(M, l, u, NULL, 1, a->ggam);
+    if (m->poly) {
+        poly_forward_gpu(a->qf, a->q, p->poly_rho + ml * 3, 1, H, d);
+        poly_forward_gpu(a->kf, a->k, p->poly_rho + ml * 3, 1, H, d);
+    }
     if (c->lattice) {
         lattice_decode_kernel<<<H, lat_threads(d)>>>(*m, dec->P + (size_t)l * H * nP, a->q, a->k, a->v, a->geta, a->ga,
                                                      a->y);
@@ -5101,6 +5949,10 @@ static void decoder_mixer_gpu(DecoderGpu* dec, int l, const real* u, int pos, re
         A.b = b;
         A.cnt = cnt;
         A.rw = rw;
+        A.nh = pos - cnt < w - 1 ? pos - cnt : w - 1;  // omega's halo rows of this chunk
+        A.ggam = a->ggam;
+        A.qf = a->qf;
+        A.kf = a->kf;
         A.q = a->q;
         A.k = a->k;
         A.v = a->v;
@@ -5109,7 +5961,7 @@ static void decoder_mixer_gpu(DecoderGpu* dec, int l, const real* u, int pos, re
         A.geta = a->geta;
         A.gdel = a->gdel;
         A.y = a->y;
-        A.part = dec->part + (size_t)l * H * b * rw;
+        A.part = dec->part + (size_t)l * H * mem_rows(m, b) * rw;
         A.P = dec->P + (size_t)l * H * nP;
         A.S = dec->S + (size_t)l * H * nP;
         A.Pn = dec->Pn;
@@ -5384,7 +6236,8 @@ static void dump_run_gpu(const char* in, const char* out) {
 }
 
 // --decode-test IN: token-by-token logits on the GPU against the GPU's parallel forward, for prompt lengths
-// 1, b-1, b+1, 2b+3 and T (the rows of the file's first sequence, repeated). Exit code 1 if any error > 1e-5.
+// 1, b-1, b+1, 2b+3 and T (the rows of the file's first sequence, repeated). Exit code 1 if any error > 1e-5 (1e-4 with
+// muon).
 static int decode_test(const char* in) {
     int h[256];
     Config cfg;
@@ -5426,10 +6279,12 @@ static int decode_test(const char* in) {
         free(par);
         free(tok);
     }
-    int ok = checked > 0 && worst >= 0 && worst <= 1e-5;
+    // (muon: 10x, test_miras.c's NS5_SLACK: five Newton-Schulz iterations per token amplify float rounding)
+    double tol = cfg.algo >= ALGO_MUON ? 1e-4 : 1e-5;
+    int ok = checked > 0 && worst >= 0 && worst <= tol;
     printf(
-        "%s - %s: GPU decode equals the GPU parallel forward for prompt lengths 1, b-1, b+1, 2b+3, T (%d checked): worst err %.2e at T=%d (tol 1e-5)\n",
-        ok ? "ok" : "FAIL", in, checked, worst, worst_T);
+        "%s - %s: GPU decode equals the GPU parallel forward for prompt lengths 1, b-1, b+1, 2b+3, T (%d checked): worst err %.2e at T=%d (tol %.0e)\n",
+        ok ? "ok" : "FAIL", in, checked, worst, worst_T, tol);
     model_free_gpu(&M);
     model_free(&HM);
     free(inp);

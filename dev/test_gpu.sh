@@ -57,6 +57,14 @@ synth=(
   "syn_mag          -p mag -M 5 -W 6 -V 256 -D 128 -L 2 -H 2 -E 2 -k 8 -b 3 -t 26"
   "syn_mac          -p mac -M 3 -C 8 -V 256 -D 128 -L 2 -H 2 -E 2 -k 8 -b 2 -t 27"
   "syn_mac_dn       -p mac -Q deltanet -M 2 -C 3 -V 256 -D 128 -L 1 -H 2 -t 14"
+  "syn_omega_mom    -p titans -G 5 -V 256 -D 128 -L 2 -H 2 -E 2 -k 6 -b 2 -t 27"
+  "syn_omega_yaad   -p yaad -G 8 -V 256 -D 128 -L 2 -H 2 -E 2 -k 4 -b 2 -t 23"
+  "syn_omega_dn     -p deltanet -G 3 -V 256 -D 128 -L 1 -H 2 -b 2 -t 17"
+  "syn_omeganet     -p omeganet -V 256 -D 64 -L 2 -H 2 -E 2 -k 6 -b 2 -t 23"
+  "syn_poly_dn      -p deltanet -I 1 -G 2 -V 256 -D 128 -L 1 -H 2 -b 2 -t 9"
+  "syn_atlas        -p atlas -G 3 -V 256 -D 64 -L 1 -H 2 -E 2 -k 4 -b 1 -t 10"
+  "syn_atlas_pp     -p atlas_pp -G 2 -V 256 -D 64 -L 1 -H 2 -E 2 -k 3 -b 1 -t 8"
+  "syn_atlas_chunk  -p atlas_chunk -V 256 -D 64 -L 2 -H 2 -E 2 -k 5 -b 2 -t 23"
 )
 inputs=()
 for f in dev/fixtures/*.bin; do inputs+=("$f"); done
@@ -73,9 +81,9 @@ for f in "${inputs[@]}"; do
     name=$(basename "$f" .bin)
     echo "$name" | grep -Eq -- "$ONLY" || continue
     echo "=== $name"
-    # the ATLAS family (header slots 30..33: omega's window, poly, gated, phi*; slot 15 >= 2: muon) is CPU only so
-    # far: the GPU trainer must refuse it in one line
-    if [ "$(od -An -v -t d4 -j 120 -N 16 "$f" | tr -d ' ')" != 0000 ] || [ "$(od -An -t d4 -j 60 -N 4 "$f" | tr -d ' ')" -ge 2 ]; then
+    # the ATLAS family's phi* memory (header slot 33) is CPU only so far: the GPU trainer must refuse it in one line
+    # (omega's window, poly, the gated memory and muon, slots 30-32 and 15, run)
+    if [ "$(od -An -v -t d4 -j 132 -N 4 "$f" | tr -d ' ')" != 0 ]; then
         if ! "$GPU" -J "$f" -O "$out/gpu_$name.bin" 2>"$out/gpu_$name.err" && grep -q '^error: .*no ATLAS-family memory' "$out/gpu_$name.err"; then
             echo "ok - $name: the GPU trainer refuses it: $(head -n 1 "$out/gpu_$name.err")"; pass=$((pass + 1))
         else echo "FAIL - $name: the GPU trainer should refuse the ATLAS family's memories"; fail=$((fail + 1)); fi
