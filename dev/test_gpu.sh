@@ -89,7 +89,7 @@ for f in "${inputs[@]}"; do
     if [ "$(od -An -v -t d4 -j 132 -N 4 "$f" | tr -d ' ')" != 0 ]; then
         if ! "$GPU" -J "$f" -O "$out/gpu_$name.bin" 2>"$out/gpu_$name.err" && grep -q '^error: .*no ATLAS-family memory' "$out/gpu_$name.err"; then
             echo "ok - $name: the GPU trainer refuses it: $(head -n 1 "$out/gpu_$name.err")"; pass=$((pass + 1))
-        else echo "FAIL - $name: the GPU trainer should refuse the ATLAS family's memories"; fail=$((fail + 1)); fi
+        else echo "FAIL - $name: the GPU trainer should refuse the phi* memory in one line"; fail=$((fail + 1)); fi
         continue
     fi
     if ! ./train_miras -J "$f" -O "$out/cpu_$name.bin" 2>"$out/cpu_$name.err"; then
