@@ -2835,6 +2835,12 @@ typedef struct {
     real* dggam;
     const real *qf, *kf;  // poly: the features of q, k (B*T, H*D_phi), and their gradients (accumulated)
     real *dqf, *dkf;
+    // the phi* memory (section 3c): per block the CPU's PhiScr; this layer's entries (B, H, phne): signals (d_m each),
+    // offsets, tokens; the chunk-start LA (B, H, nch)
+    PhiScr* phs;
+    real *phav, *phlo, *phLA;
+    int* phetok;
+    int phne;
 } MemArgs;
 
 // copy rows [t0, t0+n) of head h of sequence bb from a (B, T, G*w) tensor into dst (n, w), and back
@@ -3731,7 +3737,7 @@ struct LatSh {
     real eta, mu;
 };
 static unsigned lat_threads(int d) { return (unsigned)((d + 31) / 32 * 32); }
-__device__ real lat_dot(const real* a, const real* b, int n) {
+__device__ real dotv_gpu(const real* a, const real* b, int n) {
     real s = 0;
     for (int i = 0; i < n; i++) s += a[i] * b[i];
     return s;
@@ -3766,7 +3772,7 @@ __device__ void lat_coefs(const MemCfg& m, const real* S, LatSh* s) {
     }
     __syncthreads();
     if (j < d) {
-        real g = lat_dot(S + (size_t)j * d, s->h, d);
+        real g = dotv_gpu(S + (size_t)j * d, s->h, d);
         s->g[j] = g;
         real c = m.lattice == LAT_ENC ? g - s->k[j] : s->k[j];
         s->c[j] = c;
@@ -3833,14 +3839,14 @@ __device__ void lat_step_backward(const MemCfg& m, const real* S, const real* Sn
             }
             n = sqrtf(nn);
         }
-        A->dq[row * A->D + h * d + j] = lat_dot(Snj, s->dy, d);
+        A->dq[row * A->D + h * d + j] = dotv_gpu(Snj, s->dy, d);
         for (int r = 0; r < d; r++) Gj[r] += s->dy[r] * s->q[j];
         // G_j := dW_j
         if (renorm) {
-            real p = lat_dot(Snj, Gj, d);
+            real p = dotv_gpu(Snj, Gj, d);
             for (int r = 0; r < d; r++) Gj[r] = (Gj[r] - Snj[r] * p) / n;
         }
-        real dA = lat_dot(Sj, Gj, d), hdW = lat_dot(s->h, Gj, d);
+        real dA = dotv_gpu(Sj, Gj, d), hdW = dotv_gpu(s->h, Gj, d);
         s->dc[j] = -s->eta * hdW + (ortho ? s->eta * dA * s->g[j] : 0);
         s->pe[j] = -s->c[j] * hdW + (ortho ? dA * s->c[j] * s->g[j] : 0);
         s->pm[j] = dA;
@@ -3867,7 +3873,7 @@ __device__ void lat_step_backward(const MemCfg& m, const real* S, const real* Sn
             if (m.lattice == LAT_DEC) x += kj * s->dh[r];
             Gj[r] = x;
         }
-        A->dk[row * A->D + h * d + j] = m.lattice == LAT_DEC   ? lat_dot(Sj, s->dh, d) + s->dc[j]
+        A->dk[row * A->D + h * d + j] = m.lattice == LAT_DEC   ? dotv_gpu(Sj, s->dh, d) + s->dc[j]
                                         : m.lattice == LAT_ENC ? -s->dc[j]
                                                                : s->dc[j];
     }
@@ -3924,9 +3930,382 @@ __global__ void lattice_decode_kernel(MemCfg m, real* P, const real* q, const re
     lat_step(m, S, S, &s, y + h * d);
 }
 
+// ---- the phi* memory (train_miras.c section 3c, DeepTransformer and DOT; its comment gives the equations): one block
+// per (sequence, head), the chunks in order as on the CPU, the scratch the CPU's PhiScr (phi_scr_carve, one per block,
+// in global memory) and the entries (signals av, offsets lo, tokens etok) of every (layer, sequence, head) in A.phav,
+// A.phlo, A.phetok. Every read is a softmax over all the entries (quadratic in T, like attention): a thread per entry
+// for the logits and the entries' gradients, a thread per column for the weighted sums and for the keys' gradients
+// (a token's key can be two entries: its own chunk's and the next chunk's halo row); W1's steps a thread per element.
+
+// The normalised kernel read of one query x (phi_read): out = sum_e p_e av_e, p = softmax_e(off_e + s k_e.x) over the
+// history's entries e < ne (off = lo_e) and the chunk's rows e = ne + j, j < na (off = lam_j). Keeps p in s->lg.
+MEMFN void phi_read_gpu(const MemCfg* m, PhiScr* s, const PhiSeq* x, const real* xq, int ne, int na, const int* etok,
+                        const real* av, const real* lo, const real* lam, real* out) {
+    int w = m->dm, d = m->d, N = ne + na;
+    real mx = -INFINITY, S = 0;
+    FOR(e, N) {
+        real l = (e < ne ? lo[e] : lam[e - ne]) + m->phis * dotv_gpu(x->k + (size_t)etok[e] * x->sx, xq, d);
+        s->lg[e] = l;
+        mx = fmaxf(mx, l);
+    }
+    mx = block_max(mx);
+    FOR(e, N) {
+        real p = expf(s->lg[e] - mx);
+        s->lg[e] = p;
+        S += p;
+    }
+    S = block_sum(S);
+    FOR(e, N) s->lg[e] /= S;
+    __syncthreads();
+    FOR(j, w) {  // (no entry: 0)
+        real o = 0;
+        for (int e = 0; e < N; e++) o += s->lg[e] * av[(size_t)e * w + j];
+        out[j] = o;
+    }
+    __syncthreads();
+}
+// its backward (phi_read_backward), from dout (p in s->lg, out the read's value): dlogit_e = p_e (av_e - out).dout;
+// into dav, dlo (the history's entries) or dlam (the chunk's rows), dxq and the keys' gradients gx->k
+MEMFN void phi_read_backward_gpu(const MemCfg* m, PhiScr* s, const PhiSeq* x, const PhiSeq* gx, const real* xq,
+                                 real* dxq, int ne, int na, const int* etok, const real* av, const real* out,
+                                 const real* dout, real* dav, real* dlo, real* dlam) {
+    int w = m->dm, d = m->d, N = ne + na;
+    real zd = block_dot(out, dout, w);
+    FOR(e, N) {  // (s->lg[e] becomes dlogit_e)
+        real p = s->lg[e], dl = p * (dotv_gpu(av + (size_t)e * w, dout, w) - zd);
+        for (int j = 0; j < w; j++) dav[(size_t)e * w + j] += p * dout[j];
+        if (e < ne)
+            dlo[e] += dl;
+        else
+            dlam[e - ne] += dl;
+        s->lg[e] = dl;
+    }
+    __syncthreads();
+    FOR(i, d) {
+        real acc = 0;
+        for (int e = 0; e < N; e++) {
+            size_t r = (size_t)etok[e];
+            acc += s->lg[e] * x->k[r * x->sx + i];
+            gx->k[r * gx->sx + i] += m->phis * s->lg[e] * xq[i];
+        }
+        dxq[i] += m->phis * acc;
+    }
+    __syncthreads();
+}
+// the log-weight term of own row nn (local, >= nh) for the entry row j: -LA_n + log eta_n + log gamma_n[n - j]
+__device__ real phi_term_gpu(const PhiScr* s, const PhiSeq* x, int t0, int nh, int nn, int j) {
+    size_t t = (size_t)(t0 + nn - nh);
+    return -s->LA[nn - nh] + logf(x->eta[t * x->sg]) + (x->gam ? logf(x->gam[t * x->sc + nn - j]) : 0);
+}
+// the own rows nn whose steps take the entry row j's gradient, up to own row jt: [max(j, nh), min(jt, j + c - 1)]
+__device__ void phi_span_gpu(const MemCfg* m, int nh, int j, int jt, int* n0, int* n1) {
+    *n0 = j > nh ? j : nh;
+    *n1 = jt < j + m->omega - 1 ? jt : j + m->omega - 1;
+}
+
+// One chunk (phi_chunk_forward): own tokens [t0, t0+n), halo rows nh = min(c-1, t0); ne history entries (etok, av,
+// lo), chunk-start W1s (deep) and LAs = LA_{t0-1}. Appends the chunk's R = nh + n entries (etok, av at ne + j, lo =
+// lambda_j at the last row), writes y (own rows, stride sy) and, if W1n, the chunk-end W1; returns LA at the chunk's
+// last row (in every thread).
+MEMFN real phi_chunk_forward_gpu(const MemCfg* m, PhiScr* s, const PhiSeq* x, int t0, int n, int nh, int ne, int* etok,
+                                 real* av, real* lo, const real* W1s, real LAs, real* y, size_t sy, real* W1n) {
+    int d = m->d, w = m->dm, c = m->omega, R = nh + n, deep = m->depth == 2;
+    size_t nP = m->nP;
+    if (threadIdx.x == 0)
+        for (int i = 0; i < n; i++) s->LA[i] = (i ? s->LA[i - 1] : LAs) + logf(x->a[(size_t)(t0 + i) * x->sg]);
+    FOR(j, R) etok[ne + j] = t0 - nh + j;
+    __syncthreads();
+    // the entry rows: key pass over the history, the inner gradient at the chunk-start state
+    for (int j = 0; j < R; j++) {
+        size_t tj = (size_t)(t0 - nh + j);
+        const real *kj = x->k + tj * x->sx, *vj = x->v + tj * x->sx;
+        real *z = s->z + (size_t)j * w, *avj = av + (size_t)(ne + j) * w, *r = s->r + (size_t)j * d;
+        phi_read_gpu(m, s, x, kj, ne, 0, etok, av, lo, NULL, z);  // z_j = W2_s phi*(k_j)
+        if (!deep) {  // M(k_j) = z_j; a_j = -r_j
+            FOR(i, d) {
+                r[i] = m->bias == BIAS_DOT ? -vj[i] : z[i] - vj[i];
+                avj[i] = -r[i];
+            }
+            __syncthreads();
+            continue;
+        }
+        real *tz = s->tz + (size_t)j * w, *h = s->h + (size_t)j * w, *mk = s->mk + (size_t)j * d,
+             *g = s->g + (size_t)j * w;
+        FOR(e, w) {
+            tz[e] = gelu_tanh_gpu(z[e]);
+            h[e] = gelu_gpu(z[e], tz[e]);
+        }
+        __syncthreads();
+        mm_nt_gpu(mk, h, W1s, 1, d, w, 1, 0);  // M(k_j) = W1_s h_j
+        FOR(i, d) r[i] = m->bias == BIAS_DOT ? -vj[i] : mk[i] - vj[i];
+        __syncthreads();
+        mm_nn_gpu(g, r, W1s, 1, w, d, 1, 0);  // g_j = W1_s^T r_j
+        FOR(e, w) avj[e] = -g[e] * gelu_d1_gpu(z[e], tz[e]);  // a_j = -g_j * GELU'(z_j)
+        __syncthreads();
+    }
+    FOR(e, n * R) {  // lambda_j(t) for own row jt = nh + i and the rows j <= jt (a thread per pair)
+        int i = e / R, j = e % R, jt = nh + i, n0, n1;
+        if (j > jt) continue;
+        phi_span_gpu(m, nh, j, jt, &n0, &n1);
+        real mx = -INFINITY, S = 0;
+        for (int nn = n0; nn <= n1; nn++) mx = fmaxf(mx, phi_term_gpu(s, x, t0, nh, nn, j));
+        for (int nn = n0; nn <= n1; nn++) S += expf(phi_term_gpu(s, x, t0, nh, nn, j) - mx);
+        s->lam[e] = mx + logf(S);
+    }
+    __syncthreads();
+    // the query pass and the reads, W1 stepped token by token (W holds W1_s, then W1 after each own row)
+    if (deep) block_copy(s->W, W1s, nP);
+    for (int i = 0; i < n; i++) {
+        size_t t = (size_t)(t0 + i);
+        int jt = nh + i;
+        real *zq = s->zq + (size_t)i * w, *yt = y + (size_t)i * sy;
+        phi_read_gpu(m, s, x, x->q + t * x->sx, ne, jt + 1, etok, av, lo, s->lam + (size_t)i * R, zq);
+        if (!deep) {
+            block_copy(yt, zq, d);
+            continue;
+        }
+        real *tq = s->tq + (size_t)i * w, *hq = s->hq + (size_t)i * w;
+        FOR(e, w) {
+            tq[e] = gelu_tanh_gpu(zq[e]);
+            hq[e] = gelu_gpu(zq[e], tq[e]);
+        }
+        const real* Wp = s->W + (size_t)i * nP;
+        real* Wt = s->W + (size_t)(i + 1) * nP;
+        real at = x->a[t * x->sg], et = x->eta[t * x->sg];
+        FOR(e, nP) {  // W1_t = a_t W1_{t-1} - eta_t sum_{o<c} gamma_t[o] r_{t-o} h_{t-o}^T
+            int p = (int)(e / w), col = (int)(e % w);
+            real v = at * Wp[e];
+            for (int o = 0; o < c && jt - o >= 0; o++) {
+                real cf = et * (x->gam ? x->gam[t * x->sc + o] : 1);
+                v -= cf * s->r[(size_t)(jt - o) * d + p] * s->h[(size_t)(jt - o) * w + col];
+            }
+            Wt[e] = v;
+        }
+        __syncthreads();
+        mm_nt_gpu(yt, hq, Wt, 1, d, w, 1, 0);  // y_t = W1_t GELU(z^q_t)
+    }
+    if (W1n) block_copy(W1n, s->W + (size_t)n * nP, nP);
+    FOR(j, R) lo[ne + j] = s->lam[(size_t)(n - 1) * R + j];
+    __syncthreads();
+    return s->LA[n - 1];
+}
+
+// Its backward (phi_chunk_backward; run phi_chunk_forward_gpu first: its intermediates are in s). In: dy (own rows,
+// stride sdy); s->dW = dL/dW1 at the chunk end (0 for the last chunk), s->dav, s->dlo: the entries' gradients from the
+// later chunks; gLA = dL/dLA at the chunk's last row from the later chunks. Out: s->dW = dL/dW1_s, the earlier
+// entries' dav, dlo; dq, dk, dv, da, deta, dgamma accumulated into gx; returns dL/dLAs (in every thread).
+MEMFN real phi_chunk_backward_gpu(const MemCfg* m, PhiScr* s, const PhiSeq* x, const PhiSeq* gx, int t0, int n, int nh,
+                                  int ne, const int* etok, const real* av, const real* lo, const real* W1s,
+                                  const real* dy, size_t sdy, real gLA) {
+    __shared__ real gLAs;
+    int d = m->d, w = m->dm, c = m->omega, R = nh + n, deep = m->depth == 2;
+    size_t nP = m->nP;
+    block_zero(s->dz, (size_t)R * w);
+    block_zero(s->dh, (size_t)R * w);
+    block_zero(s->dr, (size_t)R * d);
+    block_zero(s->dlam, (size_t)n * R);
+    block_zero(s->dLA, n);
+    FOR(j, R) s->dlam[(size_t)(n - 1) * R + j] += s->dlo[ne + j];  // lo_j = lambda_j(last row)
+    if (threadIdx.x == 0) s->dLA[n - 1] += gLA;
+    __syncthreads();
+    real* dW = s->dW;
+    for (int i = n - 1; i >= 0; i--) {  // the reads and W1's steps, in reverse
+        size_t t = (size_t)(t0 + i);
+        int jt = nh + i;
+        const real* dyt = dy + (size_t)i * sdy;
+        real *zq = s->zq + (size_t)i * w, *dzq = s->dzq + (size_t)i * w;
+        if (deep) {
+            const real *hq = s->hq + (size_t)i * w, *tq = s->tq + (size_t)i * w, *Wt = s->W + (size_t)(i + 1) * nP,
+                       *Wp = s->W + (size_t)i * nP;
+            FOR(e, nP) dW[e] += dyt[e / w] * hq[e % w];  // y_t = W1_t hq_t
+            mm_nn_gpu(s->dhq, dyt, Wt, 1, w, d, 1, 0);
+            FOR(e, w) dzq[e] = s->dhq[e] * gelu_d1_gpu(zq[e], tq[e]);
+            real at = x->a[t * x->sg], et = x->eta[t * x->sg], ga = block_dot(dW, Wp, nP);
+            if (threadIdx.x == 0) gx->a[t * gx->sg] += ga;  // W1_t = a_t W1_{t-1} - eta_t sum_o gamma_t[o] r h^T
+            for (int o = 0; o < c && jt - o >= 0; o++) {
+                real gm = x->gam ? x->gam[t * x->sc + o] : 1, cf = et * gm, sv = 0;
+                const real *r = s->r + (size_t)(jt - o) * d, *h = s->h + (size_t)(jt - o) * w;
+                real *dr = s->dr + (size_t)(jt - o) * d, *dh = s->dh + (size_t)(jt - o) * w;
+                FOR(p, d) {
+                    real rs = 0;
+                    for (int e = 0; e < w; e++) rs += dW[(size_t)p * w + e] * h[e];
+                    dr[p] -= cf * rs;
+                    sv += r[p] * rs;
+                }
+                FOR(e, w) {
+                    real acc = 0;
+                    for (int p = 0; p < d; p++) acc += dW[(size_t)p * w + e] * r[p];
+                    dh[e] -= cf * acc;
+                }
+                sv = block_sum(sv);
+                if (threadIdx.x == 0) {
+                    gx->eta[t * gx->sg] -= gm * sv;
+                    if (x->gam) gx->gam[t * gx->sc + o] -= et * sv;
+                }
+            }
+            __syncthreads();
+            FOR(e, nP) dW[e] *= at;
+            __syncthreads();
+        } else
+            block_copy(dzq, dyt, d);
+        // the query read (recomputed for its softmax)
+        phi_read_gpu(m, s, x, x->q + t * x->sx, ne, jt + 1, etok, av, lo, s->lam + (size_t)i * R, zq);
+        phi_read_backward_gpu(m, s, x, gx, x->q + t * x->sx, gx->q + t * gx->sx, ne, jt + 1, etok, av, zq, dzq, s->dav,
+                              s->dlo, s->dlam + (size_t)i * R);
+    }
+    // lambda = log sum_n exp(term_n): dterm_n = softmax weight * dlambda. A thread per own row nn, over the pairs
+    // (i, j) whose span holds it: i >= nn - nh (jt >= nn), nn - c < j <= nn
+    FOR(i0, n) {
+        int nn = nh + i0;
+        size_t t = (size_t)(t0 + i0);
+        real dla = 0, de = 0;
+        for (int i = i0; i < n; i++)
+            for (int j = nn - c + 1 > 0 ? nn - c + 1 : 0; j <= nn; j++) {
+                real dl = s->dlam[(size_t)i * R + j];
+                if (dl == 0) continue;
+                real pd = expf(phi_term_gpu(s, x, t0, nh, nn, j) - s->lam[(size_t)i * R + j]) * dl;
+                dla -= pd;
+                de += pd / x->eta[t * x->sg];
+                if (x->gam) gx->gam[t * gx->sc + nn - j] += pd / x->gam[t * x->sc + nn - j];
+            }
+        s->dLA[i0] += dla;
+        gx->eta[t * gx->sg] += de;
+    }
+    __syncthreads();
+    // the entry rows: back through the inner gradient, then the key pass
+    for (int j = R - 1; j >= 0; j--) {
+        size_t tj = (size_t)(t0 - nh + j);
+        const real* davj = s->dav + (size_t)(ne + j) * w;
+        real *z = s->z + (size_t)j * w, *dz = s->dz + (size_t)j * w, *dr = s->dr + (size_t)j * d;
+        real* dv = gx->v + tj * gx->sx;
+        if (!deep) {  // a_j = -r_j; l2: r_j = z_j - v_j; dot: r_j = -v_j
+            FOR(i, d) {
+                real g = dr[i] - davj[i];
+                dv[i] -= g;
+                if (m->bias != BIAS_DOT) dz[i] += g;
+            }
+            __syncthreads();
+        } else {
+            const real *tz = s->tz + (size_t)j * w, *g = s->g + (size_t)j * w, *r = s->r + (size_t)j * d,
+                       *h = s->h + (size_t)j * w;
+            real *dh = s->dh + (size_t)j * w, *dg = s->dhq;  // (dhq: scratch of w)
+            FOR(e, w) {  // a_j = -g_j * GELU'(z_j)
+                dg[e] = -davj[e] * gelu_d1_gpu(z[e], tz[e]);
+                dz[e] -= davj[e] * g[e] * gelu_d2_gpu(z[e], tz[e]);
+            }
+            __syncthreads();
+            FOR(e, nP) dW[e] += r[e / w] * dg[e % w];  // g_j = W1_s^T r_j
+            FOR(p, d) {
+                real acc = 0;
+                for (int e = 0; e < w; e++) acc += W1s[(size_t)p * w + e] * dg[e];
+                dr[p] += acc;
+            }
+            __syncthreads();
+            FOR(p, d) dv[p] -= dr[p];  // r_j = bias(M(k_j), v_j), M(k_j) = W1_s h_j
+            if (m->bias != BIAS_DOT) {
+                FOR(e, nP) dW[e] += dr[e / w] * h[e % w];
+                FOR(e, w) {
+                    real acc = 0;
+                    for (int p = 0; p < d; p++) acc += W1s[(size_t)p * w + e] * dr[p];
+                    dh[e] += acc;
+                }
+            }
+            __syncthreads();
+            FOR(e, w) dz[e] += dh[e] * gelu_d1_gpu(z[e], tz[e]);
+            __syncthreads();
+        }
+        const real* kj = x->k + tj * x->sx;
+        phi_read_gpu(m, s, x, kj, ne, 0, etok, av, lo, NULL, z);
+        phi_read_backward_gpu(m, s, x, gx, kj, gx->k + tj * gx->sx, ne, 0, etok, av, z, dz, s->dav, s->dlo, NULL);
+    }
+    if (threadIdx.x == 0) {  // LA_t = LA_{t-1} + log a_t
+        real g = 0;
+        for (int i = n - 1; i >= 0; i--) {
+            size_t t = (size_t)(t0 + i);
+            g += s->dLA[i];
+            gx->a[t * gx->sg] += g / x->a[t * x->sg];
+        }
+        gLAs = g;
+    }
+    __syncthreads();
+    return gLAs;
+}
+
+// one head's token rows of the layer's inputs (grad 0) or of their gradients (grad 1): phi_seq
+__device__ PhiSeq phi_seq_gpu(const MemArgs* A, int bb, int h, int grad) {
+    int c = A->m.omega, d = A->m.d;
+    size_t r = (size_t)bb * A->T, oD = r * A->D + (size_t)h * d, oH = r * A->H + h;
+    PhiSeq x = {(real*)(grad ? A->dq : A->q) + oD,
+                (real*)(grad ? A->dk : A->k) + oD,
+                (real*)(grad ? A->dv : A->v) + oD,
+                (real*)(grad ? A->dga : A->ga) + oH,
+                (real*)(grad ? A->dgeta : A->geta) + oH,
+                c > 1 ? (real*)(grad ? A->dggam : A->ggam) + oH * c : NULL,
+                (size_t)A->D,
+                (size_t)A->H,
+                (size_t)A->H * c};
+    return x;
+}
+// The phi* memory of a layer (phi_memory_forward): each (sequence, head) its chunks in order, each chunk-start W1 in
+// A.P, the entries in A.phav, A.phlo, A.phetok and the chunk-start LA in A.phLA.
+__global__ void __launch_bounds__(MEM_THREADS) phi_memory_forward_kernel(MemArgs A) {
+    __shared__ PhiScr s;
+    __shared__ MemCfg m;
+    if (threadIdx.x == 0) {
+        s = A.phs[blockIdx.x];
+        m = A.m;
+        mem_tc = 0;
+    }
+    __syncthreads();
+    int bb = blockIdx.x / A.H, h = blockIdx.x % A.H, T = A.T, b = A.b, c = m.omega, nch = A.nch, ne = 0;
+    size_t nP = m.nP, NE = A.phne, hx = blockIdx.x;
+    PhiSeq x = phi_seq_gpu(&A, bb, h, 0);
+    real *P = A.P + hx * nch * nP, *av = A.phav + hx * NE * m.dm, *lo = A.phlo + hx * NE, *LAs = A.phLA + hx * nch,
+         LA = 0;
+    int* etok = A.phetok + hx * NE;
+    block_copy(P, A.p0 + (size_t)h * nP, nP);  // W1_0
+    for (int ch = 0; ch < nch; ch++) {
+        int t0 = ch * b, n = T - t0 < b ? T - t0 : b, nh = t0 < c - 1 ? t0 : c - 1;
+        if (threadIdx.x == 0) LAs[ch] = LA;
+        LA = phi_chunk_forward_gpu(&m, &s, &x, t0, n, nh, ne, etok, av, lo, P + (size_t)ch * nP, LA,
+                                   A.y + ((size_t)bb * T + t0) * A.D + (size_t)h * m.d, A.D,
+                                   ch == nch - 1 ? NULL : P + (size_t)(ch + 1) * nP);
+        ne += nh + n;
+    }
+}
+// and its backward (phi_memory_backward): the chunks in reverse, each recomputed from its start; dL/dW1_0 of the
+// sequence into A.dbh
+__global__ void __launch_bounds__(MEM_THREADS) phi_memory_backward_kernel(MemArgs A) {
+    __shared__ PhiScr s;
+    __shared__ MemCfg m;
+    if (threadIdx.x == 0) {
+        s = A.phs[blockIdx.x];
+        m = A.m;
+        mem_tc = 0;
+    }
+    __syncthreads();
+    int bb = blockIdx.x / A.H, h = blockIdx.x % A.H, T = A.T, b = A.b, c = m.omega, nch = A.nch, d = m.d, ne = A.phne;
+    size_t nP = m.nP, NE = A.phne, hx = blockIdx.x;
+    PhiSeq x = phi_seq_gpu(&A, bb, h, 0), gx = phi_seq_gpu(&A, bb, h, 1);
+    real *P = A.P + hx * nch * nP, *av = A.phav + hx * NE * m.dm, *lo = A.phlo + hx * NE, *LAs = A.phLA + hx * nch,
+         gLA = 0;
+    int* etok = A.phetok + hx * NE;
+    block_zero(s.dav, NE * m.dm);
+    block_zero(s.dlo, NE);
+    block_zero(s.dW, nP);
+    for (int ch = nch - 1; ch >= 0; ch--) {
+        int t0 = ch * b, n = T - t0 < b ? T - t0 : b, nh = t0 < c - 1 ? t0 : c - 1;
+        ne -= nh + n;
+        phi_chunk_forward_gpu(&m, &s, &x, t0, n, nh, ne, etok, av, lo, P + (size_t)ch * nP, LAs[ch], s.y, d, NULL);
+        gLA = phi_chunk_backward_gpu(&m, &s, &x, &gx, t0, n, nh, ne, etok, av, lo, P + (size_t)ch * nP,
+                                     A.dy + ((size_t)bb * T + t0) * A.D + (size_t)h * d, A.D, gLA);
+    }
+    block_copy(A.dbh + hx * (nP + 2 * d), s.dW, nP);  // dL/dW1_0 of this sequence
+}
+
 static int mem_token6_cfg(const MemCfg* m, int b) {
-    return !m->lattice && m->depth == 1 && m->d == TOK_D && !m->momentum && m->retention == RET_NONE && !m->anchor &&
-           m->omega == 1 && (m->bias == BIAS_DOT || (m->bias == BIAS_L2 && b == 1));
+    return !m->lattice && !m->phistar && m->depth == 1 && m->d == TOK_D && !m->momentum && m->retention == RET_NONE &&
+           !m->anchor && m->omega == 1 && (m->bias == BIAS_DOT || (m->bias == BIAS_L2 && b == 1));
 }
 // (the trainer, whose launches take v6 for these: ns slots, an eighth of the per-token states at b = 1; the lab,
 // which also runs the older versions: all, the larger of ns and the chunk count)
@@ -3942,8 +4321,8 @@ static int mem_token6_ok(const MemArgs& A) {
 // the b = 1 kernels run these configurations; the others take the generic kernels
 static int mem_token_ok(const MemArgs& A) {
     const MemCfg& m = A.m;
-    return !m.lattice && A.b == 1 && m.depth == 1 && m.d == TOK_D && !m.momentum && m.retention == RET_NONE &&
-           m.bias == BIAS_L2 && !m.anchor && m.omega == 1 && A.H * TOK_D == A.D;
+    return !m.lattice && !m.phistar && A.b == 1 && m.depth == 1 && m.d == TOK_D && !m.momentum &&
+           m.retention == RET_NONE && m.bias == BIAS_L2 && !m.anchor && m.omega == 1 && A.H * TOK_D == A.D;
 }
 // The plan of the chunk scratch in shared memory for a kernel (fwd: the forward; else the backward), at most
 // `bytes`: the arrays in the order below while they fit; the gradient arrays as one block (they are zeroed and
@@ -4040,6 +4419,11 @@ static void mem_forward_launch(MemArgs A, int nbh) {
         KCHECK("lattice_forward");
         return;
     }
+    if (A.m.phistar) {
+        phi_memory_forward_kernel<<<nbh, MEM_THREADS>>>(A);
+        KCHECK("phi_memory_forward");
+        return;
+    }
     if ((A.ver == 0 || A.ver >= 6) && mem_token6_ok(A)) {
         mem_token_forward_v6_kernel<<<nbh * TOK_R, TOK6_THREADS>>>(A);
         KCHECK("mem_token_forward_v6");
@@ -4064,6 +4448,11 @@ static void mem_backward_launch(MemArgs A, int nbh) {
     if (A.m.lattice) {
         lattice_backward_kernel<<<nbh, lat_threads(A.m.d)>>>(A);
         KCHECK("lattice_backward");
+        return;
+    }
+    if (A.m.phistar) {
+        phi_memory_backward_kernel<<<nbh, MEM_THREADS>>>(A);
+        KCHECK("phi_memory_backward");
         return;
     }
     if ((A.ver == 0 || A.ver >= 6) && mem_token6_ok(A)) {
@@ -4133,6 +4522,11 @@ typedef struct {
     // (B, H, T, TOK_R, TOK_GP) the v6 token backward's partial sums (one layer at a time), or NULL
     real* mem_gpart;
     real* lat_scratch;  // Lattice: (B, H, lat_k + 2, nP) the backward's segment states and carry, or NULL
+    // the phi* memory (section 3c): (L, B, H, entries) signals (d_m each), offsets and tokens; (L, B, H, nchunks) the
+    // chunk-start LA; a PhiScr per (sequence, head) in phi_scr_mem, their pointers in phi_scr (device); else NULL
+    real *phi_av, *phi_lo, *phi_LA, *phi_scr_mem;
+    int* phi_etok;
+    PhiScr* phi_scr;
     MemChunkGpu* chunks;
     real* chunk_memory;  // one chunk scratch per (sequence, head), device
     int *inputs, *targets;  // (B, T) device
@@ -4166,9 +4560,6 @@ static int nchunks_gpu(const ModelGpu* M, int T) { return (T + M->cfg.b - 1) / M
 
 // The GPU model of a built host model: parameters (and AdamW moments, if the host has them) copied over.
 static void model_build_gpu(ModelGpu* M, Model* host) {
-    if (host->mem.phistar)  // the phi* memory (DeepTransformer, DOT): CPU only so far
-        DIE("train deep_transformer and dot with train_miras (the CPU trainer)",
-            "the GPU trainer has no ATLAS-family memory phi* (-I 2: DeepTransformer, DOT) yet");
     memset(M, 0, sizeof *M);
     M->hm = host;
     M->cfg = host->cfg;
@@ -4231,6 +4622,15 @@ static void model_free_acts(ModelGpu* M) {
     dfree(M->mem_gpart);
     dfree(M->lat_scratch);
     M->lat_scratch = NULL;
+    dfree(M->phi_av);
+    dfree(M->phi_lo);
+    dfree(M->phi_LA);
+    dfree(M->phi_etok);
+    dfree(M->phi_scr_mem);
+    dfree(M->phi_scr);
+    M->phi_av = M->phi_lo = M->phi_LA = M->phi_scr_mem = NULL;
+    M->phi_etok = NULL;
+    M->phi_scr = NULL;
     dfree(M->chunk_memory);
     dfree(M->chunks);
     dfree(M->inputs);
@@ -4291,6 +4691,20 @@ static void model_alloc_acts_gpu(ModelGpu* M, int B, int T) {
     M->mem_dbh = (real*)dmalloc((size_t)B * c->H * (M->mem.nP + 2 * M->mem.d) * sizeof(real));
     M->mem_aux = M->mem_gpart = NULL;
     if (c->lattice) M->lat_scratch = (real*)dmalloc((size_t)B * c->H * (c->lat_k + 2) * M->mem.nP * sizeof(real));
+    if (M->mem.phistar) {  // section 3c: the entries of every (layer, sequence, head) and a scratch per block
+        size_t ne = phi_entries(T, c->b, M->mem.omega), LBH = (size_t)c->L * B * c->H, nb = (size_t)B * c->H;
+        M->phi_av = (real*)dmalloc(LBH * ne * M->mem.dm * sizeof(real));
+        M->phi_lo = (real*)dmalloc(LBH * ne * sizeof(real));
+        M->phi_etok = (int*)dmalloc(LBH * ne * sizeof(int));
+        M->phi_LA = (real*)dmalloc(LBH * nchunks_gpu(M, T) * sizeof(real));
+        PhiScr* hs = (PhiScr*)xmalloc(nb * sizeof(PhiScr));
+        size_t per = phi_scr_carve(&hs[0], NULL, &M->mem, c->b, ne);
+        M->phi_scr_mem = (real*)dmalloc(nb * per * sizeof(real));
+        for (size_t i = 0; i < nb; i++) phi_scr_carve(&hs[i], M->phi_scr_mem + i * per, &M->mem, c->b, ne);
+        M->phi_scr = (PhiScr*)dmalloc(nb * sizeof(PhiScr));
+        h2d(M->phi_scr, hs, nb * sizeof(PhiScr));
+        free(hs);
+    }
     if (mem_token6_cfg(&M->mem, c->b)) {
         M->mem_aux = (real*)dmalloc((size_t)c->L * N * c->H * TOK_AUX * sizeof(real));
         M->mem_gpart = (real*)dmalloc(N * c->H * TOK_R * TOK_GP * sizeof(real));
@@ -4411,6 +4825,15 @@ static MemArgs mem_args(ModelGpu* M, int l) {
     if (M->mem.omega > 1) {  // omega's window gates (H*c per row) and their gradients
         A.ggam = a->ggam + oH * M->mem.omega;
         A.dggam = g->ggam + oH * M->mem.omega;
+    }
+    if (M->mem.phistar) {  // the phi* memory's entries and scratch
+        size_t ne = phi_entries(T, c->b, M->mem.omega), oL = (size_t)l * B * H;
+        A.phs = M->phi_scr;
+        A.phav = M->phi_av + oL * ne * M->mem.dm;
+        A.phlo = M->phi_lo + oL * ne;
+        A.phetok = M->phi_etok + oL * ne;
+        A.phLA = M->phi_LA + oL * nch;
+        A.phne = (int)ne;
     }
     if (M->mem.poly) {  // poly's features (H*D_phi per row) and their gradients
         size_t oP = oH * M->mem.din;
@@ -5682,6 +6105,14 @@ typedef struct {
     int kvcap;
     real* txbuf;  // Titans layers (section 5b): (9 D + 2) scratch, or NULL
     real* mac_seg;  // MAC: per layer, the segment-start state and the u sequence's conv history (mac_dec_seg)
+    // phi* memory (section 3c), per (layer, head): every token's row (q, k, v, a, eta, gamma), the committed entries
+    // (signals, offsets, tokens) and LA at the last chunk end (device; ph_cap rows and ph_necap entries each); P holds
+    // W1 at the last chunk end; a PhiScr per head (ph_scr, device)
+    real *ph_rows, *ph_av, *ph_lo, *ph_LA, *ph_scr_mem;
+    int* ph_etok;
+    PhiScr* ph_scr;
+    int ph_cap;
+    size_t ph_necap;
 } DecoderGpu;
 
 typedef struct {
@@ -5784,6 +6215,54 @@ __global__ void __launch_bounds__(MEM_THREADS) decoder_memory_kernel(DecArgs A) 
     }
 }
 
+// the phi* memory, one token (train_miras.c's phi_dec_head): one block per head; the token's row appended to the
+// head's rows, the chunk so far (own rows t0..pos) recomputed from the committed state, exactly the parallel
+// forward's arithmetic for these rows; at the chunk's end its entries, W1 and LA are committed
+typedef struct {
+    MemCfg m;
+    int H, b, pos, ne;  // ne: the committed entries, phi_entries(t0, b, c)
+    size_t cap, necap;  // token rows and entries per (layer, head)
+    const real *q, *k, *v, *ga, *geta, *ggam;  // this token's row of the layer's memory inputs
+    real *y, *rows, *av, *lo, *LA, *P, *Pn;  // rows, av, lo, LA, P: this layer's
+    int* etok;
+    PhiScr* scr;
+} PhiDecArgs;
+__global__ void __launch_bounds__(MEM_THREADS) phi_decode_kernel(PhiDecArgs A) {
+    __shared__ PhiScr s;
+    __shared__ MemCfg m;
+    if (threadIdx.x == 0) {
+        s = A.scr[blockIdx.x];
+        m = A.m;
+        mem_tc = 0;
+    }
+    __syncthreads();
+    int h = blockIdx.x, d = m.d, b = A.b, c = m.omega, cnt = A.pos % b, t0 = A.pos - cnt, n = cnt + 1,
+        nh = t0 < c - 1 ? t0 : c - 1, full = n == b;
+    size_t rw = 3 * (size_t)d + 2 + c, nP = m.nP;
+    real *rows = A.rows + (size_t)h * A.cap * rw, *row = rows + (size_t)A.pos * rw;
+    FOR(i, d) {
+        row[i] = A.q[h * d + i];
+        row[d + i] = A.k[h * d + i];
+        row[2 * d + i] = A.v[h * d + i];
+    }
+    if (threadIdx.x == 0) {
+        row[3 * d] = A.ga[h];
+        row[3 * d + 1] = A.geta[h];
+    }
+    if (c > 1) FOR(o, c) row[3 * d + 2 + o] = A.ggam[h * c + o];
+    __syncthreads();
+    PhiSeq x = {rows, rows + d, rows + 2 * d, rows + 3 * d, rows + 3 * d + 1, c > 1 ? rows + 3 * d + 2 : NULL, rw,
+                rw,   rw};
+    real *P = A.P + (size_t)h * nP, *Pn = A.Pn + (size_t)h * nP;
+    real LAn = phi_chunk_forward_gpu(&m, &s, &x, t0, n, nh, A.ne, A.etok + h * A.necap, A.av + h * A.necap * m.dm,
+                                     A.lo + h * A.necap, P, A.LA[h], s.y, d, full ? Pn : NULL);
+    block_copy(A.y + (size_t)h * d, s.y + (size_t)cnt * d, d);
+    if (full) {
+        block_copy(P, Pn, nP);
+        if (threadIdx.x == 0) A.LA[h] = LAn;
+    }
+}
+
 // one conv output row from the history of K-1 rows and the current row x; then shift the history (a thread per channel)
 __global__ void conv_step_kernel(real* out, real* hist, const real* x, const real* w, int C, int K) {
     GRID_FOR(ii, C) {
@@ -5850,6 +6329,46 @@ static void decoder_init_gpu(DecoderGpu* dec, ModelGpu* M) {
     dec->logits = (real*)xmalloc((size_t)c->Vp * sizeof(real));
     if (c->arch) titans_dec_init_gpu(dec);  // Titans layers: their caches, and the P rows through each layer (5b)
 }
+// phi*: room for token rows up to pos (grown by doubling, the rows and entries kept) and the entries with the current
+// chunk's (train_miras.c's phi_dec_grow)
+static void phi_dec_grow_gpu(DecoderGpu* dec, int pos) {
+    const MemCfg* m = &dec->M->mem;
+    const Config* c = &dec->M->cfg;
+    if (pos < dec->ph_cap) return;
+    int cap = dec->ph_cap ? dec->ph_cap : 64;
+    while (cap <= pos) cap *= 2;
+    size_t LH = (size_t)c->L * c->H, rw = 3 * (size_t)m->d + 2 + m->omega, oc = dec->ph_cap, one = dec->ph_necap,
+           ne = phi_entries(cap, c->b, m->omega) + c->b + m->omega, w = m->dm;
+    real* rows = (real*)dmalloc(LH * cap * rw * sizeof(real));
+    real* av = (real*)dmalloc(LH * ne * w * sizeof(real));
+    real* lo = (real*)dmalloc(LH * ne * sizeof(real));
+    int* etok = (int*)dmalloc(LH * ne * sizeof(int));
+    for (size_t i = 0; i < LH && oc; i++) {
+        d2d(rows + i * cap * rw, dec->ph_rows + i * oc * rw, oc * rw * sizeof(real));
+        d2d(av + i * ne * w, dec->ph_av + i * one * w, one * w * sizeof(real));
+        d2d(lo + i * ne, dec->ph_lo + i * one, one * sizeof(real));
+        d2d(etok + i * ne, dec->ph_etok + i * one, one * sizeof(int));
+    }
+    dfree(dec->ph_rows);
+    dfree(dec->ph_av);
+    dfree(dec->ph_lo);
+    dfree(dec->ph_etok);
+    dec->ph_rows = rows;
+    dec->ph_av = av;
+    dec->ph_lo = lo;
+    dec->ph_etok = etok;
+    PhiScr* hs = (PhiScr*)xmalloc((size_t)c->H * sizeof(PhiScr));
+    size_t per = phi_scr_carve(&hs[0], NULL, m, c->b, ne);
+    dfree(dec->ph_scr_mem);
+    dec->ph_scr_mem = (real*)dmalloc((size_t)c->H * per * sizeof(real));
+    for (int h = 0; h < c->H; h++) phi_scr_carve(&hs[h], dec->ph_scr_mem + (size_t)h * per, m, c->b, ne);
+    if (!dec->ph_scr) dec->ph_scr = (PhiScr*)dmalloc((size_t)c->H * sizeof(PhiScr));
+    h2d(dec->ph_scr, hs, (size_t)c->H * sizeof(PhiScr));
+    free(hs);
+    if (!dec->ph_LA) dec->ph_LA = (real*)dmalloc(LH * sizeof(real));
+    dec->ph_cap = cap;
+    dec->ph_necap = ne;
+}
 // this position's attention row of layer l against its KV cache (train_miras.c's decoder_attention): q, k = RoPE at
 // pos,
 // k and v into the cache (slot pos, or pos mod W in the 'S' ring), then attention_forward_kernel's row i = pos
@@ -5902,6 +6421,13 @@ static void decoder_free_gpu(DecoderGpu* dec) {
     dfree(dec->tok);
     dfree(dec->txbuf);
     dfree(dec->mac_seg);
+    dfree(dec->ph_rows);
+    dfree(dec->ph_av);
+    dfree(dec->ph_lo);
+    dfree(dec->ph_LA);
+    dfree(dec->ph_etok);
+    dfree(dec->ph_scr_mem);
+    dfree(dec->ph_scr);
     free(dec->logits);
 }
 
@@ -5941,6 +6467,35 @@ static void decoder_mixer_gpu(DecoderGpu* dec, int l, const real* u, int pos, re
         lattice_decode_kernel<<<H, lat_threads(d)>>>(*m, dec->P + (size_t)l * H * nP, a->q, a->k, a->v, a->geta, a->ga,
                                                      a->y);
         KCHECK("lattice_decode");
+    } else if (m->phistar) {  // section 3c
+        phi_dec_grow_gpu(dec, pos);
+        size_t lh = (size_t)l * H, ne = dec->ph_necap, rw = 3 * (size_t)d + 2 + m->omega;
+        PhiDecArgs A;
+        memset(&A, 0, sizeof A);
+        A.m = *m;
+        A.H = H;
+        A.b = b;
+        A.pos = pos;
+        A.ne = (int)phi_entries(pos - cnt, b, m->omega);
+        A.cap = (size_t)dec->ph_cap;
+        A.necap = ne;
+        A.q = a->q;
+        A.k = a->k;
+        A.v = a->v;
+        A.ga = a->ga;
+        A.geta = a->geta;
+        A.ggam = a->ggam;
+        A.y = a->y;
+        A.rows = dec->ph_rows + lh * dec->ph_cap * rw;
+        A.av = dec->ph_av + lh * ne * m->dm;
+        A.lo = dec->ph_lo + lh * ne;
+        A.etok = dec->ph_etok + lh * ne;
+        A.LA = dec->ph_LA + lh;
+        A.P = dec->P + lh * nP;
+        A.Pn = dec->Pn;
+        A.scr = dec->ph_scr;
+        phi_decode_kernel<<<H, MEM_THREADS>>>(A);
+        KCHECK("phi_decode");
     } else {
         DecArgs A;
         memset(&A, 0, sizeof A);
