@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # Equal-size, equal-token comparison of the memory presets on tinyshakespeare (byte-level) and on MQAR.
 # usage: dev/compare_miras.sh [OUTDIR]     (needs ../shared/data/tinyshakespeare.txt; ~30 min on 2 cores)
-# env: PRESETS (default below), TS_STEPS (150), MQ_STEPS (8000), SKIP_DATA=1 to reuse OUTDIR's data, EXTRA (model flags)
+# env: PRESETS (default below), TS_STEPS (150), MQ_STEPS (8000), SKIP_DATA=1 to reuse OUTDIR's data, EXTRA (model flags),
+#      BIN (the trainer: ./train_miras, or ./train_miras_cu on a GPU, built by hand), TS (the text file)
 # Prints a markdown table: final val loss, MQAR answer accuracy, median tokens/s.
 set -eu
 cd "$(dirname "$0")/.."
 out=${1:-build/compare}; mkdir -p "$out"
 make -s train_miras data_prep >/dev/null
+bin=${BIN:-./train_miras}
 presets=${PRESETS:-"titans moneta yaad memora linear_attn"}; ts_steps=${TS_STEPS:-150}; mq_steps=${MQ_STEPS:-8000}
-ts=../shared/data/tinyshakespeare.txt
+ts=${TS:-../shared/data/tinyshakespeare.txt}
 [ -f "$ts" ] || { echo "error: $ts not found (hint: run from a checkout next to shared/)"; exit 1; }
 if [ "${SKIP_DATA:-0}" != 1 ]; then
     data_prep/text2shards -q -t byte -v 0.1 -o "$out/ts" "$ts"
@@ -20,9 +22,9 @@ echo "| preset | params | tinyshakespeare val loss | tok/s | MQAR answer accurac
 echo "|---|---|---|---|---|---|---|"
 for p in $presets; do
     if [ "${SKIP_MQ_TITANS:-0}" = 1 ] && [ "$p" = titans ]; then mq_skip=1; else mq_skip=0; fi
-    ./train_miras -p "$p" $model -V 256 -b 8 -t 128 -x "$ts_steps" -v 50 -m 8 -l 3e-3 -u 20 \
+    "$bin" -p "$p" $model -V 256 -b 8 -t 128 -x "$ts_steps" -v 50 -m 8 -l 3e-3 -u 20 \
         -i "$out/ts_train_*.bin" -j "$out/ts_val_*.bin" -z "$out/ts_tokenizer.bin" -o "$out/ts_$p" > "$out/ts_$p.log"
-    [ "$mq_skip" = 1 ] || ./train_miras -p "$p" $model -V 64 -b 4 -t 16 -x "$mq_steps" -v 2000 -m 32 -l 3e-3 -u 100 \
+    [ "$mq_skip" = 1 ] || "$bin" -p "$p" $model -V 64 -b 4 -t 16 -x "$mq_steps" -v 2000 -m 32 -l 3e-3 -u 100 \
         -i "$out/mqar_train_*.bin" -j "$out/mqar_val_*.bin" -z "$out/mqar_tokenizer.bin" -o "$out/mq_$p" > "$out/mq_$p.log"
     np=$(grep -m1 params "$out/ts_$p.log" | sed -E 's/.*\| ([0-9]+) params.*/\1/')
     tsl=$(grep 'val loss' "$out/ts_$p.log" | tail -1 | sed -E 's/.*val loss ([0-9.]+).*/\1/')
