@@ -3935,7 +3935,7 @@ __global__ void lattice_decode_kernel(MemCfg m, real* P, const real* q, const re
 // in global memory) and the entries (signals av, offsets lo, tokens etok) of every (layer, sequence, head) in A.phav,
 // A.phlo, A.phetok. Every read is a softmax over all the entries (quadratic in T, like attention): a thread per entry
 // for the logits and the entries' gradients, a thread per column for the weighted sums and for the keys' gradients
-// (a token's key can be two entries: its own chunk's and the next chunk's halo row); W1's steps a thread per element.
+// (a token's key can be several entries: its own chunk's and later chunks' halo rows); W1's steps a thread per element.
 
 // The normalised kernel read of one query x (phi_read): out = sum_e p_e av_e, p = softmax_e(off_e + s k_e.x) over the
 // history's entries e < ne (off = lo_e) and the chunk's rows e = ne + j, j < na (off = lam_j). Keeps p in s->lg.
@@ -3981,7 +3981,7 @@ MEMFN void phi_read_backward_gpu(const MemCfg* m, PhiScr* s, const PhiSeq* x, co
         s->lg[e] = dl;
     }
     __syncthreads();
-    FOR(i, d) {
+    FOR(i, d) {  // (a thread per column: two entries can share a key row)
         real acc = 0;
         for (int e = 0; e < N; e++) {
             size_t r = (size_t)etok[e];
