@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# The ATLAS family on a real GPU (issue 12), one device call (after dev/cuda/memlab_device.sh, which builds): every
+# ATLAS fixture and synthetic input through `make test_gpu`'s checks (dumps against the CPU, GPU decoding, bf16), then
+# the comparison rows the CPU could not afford (atlas_pp: token-level muon with the gated memory, over 2 hours of one
+# core for its text run) by the GPU trainer, with dev/compare_miras.sh's sizes and steps. Each step under a time guard
+# (total BUDGET seconds, default 590).
+# usage: OUT=dir TS=build/ts.txt dev/cuda/atlas_device.sh   (TS: tinyshakespeare.txt copied into the checkout, carried)
+set -u
+cd "$(dirname "$0")/../.." || exit 1
+OUT=${OUT:-build/device}; mkdir -p "$OUT"; BUDGET=${BUDGET:-590}; S=$SECONDS
+left() { echo $((BUDGET - (SECONDS - S))); }
+step() { local t=$1; shift; local l; l=$(left); [ "$l" -gt 5 ] || { echo "skipped (no time): $*"; return 1; }; [ "$t" -lt "$l" ] || t=$l; timeout "$t" "$@"; }
+echo "device: $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1), commit $(git rev-parse --short HEAD 2>/dev/null)"
+step 200 make -s train_miras train_miras_cu test_miras data_prep > "$OUT/build.log" 2>&1 || { echo "build failed"; tail -n 5 "$OUT/build.log"; exit 1; }
+echo "t = $((SECONDS - S)) s"
+atlas='^(omega_.*|poly_.*|omeganet|muon.*|gated_noln|atlas.*|deep_transformer|dot.*|syn_(omega.*|omeganet|poly_dn|atlas.*|dt|dot.*|phi_.*))$'
+step 240 env ONLY="$atlas" bash dev/test_gpu.sh > "$OUT/test_gpu_atlas.log" 2>&1
+echo "test_gpu, the ATLAS family: rc $?"; grep -vE "^ok|^===" "$OUT/test_gpu_atlas.log" | tail -n 20
+echo "t = $((SECONDS - S)) s"
+ts=${TS:-build/ts.txt}
+if [ -f "$ts" ]; then
+    step 320 env BIN=./train_miras_cu TS="$ts" PRESETS="${PRESETS:-atlas_pp}" TS_STEPS=150 MQ_STEPS=2000 \
+        bash dev/compare_miras.sh build/cmp_gpu > "$OUT/compare.md" 2>&1
+    echo "compare_miras.sh on the GPU: rc $?"; cat "$OUT/compare.md"; cp build/cmp_gpu/*.log "$OUT/" 2>/dev/null
+else echo "no $ts: the comparison rows did not run (copy ../shared/data/tinyshakespeare.txt there and carry it)"; fi
+echo "total $((SECONDS - S)) s"
