@@ -5,6 +5,9 @@
 # core for its text run) by the GPU trainer, with dev/compare_miras.sh's sizes and steps. Each step under a time guard
 # (total BUDGET seconds, default 590).
 # usage: OUT=dir TS=build/ts.txt dev/cuda/atlas_device.sh   (TS: tinyshakespeare.txt copied into the checkout, carried)
+# A dry run without a GPU (checks this script's plumbing, not the GPU): GPU_BIN=build/emu/train_miras_emu
+# CMP_BIN=build/emu/train_miras_emu ONLY='^(omega_gd)$' PRESETS=titans TS_STEPS=2 MQ_STEPS=2 BUDGET=3000 (after
+# dev/cuda/emu_build.sh); GPU_BIN and ONLY pass through to dev/test_gpu.sh.
 set -u
 cd "$(dirname "$0")/../.." || exit 1
 OUT=${OUT:-build/device}; mkdir -p "$OUT"; BUDGET=${BUDGET:-590}; S=$SECONDS
@@ -14,12 +17,13 @@ echo "device: $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | 
 step 200 make -s train_miras train_miras_cu test_miras data_prep > "$OUT/build.log" 2>&1 || { echo "build failed"; tail -n 5 "$OUT/build.log"; exit 1; }
 echo "t = $((SECONDS - S)) s"
 atlas='^(omega_.*|poly_.*|omeganet|muon.*|gated_noln|atlas.*|deep_transformer|dot.*|syn_(omega.*|omeganet|poly_dn|atlas.*|dt|dot.*|phi_.*))$'
-step 240 env ONLY="$atlas" bash dev/test_gpu.sh > "$OUT/test_gpu_atlas.log" 2>&1
+step 240 env ONLY="${ONLY:-$atlas}" bash dev/test_gpu.sh > "$OUT/test_gpu_atlas.log" 2>&1
 echo "test_gpu, the ATLAS family: rc $?"; grep -vE "^ok|^===" "$OUT/test_gpu_atlas.log" | tail -n 20
 echo "t = $((SECONDS - S)) s"
 ts=${TS:-build/ts.txt}
 if [ -f "$ts" ]; then
-    step 320 env BIN=./train_miras_cu TS="$ts" PRESETS="${PRESETS:-atlas_pp}" TS_STEPS=150 MQ_STEPS=2000 \
+    step 320 env BIN="${CMP_BIN:-./train_miras_cu}" TS="$ts" PRESETS="${PRESETS:-atlas_pp}" TS_STEPS="${TS_STEPS:-150}" \
+        MQ_STEPS="${MQ_STEPS:-2000}" \
         bash dev/compare_miras.sh build/cmp_gpu > "$OUT/compare.md" 2>&1
     echo "compare_miras.sh on the GPU: rc $?"; cat "$OUT/compare.md"; cp build/cmp_gpu/*.log "$OUT/" 2>/dev/null
 else echo "no $ts: the comparison rows did not run (copy ../shared/data/tinyshakespeare.txt there and carry it)"; fi
