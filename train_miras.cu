@@ -2814,8 +2814,12 @@ typedef struct {
     int B, T, H, D, b, nch;
     const real *q, *k, *v, *ga, *gth, *geta, *gdel;  // this layer's memory inputs, rows (B*T, .)
     real* y;  // this layer's memory output (B*T, D)
-    // this layer's chunk-start states (B, H, nch, nP); S: momentum only
+    // this layer's chunk-start states (B, H, nch, nP); S: momentum only. The generic kernels keep every ck-th one
+    // (B, H, ceil(nch / ck), nP) when ck > 1 (0 or 1: all): the others go to the block's Pw, Sw (ck - 1 states
+    // each), and the backward recomputes them a segment of ck chunks at a time (mem_state_gpu)
     real *P, *S;
+    int ck;
+    real *Pw, *Sw;
     const real *p0, *lng, *lnb;  // this layer's P_0 (H, nP) and memory LN (H, d)
     MemChunkGpu* chunks;  // chunk scratch, one per block
     const real* dy;  // backward: dL/dy, and the gradients of the inputs (written)
@@ -2987,8 +2991,21 @@ __device__ __forceinline__ void prefetch_l2(const real* p, size_t n) {
         asm volatile("prefetch.global.L2 [%0];" ::"l"(p + i));
 #endif
 }
-// The memory read of one layer (SPEC §5): each (sequence, head) runs its chunks in order; every chunk-start
-// state is kept for the backward.
+// chunk ch's start state (or momentum): a stored slot when ch is a multiple of ck, else the block's segment
+// buffer w (the states between two slots; forward and backward place them alike, so they never overlap the
+// state the same step reads)
+__device__ __forceinline__ real* mem_state_gpu(real* P, real* w, int ch, int ck, int nP) {
+    if (!P) return NULL;
+    return ch % ck == 0 ? P + (size_t)(ch / ck) * nP : w + (size_t)(ch % ck - 1) * nP;
+}
+// chunk ch's inputs into the block's scratch; returns omega's halo rows (0 without omega and poly)
+__device__ int mem_load_chunk_gpu(MemChunkGpu* c, const MemArgs* A, int bb, int h, int t0, int n) {
+    if (A->m.omega > 1 || A->m.poly) return omega_load_chunk_gpu(c, A, bb, h, t0, n);
+    load_chunk_inputs_gpu(c, A, bb, h, t0, n);
+    return 0;
+}
+// The memory read of one layer (SPEC §5): each (sequence, head) runs its chunks in order; the chunk-start states
+// are kept for the backward (every ck-th one with A.ck > 1, see MemArgs).
 __global__ void __launch_bounds__(MEM_THREADS) memory_forward_kernel(MemArgs A) {
     __shared__ MemChunkGpu c;
     __shared__ MemCfg m;
@@ -3001,27 +3018,28 @@ __global__ void __launch_bounds__(MEM_THREADS) memory_forward_kernel(MemArgs A) 
     }
     __syncthreads();
     int bb = blockIdx.x / A.H, h = blockIdx.x % A.H, nch = A.nch, nP = m.nP, b = A.b, T = A.T;
-    size_t base = (((size_t)bb * A.H + h) * nch) * nP;
+    int ck = A.ck > 1 ? A.ck : 1, ns = (nch + ck - 1) / ck;
+    size_t base = (((size_t)bb * A.H + h) * ns) * nP, wbase = (size_t)blockIdx.x * (ck - 1) * nP;
     real* P = A.P + base;
     real* S = (m.momentum || m.muon) ? A.S + base : NULL;
+    real *Pw = ck > 1 ? A.Pw + wbase : NULL, *Sw = ck > 1 && S ? A.Sw + wbase : NULL;
     block_copy(P, A.p0 + (size_t)h * nP, nP);  // P_0, restored every sequence
     if (S) block_zero(S, nP);
     const real* lng = m.ln ? A.lng + (size_t)h * m.d : NULL;
     const real* lnb = m.ln ? A.lnb + (size_t)h * m.d : NULL;
     for (int ch = 0; ch < nch; ch++) {
-        int t0 = ch * b, n = T - t0 < b ? T - t0 : b, last = ch == nch - 1, nh = 0;  // nh: omega's halo rows
-        if (m.omega > 1 || m.poly)
-            nh = omega_load_chunk_gpu(&c, &A, bb, h, t0, n);
-        else
-            load_chunk_inputs_gpu(&c, &A, bb, h, t0, n);
-        mem_step_forward_gpu(&m, &c, nh + n, P + (size_t)ch * nP, S ? S + (size_t)ch * nP : NULL,
-                             last ? NULL : P + (size_t)(ch + 1) * nP, (S && !last) ? S + (size_t)(ch + 1) * nP : NULL,
-                             lng, lnb);
+        int t0 = ch * b, n = T - t0 < b ? T - t0 : b, last = ch == nch - 1;
+        int nh = mem_load_chunk_gpu(&c, &A, bb, h, t0, n);  // omega's halo rows
+        mem_step_forward_gpu(&m, &c, nh + n, mem_state_gpu(P, Pw, ch, ck, nP), mem_state_gpu(S, Sw, ch, ck, nP),
+                             last ? NULL : mem_state_gpu(P, Pw, ch + 1, ck, nP),
+                             last ? NULL : mem_state_gpu(S, Sw, ch + 1, ck, nP), lng, lnb);
         scatter_rows_gpu(A.y, c.y + (size_t)nh * m.d, bb, h, t0, n, T, A.H, m.d);
     }
 }
 // Backward through all chunks in reverse, carrying dL/dP and dL/dS across chunk boundaries
-// (each chunk's intermediates are recomputed from its stored start state).
+// (each chunk's intermediates are recomputed from its start state; with A.ck > 1, entering a segment of ck chunks
+// from its end first recomputes the segment's start states from its stored one, bit for bit the forward's: the
+// same step on the same inputs).
 __global__ void __launch_bounds__(MEM_THREADS) memory_backward_kernel(MemArgs A) {
     __shared__ MemChunkGpu c;
     __shared__ MemCfg m;
@@ -3034,9 +3052,11 @@ __global__ void __launch_bounds__(MEM_THREADS) memory_backward_kernel(MemArgs A)
     }
     __syncthreads();
     int bb = blockIdx.x / A.H, h = blockIdx.x % A.H, nch = A.nch, nP = m.nP, b = A.b, T = A.T, d = m.d;
-    size_t base = (((size_t)bb * A.H + h) * nch) * nP;
+    int ck = A.ck > 1 ? A.ck : 1, ns = (nch + ck - 1) / ck;
+    size_t base = (((size_t)bb * A.H + h) * ns) * nP, wbase = (size_t)blockIdx.x * (ck - 1) * nP;
     real* P = A.P + base;
     real* S = (m.momentum || m.muon) ? A.S + base : NULL;
+    real *Pw = ck > 1 ? A.Pw + wbase : NULL, *Sw = ck > 1 && S ? A.Sw + wbase : NULL;
     const real* lng = m.ln ? A.lng + (size_t)h * d : NULL;
     const real* lnb = m.ln ? A.lnb + (size_t)h * d : NULL;
     block_zero(c.dlng, d);
@@ -3044,19 +3064,22 @@ __global__ void __launch_bounds__(MEM_THREADS) memory_backward_kernel(MemArgs A)
     if (m.anchor) block_zero(c.dp0, nP);
     real *dPn = NULL, *dSn = NULL, *dPs = c.Pa, *dSs = c.Sa;
     for (int ch = nch - 1; ch >= 0; ch--) {
+        if (ck > 1 && (ch == nch - 1 || ch % ck == ck - 1))  // a segment's last chunk: its start states again
+            for (int j = ch - ch % ck; j < ch; j++) {
+                int t0 = j * b, n = T - t0 < b ? T - t0 : b, nh = mem_load_chunk_gpu(&c, &A, bb, h, t0, n);
+                mem_step_forward_gpu(&m, &c, nh + n, mem_state_gpu(P, Pw, j, ck, nP), mem_state_gpu(S, Sw, j, ck, nP),
+                                     mem_state_gpu(P, Pw, j + 1, ck, nP), mem_state_gpu(S, Sw, j + 1, ck, nP), lng,
+                                     lnb);
+            }
         int t0 = ch * b, n = T - t0 < b ? T - t0 : b;
-        real* Pc = P + (size_t)ch * nP;
-        real* Sc = S ? S + (size_t)ch * nP : NULL;
-        if (ch > 0) {
-            prefetch_l2(Pc - nP, nP);
-            if (Sc) prefetch_l2(Sc - nP, nP);
+        real* Pc = mem_state_gpu(P, Pw, ch, ck, nP);
+        real* Sc = mem_state_gpu(S, Sw, ch, ck, nP);
+        if (ch > 0 && ch % ck == 0) {  // the stored start state of the segment before (written long before)
+            prefetch_l2(mem_state_gpu(P, Pw, ch - ck, ck, nP), nP);
+            if (Sc) prefetch_l2(mem_state_gpu(S, Sw, ch - ck, ck, nP), nP);
         }
-        int nh = 0;  // omega's halo rows (their dy is 0)
-        if (m.omega > 1 || m.poly) {
-            nh = omega_load_chunk_gpu(&c, &A, bb, h, t0, n);
-            block_zero(c.dy, (size_t)nh * d);
-        } else
-            load_chunk_inputs_gpu(&c, &A, bb, h, t0, n);
+        int nh = mem_load_chunk_gpu(&c, &A, bb, h, t0, n);  // omega's halo rows (their dy is 0)
+        if (m.omega > 1 || m.poly) block_zero(c.dy, (size_t)nh * d);
         gather_rows_gpu(c.dy + (size_t)nh * d, A.dy, bb, h, t0, n, T, A.H, d);
         mem_step_backward_gpu(&m, &c, nh + n, c.dy, Pc, Sc, dPn, dSn, dPs, dSs, lng, lnb);
         if (m.omega > 1 || m.poly)
@@ -4309,11 +4332,35 @@ static int mem_token6_cfg(const MemCfg* m, int b) {
 }
 // (the trainer, whose launches take v6 for these: ns slots, an eighth of the per-token states at b = 1; the lab,
 // which also runs the older versions: all, the larger of ns and the chunk count)
-static int mem_state_slots(const MemCfg* m, int b, int T, int all = 0) {
+// which, with ck > 1, is every ck-th chunk start in the generic kernels: MemArgs.ck)
+static int mem_state_slots(const MemCfg* m, int b, int T, int all = 0, int ck = 1) {
     if (m->lattice) return (T + m->lat_k - 1) / m->lat_k;  // Lattice: every lat_k-th token's state
     int nch = (T + b - 1) / b, ns = (T + TOK_SEG - 1) / TOK_SEG;
-    if (!mem_token6_cfg(m, b)) return nch;
+    if (!mem_token6_cfg(m, b)) return (nch + ck - 1) / ck;
     return all && nch > ns ? nch : ns;
+}
+// Chunks per stored chunk-start state in the generic memory kernels (MemArgs.ck): 1 (all stored, nothing
+// recomputed) while the states fit in the device memory still free after the activations, less a reserve for what
+// is allocated after them (2 GB and a tenth of the card: the chunk scratch, the bf16 rounding scratches, MAL/MAG's
+// stream model), else the smallest power of two that makes them fit, at a cost of at most one more memory forward
+// in the backward (it recomputes ck - 1 chunks per segment of ck). MIRAS_MEM_CKPT=k forces k. The results do not depend on it: the
+// recomputed states are the forward's bit for bit (the same step on the same inputs; make test_gpu checks it).
+static int mem_ckpt_choose(const MemCfg* m, const Config* c, int B, int T) {
+    if (m->lattice || m->phistar || mem_token6_cfg(m, c->b) || c->arch == ARCH_MAC) return 1;  // their own layouts
+    int nch = (T + c->b - 1) / c->b, ck = 1;
+    const char* s = getenv("MIRAS_MEM_CKPT");
+    if (s) {
+        ck = atoi(s);
+        if (ck < 1) DIE("MIRAS_MEM_CKPT=k keeps every k-th chunk-start state, k >= 1", "bad MIRAS_MEM_CKPT=%s", s);
+        return ck < nch ? ck : nch;
+    }
+    size_t fr = 0, total = 0;
+    cudaCheck(cudaMemGetInfo(&fr, &total));
+    // bytes of the states (all layers) and of the blocks' segment buffers (one layer at a time) at ck
+    double st = (double)m->nP * sizeof(real) * (1 + mem_carries_S(m)), bh = (double)B * c->H;
+    double room = (double)fr - 2e9 - 0.1 * (double)total;
+    while (ck < nch && st * bh * ((double)c->L * ((nch + ck - 1) / ck) + (ck - 1)) > room) ck *= 2;
+    return ck < nch ? ck : nch;
 }
 static int mem_token6_ok(const MemArgs& A) {
     return mem_token6_cfg(&A.m, A.b) && A.H * TOK_D == A.D && A.aux && A.gpart;
@@ -4513,9 +4560,12 @@ typedef struct {
     bf16* params_bf16;
     bf16* acts_bf16;  // bf16 mode: one buffer for the bf16 copies of the GEMMs' activation inputs, else NULL:
     bf16 *ln1b, *zb, *ln2b, *hgb, *lnfb;  // (L, N, D) u, z, ln2; (L, N, F) hg; (N, D) lnf
-    // (L, B, H, slots, nP) memory state at every chunk start, or every TOK_SEG-th token for v6 (mem_state_slots; S:
-    // momentum only)
+    // (L, B, H, slots, nP) memory state at every chunk start (every mem_ck-th with mem_ck > 1), or every
+    // TOK_SEG-th token for v6 (mem_state_slots; S: momentum only); mem_Pw, mem_Sw: with mem_ck > 1 the blocks'
+    // segment buffers, (B, H, mem_ck - 1, nP) each, else NULL
     real *mem_P, *mem_S;
+    int mem_ck;
+    real *mem_Pw, *mem_Sw;
     real* mem_dbh;  // (B, H, nP + 2d) per-sequence gradients of P_0 and the memory LN, summed over B after
     // (L, B, H, T, TOK_AUX) the b = 1 token kernels' forward values for the backward, or NULL
     real* mem_aux;
@@ -4617,6 +4667,9 @@ static void model_free_acts(ModelGpu* M) {
     dfree(M->acts_bf16);
     dfree(M->mem_P);
     dfree(M->mem_S);
+    dfree(M->mem_Pw);
+    dfree(M->mem_Sw);
+    M->mem_Pw = M->mem_Sw = NULL;
     dfree(M->mem_dbh);
     dfree(M->mem_aux);
     dfree(M->mem_gpart);
@@ -4684,10 +4737,25 @@ static void model_alloc_acts_gpu(ModelGpu* M, int B, int T) {
         M->lnfb = M->hgb + nF;
     }
     // (MAC: every chunk-start state, for its segments' reads)
-    size_t nstate = (size_t)c->L * B * c->H * mem_state_slots(&M->mem, c->b, T, c->arch == ARCH_MAC) * M->mem.nP;
+    int ck = M->mem_ck = mem_ckpt_choose(&M->mem, c, B, T);
+    size_t nstate = (size_t)c->L * B * c->H * mem_state_slots(&M->mem, c->b, T, c->arch == ARCH_MAC, ck) * M->mem.nP;
     M->mem_P = (real*)dmalloc(nstate * sizeof(real));
     M->mem_S = NULL;
     if (mem_carries_S(&M->mem)) M->mem_S = (real*)dmalloc(nstate * sizeof(real));
+    if (ck > 1) {
+        size_t nw = (size_t)B * c->H * (ck - 1) * M->mem.nP;
+        M->mem_Pw = (real*)dmalloc(nw * sizeof(real));
+        if (mem_carries_S(&M->mem)) M->mem_Sw = (real*)dmalloc(nw * sizeof(real));
+        static int said = 0;
+        if (!said++ && g_rank == 0) {
+            double all = (double)c->L * B * c->H * nchunks_gpu(M, T) * M->mem.nP * sizeof(real) *
+                         (1 + mem_carries_S(&M->mem)) / 1e9;
+            printf(
+                "memory states: one chunk-start state in %d kept, %.3g GB instead of %.3g GB (the backward "
+                "recomputes the rest; MIRAS_MEM_CKPT=1 keeps all)\n",
+                ck, all * mem_state_slots(&M->mem, c->b, T, 0, ck) / nchunks_gpu(M, T), all);
+        }
+    }
     M->mem_dbh = (real*)dmalloc((size_t)B * c->H * (M->mem.nP + 2 * M->mem.d) * sizeof(real));
     M->mem_aux = M->mem_gpart = NULL;
     if (c->lattice) M->lat_scratch = (real*)dmalloc((size_t)B * c->H * (c->lat_k + 2) * M->mem.nP * sizeof(real));
@@ -4801,9 +4869,12 @@ static MemArgs mem_args(ModelGpu* M, int l) {
     A.geta = a->geta + oG;
     A.gdel = a->gdel + oG;
     A.y = a->y + oD;
-    size_t so = (size_t)l * B * H * mem_state_slots(&M->mem, c->b, T, c->arch == ARCH_MAC) * nP;
+    size_t so = (size_t)l * B * H * mem_state_slots(&M->mem, c->b, T, c->arch == ARCH_MAC, M->mem_ck) * nP;
     A.P = M->mem_P + so;
     A.S = M->mem_S ? M->mem_S + so : NULL;
+    A.ck = M->mem_ck;
+    A.Pw = M->mem_Pw;
+    A.Sw = M->mem_Sw;
     size_t ml = M->hm->mlayer[l];  // the layer's index in the memory-only parameter tensors (train_miras.c)
     A.p0 = M->params.mem_p0 + ml * H * nP;
     A.lng = M->mem.ln ? M->params.mem_ln_g + ml * H * d : NULL;

@@ -7,22 +7,27 @@
 #
 # GPU_BIN=build/emu/train_miras_emu dev/test_gpu.sh runs the same checks on the CPU emulator of dev/cuda/emu
 # (build it with dev/cuda/emu_build.sh; slow: SYNTH=0 skips the synthetic inputs; ONLY=REGEX keeps the inputs
-# whose names match).
+# whose names match; JOBS=N checks N inputs at once).
 #
 # bf16: the inputs whose names match BF16 (a regex; BF16='^$' for none) are also run with -f 2
 # (bf16 dense products, fp32 master weights) and compared with the same CPU dump by `test_miras --compare-bf16`
 # (3 checks each: logits and loss, gradient cosine over all and per tensor, the AdamW step losses; the
 # tolerances and why are in test_miras.c). The fp32 checks above are unchanged.
 set -u
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 GPU=${GPU_BIN:-./train_miras_cu}
 SYNTH=${SYNTH:-1}
 ONLY=${ONLY:-.}
+JOBS=${JOBS:-1}   # inputs checked at once (the emulator: one per core)
 # (not yaad, yaad_cw, deep_nores_gd, mal, mac: their 10 steps amplify any rounding, see test_miras.c's compare_bf16)
 BF16=${BF16:-'^(titans|ttt_mlp|deltanet|memora_cw|moneta_cw|transformer|mag|syn_.*)$'}
 # (nor syn_atlas_pp: on the emulator its bf16 gradient cosine is 0.99999 over all, but its gate_gamma_b, 4 entries,
 # lands at 0.82 against the per-tensor 0.97; syn_atlas, the same model without the gated memory, at 0.99928)
 NOBF16=${NOBF16:-'^syn_atlas_pp$'}
+# the inputs whose GPU dump is made again with each setting of CKPT_ENVS (the generic memory kernels keeping one
+# chunk-start state in 3, or in as many as fit EMU_MEM_FREE bytes on the emulator) and must not change at all
+CKPT=${CKPT:-'^(titans|titans_anchor|ttt_mlp|yaad_anchor|memora|moneta_cw|omega_mom|omeganet|muon_deep|atlas|atlas_chunk|atlas_pp|syn_titans_d48|syn_omega_mom|syn_titans_n2048|syn_memora|syn_atlas_chunk|syn_omega_yaad)$'}
+CKPT_ENVS=${CKPT_ENVS:-MIRAS_MEM_CKPT=3}
 out=build/gpu_test
 mkdir -p "$out"
 echo "device: $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1 || true) (GPU binary: $GPU)"
@@ -85,15 +90,17 @@ if [ "$SYNTH" = 1 ]; then
     done
 fi
 
-for f in "${inputs[@]}"; do
+# one input's checks; its lines go to $out/log_NAME.txt and its counts ("passed failed") to $out/cnt_NAME.txt, so
+# that JOBS inputs can run at once (the emulator is one thread per process; on a GPU keep JOBS=1)
+check() {
+    local f=$1 name res last pass=0 fail=0
     name=$(basename "$f" .bin)
-    echo "$name" | grep -Eq -- "$ONLY" || continue
     echo "=== $name"
     if ! ./train_miras -J "$f" -O "$out/cpu_$name.bin" 2>"$out/cpu_$name.err"; then
-        echo "FAIL - $name: train_miras -J failed: $(head -n 1 "$out/cpu_$name.err")"; fail=$((fail + 1)); continue
+        echo "FAIL - $name: train_miras -J failed: $(head -n 1 "$out/cpu_$name.err")"; echo "0 1" >"$out/cnt_$name.txt"; return
     fi
     if ! "$GPU" -J "$f" -O "$out/gpu_$name.bin" 2>"$out/gpu_$name.err"; then
-        echo "FAIL - $name: $GPU -J failed: $(head -n 1 "$out/gpu_$name.err")"; fail=$((fail + 3)); continue
+        echo "FAIL - $name: $GPU -J failed: $(head -n 1 "$out/gpu_$name.err")"; echo "0 3" >"$out/cnt_$name.txt"; return
     fi
     res=$(./test_miras --compare "$name" "$out/cpu_$name.bin" "$out/gpu_$name.bin" "$f" 2>&1)   # ($f: the per-tensor layout)
     printf '%s\n' "$res" | grep -E '^(ok|FAIL)|^    .* FAIL$'    # the check lines and the failing rows of the tensor tables
@@ -101,18 +108,50 @@ for f in "${inputs[@]}"; do
     if [ -z "$last" ]; then echo "FAIL - $name: test_miras --compare printed no summary"; fail=$((fail + 1))
     else pass=$((pass + $(echo "$last" | awk '{print $1}'))); fail=$((fail + $(echo "$last" | awk '{print $3}'))); fi
     if "$GPU" --decode-test "$f" >"$out/dec_$name.txt" 2>&1; then pass=$((pass + 1))
-    else fail=$((fail + 1)); fi
-    grep -E '^(ok|FAIL)|error' "$out/dec_$name.txt" | sed "s|^\(ok\|FAIL\) - $f|\1 - $name|"
-    echo "$name" | grep -Eq -- "$BF16" || continue
-    echo "$name" | grep -Eq -- "$NOBF16" && continue
-    if ! "$GPU" -f 2 -J "$f" -O "$out/gpu_bf16_$name.bin" 2>"$out/gpu_bf16_$name.err"; then
-        echo "FAIL - $name: $GPU -f 2 -J failed: $(head -n 1 "$out/gpu_bf16_$name.err")"; fail=$((fail + 3)); continue
+    else
+        fail=$((fail + 1))
+        grep -q '^FAIL' "$out/dec_$name.txt" || echo "FAIL - $name: --decode-test failed: $(tail -n 1 "$out/dec_$name.txt")"
     fi
-    res=$(./test_miras --compare-bf16 "$name" "$f" "$out/cpu_$name.bin" "$out/gpu_bf16_$name.bin" 2>&1)
-    printf '%s\n' "$res" | grep -E '^(ok|FAIL)'
-    last=$(printf '%s\n' "$res" | grep -E '^[0-9]+ passed, [0-9]+ failed' | tail -n 1)
-    if [ -z "$last" ]; then echo "FAIL - $name: test_miras --compare-bf16 printed no summary"; fail=$((fail + 1))
-    else pass=$((pass + $(echo "$last" | awk '{print $1}'))); fail=$((fail + $(echo "$last" | awk '{print $3}'))); fi
+    grep -E '^(ok|FAIL)|error' "$out/dec_$name.txt" | sed -E "s#^(ok|FAIL) - $f#\1 - $name#"
+    if echo "$name" | grep -Eq -- "$CKPT"; then   # fewer stored memory states: the same dump, byte for byte
+        for e in $CKPT_ENVS; do
+            if env "$e" "$GPU" -J "$f" -O "$out/gpu_ck_$name.bin" >/dev/null 2>"$out/gpu_ck_$name.err" &&
+                cmp -s "$out/gpu_$name.bin" "$out/gpu_ck_$name.bin"; then
+                echo "ok - $name: $e (chunk-start states recomputed in the backward) gives the same dump, byte for byte"
+                pass=$((pass + 1))
+            else
+                echo "FAIL - $name: $e changes the dump: $(head -n 1 "$out/gpu_ck_$name.err")"; fail=$((fail + 1))
+            fi
+        done
+    fi
+    if echo "$name" | grep -Eq -- "$BF16" && ! echo "$name" | grep -Eq -- "$NOBF16"; then
+        if ! "$GPU" -f 2 -J "$f" -O "$out/gpu_bf16_$name.bin" 2>"$out/gpu_bf16_$name.err"; then
+            echo "FAIL - $name: $GPU -f 2 -J failed: $(head -n 1 "$out/gpu_bf16_$name.err")"; fail=$((fail + 3))
+        else
+            res=$(./test_miras --compare-bf16 "$name" "$f" "$out/cpu_$name.bin" "$out/gpu_bf16_$name.bin" 2>&1)
+            printf '%s\n' "$res" | grep -E '^(ok|FAIL)'
+            last=$(printf '%s\n' "$res" | grep -E '^[0-9]+ passed, [0-9]+ failed' | tail -n 1)
+            if [ -z "$last" ]; then echo "FAIL - $name: test_miras --compare-bf16 printed no summary"; fail=$((fail + 1))
+            else pass=$((pass + $(echo "$last" | awk '{print $1}'))); fail=$((fail + $(echo "$last" | awk '{print $3}'))); fi
+        fi
+    fi
+    echo "$pass $fail" >"$out/cnt_$name.txt"
+}
+names=()
+running=0
+for f in "${inputs[@]}"; do
+    name=$(basename "$f" .bin)
+    echo "$name" | grep -Eq -- "$ONLY" || continue
+    names+=("$name"); rm -f "$out/cnt_$name.txt"
+    check "$f" >"$out/log_$name.txt" 2>&1 &
+    running=$((running + 1))
+    if [ "$running" -ge "$JOBS" ]; then wait -n; running=$((running - 1)); fi
+done
+wait
+for name in "${names[@]}"; do   # in input order, whatever order they finished in
+    cat "$out/log_$name.txt"
+    if [ -f "$out/cnt_$name.txt" ]; then read -r p f <"$out/cnt_$name.txt"; pass=$((pass + p)); fail=$((fail + f))
+    else echo "FAIL - $name: its checks ended without a count"; fail=$((fail + 1)); fi
 done
 echo "${pass} passed, ${fail} failed"
 [ "$fail" -eq 0 ]

@@ -23,7 +23,7 @@ echo "t = $((SECONDS - S)) s"
 step 240 make test_gpu > "$OUT/test_gpu.log" 2>&1; echo "make test_gpu: rc $?"; grep -vE "^ok|^===" "$OUT/test_gpu.log" | tail -n 25
 echo "t = $((SECONDS - S)) s"
 # whole training runs of the 100M titans (bench_gpu.sh's model), 4 steps: the median step of 2..4
-python3 - build/rand_train_000000.bin $((6 * 4 * 4096 + 1)) <<'PY'
+python3 - build/rand_train_000000.bin $((6 * 8 * 4096 + 1)) <<'PY'
 import random, struct, sys
 path, n = sys.argv[1], int(sys.argv[2]); random.seed(0)
 h = [0] * 256; h[0], h[1], h[2] = 20240520, 1, n
@@ -34,6 +34,14 @@ for cfg in "0 3" "2 1" "2 0"; do set -- $cfg
     step 60 env MIRAS_MEM_TC=$2 ./train_miras_cu -p titans -V 50257 -D 768 -L 8 -H 12 -E 4 -b 4 -t 4096 -x 4 -u 1 -v 0 -g 0 -n 0 -f $1 \
         -i "build/rand_train_*.bin" -j none -z none -o build/bench > "$OUT/step.log" 2>&1
     echo "titans 100M step -f $1 MIRAS_MEM_TC=$2 (rc $?):"; grep -E "^step" "$OUT/step.log" | tail -3; cat "$OUT/step.log" >> "$OUT/steps.log"
+done
+# B=8 at T=4096 (issue 9: fits with the chunk-start states checkpointed; the trainer prints the ck it chose), and B=4
+# with ck = 8 forced (the recompute's cost against the ck = 1 run above)
+for cfg in "8 auto" "4 8"; do set -- $cfg
+    ckenv=""; [ "$2" = auto ] || ckenv="MIRAS_MEM_CKPT=$2"
+    step 90 env $ckenv ./train_miras_cu -p titans -V 50257 -D 768 -L 8 -H 12 -E 4 -b $1 -t 4096 -x 4 -u 1 -v 0 -g 0 -n 0 \
+        -f 2 -i "build/rand_train_*.bin" -j none -z none -o build/bench > "$OUT/step.log" 2>&1
+    echo "titans 100M step -f 2 B=$1 ck $2 (rc $?):"; grep -E "^memory states|^step|rror" "$OUT/step.log" | tail -4; cat "$OUT/step.log" >> "$OUT/steps.log"
 done
 echo "t = $((SECONDS - S)) s"
 NCU="ncu --section SpeedOfLight --section WarpStateStats --section Occupancy --section LaunchStats --section SchedulerStats --section SourceCounters --launch-count 1"

@@ -3,16 +3,18 @@
 # dev/test_gpu.sh on the fixtures of the layers that have run on the emulator only (the Titans layers MAL, MAG, MAC,
 # and attention, whose bf16 mode is also new; the ATLAS family's omega window, poly features, muon and the phi*
 # memory): dumps against the CPU, GPU decoding against the GPU forward, and bf16 for transformer, mag and
-# omeganet. Part of `make ci` (a few minutes); the last line is "N passed, N failed".
+# omeganet; the checkpointed memory states (one kept in 3, and as few as an emulated device with no free memory
+# makes the trainer keep) giving the same dumps for omega_mom and omeganet. Part of `make ci` (a few minutes); the
+# last line is "N passed, N failed".
 set -u
 cd "$(dirname "$0")/../.."
 for t in g++ python3; do
-    command -v $t >/dev/null || { echo "# 73 check(s) skipped: no $t (the emulator build needs g++ and python3)"; echo "0 passed, 0 failed"; exit 0; }
+    command -v $t >/dev/null || { echo "# 77 check(s) skipped: no $t (the emulator build needs g++ and python3)"; echo "0 passed, 0 failed"; exit 0; }
 done
 if ! bash dev/cuda/emu_build.sh >build/emu_build.log 2>&1; then
     echo "not ok - the emulator build of train_miras.cu failed: $(tail -n 3 build/emu_build.log)"; echo "0 passed, 1 failed"; exit 1
 fi
-GPU_BIN=build/emu/train_miras_emu SYNTH=0 \
+GPU_BIN=build/emu/train_miras_emu SYNTH=0 JOBS=${JOBS:-$(nproc)} \
     ONLY='^(mal|mag|mag_gdn|mac|transformer|omega_gd|omega_mom|omega_linear|poly_linear|poly_mom|omeganet|muon_linear|muonc_linear|deep_transformer|dot|dot_linear)$' \
-    BF16='^(transformer|mag|omeganet)$' \
+    BF16='^(transformer|mag|omeganet)$' CKPT='^(omega_mom|omeganet)$' CKPT_ENVS="MIRAS_MEM_CKPT=3 EMU_MEM_FREE=1" \
     bash dev/test_gpu.sh

@@ -138,6 +138,13 @@ inline cudaError_t cudaGetLastError() { return cudaSuccess; }
 inline cudaError_t cudaDeviceSynchronize() { return cudaSuccess; }
 inline cudaError_t cudaGetDeviceCount(int* n) { *n = 1; return cudaSuccess; }
 inline cudaError_t cudaSetDevice(int) { return cudaSuccess; }
+// free and total device memory: an 80 GB card, or EMU_MEM_FREE bytes free (to exercise the trainer's memory plans)
+inline cudaError_t cudaMemGetInfo(size_t* fr, size_t* total) {
+    const char* s = getenv("EMU_MEM_FREE");
+    *total = (size_t)80 << 30;
+    *fr = s ? (size_t)strtod(s, NULL) : *total;
+    return cudaSuccess;
+}
 inline cudaError_t cudaGetDeviceProperties(cudaDeviceProp* p, int) { snprintf(p->name, sizeof p->name, "CPU emulator (dev/cuda/emu)"); return cudaSuccess; }
 // dynamic shared memory: the launch's size is all there is (no per-kernel limit to raise)
 enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize = 8 };
