@@ -4331,8 +4331,8 @@ static int mem_token6_cfg(const MemCfg* m, int b) {
            !m->anchor && m->omega == 1 && (m->bias == BIAS_DOT || (m->bias == BIAS_L2 && b == 1));
 }
 // (the trainer, whose launches take v6 for these: ns slots, an eighth of the per-token states at b = 1; the lab,
-// which also runs the older versions: all, the larger of ns and the chunk count)
-// which, with ck > 1, is every ck-th chunk start in the generic kernels: MemArgs.ck)
+// which also runs the older versions: all, the larger of ns and the chunk count). The generic kernels' chunk-start
+// states: one in ck (MemArgs.ck).
 static int mem_state_slots(const MemCfg* m, int b, int T, int all = 0, int ck = 1) {
     if (m->lattice) return (T + m->lat_k - 1) / m->lat_k;  // Lattice: every lat_k-th token's state
     int nch = (T + b - 1) / b, ns = (T + TOK_SEG - 1) / TOK_SEG;
@@ -4343,8 +4343,9 @@ static int mem_state_slots(const MemCfg* m, int b, int T, int all = 0, int ck = 
 // recomputed) while the states fit in the device memory still free after the activations, less a reserve for what
 // is allocated after them (2 GB and a tenth of the card: the chunk scratch, the bf16 rounding scratches, MAL/MAG's
 // stream model), else the smallest power of two that makes them fit, at a cost of at most one more memory forward
-// in the backward (it recomputes ck - 1 chunks per segment of ck). MIRAS_MEM_CKPT=k forces k. The results do not depend on it: the
-// recomputed states are the forward's bit for bit (the same step on the same inputs; make test_gpu checks it).
+// in the backward (it recomputes ck - 1 chunks per segment of ck). MIRAS_MEM_CKPT=k forces k. The results do not
+// depend on it: the recomputed states are the forward's bit for bit (the same step on the same inputs; make test_gpu
+// checks it).
 static int mem_ckpt_choose(const MemCfg* m, const Config* c, int B, int T) {
     if (m->lattice || m->phistar || mem_token6_cfg(m, c->b) || c->arch == ARCH_MAC) return 1;  // their own layouts
     int nch = (T + c->b - 1) / c->b, ck = 1;
