@@ -3,7 +3,7 @@
 # dev/test_gpu.sh on the fixtures of the layers that have run on the emulator only (the Titans layers MAL, MAG, MAC,
 # and attention, whose bf16 mode is also new; the ATLAS family's omega window, poly features, muon and the phi*
 # memory): dumps against the CPU, GPU decoding against the GPU forward, and bf16 for transformer, mag and
-# omeganet; the checkpointed memory states (one kept in 3, and as few as an emulated device with no free memory
+# omeganet; the checkpointed memory states (one kept in 2, and as few as an emulated device with no free memory
 # makes the trainer keep) giving the same dumps for omega_mom and omeganet. Part of `make ci` (a few minutes); the
 # last line is "N passed, N failed".
 set -u
@@ -16,5 +16,5 @@ if ! bash dev/cuda/emu_build.sh >build/emu_build.log 2>&1; then
 fi
 GPU_BIN=build/emu/train_miras_emu SYNTH=0 JOBS=${JOBS:-$(nproc)} \
     ONLY='^(mal|mag|mag_gdn|mac|transformer|omega_gd|omega_mom|omega_linear|poly_linear|poly_mom|omeganet|muon_linear|muonc_linear|deep_transformer|dot|dot_linear)$' \
-    BF16='^(transformer|mag|omeganet)$' CKPT='^(omega_mom|omeganet)$' CKPT_ENVS="MIRAS_MEM_CKPT=3 EMU_MEM_FREE=1" \
+    BF16='^(transformer|mag|omeganet)$' CKPT='^(omega_mom|omeganet)$' CKPT_ENVS="MIRAS_MEM_CKPT=2 EMU_MEM_FREE=1" \
     bash dev/test_gpu.sh
