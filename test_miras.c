@@ -205,8 +205,9 @@ static const char* FIXTURES[] = {
     "atlas_pp", "gated_noln",  // the gated deep memory (ATLAS++) with muon: omega 3 (+ poly), 2
     "atlas_chunk", "muonc_linear",  // chunk-level muon: omega 3 (+ poly), 2
     "deep_transformer", "dot",
-    "dot_linear"};  // the phi* memory (DT, DOT): deep dot c 1; deep l2 omega 3; linear omega 4
-#define NFIX 41
+    "dot_linear",  // the phi* memory (DT, DOT): deep dot c 1; deep l2 omega 3; linear omega 4
+    "dot_bound"};  // and with the bounded W2 steps of today's dot preset: deep l2 omega 3, b 3
+#define NFIX 42
 
 // 1. logits, loss, every gradient and 10 AdamW steps against the PyTorch reference
 static void test_fixture(const char* dir, const char* name) {
@@ -1593,7 +1594,7 @@ static void test_atlas(const char* dir) {
 // 9. the phi* memory: DeepTransformer and DOT (README "DT and DOT"; train_miras.c section 3c)
 
 // a memory-only model (one 'M' layer, phi*) with random q, k, v (l2-normed) and gates in its activations
-static void phi_mem_model(Model* M, int depth, int bias, int omega, int b, int B, int T, uint64_t seed) {
+static void phi_mem_model(Model* M, int depth, int bias, int omega, int phistar, int b, int B, int T, uint64_t seed) {
     Config c;
     memset(&c, 0, sizeof c);
     c.V = 7;
@@ -1612,7 +1613,7 @@ static void phi_mem_model(Model* M, int depth, int bias, int omega, int b, int B
     c.gate_a = c.gate_eta = 1;
     c.eta_max = 1;
     c.omega = omega;
-    c.phistar = 1;
+    c.phistar = phistar;
     model_build(M, &c);
     uint64_t r = seed;
     fill_normal(M->params_memory, M->num_params, 0.5, &r);
@@ -1686,6 +1687,11 @@ static void phi_ref_memory(const MemCfg* m, const real* W10, const real* q, cons
                 sig[o * w + a] = -g * gelu_ref_d(z[a]);
                 hs[o * w + a] = h[a];
             }
+            if (m->phistar == 2) {  // bounded steps: the signal over sqrt(1 + its mean square)
+                double ms = 0;
+                for (int a = 0; a < w; a++) ms += sig[o * w + a] * sig[o * w + a];
+                for (int a = 0; a < w; a++) sig[o * w + a] /= sqrt(1 + ms / w);
+            }
         }
         double at = ga[(size_t)t * gstride], et = ge[(size_t)t * gstride];
         for (int e = 0; e < ne; e++) ew[e] *= at;
@@ -1713,12 +1719,12 @@ static void phi_ref_memory(const MemCfg* m, const real* W10, const real* q, cons
     free(ea);
     free(ew);
 }
-static void test_phi_online(const char* label, int depth, int bias, int omega) {
+static void test_phi_online(const char* label, int depth, int bias, int omega, int phistar) {
     int B = 2, T = 13, H = 2;
     double worst = 0, diff_b = 0;
     for (int bsz = 1; bsz <= 4; bsz += 3) {
         Model M;
-        phi_mem_model(&M, depth, bias, omega, bsz, B, T, 99);
+        phi_mem_model(&M, depth, bias, omega, phistar, bsz, B, T, 99);
         memory_forward(&M, 0);
         int D = M.cfg.D, d = M.mem.d;
         size_t N = (size_t)B * T;
@@ -1750,7 +1756,7 @@ static void test_phi_softmax(void) {
     double worst = 0, diff = 0;
     for (int ib = 0; ib < 4; ib++) {  // (the 4th: a = 0.8, which must differ)
         Model M;
-        phi_mem_model(&M, 1, BIAS_DOT, 1, bs[ib], B, T, 17);
+        phi_mem_model(&M, 1, BIAS_DOT, 1, 1, bs[ib], B, T, 17);
         int D = M.cfg.D, d = M.mem.d;
         size_t N = (size_t)B * T;
         for (size_t i = 0; i < N * H; i++) M.acts.ga[i] = M.acts.geta[i] = ib == 3 ? 0.8 : 1;
@@ -1854,17 +1860,21 @@ static void test_phistar(const char* dir) {
     test_decode_every_length(dir, "deep_transformer");
     test_decode_every_length(dir, "dot");
     test_decode_every_length(dir, "dot_linear");
+    test_decode_every_length(dir, "dot_bound");
 #ifdef MIRAS_DOUBLE
     test_fd(dir, "deep_transformer", -1, -1, 1);  // b = 1 (the fixture's own b: in the loop over all fixtures)
     test_fd(dir, "dot", -1, -1, 1);
     test_fd(dir, "dot", -1, -1, 2);  // b = 2 < c - 1: the halo spans two chunks
     test_fd(dir, "dot_linear", -1, -1, 1);
+    test_fd(dir, "dot_bound", -1, -1, 1);
 #endif
     test_phi_softmax();
-    test_phi_online("deep, dot bias (DT)", 2, BIAS_DOT, 1);
-    test_phi_online("deep, l2 bias, window 3 (DOT)", 2, BIAS_L2, 3);
-    test_phi_online("linear, l2 bias, window 2", 1, BIAS_L2, 2);
-    test_phi_online("deep, l2 bias, window 5", 2, BIAS_L2, 5);
+    test_phi_online("deep, dot bias (DT)", 2, BIAS_DOT, 1, 1);
+    test_phi_online("deep, l2 bias, window 3", 2, BIAS_L2, 3, 1);
+    test_phi_online("deep, l2 bias, window 3, bounded steps (DOT)", 2, BIAS_L2, 3, 2);
+    test_phi_online("deep, dot bias, bounded steps", 2, BIAS_DOT, 1, 2);
+    test_phi_online("linear, l2 bias, window 2", 1, BIAS_L2, 2, 1);
+    test_phi_online("deep, l2 bias, window 5", 2, BIAS_L2, 5, 1);
     test_phi_fresh("deep_transformer", "M", 3, 1);
     test_phi_fresh("dot", "MM", 3, 3);
     test_phi_fresh("dot", "M", 2, 4);
@@ -2833,7 +2843,7 @@ static void test_atlas_bad_input(void) {
                               {"-p omeganet -R 2", "channel-wise gates"},
                               {"-p memora -G 4", "the omega rule"},
                               {"-p titans -G 3 -R 2", "the omega rule"},
-                              {"-I 3", "bad -I 3"},
+                              {"-I 4", "bad -I 4"},
                               {"-p omeganet -D 256 -H 2", "head width of at most 64"},
                               {"-p moneta -I 1", "the poly features"},
                               // the three families of this session side by side: their combinations are refused
@@ -2864,7 +2874,8 @@ static void test_atlas_bad_input(void) {
                               {"-p yaad -I 2 -Z 0", "the phi* memory is built for gd"},
                               {"-p mac -Q deep_transformer", "the phi* memory is built for gd"},
                               {"-p lattice -I 2", "the phi* memory is built for gd"},
-                              {"-p ttt_mlp -I 2", "the deep phi* memory has no residual and no LN"}};
+                              {"-p ttt_mlp -I 2", "the deep phi* memory has no residual and no LN"},
+                              {"-p linear_attn -I 3", "bounded W2 steps (-I 3) are built for the deep"}};
     for (int i = 0; i < (int)(sizeof cases / sizeof cases[0]); i++) {
         char args[256], err[4096];
         int lines = 0;

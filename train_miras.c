@@ -2105,6 +2105,7 @@ static size_t lattice_scratch_size(int d, int k) { return ((size_t)k + 2) * d * 
 // (of the chunk's rows and its c-1 halo rows before it) is taken at the chunk-start state (W1_s, W2_s):
 //     z_j = W2_s phi*(k_j)     h_j = GELU(z_j)     r_j = dloss/dM(k_j) (l2: W1_s h_j - v_j; dot: -v_j)
 //     a_j = -(W1_s^T r_j) * GELU'(z_j)     (linear: a_j = -r_j, with M(k_j) = z_j)     "the W2 signal"
+//     with bounded steps (phistar 2, -I 3, the `dot` preset): a_j / sqrt(1 + mean(a_j^2)), so RMS(z) < 1
 //     W1_t = a_t W1_{t-1} - eta_t sum_{o<c} gamma_t[o] r_{t-o} h_{t-o}^T
 //     W2_t = a_t W2_{t-1} + eta_t sum_{o<c} gamma_t[o] a_{t-o} phi*(k_{t-o})^T
 // so omega_{t,i} = sum_{n=i}^{min(i+c-1,t)} (A_t/A_n) eta_n gamma_n[n-i] (A_t = prod of the a gates; a row's entry is
@@ -2123,9 +2124,10 @@ typedef struct {
 } PhiSeq;
 // Scratch of one chunk, R = nh + n <= b + c - 1 rows (halo first), n <= b own rows, w = d_m (deep) or d (linear) the
 // signal width; ne the history's capacity in entries (dav, dlo: the backward's accumulators over all entries)
+// (ra: the bounded steps' factor rho per row; da: one row's dL/da before it)
 typedef struct {
-    real *lg, *z, *tz, *h, *g, *mk, *r, *lam, *LA, *zq, *tq, *hq, *W, *y;
-    real *dz, *dh, *dr, *dlam, *dLA, *dzq, *dhq, *dW, *dav, *dlo;
+    real *lg, *z, *tz, *h, *g, *mk, *r, *lam, *LA, *zq, *tq, *hq, *W, *y, *ra;
+    real *dz, *dh, *dr, *dlam, *dLA, *dzq, *dhq, *dW, *dav, *dlo, *da;
 } PhiScr;
 static size_t phi_scr_carve(PhiScr* s, real* base, const MemCfg* m, int b, size_t ne) {
     size_t R = (size_t)b + m->omega - 1, w = m->dm, d = m->d, nP = m->nP, off = 0;
@@ -2133,8 +2135,9 @@ static size_t phi_scr_carve(PhiScr* s, real* base, const MemCfg* m, int b, size_
 #define TAKE(f, sz) do { s->f = base ? base + off : NULL; off += (sz); } while (0)
     TAKE(lg, ne + R); TAKE(z, R * w); TAKE(tz, R * w); TAKE(h, R * w); TAKE(g, R * w); TAKE(mk, R * d); TAKE(r, R * d);
     TAKE(lam, b * R); TAKE(LA, b); TAKE(zq, b * w); TAKE(tq, b * w); TAKE(hq, b * w); TAKE(W, (b + 1) * nP); TAKE(y, b * d);
+    TAKE(ra, R);
     TAKE(dz, R * w); TAKE(dh, R * w); TAKE(dr, R * d); TAKE(dlam, b * R); TAKE(dLA, b); TAKE(dzq, b * w); TAKE(dhq, w);
-    TAKE(dW, nP); TAKE(dav, ne * w); TAKE(dlo, ne);
+    TAKE(dW, nP); TAKE(dav, ne * w); TAKE(dlo, ne); TAKE(da, w);
 #undef TAKE
     // clang-format on
     return off;
@@ -2234,6 +2237,12 @@ static void phi_chunk_forward(const MemCfg* m, PhiScr* s, const PhiSeq* x, int t
         for (int i = 0; i < d; i++) r[i] = m->bias == BIAS_DOT ? -vj[i] : mk[i] - vj[i];
         mm_nn(g, r, W1s, 1, w, d, 1, 0);  // g_j = W1_s^T r_j
         for (int e = 0; e < w; e++) avj[e] = -g[e] * gelu_d1(z[e], tz[e]);  // a_j = -g_j * GELU'(z_j)
+        if (m->phistar == 2) {  // bounded steps: a_j <- a_j rho_j, rho_j = 1 / sqrt(1 + mean(a_j^2))
+            real ms = 0;
+            for (int e = 0; e < w; e++) ms += avj[e] * avj[e];
+            s->ra[j] = 1 / sqrt(1 + ms / w);
+            for (int e = 0; e < w; e++) avj[e] *= s->ra[j];
+        }
     }
     // lambda_j(t) for own row jt = nh + i and the rows j <= jt
     for (int i = 0; i < n; i++) {
@@ -2374,6 +2383,13 @@ static void phi_chunk_backward(const MemCfg* m, PhiScr* s, const PhiSeq* x, cons
             const real *tz = s->tz + (size_t)j * w, *g = s->g + (size_t)j * w, *r = s->r + (size_t)j * d,
                        *h = s->h + (size_t)j * w;
             real *dh = s->dh + (size_t)j * w, *dg = s->dhq;  // (dhq: scratch of w)
+            if (m->phistar == 2) {  // the bound a^ = a rho: da = rho (da^ - a^ mean(da^ a^))
+                const real* an = av + (size_t)(ne + j) * w;
+                real m2 = 0;
+                for (int e = 0; e < w; e++) m2 += davj[e] * an[e];
+                for (int e = 0; e < w; e++) s->da[e] = s->ra[j] * (davj[e] - an[e] * m2 / w);
+                davj = s->da;
+            }
             for (int e = 0; e < w; e++) {  // a_j = -g_j * GELU'(z_j)
                 dg[e] = -davj[e] * gelu_d1(z[e], tz[e]);
                 dz[e] -= davj[e] * g[e] * gelu_d2(z[e], tz[e]);
@@ -2433,7 +2449,7 @@ typedef struct {
     int omega;  // Omega rule window c (SPEC §5.5); 0 or 1: off (header slot 30, flag -G)
     int poly;  // degree-2 polynomial features on q, k (SPEC §5.6): 1 on (header slot 31, flag -I)
     int gated;  // the gated deep memory of ATLAS++ (SPEC §4): 1 on (header slot 32, flag -T; 0 in older files)
-    int phistar;  // the phi* memory (section 3c, DT and DOT): 1 on (header slot 33, flag -I 2; 0 in older files)
+    int phistar;  // the phi* memory (section 3c, DT and DOT): 1 on, 2 with bounded W2 steps (slot 33, -I 2, -I 3)
 } Config;
 // the Titans arrangements (header slot 24): every layer of the model is of that kind (its pattern letters are all 'M')
 enum { ARCH_NONE = 0, ARCH_MAL = 1, ARCH_MAG = 2, ARCH_MAC = 3 };
@@ -2468,8 +2484,9 @@ static int preset_config(Config* c, const char* name) {
     else if (!strcmp(name, "atlas_pp")) { preset_config(c, "atlas"); c->gated = 1; }  // ATLAS++: the gated deep memory
     else if (!strcmp(name, "deep_transformer") || !strcmp(name, "dot")) {   // section 3c: M(x) = W1 GELU(W2 phi*(x)), no residual, no LN
         c->phistar = 1; c->mem_resid = c->mem_ln = 0; c->eta_max = 0.1f;
-        if (name[1] == 'o') { c->omega = 8; c->eta_max = 0.03f; }   // DOT: l2 with the omega window (its steps sum c
-        else c->bias = BIAS_DOT; }                                   // gradients; 0.1 diverged on text); DT: Hebbian
+        if (name[1] == 'o') { c->omega = 8; c->eta_max = 0.03f; c->phistar = 2; }   // DOT: l2 with the omega window (its
+        else c->bias = BIAS_DOT; }   // steps sum c gradients; 0.1 diverged on text), the W2 steps bounded (without, W1
+                                     // and the signals feed each other: an overflow on MQAR at T = 128); DT: Hebbian
     else if (!strcmp(name, "transformer")) return preset_config(c, "titans");  // all 'A' (preset_pattern); the memory fields are unused
     else if (!strcmp(name, "mal") || !strcmp(name, "mag") || !strcmp(name, "mac")) {   // Titans layers (section 4b), titans memory (-Q: another)
         preset_config(c, "titans"); c->arch = name[2] == 'l' ? ARCH_MAL : name[2] == 'g' ? ARCH_MAG : ARCH_MAC; return 1;
@@ -3470,7 +3487,7 @@ static void config_check(const Config* c) {
     if (c->lattice && (c->omega > 1 || c->poly))
         DIE("drop -G and -I with the lattice presets", "%sLattice takes no omega window or poly features", cfg_origin);
     // the phi* memory (section 3c): built for gd with the plain retention, per-head gates, the l2 or dot bias
-    if (c->phistar < 0 || c->phistar > 1)
+    if (c->phistar < 0 || c->phistar > 2)
         DIE("is this file from a newer train_miras?", "%sbad phi* flag %d", cfg_origin, c->phistar);
     if (c->phistar && (c->poly || c->gated || c->algo != ALGO_GD || c->retention != RET_NONE || c->gate_rank ||
                        c->anchor || c->lattice || c->arch || (c->bias != BIAS_L2 && c->bias != BIAS_DOT)))
@@ -3483,6 +3500,9 @@ static void config_check(const Config* c) {
         DIE("use -p deep_transformer or -p dot (M(x) = W1 GELU(W2 phi*(x)))",
             "%sthe deep phi* memory has no residual and no LN (residual %d, LN %d): phi*(x) cannot be added to the output",
             cfg_origin, c->mem_resid, c->mem_ln);
+    if (c->phistar == 2 && c->mem_depth != 2)
+        DIE("use -I 2 with a linear memory", "%sthe bounded W2 steps (-I 3) are built for the deep phi* memory",
+            cfg_origin);
 }
 
 // The parameter count of a config (checked first: the sizes are bounded, so the sum cannot overflow)
@@ -6030,7 +6050,8 @@ static const char* const USAGE =  // a printf format: %s is PRESETS
     "           their attention [512]; mac: -C segment length, a multiple of -k [4b]\n"
     "        -G Omega rule window c, 1 = off (omega, SPEC 5.5) [preset: omeganet, atlas 8, else 1]\n"
     "        -I 1 degree-2 polynomial features on q, k (poly, SPEC 5.6), 2 the infinite exp map phi* (DT, DOT: W2 a\n"
-    "           normalised kernel sum), 0 off [preset: omeganet, atlas 1, deep_transformer, dot 2, else 0]\n"
+    "           normalised kernel sum), 3 phi* with bounded W2 steps, 0 off\n"
+    "           [preset: omeganet, atlas 1, deep_transformer 2, dot 3, else 0]\n"
     "        -U inner algorithm: 0 gd, 1 momentum, 2 muon (token-level, SPEC 5.7), 3 chunk-level muon\n"
     "           [preset: titans 1, atlas, atlas_pp 2, atlas_chunk 3, else 0]\n"
     "        -T 1 gated deep memory x + LN(W1 (GELU(W2 x) * W3 x)) (ATLAS++, SPEC 4; with -U 2), 0 off [atlas_pp 1]\n"
@@ -6236,10 +6257,10 @@ static Config args_config(const Args* a) {
         if (a->omega < 1 || a->omega > 64) DIE("-G is the Omega window c in 1..64 (1: off)", "bad -G %d", a->omega);
         cfg.omega = a->omega;
     }
-    if (a->given & G_I) {  // -I: the feature map on q, k: 0 none, 1 poly (SPEC 5.6), 2 phi* (section 3c)
-        if (a->poly > 2) DIE("-I is 0 (none), 1 (poly) or 2 (phi*)", "bad -I %d", a->poly);
+    if (a->given & G_I) {  // -I: the feature map on q, k: 0 none, 1 poly (SPEC 5.6), 2 phi*, 3 phi* with bounded steps
+        if (a->poly > 3) DIE("-I is 0 (none), 1 (poly), 2 (phi*) or 3 (phi*, bounded W2 steps)", "bad -I %d", a->poly);
         cfg.poly = a->poly == 1;
-        cfg.phistar = a->poly == 2;
+        cfg.phistar = a->poly >= 2 ? a->poly - 1 : 0;
     }
     if (a->given & G_U) {
         if (a->algo > ALGO_MUON_CHUNK)
@@ -6308,7 +6329,7 @@ static const char* args_resolve(const Args* a, Config* cfg, char* ckpt_path, siz
     AGREE(G_C, seg, "MAC segment -C");
     AGREE(G_G, omega, "omega window -G");
     AGREE(G_I, poly, "poly features -I");
-    AGREE(G_I, phistar, "phi* memory (-I 2)");
+    AGREE(G_I, phistar, "phi* memory (-I 2 or 3)");
     AGREE(G_U, algo, "inner algorithm -U");
     AGREE(G_T, gated, "gated memory -T");
 #undef AGREE

@@ -4065,6 +4065,12 @@ MEMFN real phi_chunk_forward_gpu(const MemCfg* m, PhiScr* s, const PhiSeq* x, in
         mm_nn_gpu(g, r, W1s, 1, w, d, 1, 0);  // g_j = W1_s^T r_j
         FOR(e, w) avj[e] = -g[e] * gelu_d1_gpu(z[e], tz[e]);  // a_j = -g_j * GELU'(z_j)
         __syncthreads();
+        if (m->phistar == 2) {  // bounded steps: a_j <- a_j rho_j, rho_j = 1 / sqrt(1 + mean(a_j^2))
+            real rho = 1 / sqrtf(1 + block_dot(avj, avj, w) / w);
+            FOR(e, w) avj[e] *= rho;
+            if (threadIdx.x == 0) s->ra[j] = rho;
+            __syncthreads();
+        }
     }
     FOR(e, n * R) {  // lambda_j(t) for own row jt = nh + i and the rows j <= jt (a thread per pair)
         int i = e / R, j = e % R, jt = nh + i, n0, n1;
@@ -4212,6 +4218,13 @@ MEMFN real phi_chunk_backward_gpu(const MemCfg* m, PhiScr* s, const PhiSeq* x, c
             const real *tz = s->tz + (size_t)j * w, *g = s->g + (size_t)j * w, *r = s->r + (size_t)j * d,
                        *h = s->h + (size_t)j * w;
             real *dh = s->dh + (size_t)j * w, *dg = s->dhq;  // (dhq: scratch of w)
+            if (m->phistar == 2) {  // the bound a^ = a rho: da = rho (da^ - a^ mean(da^ a^))
+                const real* an = av + (size_t)(ne + j) * w;
+                real m2 = block_dot(davj, an, w);
+                FOR(e, w) s->da[e] = s->ra[j] * (davj[e] - an[e] * m2 / w);
+                __syncthreads();
+                davj = s->da;
+            }
             FOR(e, w) {  // a_j = -g_j * GELU'(z_j)
                 dg[e] = -davj[e] * gelu_d1_gpu(z[e], tz[e]);
                 dz[e] -= davj[e] * g[e] * gelu_d2_gpu(z[e], tz[e]);

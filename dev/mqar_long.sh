@@ -3,7 +3,8 @@
 # previous stage's weights (-e: fresh AdamW), then every final model scored on fresh examples with a fixed number
 # of pairs at T = 256.
 # usage: dev/mqar_long.sh [PRESETS]     env: JOBS=2 OUT=build/mqar_long STAGES="T:PAIRS:STEPS ..."
-#        TRAIN=0 only scores the checkpoints of an earlier run
+#        TRAIN=0 only scores the checkpoints of an earlier run; FLAGS="-X 0.01" more trainer flags for every stage;
+#        BIN=./train_miras the trainer
 # Task: data_prep/synth mqar, vocab 256 (127 keys, 128 values: chance 1/128), k_1 v_1 ... k_P v_P then every key
 # asked once in random order (q_i a_i), padding after; -A 1 (loss on the answers only). A stage T:A:B:S trains S
 # steps of 4 sequences of T tokens, each with A..B pairs (uniform per example, synth -k A:B): short sequences with
@@ -15,7 +16,7 @@
 set -u
 cd "$(dirname "$0")/.."
 presets=${1:-"titans yaad moneta memora linear_attn deltanet gated_deltanet"}
-JOBS=${JOBS:-2}; OUT=${OUT:-build/mqar_long}; TRAIN=${TRAIN:-1}
+JOBS=${JOBS:-2}; OUT=${OUT:-build/mqar_long}; TRAIN=${TRAIN:-1}; FLAGS=${FLAGS:-}; BIN=${BIN:-./train_miras}
 STAGES=${STAGES:-"32:1:8:8000 64:1:16:3000 128:1:32:2000 256:1:64:2000"}
 EVAL_K="8 16 32 64"; EVAL_T=256
 make -s train_miras data_prep >/dev/null || exit 1
@@ -29,7 +30,8 @@ for st in $STAGES; do
 done
 for k in $EVAL_K; do synth eval_k$k -T $EVAL_T -k $k -q $k -n 1 -m 200 -S $((100 + k)); done
 run() {  # preset, out dir, T, steps, data, val data, init checkpoint or ""
-    OMP_NUM_THREADS=1 ./train_miras -p $1 -V 256 -D 64 -L 2 -H 2 -b 4 -t $3 -x $4 -v $(($4 / 4)) -m 50 -g 0 -n 0 \
+    # shellcheck disable=SC2086  # (FLAGS: several words)
+    OMP_NUM_THREADS=1 $BIN -p $1 $FLAGS -V 256 -D 64 -L 2 -H 2 -b 4 -t $3 -x $4 -v $(($4 / 4)) -m 50 -g 0 -n 0 \
         -A 1 -u 100 ${7:+-e $7} -i "$OUT/data/$5_train_*.bin" -j "$OUT/data/$6_val_*.bin" -z $OUT/data/$5_tokenizer.bin \
         -o $2 > $2.txt 2>&1
 }
@@ -45,7 +47,7 @@ train() {
     fi
     local last=$o/stage$(echo $STAGES | wc -w)/ckpt.bin
     for k in $EVAL_K; do
-        OMP_NUM_THREADS=1 ./train_miras -e $last -x 0 -b 1 -t $EVAL_T -m 200 -A 1 -g 0 -j "$OUT/data/eval_k${k}_val_*.bin" \
+        OMP_NUM_THREADS=1 $BIN -e $last -x 0 -b 1 -t $EVAL_T -m 200 -A 1 -g 0 -j "$OUT/data/eval_k${k}_val_*.bin" \
             -i "$OUT/data/eval_k${k}_train_*.bin" -z none -o $o/eval_k$k > $o/eval_k$k.txt 2>&1
     done
 }

@@ -115,10 +115,11 @@ def make_config(V, D, L, H, E, F, b, mem_depth, mem_resid, mem_ln, bias, algo,
     # the gated deep memory (ATLAS++, SPEC §4): built for muon only (header slot 32)
     assert gated in (0, 1) and (not gated or (mem_depth == 2 and algo == "muon"))
     # the phi* memory (DT, DOT; header slot 33): gd, plain retention, per-head gates, l2 or dot, no poly, no anchor;
-    # deep without residual and LN
-    assert phistar in (0, 1) and (not phistar or (algo == "gd" and retention == "none" and gate_rank == 0 and not anchor
-                                                  and not poly and not gated and bias in ("l2", "dot")
-                                                  and (mem_depth == 1 or (not mem_resid and not mem_ln))))
+    # deep without residual and LN; 2: the W2 steps bounded (deep only)
+    assert phistar in (0, 1, 2) and (not phistar or (algo == "gd" and retention == "none" and gate_rank == 0
+                                                     and not anchor and not poly and not gated and bias in ("l2", "dot")
+                                                     and (mem_depth == 1 or (not mem_resid and not mem_ln))))
+    assert phistar != 2 or mem_depth == 2
     if mem_depth == 1:            # the linear memory never has a residual or LN (SPEC §4)
         mem_resid, mem_ln = 0, 0
     # Lattice (SPEC §5.8): a linear d x d slot state S_0 = I (no P_0), gd, no retention, per-head eta;
@@ -626,7 +627,8 @@ def memory_read_phistar(cfg, P0, q, k, v, a, eta, gamma=None):
     W phi*(x) (no finite state). Chunked like SPEC §5 with the omega window of §5.5: in the chunk every inner
     gradient (of its rows and of the c-1 halo rows before it) is taken at the chunk-start state, here by autograd:
     z_j = W2_s phi*(k_j), loss_j = the attentional bias of M(k_j) = W1_s GELU(z_j) (linear: z_j) against v_j, and
-    (dloss/dW1_s, dloss/dz_j) = (g1_j, -sig_j), the W2 gradient being -sig_j phi*(k_j)^T. Then token by token
+    (dloss/dW1_s, dloss/dz_j) = (g1_j, -sig_j), the W2 gradient being -sig_j phi*(k_j)^T; with phistar 2 (bounded
+    steps, the dot preset) sig_j / sqrt(1 + mean(sig_j^2)) takes its place (RMS < 1). Then token by token
         W1_t = a_t W1_{t-1} - eta_t sum_o gamma_t[o] g1_{t-o}
         W2_t = a_t W2_{t-1} + eta_t sum_o gamma_t[o] sig_{t-o} phi*(k_{t-o})^T : every w_e *= a_t, then the entries
                (k_{t-o}, sig_{t-o}, eta_t gamma_t[o]) are appended
@@ -666,6 +668,8 @@ def memory_read_phistar(cfg, P0, q, k, v, a, eta, gamma=None):
                 loss = (0.5 * ((m - v[:, tj]) ** 2).sum(-1) if cfg["bias"] == "l2" else -(m * v[:, tj]).sum(-1)).sum()
                 gr = torch.autograd.grad(loss, ins, create_graph=True)
                 g1[tj], sig[tj] = (gr[0], -gr[1]) if deep else (None, -gr[0])
+                if cfg["phistar"] == 2:
+                    sig[tj] = sig[tj] / torch.sqrt(1 + (sig[tj] ** 2).mean(-1, keepdim=True))
         for t in range(t0, t0 + n):
             a_t = 1.0 if a is None else a[:, t]              # (B,H)
             e_t = 1.0 if eta is None else eta[:, t]
@@ -1205,6 +1209,8 @@ FIXTURES = {
     "deep_transformer": (2, 0, 0, "dot", "gd", 1, 1, 4, "none", 0, 0, 1, 0, 0, 1),
     "dot":              (2, 0, 0, "l2", "gd", 1, 1, 4, "none", 0, 0, 3, 0, 0, 1),
     "dot_linear":       (1, 0, 0, "l2", "gd", 1, 1, 2, "none", 0, 0, 4, 0, 0, 1),
+    # phi* 2: the bounded W2 steps of today's dot preset (deep, l2, omega 3, b = 3)
+    "dot_bound":         (2, 0, 0, "l2", "gd", 1, 1, 3, "none", 0, 0, 3, 0, 0, 2),
 }
 # name: (arch, N_p, W); L from SMALL, every layer 'M'
 FIXTURE_TITANS = {
@@ -1395,7 +1401,7 @@ def make_header(cfg, magic, hp=None):
     h[30] = cfg.get("omega", 1) if cfg.get("omega", 1) > 1 else 0   # omega's window (0: off)
     h[31] = cfg.get("poly", 0)                            # poly features (0/1)
     h[32] = cfg.get("gated", 0)                           # the gated deep memory (ATLAS++, 0/1)
-    h[33] = cfg.get("phistar", 0)                         # the phi* memory (DT, DOT, 0/1)
+    h[33] = cfg.get("phistar", 0)                         # the phi* memory (DT, DOT, 0/1; 2: bounded steps)
     assert cfg["L"] <= 128
     for l, ch in enumerate(cfg["pattern"]):
         h[64 + l] = ord(ch)                               # one ASCII char per int32 slot
