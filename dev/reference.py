@@ -1210,7 +1210,7 @@ FIXTURES = {
     "dot":              (2, 0, 0, "l2", "gd", 1, 1, 4, "none", 0, 0, 3, 0, 0, 1),
     "dot_linear":       (1, 0, 0, "l2", "gd", 1, 1, 2, "none", 0, 0, 4, 0, 0, 1),
     # phi* 2: the bounded W2 steps of today's dot preset (deep, l2, omega 3, b = 3)
-    "dot_bound":         (2, 0, 0, "l2", "gd", 1, 1, 3, "none", 0, 0, 3, 0, 0, 2),
+    "dot_bound":        (2, 0, 0, "l2", "gd", 1, 1, 3, "none", 0, 0, 3, 0, 0, 2),
 }
 # name: (arch, N_p, W); L from SMALL, every layer 'M'
 FIXTURE_TITANS = {
