@@ -67,7 +67,10 @@ for p in $presets; do
     params=$(grep -m1 -oE '[0-9]+ params' $o/stage1.txt | awk '{print $1}')
     printf "| %s | %s |" $p "${params:-?}"
     for k in $EVAL_K; do a=$(acc $o/eval_k$k.txt); printf " %s |" "${a:-fail}"; done
-    for s in $(seq 1 $nst); do a=$(acc $o/stage$s.txt); printf " %s |" "${a:-fail}"; done
+    for s in $(seq 1 $nst); do  # a stage that stopped with an error is "fail" (its step-0 accuracy is no result)
+        if grep -q 'error:' $o/stage$s.txt 2>/dev/null; then a=fail; else a=$(acc $o/stage$s.txt); fi
+        printf " %s |" "${a:-fail}"
+    done
     tps=$(cat $o/stage*/log.txt 2>/dev/null | grep -oE 'tok/s:[0-9.]+' | cut -d: -f2 | awk '{s += $1; n++} END {if (n) printf "%.0f", s / n}')
     printf " %s |\n" "${tps:-?}"
 done
