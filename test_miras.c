@@ -206,8 +206,8 @@ static const char* FIXTURES[] = {
     "atlas_chunk", "muonc_linear",  // chunk-level muon: omega 3 (+ poly), 2
     "deep_transformer", "dot",
     "dot_linear",  // the phi* memory (DT, DOT): deep dot c 1; deep l2 omega 3; linear omega 4
-    "dot_bound"};  // and with the bounded W2 steps of today's dot preset: deep l2 omega 3, b 3
-#define NFIX 42
+    "dot_bound", "dt_bound"};  // with the bounded W2 steps of today's presets: deep l2 omega 3, b 3; deep dot, b 4
+#define NFIX 43
 
 // 1. logits, loss, every gradient and 10 AdamW steps against the PyTorch reference
 static void test_fixture(const char* dir, const char* name) {
@@ -1861,12 +1861,14 @@ static void test_phistar(const char* dir) {
     test_decode_every_length(dir, "dot");
     test_decode_every_length(dir, "dot_linear");
     test_decode_every_length(dir, "dot_bound");
+    test_decode_every_length(dir, "dt_bound");
 #ifdef MIRAS_DOUBLE
     test_fd(dir, "deep_transformer", -1, -1, 1);  // b = 1 (the fixture's own b: in the loop over all fixtures)
     test_fd(dir, "dot", -1, -1, 1);
     test_fd(dir, "dot", -1, -1, 2);  // b = 2 < c - 1: the halo spans two chunks
     test_fd(dir, "dot_linear", -1, -1, 1);
     test_fd(dir, "dot_bound", -1, -1, 1);
+    test_fd(dir, "dt_bound", -1, -1, 1);
 #endif
     test_phi_softmax();
     test_phi_online("deep, dot bias (DT)", 2, BIAS_DOT, 1, 1);

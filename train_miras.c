@@ -2105,7 +2105,7 @@ static size_t lattice_scratch_size(int d, int k) { return ((size_t)k + 2) * d * 
 // (of the chunk's rows and its c-1 halo rows before it) is taken at the chunk-start state (W1_s, W2_s):
 //     z_j = W2_s phi*(k_j)     h_j = GELU(z_j)     r_j = dloss/dM(k_j) (l2: W1_s h_j - v_j; dot: -v_j)
 //     a_j = -(W1_s^T r_j) * GELU'(z_j)     (linear: a_j = -r_j, with M(k_j) = z_j)     "the W2 signal"
-//     with bounded steps (phistar 2, -I 3, the `dot` preset): a_j / sqrt(1 + mean(a_j^2)), so RMS(z) < 1
+//     with bounded steps (phistar 2, -I 3, both presets): a_j / sqrt(1 + mean(a_j^2)), so RMS(z) < 1
 //     W1_t = a_t W1_{t-1} - eta_t sum_{o<c} gamma_t[o] r_{t-o} h_{t-o}^T
 //     W2_t = a_t W2_{t-1} + eta_t sum_{o<c} gamma_t[o] a_{t-o} phi*(k_{t-o})^T
 // so omega_{t,i} = sum_{n=i}^{min(i+c-1,t)} (A_t/A_n) eta_n gamma_n[n-i] (A_t = prod of the a gates; a row's entry is
@@ -2483,10 +2483,10 @@ static int preset_config(Config* c, const char* name) {
     else if (!strcmp(name, "atlas_chunk")) { preset_config(c, "atlas"); c->algo = ALGO_MUON_CHUNK; }  // chunk-level muon
     else if (!strcmp(name, "atlas_pp")) { preset_config(c, "atlas"); c->gated = 1; }  // ATLAS++: the gated deep memory
     else if (!strcmp(name, "deep_transformer") || !strcmp(name, "dot")) {   // section 3c: M(x) = W1 GELU(W2 phi*(x)), no residual, no LN
-        c->phistar = 1; c->mem_resid = c->mem_ln = 0; c->eta_max = 0.1f;
-        if (name[1] == 'o') { c->omega = 8; c->eta_max = 0.03f; c->phistar = 2; }   // DOT: l2 with the omega window (its
-        else c->bias = BIAS_DOT; }   // steps sum c gradients; 0.1 diverged on text), the W2 steps bounded (without, W1
-                                     // and the signals feed each other: an overflow on MQAR at T = 128); DT: Hebbian
+        c->phistar = 2; c->mem_resid = c->mem_ln = 0; c->eta_max = 0.1f;   // the W2 steps bounded (without, W1 and
+        if (name[1] == 'o') { c->omega = 8; c->eta_max = 0.03f; }   // the signals feed each other: both overflowed on
+        else c->bias = BIAS_DOT; }   // MQAR at T = 128-256). DOT: l2 with the omega window (its steps sum c gradients;
+                                     // 0.1 diverged on text); DT: Hebbian
     else if (!strcmp(name, "transformer")) return preset_config(c, "titans");  // all 'A' (preset_pattern); the memory fields are unused
     else if (!strcmp(name, "mal") || !strcmp(name, "mag") || !strcmp(name, "mac")) {   // Titans layers (section 4b), titans memory (-Q: another)
         preset_config(c, "titans"); c->arch = name[2] == 'l' ? ARCH_MAL : name[2] == 'g' ? ARCH_MAG : ARCH_MAC; return 1;
@@ -6051,7 +6051,7 @@ static const char* const USAGE =  // a printf format: %s is PRESETS
     "        -G Omega rule window c, 1 = off (omega, SPEC 5.5) [preset: omeganet, atlas 8, else 1]\n"
     "        -I 1 degree-2 polynomial features on q, k (poly, SPEC 5.6), 2 the infinite exp map phi* (DT, DOT: W2 a\n"
     "           normalised kernel sum), 3 phi* with bounded W2 steps, 0 off\n"
-    "           [preset: omeganet, atlas 1, deep_transformer 2, dot 3, else 0]\n"
+    "           [preset: omeganet, atlas 1, deep_transformer, dot 3, else 0]\n"
     "        -U inner algorithm: 0 gd, 1 momentum, 2 muon (token-level, SPEC 5.7), 3 chunk-level muon\n"
     "           [preset: titans 1, atlas, atlas_pp 2, atlas_chunk 3, else 0]\n"
     "        -T 1 gated deep memory x + LN(W1 (GELU(W2 x) * W3 x)) (ATLAS++, SPEC 4; with -U 2), 0 off [atlas_pp 1]\n"

@@ -628,7 +628,7 @@ def memory_read_phistar(cfg, P0, q, k, v, a, eta, gamma=None):
     gradient (of its rows and of the c-1 halo rows before it) is taken at the chunk-start state, here by autograd:
     z_j = W2_s phi*(k_j), loss_j = the attentional bias of M(k_j) = W1_s GELU(z_j) (linear: z_j) against v_j, and
     (dloss/dW1_s, dloss/dz_j) = (g1_j, -sig_j), the W2 gradient being -sig_j phi*(k_j)^T; with phistar 2 (bounded
-    steps, the dot preset) sig_j / sqrt(1 + mean(sig_j^2)) takes its place (RMS < 1). Then token by token
+    steps, the dot and deep_transformer presets) sig_j / sqrt(1 + mean(sig_j^2)) takes its place (RMS < 1). Then token by token
         W1_t = a_t W1_{t-1} - eta_t sum_o gamma_t[o] g1_{t-o}
         W2_t = a_t W2_{t-1} + eta_t sum_o gamma_t[o] sig_{t-o} phi*(k_{t-o})^T : every w_e *= a_t, then the entries
                (k_{t-o}, sig_{t-o}, eta_t gamma_t[o]) are appended
@@ -1209,8 +1209,10 @@ FIXTURES = {
     "deep_transformer": (2, 0, 0, "dot", "gd", 1, 1, 4, "none", 0, 0, 1, 0, 0, 1),
     "dot":              (2, 0, 0, "l2", "gd", 1, 1, 4, "none", 0, 0, 3, 0, 0, 1),
     "dot_linear":       (1, 0, 0, "l2", "gd", 1, 1, 2, "none", 0, 0, 4, 0, 0, 1),
-    # phi* 2: the bounded W2 steps of today's dot preset (deep, l2, omega 3, b = 3)
+    # phi* 2: the bounded W2 steps of today's dot and deep_transformer presets (deep, l2, omega 3, b = 3; deep, dot,
+    # c = 1, b = 4)
     "dot_bound":        (2, 0, 0, "l2", "gd", 1, 1, 3, "none", 0, 0, 3, 0, 0, 2),
+    "dt_bound":         (2, 0, 0, "dot", "gd", 1, 1, 4, "none", 0, 0, 1, 0, 0, 2),
 }
 # name: (arch, N_p, W); L from SMALL, every layer 'M'
 FIXTURE_TITANS = {

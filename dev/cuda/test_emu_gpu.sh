@@ -9,12 +9,12 @@
 set -u
 cd "$(dirname "$0")/../.."
 for t in g++ python3; do
-    command -v $t >/dev/null || { echo "# 81 check(s) skipped: no $t (the emulator build needs g++ and python3)"; echo "0 passed, 0 failed"; exit 0; }
+    command -v $t >/dev/null || { echo "# 85 check(s) skipped: no $t (the emulator build needs g++ and python3)"; echo "0 passed, 0 failed"; exit 0; }
 done
 if ! bash dev/cuda/emu_build.sh >build/emu_build.log 2>&1; then
     echo "not ok - the emulator build of train_miras.cu failed: $(tail -n 3 build/emu_build.log)"; echo "0 passed, 1 failed"; exit 1
 fi
 GPU_BIN=build/emu/train_miras_emu SYNTH=0 JOBS=${JOBS:-$(nproc)} \
-    ONLY='^(mal|mag|mag_gdn|mac|transformer|omega_gd|omega_mom|omega_linear|poly_linear|poly_mom|omeganet|muon_linear|muonc_linear|deep_transformer|dot|dot_linear|dot_bound)$' \
+    ONLY='^(mal|mag|mag_gdn|mac|transformer|omega_gd|omega_mom|omega_linear|poly_linear|poly_mom|omeganet|muon_linear|muonc_linear|deep_transformer|dot|dot_linear|dot_bound|dt_bound)$' \
     BF16='^(transformer|mag|omeganet)$' CKPT='^(omega_mom|omeganet)$' CKPT_ENVS="MIRAS_MEM_CKPT=2 EMU_MEM_FREE=1" \
     bash dev/test_gpu.sh
