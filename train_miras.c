@@ -594,7 +594,7 @@ typedef struct {
     int omega;  // Omega rule window c (SPEC §5.5); 1: off (the plain rule)
     int poly,
         din;  // poly features (SPEC §5.6) on q, k; the memory's input width: d, or D_phi = 1 + d + d(d+1)/2 with poly
-    int phistar;  // the phi* memory (section 3c: DeepTransformer, DOT): W2 (deep) or W (linear) kept as a kernel sum
+    int phistar;  // the phi* memory (section 3c, DT, DOT): W2 or W kept as a kernel sum; 2: with bounded W2 steps
     real phis;  // its kernel scale s: kappa(k, x) = exp(s k.x), s = sqrt(d)
 } MemCfg;
 
