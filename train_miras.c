@@ -2238,9 +2238,7 @@ static void phi_chunk_forward(const MemCfg* m, PhiScr* s, const PhiSeq* x, int t
         mm_nn(g, r, W1s, 1, w, d, 1, 0);  // g_j = W1_s^T r_j
         for (int e = 0; e < w; e++) avj[e] = -g[e] * gelu_d1(z[e], tz[e]);  // a_j = -g_j * GELU'(z_j)
         if (m->phistar == 2) {  // bounded steps: a_j <- a_j rho_j, rho_j = 1 / sqrt(1 + mean(a_j^2))
-            real ms = 0;
-            for (int e = 0; e < w; e++) ms += avj[e] * avj[e];
-            s->ra[j] = 1 / sqrt(1 + ms / w);
+            s->ra[j] = 1 / sqrt(1 + dotv(avj, avj, w) / w);
             for (int e = 0; e < w; e++) avj[e] *= s->ra[j];
         }
     }
@@ -2385,8 +2383,7 @@ static void phi_chunk_backward(const MemCfg* m, PhiScr* s, const PhiSeq* x, cons
             real *dh = s->dh + (size_t)j * w, *dg = s->dhq;  // (dhq: scratch of w)
             if (m->phistar == 2) {  // the bound a^ = a rho: da = rho (da^ - a^ mean(da^ a^))
                 const real* an = av + (size_t)(ne + j) * w;
-                real m2 = 0;
-                for (int e = 0; e < w; e++) m2 += davj[e] * an[e];
+                real m2 = dotv(davj, an, w);
                 for (int e = 0; e < w; e++) s->da[e] = s->ra[j] * (davj[e] - an[e] * m2 / w);
                 davj = s->da;
             }
