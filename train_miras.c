@@ -150,25 +150,31 @@ static real gelu_d2(real x, real th) {  // g'' = sech^2(u) [u' - x tanh(u) u'^2 
 }
 
 // Small dense products used inside a memory chunk. out = (acc ? out : 0) + s * op.
+// v[4 p + q] = <a_p, b_q> for rows a_0..a_3 = A, A + K, .. and b_0..b_3 = Bm, Bm + K, ..: 4 x 4 dot products at once,
+// so that each loaded A and B element serves four products (NS5's X X^T at 64 x 64 x 561 runs ~1.7x faster);
+// every dot is summed as dotv sums it
+static inline __attribute__((always_inline)) void dot4x4(real* v, const real* A, const real* Bm, int K) {
+    const real *a0 = A, *a1 = a0 + K, *a2 = a1 + K, *a3 = a2 + K;
+    const real *b0 = Bm, *b1 = b0 + K, *b2 = b1 + K, *b3 = b2 + K;
+    real s00 = 0, s01 = 0, s02 = 0, s03 = 0, s10 = 0, s11 = 0, s12 = 0, s13 = 0;
+    real s20 = 0, s21 = 0, s22 = 0, s23 = 0, s30 = 0, s31 = 0, s32 = 0, s33 = 0;
+#pragma omp simd reduction(+ : s00, s01, s02, s03, s10, s11, s12, s13, s20, s21, s22, s23, s30, s31, s32, s33)
+    for (int k = 0; k < K; k++) {
+        s00 += a0[k] * b0[k], s01 += a0[k] * b1[k], s02 += a0[k] * b2[k], s03 += a0[k] * b3[k];
+        s10 += a1[k] * b0[k], s11 += a1[k] * b1[k], s12 += a1[k] * b2[k], s13 += a1[k] * b3[k];
+        s20 += a2[k] * b0[k], s21 += a2[k] * b1[k], s22 += a2[k] * b2[k], s23 += a2[k] * b3[k];
+        s30 += a3[k] * b0[k], s31 += a3[k] * b1[k], s32 += a3[k] * b2[k], s33 += a3[k] * b3[k];
+    }
+    real w[16] = {s00, s01, s02, s03, s10, s11, s12, s13, s20, s21, s22, s23, s30, s31, s32, s33};
+    memcpy(v, w, sizeof w);
+}
 static void mm_nt(real* out, const real* A, const real* Bm, int M, int N, int K, real s,
                   int acc) {  // A (M,K) B (N,K)^T
     int i0 = 0, j0;
-    // 4 x 4 tiles of dot products, so that each loaded A and B element serves four products (NS5's X X^T at
-    // 64 x 64 x 561 runs ~1.7x faster); every dot is summed as dotv sums it. The ragged edges take dotv.
-    for (; i0 + 4 <= M; i0 += 4)
+    for (; i0 + 4 <= M; i0 += 4)  // 4 x 4 tiles; the ragged edges take dotv
         for (j0 = 0; j0 + 4 <= N; j0 += 4) {
-            const real *a0 = A + (size_t)i0 * K, *a1 = a0 + K, *a2 = a1 + K, *a3 = a2 + K;
-            const real *b0 = Bm + (size_t)j0 * K, *b1 = b0 + K, *b2 = b1 + K, *b3 = b2 + K;
-            real s00 = 0, s01 = 0, s02 = 0, s03 = 0, s10 = 0, s11 = 0, s12 = 0, s13 = 0;
-            real s20 = 0, s21 = 0, s22 = 0, s23 = 0, s30 = 0, s31 = 0, s32 = 0, s33 = 0;
-#pragma omp simd reduction(+ : s00, s01, s02, s03, s10, s11, s12, s13, s20, s21, s22, s23, s30, s31, s32, s33)
-            for (int k = 0; k < K; k++) {
-                s00 += a0[k] * b0[k], s01 += a0[k] * b1[k], s02 += a0[k] * b2[k], s03 += a0[k] * b3[k];
-                s10 += a1[k] * b0[k], s11 += a1[k] * b1[k], s12 += a1[k] * b2[k], s13 += a1[k] * b3[k];
-                s20 += a2[k] * b0[k], s21 += a2[k] * b1[k], s22 += a2[k] * b2[k], s23 += a2[k] * b3[k];
-                s30 += a3[k] * b0[k], s31 += a3[k] * b1[k], s32 += a3[k] * b2[k], s33 += a3[k] * b3[k];
-            }
-            real v[16] = {s00, s01, s02, s03, s10, s11, s12, s13, s20, s21, s22, s23, s30, s31, s32, s33};
+            real v[16];
+            dot4x4(v, A + (size_t)i0 * K, Bm + (size_t)j0 * K, K);
             for (int q = 0; q < 16; q++) {
                 real* o = out + (size_t)(i0 + q / 4) * N + j0 + q % 4;
                 *o = acc ? *o + s * v[q] : s * v[q];
@@ -180,8 +186,59 @@ static void mm_nt(real* out, const real* A, const real* Bm, int M, int N, int K,
             out[(size_t)i * N + j] = acc ? out[(size_t)i * N + j] + v : v;
         }
 }
+// out = X X^T (M, M) from X (M, K): mm_nt's dots on and above the diagonal, mirrored below. <x_i, x_j> sums the same
+// products in the same order as <x_j, x_i>, so this equals mm_nt(out, X, X, M, M, K, 1, 0) bit for bit (NS5's A)
+static void mm_nt_sym(real* out, const real* X, int M, int K) {
+    int i0 = 0;
+    for (; i0 + 4 <= M; i0 += 4)
+        for (int j0 = i0; j0 + 4 <= M; j0 += 4) {
+            real v[16];
+            dot4x4(v, X + (size_t)i0 * K, X + (size_t)j0 * K, K);
+            for (int q = 0; q < 16; q++) out[(size_t)(i0 + q / 4) * M + j0 + q % 4] = v[q];
+        }
+    for (int i = 0; i < M; i++)
+        for (int j = i < i0 ? (M & ~3) : i; j < M; j++)
+            out[(size_t)i * M + j] = dotv(X + (size_t)i * K, X + (size_t)j * K, K);
+    for (int i = 0; i < M; i++)
+        for (int j = 0; j < i; j++) out[(size_t)i * M + j] = out[(size_t)j * M + i];
+}
+// out (8 rows, W columns from j0) = (acc ? out : 0) + s A(8 rows) B: the 8 x W block stays in registers while k
+// runs, so that each loaded piece of a B row serves eight rows of out (NS5's B X at 64 x 561 x 64: ~2.5x faster than
+// a row at a time). Every element is summed over k in order, as mm_nn's other paths sum it. W is a constant where
+// this is inlined; MM_W (32 floats, 16 doubles) fills 16 AVX-512 registers.
+#define MM_W ((int)(128 / sizeof(real)))
+static inline __attribute__((always_inline)) void mm_nn_block(real* out, const real* A, const real* Bm, int N, int K,
+                                                              int j0, real s, int acc, const int W) {
+    real c[8][MM_W];
+    for (int r = 0; r < 8; r++)
+        for (int j = 0; j < W; j++) c[r][j] = acc ? out[(size_t)r * N + j0 + j] : 0;
+    for (int k = 0; k < K; k++) {
+        real a[8];
+        for (int r = 0; r < 8; r++) a[r] = s * A[(size_t)r * K + k];
+        const real* b = Bm + (size_t)k * N + j0;
+#pragma omp simd
+        for (int j = 0; j < W; j++)
+            for (int r = 0; r < 8; r++) c[r][j] += a[r] * b[j];
+    }
+    for (int r = 0; r < 8; r++)
+        for (int j = 0; j < W; j++) out[(size_t)r * N + j0 + j] = c[r][j];
+}
 static void mm_nn(real* out, const real* A, const real* Bm, int M, int N, int K, real s, int acc) {  // A (M,K) B (K,N)
-    for (int i = 0; i < M; i++) {
+    int i = 0, nb = N - N % 16;
+    for (; i + 8 <= M; i += 8) {  // blocks of 8 rows x MM_W (then 16) columns
+        real* o = out + (size_t)i * N;
+        const real* Ai = A + (size_t)i * K;
+        int j0 = 0;
+        for (; j0 + MM_W <= N; j0 += MM_W) mm_nn_block(o, Ai, Bm, N, K, j0, s, acc, MM_W);
+        for (; j0 + 16 <= N; j0 += 16) mm_nn_block(o, Ai, Bm, N, K, j0, s, acc, 16);
+        for (int r = 0; r < 8; r++)  // the last N % 16 columns, an element at a time (a sum in a register)
+            for (int j = nb; j < N; j++) {
+                real v = acc ? o[(size_t)r * N + j] : 0;
+                for (int k = 0; k < K; k++) v += s * Ai[(size_t)r * K + k] * Bm[(size_t)k * N + j];
+                o[(size_t)r * N + j] = v;
+            }
+    }
+    for (; i < M; i++) {  // the last M % 8 rows, a row at a time
         real* o = out + (size_t)i * N;
         if (!acc)
             for (int j = 0; j < N; j++) o[j] = 0;
@@ -1326,7 +1383,7 @@ static void ns5_forward(real* out, real* sv, real* tmp, const real* S, int r, in
         for (int j = 0; j < cc; j++) X[tr ? (size_t)j * n + i : (size_t)i * n + j] = f * S[(size_t)i * cc + j];
     for (int k = 0; k < 5; k++) {
         real *Xk = X + k * mn, *Xn = Xk + mn, *Ak = A + k * mm;
-        mm_nt(Ak, Xk, Xk, m, m, n, 1, 0);  // A = X X^T
+        mm_nt_sym(Ak, Xk, m, n);  // A = X X^T
         mm_nn(B, Ak, Ak, m, m, m, NS5_C, 0);  // B = b A + c A A
         for (size_t e = 0; e < mm; e++) B[e] += NS5_B * Ak[e];
         mm_nn(Xn, B, Xk, m, n, m, 1, 0);  // X' = a X + B X
