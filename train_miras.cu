@@ -82,6 +82,7 @@ static int g_prec = PREC_FP32;
 // the memory's chunk products (section 3, MemArgs.tc): 3 = 3xTF32 tensor cores (fp32-accurate) with -f 0, 1 = TF32
 // tensor cores with -f 1 and -f 2; MIRAS_MEM_TC=0 (the SIMT fp32 products), 1 or 3 overrides
 static int g_mem_tc = 3;
+static int g_mem_wy = 0;  // MIRAS_MEM_WY=1: the b = 1 delta rule through the WY chunk kernels (mem_wy_*, v9-v11)
 typedef __nv_bfloat16 bf16;
 static real* g_ones;
 static size_t g_ones_n;  // a vector of ones: column sums as cuBLAS gemv
@@ -133,6 +134,7 @@ static void gpu_init(int prec) {
     const char* s = getenv("MIRAS_SYNC");
     g_sync = s && atoi(s) > 0;
     g_mem_tc = prec == PREC_FP32 ? 3 : 1;
+    g_mem_wy = (s = getenv("MIRAS_MEM_WY")) && atoi(s) > 0;
     if ((s = getenv("MIRAS_MEM_TC"))) {
         g_mem_tc = atoi(s);
         if (g_mem_tc != 0 && g_mem_tc != 1 && g_mem_tc != 3)
@@ -3743,6 +3745,262 @@ __global__ void mem_token_reduce_v6_kernel(MemArgs A) {
         }
     }
 }
+// ---- v9-v11: the b = 1 delta rule in chunks of WY_C tokens (the WY / UT form; fla's chunked delta rule is the same
+// algebra), exact: it equals the per-token rule of mem_token_forward_kernel (scalar eta, no channel-wise gates)
+//     e_t = W_{t-1} k_t - v_t,   W_t = a_t W_{t-1} - C_t e_t k_t^T,   y_t = W_t q_t
+// Over a chunk of n tokens from W_0, with the decay products rt(t, s) = a_{s+1} ... a_t (rt(t, t) = 1) and
+// P_t = rt(t, -1) (P_{-1} = 1), unrolling the recurrence gives
+//     E = (I + L)^{-1} R,   R = diag(P_{t-1}) K W_0^T - V,      L[t][s] = rt(t-1, s) C_s (k_t . k_s)   (s < t)
+//     Y = diag(P_t) Q W_0^T - M E,                              M[t][s] = rt(t, s) C_s (q_t . k_s)     (s <= t)
+//     W_n = P_{n-1} W_0 - E^T diag(u) K,                        u_s = rt(n-1, s) C_s
+// (E, R, Y, K, Q, V: rows e_t, ... of the chunk; I + L is unit lower triangular: forward substitution). All but the
+// substitution are products of the chunk's n rows with a d x d state or with each other, the shapes the tensor
+// cores take, and the sequential chain is over T / WY_C chunks instead of T tokens. The backward, from dY and
+// dW_n = dL/dW_n (the carry from the next chunk):
+//     dE = -diag(u) K dW_n^T - M^T dY;  dR = (I + L)^{-T} dE (back substitution);  dV = -dR
+//     dQ = diag(P_t) dY W_0 + dM K;  dK = -diag(u) E dW_n + diag(P_{t-1}) dR W_0 + dL K + dL^T K + dM^T Q
+//     dW_0 = P_{n-1} dW_n + (diag(P_t) dY)^T Q + (diag(P_{t-1}) dR)^T K
+//     dM[t][s] = -(dy_t . e_s) rt(t, s) C_s,  dL[t][s] = -(dr_t . e_s) rt(t-1, s) C_s  (then times q_t . k_s or k_t . k_s
+//     for dC_s, and dL/drt(t, s) collects every term's factor); du_s = -e_s^T dW_n k_s
+//     da_r = sum_{t >= r} rt(t, r) X_r[t],  X_0[t] = dL/drt(t, -1),  X_{r+1}[t] = a_r X_r[t] + dL/drt(t, r)
+// (dL/da_r = sum over s < r <= t of dL/drt(t, s) rt(t, r) rt(r-1, s): no division by a). Derived and checked
+// against central differences of the per-token rule (fp64) before this kernel; memlab checks it against the CPU.
+// One block per (sequence, head) as v4, the chunk arrays in shared memory; the forward stores W at each chunk start
+// in A.P's slots (slot c of v6's ceil(T / TOK_SEG)), the backward recomputes the chunk's E from it.
+#define WY_C 64  // tokens per chunk
+#define WY_N1 (WY_C + 1)  // the stride of rt: column s + 1 holds rt(t, s), s = -1 .. t
+static size_t wy_smem_floats(int d, int fwd) {
+    size_t nd = (size_t)WY_C * d, nn = (size_t)WY_C * WY_C, big = nd > nn ? nd : nn;
+    return fwd ? (size_t)d * d + 4 * nd + 2 * nn + WY_C * WY_N1 + 5 * WY_C
+               : (size_t)d * d + 7 * nd + 2 * nn + big + 2 * WY_C * WY_N1 + 6 * WY_C;
+}
+// rt(t, s) for -1 <= s <= t (0 above), P_{t-1} (Pp), P_t (Pt), u_s; a thread per row t
+__device__ void wy_coefs(real* rt, real* Pp, real* Pt, real* u, const real* a, const real* C, int n) {
+    FOR(t, n) {
+        real r = 1;
+        rt[t * WY_N1 + t + 1] = 1;
+        for (int s = t - 1; s >= -1; s--) {
+            r *= a[s + 1];
+            rt[t * WY_N1 + s + 1] = r;
+        }
+        for (int s = t + 1; s < WY_C; s++) rt[t * WY_N1 + s + 1] = 0;
+        Pt[t] = r;
+    }
+    __syncthreads();
+    FOR(t, n) {
+        Pp[t] = t ? Pt[t - 1] : 1;
+        u[t] = rt[(n - 1) * WY_N1 + t + 1] * C[t];
+    }
+    __syncthreads();
+}
+// L[t][s] = rt(t-1, s) C_s Kd[t][s] for s < t, else 0 (Lm may be Kd: in place)
+__device__ void wy_lmat(real* Lm, const real* Kd, const real* rt, const real* C, int n) {
+    FOR(e, n * n) {
+        int t = e / n, s = e % n;
+        Lm[e] = s < t ? rt[(t - 1) * WY_N1 + s + 1] * C[s] * Kd[e] : 0;
+    }
+    __syncthreads();
+}
+// E (n x d) = (I + L)^{-1} E in place (forward substitution); with up, (I + L)^{-T} E (back substitution). Each warp
+// takes 4 columns with 8 lanes per column, the lanes summing every 8th term (in a fixed order) and adding by
+// shuffles: the columns are independent, so no barrier.
+__device__ void wy_solve(real* E, const real* Lm, int n, int d, int up) {
+    int ci = LANE >> 3, sl = LANE & 7;
+    for (int i0 = (threadIdx.x >> 5) * 4; i0 < d; i0 += (blockDim.x >> 5) * 4) {  // (d % 4 == 0: the same trips)
+        int i = i0 + ci;
+        for (int x = 0; x < n; x++) {
+            int t = up ? n - 1 - x : x;
+            real s = 0;
+            if (!up)
+                for (int j = sl; j < t; j += 8) s += Lm[t * n + j] * E[j * d + i];
+            else
+                for (int j = t + 1 + sl; j < n; j += 8) s += Lm[j * n + t] * E[j * d + i];
+            s += __shfl_xor_sync(0xffffffffu, s, 1);
+            s += __shfl_xor_sync(0xffffffffu, s, 2);
+            s += __shfl_xor_sync(0xffffffffu, s, 4);
+            if (sl == 0) E[t * d + i] -= s;
+            __syncwarp();
+        }
+    }
+    __syncthreads();
+}
+// the chunk's rows [t0, t0 + n) of head h: k, q into K, Q, -v into E; a, C (= eta) into a, C
+__device__ void wy_load(const MemArgs& A, int bb, int h, int t0, int n, real* K, real* Q, real* E, real* a, real* C) {
+    int d = A.m.d;
+    FOR(e, n * d) {
+        size_t r = (size_t)bb * A.T + t0 + e / d, o = r * A.D + h * d + e % d;
+        K[e] = A.k[o];
+        Q[e] = A.q[o];
+        E[e] = -A.v[o];
+    }
+    FOR(t, n) {
+        size_t r = (size_t)bb * A.T + t0 + t;
+        a[t] = A.ga[r * A.H + h];
+        C[t] = A.geta[r * A.H + h];
+    }
+    __syncthreads();
+}
+// the chunk's E from W_0 (K, Q, E = -V, a, C loaded): rt and the rest of wy_coefs, Kd = K K^T, Qk = Q K^T, L (into
+// Lm, which may be Kd), E = (I + L)^{-1} (diag(P_{t-1}) K W_0^T - V)
+__device__ void wy_chunk_e(const real* W0, const real* K, const real* Q, real* E, real* Kd, real* Qk, real* Lm,
+                           real* rt, real* Pp, real* Pt, real* u, const real* a, const real* C, int n, int d) {
+    wy_coefs(rt, Pp, Pt, u, a, C, n);
+    mm_nt_gpu(Kd, K, K, n, n, d, 1, 0);
+    mm_nt_gpu(Qk, Q, K, n, n, d, 1, 0);
+    mm_nt_rs(E, K, W0, Pp, n, d, d, 1, 1);
+    wy_lmat(Lm, Kd, rt, C, n);
+    wy_solve(E, Lm, n, d, 0);
+}
+__global__ void __launch_bounds__(MEM_THREADS) mem_wy_forward_kernel(MemArgs A) {
+    int bh = blockIdx.x, bb = bh / A.H, h = bh % A.H, T = A.T, d = A.m.d, nP = A.m.nP,
+        nseg = (T + TOK_SEG - 1) / TOK_SEG;
+    real* W = mem_dyn_smem();
+    real *K = W + d * d, *Q = K + WY_C * d, *E = Q + WY_C * d, *Y = E + WY_C * d, *Kd = Y + WY_C * d,
+         *Qk = Kd + WY_C * WY_C, *rt = Qk + WY_C * WY_C, *a = rt + WY_C * WY_N1, *C = a + WY_C, *Pp = C + WY_C,
+         *Pt = Pp + WY_C, *u = Pt + WY_C;
+    if (threadIdx.x == 0) mem_tc = A.tc;
+    FOR(e, d * d) W[e] = A.p0[(size_t)h * nP + e];
+    __syncthreads();
+    for (int c = 0; c * WY_C < T; c++) {
+        int t0 = c * WY_C, n = T - t0 < WY_C ? T - t0 : WY_C;
+        real* Ps = A.P + ((size_t)bh * nseg + c) * nP;
+        FOR(e, d * d) Ps[e] = W[e];  // the chunk-start state, for the backward
+        wy_load(A, bb, h, t0, n, K, Q, E, a, C);
+        wy_chunk_e(W, K, Q, E, Kd, Qk, Kd, rt, Pp, Pt, u, a, C, n, d);
+        mm_nt_rs(Y, Q, W, Pt, n, d, d, 1, 0);  // Y = diag(P_t) Q W_0^T - M E
+        FOR(e, n * n) {
+            int t = e / n, s = e % n;
+            Qk[e] = s <= t ? rt[t * WY_N1 + s + 1] * C[s] * Qk[e] : 0;
+        }
+        __syncthreads();
+        mm_nn_gpu(Y, Qk, E, n, d, n, -1, 1);
+        FOR(e, n * d) A.y[((size_t)bb * T + t0 + e / d) * A.D + h * d + e % d] = Y[e];
+        FOR(e, d * d) W[e] *= Pt[n - 1];  // W_n = P_{n-1} W_0 - E^T diag(u) K
+        __syncthreads();
+        mm_tn_rs(W, E, K, u, d, d, n, -1, 1);
+    }
+}
+__global__ void __launch_bounds__(MEM_THREADS) mem_wy_backward_kernel(MemArgs A) {
+    int bh = blockIdx.x, bb = bh / A.H, h = bh % A.H, T = A.T, d = A.m.d, nP = A.m.nP, D = A.D, H = A.H,
+        nseg = (T + TOK_SEG - 1) / TOK_SEG, nd = WY_C * d, nn = WY_C * WY_C, big = nd > nn ? nd : nn;
+    real* dW = mem_dyn_smem();  // dL/dW at the end of the chunk being worked on (zero after the last)
+    real *K = dW + d * d, *Q = K + nd, *E = Q + nd, *dY = E + nd, *X = dY + nd, *dQ = X + nd, *dK = dQ + nd,
+         *Kd = dK + nd, *Qk = Kd + nn, *T1 = Qk + nn, *rt = T1 + big, *drt = rt + WY_C * WY_N1, *a = drt + WY_C * WY_N1,
+         *C = a + WY_C, *Pp = C + WY_C, *Pt = Pp + WY_C, *u = Pt + WY_C, *dC = u + WY_C;
+    if (threadIdx.x == 0) mem_tc = A.tc;
+    FOR(e, d * d) dW[e] = 0;
+    __syncthreads();
+    for (int c = (T - 1) / WY_C; c >= 0; c--) {
+        int t0 = c * WY_C, n = T - t0 < WY_C ? T - t0 : WY_C;
+        const real* W0 = A.P + ((size_t)bh * nseg + c) * nP;
+        wy_load(A, bb, h, t0, n, K, Q, E, a, C);
+        FOR(e, n * d) dY[e] = A.dy[((size_t)bb * T + t0 + e / d) * D + h * d + e % d];
+        FOR(e, WY_C * WY_N1) drt[e] = 0;
+        wy_chunk_e(W0, K, Q, E, Kd, Qk, T1, rt, Pp, Pt, u, a, C, n, d);
+        // (1) W_n = P_{n-1} W_0 - E^T diag(u) K:  X = K dW_n^T (rows dW_n k_s), du_s = -e_s . X_s, dE = -diag(u) X,
+        // dK = -diag(u) E dW_n
+        real dwp = block_dot(dW, W0, (size_t)d * d);
+        mm_nt_gpu(X, K, dW, n, d, d, 1, 0);
+        FOR(s, n) {
+            real du = 0;
+            for (int i = 0; i < d; i++) du -= E[s * d + i] * X[s * d + i];
+            drt[(n - 1) * WY_N1 + s + 1] += du * C[s];
+            dC[s] = du * rt[(n - 1) * WY_N1 + s + 1];
+        }
+        if (threadIdx.x == 0) drt[(n - 1) * WY_N1] += dwp;
+        __syncthreads();
+        FOR(e, n * d) X[e] *= -u[e / d];
+        mm_nn_rs(dK, E, dW, u, n, d, d, -1, 0);
+        // (2) Y = diag(P_t) Q W_0^T - M E:  dQ = diag(P_t) dY W_0 (dL/dP_t += q_t . (dY W_0)_t), dE -= M^T dY,
+        // dM from dY E^T
+        mm_nn_gpu(dQ, dY, W0, n, d, d, 1, 0);
+        FOR(t, n) {
+            real s = 0;
+            for (int j = 0; j < d; j++) s += Q[t * d + j] * dQ[t * d + j];
+            drt[t * WY_N1] += s;
+        }
+        __syncthreads();
+        FOR(e, n * d) dQ[e] *= Pt[e / d];
+        FOR(e, n * n) {
+            int t = e / n, s = e % n;
+            T1[e] = s <= t ? rt[t * WY_N1 + s + 1] * C[s] * Qk[e] : 0;
+        }
+        __syncthreads();
+        mm_tn_gpu(X, T1, dY, n, d, n, -1, 1);
+        mm_nt_gpu(T1, dY, E, n, n, d, 1, 0);  // T1[t][s] = dy_t . e_s
+        FOR(s, n) {  // a thread per column s: dC_s in a fixed order, and dM in place
+            real dc = 0;
+            for (int t = 0; t < n; t++) {
+                real cf = t >= s ? -T1[t * n + s] : 0, r = rt[t * WY_N1 + s + 1];
+                drt[t * WY_N1 + s + 1] += cf * C[s] * Qk[t * n + s];
+                dc += cf * r * Qk[t * n + s];
+                T1[t * n + s] = cf * r * C[s];
+            }
+            dC[s] += dc;
+        }
+        __syncthreads();
+        mm_nn_gpu(dQ, T1, K, n, d, n, 1, 1);  // dQ += dM K, dK += dM^T Q
+        mm_tn_gpu(dK, T1, Q, n, d, n, 1, 1);
+        // (3) E = (I + L)^{-1} R:  dR = (I + L)^{-T} dE (in X), dL from dR E^T
+        wy_lmat(T1, Kd, rt, C, n);
+        wy_solve(X, T1, n, d, 1);
+        mm_nt_gpu(T1, X, E, n, n, d, 1, 0);  // T1[t][s] = dr_t . e_s
+        FOR(s, n) {
+            real dc = 0;
+            for (int t = 1; t < n; t++) {
+                real cf = t > s ? -T1[t * n + s] : 0, r = rt[(t - 1) * WY_N1 + s + 1];
+                drt[(t - 1) * WY_N1 + s + 1] += cf * C[s] * Kd[t * n + s];
+                dc += cf * r * Kd[t * n + s];
+                T1[t * n + s] = cf * r * C[s];
+            }
+            T1[s] = 0;  // row t = 0
+            dC[s] += dc;
+        }
+        __syncthreads();
+        mm_nn_gpu(dK, T1, K, n, d, n, 1, 1);  // dK += dL K + dL^T K
+        mm_tn_gpu(dK, T1, K, n, d, n, 1, 1);
+        // (4) R = diag(P_{t-1}) K W_0^T - V:  dV = -dR, dK += diag(P_{t-1}) dR W_0 (dL/dP_{t-1} += k_t . (dR W_0)_t)
+        mm_nn_gpu(T1, X, W0, n, d, d, 1, 0);
+        FOR(t, n) {
+            real s = 0;
+            for (int j = 0; j < d; j++) s += K[t * d + j] * T1[t * d + j];
+            if (t) drt[(t - 1) * WY_N1] += s;
+        }
+        __syncthreads();
+        FOR(e, n * d) {
+            size_t o = ((size_t)bb * T + t0 + e / d) * D + h * d + e % d;
+            dK[e] += Pp[e / d] * T1[e];
+            A.dv[o] = -X[e];
+            A.dq[o] = dQ[e];
+            A.dk[o] = dK[e];
+        }
+        // (5) dL/dW_0 = P_{n-1} dW_n + (diag(P_t) dY)^T Q + (diag(P_{t-1}) dR)^T K: the next (earlier) chunk's carry
+        FOR(e, d * d) dW[e] *= Pt[n - 1];
+        __syncthreads();
+        mm_tn_rs(dW, dY, Q, Pt, d, d, n, 1, 1);
+        mm_tn_rs(dW, X, K, Pp, d, d, n, 1, 1);
+        // (6) da_r = sum_{t >= r} rt(t, r) X_r[t] (Z[t][r] in T1, summed over t by a thread per r)
+        FOR(t, n) {
+            real x = drt[t * WY_N1];
+            for (int r = 0; r <= t; r++) {
+                T1[t * n + r] = rt[t * WY_N1 + r + 1] * x;
+                x = a[r] * x + drt[t * WY_N1 + r + 1];
+            }
+        }
+        __syncthreads();
+        FOR(r, n) {
+            real s = 0;
+            for (int t = r; t < n; t++) s += T1[t * n + r];
+            size_t row = (size_t)bb * T + t0 + r;
+            A.dga[row * H + h] = s;
+            A.dgeta[row * H + h] = dC[r];
+            A.dgth[row * H + h] = 0;
+        }
+        __syncthreads();
+    }
+    FOR(e, d * d) A.dbh[(size_t)bh * (nP + 2 * d) + e] = dW[e];  // dL/dP_0 (no LN)
+    FOR(e, 2 * d) A.dbh[(size_t)bh * (nP + 2 * d) + nP + e] = 0;
+}
 // v6 runs these configurations at any chunk size b where the dot bias makes the writes independent of the state
 // (linear attention: the chunked rule equals the per-token one); its segment start states need ceil(T / TOK_SEG)
 // slots per (sequence, head) (mem_state_slots)
@@ -4463,9 +4721,12 @@ static MemSmem mem_smem_plan(const MemCfg* m, int b, int fwd, size_t bytes) {
 // global memory; 3 as 2 with the chunk scratch in shared memory as far as it fits; 4 as 3, and the b = 1 linear
 // memories token by token (mem_token_*_kernel); 5 is retired (folded into 6; run as 4); 6 (and 0, the default)
 // with the v6 token kernels (MemArgs.aux and .gpart; without them, 4's); 7 as 6 with the chunk products on the
-// tensor cores in TF32, 8 in 3xTF32 (mem_tc). Version 0 takes MemArgs.tc as the trainer sets it (mem_args).
-static const int MEM_VERSIONS __attribute__((unused)) = 8;  // (read by dev/cuda/memlab.cu)
-static int mem_tc_of(const MemArgs& A) { return A.ver == 7 ? 1 : A.ver == 8 ? 3 : A.ver == 0 ? A.tc : 0; }
+// tensor cores in TF32, 8 in 3xTF32 (mem_tc); 9-11 the WY chunk kernels (below). Version 0 takes MemArgs.tc as the
+// trainer sets it (mem_args).
+static const int MEM_VERSIONS __attribute__((unused)) = 11;  // (read by dev/cuda/memlab.cu)
+static int mem_tc_of(const MemArgs& A) {
+    return A.ver == 7 || A.ver == 11 ? 1 : A.ver == 8 || A.ver == 10 ? 3 : A.ver == 0 ? A.tc : 0;
+}
 static size_t mem_smem_bytes(void) {
     static int optin = -1;
     if (optin < 0) {
@@ -4473,6 +4734,19 @@ static size_t mem_smem_bytes(void) {
         optin -= 2048;
     }  // room for the static shared memory
     return optin > 0 ? (size_t)optin : 0;
+}
+// 9-11: the b = 1 delta rule (l2 bias, scalar eta: mem_wy_ok) in WY chunks (mem_wy_*_kernel) with the chunk products in
+// SIMT fp32 (9), 3xTF32 (10) or TF32 (11); the trainer takes them (at its -f's precision) with MIRAS_MEM_WY=1, until
+// they are timed on a GPU against v6. Under 9-11 the other configurations run as 6 with those products.
+static int mem_wy_cfg(const MemCfg* m, int b, int H, int D) {
+    return mem_token6_cfg(m, b) && m->bias == BIAS_L2 && !m->cw && m->d % 4 == 0 && H * m->d == D &&
+           wy_smem_floats(m->d, 0) * sizeof(real) <= mem_smem_bytes();
+}
+static int mem_wy_ok(const MemArgs& A) { return mem_wy_cfg(&A.m, A.b, A.H, A.D); }
+static int mem_wy_use(MemArgs* A) {  // (sets the products' precision)
+    if (!(A->ver >= 9 || (A->ver == 0 && g_mem_wy)) || !mem_wy_ok(*A)) return 0;
+    A->tc = A->ver == 9 ? 0 : A->ver == 10 ? 3 : A->ver == 11 ? 1 : A->tc;
+    return 1;
 }
 static void mem_forward_launch(MemArgs A, int nbh) {
     if (A.m.lattice) {
@@ -4483,6 +4757,13 @@ static void mem_forward_launch(MemArgs A, int nbh) {
     if (A.m.phistar) {
         phi_memory_forward_kernel<<<nbh, MEM_THREADS>>>(A);
         KCHECK("phi_memory_forward");
+        return;
+    }
+    if (mem_wy_use(&A)) {
+        size_t sb = wy_smem_floats(A.m.d, 1) * sizeof(real);
+        cudaCheck(cudaFuncSetAttribute(mem_wy_forward_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sb));
+        mem_wy_forward_kernel<<<nbh, MEM_THREADS, sb>>>(A);
+        KCHECK("mem_wy_forward");
         return;
     }
     if ((A.ver == 0 || A.ver >= 6) && mem_token6_ok(A)) {
@@ -4514,6 +4795,13 @@ static void mem_backward_launch(MemArgs A, int nbh) {
     if (A.m.phistar) {
         phi_memory_backward_kernel<<<nbh, MEM_THREADS>>>(A);
         KCHECK("phi_memory_backward");
+        return;
+    }
+    if (mem_wy_use(&A)) {
+        size_t sb = wy_smem_floats(A.m.d, 0) * sizeof(real);
+        cudaCheck(cudaFuncSetAttribute(mem_wy_backward_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sb));
+        mem_wy_backward_kernel<<<nbh, MEM_THREADS, sb>>>(A);
+        KCHECK("mem_wy_backward");
         return;
     }
     if ((A.ver == 0 || A.ver >= 6) && mem_token6_ok(A)) {
@@ -4771,6 +5059,9 @@ static void model_alloc_acts_gpu(ModelGpu* M, int B, int T) {
         }
     }
     M->mem_dbh = (real*)dmalloc((size_t)B * c->H * (M->mem.nP + 2 * M->mem.d) * sizeof(real));
+    static int said_wy = 0;
+    if (g_mem_wy && c->arch != ARCH_MAC && mem_wy_cfg(&M->mem, c->b, c->H, c->D) && !said_wy++ && g_rank == 0)
+        printf("memory: the b = 1 delta rule in WY chunks of %d tokens (MIRAS_MEM_WY=1)\n", WY_C);
     M->mem_aux = M->mem_gpart = NULL;
     if (c->lattice) M->lat_scratch = (real*)dmalloc((size_t)B * c->H * (c->lat_k + 2) * M->mem.nP * sizeof(real));
     if (M->mem.phistar) {  // section 3c: the entries of every (layer, sequence, head) and a scratch per block

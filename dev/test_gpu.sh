@@ -28,6 +28,9 @@ NOBF16=${NOBF16:-'^syn_atlas_pp$'}
 # chunk-start state in 3, or in as many as fit EMU_MEM_FREE bytes on the emulator) and must not change at all
 CKPT=${CKPT:-'^(titans|titans_anchor|ttt_mlp|yaad_anchor|memora|moneta_cw|omega_mom|omeganet|muon_deep|atlas|atlas_chunk|atlas_pp|syn_titans_d48|syn_omega_mom|syn_titans_n2048|syn_memora|syn_atlas_chunk|syn_omega_yaad)$'}
 CKPT_ENVS=${CKPT_ENVS:-MIRAS_MEM_CKPT=3}
+# the inputs (the b = 1 delta rule at head width 64) also run through the WY chunk kernels (MIRAS_MEM_WY=1): the same
+# fp32 checks against the CPU dump (3xTF32 chunk products), and bf16's (TF32) where BF16 matches
+WY=${WY:-'^(syn_deltanet|syn_gdn_t150)$'}
 out=build/gpu_test
 mkdir -p "$out"
 echo "device: $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1 || true) (GPU binary: $GPU)"
@@ -54,6 +57,7 @@ synth=(
   "syn_linear_attn  -p linear_attn -V 256 -D 128 -L 2 -H 2 -k 16 -b 2 -t 37"
   "syn_deltanet     -p deltanet -V 256 -D 128 -L 2 -H 2 -b 2 -t 20"
   "syn_gdn_cw       -p gated_deltanet -R 2 -V 256 -D 128 -L 2 -H 2 -b 2 -t 20"
+  "syn_gdn_t150     -p gated_deltanet -V 256 -D 128 -L 2 -H 2 -b 2 -t 150"
   "syn_titans_z0    -p titans -Z 0 -X 1 -V 256 -D 128 -L 2 -H 2 -E 4 -k 16 -b 2 -t 40"
   "syn_gdn_anchor   -p gated_deltanet -Z 1 -V 256 -D 128 -L 2 -H 2 -b 2 -t 20"
   "syn_titans_n2048 -p titans -V 512 -D 128 -L 2 -H 2 -E 2 -k 16 -b 4 -t 512"
@@ -126,6 +130,23 @@ check() {
             else
                 echo "FAIL - $name: $e changes the dump"; fail=$((fail + 1))
             fi
+        done
+    fi
+    if echo "$name" | grep -Eq -- "$WY"; then   # the WY chunk kernels (3 checks, and 3 with bf16)
+        for fl in "" "-f 2"; do
+            [ -n "$fl" ] && { echo "$name" | grep -Eq -- "$BF16" || continue; }
+            if ! MIRAS_MEM_WY=1 "$GPU" $fl -J "$f" -O "$out/gpu_wy_$name.bin" >"$out/gpu_wy_$name.out" 2>"$out/gpu_wy_$name.err"; then
+                echo "FAIL - $name: MIRAS_MEM_WY=1 $fl: $GPU -J failed: $(head -n 1 "$out/gpu_wy_$name.err")"; fail=$((fail + 3)); continue
+            fi
+            if ! grep -q '^memory: the b = 1 delta rule in WY chunks' "$out/gpu_wy_$name.out"; then   # (not vacuous)
+                echo "FAIL - $name: MIRAS_MEM_WY=1 did not take the WY kernels"; fail=$((fail + 3)); continue
+            fi
+            if [ -z "$fl" ]; then res=$(./test_miras --compare "$name (WY)" "$out/cpu_$name.bin" "$out/gpu_wy_$name.bin" "$f" 2>&1)
+            else res=$(./test_miras --compare-bf16 "$name (WY)" "$f" "$out/cpu_$name.bin" "$out/gpu_wy_$name.bin" 2>&1); fi
+            printf '%s\n' "$res" | grep -E '^(ok|FAIL)|^    .* FAIL$'
+            last=$(printf '%s\n' "$res" | grep -E '^[0-9]+ passed, [0-9]+ failed' | tail -n 1)
+            if [ -z "$last" ]; then echo "FAIL - $name: test_miras (WY) printed no summary"; fail=$((fail + 1))
+            else pass=$((pass + $(echo "$last" | awk '{print $1}'))); fail=$((fail + $(echo "$last" | awk '{print $3}'))); fi
         done
     fi
     if echo "$name" | grep -Eq -- "$BF16" && ! echo "$name" | grep -Eq -- "$NOBF16"; then

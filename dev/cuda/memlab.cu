@@ -294,12 +294,13 @@ int main(int argc, char** argv) {
         if (only && only != ver) continue;
         if (ver == 5) continue;   // retired: folded into 6 (its numbers: memlab_notes.md, run 3)
         MemArgs A = lab_args<MemArgs>(L, G); A.ver = ver; A.aux = G.aux; A.gpart = G.gpart;
+        if (ver >= 9 && !mem_wy_ok(A)) { if (only) printf("v%d   skipped: the WY kernels take the b = 1 delta rule with scalar eta at d = %d (deltanet, gated_deltanet)\n", ver, TOK_D); continue; }
         char* name = (char*)malloc(8); snprintf(name, 8, "v%d", ver);
         run_version(name, [&]() { mem_forward_launch(A, nb); }, [&]() { mem_backward_launch(A, nb); });
     }
     printf("\n%-8s %10s %10s %12s   (%s, B=%d H=%d T=%d d=%d dm=%d b=%d)\n", "version", "fwd ms", "bwd ms", "max rel err", preset, B, H, T, d, L.m.dm, L.b);
-    // tolerances: fp32 versions 1e-3; v7 (TF32 operands, 10-bit mantissas, chained through the chunks) 5e-2
-    auto tol = [](const Result& r) { return !strcmp(r.name, "v7") ? 5e-2 : 1e-3; };
+    // tolerances: fp32 versions 1e-3; v7 and v11 (TF32 operands, 10-bit mantissas, chained through the chunks) 5e-2
+    auto tol = [](const Result& r) { return !strcmp(r.name, "v7") || !strcmp(r.name, "v11") ? 5e-2 : 1e-3; };
     for (auto& r : res) printf("%-8s %10.3f %10.3f %12.2e%s\n", r.name, r.fwd_ms, r.bwd_ms, r.err, std::isfinite(r.err) && r.err < tol(r) ? "" : "  FAIL");
     int bad = 0; for (auto& r : res) bad += !(std::isfinite(r.err) && r.err < tol(r));
     return bad ? 2 : 0;

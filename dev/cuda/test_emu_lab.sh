@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # The memory kernels' versions against the CPU on the CUDA emulator (no GPU): dev/cuda/memlab.cu at small shapes,
 # built for dev/cuda/emu, for the SIMT products (v4), the tensor-core TF32 products (v7) and 3xTF32 (v8), at shapes
-# with whole and partial 16 x 8 tiles. One check per (shape, version): the norm-relative error of y and every
+# with whole and partial 16 x 8 tiles; and the WY chunk kernels of the b = 1 delta rule (v9 SIMT, v10 3xTF32, v11
+# TF32) over two whole chunks of 64 tokens and a partial one. One check per (shape, version): the norm-relative error of y and every
 # gradient against the CPU's chunk functions within memlab's tolerance (1e-3; v7 5e-2); a NaN or an unwritten output
 # fails (memlab poisons the outputs). Part of `make ci`; the last line is "N passed, N failed".
 set -u
 cd "$(dirname "$0")/../.."
 pass=0; fail=0
 for t in g++ python3; do
-    command -v $t >/dev/null || { echo "# 12 check(s) skipped: no $t (the emulator build needs g++ and python3)"; echo "0 passed, 0 failed"; exit 0; }
+    command -v $t >/dev/null || { echo "# 15 check(s) skipped: no $t (the emulator build needs g++ and python3)"; echo "0 passed, 0 failed"; exit 0; }
 done
 configs=(
   "-p titans -d 16 -E 4 -k 16 -T 48"        # whole tiles: n = 16, d = 16, dm = 64
@@ -16,15 +17,17 @@ configs=(
   "-p memora -d 16 -E 2 -k 8 -T 32"
   "-p deltanet -d 12 -k 16 -T 37"           # a linear memory through the chunk kernels (b = 16)
 )
-for c in "${configs[@]}"; do
-    for v in 4 7 8; do
-        out=$(bash dev/cuda/memlab_emu.sh $c -B 1 -H 2 -r 1 -v $v 2>&1); rc=$?
-        row=$(printf '%s\n' "$out" | grep -E "^v$v +[0-9.]+ +[0-9.]+ " | tail -n 1)
-        if [ $rc -eq 0 ] && [ -n "$row" ] && ! printf '%s' "$row" | grep -q FAIL; then
-            echo "ok - memlab on the emulator, $c, v$v: max rel err $(echo "$row" | awk '{print $4}')"; pass=$((pass + 1))
-        else
-            echo "not ok - memlab on the emulator, $c, v$v (exit $rc): ${row:-$(printf '%s\n' "$out" | tail -n 3)}"; fail=$((fail + 1))
-        fi
-    done
+runs=()
+for c in "${configs[@]}"; do for v in 4 7 8; do runs+=("$v|$c"); done; done
+for v in 9 10 11; do runs+=("$v|-p gated_deltanet -d 64 -k 1 -T 150"); done   # (d = 64: the only head width they take)
+for r in "${runs[@]}"; do
+    v=${r%%|*}; c=${r#*|}
+    out=$(bash dev/cuda/memlab_emu.sh $c -B 1 -H 2 -r 1 -v $v 2>&1); rc=$?
+    row=$(printf '%s\n' "$out" | grep -E "^v$v +[0-9.]+ +[0-9.]+ " | tail -n 1)
+    if [ $rc -eq 0 ] && [ -n "$row" ] && ! printf '%s' "$row" | grep -q FAIL; then
+        echo "ok - memlab on the emulator, $c, v$v: max rel err $(echo "$row" | awk '{print $4}')"; pass=$((pass + 1))
+    else
+        echo "not ok - memlab on the emulator, $c, v$v (exit $rc): ${row:-$(printf '%s\n' "$out" | tail -n 3)}"; fail=$((fail + 1))
+    fi
 done
 echo "$pass passed, $fail failed"

@@ -116,6 +116,7 @@ inline void mma_m16n8k8_tf32(float* c, const uint32_t* a, const uint32_t* b);
 #define EMU_CUDA 1
 
 inline void __syncthreads() { if (threadIdx.x == 0) emu::barriers++; emu::wait(emu::AT_BLOCK); }
+inline void __syncwarp(unsigned = 0xffffffffu) { emu::wait(emu::AT_WARP); }  // the warp's barrier
 template <class T> inline T __shfl_xor_sync(unsigned, T v, int o) {
     emu::State& s = emu::S(); int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
     static_assert(sizeof(T) <= 8, "shuffle of a type wider than 8 bytes");
