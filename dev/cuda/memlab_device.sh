@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Everything worth learning from one short GPU session about the memory kernels, in order of value, each step
 # under a time guard (total budget BUDGET seconds, default 540): build; memlab on titans at T=128 (every version
-# checked against the CPU) and at T=4096 (timed); make test_gpu (the CPU-vs-GPU checks); whole training steps of
+# checked against the CPU) and at T=4096 (timed); the WY chunk kernels of the b = 1 delta rule against v6 (memlab,
+# whole steps, ncu); make test_gpu (the CPU-vs-GPU checks); whole training steps of
 # the 100M titans with the SIMT, TF32 and 3xTF32 memory products; ncu of the tensor-core backward; memlab on the
 # other deep presets; whole steps of every preset (bench_gpu.sh); NCCL at world size 1 against the plain build; the
 # anchors (fla, titans-pytorch) if .anchors/ is there.
@@ -19,6 +20,15 @@ echo "build: $((SECONDS - S)) s"
 LAB="$OUT/memlab.log"
 step 60 ./memlab -p titans -T 128 -r 1 >> "$LAB" 2>&1; echo "== titans T=128 check (rc $?)"; sed -n '/^version/,$p' "$LAB" | tail -n 8
 step 60 ./memlab -p titans -r 3 -c 0 >> "$LAB" 2>&1; echo "== titans T=4096 (rc $?)"; tail -n 8 "$LAB"
+# issue 9's linear memories: the b = 1 delta rule token by token (v6, the default) against the WY chunk kernels
+# (v10 3xTF32, v11 TF32) at the bench shape, then whole steps with MIRAS_MEM_WY=1 (the same presets without it are in
+# the per-preset loop below) and ncu of the WY backward
+for v in 6 10 11; do step 60 ./memlab -p gated_deltanet -r 3 -c 1 -v $v >> "$LAB" 2>&1; echo "== gated_deltanet T=4096 v$v (rc $?)"; tail -n 1 "$LAB"; done
+for p in gated_deltanet deltanet; do
+    MIRAS_MEM_WY=1 PRESET=$p REF=0 step 60 bash dev/bench_gpu.sh 4 4096 4 2 2>&1 | grep -E "^train_miras_cu|failed" | sed "s/^/$p WY: /"; done
+step 40 ncu --section SpeedOfLight --section WarpStateStats --section Occupancy --section LaunchStats --launch-count 1 \
+    -k regex:mem_wy_backward ./memlab -p gated_deltanet -T 1024 -c 0 -r 1 -v 11 > "$OUT/ncu_wy.txt" 2>&1
+grep -E "Duration|Throughput|Warp Cycles Per|Issued Ipc|No Eligible|Registers Per" "$OUT/ncu_wy.txt" | head -12
 echo "t = $((SECONDS - S)) s"
 step 240 make test_gpu > "$OUT/test_gpu.log" 2>&1; echo "make test_gpu: rc $?"; grep -vE "^ok|^===" "$OUT/test_gpu.log" | tail -n 25
 echo "t = $((SECONDS - S)) s"
