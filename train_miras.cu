@@ -82,7 +82,7 @@ static int g_prec = PREC_FP32;
 // the memory's chunk products (section 3, MemArgs.tc): 3 = 3xTF32 tensor cores (fp32-accurate) with -f 0, 1 = TF32
 // tensor cores with -f 1 and -f 2; MIRAS_MEM_TC=0 (the SIMT fp32 products), 1 or 3 overrides
 static int g_mem_tc = 3;
-static int g_mem_wy = 0;  // MIRAS_MEM_WY=1: the b = 1 delta rule through the WY chunk kernels (mem_wy_*, v9-v11)
+static int g_mem_wy = 0;  // MIRAS_MEM_WY=1 (2): the b = 1 delta rule in WY chunks, the split (single) kernels (v9-v11)
 typedef __nv_bfloat16 bf16;
 static real* g_ones;
 static size_t g_ones_n;  // a vector of ones: column sums as cuBLAS gemv
@@ -134,7 +134,7 @@ static void gpu_init(int prec) {
     const char* s = getenv("MIRAS_SYNC");
     g_sync = s && atoi(s) > 0;
     g_mem_tc = prec == PREC_FP32 ? 3 : 1;
-    g_mem_wy = (s = getenv("MIRAS_MEM_WY")) && atoi(s) > 0;
+    g_mem_wy = (s = getenv("MIRAS_MEM_WY")) && atoi(s) > 0 ? (atoi(s) == 2 ? 2 : 1) : 0;
     if ((s = getenv("MIRAS_MEM_TC"))) {
         g_mem_tc = atoi(s);
         if (g_mem_tc != 0 && g_mem_tc != 1 && g_mem_tc != 3)
@@ -4001,6 +4001,280 @@ __global__ void __launch_bounds__(MEM_THREADS) mem_wy_backward_kernel(MemArgs A)
     FOR(e, d * d) A.dbh[(size_t)bh * (nP + 2 * d) + e] = dW[e];  // dL/dP_0 (no LN)
     FOR(e, 2 * d) A.dbh[(size_t)bh * (nP + 2 * d) + nP + e] = 0;
 }
+// ---- the same in five kernels (fla's split): only the state recurrences run one block per (sequence, head) over
+// the chunks in order; everything that is local to a chunk runs one block per (sequence, head, chunk), all chunks at
+// once. Scratch (the b = 1 kernels' buffers): per token of the layer's aux, e_t (d) then dr_t (d); per token of
+// gpart (shared by the layers: written and read within one pass), row t of the chunk's L (WY_C) and of F = -M^T dY
+// (d), then P_{t-1}, P_t, u_t, du_t. A.P's slots (nw = the chunk count; mem_wy_ok: 3 nw <= the slots): W at the start
+// of chunk c in slot c, dL/dW at its end in slot nw + c, G = (diag(P_t) dY)^T Q in slot 2 nw + c.
+//   forward:  wy_prep (L, P, u)  ->  wy_fwd_serial (W_0, E = (I + L)^-1 R, W_n)  ->  wy_fwd_out (Y)
+//   backward: wy_bwd_prep (L, P, u, F, G)  ->  wy_bwd_serial (dR, du, dW_n, dW_0)  ->  wy_bwd_grads (dq, dk, dv, da, dC)
+// The serial kernels do two products and one substitution per chunk (the single kernel: 8 and 15).
+#define WY_GS (WY_C + TOK_D)  // gpart: offset of the scalars in a token's row
+__device__ __forceinline__ real* wy_gp(const MemArgs& A, int bh, int t) {
+    return A.gpart + ((size_t)bh * A.T + t) * (TOK_R * TOK_GP);
+}
+__device__ __forceinline__ real* wy_aux(const MemArgs& A, int bh, int t) {
+    return A.aux + ((size_t)bh * A.T + t) * TOK_AUX;
+}
+static size_t wy_split_smem_floats(int d, int kind) {  // 0 prep, 1 fwd serial, 2 fwd out, 3 bwd serial, 4 bwd grads
+    size_t nd = (size_t)WY_C * d, nn = (size_t)WY_C * WY_C, rt = (size_t)WY_C * WY_N1, v = 8 * WY_C;
+    switch (kind) {
+        case 0: return 3 * nd + 2 * nn + rt + v;  // K, Q, dY (bwd), Kd, Qk / M, rt
+        case 1: return (size_t)d * d + 2 * nd + nn + v;  // W, K, E, L
+        case 2: return 3 * nd + nn + rt + v;  // Q, K, E -> Y, Qk / M, rt
+        case 3: return (size_t)d * d + 3 * nd + nn + v;  // dW, K, E, X -> dR, L
+        default: return 7 * nd + 3 * nn + 2 * rt + v;  // K, Q, E, dY, dR, dQ, dK, Kd, Qk, T1, rt, drt
+    }
+}
+// the scalars of a chunk's tokens from gpart
+__device__ void wy_get_scalars(const MemArgs& A, int bh, int t0, int n, real* Pp, real* Pt, real* u, real* du) {
+    FOR(t, n) {
+        const real* g = wy_gp(A, bh, t0 + t) + WY_GS;
+        if (Pp) Pp[t] = g[0];
+        if (Pt) Pt[t] = g[1];
+        if (u) u[t] = g[2];
+        if (du) du[t] = g[3];
+    }
+    __syncthreads();
+}
+// rows [t0, t0 + n) of a per-token array (w floats at offset o of each token's row in aux or gpart) to / from smem
+__device__ void wy_rows_get(real* dst, const MemArgs& A, int bh, int t0, int n, int w, int o, int in_aux) {
+    FOR(e, n * w) dst[e] = (in_aux ? wy_aux(A, bh, t0 + e / w) : wy_gp(A, bh, t0 + e / w))[o + e % w];
+    __syncthreads();
+}
+__device__ void wy_rows_put(const real* src, const MemArgs& A, int bh, int t0, int n, int w, int o, int in_aux) {
+    FOR(e, n * w)(in_aux ? wy_aux(A, bh, t0 + e / w) : wy_gp(A, bh, t0 + e / w))[o + e % w] = src[e];
+    __syncthreads();
+}
+// a chunk's K (and Q), -V into E, a, C: wy_load; the block's chunk: blockIdx.x = (bh, c)
+#define WY_CHUNK_IDS                                                                                          \
+    int nw = (A.T + WY_C - 1) / WY_C, bh = blockIdx.x / nw, c = blockIdx.x % nw, bb = bh / A.H, h = bh % A.H, \
+        d = A.m.d, t0 = c * WY_C, n = A.T - t0 < WY_C ? A.T - t0 : WY_C, nP = A.m.nP,                         \
+        nseg = (A.T + TOK_SEG - 1) / TOK_SEG
+// forward and backward: L, P_{t-1}, P_t, u of every chunk; with bwd also F = -M^T dY and G = (diag(P_t) dY)^T Q
+__global__ void __launch_bounds__(MEM_THREADS) wy_prep_kernel(MemArgs A, int bwd) {
+    WY_CHUNK_IDS;
+    real* K = mem_dyn_smem();
+    real *Q = K + WY_C * d, *dY = Q + WY_C * d, *Kd = dY + WY_C * d, *Qk = Kd + WY_C * WY_C, *rt = Qk + WY_C * WY_C,
+         *a = rt + WY_C * WY_N1, *C = a + WY_C, *Pp = C + WY_C, *Pt = Pp + WY_C, *u = Pt + WY_C, *E = dY;
+    if (threadIdx.x == 0) mem_tc = A.tc;
+    wy_load(A, bb, h, t0, n, K, Q, E, a, C);  // (E, -V, is not needed here: dY takes its place below)
+    wy_coefs(rt, Pp, Pt, u, a, C, n);
+    mm_nt_gpu(Kd, K, K, n, n, d, 1, 0);
+    wy_lmat(Kd, Kd, rt, C, n);
+    FOR(e, n * n) wy_gp(A, bh, t0 + e / n)[e % n] = Kd[e];
+    FOR(t, n) {
+        real* g = wy_gp(A, bh, t0 + t) + WY_GS;
+        g[0] = Pp[t];
+        g[1] = Pt[t];
+        g[2] = u[t];
+    }
+    if (!bwd) return;
+    FOR(e, n * d) dY[e] = A.dy[((size_t)bb * A.T + t0 + e / d) * A.D + h * d + e % d];
+    mm_nt_gpu(Qk, Q, K, n, n, d, 1, 0);
+    FOR(e, n * n) {
+        int t = e / n, s = e % n;
+        Qk[e] = s <= t ? rt[t * WY_N1 + s + 1] * C[s] * Qk[e] : 0;  // M
+    }
+    __syncthreads();
+    mm_tn_gpu(Kd, Qk, dY, n, d, n, -1, 0);  // F = -M^T dY (into Kd's place: n x d = n x n, d == WY_C)
+    wy_rows_put(Kd, A, bh, t0, n, d, WY_C, 0);
+    FOR(t, n) {  // dY rows scaled by P_t, then G = (diag(P_t) dY)^T Q
+        for (int i = 0; i < d; i++) dY[t * d + i] *= Pt[t];
+    }
+    __syncthreads();
+    mm_tn_gpu(A.P + ((size_t)bh * nseg + 2 * nw + c) * nP, dY, Q, d, d, n, 1, 0);
+}
+static_assert(TOK_D == WY_C, "the split WY kernels keep d-wide rows in WY_C-wide places");
+// the W recurrence: per chunk, W_0 into its slot, E = (I + L)^{-1} (diag(P_{t-1}) K W_0^T - V) into aux, W_n
+__global__ void __launch_bounds__(MEM_THREADS) wy_fwd_serial_kernel(MemArgs A) {
+    int bh = blockIdx.x, bb = bh / A.H, h = bh % A.H, T = A.T, d = A.m.d, nP = A.m.nP,
+        nseg = (T + TOK_SEG - 1) / TOK_SEG, nw = (T + WY_C - 1) / WY_C;
+    real* W = mem_dyn_smem();
+    real *K = W + d * d, *E = K + WY_C * d, *Lm = E + WY_C * d, *Pp = Lm + WY_C * WY_C, *Pt = Pp + WY_C, *u = Pt + WY_C;
+    if (threadIdx.x == 0) mem_tc = A.tc;
+    FOR(e, d * d) W[e] = A.p0[(size_t)h * nP + e];
+    __syncthreads();
+    for (int c = 0; c < nw; c++) {
+        int t0 = c * WY_C, n = T - t0 < WY_C ? T - t0 : WY_C;
+        real* Ps = A.P + ((size_t)bh * nseg + c) * nP;
+        FOR(e, d * d) Ps[e] = W[e];
+        FOR(e, n * d) {
+            size_t o = ((size_t)bb * T + t0 + e / d) * A.D + h * d + e % d;
+            K[e] = A.k[o];
+            E[e] = -A.v[o];
+        }
+        wy_get_scalars(A, bh, t0, n, Pp, Pt, u, NULL);
+        wy_rows_get(Lm, A, bh, t0, n, n, 0, 0);
+        mm_nt_rs(E, K, W, Pp, n, d, d, 1, 1);
+        wy_solve(E, Lm, n, d, 0);
+        wy_rows_put(E, A, bh, t0, n, d, 0, 1);
+        FOR(e, d * d) W[e] *= Pt[n - 1];
+        __syncthreads();
+        mm_tn_rs(W, E, K, u, d, d, n, -1, 1);
+    }
+}
+// Y = diag(P_t) Q W_0^T - M E, every chunk at once
+__global__ void __launch_bounds__(MEM_THREADS) wy_fwd_out_kernel(MemArgs A) {
+    WY_CHUNK_IDS;
+    real* Q = mem_dyn_smem();
+    real *K = Q + WY_C * d, *E = K + WY_C * d, *Qk = E + WY_C * d, *rt = Qk + WY_C * WY_C, *a = rt + WY_C * WY_N1,
+         *C = a + WY_C, *Pp = C + WY_C, *Pt = Pp + WY_C, *u = Pt + WY_C;
+    if (threadIdx.x == 0) mem_tc = A.tc;
+    wy_load(A, bb, h, t0, n, K, Q, E, a, C);
+    wy_rows_get(E, A, bh, t0, n, d, 0, 1);
+    wy_coefs(rt, Pp, Pt, u, a, C, n);
+    mm_nt_gpu(Qk, Q, K, n, n, d, 1, 0);
+    FOR(e, n * n) {
+        int t = e / n, s = e % n;
+        Qk[e] = s <= t ? rt[t * WY_N1 + s + 1] * C[s] * Qk[e] : 0;
+    }
+    __syncthreads();
+    const real* W0 = A.P + ((size_t)bh * nseg + c) * nP;
+    mm_nt_rs(K, Q, W0, Pt, n, d, d, 1, 0);  // (Y in K's place)
+    mm_nn_gpu(K, Qk, E, n, d, n, -1, 1);
+    FOR(e, n * d) A.y[((size_t)bb * A.T + t0 + e / d) * A.D + h * d + e % d] = K[e];
+}
+// the dW recurrence, chunks in reverse: dW_n into its slot, X = K dW_n^T, du_s = -e_s . X_s, dE = -diag(u) X + F,
+// dR = (I + L)^{-T} dE into aux, dW_0 = P_{n-1} dW_n + G + (diag(P_{t-1}) dR)^T K
+__global__ void __launch_bounds__(MEM_THREADS) wy_bwd_serial_kernel(MemArgs A) {
+    int bh = blockIdx.x, bb = bh / A.H, h = bh % A.H, T = A.T, d = A.m.d, nP = A.m.nP,
+        nseg = (T + TOK_SEG - 1) / TOK_SEG, nw = (T + WY_C - 1) / WY_C;
+    real* dW = mem_dyn_smem();
+    real *K = dW + d * d, *E = K + WY_C * d, *X = E + WY_C * d, *Lm = X + WY_C * d, *Pp = Lm + WY_C * WY_C,
+         *Pt = Pp + WY_C, *u = Pt + WY_C;
+    if (threadIdx.x == 0) mem_tc = A.tc;
+    FOR(e, d * d) dW[e] = 0;
+    __syncthreads();
+    for (int c = nw - 1; c >= 0; c--) {
+        int t0 = c * WY_C, n = T - t0 < WY_C ? T - t0 : WY_C;
+        real* base = A.P + (size_t)bh * nseg * nP;
+        FOR(e, d * d) base[(size_t)(nw + c) * nP + e] = dW[e];
+        FOR(e, n * d) K[e] = A.k[((size_t)bb * T + t0 + e / d) * A.D + h * d + e % d];
+        wy_rows_get(E, A, bh, t0, n, d, 0, 1);
+        wy_rows_get(Lm, A, bh, t0, n, n, 0, 0);
+        wy_get_scalars(A, bh, t0, n, Pp, Pt, u, NULL);
+        mm_nt_gpu(X, K, dW, n, d, d, 1, 0);
+        FOR(s, n) {
+            real du = 0;
+            for (int i = 0; i < d; i++) du -= E[s * d + i] * X[s * d + i];
+            wy_gp(A, bh, t0 + s)[WY_GS + 3] = du;
+        }
+        __syncthreads();
+        FOR(e, n * d) X[e] = -u[e / d] * X[e] + wy_gp(A, bh, t0 + e / d)[WY_C + e % d];
+        __syncthreads();
+        wy_solve(X, Lm, n, d, 1);
+        wy_rows_put(X, A, bh, t0, n, d, d, 1);
+        const real* G = base + (size_t)(2 * nw + c) * nP;
+        FOR(e, d * d) dW[e] = Pt[n - 1] * dW[e] + G[e];
+        __syncthreads();
+        mm_tn_rs(dW, X, K, Pp, d, d, n, 1, 1);
+    }
+    FOR(e, d * d) A.dbh[(size_t)bh * (nP + 2 * d) + e] = dW[e];  // dL/dP_0 (no LN)
+    FOR(e, 2 * d) A.dbh[(size_t)bh * (nP + 2 * d) + nP + e] = 0;
+}
+// every chunk's input gradients from its W_0, dW_n, E, dR (mem_wy_backward_kernel's steps 1-6 less the dE and dW_0
+// parts, which the serial kernel did)
+__global__ void __launch_bounds__(MEM_THREADS) wy_bwd_grads_kernel(MemArgs A) {
+    WY_CHUNK_IDS;
+    int T = A.T, D = A.D, H = A.H, nd = WY_C * d, nn = WY_C * WY_C;
+    real* K = mem_dyn_smem();
+    real *Q = K + nd, *E = Q + nd, *dY = E + nd, *X = dY + nd, *dQ = X + nd, *dK = dQ + nd, *Kd = dK + nd,
+         *Qk = Kd + nn, *T1 = Qk + nn, *rt = T1 + nn, *drt = rt + WY_C * WY_N1, *a = drt + WY_C * WY_N1, *C = a + WY_C,
+         *Pp = C + WY_C, *Pt = Pp + WY_C, *u = Pt + WY_C, *dC = u + WY_C, *du = dC + WY_C;
+    if (threadIdx.x == 0) mem_tc = A.tc;
+    const real *W0 = A.P + ((size_t)bh * nseg + c) * nP, *dWn = A.P + ((size_t)bh * nseg + nw + c) * nP;
+    wy_load(A, bb, h, t0, n, K, Q, E, a, C);
+    wy_rows_get(E, A, bh, t0, n, d, 0, 1);
+    wy_rows_get(X, A, bh, t0, n, d, d, 1);  // dR
+    FOR(e, n * d) dY[e] = A.dy[((size_t)bb * T + t0 + e / d) * D + h * d + e % d];
+    FOR(e, WY_C * WY_N1) drt[e] = 0;
+    wy_get_scalars(A, bh, t0, n, NULL, NULL, NULL, du);
+    wy_coefs(rt, Pp, Pt, u, a, C, n);
+    mm_nt_gpu(Kd, K, K, n, n, d, 1, 0);
+    mm_nt_gpu(Qk, Q, K, n, n, d, 1, 0);
+    // (1) W_n = P_{n-1} W_0 - E^T diag(u) K: dL/dP_{n-1} += <dW_n, W_0>, u's du, dK = -diag(u) E dW_n
+    real dwp = block_dot(dWn, W0, (size_t)d * d);
+    FOR(s, n) {
+        drt[(n - 1) * WY_N1 + s + 1] += du[s] * C[s];
+        dC[s] = du[s] * rt[(n - 1) * WY_N1 + s + 1];
+    }
+    if (threadIdx.x == 0) drt[(n - 1) * WY_N1] += dwp;
+    __syncthreads();
+    mm_nn_rs(dK, E, dWn, u, n, d, d, -1, 0);
+    // (2) Y = diag(P_t) Q W_0^T - M E: dQ = diag(P_t) dY W_0 (dL/dP_t += q_t . (dY W_0)_t), dM from dY E^T
+    mm_nn_gpu(dQ, dY, W0, n, d, d, 1, 0);
+    FOR(t, n) {
+        real s = 0;
+        for (int j = 0; j < d; j++) s += Q[t * d + j] * dQ[t * d + j];
+        drt[t * WY_N1] += s;
+    }
+    __syncthreads();
+    FOR(e, n * d) dQ[e] *= Pt[e / d];
+    mm_nt_gpu(T1, dY, E, n, n, d, 1, 0);
+    FOR(s, n) {
+        real dc = 0;
+        for (int t = 0; t < n; t++) {
+            real cf = t >= s ? -T1[t * n + s] : 0, r = rt[t * WY_N1 + s + 1];
+            drt[t * WY_N1 + s + 1] += cf * C[s] * Qk[t * n + s];
+            dc += cf * r * Qk[t * n + s];
+            T1[t * n + s] = cf * r * C[s];
+        }
+        dC[s] += dc;
+    }
+    __syncthreads();
+    mm_nn_gpu(dQ, T1, K, n, d, n, 1, 1);
+    mm_tn_gpu(dK, T1, Q, n, d, n, 1, 1);
+    // (3) E = (I + L)^{-1} R: dL from dR E^T
+    mm_nt_gpu(T1, X, E, n, n, d, 1, 0);
+    FOR(s, n) {
+        real dc = 0;
+        for (int t = 1; t < n; t++) {
+            real cf = t > s ? -T1[t * n + s] : 0, r = rt[(t - 1) * WY_N1 + s + 1];
+            drt[(t - 1) * WY_N1 + s + 1] += cf * C[s] * Kd[t * n + s];
+            dc += cf * r * Kd[t * n + s];
+            T1[t * n + s] = cf * r * C[s];
+        }
+        T1[s] = 0;
+        dC[s] += dc;
+    }
+    __syncthreads();
+    mm_nn_gpu(dK, T1, K, n, d, n, 1, 1);
+    mm_tn_gpu(dK, T1, K, n, d, n, 1, 1);
+    // (4) R = diag(P_{t-1}) K W_0^T - V: dV = -dR, dK += diag(P_{t-1}) dR W_0 (dL/dP_{t-1} += k_t . (dR W_0)_t)
+    mm_nn_gpu(T1, X, W0, n, d, d, 1, 0);
+    FOR(t, n) {
+        real s = 0;
+        for (int j = 0; j < d; j++) s += K[t * d + j] * T1[t * d + j];
+        if (t) drt[(t - 1) * WY_N1] += s;
+    }
+    __syncthreads();
+    FOR(e, n * d) {
+        size_t o = ((size_t)bb * T + t0 + e / d) * D + h * d + e % d;
+        A.dv[o] = -X[e];
+        A.dq[o] = dQ[e];
+        A.dk[o] = dK[e] + Pp[e / d] * T1[e];
+    }
+    // (6) da_r = sum_{t >= r} rt(t, r) X_r[t]
+    __syncthreads();
+    FOR(t, n) {
+        real x = drt[t * WY_N1];
+        for (int r = 0; r <= t; r++) {
+            T1[t * n + r] = rt[t * WY_N1 + r + 1] * x;
+            x = a[r] * x + drt[t * WY_N1 + r + 1];
+        }
+    }
+    __syncthreads();
+    FOR(r, n) {
+        real s = 0;
+        for (int t = r; t < n; t++) s += T1[t * n + r];
+        size_t row = (size_t)bb * T + t0 + r;
+        A.dga[row * H + h] = s;
+        A.dgeta[row * H + h] = dC[r];
+        A.dgth[row * H + h] = 0;
+    }
+}
 // v6 runs these configurations at any chunk size b where the dot bias makes the writes independent of the state
 // (linear attention: the chunked rule equals the per-token one); its segment start states need ceil(T / TOK_SEG)
 // slots per (sequence, head) (mem_state_slots)
@@ -4735,18 +5009,29 @@ static size_t mem_smem_bytes(void) {
     }  // room for the static shared memory
     return optin > 0 ? (size_t)optin : 0;
 }
-// 9-11: the b = 1 delta rule (l2 bias, scalar eta: mem_wy_ok) in WY chunks (mem_wy_*_kernel) with the chunk products in
-// SIMT fp32 (9), 3xTF32 (10) or TF32 (11); the trainer takes them (at its -f's precision) with MIRAS_MEM_WY=1, until
-// they are timed on a GPU against v6. Under 9-11 the other configurations run as 6 with those products.
-static int mem_wy_cfg(const MemCfg* m, int b, int H, int D) {
-    return mem_token6_cfg(m, b) && m->bias == BIAS_L2 && !m->cw && m->d % 4 == 0 && H * m->d == D &&
-           wy_smem_floats(m->d, 0) * sizeof(real) <= mem_smem_bytes();
+// 9-11: the b = 1 delta rule (l2 bias, scalar eta: mem_wy_cfg) in WY chunks: 9 the single kernel per direction
+// (mem_wy_*_kernel), 10 and 11 the split (wy_*_kernel), with the chunk products in 3xTF32 (9, 10) or TF32 (11); the
+// trainer takes the split (MIRAS_MEM_WY=1) or the single kernels (=2) at its -f's precision, until they are timed on a
+// GPU against v6. Under 9-11 the other configurations run as 6.
+static int mem_wy_cfg(const MemCfg* m, int b, int H, int D, int T) {
+    int nw = (T + WY_C - 1) / WY_C, nseg = (T + TOK_SEG - 1) / TOK_SEG;  // (the split's 3 nw state slots)
+    return mem_token6_cfg(m, b) && m->bias == BIAS_L2 && !m->cw && m->d == WY_C && H * m->d == D && 3 * nw <= nseg &&
+           wy_smem_floats(m->d, 0) * sizeof(real) <= mem_smem_bytes() &&
+           wy_split_smem_floats(m->d, 4) * sizeof(real) <= mem_smem_bytes();
 }
-static int mem_wy_ok(const MemArgs& A) { return mem_wy_cfg(&A.m, A.b, A.H, A.D); }
-static int mem_wy_use(MemArgs* A) {  // (sets the products' precision)
-    if (!(A->ver >= 9 || (A->ver == 0 && g_mem_wy)) || !mem_wy_ok(*A)) return 0;
-    A->tc = A->ver == 9 ? 0 : A->ver == 10 ? 3 : A->ver == 11 ? 1 : A->tc;
-    return 1;
+static int mem_wy_ok(const MemArgs& A) { return A.aux && A.gpart && mem_wy_cfg(&A.m, A.b, A.H, A.D, A.T); }
+static int mem_wy_use(MemArgs* A) {  // 0: not these kernels, 1: the split, 2: the single ones (sets the precision)
+    int v = A->ver == 9 ? 2 : A->ver >= 10 ? 1 : A->ver == 0 ? g_mem_wy : 0;
+    if (!v || !mem_wy_ok(*A)) return 0;
+    A->tc = A->ver == 9 || A->ver == 10 ? 3 : A->ver == 11 ? 1 : A->tc;
+    return v;
+}
+template <class K>
+static void wy_launch(K kern, int nb, size_t floats, const MemArgs& A, const char* what) {
+    size_t sb = floats * sizeof(real);
+    cudaCheck(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sb));
+    kern<<<nb, MEM_THREADS, sb>>>(A);
+    KCHECK(what);
 }
 static void mem_forward_launch(MemArgs A, int nbh) {
     if (A.m.lattice) {
@@ -4759,11 +5044,18 @@ static void mem_forward_launch(MemArgs A, int nbh) {
         KCHECK("phi_memory_forward");
         return;
     }
-    if (mem_wy_use(&A)) {
-        size_t sb = wy_smem_floats(A.m.d, 1) * sizeof(real);
-        cudaCheck(cudaFuncSetAttribute(mem_wy_forward_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sb));
-        mem_wy_forward_kernel<<<nbh, MEM_THREADS, sb>>>(A);
-        KCHECK("mem_wy_forward");
+    if (int wy = mem_wy_use(&A)) {
+        int nw = nbh * ((A.T + WY_C - 1) / WY_C), d = A.m.d;
+        if (wy == 2) {
+            wy_launch(mem_wy_forward_kernel, nbh, wy_smem_floats(d, 1), A, "mem_wy_forward");
+            return;
+        }
+        size_t sb = wy_split_smem_floats(d, 0) * sizeof(real);
+        cudaCheck(cudaFuncSetAttribute(wy_prep_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sb));
+        wy_prep_kernel<<<nw, MEM_THREADS, sb>>>(A, 0);
+        KCHECK("wy_prep");
+        wy_launch(wy_fwd_serial_kernel, nbh, wy_split_smem_floats(d, 1), A, "wy_fwd_serial");
+        wy_launch(wy_fwd_out_kernel, nw, wy_split_smem_floats(d, 2), A, "wy_fwd_out");
         return;
     }
     if ((A.ver == 0 || A.ver >= 6) && mem_token6_ok(A)) {
@@ -4797,11 +5089,18 @@ static void mem_backward_launch(MemArgs A, int nbh) {
         KCHECK("phi_memory_backward");
         return;
     }
-    if (mem_wy_use(&A)) {
-        size_t sb = wy_smem_floats(A.m.d, 0) * sizeof(real);
-        cudaCheck(cudaFuncSetAttribute(mem_wy_backward_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sb));
-        mem_wy_backward_kernel<<<nbh, MEM_THREADS, sb>>>(A);
-        KCHECK("mem_wy_backward");
+    if (int wy = mem_wy_use(&A)) {
+        int nw = nbh * ((A.T + WY_C - 1) / WY_C), d = A.m.d;
+        if (wy == 2) {
+            wy_launch(mem_wy_backward_kernel, nbh, wy_smem_floats(d, 0), A, "mem_wy_backward");
+            return;
+        }
+        size_t sb = wy_split_smem_floats(d, 0) * sizeof(real);
+        cudaCheck(cudaFuncSetAttribute(wy_prep_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sb));
+        wy_prep_kernel<<<nw, MEM_THREADS, sb>>>(A, 1);
+        KCHECK("wy_prep");
+        wy_launch(wy_bwd_serial_kernel, nbh, wy_split_smem_floats(d, 3), A, "wy_bwd_serial");
+        wy_launch(wy_bwd_grads_kernel, nw, wy_split_smem_floats(d, 4), A, "wy_bwd_grads");
         return;
     }
     if ((A.ver == 0 || A.ver >= 6) && mem_token6_ok(A)) {
@@ -5060,8 +5359,9 @@ static void model_alloc_acts_gpu(ModelGpu* M, int B, int T) {
     }
     M->mem_dbh = (real*)dmalloc((size_t)B * c->H * (M->mem.nP + 2 * M->mem.d) * sizeof(real));
     static int said_wy = 0;
-    if (g_mem_wy && c->arch != ARCH_MAC && mem_wy_cfg(&M->mem, c->b, c->H, c->D) && !said_wy++ && g_rank == 0)
-        printf("memory: the b = 1 delta rule in WY chunks of %d tokens (MIRAS_MEM_WY=1)\n", WY_C);
+    if (g_mem_wy && c->arch != ARCH_MAC && mem_wy_cfg(&M->mem, c->b, c->H, c->D, T) && !said_wy++ && g_rank == 0)
+        printf("memory: the b = 1 delta rule in WY chunks of %d tokens, %s kernels (MIRAS_MEM_WY=%d)\n", WY_C,
+               g_mem_wy == 2 ? "single" : "split", g_mem_wy);
     M->mem_aux = M->mem_gpart = NULL;
     if (c->lattice) M->lat_scratch = (real*)dmalloc((size_t)B * c->H * (c->lat_k + 2) * M->mem.nP * sizeof(real));
     if (M->mem.phistar) {  // section 3c: the entries of every (layer, sequence, head) and a scratch per block

@@ -21,9 +21,9 @@ LAB="$OUT/memlab.log"
 step 60 ./memlab -p titans -T 128 -r 1 >> "$LAB" 2>&1; echo "== titans T=128 check (rc $?)"; sed -n '/^version/,$p' "$LAB" | tail -n 8
 step 60 ./memlab -p titans -r 3 -c 0 >> "$LAB" 2>&1; echo "== titans T=4096 (rc $?)"; tail -n 8 "$LAB"
 # issue 9's linear memories: the b = 1 delta rule token by token (v6, the default) against the WY chunk kernels
-# (v10 3xTF32, v11 TF32) at the bench shape, then whole steps with MIRAS_MEM_WY=1 (the same presets without it are in
+# (v9 single kernels, v10 split, 3xTF32; v11 split, TF32) at the bench shape, then whole steps with MIRAS_MEM_WY=1 (the same presets without it are in
 # the per-preset loop below) and ncu of the WY backward
-for v in 6 10 11; do step 60 ./memlab -p gated_deltanet -r 3 -c 1 -v $v >> "$LAB" 2>&1; echo "== gated_deltanet T=4096 v$v (rc $?)"; tail -n 1 "$LAB"; done
+for v in 6 9 10 11; do step 60 ./memlab -p gated_deltanet -r 3 -c 1 -v $v >> "$LAB" 2>&1; echo "== gated_deltanet T=4096 v$v (rc $?)"; tail -n 1 "$LAB"; done
 for p in gated_deltanet deltanet; do
     MIRAS_MEM_WY=1 PRESET=$p REF=0 step 60 bash dev/bench_gpu.sh 4 4096 4 2 2>&1 | grep -E "^train_miras_cu|failed" | sed "s/^/$p WY: /"; done
 step 40 ncu --section SpeedOfLight --section WarpStateStats --section Occupancy --section LaunchStats --launch-count 1 \

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The memory kernels' versions against the CPU on the CUDA emulator (no GPU): dev/cuda/memlab.cu at small shapes,
 # built for dev/cuda/emu, for the SIMT products (v4), the tensor-core TF32 products (v7) and 3xTF32 (v8), at shapes
-# with whole and partial 16 x 8 tiles; and the WY chunk kernels of the b = 1 delta rule (v9 SIMT, v10 3xTF32, v11
-# TF32) over two whole chunks of 64 tokens and a partial one. One check per (shape, version): the norm-relative error of y and every
+# with whole and partial 16 x 8 tiles; and the WY chunk kernels of the b = 1 delta rule (v9 the single kernels, v10 the
+# split ones, 3xTF32; v11 the split in TF32) over two whole chunks of 64 tokens and a partial one. One check per (shape, version): the norm-relative error of y and every
 # gradient against the CPU's chunk functions within memlab's tolerance (1e-3; v7 5e-2); a NaN or an unwritten output
 # fails (memlab poisons the outputs). Part of `make ci`; the last line is "N passed, N failed".
 set -u
