@@ -82,7 +82,7 @@ static int g_prec = PREC_FP32;
 // the memory's chunk products (section 3, MemArgs.tc): 3 = 3xTF32 tensor cores (fp32-accurate) with -f 0, 1 = TF32
 // tensor cores with -f 1 and -f 2; MIRAS_MEM_TC=0 (the SIMT fp32 products), 1 or 3 overrides
 static int g_mem_tc = 3;
-static int g_mem_wy = 0;  // MIRAS_MEM_WY=1 (2): the b = 1 delta rule in WY chunks, the split (single) kernels (v9-v11)
+static int g_mem_wy = 0;  // MIRAS_MEM_WY=1 / 2 / 3: the b = 1 delta rule in WY chunks (mem_wy_use; v9-v12)
 typedef __nv_bfloat16 bf16;
 static real* g_ones;
 static size_t g_ones_n;  // a vector of ones: column sums as cuBLAS gemv
@@ -134,7 +134,7 @@ static void gpu_init(int prec) {
     const char* s = getenv("MIRAS_SYNC");
     g_sync = s && atoi(s) > 0;
     g_mem_tc = prec == PREC_FP32 ? 3 : 1;
-    g_mem_wy = (s = getenv("MIRAS_MEM_WY")) && atoi(s) > 0 ? (atoi(s) == 2 ? 2 : 1) : 0;
+    g_mem_wy = (s = getenv("MIRAS_MEM_WY")) && atoi(s) > 0 ? (atoi(s) <= 3 ? atoi(s) : 1) : 0;
     if ((s = getenv("MIRAS_MEM_TC"))) {
         g_mem_tc = atoi(s);
         if (g_mem_tc != 0 && g_mem_tc != 1 && g_mem_tc != 3)
@@ -4021,7 +4021,7 @@ static size_t wy_split_smem_floats(int d, int kind) {  // 0 prep, 1 fwd serial, 
     size_t nd = (size_t)WY_C * d, nn = (size_t)WY_C * WY_C, rt = (size_t)WY_C * WY_N1, v = 8 * WY_C;
     switch (kind) {
         case 0: return 3 * nd + 2 * nn + rt + v;  // K, Q, dY (bwd), Kd, Qk / M, rt
-        case 1: return (size_t)d * d + 2 * nd + nn + v;  // W, K, E, L
+        case 1: return (size_t)d * d + 3 * nd + nn + v;  // W, K, R, L (or T), E (inv)
         case 2: return 3 * nd + nn + rt + v;  // Q, K, E -> Y, Qk / M, rt
         case 3: return (size_t)d * d + 3 * nd + nn + v;  // dW, K, E, X -> dR, L
         default: return 7 * nd + 3 * nn + 2 * rt + v;  // K, Q, E, dY, dR, dQ, dK, Kd, Qk, T1, rt, drt
@@ -4053,7 +4053,8 @@ __device__ void wy_rows_put(const real* src, const MemArgs& A, int bh, int t0, i
         d = A.m.d, t0 = c * WY_C, n = A.T - t0 < WY_C ? A.T - t0 : WY_C, nP = A.m.nP,                         \
         nseg = (A.T + TOK_SEG - 1) / TOK_SEG
 // forward and backward: L, P_{t-1}, P_t, u of every chunk; with bwd also F = -M^T dY and G = (diag(P_t) dY)^T Q
-__global__ void __launch_bounds__(MEM_THREADS) wy_prep_kernel(MemArgs A, int bwd) {
+// (inv: T = (I + L)^{-1} in L's place, for the serial kernels' products in place of their substitutions)
+__global__ void __launch_bounds__(MEM_THREADS) wy_prep_kernel(MemArgs A, int bwd, int inv) {
     WY_CHUNK_IDS;
     real* K = mem_dyn_smem();
     real *Q = K + WY_C * d, *dY = Q + WY_C * d, *Kd = dY + WY_C * d, *Qk = Kd + WY_C * WY_C, *rt = Qk + WY_C * WY_C,
@@ -4063,7 +4064,13 @@ __global__ void __launch_bounds__(MEM_THREADS) wy_prep_kernel(MemArgs A, int bwd
     wy_coefs(rt, Pp, Pt, u, a, C, n);
     mm_nt_gpu(Kd, K, K, n, n, d, 1, 0);
     wy_lmat(Kd, Kd, rt, C, n);
-    FOR(e, n * n) wy_gp(A, bh, t0 + e / n)[e % n] = Kd[e];
+    if (inv) {  // T: the substitution on the identity (n x WY_C: the columns past n stay 0), in Qk's place
+        FOR(e, n * WY_C) Qk[e] = e / WY_C == e % WY_C;
+        __syncthreads();
+        wy_solve(Qk, Kd, n, WY_C, 0);
+        FOR(e, n * n) wy_gp(A, bh, t0 + e / n)[e % n] = Qk[e / n * WY_C + e % n];
+    } else
+        FOR(e, n * n) wy_gp(A, bh, t0 + e / n)[e % n] = Kd[e];
     FOR(t, n) {
         real* g = wy_gp(A, bh, t0 + t) + WY_GS;
         g[0] = Pp[t];
@@ -4088,11 +4095,12 @@ __global__ void __launch_bounds__(MEM_THREADS) wy_prep_kernel(MemArgs A, int bwd
 }
 static_assert(TOK_D == WY_C, "the split WY kernels keep d-wide rows in WY_C-wide places");
 // the W recurrence: per chunk, W_0 into its slot, E = (I + L)^{-1} (diag(P_{t-1}) K W_0^T - V) into aux, W_n
-__global__ void __launch_bounds__(MEM_THREADS) wy_fwd_serial_kernel(MemArgs A) {
+__global__ void __launch_bounds__(MEM_THREADS) wy_fwd_serial_kernel(MemArgs A, int inv) {
     int bh = blockIdx.x, bb = bh / A.H, h = bh % A.H, T = A.T, d = A.m.d, nP = A.m.nP,
         nseg = (T + TOK_SEG - 1) / TOK_SEG, nw = (T + WY_C - 1) / WY_C;
     real* W = mem_dyn_smem();
-    real *K = W + d * d, *E = K + WY_C * d, *Lm = E + WY_C * d, *Pp = Lm + WY_C * WY_C, *Pt = Pp + WY_C, *u = Pt + WY_C;
+    real *K = W + d * d, *R = K + WY_C * d, *Lm = R + WY_C * d, *Pp = Lm + WY_C * WY_C, *Pt = Pp + WY_C, *u = Pt + WY_C,
+         *E = inv ? u + WY_C : R;  // (inv: E = T R beside R)
     if (threadIdx.x == 0) mem_tc = A.tc;
     FOR(e, d * d) W[e] = A.p0[(size_t)h * nP + e];
     __syncthreads();
@@ -4103,12 +4111,15 @@ __global__ void __launch_bounds__(MEM_THREADS) wy_fwd_serial_kernel(MemArgs A) {
         FOR(e, n * d) {
             size_t o = ((size_t)bb * T + t0 + e / d) * A.D + h * d + e % d;
             K[e] = A.k[o];
-            E[e] = -A.v[o];
+            R[e] = -A.v[o];
         }
         wy_get_scalars(A, bh, t0, n, Pp, Pt, u, NULL);
-        wy_rows_get(Lm, A, bh, t0, n, n, 0, 0);
-        mm_nt_rs(E, K, W, Pp, n, d, d, 1, 1);
-        wy_solve(E, Lm, n, d, 0);
+        wy_rows_get(Lm, A, bh, t0, n, n, 0, 0);  // L, or T = (I + L)^{-1}
+        mm_nt_rs(R, K, W, Pp, n, d, d, 1, 1);
+        if (inv)
+            mm_nn_gpu(E, Lm, R, n, d, n, 1, 0);
+        else
+            wy_solve(E, Lm, n, d, 0);
         wy_rows_put(E, A, bh, t0, n, d, 0, 1);
         FOR(e, d * d) W[e] *= Pt[n - 1];
         __syncthreads();
@@ -4138,7 +4149,7 @@ __global__ void __launch_bounds__(MEM_THREADS) wy_fwd_out_kernel(MemArgs A) {
 }
 // the dW recurrence, chunks in reverse: dW_n into its slot, X = K dW_n^T, du_s = -e_s . X_s, dE = -diag(u) X + F,
 // dR = (I + L)^{-T} dE into aux, dW_0 = P_{n-1} dW_n + G + (diag(P_{t-1}) dR)^T K
-__global__ void __launch_bounds__(MEM_THREADS) wy_bwd_serial_kernel(MemArgs A) {
+__global__ void __launch_bounds__(MEM_THREADS) wy_bwd_serial_kernel(MemArgs A, int inv) {
     int bh = blockIdx.x, bb = bh / A.H, h = bh % A.H, T = A.T, d = A.m.d, nP = A.m.nP,
         nseg = (T + TOK_SEG - 1) / TOK_SEG, nw = (T + WY_C - 1) / WY_C;
     real* dW = mem_dyn_smem();
@@ -4164,12 +4175,17 @@ __global__ void __launch_bounds__(MEM_THREADS) wy_bwd_serial_kernel(MemArgs A) {
         __syncthreads();
         FOR(e, n * d) X[e] = -u[e / d] * X[e] + wy_gp(A, bh, t0 + e / d)[WY_C + e % d];
         __syncthreads();
-        wy_solve(X, Lm, n, d, 1);
-        wy_rows_put(X, A, bh, t0, n, d, d, 1);
+        real* dR = X;
+        if (inv) {  // dR = T^T dE into E's place (E is not needed after du)
+            mm_tn_gpu(E, Lm, X, n, d, n, 1, 0);
+            dR = E;
+        } else
+            wy_solve(X, Lm, n, d, 1);
+        wy_rows_put(dR, A, bh, t0, n, d, d, 1);
         const real* G = base + (size_t)(2 * nw + c) * nP;
         FOR(e, d * d) dW[e] = Pt[n - 1] * dW[e] + G[e];
         __syncthreads();
-        mm_tn_rs(dW, X, K, Pp, d, d, n, 1, 1);
+        mm_tn_rs(dW, dR, K, Pp, d, d, n, 1, 1);
     }
     FOR(e, d * d) A.dbh[(size_t)bh * (nP + 2 * d) + e] = dW[e];  // dL/dP_0 (no LN)
     FOR(e, 2 * d) A.dbh[(size_t)bh * (nP + 2 * d) + nP + e] = 0;
@@ -4997,9 +5013,9 @@ static MemSmem mem_smem_plan(const MemCfg* m, int b, int fwd, size_t bytes) {
 // with the v6 token kernels (MemArgs.aux and .gpart; without them, 4's); 7 as 6 with the chunk products on the
 // tensor cores in TF32, 8 in 3xTF32 (mem_tc); 9-11 the WY chunk kernels (below). Version 0 takes MemArgs.tc as the
 // trainer sets it (mem_args).
-static const int MEM_VERSIONS __attribute__((unused)) = 11;  // (read by dev/cuda/memlab.cu)
+static const int MEM_VERSIONS __attribute__((unused)) = 12;  // (read by dev/cuda/memlab.cu)
 static int mem_tc_of(const MemArgs& A) {
-    return A.ver == 7 || A.ver == 11 ? 1 : A.ver == 8 || A.ver == 10 ? 3 : A.ver == 0 ? A.tc : 0;
+    return A.ver == 7 || A.ver == 11 || A.ver == 12 ? 1 : A.ver == 8 || A.ver == 10 ? 3 : A.ver == 0 ? A.tc : 0;
 }
 static size_t mem_smem_bytes(void) {
     static int optin = -1;
@@ -5009,10 +5025,11 @@ static size_t mem_smem_bytes(void) {
     }  // room for the static shared memory
     return optin > 0 ? (size_t)optin : 0;
 }
-// 9-11: the b = 1 delta rule (l2 bias, scalar eta: mem_wy_cfg) in WY chunks: 9 the single kernel per direction
-// (mem_wy_*_kernel), 10 and 11 the split (wy_*_kernel), with the chunk products in 3xTF32 (9, 10) or TF32 (11); the
-// trainer takes the split (MIRAS_MEM_WY=1) or the single kernels (=2) at its -f's precision, until they are timed on a
-// GPU against v6. Under 9-11 the other configurations run as 6.
+// 9-12: the b = 1 delta rule (l2 bias, scalar eta: mem_wy_cfg) in WY chunks: 9 the single kernel per direction
+// (mem_wy_*_kernel), 10 and 11 the split (wy_*_kernel), 12 the split with T = (I + L)^{-1} made by the prep kernel
+// (products in place of the serial kernels' substitutions); the chunk products in 3xTF32 (9, 10) or TF32 (11, 12). The
+// trainer takes the split (MIRAS_MEM_WY=1), the single kernels (=2) or the split with T (=3) at its -f's precision,
+// until they are timed on a GPU against v6. Under 9-12 the other configurations run as 6.
 static int mem_wy_cfg(const MemCfg* m, int b, int H, int D, int T) {
     int nw = (T + WY_C - 1) / WY_C, nseg = (T + TOK_SEG - 1) / TOK_SEG;  // (the split's 3 nw state slots)
     return mem_token6_cfg(m, b) && m->bias == BIAS_L2 && !m->cw && m->d == WY_C && H * m->d == D && 3 * nw <= nseg &&
@@ -5020,18 +5037,17 @@ static int mem_wy_cfg(const MemCfg* m, int b, int H, int D, int T) {
            wy_split_smem_floats(m->d, 4) * sizeof(real) <= mem_smem_bytes();
 }
 static int mem_wy_ok(const MemArgs& A) { return A.aux && A.gpart && mem_wy_cfg(&A.m, A.b, A.H, A.D, A.T); }
-static int mem_wy_use(MemArgs* A) {  // 0: not these kernels, 1: the split, 2: the single ones (sets the precision)
-    int v = A->ver == 9 ? 2 : A->ver >= 10 ? 1 : A->ver == 0 ? g_mem_wy : 0;
+static int mem_wy_use(MemArgs* A) {  // 0: not these kernels, 1: the split, 2: the single ones, 3: the split with T
+    int v = A->ver == 9 ? 2 : A->ver == 12 ? 3 : A->ver >= 10 ? 1 : A->ver == 0 ? g_mem_wy : 0;
     if (!v || !mem_wy_ok(*A)) return 0;
-    A->tc = A->ver == 9 || A->ver == 10 ? 3 : A->ver == 11 ? 1 : A->tc;
+    A->tc = A->ver == 9 || A->ver == 10 ? 3 : A->ver == 11 || A->ver == 12 ? 1 : A->tc;
     return v;
 }
 template <class K>
-static void wy_launch(K kern, int nb, size_t floats, const MemArgs& A, const char* what) {
+static size_t wy_smem(K kern, size_t floats) {  // a WY kernel's dynamic shared memory: allowed, and its bytes
     size_t sb = floats * sizeof(real);
     cudaCheck(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sb));
-    kern<<<nb, MEM_THREADS, sb>>>(A);
-    KCHECK(what);
+    return sb;
 }
 static void mem_forward_launch(MemArgs A, int nbh) {
     if (A.m.lattice) {
@@ -5047,15 +5063,21 @@ static void mem_forward_launch(MemArgs A, int nbh) {
     if (int wy = mem_wy_use(&A)) {
         int nw = nbh * ((A.T + WY_C - 1) / WY_C), d = A.m.d;
         if (wy == 2) {
-            wy_launch(mem_wy_forward_kernel, nbh, wy_smem_floats(d, 1), A, "mem_wy_forward");
+            size_t sb = wy_smem(mem_wy_forward_kernel, wy_smem_floats(d, 1));
+            mem_wy_forward_kernel<<<nbh, MEM_THREADS, sb>>>(A);
+            KCHECK("mem_wy_forward");
             return;
         }
-        size_t sb = wy_split_smem_floats(d, 0) * sizeof(real);
-        cudaCheck(cudaFuncSetAttribute(wy_prep_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sb));
-        wy_prep_kernel<<<nw, MEM_THREADS, sb>>>(A, 0);
+        int inv = wy == 3;
+        size_t sb = wy_smem(wy_prep_kernel, wy_split_smem_floats(d, 0));
+        wy_prep_kernel<<<nw, MEM_THREADS, sb>>>(A, 0, inv);
         KCHECK("wy_prep");
-        wy_launch(wy_fwd_serial_kernel, nbh, wy_split_smem_floats(d, 1), A, "wy_fwd_serial");
-        wy_launch(wy_fwd_out_kernel, nw, wy_split_smem_floats(d, 2), A, "wy_fwd_out");
+        sb = wy_smem(wy_fwd_serial_kernel, wy_split_smem_floats(d, 1));
+        wy_fwd_serial_kernel<<<nbh, MEM_THREADS, sb>>>(A, inv);
+        KCHECK("wy_fwd_serial");
+        sb = wy_smem(wy_fwd_out_kernel, wy_split_smem_floats(d, 2));
+        wy_fwd_out_kernel<<<nw, MEM_THREADS, sb>>>(A);
+        KCHECK("wy_fwd_out");
         return;
     }
     if ((A.ver == 0 || A.ver >= 6) && mem_token6_ok(A)) {
@@ -5092,15 +5114,21 @@ static void mem_backward_launch(MemArgs A, int nbh) {
     if (int wy = mem_wy_use(&A)) {
         int nw = nbh * ((A.T + WY_C - 1) / WY_C), d = A.m.d;
         if (wy == 2) {
-            wy_launch(mem_wy_backward_kernel, nbh, wy_smem_floats(d, 0), A, "mem_wy_backward");
+            size_t sb = wy_smem(mem_wy_backward_kernel, wy_smem_floats(d, 0));
+            mem_wy_backward_kernel<<<nbh, MEM_THREADS, sb>>>(A);
+            KCHECK("mem_wy_backward");
             return;
         }
-        size_t sb = wy_split_smem_floats(d, 0) * sizeof(real);
-        cudaCheck(cudaFuncSetAttribute(wy_prep_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sb));
-        wy_prep_kernel<<<nw, MEM_THREADS, sb>>>(A, 1);
+        int inv = wy == 3;
+        size_t sb = wy_smem(wy_prep_kernel, wy_split_smem_floats(d, 0));
+        wy_prep_kernel<<<nw, MEM_THREADS, sb>>>(A, 1, inv);
         KCHECK("wy_prep");
-        wy_launch(wy_bwd_serial_kernel, nbh, wy_split_smem_floats(d, 3), A, "wy_bwd_serial");
-        wy_launch(wy_bwd_grads_kernel, nw, wy_split_smem_floats(d, 4), A, "wy_bwd_grads");
+        sb = wy_smem(wy_bwd_serial_kernel, wy_split_smem_floats(d, 3));
+        wy_bwd_serial_kernel<<<nbh, MEM_THREADS, sb>>>(A, inv);
+        KCHECK("wy_bwd_serial");
+        sb = wy_smem(wy_bwd_grads_kernel, wy_split_smem_floats(d, 4));
+        wy_bwd_grads_kernel<<<nw, MEM_THREADS, sb>>>(A);
+        KCHECK("wy_bwd_grads");
         return;
     }
     if ((A.ver == 0 || A.ver >= 6) && mem_token6_ok(A)) {
@@ -5361,7 +5389,10 @@ static void model_alloc_acts_gpu(ModelGpu* M, int B, int T) {
     static int said_wy = 0;
     if (g_mem_wy && c->arch != ARCH_MAC && mem_wy_cfg(&M->mem, c->b, c->H, c->D, T) && !said_wy++ && g_rank == 0)
         printf("memory: the b = 1 delta rule in WY chunks of %d tokens, %s kernels (MIRAS_MEM_WY=%d)\n", WY_C,
-               g_mem_wy == 2 ? "single" : "split", g_mem_wy);
+               g_mem_wy == 2   ? "single"
+               : g_mem_wy == 3 ? "split, T = (I + L)^-1,"
+                               : "split",
+               g_mem_wy);
     M->mem_aux = M->mem_gpart = NULL;
     if (c->lattice) M->lat_scratch = (real*)dmalloc((size_t)B * c->H * (c->lat_k + 2) * M->mem.nP * sizeof(real));
     if (M->mem.phistar) {  // section 3c: the entries of every (layer, sequence, head) and a scratch per block

@@ -28,8 +28,9 @@ NOBF16=${NOBF16:-'^syn_atlas_pp$'}
 # chunk-start state in 3, or in as many as fit EMU_MEM_FREE bytes on the emulator) and must not change at all
 CKPT=${CKPT:-'^(titans|titans_anchor|ttt_mlp|yaad_anchor|memora|moneta_cw|omega_mom|omeganet|muon_deep|atlas|atlas_chunk|atlas_pp|syn_titans_d48|syn_omega_mom|syn_titans_n2048|syn_memora|syn_atlas_chunk|syn_omega_yaad)$'}
 CKPT_ENVS=${CKPT_ENVS:-MIRAS_MEM_CKPT=3}
-# the inputs (the b = 1 delta rule at head width 64) also run through the WY chunk kernels (MIRAS_MEM_WY=1): the same
-# fp32 checks against the CPU dump (3xTF32 chunk products), and bf16's (TF32) where BF16 matches
+# the inputs (the b = 1 delta rule at head width 64) also run through the WY chunk kernels (MIRAS_MEM_WY=1, the split,
+# and =3, the split with T = (I + L)^-1): the same fp32 checks against the CPU dump (3xTF32 chunk products), and with
+# =1 bf16's (TF32) where BF16 matches
 WY=${WY:-'^(syn_deltanet|syn_gdn_t150)$'}
 out=build/gpu_test
 mkdir -p "$out"
@@ -132,17 +133,18 @@ check() {
             fi
         done
     fi
-    if echo "$name" | grep -Eq -- "$WY"; then   # the WY chunk kernels (3 checks, and 3 with bf16)
-        for fl in "" "-f 2"; do
+    if echo "$name" | grep -Eq -- "$WY"; then   # the WY chunk kernels: split, split with T (3 checks each), split in bf16 (3)
+        for run in "1 fp32" "3 fp32" "1 bf16"; do
+            read -r wy prec <<<"$run"; fl=""; [ "$prec" = bf16 ] && fl="-f 2"
             [ -n "$fl" ] && { echo "$name" | grep -Eq -- "$BF16" || continue; }
-            if ! MIRAS_MEM_WY=1 "$GPU" $fl -J "$f" -O "$out/gpu_wy_$name.bin" >"$out/gpu_wy_$name.out" 2>"$out/gpu_wy_$name.err"; then
-                echo "FAIL - $name: MIRAS_MEM_WY=1 $fl: $GPU -J failed: $(head -n 1 "$out/gpu_wy_$name.err")"; fail=$((fail + 3)); continue
+            if ! MIRAS_MEM_WY=$wy "$GPU" $fl -J "$f" -O "$out/gpu_wy_$name.bin" >"$out/gpu_wy_$name.out" 2>"$out/gpu_wy_$name.err"; then
+                echo "FAIL - $name: MIRAS_MEM_WY=$wy $fl: $GPU -J failed: $(head -n 1 "$out/gpu_wy_$name.err")"; fail=$((fail + 3)); continue
             fi
-            if ! grep -q '^memory: the b = 1 delta rule in WY chunks' "$out/gpu_wy_$name.out"; then   # (not vacuous)
-                echo "FAIL - $name: MIRAS_MEM_WY=1 did not take the WY kernels"; fail=$((fail + 3)); continue
+            if ! grep -q "^memory: the b = 1 delta rule in WY chunks.*MIRAS_MEM_WY=$wy" "$out/gpu_wy_$name.out"; then   # (not vacuous)
+                echo "FAIL - $name: MIRAS_MEM_WY=$wy did not take the WY kernels"; fail=$((fail + 3)); continue
             fi
-            if [ -z "$fl" ]; then res=$(./test_miras --compare "$name (WY)" "$out/cpu_$name.bin" "$out/gpu_wy_$name.bin" "$f" 2>&1)
-            else res=$(./test_miras --compare-bf16 "$name (WY)" "$f" "$out/cpu_$name.bin" "$out/gpu_wy_$name.bin" 2>&1); fi
+            if [ -z "$fl" ]; then res=$(./test_miras --compare "$name (WY $wy)" "$out/cpu_$name.bin" "$out/gpu_wy_$name.bin" "$f" 2>&1)
+            else res=$(./test_miras --compare-bf16 "$name (WY $wy)" "$f" "$out/cpu_$name.bin" "$out/gpu_wy_$name.bin" 2>&1); fi
             printf '%s\n' "$res" | grep -E '^(ok|FAIL)|^    .* FAIL$'
             last=$(printf '%s\n' "$res" | grep -E '^[0-9]+ passed, [0-9]+ failed' | tail -n 1)
             if [ -z "$last" ]; then echo "FAIL - $name: test_miras (WY) printed no summary"; fail=$((fail + 1))

@@ -21,14 +21,14 @@ LAB="$OUT/memlab.log"
 step 60 ./memlab -p titans -T 128 -r 1 >> "$LAB" 2>&1; echo "== titans T=128 check (rc $?)"; sed -n '/^version/,$p' "$LAB" | tail -n 8
 step 60 ./memlab -p titans -r 3 -c 0 >> "$LAB" 2>&1; echo "== titans T=4096 (rc $?)"; tail -n 8 "$LAB"
 # issue 9's linear memories: the b = 1 delta rule token by token (v6, the default) against the WY chunk kernels
-# (v9 single kernels, v10 split, 3xTF32; v11 split, TF32) at the bench shape, then whole steps with MIRAS_MEM_WY=1 (the same presets without it are in
-# the per-preset loop below) and ncu of the WY backward
-for v in 6 9 10 11; do step 60 ./memlab -p gated_deltanet -r 3 -c 1 -v $v >> "$LAB" 2>&1; echo "== gated_deltanet T=4096 v$v (rc $?)"; tail -n 1 "$LAB"; done
-for p in gated_deltanet deltanet; do
-    MIRAS_MEM_WY=1 PRESET=$p REF=0 step 60 bash dev/bench_gpu.sh 4 4096 4 2 2>&1 | grep -E "^train_miras_cu|failed" | sed "s/^/$p WY: /"; done
-step 40 ncu --section SpeedOfLight --section WarpStateStats --section Occupancy --section LaunchStats --launch-count 1 \
-    -k regex:mem_wy_backward ./memlab -p gated_deltanet -T 1024 -c 0 -r 1 -v 11 > "$OUT/ncu_wy.txt" 2>&1
-grep -E "Duration|Throughput|Warp Cycles Per|Issued Ipc|No Eligible|Registers Per" "$OUT/ncu_wy.txt" | head -12
+# (v9 single kernels, v10 split, 3xTF32; v11 split, v12 split with T = (I + L)^-1, TF32) at the bench shape, then whole
+# steps with MIRAS_MEM_WY=1 and 3 (the presets without it are in the per-preset loop below) and ncu of the WY kernels
+for v in 6 9 10 11 12; do step 60 ./memlab -p gated_deltanet -r 3 -c 1 -v $v >> "$LAB" 2>&1; echo "== gated_deltanet T=4096 v$v (rc $?)"; tail -n 1 "$LAB"; done
+for cfg in "gated_deltanet 1" "gated_deltanet 3" "deltanet 1"; do set -- $cfg
+    MIRAS_MEM_WY=$2 PRESET=$1 REF=0 step 60 bash dev/bench_gpu.sh 4 4096 4 2 2>&1 | grep -E "^train_miras_cu|failed" | sed "s/^/$1 WY=$2: /"; done
+step 40 ncu --section SpeedOfLight --section WarpStateStats --section Occupancy --section LaunchStats --launch-count 6 \
+    -k regex:wy_ ./memlab -p gated_deltanet -T 1024 -c 0 -r 1 -v 11 > "$OUT/ncu_wy.txt" 2>&1
+grep -E "^  [a-z_]+kernel|Duration|Throughput|Warp Cycles Per|Issued Ipc|No Eligible|Registers Per" "$OUT/ncu_wy.txt" | head -48
 echo "t = $((SECONDS - S)) s"
 step 240 make test_gpu > "$OUT/test_gpu.log" 2>&1; echo "make test_gpu: rc $?"; grep -vE "^ok|^===" "$OUT/test_gpu.log" | tail -n 25
 echo "t = $((SECONDS - S)) s"

@@ -2,14 +2,15 @@
 # The memory kernels' versions against the CPU on the CUDA emulator (no GPU): dev/cuda/memlab.cu at small shapes,
 # built for dev/cuda/emu, for the SIMT products (v4), the tensor-core TF32 products (v7) and 3xTF32 (v8), at shapes
 # with whole and partial 16 x 8 tiles; and the WY chunk kernels of the b = 1 delta rule (v9 the single kernels, v10 the
-# split ones, 3xTF32; v11 the split in TF32) over two whole chunks of 64 tokens and a partial one. One check per (shape, version): the norm-relative error of y and every
+# split ones, 3xTF32; v11 the split in TF32, v12 with T = (I + L)^-1) over two whole chunks of 64 tokens and a partial
+# one. One check per (shape, version): the norm-relative error of y and every
 # gradient against the CPU's chunk functions within memlab's tolerance (1e-3; v7 5e-2); a NaN or an unwritten output
 # fails (memlab poisons the outputs). Part of `make ci`; the last line is "N passed, N failed".
 set -u
 cd "$(dirname "$0")/../.."
 pass=0; fail=0
 for t in g++ python3; do
-    command -v $t >/dev/null || { echo "# 15 check(s) skipped: no $t (the emulator build needs g++ and python3)"; echo "0 passed, 0 failed"; exit 0; }
+    command -v $t >/dev/null || { echo "# 16 check(s) skipped: no $t (the emulator build needs g++ and python3)"; echo "0 passed, 0 failed"; exit 0; }
 done
 configs=(
   "-p titans -d 16 -E 4 -k 16 -T 48"        # whole tiles: n = 16, d = 16, dm = 64
@@ -19,7 +20,7 @@ configs=(
 )
 runs=()
 for c in "${configs[@]}"; do for v in 4 7 8; do runs+=("$v|$c"); done; done
-for v in 9 10 11; do runs+=("$v|-p gated_deltanet -d 64 -k 1 -T 150"); done   # (d = 64: the only head width they take)
+for v in 9 10 11 12; do runs+=("$v|-p gated_deltanet -d 64 -k 1 -T 150"); done   # (d = 64: the only head width they take)
 for r in "${runs[@]}"; do
     v=${r%%|*}; c=${r#*|}
     out=$(bash dev/cuda/memlab_emu.sh $c -B 1 -H 2 -r 1 -v $v 2>&1); rc=$?
