@@ -4071,6 +4071,7 @@ __global__ void __launch_bounds__(MEM_THREADS) wy_prep_kernel(MemArgs A, int bwd
         FOR(e, n * n) wy_gp(A, bh, t0 + e / n)[e % n] = Qk[e / n * WY_C + e % n];
     } else
         FOR(e, n * n) wy_gp(A, bh, t0 + e / n)[e % n] = Kd[e];
+    __syncthreads();  // (Qk is written next: every read of T above must be done)
     FOR(t, n) {
         real* g = wy_gp(A, bh, t0 + t) + WY_GS;
         g[0] = Pp[t];

@@ -6,8 +6,11 @@
 // every thread is waiting, the barriers whose groups have all arrived (the block for __syncthreads, the warp
 // for a shuffle) are released. Threads run in the order EMU_ORDER says (asc, desc, or rand:SEED), so a missing
 // barrier (a thread reading what another writes in the same phase) changes the result with the order: compare
-// the outputs of two orders. A shuffle where part of a warp waits at __syncthreads is reported (a deadlock on
-// a GPU).
+// the outputs of two orders. In those orders no warp passes a shuffle or an mma before every thread has reached its
+// first wait, which hides a read, then a warp-level operation, then a write by another warp, with no __syncthreads
+// between: EMU_ORDER=warp (or warpdesc) runs one warp at a time through its warp-level waits to its next
+// __syncthreads, so that such a write lands before the later warps' reads. A shuffle where part of a warp waits at
+// __syncthreads is reported (a deadlock on a GPU).
 #pragma once
 #include <cstdio>
 #include <cstdlib>
@@ -65,6 +68,8 @@ inline void init_order() {
     State& s = S(); if (s.launches++) return;
     const char* o = getenv("EMU_ORDER");
     if (o && !strcmp(o, "desc")) s.mode = 1;
+    else if (o && !strcmp(o, "warp")) s.mode = 3;
+    else if (o && !strcmp(o, "warpdesc")) s.mode = 4;
     else if (o && !strncmp(o, "rand", 4)) { s.mode = 2; s.rng = (o[4] == ':' ? strtoull(o + 5, NULL, 10) : 1) * 2654435761ULL + 12345; }
 }
 inline uint64_t rnd() { State& s = S(); s.rng ^= s.rng << 13; s.rng ^= s.rng >> 7; s.rng ^= s.rng << 17; return s.rng; }
@@ -76,13 +81,26 @@ inline void run_block(int nt) {
         makecontext(&t.ctx, trampoline, 0); t.state = RUN; t.started = 0;
     }
     s.order.resize(nt); for (int i = 0; i < nt; i++) s.order[i] = s.mode == 1 ? nt - 1 - i : i;
+    auto step = [&](int i) {  // run thread i until it waits or ends
+        s.cur = i; threadIdx.x = i; threadIdx.y = threadIdx.z = 0;
+        if (!_setjmp(s.sjb)) { if (!s.th[i].started) { s.th[i].started = 1; swapcontext(&s.sched, &s.th[i].ctx); } else _longjmp(s.th[i].jb, 1); }
+    };
     for (;;) {
         if (s.mode == 2) for (int i = nt - 1; i > 0; i--) std::swap(s.order[i], s.order[rnd() % (i + 1)]);
-        for (int k = 0; k < nt; k++) {
-            int i = s.order[k]; if (s.th[i].state != RUN) continue;
-            s.cur = i; threadIdx.x = i; threadIdx.y = threadIdx.z = 0;
-            if (!_setjmp(s.sjb)) { if (!s.th[i].started) { s.th[i].started = 1; swapcontext(&s.sched, &s.th[i].ctx); } else _longjmp(s.th[i].jb, 1); }
-        }
+        if (s.mode >= 3) {  // warp by warp (ascending or descending): a warp runs on through its shuffles and mma
+            int nw = (nt + 31) / 32;  // to its next __syncthreads before the next warp starts, so that a write after
+            for (int k = 0; k < nw; k++) {  // a warp-level operation lands before other warps' reads of the same phase
+                int w = s.mode == 3 ? k : nw - 1 - k, lanes = std::min(32, nt - w * 32);
+                for (;;) {
+                    for (int l = 0; l < lanes; l++) if (s.th[w * 32 + l].state == RUN) step(w * 32 + l);
+                    int at = 0, fin = 0;
+                    for (int l = 0; l < lanes; l++) { int st = s.th[w * 32 + l].state; at += st == AT_WARP; fin += st == DONE; }
+                    if (!(at && at + fin == lanes)) break;
+                    for (int l = 0; l < lanes; l++) if (s.th[w * 32 + l].state == AT_WARP) s.th[w * 32 + l].state = RUN;
+                }
+            }
+        } else
+            for (int k = 0; k < nt; k++) { int i = s.order[k]; if (s.th[i].state == RUN) step(i); }
         int done = 0, at_block = 0, released = 0;
         for (int i = 0; i < nt; i++) { done += s.th[i].state == DONE; at_block += s.th[i].state == AT_BLOCK; }
         if (done == nt) break;
