@@ -5050,6 +5050,40 @@ static size_t wy_smem(K kern, size_t floats) {  // a WY kernel's dynamic shared 
     cudaCheck(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sb));
     return sb;
 }
+// the WY kernels of one direction (bwd) in mem_wy_use's variant wy: the single kernel (2) or the split's three (1, 3)
+static void mem_wy_launch(const MemArgs& A, int nbh, int wy, int bwd) {
+    int nw = nbh * ((A.T + WY_C - 1) / WY_C), d = A.m.d, inv = wy == 3;
+    size_t sb;
+    if (wy == 2) {
+        if (bwd) {
+            sb = wy_smem(mem_wy_backward_kernel, wy_smem_floats(d, 0));
+            mem_wy_backward_kernel<<<nbh, MEM_THREADS, sb>>>(A);
+        } else {
+            sb = wy_smem(mem_wy_forward_kernel, wy_smem_floats(d, 1));
+            mem_wy_forward_kernel<<<nbh, MEM_THREADS, sb>>>(A);
+        }
+        KCHECK("mem_wy");
+        return;
+    }
+    sb = wy_smem(wy_prep_kernel, wy_split_smem_floats(d, 0));
+    wy_prep_kernel<<<nw, MEM_THREADS, sb>>>(A, bwd, inv);
+    KCHECK("wy_prep");
+    if (bwd) {
+        sb = wy_smem(wy_bwd_serial_kernel, wy_split_smem_floats(d, 3));
+        wy_bwd_serial_kernel<<<nbh, MEM_THREADS, sb>>>(A, inv);
+        KCHECK("wy_bwd_serial");
+        sb = wy_smem(wy_bwd_grads_kernel, wy_split_smem_floats(d, 4));
+        wy_bwd_grads_kernel<<<nw, MEM_THREADS, sb>>>(A);
+        KCHECK("wy_bwd_grads");
+    } else {
+        sb = wy_smem(wy_fwd_serial_kernel, wy_split_smem_floats(d, 1));
+        wy_fwd_serial_kernel<<<nbh, MEM_THREADS, sb>>>(A, inv);
+        KCHECK("wy_fwd_serial");
+        sb = wy_smem(wy_fwd_out_kernel, wy_split_smem_floats(d, 2));
+        wy_fwd_out_kernel<<<nw, MEM_THREADS, sb>>>(A);
+        KCHECK("wy_fwd_out");
+    }
+}
 static void mem_forward_launch(MemArgs A, int nbh) {
     if (A.m.lattice) {
         lattice_forward_kernel<<<nbh, lat_threads(A.m.d)>>>(A);
@@ -5062,23 +5096,7 @@ static void mem_forward_launch(MemArgs A, int nbh) {
         return;
     }
     if (int wy = mem_wy_use(&A)) {
-        int nw = nbh * ((A.T + WY_C - 1) / WY_C), d = A.m.d;
-        if (wy == 2) {
-            size_t sb = wy_smem(mem_wy_forward_kernel, wy_smem_floats(d, 1));
-            mem_wy_forward_kernel<<<nbh, MEM_THREADS, sb>>>(A);
-            KCHECK("mem_wy_forward");
-            return;
-        }
-        int inv = wy == 3;
-        size_t sb = wy_smem(wy_prep_kernel, wy_split_smem_floats(d, 0));
-        wy_prep_kernel<<<nw, MEM_THREADS, sb>>>(A, 0, inv);
-        KCHECK("wy_prep");
-        sb = wy_smem(wy_fwd_serial_kernel, wy_split_smem_floats(d, 1));
-        wy_fwd_serial_kernel<<<nbh, MEM_THREADS, sb>>>(A, inv);
-        KCHECK("wy_fwd_serial");
-        sb = wy_smem(wy_fwd_out_kernel, wy_split_smem_floats(d, 2));
-        wy_fwd_out_kernel<<<nw, MEM_THREADS, sb>>>(A);
-        KCHECK("wy_fwd_out");
+        mem_wy_launch(A, nbh, wy, 0);
         return;
     }
     if ((A.ver == 0 || A.ver >= 6) && mem_token6_ok(A)) {
@@ -5113,23 +5131,7 @@ static void mem_backward_launch(MemArgs A, int nbh) {
         return;
     }
     if (int wy = mem_wy_use(&A)) {
-        int nw = nbh * ((A.T + WY_C - 1) / WY_C), d = A.m.d;
-        if (wy == 2) {
-            size_t sb = wy_smem(mem_wy_backward_kernel, wy_smem_floats(d, 0));
-            mem_wy_backward_kernel<<<nbh, MEM_THREADS, sb>>>(A);
-            KCHECK("mem_wy_backward");
-            return;
-        }
-        int inv = wy == 3;
-        size_t sb = wy_smem(wy_prep_kernel, wy_split_smem_floats(d, 0));
-        wy_prep_kernel<<<nw, MEM_THREADS, sb>>>(A, 1, inv);
-        KCHECK("wy_prep");
-        sb = wy_smem(wy_bwd_serial_kernel, wy_split_smem_floats(d, 3));
-        wy_bwd_serial_kernel<<<nbh, MEM_THREADS, sb>>>(A, inv);
-        KCHECK("wy_bwd_serial");
-        sb = wy_smem(wy_bwd_grads_kernel, wy_split_smem_floats(d, 4));
-        wy_bwd_grads_kernel<<<nw, MEM_THREADS, sb>>>(A);
-        KCHECK("wy_bwd_grads");
+        mem_wy_launch(A, nbh, wy, 1);
         return;
     }
     if ((A.ver == 0 || A.ver >= 6) && mem_token6_ok(A)) {
