@@ -3772,7 +3772,7 @@ __global__ void mem_token_reduce_v6_kernel(MemArgs A) {
 static size_t wy_smem_floats(int d, int fwd) {
     size_t nd = (size_t)WY_C * d, nn = (size_t)WY_C * WY_C, big = nd > nn ? nd : nn;
     return fwd ? (size_t)d * d + 4 * nd + 2 * nn + WY_C * WY_N1 + 5 * WY_C
-               : (size_t)d * d + 7 * nd + 2 * nn + big + 2 * WY_C * WY_N1 + 6 * WY_C;
+               : (size_t)d * d + 7 * nd + 2 * nn + big + 2 * WY_C * WY_N1 + 7 * WY_C;
 }
 // rt(t, s) for -1 <= s <= t (0 above), P_{t-1} (Pp), P_t (Pt), u_s; a thread per row t
 __device__ void wy_coefs(real* rt, real* Pp, real* Pt, real* u, const real* a, const real* C, int n) {
@@ -3880,13 +3880,105 @@ __global__ void __launch_bounds__(MEM_THREADS) mem_wy_forward_kernel(MemArgs A) 
         mm_tn_rs(W, E, K, u, d, d, n, -1, 1);
     }
 }
+// M (o = 0) or L (o = 1), X[t][s] = rt(t-o, s) C_s G[t][s] for t >= s + o (G = Qk or Kd), from T1 = dy_t . e_s or
+// dr_t . e_s: dX[t][s] = -T1[t][s] into T1, and its factors' gradients dL/drt(t-o, s) (drt) and dC_s (a thread per s)
+__device__ void wy_pair_grads(real* T1, const real* G, const real* rt, real* drt, const real* C, real* dC, int n,
+                              int o) {
+    FOR(s, n) {
+        real dc = 0;
+        for (int t = 0; t < n; t++) {
+            if (t < s + o) {
+                T1[t * n + s] = 0;
+                continue;
+            }
+            real cf = -T1[t * n + s], r = rt[(t - o) * WY_N1 + s + 1];
+            drt[(t - o) * WY_N1 + s + 1] += cf * C[s] * G[t * n + s];
+            dc += cf * r * G[t * n + s];
+            T1[t * n + s] = cf * r * C[s];
+        }
+        dC[s] += dc;
+    }
+    __syncthreads();
+}
+// a chunk's input gradients (dq, dk, dv, da, deta) from its W_0, dW_n, E, dR and du (the backward's terms less those
+// of dE, dR and dW_0): K, Q, E, dY, X = dR, a, C, du loaded, rt, Pp, Pt, u (wy_coefs), Kd = K K^T, Qk = Q K^T made
+struct WyGrad {
+    real *K, *Q, *E, *dY, *X, *dQ, *dK, *Kd, *Qk, *T1, *rt, *drt, *a, *C, *Pp, *Pt, *u, *dC, *du;
+};
+__device__ void wy_chunk_grads(const MemArgs& A, int bb, int h, int t0, int n, const real* W0, const real* dWn,
+                               const WyGrad& g) {
+    int d = A.m.d, T = A.T, D = A.D, H = A.H;
+    real *K = g.K, *Q = g.Q, *E = g.E, *dY = g.dY, *X = g.X, *dQ = g.dQ, *dK = g.dK, *Kd = g.Kd, *Qk = g.Qk, *T1 = g.T1,
+         *rt = g.rt, *drt = g.drt, *a = g.a, *C = g.C, *Pp = g.Pp, *Pt = g.Pt, *u = g.u, *dC = g.dC, *du = g.du;
+    FOR(e, WY_C * WY_N1) drt[e] = 0;
+    __syncthreads();
+    // (1) W_n = P_{n-1} W_0 - E^T diag(u) K: dL/dP_{n-1} += <dW_n, W_0>, u's du, dK = -diag(u) E dW_n
+    real dwp = block_dot(dWn, W0, (size_t)d * d);
+    FOR(s, n) {
+        drt[(n - 1) * WY_N1 + s + 1] += du[s] * C[s];
+        dC[s] = du[s] * rt[(n - 1) * WY_N1 + s + 1];
+    }
+    if (threadIdx.x == 0) drt[(n - 1) * WY_N1] += dwp;
+    __syncthreads();
+    mm_nn_rs(dK, E, dWn, u, n, d, d, -1, 0);
+    // (2) Y = diag(P_t) Q W_0^T - M E: dQ = diag(P_t) dY W_0 (dL/dP_t += q_t . (dY W_0)_t), dM from dY E^T
+    mm_nn_gpu(dQ, dY, W0, n, d, d, 1, 0);
+    FOR(t, n) {
+        real s = 0;
+        for (int j = 0; j < d; j++) s += Q[t * d + j] * dQ[t * d + j];
+        drt[t * WY_N1] += s;
+    }
+    __syncthreads();
+    FOR(e, n * d) dQ[e] *= Pt[e / d];
+    mm_nt_gpu(T1, dY, E, n, n, d, 1, 0);
+    wy_pair_grads(T1, Qk, rt, drt, C, dC, n, 0);
+    mm_nn_gpu(dQ, T1, K, n, d, n, 1, 1);
+    mm_tn_gpu(dK, T1, Q, n, d, n, 1, 1);
+    // (3) E = (I + L)^{-1} R: dL from dR E^T
+    mm_nt_gpu(T1, X, E, n, n, d, 1, 0);
+    wy_pair_grads(T1, Kd, rt, drt, C, dC, n, 1);
+    mm_nn_gpu(dK, T1, K, n, d, n, 1, 1);
+    mm_tn_gpu(dK, T1, K, n, d, n, 1, 1);
+    // (4) R = diag(P_{t-1}) K W_0^T - V: dV = -dR, dK += diag(P_{t-1}) dR W_0 (dL/dP_{t-1} += k_t . (dR W_0)_t)
+    mm_nn_gpu(T1, X, W0, n, d, d, 1, 0);
+    FOR(t, n) {
+        real s = 0;
+        for (int j = 0; j < d; j++) s += K[t * d + j] * T1[t * d + j];
+        if (t) drt[(t - 1) * WY_N1] += s;
+    }
+    __syncthreads();
+    FOR(e, n * d) {
+        size_t o = ((size_t)bb * T + t0 + e / d) * D + h * d + e % d;
+        A.dv[o] = -X[e];
+        A.dq[o] = dQ[e];
+        A.dk[o] = dK[e] + Pp[e / d] * T1[e];
+    }
+    // (6) da_r = sum_{t >= r} rt(t, r) X_r[t]
+    __syncthreads();
+    FOR(t, n) {
+        real x = drt[t * WY_N1];
+        for (int r = 0; r <= t; r++) {
+            T1[t * n + r] = rt[t * WY_N1 + r + 1] * x;
+            x = a[r] * x + drt[t * WY_N1 + r + 1];
+        }
+    }
+    __syncthreads();
+    FOR(r, n) {
+        real s = 0;
+        for (int t = r; t < n; t++) s += T1[t * n + r];
+        size_t row = (size_t)bb * T + t0 + r;
+        A.dga[row * H + h] = s;
+        A.dgeta[row * H + h] = dC[r];
+        A.dgth[row * H + h] = 0;
+    }
+}
 __global__ void __launch_bounds__(MEM_THREADS) mem_wy_backward_kernel(MemArgs A) {
-    int bh = blockIdx.x, bb = bh / A.H, h = bh % A.H, T = A.T, d = A.m.d, nP = A.m.nP, D = A.D, H = A.H,
+    int bh = blockIdx.x, bb = bh / A.H, h = bh % A.H, T = A.T, d = A.m.d, nP = A.m.nP, D = A.D,
         nseg = (T + TOK_SEG - 1) / TOK_SEG, nd = WY_C * d, nn = WY_C * WY_C, big = nd > nn ? nd : nn;
     real* dW = mem_dyn_smem();  // dL/dW at the end of the chunk being worked on (zero after the last)
     real *K = dW + d * d, *Q = K + nd, *E = Q + nd, *dY = E + nd, *X = dY + nd, *dQ = X + nd, *dK = dQ + nd,
          *Kd = dK + nd, *Qk = Kd + nn, *T1 = Qk + nn, *rt = T1 + big, *drt = rt + WY_C * WY_N1, *a = drt + WY_C * WY_N1,
-         *C = a + WY_C, *Pp = C + WY_C, *Pt = Pp + WY_C, *u = Pt + WY_C, *dC = u + WY_C;
+         *C = a + WY_C, *Pp = C + WY_C, *Pt = Pp + WY_C, *u = Pt + WY_C, *dC = u + WY_C, *du = dC + WY_C;
     if (threadIdx.x == 0) mem_tc = A.tc;
     FOR(e, d * d) dW[e] = 0;
     __syncthreads();
@@ -3895,108 +3987,30 @@ __global__ void __launch_bounds__(MEM_THREADS) mem_wy_backward_kernel(MemArgs A)
         const real* W0 = A.P + ((size_t)bh * nseg + c) * nP;
         wy_load(A, bb, h, t0, n, K, Q, E, a, C);
         FOR(e, n * d) dY[e] = A.dy[((size_t)bb * T + t0 + e / d) * D + h * d + e % d];
-        FOR(e, WY_C * WY_N1) drt[e] = 0;
         wy_chunk_e(W0, K, Q, E, Kd, Qk, T1, rt, Pp, Pt, u, a, C, n, d);
-        // (1) W_n = P_{n-1} W_0 - E^T diag(u) K:  X = K dW_n^T (rows dW_n k_s), du_s = -e_s . X_s, dE = -diag(u) X,
-        // dK = -diag(u) E dW_n
-        real dwp = block_dot(dW, W0, (size_t)d * d);
+        // dE = -diag(u) K dW_n^T - M^T dY (X = K dW_n^T first: du_s = -e_s . X_s), dR = (I + L)^{-T} dE in X
         mm_nt_gpu(X, K, dW, n, d, d, 1, 0);
         FOR(s, n) {
-            real du = 0;
-            for (int i = 0; i < d; i++) du -= E[s * d + i] * X[s * d + i];
-            drt[(n - 1) * WY_N1 + s + 1] += du * C[s];
-            dC[s] = du * rt[(n - 1) * WY_N1 + s + 1];
+            real v = 0;
+            for (int i = 0; i < d; i++) v -= E[s * d + i] * X[s * d + i];
+            du[s] = v;
         }
-        if (threadIdx.x == 0) drt[(n - 1) * WY_N1] += dwp;
         __syncthreads();
         FOR(e, n * d) X[e] *= -u[e / d];
-        mm_nn_rs(dK, E, dW, u, n, d, d, -1, 0);
-        // (2) Y = diag(P_t) Q W_0^T - M E:  dQ = diag(P_t) dY W_0 (dL/dP_t += q_t . (dY W_0)_t), dE -= M^T dY,
-        // dM from dY E^T
-        mm_nn_gpu(dQ, dY, W0, n, d, d, 1, 0);
-        FOR(t, n) {
-            real s = 0;
-            for (int j = 0; j < d; j++) s += Q[t * d + j] * dQ[t * d + j];
-            drt[t * WY_N1] += s;
-        }
-        __syncthreads();
-        FOR(e, n * d) dQ[e] *= Pt[e / d];
         FOR(e, n * n) {
             int t = e / n, s = e % n;
-            T1[e] = s <= t ? rt[t * WY_N1 + s + 1] * C[s] * Qk[e] : 0;
+            T1[e] = s <= t ? rt[t * WY_N1 + s + 1] * C[s] * Qk[e] : 0;  // M
         }
         __syncthreads();
         mm_tn_gpu(X, T1, dY, n, d, n, -1, 1);
-        mm_nt_gpu(T1, dY, E, n, n, d, 1, 0);  // T1[t][s] = dy_t . e_s
-        FOR(s, n) {  // a thread per column s: dC_s in a fixed order, and dM in place
-            real dc = 0;
-            for (int t = 0; t < n; t++) {
-                real cf = t >= s ? -T1[t * n + s] : 0, r = rt[t * WY_N1 + s + 1];
-                drt[t * WY_N1 + s + 1] += cf * C[s] * Qk[t * n + s];
-                dc += cf * r * Qk[t * n + s];
-                T1[t * n + s] = cf * r * C[s];
-            }
-            dC[s] += dc;
-        }
-        __syncthreads();
-        mm_nn_gpu(dQ, T1, K, n, d, n, 1, 1);  // dQ += dM K, dK += dM^T Q
-        mm_tn_gpu(dK, T1, Q, n, d, n, 1, 1);
-        // (3) E = (I + L)^{-1} R:  dR = (I + L)^{-T} dE (in X), dL from dR E^T
         wy_lmat(T1, Kd, rt, C, n);
         wy_solve(X, T1, n, d, 1);
-        mm_nt_gpu(T1, X, E, n, n, d, 1, 0);  // T1[t][s] = dr_t . e_s
-        FOR(s, n) {
-            real dc = 0;
-            for (int t = 1; t < n; t++) {
-                real cf = t > s ? -T1[t * n + s] : 0, r = rt[(t - 1) * WY_N1 + s + 1];
-                drt[(t - 1) * WY_N1 + s + 1] += cf * C[s] * Kd[t * n + s];
-                dc += cf * r * Kd[t * n + s];
-                T1[t * n + s] = cf * r * C[s];
-            }
-            T1[s] = 0;  // row t = 0
-            dC[s] += dc;
-        }
-        __syncthreads();
-        mm_nn_gpu(dK, T1, K, n, d, n, 1, 1);  // dK += dL K + dL^T K
-        mm_tn_gpu(dK, T1, K, n, d, n, 1, 1);
-        // (4) R = diag(P_{t-1}) K W_0^T - V:  dV = -dR, dK += diag(P_{t-1}) dR W_0 (dL/dP_{t-1} += k_t . (dR W_0)_t)
-        mm_nn_gpu(T1, X, W0, n, d, d, 1, 0);
-        FOR(t, n) {
-            real s = 0;
-            for (int j = 0; j < d; j++) s += K[t * d + j] * T1[t * d + j];
-            if (t) drt[(t - 1) * WY_N1] += s;
-        }
-        __syncthreads();
-        FOR(e, n * d) {
-            size_t o = ((size_t)bb * T + t0 + e / d) * D + h * d + e % d;
-            dK[e] += Pp[e / d] * T1[e];
-            A.dv[o] = -X[e];
-            A.dq[o] = dQ[e];
-            A.dk[o] = dK[e];
-        }
-        // (5) dL/dW_0 = P_{n-1} dW_n + (diag(P_t) dY)^T Q + (diag(P_{t-1}) dR)^T K: the next (earlier) chunk's carry
+        wy_chunk_grads(A, bb, h, t0, n, W0, dW, {K, Q, E, dY, X, dQ, dK, Kd, Qk, T1, rt, drt, a, C, Pp, Pt, u, dC, du});
+        // dL/dW_0 = P_{n-1} dW_n + (diag(P_t) dY)^T Q + (diag(P_{t-1}) dR)^T K: the next (earlier) chunk's carry
         FOR(e, d * d) dW[e] *= Pt[n - 1];
         __syncthreads();
         mm_tn_rs(dW, dY, Q, Pt, d, d, n, 1, 1);
         mm_tn_rs(dW, X, K, Pp, d, d, n, 1, 1);
-        // (6) da_r = sum_{t >= r} rt(t, r) X_r[t] (Z[t][r] in T1, summed over t by a thread per r)
-        FOR(t, n) {
-            real x = drt[t * WY_N1];
-            for (int r = 0; r <= t; r++) {
-                T1[t * n + r] = rt[t * WY_N1 + r + 1] * x;
-                x = a[r] * x + drt[t * WY_N1 + r + 1];
-            }
-        }
-        __syncthreads();
-        FOR(r, n) {
-            real s = 0;
-            for (int t = r; t < n; t++) s += T1[t * n + r];
-            size_t row = (size_t)bb * T + t0 + r;
-            A.dga[row * H + h] = s;
-            A.dgeta[row * H + h] = dC[r];
-            A.dgth[row * H + h] = 0;
-        }
-        __syncthreads();
     }
     FOR(e, d * d) A.dbh[(size_t)bh * (nP + 2 * d) + e] = dW[e];  // dL/dP_0 (no LN)
     FOR(e, 2 * d) A.dbh[(size_t)bh * (nP + 2 * d) + nP + e] = 0;
@@ -4191,11 +4205,10 @@ __global__ void __launch_bounds__(MEM_THREADS) wy_bwd_serial_kernel(MemArgs A, i
     FOR(e, d * d) A.dbh[(size_t)bh * (nP + 2 * d) + e] = dW[e];  // dL/dP_0 (no LN)
     FOR(e, 2 * d) A.dbh[(size_t)bh * (nP + 2 * d) + nP + e] = 0;
 }
-// every chunk's input gradients from its W_0, dW_n, E, dR (mem_wy_backward_kernel's steps 1-6 less the dE and dW_0
-// parts, which the serial kernel did)
+// every chunk's input gradients at once (wy_chunk_grads) from its W_0, dW_n, E, dR
 __global__ void __launch_bounds__(MEM_THREADS) wy_bwd_grads_kernel(MemArgs A) {
     WY_CHUNK_IDS;
-    int T = A.T, D = A.D, H = A.H, nd = WY_C * d, nn = WY_C * WY_C;
+    int T = A.T, D = A.D, nd = WY_C * d, nn = WY_C * WY_C;
     real* K = mem_dyn_smem();
     real *Q = K + nd, *E = Q + nd, *dY = E + nd, *X = dY + nd, *dQ = X + nd, *dK = dQ + nd, *Kd = dK + nd,
          *Qk = Kd + nn, *T1 = Qk + nn, *rt = T1 + nn, *drt = rt + WY_C * WY_N1, *a = drt + WY_C * WY_N1, *C = a + WY_C,
@@ -4206,91 +4219,11 @@ __global__ void __launch_bounds__(MEM_THREADS) wy_bwd_grads_kernel(MemArgs A) {
     wy_rows_get(E, A, bh, t0, n, d, 0, 1);
     wy_rows_get(X, A, bh, t0, n, d, d, 1);  // dR
     FOR(e, n * d) dY[e] = A.dy[((size_t)bb * T + t0 + e / d) * D + h * d + e % d];
-    FOR(e, WY_C * WY_N1) drt[e] = 0;
     wy_get_scalars(A, bh, t0, n, NULL, NULL, NULL, du);
     wy_coefs(rt, Pp, Pt, u, a, C, n);
     mm_nt_gpu(Kd, K, K, n, n, d, 1, 0);
     mm_nt_gpu(Qk, Q, K, n, n, d, 1, 0);
-    // (1) W_n = P_{n-1} W_0 - E^T diag(u) K: dL/dP_{n-1} += <dW_n, W_0>, u's du, dK = -diag(u) E dW_n
-    real dwp = block_dot(dWn, W0, (size_t)d * d);
-    FOR(s, n) {
-        drt[(n - 1) * WY_N1 + s + 1] += du[s] * C[s];
-        dC[s] = du[s] * rt[(n - 1) * WY_N1 + s + 1];
-    }
-    if (threadIdx.x == 0) drt[(n - 1) * WY_N1] += dwp;
-    __syncthreads();
-    mm_nn_rs(dK, E, dWn, u, n, d, d, -1, 0);
-    // (2) Y = diag(P_t) Q W_0^T - M E: dQ = diag(P_t) dY W_0 (dL/dP_t += q_t . (dY W_0)_t), dM from dY E^T
-    mm_nn_gpu(dQ, dY, W0, n, d, d, 1, 0);
-    FOR(t, n) {
-        real s = 0;
-        for (int j = 0; j < d; j++) s += Q[t * d + j] * dQ[t * d + j];
-        drt[t * WY_N1] += s;
-    }
-    __syncthreads();
-    FOR(e, n * d) dQ[e] *= Pt[e / d];
-    mm_nt_gpu(T1, dY, E, n, n, d, 1, 0);
-    FOR(s, n) {
-        real dc = 0;
-        for (int t = 0; t < n; t++) {
-            real cf = t >= s ? -T1[t * n + s] : 0, r = rt[t * WY_N1 + s + 1];
-            drt[t * WY_N1 + s + 1] += cf * C[s] * Qk[t * n + s];
-            dc += cf * r * Qk[t * n + s];
-            T1[t * n + s] = cf * r * C[s];
-        }
-        dC[s] += dc;
-    }
-    __syncthreads();
-    mm_nn_gpu(dQ, T1, K, n, d, n, 1, 1);
-    mm_tn_gpu(dK, T1, Q, n, d, n, 1, 1);
-    // (3) E = (I + L)^{-1} R: dL from dR E^T
-    mm_nt_gpu(T1, X, E, n, n, d, 1, 0);
-    FOR(s, n) {
-        real dc = 0;
-        for (int t = 1; t < n; t++) {
-            real cf = t > s ? -T1[t * n + s] : 0, r = rt[(t - 1) * WY_N1 + s + 1];
-            drt[(t - 1) * WY_N1 + s + 1] += cf * C[s] * Kd[t * n + s];
-            dc += cf * r * Kd[t * n + s];
-            T1[t * n + s] = cf * r * C[s];
-        }
-        T1[s] = 0;
-        dC[s] += dc;
-    }
-    __syncthreads();
-    mm_nn_gpu(dK, T1, K, n, d, n, 1, 1);
-    mm_tn_gpu(dK, T1, K, n, d, n, 1, 1);
-    // (4) R = diag(P_{t-1}) K W_0^T - V: dV = -dR, dK += diag(P_{t-1}) dR W_0 (dL/dP_{t-1} += k_t . (dR W_0)_t)
-    mm_nn_gpu(T1, X, W0, n, d, d, 1, 0);
-    FOR(t, n) {
-        real s = 0;
-        for (int j = 0; j < d; j++) s += K[t * d + j] * T1[t * d + j];
-        if (t) drt[(t - 1) * WY_N1] += s;
-    }
-    __syncthreads();
-    FOR(e, n * d) {
-        size_t o = ((size_t)bb * T + t0 + e / d) * D + h * d + e % d;
-        A.dv[o] = -X[e];
-        A.dq[o] = dQ[e];
-        A.dk[o] = dK[e] + Pp[e / d] * T1[e];
-    }
-    // (6) da_r = sum_{t >= r} rt(t, r) X_r[t]
-    __syncthreads();
-    FOR(t, n) {
-        real x = drt[t * WY_N1];
-        for (int r = 0; r <= t; r++) {
-            T1[t * n + r] = rt[t * WY_N1 + r + 1] * x;
-            x = a[r] * x + drt[t * WY_N1 + r + 1];
-        }
-    }
-    __syncthreads();
-    FOR(r, n) {
-        real s = 0;
-        for (int t = r; t < n; t++) s += T1[t * n + r];
-        size_t row = (size_t)bb * T + t0 + r;
-        A.dga[row * H + h] = s;
-        A.dgeta[row * H + h] = dC[r];
-        A.dgth[row * H + h] = 0;
-    }
+    wy_chunk_grads(A, bb, h, t0, n, W0, dWn, {K, Q, E, dY, X, dQ, dK, Kd, Qk, T1, rt, drt, a, C, Pp, Pt, u, dC, du});
 }
 // v6 runs these configurations at any chunk size b where the dot bias makes the writes independent of the state
 // (linear attention: the chunked rule equals the per-token one); its segment start states need ceil(T / TOK_SEG)
