@@ -134,7 +134,12 @@ static void gpu_init(int prec) {
     const char* s = getenv("MIRAS_SYNC");
     g_sync = s && atoi(s) > 0;
     g_mem_tc = prec == PREC_FP32 ? 3 : 1;
-    g_mem_wy = (s = getenv("MIRAS_MEM_WY")) && atoi(s) > 0 ? (atoi(s) <= 3 ? atoi(s) : 1) : 0;
+    if ((s = getenv("MIRAS_MEM_WY"))) {
+        g_mem_wy = atoi(s);
+        if (g_mem_wy < 0 || g_mem_wy > 3)
+            DIE("MIRAS_MEM_WY=0 (v6), 1 (the split WY kernels), 2 (single) or 3 (split with T)",
+                "unknown MIRAS_MEM_WY=%s", s);
+    }
     if ((s = getenv("MIRAS_MEM_TC"))) {
         g_mem_tc = atoi(s);
         if (g_mem_tc != 0 && g_mem_tc != 1 && g_mem_tc != 3)
@@ -3745,7 +3750,7 @@ __global__ void mem_token_reduce_v6_kernel(MemArgs A) {
         }
     }
 }
-// ---- v9-v11: the b = 1 delta rule in chunks of WY_C tokens (the WY / UT form; fla's chunked delta rule is the same
+// ---- v9-v12: the b = 1 delta rule in chunks of WY_C tokens (the WY / UT form; fla's chunked delta rule is the same
 // algebra), exact: it equals the per-token rule of mem_token_forward_kernel (scalar eta, no channel-wise gates)
 //     e_t = W_{t-1} k_t - v_t,   W_t = a_t W_{t-1} - C_t e_t k_t^T,   y_t = W_t q_t
 // Over a chunk of n tokens from W_0, with the decay products rt(t, s) = a_{s+1} ... a_t (rt(t, t) = 1) and
@@ -3824,20 +3829,20 @@ __device__ void wy_solve(real* E, const real* Lm, int n, int d, int up) {
     }
     __syncthreads();
 }
-// the chunk's rows [t0, t0 + n) of head h: k, q into K, Q, -v into E; a, C (= eta) into a, C
+// the chunk's rows [t0, t0 + n) of head h: k, q into K, Q, -v into E; a, C (= eta) into a, C (Q, E, a: NULL skips)
 __device__ void wy_load(const MemArgs& A, int bb, int h, int t0, int n, real* K, real* Q, real* E, real* a, real* C) {
     int d = A.m.d;
     FOR(e, n * d) {
         size_t r = (size_t)bb * A.T + t0 + e / d, o = r * A.D + h * d + e % d;
         K[e] = A.k[o];
-        Q[e] = A.q[o];
-        E[e] = -A.v[o];
+        if (Q) Q[e] = A.q[o];
+        if (E) E[e] = -A.v[o];
     }
-    FOR(t, n) {
-        size_t r = (size_t)bb * A.T + t0 + t;
-        a[t] = A.ga[r * A.H + h];
-        C[t] = A.geta[r * A.H + h];
-    }
+    if (a) FOR(t, n) {
+            size_t r = (size_t)bb * A.T + t0 + t;
+            a[t] = A.ga[r * A.H + h];
+            C[t] = A.geta[r * A.H + h];
+        }
     __syncthreads();
 }
 // the chunk's E from W_0 (K, Q, E = -V, a, C loaded): rt and the rest of wy_coefs, Kd = K K^T, Qk = Q K^T, L (into
@@ -4072,9 +4077,9 @@ __global__ void __launch_bounds__(MEM_THREADS) wy_prep_kernel(MemArgs A, int bwd
     WY_CHUNK_IDS;
     real* K = mem_dyn_smem();
     real *Q = K + WY_C * d, *dY = Q + WY_C * d, *Kd = dY + WY_C * d, *Qk = Kd + WY_C * WY_C, *rt = Qk + WY_C * WY_C,
-         *a = rt + WY_C * WY_N1, *C = a + WY_C, *Pp = C + WY_C, *Pt = Pp + WY_C, *u = Pt + WY_C, *E = dY;
+         *a = rt + WY_C * WY_N1, *C = a + WY_C, *Pp = C + WY_C, *Pt = Pp + WY_C, *u = Pt + WY_C;
     if (threadIdx.x == 0) mem_tc = A.tc;
-    wy_load(A, bb, h, t0, n, K, Q, E, a, C);  // (E, -V, is not needed here: dY takes its place below)
+    wy_load(A, bb, h, t0, n, K, bwd ? Q : NULL, NULL, a, C);
     wy_coefs(rt, Pp, Pt, u, a, C, n);
     mm_nt_gpu(Kd, K, K, n, n, d, 1, 0);
     wy_lmat(Kd, Kd, rt, C, n);
@@ -4123,11 +4128,7 @@ __global__ void __launch_bounds__(MEM_THREADS) wy_fwd_serial_kernel(MemArgs A, i
         int t0 = c * WY_C, n = T - t0 < WY_C ? T - t0 : WY_C;
         real* Ps = A.P + ((size_t)bh * nseg + c) * nP;
         FOR(e, d * d) Ps[e] = W[e];
-        FOR(e, n * d) {
-            size_t o = ((size_t)bb * T + t0 + e / d) * A.D + h * d + e % d;
-            K[e] = A.k[o];
-            R[e] = -A.v[o];
-        }
+        wy_load(A, bb, h, t0, n, K, NULL, R, NULL, NULL);
         wy_get_scalars(A, bh, t0, n, Pp, Pt, u, NULL);
         wy_rows_get(Lm, A, bh, t0, n, n, 0, 0);  // L, or T = (I + L)^{-1}
         mm_nt_rs(R, K, W, Pp, n, d, d, 1, 1);
@@ -4148,7 +4149,7 @@ __global__ void __launch_bounds__(MEM_THREADS) wy_fwd_out_kernel(MemArgs A) {
     real *K = Q + WY_C * d, *E = K + WY_C * d, *Qk = E + WY_C * d, *rt = Qk + WY_C * WY_C, *a = rt + WY_C * WY_N1,
          *C = a + WY_C, *Pp = C + WY_C, *Pt = Pp + WY_C, *u = Pt + WY_C;
     if (threadIdx.x == 0) mem_tc = A.tc;
-    wy_load(A, bb, h, t0, n, K, Q, E, a, C);
+    wy_load(A, bb, h, t0, n, K, Q, NULL, a, C);
     wy_rows_get(E, A, bh, t0, n, d, 0, 1);
     wy_coefs(rt, Pp, Pt, u, a, C, n);
     mm_nt_gpu(Qk, Q, K, n, n, d, 1, 0);
@@ -4177,7 +4178,7 @@ __global__ void __launch_bounds__(MEM_THREADS) wy_bwd_serial_kernel(MemArgs A, i
         int t0 = c * WY_C, n = T - t0 < WY_C ? T - t0 : WY_C;
         real* base = A.P + (size_t)bh * nseg * nP;
         FOR(e, d * d) base[(size_t)(nw + c) * nP + e] = dW[e];
-        FOR(e, n * d) K[e] = A.k[((size_t)bb * T + t0 + e / d) * A.D + h * d + e % d];
+        wy_load(A, bb, h, t0, n, K, NULL, NULL, NULL, NULL);
         wy_rows_get(E, A, bh, t0, n, d, 0, 1);
         wy_rows_get(Lm, A, bh, t0, n, n, 0, 0);
         wy_get_scalars(A, bh, t0, n, Pp, Pt, u, NULL);
@@ -4215,7 +4216,7 @@ __global__ void __launch_bounds__(MEM_THREADS) wy_bwd_grads_kernel(MemArgs A) {
          *Pp = C + WY_C, *Pt = Pp + WY_C, *u = Pt + WY_C, *dC = u + WY_C, *du = dC + WY_C;
     if (threadIdx.x == 0) mem_tc = A.tc;
     const real *W0 = A.P + ((size_t)bh * nseg + c) * nP, *dWn = A.P + ((size_t)bh * nseg + nw + c) * nP;
-    wy_load(A, bb, h, t0, n, K, Q, E, a, C);
+    wy_load(A, bb, h, t0, n, K, Q, NULL, a, C);
     wy_rows_get(E, A, bh, t0, n, d, 0, 1);
     wy_rows_get(X, A, bh, t0, n, d, d, 1);  // dR
     FOR(e, n * d) dY[e] = A.dy[((size_t)bb * T + t0 + e / d) * D + h * d + e % d];
