@@ -7521,6 +7521,21 @@ static real evaluate_gpu(ModelGpu* M, DataLoader* dl, int nb, real* acc) {
     return (real)(loss / nb);
 }
 
+// The latency floor of one decoder step (B = 1): the bytes it must read at least, every weight once as the dense
+// products read them (bf16 copies with -f 2, else fp32) and each memory layer's state P (and S), over the card's peak
+// memory bandwidth (2 x memory clock x bus width: 3.35 TB/s on an H100 SXM). -1 where the device does not say.
+static double decode_floor_ms(const ModelGpu* M) {
+    int clk = 0, bus = 0;  // kHz, bits
+    cudaCheck(cudaDeviceGetAttribute(&clk, cudaDevAttrMemoryClockRate, g_device));
+    cudaCheck(cudaDeviceGetAttribute(&bus, cudaDevAttrGlobalMemoryBusWidth, g_device));
+    if (clk <= 0 || bus <= 0) return -1;
+    int nmem = 0;
+    for (int l = 0; l < M->cfg.L; l++) nmem += M->hm->mlayer[l] >= 0;
+    double bytes = (double)M->num_params * (g_prec == PREC_BF16 ? sizeof(bf16) : sizeof(real)) +
+                   (double)nmem * M->cfg.H * M->mem.nP * sizeof(real) * (M->mem.momentum ? 2 : 1);
+    return 1e3 * bytes / (2.0 * clk * 1e3 * bus / 8);
+}
+
 static void generate_gpu(ModelGpu* M, const Tokenizer* tk, const int* prompt, int np, int ngen, uint64_t* rng) {
     DecoderGpu dec;
     decoder_init_gpu(&dec, M);
@@ -7529,16 +7544,23 @@ static void generate_gpu(ModelGpu* M, const Tokenizer* tk, const int* prompt, in
         logits = decoder_step_gpu(&dec, prompt[i]);
         print_token(tk, prompt[i], M->cfg.V);
     }
-    // per-token latency of the generated tokens (B = 1; each step ends with the logits on the host)
-    double t0 = now_s();
+    // per-token latency of the generated tokens (B = 1): the whole loop, and the decoder step alone (one token through
+    // the model, ending with its logits on the host: synchronous), without the host's sampling and printing
+    double t0 = now_s(), tstep = 0;
     for (int i = 0; i < ngen; i++) {
         int t = sample_token(logits, M->cfg.V, 1.0, rng);
         print_token(tk, t, M->cfg.V);
         fflush(stdout);
-        if (i + 1 < ngen) logits = decoder_step_gpu(&dec, t);
+        if (i + 1 < ngen) {
+            double ts = now_s();
+            logits = decoder_step_gpu(&dec, t);
+            tstep += now_s() - ts;
+        }
     }
     printf("\n");
-    if (ngen > 1) printf("decode: %d tokens, %.3f ms per token\n", ngen - 1, 1e3 * (now_s() - t0) / (ngen - 1));
+    if (ngen > 1)
+        printf("decode: %d tokens, %.3f ms per token, of which the decoder step %.3f ms (floor %.4f ms)\n", ngen - 1,
+               1e3 * (now_s() - t0) / (ngen - 1), 1e3 * tstep / (ngen - 1), decode_floor_ms(M));
     decoder_free_gpu(&dec);
 }
 

@@ -2,7 +2,8 @@
 # GPU throughput and MFU of train_miras_cu on a ~100M-parameter titans model at T=4096, next to the PyTorch
 # reference on the same model (dev/reference.py bench --device cuda).
 # usage: [PRESET=titans] [REF=1] dev/bench_gpu.sh [B=4] [T=4096] [steps=6] [prec=0] [REF_T=256] [REF_B=1]
-# PRESET: any preset at the same sizes (the README's GPU table: every preset with prec 2); REF=0 skips the reference
+# PRESET: any preset at the same sizes (the README's GPU table: every preset with prec 2); REF=0 skips the reference,
+# DECODE=0 the decode latency (B = 1, next to its floor)
 # prec: the -f of train_miras_cu, the precision of the dense products: 0 fp32, 1 TF32, 2 bf16 (fp32 master weights)
 # (B=4 needs about 64 GB; if that run fails, B=2 (about 33 GB) is tried.)
 #
@@ -68,6 +69,17 @@ mfu=$(awk -v p="$params" -v t="$tps" -v pk="$peak" -v d=$d -v dm=$dm -v H=$H -v 
 echo "device: $dev"
 echo "model: $PRESET V=$V D=$D L=$L H=$H E=$E $params params; B=$B T=$T, $plabel dense products"
 echo "train_miras_cu: $tps tok/s ($ms ms/step, median of steps 2..$steps, incl. AdamW), MFU $mfu"
+# decode latency (DECODE=0 skips): the same model at B = 1 after one training step at T = 64, 256 sampled tokens;
+# train_miras_cu times the decoder step alone (one token through every layer, its logits on the host) and prints
+# its floor: the bytes of the weights (as the products read them: fp32, bf16 with prec 2) and memory states one token
+# reads, over the card's peak memory bandwidth
+if [ "${DECODE:-1}" = 1 ]; then
+    if ./train_miras_cu -p $PRESET -V $V -D $D -L $L -H $H -E $E -b 1 -t 64 -x 1 -u 1 -v 0 -g 257 -n 0 -f $prec \
+           -i "$out/rand_train_*.bin" -j none -z none -o $out/decode >$out/decode.txt 2>&1; then
+        echo "decode, B=1, $plabel: $(grep -m1 '^decode:' $out/decode.txt | sed 's/^decode: //')"
+    else echo "decode: failed: $(tail -n 1 $out/decode.txt)"; fi
+    rm -rf $out/decode
+fi
 ref_tps=n/a; ref_note=""
 if [ "${REF:-1}" = 0 ]; then echo "PyTorch reference: skipped (REF=0)"
 elif /usr/bin/python3 -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then

@@ -2,15 +2,16 @@
 # Everything worth learning from one short GPU session about the memory kernels, in order of value, each step
 # under a time guard (total budget BUDGET seconds, default 540): build; memlab on titans at T=128 (every version
 # checked against the CPU) and at T=4096 (timed); the WY chunk kernels of the b = 1 delta rule against v6 (memlab,
-# whole steps, ncu); make test_gpu (the CPU-vs-GPU checks); whole training steps of
-# the 100M titans with the SIMT, TF32 and 3xTF32 memory products; ncu of the tensor-core backward; memlab on the
-# other deep presets; whole steps of every preset (bench_gpu.sh); NCCL at world size 1 against the plain build; the
-# anchors (fla, titans-pytorch) if .anchors/ is there.
+# whole steps, ncu); make test_gpu (the CPU-vs-GPU checks); whole training steps of the 100M titans with the SIMT,
+# TF32 and 3xTF32 memory products; its decode latency; ncu of the tensor-core backward; memlab on the other deep
+# presets; whole steps of every preset (bench_gpu.sh); NCCL at world size 1 against the plain build; the anchors (fla,
+# titans-pytorch) if .anchors/ is there.
 # usage: OUT=dir dev/cuda/memlab_device.sh      (logs go to $OUT, default build/device)
 # (the device tool brings back only a few files: keep what matters in the printed summary and in few files)
 set -u
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-build/device}; mkdir -p "$OUT"; BUDGET=${BUDGET:-590}; S=$SECONDS
+export DECODE=0  # bench_gpu.sh's decode latency: once, for titans, below
 left() { echo $((BUDGET - (SECONDS - S))); }
 step() { local t=$1; shift; local l; l=$(left); [ "$l" -gt 5 ] || { echo "skipped (no time): $*"; return 1; }; [ "$t" -lt "$l" ] || t=$l; timeout "$t" "$@"; }
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader | tee "$OUT/device.txt"
@@ -53,6 +54,9 @@ for cfg in "8 auto" "4 8"; do set -- $cfg
         -f 2 -i "build/rand_train_*.bin" -j none -z none -o build/bench > "$OUT/step.log" 2>&1
     echo "titans 100M step -f 2 B=$1 ck $2 (rc $?):"; grep -E "^memory states|^step|rror" "$OUT/step.log" | tail -4; cat "$OUT/step.log" >> "$OUT/steps.log"
 done
+# decode (issue 9): the 100M titans' per-token latency at B = 1 next to its floor, bf16 and fp32 weights
+for f in 2 0; do
+    DECODE=1 REF=0 step 60 bash dev/bench_gpu.sh 1 64 2 $f 2>&1 | grep -E "^decode|failed" | sed "s/^/titans -f $f: /"; done
 echo "t = $((SECONDS - S)) s"
 NCU="ncu --section SpeedOfLight --section WarpStateStats --section Occupancy --section LaunchStats --section SchedulerStats --section SourceCounters --launch-count 1"
 step 40 $NCU -k regex:memory_backward ./memlab -p titans -T 256 -c 0 -r 1 -v 7 > "$OUT/ncu_bwd.txt" 2>&1
