@@ -6757,6 +6757,7 @@ typedef struct {
     PhiScr* ph_scr;
     int ph_cap;
     size_t ph_necap;
+    MemSmem sm;  // decoder_memory_kernel's chunk scratch in shared memory (mem_smem_plan)
 } DecoderGpu;
 
 typedef struct {
@@ -6767,6 +6768,8 @@ typedef struct {
     const real *lng, *lnb;
     MemChunkGpu* chunks;
     const real* p0;  // this layer's P_0 (H, nP): the anchored retention's anchor
+    MemSmem sm;  // the chunk scratch in shared memory and the products' precision, as memory_forward_kernel's
+    int tc;
 } DecArgs;
 
 // one block per head: append this token's row to the partial chunk, re-run the chunk, keep its last row
@@ -6776,8 +6779,9 @@ __global__ void __launch_bounds__(MEM_THREADS) decoder_memory_kernel(DecArgs A) 
     if (threadIdx.x == 0) {
         c = A.chunks[blockIdx.x];
         m = A.m;
+        mem_smem_apply(&c, &A.sm);
         c.p0 = m.anchor ? A.p0 + (size_t)blockIdx.x * m.nP : NULL;
-        mem_tc = 0;
+        mem_tc = A.tc;
     }
     __syncthreads();
     int h = blockIdx.x, d = m.d, nP = m.nP, rw = A.rw, ew = m.cw ? d : 1, n = A.cnt + 1, w = m.omega, nh = A.nh,
@@ -6951,6 +6955,9 @@ static void decoder_init_gpu(DecoderGpu* dec, ModelGpu* M) {
     dec->chunks = (MemChunkGpu*)dmalloc((size_t)c->H * sizeof(MemChunkGpu));
     h2d(dec->chunks, hc, (size_t)c->H * sizeof(MemChunkGpu));
     free(hc);
+    dec->sm = mem_smem_plan(m, c->b, 1, mem_smem_bytes());  // decoder_memory_kernel's, as the parallel forward's
+    cudaCheck(cudaFuncSetAttribute(decoder_memory_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                   dec->sm.floats * (int)sizeof(real)));
     if (c->lattice) {  // Lattice: S_0 = I per head of each memory layer
         real* I = (real*)calloc((size_t)c->H * m->nP, sizeof(real));
         for (int h = 0; h < c->H; h++) lattice_identity(I + (size_t)h * m->nP, m->d);
@@ -7169,7 +7176,9 @@ static void decoder_mixer_gpu(DecoderGpu* dec, int l, const real* u, int pos, re
         A.lnb = m->ln ? p->mem_ln_b + ml * H * d : NULL;
         A.chunks = dec->chunks;
         A.p0 = p->mem_p0 + ml * H * nP;
-        decoder_memory_kernel<<<H, MEM_THREADS>>>(A);
+        A.tc = g_mem_tc;  // (the parallel forward's: the same chunk products, on the tensor cores)
+        A.sm = dec->sm;
+        decoder_memory_kernel<<<H, MEM_THREADS, (size_t)A.sm.floats * sizeof(real)>>>(A);
         KCHECK("decoder_memory");
     }
     rmsnorm_forward_gpu(a->yn, a->yrstd, a->y, p->rmsh_w + ml * D, 1, H, d);
