@@ -7531,8 +7531,9 @@ static real evaluate_gpu(ModelGpu* M, DataLoader* dl, int nb, real* acc) {
 }
 
 // The latency floor of one decoder step (B = 1): the bytes it must read at least, every weight once as the dense
-// products read them (bf16 copies with -f 2, else fp32) and each memory layer's state P (and S), over the card's peak
-// memory bandwidth (2 x memory clock x bus width: 3.35 TB/s on an H100 SXM). -1 where the device does not say.
+// products read them (bf16 copies with -f 2, else fp32) and each memory layer's state P (and S with momentum or
+// muon), over the card's peak memory bandwidth (2 x memory clock x bus width: 3.35 TB/s on an H100 SXM). -1 where the
+// device does not say.
 static double decode_floor_ms(const ModelGpu* M) {
     int clk = 0, bus = 0;  // kHz, bits
     cudaCheck(cudaDeviceGetAttribute(&clk, cudaDevAttrMemoryClockRate, g_device));
@@ -7541,7 +7542,7 @@ static double decode_floor_ms(const ModelGpu* M) {
     int nmem = 0;
     for (int l = 0; l < M->cfg.L; l++) nmem += M->hm->mlayer[l] >= 0;
     double bytes = (double)M->num_params * (g_prec == PREC_BF16 ? sizeof(bf16) : sizeof(real)) +
-                   (double)nmem * M->cfg.H * M->mem.nP * sizeof(real) * (M->mem.momentum ? 2 : 1);
+                   (double)nmem * M->cfg.H * M->mem.nP * sizeof(real) * (M->mem.momentum || M->mem.muon ? 2 : 1);
     return 1e3 * bytes / (2.0 * clk * 1e3 * bus / 8);
 }
 
