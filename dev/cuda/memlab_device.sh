@@ -56,7 +56,7 @@ for cfg in "8 auto" "4 8"; do set -- $cfg
 done
 # decode (issue 9): the 100M titans' per-token latency at B = 1 next to its floor, bf16 and fp32 weights
 for f in 2 0; do
-    DECODE=1 REF=0 step 60 bash dev/bench_gpu.sh 1 64 2 $f 2>&1 | grep -E "^decode|failed" | sed "s/^/titans -f $f: /"; done
+    DECODE=1 REF=0 step 90 bash dev/bench_gpu.sh 1 64 2 $f 2>&1 | grep -E "^decode|failed" | sed "s/^/titans -f $f: /"; done
 echo "t = $((SECONDS - S)) s"
 NCU="ncu --section SpeedOfLight --section WarpStateStats --section Occupancy --section LaunchStats --section SchedulerStats --section SourceCounters --launch-count 1"
 step 40 $NCU -k regex:memory_backward ./memlab -p titans -T 256 -c 0 -r 1 -v 7 > "$OUT/ncu_bwd.txt" 2>&1

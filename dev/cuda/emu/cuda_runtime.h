@@ -18,6 +18,7 @@
 #include <cmath>
 #include <cstdint>
 #include <functional>
+#include <tuple>
 #include <vector>
 #include <algorithm>
 #include <ucontext.h>
@@ -113,7 +114,7 @@ inline void run_block(int nt) {
         if (!released) { fprintf(stderr, "emu: deadlock in block %u: threads wait at different barriers (divergent __syncthreads or shuffle)\n", blockIdx.x); abort(); }
     }
 }
-inline void launch(dim3 grid, dim3 block, const std::function<void()>& fn, size_t smem = 0) {
+inline void run_launch(dim3 grid, dim3 block, const std::function<void()>& fn, size_t smem) {
     State& s = S(); init_order();
     s.dyn.assign(smem / sizeof(float) + 4, NAN);   // NaN: a read before a write shows in the results
     if (block.x % 32 || block.x > 1024) { fprintf(stderr, "emu: block size %u\n", block.x); abort(); }
@@ -122,6 +123,38 @@ inline void launch(dim3 grid, dim3 block, const std::function<void()>& fn, size_
     for (unsigned y = 0; y < grid.y; y++)
         for (unsigned b = 0; b < grid.x; b++) { blockIdx.x = b; blockIdx.y = y; blockIdx.z = 0; run_block((int)block.x); }
     if (getenv("EMU_BARRIERS")) fprintf(stderr, "emu: launch of %u blocks: %ld barriers per block\n", grid.x, (barriers - b0) / (long)(grid.x * grid.y));
+}
+// A kernel and the values of its parameters at the launch: dev/cuda/emu_launch.py writes k<<<g, b>>>(args) as
+// emu::launch(g, b, emu::bind(k)(args), ...), so that a launch recorded by a stream capture replays with the
+// arguments it was given (as a CUDA graph's kernel node), not with what its variables hold at the replay
+template <class... P> struct Bind {
+    void (*k)(P...);
+    std::function<void()> operator()(P... p) const { auto kk = k; auto t = std::make_tuple(p...); return [kk, t]() { std::apply(kk, t); }; }
+};
+template <class... P> inline Bind<P...> bind(void (*k)(P...)) { return Bind<P...>{k}; }
+} // namespace emu
+// Streams and CUDA graphs. Work runs at once, in issue order, except on a stream that is capturing
+// (cudaStreamBeginCapture): there launches, cuBLAS calls and async copies become the graph's nodes, and
+// cudaGraphLaunch replays them in order. As on a GPU in cudaStreamCaptureModeGlobal, work on the legacy stream 0 and
+// the synchronous calls (cudaMemcpy, cudaMemset, cudaMalloc, cudaFree, cudaDeviceSynchronize) during a capture are
+// errors, so a launch that misses the capturing stream stops the run instead of escaping the graph.
+struct EmuStream { int capturing = 0; std::vector<std::function<void()>> nodes; };
+typedef EmuStream* cudaStream_t;
+struct EmuGraph { std::vector<std::function<void()>> nodes; };
+typedef EmuGraph* cudaGraph_t;
+typedef EmuGraph* cudaGraphExec_t;
+namespace emu {
+inline int capturing = 0;  // streams capturing now
+inline void no_capture(const char* what) {
+    if (capturing) { fprintf(stderr, "emu: %s during a stream capture (not permitted in cudaStreamCaptureModeGlobal)\n", what); abort(); }
+}
+inline void enqueue(cudaStream_t st, std::function<void()> fn) {
+    if (st && st->capturing) { st->nodes.push_back(std::move(fn)); return; }
+    if (!st) no_capture("work on the legacy default stream");
+    fn();
+}
+inline void launch(dim3 grid, dim3 block, std::function<void()> fn, size_t smem = 0, cudaStream_t st = 0) {
+    enqueue(st, [=]() { run_launch(grid, block, fn, smem); });
 }
 inline void* dyn_smem() { return S().dyn.data(); }
 inline void check_align16(const void* p) {   // a 16-byte access must be 16-byte aligned on a GPU
@@ -149,12 +182,39 @@ template <class T> inline T __shfl_xor_sync(unsigned, T v, int o) {
 typedef enum { cudaSuccess = 0, cudaErrorMemoryAllocation = 2 } cudaError_t;
 enum cudaMemcpyKind { cudaMemcpyHostToHost, cudaMemcpyHostToDevice, cudaMemcpyDeviceToHost, cudaMemcpyDeviceToDevice };
 struct cudaDeviceProp { char name[256]; };
-inline cudaError_t cudaMalloc(void** p, size_t n) { *p = malloc(n); return *p ? cudaSuccess : cudaErrorMemoryAllocation; }
-inline cudaError_t cudaFree(void* p) { free(p); return cudaSuccess; }
-inline cudaError_t cudaMemset(void* p, int v, size_t n) { memset(p, v, n); return cudaSuccess; }
-inline cudaError_t cudaMemcpy(void* d, const void* s, size_t n, cudaMemcpyKind) { memmove(d, s, n); return cudaSuccess; }
+inline cudaError_t cudaMalloc(void** p, size_t n) { emu::no_capture("cudaMalloc"); *p = malloc(n); return *p ? cudaSuccess : cudaErrorMemoryAllocation; }
+inline cudaError_t cudaFree(void* p) { emu::no_capture("cudaFree"); free(p); return cudaSuccess; }
+inline cudaError_t cudaMemset(void* p, int v, size_t n) { emu::no_capture("cudaMemset"); memset(p, v, n); return cudaSuccess; }
+inline cudaError_t cudaMemcpy(void* d, const void* s, size_t n, cudaMemcpyKind) { emu::no_capture("cudaMemcpy"); memmove(d, s, n); return cudaSuccess; }
+inline cudaError_t cudaMemcpyAsync(void* d, const void* s, size_t n, cudaMemcpyKind, cudaStream_t st = 0) {
+    emu::enqueue(st, [=]() { memmove(d, s, n); });
+    return cudaSuccess;
+}
+enum { cudaStreamDefault = 0, cudaStreamNonBlocking = 1 };
+enum cudaStreamCaptureMode { cudaStreamCaptureModeGlobal = 0, cudaStreamCaptureModeThreadLocal = 1, cudaStreamCaptureModeRelaxed = 2 };
+inline cudaError_t cudaStreamCreateWithFlags(cudaStream_t* st, unsigned) { *st = new EmuStream(); return cudaSuccess; }
+inline cudaError_t cudaStreamCreate(cudaStream_t* st) { return cudaStreamCreateWithFlags(st, 0); }
+inline cudaError_t cudaStreamDestroy(cudaStream_t st) { delete st; return cudaSuccess; }
+inline cudaError_t cudaStreamSynchronize(cudaStream_t) { emu::no_capture("cudaStreamSynchronize"); return cudaSuccess; }
+inline cudaError_t cudaStreamBeginCapture(cudaStream_t st, cudaStreamCaptureMode mode) {
+    if (!st || st->capturing || mode != cudaStreamCaptureModeGlobal) { fprintf(stderr, "emu: cudaStreamBeginCapture on the legacy stream, twice, or not in global mode\n"); abort(); }
+    st->capturing = 1; st->nodes.clear(); emu::capturing++;
+    return cudaSuccess;
+}
+inline cudaError_t cudaStreamEndCapture(cudaStream_t st, cudaGraph_t* g) {
+    if (!st || !st->capturing) { fprintf(stderr, "emu: cudaStreamEndCapture without a capture\n"); abort(); }
+    *g = new EmuGraph{std::move(st->nodes)}; st->nodes.clear(); st->capturing = 0; emu::capturing--;
+    return cudaSuccess;
+}
+inline cudaError_t cudaGraphInstantiate(cudaGraphExec_t* e, cudaGraph_t g, unsigned long long = 0) { *e = new EmuGraph(*g); return cudaSuccess; }
+inline cudaError_t cudaGraphLaunch(cudaGraphExec_t e, cudaStream_t st) {
+    emu::enqueue(st, [e]() { for (auto& f : e->nodes) f(); });
+    return cudaSuccess;
+}
+inline cudaError_t cudaGraphDestroy(cudaGraph_t g) { delete g; return cudaSuccess; }
+inline cudaError_t cudaGraphExecDestroy(cudaGraphExec_t e) { delete e; return cudaSuccess; }
 inline cudaError_t cudaGetLastError() { return cudaSuccess; }
-inline cudaError_t cudaDeviceSynchronize() { return cudaSuccess; }
+inline cudaError_t cudaDeviceSynchronize() { emu::no_capture("cudaDeviceSynchronize"); return cudaSuccess; }
 inline cudaError_t cudaGetDeviceCount(int* n) { *n = 1; return cudaSuccess; }
 inline cudaError_t cudaSetDevice(int) { return cudaSuccess; }
 // free and total device memory: an 80 GB card, or EMU_MEM_FREE bytes free (to exercise the trainer's memory plans)
@@ -177,7 +237,7 @@ inline cudaError_t cudaDeviceGetAttribute(int* v, cudaDeviceAttr a, int) {
 // events (the kernel lab times with them): host wall clock, meaningless for speed here
 typedef struct { double t; }* cudaEvent_t;
 inline cudaError_t cudaEventCreate(cudaEvent_t* e) { *e = (cudaEvent_t)calloc(1, sizeof **e); return cudaSuccess; }
-inline cudaError_t cudaEventRecord(cudaEvent_t e, int = 0) { struct timespec ts; clock_gettime(CLOCK_MONOTONIC, &ts); e->t = ts.tv_sec + 1e-9 * ts.tv_nsec; return cudaSuccess; }
+inline cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t = 0) { struct timespec ts; clock_gettime(CLOCK_MONOTONIC, &ts); e->t = ts.tv_sec + 1e-9 * ts.tv_nsec; return cudaSuccess; }
 inline cudaError_t cudaEventSynchronize(cudaEvent_t) { return cudaSuccess; }
 inline cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t a, cudaEvent_t b) { *ms = (float)(1e3 * (b->t - a->t)); return cudaSuccess; }
 inline const char* cudaGetErrorString(cudaError_t e) { return e ? "out of memory" : "no error"; }
