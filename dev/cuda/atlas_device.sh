@@ -6,7 +6,8 @@
 # (total BUDGET seconds, default 590).
 # usage: OUT=dir TS=build/ts.txt dev/cuda/atlas_device.sh   (TS: tinyshakespeare.txt copied into the checkout, carried)
 #        MQ8K="atlas atlas_pp" SEEDS="1337 7 3" OUT=dir dev/cuda/atlas_device.sh: instead, the README's 8,000-step
-#        MQAR (three seeds) for those presets with the GPU trainer, as many runs as the budget allows (a later call;
+#        MQAR (three seeds) for those presets with the GPU trainer, as many runs as the budget allows (MQ_FLAGS="-X 1":
+#        extra flags for every run, e.g. the README's atlas `-X 1` rows; a later call;
 #        its dry run: MQ8K=titans SEEDS=7 MQ_STEPS=2 CMP_BIN=build/emu/train_miras_emu, ~1 min; muon is too slow there)
 # A dry run without a GPU (checks this script's plumbing, not the GPU): GPU_BIN=build/emu/train_miras_emu
 # CMP_BIN=build/emu/train_miras_emu ONLY='^(omega_gd)$' PRESETS=titans TS_STEPS=2 MQ_STEPS=2 BUDGET=3000 (after
@@ -24,7 +25,7 @@ if [ -n "${MQ8K:-}" ]; then  # the 8,000-step MQAR of README "ATLAS family" (com
     [ -f $d/mqar_tokenizer.bin ] || data_prep/synth mqar -o $d/mqar -V 64 -T 16 -k 4 -q 4 -n 20000 -m 512 > /dev/null
     for p in $MQ8K; do
         for y in ${SEEDS:-1337 7 3}; do
-            step 590 "${CMP_BIN:-./train_miras_cu}" -p "$p" -D 64 -L 2 -H 2 -E 2 -k 16 -g 0 -n 0 -V 64 -b 4 -t 16 \
+            step 590 "${CMP_BIN:-./train_miras_cu}" -p "$p" ${MQ_FLAGS:-} -D 64 -L 2 -H 2 -E 2 -k 16 -g 0 -n 0 -V 64 -b 4 -t 16 \
                 -x "${MQ_STEPS:-8000}" -v 2000 -m 32 -l 3e-3 -u 100 -y "$y" -i "$d/mqar_train_*.bin" \
                 -j "$d/mqar_val_*.bin" -z $d/mqar_tokenizer.bin -o "$d/mq_${p}_y$y" > "$OUT/mq_${p}_y$y.log" 2>&1
             echo "$p seed $y: rc $?, $(grep 'answer accuracy' "$OUT/mq_${p}_y$y.log" | tail -n 1)"
