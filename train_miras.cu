@@ -7416,8 +7416,8 @@ static int decoder_graphable(const ModelGpu* M) {
 #define DEC_BLAS_WS ((size_t)32 << 20)  // cuBLAS's recommended workspace on Hopper
 static void decoder_use_graphs(DecoderGpu* dec) {
     if (!decoder_graphable(dec->M)) return;
-    cudaCheck(cudaStreamCreateWithFlags(&dec->stream,
-                                        cudaStreamDefault));  // (blocking: ordered with the legacy stream's copies)
+    // a blocking stream: its work is ordered with the legacy stream's synchronous copies around each step
+    cudaCheck(cudaStreamCreateWithFlags(&dec->stream, cudaStreamDefault));
     dec->graphs = (cudaGraphExec_t*)calloc(dec->M->cfg.b, sizeof(cudaGraphExec_t));
     dec->blas_ws = dmalloc(DEC_BLAS_WS);
 }
