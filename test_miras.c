@@ -58,15 +58,6 @@ static double relerr(const real* a, const double* b, size_t n) {
     }
     return sqrt(num / (den > 0 ? den : 1e-300));
 }
-static double relerr_rr(const real* a, const real* b, size_t n) {
-    double num = 0, den = 0;
-    for (size_t i = 0; i < n; i++) {
-        double e = (double)a[i] - b[i];
-        num += e * e;
-        den += (double)b[i] * b[i];
-    }
-    return sqrt(num / (den > 0 ? den : 1e-300));
-}
 
 // Per-tensor check tables (llm.c's check_tensor): a row per parameter tensor (name, size, norm-relative error,
 // tolerance, ok/FAIL), then one check line that names the worst tensor. A tensor passes only if err <= tol, so a

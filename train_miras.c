@@ -5928,6 +5928,17 @@ static double now_s(void) {
     clock_gettime(CLOCK_MONOTONIC, &t);
     return t.tv_sec + 1e-9 * t.tv_nsec;
 }
+// norm-relative error |a - b| / |b| (NaN if either holds one), as the checks measure it (test_miras.c; train_miras.cu's
+// --decode-test)
+static double relerr_rr(const real* a, const real* b, size_t n) {
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++) {
+        double e = (double)a[i] - b[i];
+        num += e * e;
+        den += (double)b[i] * b[i];
+    }
+    return sqrt(num / (den > 0 ? den : 1e-300));
+}
 
 // Dump mode, shared with train_miras.cu so that the two can be diffed: IN is a fixture-layout file (model header
 // with B, T, nsteps and the AdamW settings in slots 100..108, then float32 params and int32 tokens; anything after

@@ -7548,13 +7548,7 @@ static int decode_test(const char* in) {
         decoder_init_gpu(&dec, &M);
         real* seq = (real*)xmalloc((size_t)T * Vp * sizeof(real));
         for (int t = 0; t < T; t++) memcpy(seq + (size_t)t * Vp, decoder_step_gpu(&dec, tok[t]), Vp * sizeof(real));
-        double num = 0, den = 0;
-        for (size_t i = 0; i < (size_t)T * Vp; i++) {
-            double e = (double)seq[i] - par[i];
-            num += e * e;
-            den += (double)par[i] * par[i];
-        }
-        double err = sqrt(num / (den > 0 ? den : 1e-300));
+        double err = relerr_rr(seq, par, (size_t)T * Vp);
         printf("  decode T=%d: err %.2e\n", T, err);
         if (err > worst || !(err == err)) {
             worst = err == err ? err : INFINITY;
@@ -7577,17 +7571,15 @@ static int decode_test(const char* in) {
         decoder_init_gpu(&plain, &M);
         decoder_init_gpu(&graph, &M);
         decoder_use_graphs(&graph);
-        double num = 0, den = 0;
+        real* l0 = (real*)xmalloc((size_t)Tg * Vp * sizeof(real));
+        real* l1 = (real*)xmalloc((size_t)Tg * Vp * sizeof(real));
         for (int t = 0; t < Tg; t++) {
-            const real* l0 = decoder_step_gpu(&plain, inp[t % T0]);
-            const real* l1 = decoder_step_gpu(&graph, inp[t % T0]);
-            for (int i = 0; i < Vp; i++) {
-                double e = (double)l1[i] - l0[i];
-                num += e * e;
-                den += (double)l0[i] * l0[i];
-            }
+            memcpy(l0 + (size_t)t * Vp, decoder_step_gpu(&plain, inp[t % T0]), Vp * sizeof(real));
+            memcpy(l1 + (size_t)t * Vp, decoder_step_gpu(&graph, inp[t % T0]), Vp * sizeof(real));
         }
-        double err = sqrt(num / (den > 0 ? den : 1e-300));
+        double err = relerr_rr(l1, l0, (size_t)Tg * Vp);
+        free(l0);
+        free(l1);
         int gok = graph.replays == want && err <= 1e-6;  // (NaN fails)
         printf(
             "  decode T=%d with CUDA graphs: %d steps replayed (want %d), err %.2e against the plain decoder (tol 1e-06)\n",
