@@ -58,10 +58,12 @@ done
 for f in 2 0; do
     DECODE=1 REF=0 step 90 bash dev/bench_gpu.sh 1 64 2 $f 2>&1 | grep -E "^decode|failed" | sed "s/^/titans -f $f: /"; done
 echo "t = $((SECONDS - S)) s"
-NCU="ncu --section SpeedOfLight --section WarpStateStats --section Occupancy --section LaunchStats --section SchedulerStats --section SourceCounters --launch-count 1"
+# (the L2 bytes and stall reasons test memlab_notes.md's estimate that the deep memories are bound by each SM's
+# path to L2: lts__t_bytes over 48 blocks x 16 chunks at T = 256 is the traffic per chunk)
+NCU="ncu --section SpeedOfLight --section WarpStateStats --section Occupancy --section LaunchStats --section SchedulerStats --section SourceCounters --section MemoryWorkloadAnalysis --metrics lts__t_bytes.sum,dram__bytes.sum --launch-count 1"
 step 40 $NCU -k regex:memory_backward ./memlab -p titans -T 256 -c 0 -r 1 -v 7 > "$OUT/ncu_bwd.txt" 2>&1
 step 30 $NCU -k regex:memory_forward ./memlab -p titans -T 256 -c 0 -r 1 -v 7 >> "$OUT/ncu_bwd.txt" 2>&1
-grep -E "Duration|Throughput|Warp Cycles Per|Issued Ipc|No Eligible|Registers Per|Stall" "$OUT/ncu_bwd.txt" | head -30
+grep -E "Duration|Throughput|Warp Cycles Per|Issued Ipc|No Eligible|Registers Per|Stall|stalled|lts__t_bytes|dram__bytes|L2 Hit|Mem Busy|Max Bandwidth" "$OUT/ncu_bwd.txt" | head -40
 echo "t = $((SECONDS - S)) s"
 for p in ttt_mlp yaad moneta memora; do
     step 40 ./memlab -p $p -r 3 -c 0 -v 7 >> "$LAB" 2>&1; echo "== $p (rc $?)"; tail -n 1 "$LAB"; done
