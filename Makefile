@@ -134,3 +134,7 @@ clean:
 # the kernel lab of the memory (dev/cuda/memlab.cu): every version of the memory kernels, checked against the CPU and timed
 memlab: dev/cuda/memlab.cu dev/cuda/memlab_v1.cuh train_miras.cu train_miras.c
 	$(NVCC) -O3 -arch=sm_$(GPU_COMPUTE_CAPABILITY) -Xcompiler -fopenmp -o $@ $< -lcublas
+# thread block clusters on the GPU against the emulator's model of them (dev/cuda/cluster_check.cu; sm_90)
+build/cluster_check: dev/cuda/cluster_check.cu
+	@mkdir -p build
+	$(NVCC) -O2 -arch=sm_$(GPU_COMPUTE_CAPABILITY) -o $@ $<

@@ -1,7 +1,10 @@
 #!/usr/bin/env python3
 """Rewrites the kernel launches of a .cu file, `k<<<grid, block[, smem[, stream]]>>>(args);`, as
 `emu::launch(grid, block, emu::bind(k)(args)[, smem[, stream]]);` (the kernel with its arguments' values at the launch)
-so that dev/cuda/emu can compile it as C++. usage: emu_launch.py IN.cu OUT.cpp"""
+so that dev/cuda/emu can compile it as C++; and every `__shared__ T x[..];` as a reference to one copy per CTA
+(`emu::cta_static`, so that the CTAs of a cluster, which run together, each have their own; at file scope a macro),
+and `extern __shared__ T x[];` as a pointer to the CTA's dynamic shared memory.
+usage: emu_launch.py IN.cu OUT.cpp"""
 import re, sys
 
 def balanced(s, i, open_, close):  # s[i] == open_; index after the matching close
@@ -34,5 +37,16 @@ for m in re.finditer(r"(\w+)<<<", src):
     out.append("emu::launch(dim3(%s), dim3(%s), emu::bind(%s)%s%s)" % (cfg[0], cfg[1], m.group(1), src[a0:a1], rest))
     pos = a1; n += 1
 out.append(src[pos:])
-open(sys.argv[2], "w").write("".join(out))
-print("emu_launch: %d launches rewritten" % n, file=sys.stderr)
+src = "".join(out)
+
+def shared(m):  # `__shared__ T x[a][b];` (not extern): a per-CTA copy; a declaration at file scope becomes a macro
+    indent, ty, name, dims = m.group(1), m.group(2), m.group(3), m.group(4) or ""
+    if indent == "" and m.start() == 0 or src[m.start() - 1] == "\n" and indent == "":
+        return "enum { emu_shared_%s = __COUNTER__ };\n#define %s (emu::cta_static<%s%s, emu_shared_%s>())" % (name, name, ty, dims, name)
+    return "%sauto& %s = emu::cta_static<%s%s, __COUNTER__>();" % (indent, name, ty, dims)
+# `extern __shared__ T x[];` (the dynamic shared memory): a pointer to this CTA's
+src, nd = re.subn(r"extern\s+__shared__\s+(?:__align__\(\d+\)\s+)?([\w:]+)\s+(\w+)\[\]\s*;",
+                  lambda m: "%s* %s = (%s*)emu::dyn_smem();" % (m.group(1), m.group(2), m.group(1)), src)
+src, ns = re.subn(r"(?m)([ \t]*)(?<!extern )__shared__\s+([\w:]+)\s+(\w+)((?:\[[^\]]+\])*)\s*;", shared, src)
+open(sys.argv[2], "w").write(src)
+print("emu_launch: %d launches, %d __shared__ declarations rewritten (%d dynamic)" % (n, ns + nd, nd), file=sys.stderr)

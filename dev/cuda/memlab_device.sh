@@ -6,6 +6,7 @@
 # TF32 and 3xTF32 memory products; its decode latency; ncu of the tensor-core backward; memlab on the other deep
 # presets; whole steps of every preset (bench_gpu.sh); NCCL at world size 1 against the plain build; the anchors (fla,
 # titans-pytorch) if .anchors/ is there.
+# (and first, a few seconds: thread block clusters against the emulator's model of them, dev/cuda/cluster_check.cu)
 # usage: OUT=dir dev/cuda/memlab_device.sh      (logs go to $OUT, default build/device)
 # (the device tool brings back only a few files: keep what matters in the printed summary and in few files)
 set -u
@@ -18,6 +19,10 @@ nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader |
 nvcc --version | tail -n 1 | tee -a "$OUT/device.txt"
 make -j8 -s memlab train_miras_cu train_miras test_miras NVCC="nvcc -lineinfo" > "$OUT/build.log" 2>&1 || { echo "build failed"; tail -20 "$OUT/build.log"; exit 1; }
 echo "build: $((SECONDS - S)) s"
+# thread block clusters: the emulator's model of them (dev/cuda/cluster_check.cu) against the GPU, a few seconds
+if step 60 make -s build/cluster_check >> "$OUT/build.log" 2>&1; then
+    for a in "-C 4 -n 300 -g 3" "-C 2 -n 33 -g 2" "-C 8 -n 5 -g 1" "-C 4 -n 4096 -g 132"; do step 20 build/cluster_check $a; done
+else echo "cluster_check: build failed"; fi
 LAB="$OUT/memlab.log"
 step 60 ./memlab -p titans -T 128 -r 1 >> "$LAB" 2>&1; echo "== titans T=128 check (rc $?)"; sed -n '/^version/,$p' "$LAB" | tail -n 8
 step 60 ./memlab -p titans -r 3 -c 0 >> "$LAB" 2>&1; echo "== titans T=4096 (rc $?)"; tail -n 8 "$LAB"

@@ -4,7 +4,7 @@
 set -eu
 cd "$(dirname "$0")/../.."
 mkdir -p build/emu/lab   # its own directory: a copy of train_miras.c beside build/emu/train_miras_emu.cpp would shadow the real one
-if [ ! -x build/emu/memlab_emu ] || [ -n "$(find train_miras.cu train_miras.c dev/cuda/memlab.cu dev/cuda/memlab_v1.cuh dev/cuda/emu -newer build/emu/memlab_emu | head -n 1)" ]; then
+if [ ! -x build/emu/memlab_emu ] || [ -n "$(find train_miras.cu train_miras.c dev/cuda/memlab.cu dev/cuda/memlab_v1.cuh dev/cuda/emu dev/cuda/emu_launch.py -newer build/emu/memlab_emu | head -n 1)" ]; then
     python3 dev/cuda/emu_launch.py train_miras.cu build/emu/lab/train_miras.cu
     cp train_miras.c build/emu/lab/train_miras.c
     python3 dev/cuda/emu_launch.py dev/cuda/memlab_v1.cuh build/emu/lab/memlab_v1.cuh

@@ -5,12 +5,15 @@
 # split ones, 3xTF32; v11 the split in TF32, v12 with T = (I + L)^-1) over two whole chunks of 64 tokens and a partial
 # one. One check per (shape, version): the norm-relative error of y and every
 # gradient against the CPU's chunk functions within memlab's tolerance (1e-3; v7 5e-2); a NaN or an unwritten output
-# fails (memlab poisons the outputs). Part of `make ci`; the last line is "N passed, N failed".
+# fails (memlab poisons the outputs). Then thread block clusters (dev/cuda/cluster_check.cu): the emulator's clusters
+# give the right sums through distributed shared memory at 4 shapes, and both planted mistakes fail (a missing
+# cluster.sync before the reads: NaN; a missing one before the exit: the exited CTA's memory is refused).
+# Part of `make ci`; the last line is "N passed, N failed".
 set -u
 cd "$(dirname "$0")/../.."
 pass=0; fail=0
 for t in g++ python3; do
-    command -v $t >/dev/null || { echo "# 16 check(s) skipped: no $t (the emulator build needs g++ and python3)"; echo "0 passed, 0 failed"; exit 0; }
+    command -v $t >/dev/null || { echo "# 22 check(s) skipped: no $t (the emulator build needs g++ and python3)"; echo "0 passed, 0 failed"; exit 0; }
 done
 configs=(
   "-p titans -d 16 -E 4 -k 16 -T 48"        # whole tiles: n = 16, d = 16, dm = 64
@@ -31,4 +34,20 @@ for r in "${runs[@]}"; do
         echo "not ok - memlab on the emulator, $c, v$v (exit $rc): ${row:-$(printf '%s\n' "$out" | tail -n 3)}"; fail=$((fail + 1))
     fi
 done
+mkdir -p build/emu
+if python3 dev/cuda/emu_launch.py dev/cuda/cluster_check.cu build/emu/cluster_check.cpp 2>/dev/null &&
+    g++ -std=c++17 -O1 -I. -Idev/cuda/emu -include dev/cuda/emu/cuda_runtime.h -Wno-unknown-pragmas -U_FORTIFY_SOURCE \
+        -o build/emu/cluster_check build/emu/cluster_check.cpp -lm; then
+    for a in "-C 4 -n 300 -g 3" "-C 2 -n 33 -g 2" "-C 8 -n 5 -g 1" "-C 1 -n 64 -g 2"; do
+        out=$(build/emu/cluster_check $a 2>&1); rc=$?
+        if [ $rc -eq 0 ] && printf '%s' "$out" | grep -q ": ok$"; then echo "ok - clusters on the emulator, $a: $out"; pass=$((pass + 1))
+        else echo "not ok - clusters on the emulator, $a (exit $rc): $out"; fail=$((fail + 1)); fi
+    done
+    for m in 1 2; do  # a planted mistake must fail, in every thread order
+        bad=0
+        for o in asc desc warp rand:3; do (EMU_ORDER=$o build/emu/cluster_check -m $m) > /dev/null 2>&1 && bad=1; done
+        if [ $bad -eq 0 ]; then echo "ok - clusters on the emulator: mistake -m $m fails in 4 thread orders"; pass=$((pass + 1))
+        else echo "not ok - clusters on the emulator: mistake -m $m passed"; fail=$((fail + 1)); fi
+    done
+else echo "not ok - clusters on the emulator: build failed"; fail=$((fail + 6)); fi
 echo "$pass passed, $fail failed"

@@ -1,16 +1,21 @@
 // A CPU emulator of the part of CUDA that train_miras.cu uses, to check its kernels' logic on a machine
 // without a GPU (dev/cuda/emu_build.sh builds train_miras.cu with it). Not a simulator of performance.
 //
-// Each CUDA thread of a block is a coroutine (ucontext) on one OS thread; blocks run one after another, so
-// __shared__ can be `static`. A thread runs until it reaches __syncthreads(), a warp shuffle or its end; when
-// every thread is waiting, the barriers whose groups have all arrived (the block for __syncthreads, the warp
-// for a shuffle) are released. Threads run in the order EMU_ORDER says (asc, desc, or rand:SEED), so a missing
+// Each CUDA thread of a block is a coroutine (ucontext) on one OS thread; blocks (clusters) run one after another.
+// A thread runs until it reaches __syncthreads(), a warp shuffle or its end; when every thread is waiting, the
+// barriers whose groups have all arrived (the block for __syncthreads, the warp for a shuffle) are released. Threads run in the order EMU_ORDER says (asc, desc, or rand:SEED), so a missing
 // barrier (a thread reading what another writes in the same phase) changes the result with the order: compare
 // the outputs of two orders. In those orders no warp passes a shuffle or an mma before every thread has reached its
 // first wait, which hides a read, then a warp-level operation, then a write by another warp, with no __syncthreads
 // between: EMU_ORDER=warp (or warpdesc) runs one warp at a time through its warp-level waits to its next
 // __syncthreads, so that such a write lands before the later warps' reads. A shuffle where part of a warp waits at
 // __syncthreads is reported (a deadlock on a GPU).
+// Thread block clusters (cudaLaunchKernelEx with cudaLaunchAttributeClusterDimension, cooperative_groups'
+// this_cluster(): sync, block_rank, map_shared_rank): the CTAs of a cluster run together, one coroutine group of
+// all their threads, each CTA with its own dynamic shared memory and its own copy of every __shared__ variable
+// (dev/cuda/emu_launch.py rewrites `__shared__ T x;` as a per-CTA `emu::cta_static`); __syncthreads waits for the
+// thread's CTA, cluster.sync() for the whole cluster, and map_shared_rank maps an address of this CTA's shared
+// memory to the same place in another CTA's (refused when that CTA has exited: its shared memory is gone).
 #pragma once
 #include <cstdio>
 #include <cstdlib>
@@ -45,17 +50,29 @@ inline uint3 threadIdx, blockIdx; inline dim3 blockDim, gridDim;   // the runnin
 
 namespace emu {
 inline long barriers;  // __syncthreads reached by thread 0 (EMU_BARRIERS=1 prints the count per launch)
-enum { RUN, AT_BLOCK, AT_WARP, DONE };
+enum { RUN, AT_BLOCK, AT_WARP, AT_CLUSTER, DONE };
+static const int MAXC = 8;  // CTAs per cluster (the portable maximum)
 struct Thread { ucontext_t ctx; jmp_buf jb; int state, started; char* stack; };  // entered by swapcontext once, then by _longjmp (no syscalls)
 struct State {
     std::vector<Thread> th; ucontext_t sched; jmp_buf sjb; int cur = -1; const std::function<void()>* fn = nullptr;
     std::vector<int> order; uint64_t rng = 0; int mode = 0;  // 0 asc, 1 desc, 2 random
-    uint64_t xbuf[32][32];
-    uint32_t fbuf[32][32][6];  // mma fragments: warp, lane, a0..a3 b0 b1
+    uint64_t xbuf[MAXC * 32][32];  // shuffles: warp of the cluster, lane
+    uint32_t fbuf[MAXC * 32][32][6];  // mma fragments: warp, lane, a0..a3 b0 b1
     long launches = 0;
-    std::vector<float> dyn;  // the launch's dynamic shared memory (blocks run one after another: one buffer)
+    int nt = 1, csize = 1; unsigned base = 0;  // threads per CTA, CTAs per cluster, the cluster's first blockIdx.x
+    std::vector<float> dyn[MAXC];  // each CTA's dynamic shared memory (clusters run one after another)
+    struct Static { char* base; size_t size; };
+    std::vector<Static> statics;  // every cta_static's storage: MAXC copies of `size` bytes
 };
 inline State& S() { static State s; return s; }
+inline int cta() { State& s = S(); return s.cur < 0 ? 0 : s.cur / s.nt; }  // the running thread's CTA in its cluster
+// a __shared__ variable of type T (emu_launch.py's rewrite; ID tells the declarations apart): one copy per CTA
+template <class T, int ID> inline T& cta_static() {
+    static T store[MAXC];
+    static bool reg = (S().statics.push_back({(char*)store, sizeof(T)}), true);
+    (void)reg;
+    return store[cta()];
+}
 static const size_t STACK = 256 * 1024;
 inline void trampoline() {
     State& s = S(); (*s.fn)(); s.th[s.cur].state = DONE;
@@ -74,8 +91,8 @@ inline void init_order() {
     else if (o && !strncmp(o, "rand", 4)) { s.mode = 2; s.rng = (o[4] == ':' ? strtoull(o + 5, NULL, 10) : 1) * 2654435761ULL + 12345; }
 }
 inline uint64_t rnd() { State& s = S(); s.rng ^= s.rng << 13; s.rng ^= s.rng >> 7; s.rng ^= s.rng << 17; return s.rng; }
-inline void run_block(int nt) {
-    State& s = S();
+inline void run_block(int nt1) {  // one cluster of s.csize CTAs of nt1 threads (one CTA without clusters)
+    State& s = S(); s.nt = nt1; int nt = nt1 * s.csize;
     if ((int)s.th.size() < nt) { size_t o = s.th.size(); s.th.resize(nt); for (size_t i = o; i < (size_t)nt; i++) s.th[i].stack = (char*)malloc(STACK); }
     for (int i = 0; i < nt; i++) {
         Thread& t = s.th[i]; getcontext(&t.ctx); t.ctx.uc_stack.ss_sp = t.stack; t.ctx.uc_stack.ss_size = STACK; t.ctx.uc_link = NULL;
@@ -83,7 +100,7 @@ inline void run_block(int nt) {
     }
     s.order.resize(nt); for (int i = 0; i < nt; i++) s.order[i] = s.mode == 1 ? nt - 1 - i : i;
     auto step = [&](int i) {  // run thread i until it waits or ends
-        s.cur = i; threadIdx.x = i; threadIdx.y = threadIdx.z = 0;
+        s.cur = i; threadIdx.x = i % nt1; threadIdx.y = threadIdx.z = 0; blockIdx.x = s.base + i / nt1;
         if (!_setjmp(s.sjb)) { if (!s.th[i].started) { s.th[i].started = 1; swapcontext(&s.sched, &s.th[i].ctx); } else _longjmp(s.th[i].jb, 1); }
     };
     for (;;) {
@@ -102,26 +119,35 @@ inline void run_block(int nt) {
             }
         } else
             for (int k = 0; k < nt; k++) { int i = s.order[k]; if (s.th[i].state == RUN) step(i); }
-        int done = 0, at_block = 0, released = 0;
-        for (int i = 0; i < nt; i++) { done += s.th[i].state == DONE; at_block += s.th[i].state == AT_BLOCK; }
+        int done = 0, at_cluster = 0, released = 0;
+        for (int i = 0; i < nt; i++) { done += s.th[i].state == DONE; at_cluster += s.th[i].state == AT_CLUSTER; }
         if (done == nt) break;
         for (int w = 0; w * 32 < nt; w++) {  // a warp barrier opens when every lane of the warp is at it (or done)
             int lanes = std::min(32, nt - w * 32), at = 0, fin = 0;
             for (int l = 0; l < lanes; l++) { int st = s.th[w * 32 + l].state; at += st == AT_WARP; fin += st == DONE; }
             if (at && at + fin == lanes) { for (int l = 0; l < lanes; l++) if (s.th[w * 32 + l].state == AT_WARP) s.th[w * 32 + l].state = RUN; released = 1; }
         }
-        if (!released && at_block + done == nt) { for (int i = 0; i < nt; i++) if (s.th[i].state == AT_BLOCK) s.th[i].state = RUN; released = 1; }
-        if (!released) { fprintf(stderr, "emu: deadlock in block %u: threads wait at different barriers (divergent __syncthreads or shuffle)\n", blockIdx.x); abort(); }
+        if (!released)  // a CTA's __syncthreads opens when all its threads are at it (or done)
+            for (int c = 0; c < s.csize; c++) {
+                int at = 0, fin = 0;
+                for (int i = c * nt1; i < (c + 1) * nt1; i++) { at += s.th[i].state == AT_BLOCK; fin += s.th[i].state == DONE; }
+                if (at && at + fin == nt1) { for (int i = c * nt1; i < (c + 1) * nt1; i++) if (s.th[i].state == AT_BLOCK) s.th[i].state = RUN; released = 1; }
+            }
+        if (!released && at_cluster && at_cluster + done == nt) { for (int i = 0; i < nt; i++) if (s.th[i].state == AT_CLUSTER) s.th[i].state = RUN; released = 1; }
+        if (!released) { fprintf(stderr, "emu: deadlock in block %u: threads wait at different barriers (divergent __syncthreads, cluster.sync or shuffle)\n", s.base); abort(); }
     }
 }
-inline void run_launch(dim3 grid, dim3 block, const std::function<void()>& fn, size_t smem) {
+inline void run_launch(dim3 grid, dim3 block, const std::function<void()>& fn, size_t smem, int csize = 1) {
     State& s = S(); init_order();
-    s.dyn.assign(smem / sizeof(float) + 4, NAN);   // NaN: a read before a write shows in the results
+    if (csize < 1 || csize > MAXC || grid.x % csize) { fprintf(stderr, "emu: cluster of %d CTAs on a grid of %u\n", csize, grid.x); abort(); }
+    s.csize = csize;
+    for (int c = 0; c < csize; c++) s.dyn[c].assign(smem / sizeof(float) + 4, NAN);   // NaN: a read before a write shows in the results
     if (block.x % 32 || block.x > 1024) { fprintf(stderr, "emu: block size %u\n", block.x); abort(); }
     gridDim = grid; blockDim = block; s.fn = &fn;
     long b0 = barriers;
     for (unsigned y = 0; y < grid.y; y++)
-        for (unsigned b = 0; b < grid.x; b++) { blockIdx.x = b; blockIdx.y = y; blockIdx.z = 0; run_block((int)block.x); }
+        for (unsigned b = 0; b < grid.x; b += csize) { s.base = b; blockIdx.x = b; blockIdx.y = y; blockIdx.z = 0; run_block((int)block.x); }
+    s.csize = 1; s.cur = -1;
     if (getenv("EMU_BARRIERS")) fprintf(stderr, "emu: launch of %u blocks: %ld barriers per block\n", grid.x, (barriers - b0) / (long)(grid.x * grid.y));
 }
 // A kernel and the values of its parameters at the launch: dev/cuda/emu_launch.py writes k<<<g, b>>>(args) as
@@ -153,10 +179,26 @@ inline void enqueue(cudaStream_t st, std::function<void()> fn) {
     if (!st) no_capture("work on the legacy default stream");
     fn();
 }
-inline void launch(dim3 grid, dim3 block, std::function<void()> fn, size_t smem = 0, cudaStream_t st = 0) {
-    enqueue(st, [=]() { run_launch(grid, block, fn, smem); });
+inline void launch(dim3 grid, dim3 block, std::function<void()> fn, size_t smem = 0, cudaStream_t st = 0, int csize = 1) {
+    enqueue(st, [=]() { run_launch(grid, block, fn, smem, csize); });
 }
-inline void* dyn_smem() { return S().dyn.data(); }
+inline void* dyn_smem() { return S().dyn[cta()].data(); }
+// cluster.map_shared_rank: the address in CTA r's shared memory of what p is in this CTA's
+inline void* map_shared(const void* p, unsigned r) {
+    State& s = S(); int me = cta(); const char* c = (const char*)p;
+    if ((int)r >= s.csize) { fprintf(stderr, "emu: map_shared_rank to CTA %u of a cluster of %d\n", r, s.csize); abort(); }
+    int fin = 0;
+    for (int i = r * s.nt; i < ((int)r + 1) * s.nt; i++) fin += s.th[i].state == DONE;
+    if (fin == s.nt) { fprintf(stderr, "emu: map_shared_rank to CTA %u, which has exited (block %u)\n", r, blockIdx.x); abort(); }
+    const char* b = (const char*)s.dyn[me].data();
+    if (c >= b && c < b + s.dyn[me].size() * sizeof(float)) return (char*)s.dyn[r].data() + (c - b);
+    for (auto& g : s.statics) {
+        const char* mine = g.base + me * g.size;
+        if (c >= mine && c < mine + g.size) return g.base + r * g.size + (c - mine);
+    }
+    fprintf(stderr, "emu: map_shared_rank of an address outside shared memory (block %u, thread %u)\n", blockIdx.x, threadIdx.x);
+    abort();
+}
 inline void check_align16(const void* p) {   // a 16-byte access must be 16-byte aligned on a GPU
     if ((uintptr_t)p & 15) { fprintf(stderr, "emu: misaligned 16-byte access at %p (block %u, thread %u)\n", p, blockIdx.x, threadIdx.x); abort(); }
 }
@@ -169,7 +211,7 @@ inline void mma_m16n8k8_tf32(float* c, const uint32_t* a, const uint32_t* b);
 inline void __syncthreads() { if (threadIdx.x == 0) emu::barriers++; emu::wait(emu::AT_BLOCK); }
 inline void __syncwarp(unsigned = 0xffffffffu) { emu::wait(emu::AT_WARP); }  // the warp's barrier
 template <class T> inline T __shfl_xor_sync(unsigned, T v, int o) {
-    emu::State& s = emu::S(); int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+    emu::State& s = emu::S(); int lane = threadIdx.x & 31, w = s.cur >> 5;
     static_assert(sizeof(T) <= 8, "shuffle of a type wider than 8 bytes");
     memcpy(&s.xbuf[w][lane], &v, sizeof v);
     emu::wait(emu::AT_WARP);
@@ -234,6 +276,25 @@ inline cudaError_t cudaDeviceGetAttribute(int* v, cudaDeviceAttr a, int) {
     *v = a == cudaDevAttrMemoryClockRate ? 2619000 : a == cudaDevAttrGlobalMemoryBusWidth ? 5120 : 227 * 1024;
     return cudaSuccess;
 }
+// cudaLaunchKernelEx with a cluster dimension (the one launch attribute emulated): the kernel's CTAs in clusters
+// of clusterDim.x (y and z must be 1)
+enum cudaLaunchAttributeID { cudaLaunchAttributeClusterDimension = 4 };
+union cudaLaunchAttributeValue { struct { unsigned x, y, z; } clusterDim; char pad[64]; };
+struct cudaLaunchAttribute { cudaLaunchAttributeID id; cudaLaunchAttributeValue val; };
+struct cudaLaunchConfig_t {
+    dim3 gridDim, blockDim; size_t dynamicSmemBytes; cudaStream_t stream; cudaLaunchAttribute* attrs; unsigned numAttrs;
+};
+template <class... P, class... A> inline cudaError_t cudaLaunchKernelEx(const cudaLaunchConfig_t* c, void (*k)(P...), A&&... a) {
+    int cs = 1;
+    for (unsigned i = 0; i < c->numAttrs; i++)
+        if (c->attrs[i].id == cudaLaunchAttributeClusterDimension) {
+            auto d = c->attrs[i].val.clusterDim;
+            if (d.y != 1 || d.z != 1) { fprintf(stderr, "emu: clusters along x only\n"); abort(); }
+            cs = (int)d.x;
+        }
+    emu::launch(c->gridDim, c->blockDim, emu::bind(k)(P(a)...), c->dynamicSmemBytes, c->stream, cs);
+    return cudaSuccess;
+}
 // events (the kernel lab times with them): host wall clock, meaningless for speed here
 typedef struct { double t; }* cudaEvent_t;
 inline cudaError_t cudaEventCreate(cudaEvent_t* e) { *e = (cudaEvent_t)calloc(1, sizeof **e); return cudaSuccess; }
@@ -246,7 +307,7 @@ inline const char* cudaGetErrorName(cudaError_t e) { return e ? "cudaErrorMemory
 inline float __uint_as_float(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
 inline uint32_t __float_as_uint(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
 inline void emu::mma_m16n8k8_tf32(float* c, const uint32_t* a, const uint32_t* b) {
-    emu::State& s = emu::S(); int lane = threadIdx.x & 31, w = threadIdx.x >> 5, g = lane >> 2, tg = lane & 3;
+    emu::State& s = emu::S(); int lane = threadIdx.x & 31, w = s.cur >> 5, g = lane >> 2, tg = lane & 3;
     uint32_t (*f)[6] = s.fbuf[w];
     for (int i = 0; i < 4; i++) f[lane][i] = a[i];
     f[lane][4] = b[0]; f[lane][5] = b[1];
