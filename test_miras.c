@@ -1399,6 +1399,36 @@ static void sym_eig(double* a, int m, double* ev) {
     }
     for (int i = 0; i < m; i++) ev[i] = a[i * m + i];
 }
+// mm_nn's blocks of 8 rows (their scaled A values made once per row block, k in passes of MM_KC) against its
+// row-at-a-time path: the same sums in the same order, so equal bit for bit, K = 0 and across the passes' seams
+static void test_mm_blocks(void) {
+    int Ks[] = {0, 5, 64, MM_KC, MM_KC + 1, 2 * MM_KC + 76}, Ns[] = {17, 40, 561}, bad = 0, runs = 0;
+    uint64_t rs = 5;
+    for (int a = 0; a < 6 * 2; a++)  // (acc 0 and 1)
+        for (int b = 0; b < 3; b++) {
+            int K = Ks[a / 2], N = Ns[b], M = 9, nb = N - N % 16, acc = a % 2;
+            real *A = malloc(((size_t)M * K + 1) * sizeof(real)), *B = malloc(((size_t)K * N + 1) * sizeof(real));
+            real *O = malloc((size_t)M * N * sizeof(real)), *R = malloc((size_t)N * sizeof(real));
+            fill_normal(A, (size_t)M * K, 1, &rs);
+            fill_normal(B, (size_t)K * N, 1, &rs);
+            for (int i = 0; i < M * N; i++) O[i] = (real)0.25;
+            mm_nn(O, A, B, M, N, K, (real)0.7, acc);  // rows 0..7 in a block, row 8 alone
+            for (int r = 0; r < 8; r++) {
+                for (int i = 0; i < N; i++) R[i] = (real)0.25;
+                mm_nn(R, A + (size_t)r * K, B, 1, N, K, (real)0.7, acc);
+                bad += memcmp(R, O + (size_t)r * N, (size_t)nb * sizeof(real)) != 0;  // (the N % 16 tail: a third path)
+                runs++;
+            }
+            free(A);
+            free(B);
+            free(O);
+            free(R);
+        }
+    check(!bad,
+          "mm_nn: its 8-row blocks (k in passes of %d) equal its row-at-a-time path bit for bit, K = 0 to %d, "
+          "N = 17, 40, 561, acc 0 and 1 (%d of %d rows differ)",
+          MM_KC, 2 * MM_KC + 76, bad, runs);
+}
 static void test_ns5(void) {
     int shapes[3][2] = {{16, 32}, {32, 16}, {8, 8}};
     double e_odd = 0, e_scale = 0, e_r1 = 0, smin = 1e9, smax = 0;
@@ -1522,6 +1552,7 @@ static void test_ns5(void) {
 #endif
 }
 static void test_atlas(const char* dir) {
+    test_mm_blocks();
     test_ns5();
     test_long_init_atlas();
     test_online_omega("deep l2 gd", 2, BIAS_L2, ALGO_GD, 0, 3, 0);

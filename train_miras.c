@@ -202,19 +202,21 @@ static void mm_nt_sym(real* out, const real* X, int M, int K) {
     for (int i = 0; i < M; i++)
         for (int j = 0; j < i; j++) out[(size_t)i * M + j] = out[(size_t)j * M + i];
 }
-// out (8 rows, W columns from j0) = (acc ? out : 0) + s A(8 rows) B: the 8 x W block stays in registers while k
-// runs, so that each loaded piece of a B row serves eight rows of out (NS5's B X at 64 x 561 x 64: ~2.5x faster than
-// a row at a time). Every element is summed over k in order, as mm_nn's other paths sum it. W is a constant where
-// this is inlined; MM_W (32 floats, 16 doubles) fills 16 AVX-512 registers.
+// out (8 rows, W columns from j0) = (acc ? out : 0) + A8 B, where A8 holds the 8 rows' scaled values s A[r][k] k-major
+// (A8[8 k + r], made once per row block by mm_nn): the 8 x W block stays in registers while k runs, so that each
+// loaded piece of a B row serves eight rows of out (NS5's B X at 64 x 561 x 64: ~2.5x faster than a row at a time;
+// the A8 values made once instead of once per block of columns: ~1.35x more). Every element is summed over k in
+// order, as mm_nn's other paths sum it. W is a constant where this is inlined; MM_W (32 floats, 16 doubles) fills
+// 16 AVX-512 registers.
 #define MM_W ((int)(128 / sizeof(real)))
-static inline __attribute__((always_inline)) void mm_nn_block(real* out, const real* A, const real* Bm, int N, int K,
-                                                              int j0, real s, int acc, const int W) {
+#define MM_KC 512  // k values per pass of mm_nn's row blocks (A8 on the stack: 16 KB of floats)
+static inline __attribute__((always_inline)) void mm_nn_block(real* out, const real* A8, const real* Bm, int N, int K,
+                                                              int j0, int acc, const int W) {
     real c[8][MM_W];
     for (int r = 0; r < 8; r++)
         for (int j = 0; j < W; j++) c[r][j] = acc ? out[(size_t)r * N + j0 + j] : 0;
     for (int k = 0; k < K; k++) {
-        real a[8];
-        for (int r = 0; r < 8; r++) a[r] = s * A[(size_t)r * K + k];
+        const real* a = A8 + (size_t)k * 8;
         const real* b = Bm + (size_t)k * N + j0;
 #pragma omp simd
         for (int j = 0; j < W; j++)
@@ -225,12 +227,20 @@ static inline __attribute__((always_inline)) void mm_nn_block(real* out, const r
 }
 static void mm_nn(real* out, const real* A, const real* Bm, int M, int N, int K, real s, int acc) {  // A (M,K) B (K,N)
     int i = 0, nb = N - N % 16;
+    real A8[8 * MM_KC];
     for (; i + 8 <= M; i += 8) {  // blocks of 8 rows x MM_W (then 16) columns
         real* o = out + (size_t)i * N;
         const real* Ai = A + (size_t)i * K;
-        int j0 = 0;
-        for (; j0 + MM_W <= N; j0 += MM_W) mm_nn_block(o, Ai, Bm, N, K, j0, s, acc, MM_W);
-        for (; j0 + 16 <= N; j0 += 16) mm_nn_block(o, Ai, Bm, N, K, j0, s, acc, 16);
+        // k in passes of MM_KC (one when K = 0): a pass adds to what the last one stored, the same sums in order
+        for (int k0 = 0; k0 == 0 || k0 < K; k0 += MM_KC) {
+            int kn = K - k0 < MM_KC ? K - k0 : MM_KC, ac = acc || k0 > 0;
+            for (int k = 0; k < kn; k++)
+                for (int r = 0; r < 8; r++) A8[k * 8 + r] = s * Ai[(size_t)r * K + k0 + k];
+            const real* Bk = Bm + (size_t)k0 * N;
+            int j0 = 0;
+            for (; j0 + MM_W <= N; j0 += MM_W) mm_nn_block(o, A8, Bk, N, kn, j0, ac, MM_W);
+            for (; j0 + 16 <= N; j0 += 16) mm_nn_block(o, A8, Bk, N, kn, j0, ac, 16);
+        }
         for (int r = 0; r < 8; r++)  // the last N % 16 columns, an element at a time (a sum in a register)
             for (int j = nb; j < N; j++) {
                 real v = acc ? o[(size_t)r * N + j] : 0;
