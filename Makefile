@@ -129,11 +129,14 @@ format:
 	$(CLANG_FORMAT) --style=file:dev/clang-format.yml -i train_miras.c train_miras.cu test_miras.c
 
 clean:
-	rm -rf train_miras train_miras_mpi test_miras test_miras_fp64 train_miras_cu memlab $(DATA_PREP_BINS) build
+	rm -rf train_miras train_miras_mpi test_miras test_miras_fp64 train_miras_cu memlab memlab_phase $(DATA_PREP_BINS) build
 
 # the kernel lab of the memory (dev/cuda/memlab.cu): every version of the memory kernels, checked against the CPU and timed
 memlab: dev/cuda/memlab.cu dev/cuda/memlab_v1.cuh train_miras.cu train_miras.c
 	$(NVCC) -O3 -arch=sm_$(GPU_COMPUTE_CAPABILITY) -Xcompiler -fopenmp -o $@ $< -lcublas
+# memlab with the barrier clock (-P 1: cycles between __syncthreads by source line; train_miras.cu's MEM_PHASE_TIMING)
+memlab_phase: dev/cuda/memlab.cu dev/cuda/memlab_v1.cuh train_miras.cu train_miras.c
+	$(NVCC) -O3 -arch=sm_$(GPU_COMPUTE_CAPABILITY) -DMEM_PHASE_TIMING -Xcompiler -fopenmp -o $@ $< -lcublas
 # thread block clusters on the GPU against the emulator's model of them (dev/cuda/cluster_check.cu; sm_90)
 build/cluster_check: dev/cuda/cluster_check.cu
 	@mkdir -p build

@@ -185,6 +185,24 @@ static unsigned nblocks(size_t n, int per = NT) {
          r += (size_t)gridDim.x * blockDim.x / 32)
 #define LANE ((int)(threadIdx.x & 31))
 static unsigned warp_blocks(size_t rows) { return nblocks(rows * 32); }
+#ifdef MEM_PHASE_TIMING
+// The kernel lab's barrier timing (a development build, make memlab_phase; memlab -P 1): at every __syncthreads of
+// this file, thread 0 of block 0 records the source line and the SM clock, so that memlab can sum the cycles between
+// consecutive barriers by the line of the barrier that ends them (which product or pass of a chunk takes the time).
+#define PHASE_MAX (1 << 20)
+__device__ unsigned long long g_phase_clk[PHASE_MAX];
+__device__ unsigned g_phase_line[PHASE_MAX];
+__device__ unsigned g_phase_n;
+__device__ __forceinline__ void phase_sync(unsigned line) {
+    __syncthreads();
+    if (blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0 && g_phase_n < PHASE_MAX) {
+        g_phase_clk[g_phase_n] = clock64();
+        g_phase_line[g_phase_n] = line;
+        g_phase_n++;
+    }
+}
+#define __syncthreads() phase_sync(__LINE__)
+#endif
 
 // ---- device math, as in train_miras.c section 1 (float; no fast-math)
 // 16-byte loads and stores where aligned

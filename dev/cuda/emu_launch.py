@@ -5,7 +5,7 @@ so that dev/cuda/emu can compile it as C++; and every `__shared__ T x[..];` as a
 (`emu::cta_static`, so that the CTAs of a cluster, which run together, each have their own; at file scope a macro),
 and `extern __shared__ T x[];` as a pointer to the CTA's dynamic shared memory.
 usage: emu_launch.py IN.cu OUT.cpp"""
-import re, sys
+import re, sys, zlib
 
 def balanced(s, i, open_, close):  # s[i] == open_; index after the matching close
     depth = 0
@@ -42,7 +42,8 @@ src = "".join(out)
 def shared(m):  # `__shared__ T x[a][b];` (not extern): a per-CTA copy; a declaration at file scope becomes a macro
     indent, ty, name, dims = m.group(1), m.group(2), m.group(3), m.group(4) or ""
     if indent == "" and m.start() == 0 or src[m.start() - 1] == "\n" and indent == "":
-        return "enum { emu_shared_%s = __COUNTER__ };\n#define %s (emu::cta_static<%s%s, emu_shared_%s>())" % (name, name, ty, dims, name)
+        # (one line, so that the line numbers stay the .cu's; the ID from the name, apart from __COUNTER__'s)
+        return "#define %s (emu::cta_static<%s%s, %d>())" % (name, ty, dims, 1000000 + zlib.crc32(name.encode()) % 1000000)
     return "%sauto& %s = emu::cta_static<%s%s, __COUNTER__>();" % (indent, name, ty, dims)
 # `extern __shared__ T x[];` (the dynamic shared memory): a pointer to this CTA's
 src, nd = re.subn(r"extern\s+__shared__\s+(?:__align__\(\d+\)\s+)?([\w:]+)\s+(\w+)\[\]\s*;",

@@ -30,6 +30,7 @@ static void mem_backward_launch(const MemArgs& A, int nb) { memory_backward_kern
 } }
 #include <algorithm>
 #include <functional>
+#include <string>
 #include <vector>
 
 struct Lab {
@@ -45,6 +46,50 @@ static void rand_fill(std::vector<real>& x, size_t n, uint64_t* rng, double lo, 
 static void l2rows(std::vector<real>& x, size_t rows, int d) {   // as the model's l2norm of q and k per head
     for (size_t r = 0; r < rows; r++) { double s = 0; for (int i = 0; i < d; i++) s += (double)x[r * d + i] * x[r * d + i]; for (int i = 0; i < d; i++) x[r * d + i] /= (real)sqrt(s + 1e-6); }
 }
+
+#ifdef MEM_PHASE_TIMING
+// -P 1: one launch with the barrier clock on (train_miras.cu's MEM_PHASE_TIMING): block 0's cycles between consecutive
+// __syncthreads, summed by the source line of the barrier that ends each interval, the top 25 with their function
+static void phase_report(const char* ver, const char* what, std::function<void()> launch, int nch) {
+    unsigned n = 0;
+    cudaCheck(cudaMemcpyToSymbol(g_phase_n, &n, sizeof n));
+    launch();
+    cudaCheck(cudaDeviceSynchronize());
+    cudaCheck(cudaMemcpyFromSymbol(&n, g_phase_n, sizeof n));
+    if (n < 2) { printf("%s %s: %u barriers recorded\n", ver, what, n); return; }
+    std::vector<unsigned long long> clk(n); std::vector<unsigned> line(n);
+    cudaCheck(cudaMemcpyFromSymbol(clk.data(), g_phase_clk, n * sizeof(unsigned long long)));
+    cudaCheck(cudaMemcpyFromSymbol(line.data(), g_phase_line, n * sizeof(unsigned)));
+    std::vector<std::string> src; { FILE* f = fopen("train_miras.cu", "r"); char buf[4096]; while (f && fgets(buf, sizeof buf, f)) src.push_back(buf); if (f) fclose(f); }
+    auto fname = [&](unsigned l) {  // the function the line is in: the last definition that starts a line above it
+        for (int i = (int)l - 1; i >= 1 && i <= (int)src.size(); i--) {
+            const std::string& x = src[i - 1];
+            if (x.empty() || x[0] == ' ' || x[0] == '/' || x[0] == '#' || x[0] == '}' || x.find('(') == std::string::npos) continue;
+            size_t p = x.find('('), q = p; while (q > 0 && (isalnum((unsigned char)x[q - 1]) || x[q - 1] == '_')) q--;
+            return x.substr(q, p - q);
+        }
+        return std::string("?");
+    };
+    struct Agg { unsigned line; double cyc; long k; };
+    std::vector<Agg> agg;
+    for (unsigned i = 1; i < n; i++) {
+        double c = (double)(clk[i] - clk[i - 1]); size_t j = 0;
+        while (j < agg.size() && agg[j].line != line[i]) j++;
+        if (j == agg.size()) agg.push_back({line[i], 0, 0});
+        agg[j].cyc += c; agg[j].k++;
+    }
+    double tot = (double)(clk[n - 1] - clk[0]);
+    std::sort(agg.begin(), agg.end(), [](const Agg& a, const Agg& b) { return a.cyc > b.cyc; });
+    printf("%s %s, block 0: %u barriers, %.0f cycles (%.0f per chunk), by the barrier that ends the interval:\n", ver, what, n, tot, tot / nch);
+    for (size_t j = 0; j < agg.size() && j < 25; j++) {
+        std::string t = agg[j].line <= src.size() ? src[agg[j].line - 1] : "";
+        while (!t.empty() && (t.back() == '\n' || t.back() == ' ')) t.pop_back();
+        size_t a = t.find_first_not_of(' '); t = a == std::string::npos ? "" : t.substr(a, 70);
+        printf("  %5.1f%% %12.0f cyc %6ld x %8.0f  line %5u %-26s %s\n", 100 * agg[j].cyc / tot, agg[j].cyc, agg[j].k, agg[j].cyc / agg[j].k, agg[j].line, fname(agg[j].line).c_str(), t.c_str());
+    }
+    fflush(stdout);
+}
+#endif
 
 static void lab_inputs(Lab& L, uint64_t seed) {
     uint64_t rng = seed; int d = L.m.d; size_t N = (size_t)L.B * L.T, ND = N * L.D;
@@ -168,14 +213,15 @@ static double relerr(const real* g, const real* c, const std::vector<size_t>& id
 struct Result { const char* name; double fwd_ms, bwd_ms, err; };
 
 int main(int argc, char** argv) {
-    const char* preset = "titans"; int B = 4, H = 12, T = 4096, d = 64, E = 4, b = -1, R = 0, reps = 5, ncheck = 2, only = 0, xcond = 0;
+    const char* preset = "titans"; int B = 4, H = 12, T = 4096, d = 64, E = 4, b = -1, R = 0, reps = 5, ncheck = 2, only = 0, xcond = 0, phase = 0;
     for (int i = 1; i + 1 < argc; i += 2) {
         const char* f = argv[i]; const char* v = argv[i + 1];
         if (!strcmp(f, "-p")) preset = v; else if (!strcmp(f, "-B")) B = atoi(v); else if (!strcmp(f, "-H")) H = atoi(v);
         else if (!strcmp(f, "-T")) T = atoi(v); else if (!strcmp(f, "-d")) d = atoi(v); else if (!strcmp(f, "-E")) E = atoi(v);
         else if (!strcmp(f, "-k")) b = atoi(v); else if (!strcmp(f, "-R")) R = atoi(v); else if (!strcmp(f, "-r")) reps = atoi(v);
         else if (!strcmp(f, "-c")) ncheck = atoi(v); else if (!strcmp(f, "-v")) only = atoi(v); else if (!strcmp(f, "-x")) xcond = atoi(v);
-        else { fprintf(stderr, "usage: memlab [-p preset] [-B -H -T -d -E -k chunk -R gate_rank] [-r reps] [-c pairs checked] [-v only this version]\n"); return 1; }
+        else if (!strcmp(f, "-P")) phase = atoi(v);
+        else { fprintf(stderr, "usage: memlab [-p preset] [-B -H -T -d -E -k chunk -R gate_rank] [-r reps] [-c pairs checked] [-v only this version] [-P 1 barrier timing (make memlab_phase)]\n"); return 1; }
     }
     Config cf; memset(&cf, 0, sizeof cf);
     if (!preset_config(&cf, preset)) { fprintf(stderr, "unknown preset %s (%s)\n", preset, PRESETS); return 1; }
@@ -273,8 +319,14 @@ int main(int argc, char** argv) {
         double f = timeit(fwd), bw = timeit(bwd);
         printf("%-4s fwd %.3f ms  bwd %.3f ms  (median of %d)\n", name, f, bw, reps); fflush(stdout);
         res.push_back({name, f, bw, mx});
+#ifdef MEM_PHASE_TIMING
+        if (phase) { phase_report(name, "forward", fwd, L.nch); phase_report(name, "backward", bwd, L.nch); }
+#endif
     };
 
+#ifndef MEM_PHASE_TIMING
+    if (phase) { fprintf(stderr, "memlab: -P needs the barrier-timing build (make memlab_phase)\n"); return 1; }
+#endif
     int nb = npair;
     if (L.m.anchor && (!only || only == 1)) printf("v1   skipped: it predates the anchored retention (run -Z 0 presets, e.g. ttt_mlp, to compare it)\n");
     else if (!only || only == 1) {

@@ -17,7 +17,7 @@ left() { echo $((BUDGET - (SECONDS - S))); }
 step() { local t=$1; shift; local l; l=$(left); [ "$l" -gt 5 ] || { echo "skipped (no time): $*"; return 1; }; [ "$t" -lt "$l" ] || t=$l; timeout "$t" "$@"; }
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader | tee "$OUT/device.txt"
 nvcc --version | tail -n 1 | tee -a "$OUT/device.txt"
-make -j8 -s memlab train_miras_cu train_miras test_miras NVCC="nvcc -lineinfo" > "$OUT/build.log" 2>&1 || { echo "build failed"; tail -20 "$OUT/build.log"; exit 1; }
+make -j8 -s memlab memlab_phase train_miras_cu train_miras test_miras NVCC="nvcc -lineinfo" > "$OUT/build.log" 2>&1 || { echo "build failed"; tail -20 "$OUT/build.log"; exit 1; }
 echo "build: $((SECONDS - S)) s"
 # thread block clusters: the emulator's model of them (dev/cuda/cluster_check.cu) against the GPU, a few seconds
 if step 60 make -s build/cluster_check >> "$OUT/build.log" 2>&1; then
@@ -26,6 +26,10 @@ else echo "cluster_check: build failed"; fi
 LAB="$OUT/memlab.log"
 step 60 ./memlab -p titans -T 128 -r 1 >> "$LAB" 2>&1; echo "== titans T=128 check (rc $?)"; sed -n '/^version/,$p' "$LAB" | tail -n 8
 step 60 ./memlab -p titans -r 3 -c 0 >> "$LAB" 2>&1; echo "== titans T=4096 (rc $?)"; tail -n 8 "$LAB"
+# where a chunk's cycles go: block 0's cycles between barriers by the barrier's source line (memlab -P 1, the
+# barrier-timing build), v7 (TF32) and v8 (3xTF32), T = 1024
+for v in 7 8; do step 40 ./memlab_phase -p titans -T 1024 -c 0 -r 1 -v $v -P 1 > "$OUT/phase_v$v.txt" 2>&1
+    echo "== titans barrier timing v$v (rc $?)"; grep -A 14 -E "^v$v (forward|backward)" "$OUT/phase_v$v.txt"; done
 # issue 9's linear memories: the b = 1 delta rule token by token (v6, the default) against the WY chunk kernels
 # (v9 single kernels, v10 split, 3xTF32; v11 split, v12 split with T = (I + L)^-1, TF32) at the bench shape, then whole
 # steps with MIRAS_MEM_WY=1 and 3 (the presets without it are in the per-preset loop below) and ncu of the WY kernels

@@ -8,12 +8,13 @@
 # fails (memlab poisons the outputs). Then thread block clusters (dev/cuda/cluster_check.cu): the emulator's clusters
 # give the right sums through distributed shared memory at 4 shapes, and both planted mistakes fail (a missing
 # cluster.sync before the reads: NaN; a missing one before the exit: the exited CTA's memory is refused).
-# Part of `make ci`; the last line is "N passed, N failed".
+# And the barrier-timing build of memlab (-P 1) runs and prints its table. Part of `make ci`; the last line is
+# "N passed, N failed".
 set -u
 cd "$(dirname "$0")/../.."
 pass=0; fail=0
 for t in g++ python3; do
-    command -v $t >/dev/null || { echo "# 22 check(s) skipped: no $t (the emulator build needs g++ and python3)"; echo "0 passed, 0 failed"; exit 0; }
+    command -v $t >/dev/null || { echo "# 23 check(s) skipped: no $t (the emulator build needs g++ and python3)"; echo "0 passed, 0 failed"; exit 0; }
 done
 configs=(
   "-p titans -d 16 -E 4 -k 16 -T 48"        # whole tiles: n = 16, d = 16, dm = 64
@@ -34,6 +35,11 @@ for r in "${runs[@]}"; do
         echo "not ok - memlab on the emulator, $c, v$v (exit $rc): ${row:-$(printf '%s\n' "$out" | tail -n 3)}"; fail=$((fail + 1))
     fi
 done
+# the barrier-timing build (memlab -P 1, which a GPU session runs): its table is there and names the chunk functions
+out=$(EMU_PHASE=1 bash dev/cuda/memlab_emu.sh -p titans -B 1 -H 1 -T 48 -d 16 -E 4 -r 1 -v 8 -c 1 -P 1 2>&1); rc=$?
+if [ $rc -eq 0 ] && printf '%s\n' "$out" | grep -q "^v8 backward, block 0: [0-9]* barriers" && printf '%s\n' "$out" | grep -qE "line +[0-9]+ mm_nt_rs"; then
+    echo "ok - memlab -P 1 (barrier timing) on the emulator: $(printf '%s\n' "$out" | grep -c ' line ') rows"; pass=$((pass + 1))
+else echo "not ok - memlab -P 1 on the emulator (exit $rc): $(printf '%s\n' "$out" | tail -n 3)"; fail=$((fail + 1)); fi
 mkdir -p build/emu
 if python3 dev/cuda/emu_launch.py dev/cuda/cluster_check.cu build/emu/cluster_check.cpp 2>/dev/null &&
     g++ -std=c++17 -O1 -I. -Idev/cuda/emu -include dev/cuda/emu/cuda_runtime.h -Wno-unknown-pragmas -U_FORTIFY_SOURCE \

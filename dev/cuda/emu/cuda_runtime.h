@@ -58,7 +58,7 @@ struct State {
     std::vector<int> order; uint64_t rng = 0; int mode = 0;  // 0 asc, 1 desc, 2 random
     uint64_t xbuf[MAXC * 32][32];  // shuffles: warp of the cluster, lane
     uint32_t fbuf[MAXC * 32][32][6];  // mma fragments: warp, lane, a0..a3 b0 b1
-    long launches = 0;
+    long launches = 0, switches = 0;
     int nt = 1, csize = 1; unsigned base = 0;  // threads per CTA, CTAs per cluster, the cluster's first blockIdx.x
     std::vector<float> dyn[MAXC];  // each CTA's dynamic shared memory (clusters run one after another)
     struct Static { char* base; size_t size; };
@@ -100,7 +100,7 @@ inline void run_block(int nt1) {  // one cluster of s.csize CTAs of nt1 threads 
     }
     s.order.resize(nt); for (int i = 0; i < nt; i++) s.order[i] = s.mode == 1 ? nt - 1 - i : i;
     auto step = [&](int i) {  // run thread i until it waits or ends
-        s.cur = i; threadIdx.x = i % nt1; threadIdx.y = threadIdx.z = 0; blockIdx.x = s.base + i / nt1;
+        s.cur = i; s.switches++; threadIdx.x = i % nt1; threadIdx.y = threadIdx.z = 0; blockIdx.x = s.base + i / nt1;
         if (!_setjmp(s.sjb)) { if (!s.th[i].started) { s.th[i].started = 1; swapcontext(&s.sched, &s.th[i].ctx); } else _longjmp(s.th[i].jb, 1); }
     };
     for (;;) {
@@ -295,6 +295,15 @@ template <class... P, class... A> inline cudaError_t cudaLaunchKernelEx(const cu
     emu::launch(c->gridDim, c->blockDim, emu::bind(k)(P(a)...), c->dynamicSmemBytes, c->stream, cs);
     return cudaSuccess;
 }
+// __device__ variables (symbols) to and from the host
+template <class T> inline cudaError_t cudaMemcpyFromSymbol(void* dst, const T& sym, size_t n, size_t off = 0, cudaMemcpyKind = cudaMemcpyDeviceToHost) {
+    emu::no_capture("cudaMemcpyFromSymbol"); memcpy(dst, (const char*)&sym + off, n); return cudaSuccess;
+}
+template <class T> inline cudaError_t cudaMemcpyToSymbol(T& sym, const void* src, size_t n, size_t off = 0, cudaMemcpyKind = cudaMemcpyHostToDevice) {
+    emu::no_capture("cudaMemcpyToSymbol"); memcpy((char*)&sym + off, src, n); return cudaSuccess;
+}
+// the SM's clock: here the count of thread switches so far (it grows with the work, it is not a time)
+inline long long clock64() { return (long long)emu::S().switches; }
 // events (the kernel lab times with them): host wall clock, meaningless for speed here
 typedef struct { double t; }* cudaEvent_t;
 inline cudaError_t cudaEventCreate(cudaEvent_t* e) { *e = (cudaEvent_t)calloc(1, sizeof **e); return cudaSuccess; }
