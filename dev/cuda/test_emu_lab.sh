@@ -51,7 +51,7 @@ if python3 dev/cuda/emu_launch.py dev/cuda/cluster_check.cu build/emu/cluster_ch
     done
     for m in 1 2; do  # a planted mistake must fail, in every thread order
         bad=0
-        for o in asc desc warp rand:3; do (EMU_ORDER=$o build/emu/cluster_check -m $m) > /dev/null 2>&1 && bad=1; done
+        for o in asc desc warp rand:3; do { EMU_ORDER=$o build/emu/cluster_check -m $m > /dev/null 2>&1; } 2> /dev/null && bad=1; done
         if [ $bad -eq 0 ]; then echo "ok - clusters on the emulator: mistake -m $m fails in 4 thread orders"; pass=$((pass + 1))
         else echo "not ok - clusters on the emulator: mistake -m $m passed"; fail=$((fail + 1)); fi
     done
