@@ -3,7 +3,8 @@
 //
 // Each CUDA thread of a block is a coroutine (ucontext) on one OS thread; blocks (clusters) run one after another.
 // A thread runs until it reaches __syncthreads(), a warp shuffle or its end; when every thread is waiting, the
-// barriers whose groups have all arrived (the block for __syncthreads, the warp for a shuffle) are released. Threads run in the order EMU_ORDER says (asc, desc, or rand:SEED), so a missing
+// barriers whose groups have all arrived (the block for __syncthreads, the warp for a shuffle) are released.
+// Threads run in the order EMU_ORDER says (asc, desc, or rand:SEED), so a missing
 // barrier (a thread reading what another writes in the same phase) changes the result with the order: compare
 // the outputs of two orders. In those orders no warp passes a shuffle or an mma before every thread has reached its
 // first wait, which hides a read, then a warp-level operation, then a write by another warp, with no __syncthreads
