@@ -41,7 +41,7 @@ src = "".join(out)
 
 def shared(m):  # `__shared__ T x[a][b];` (not extern): a per-CTA copy; a declaration at file scope becomes a macro
     indent, ty, name, dims = m.group(1), m.group(2), m.group(3), m.group(4) or ""
-    if indent == "" and m.start() == 0 or src[m.start() - 1] == "\n" and indent == "":
+    if indent == "" and (m.start() == 0 or src[m.start() - 1] == "\n"):
         # (one line, so that the line numbers stay the .cu's; the ID from the name, apart from __COUNTER__'s)
         return "#define %s (emu::cta_static<%s%s, %d>())" % (name, ty, dims, 1000000 + zlib.crc32(name.encode()) % 1000000)
     return "%sauto& %s = emu::cta_static<%s%s, __COUNTER__>();" % (indent, name, ty, dims)
