@@ -1371,81 +1371,13 @@ static void kl_gates(const MemCfg* m, MemChunk* c, int lag, real* keep) {
 // NS5(S): X = S / (|S|_F + 1e-7), transposed so that rows <= cols (m x n), then 5 times
 //     A = X X^T ;  X = 3.4445 X + (-4.7750 A + 2.0315 A A) X
 // and transposed back; NS5(0) = 0 with zero derivative. The forward keeps X_0..X_5 (6 m n) and A_0..A_4 (5 m m)
-// in sv for the backward; tmp: 2 m m + m n scratch. Wide matrices (n >= 3 m, e.g. atlas's 64 x 561 under poly) take
-// the same iteration through the Gram matrix (ns5_gram_forward below: ~2.5x faster there, the same function).
+// in sv for the backward; tmp: 2 m m + m n scratch.
 static const real NS5_A = 3.4445, NS5_B = -4.7750, NS5_C = 2.0315;
 static size_t ns5_saved(int r, int cc) {
     size_t m = r < cc ? r : cc, n = r < cc ? cc : r;
     return 6 * m * n + 5 * m * m + 1;
 }
-// NS5 through the Gram matrix, for wide matrices (n >= 3 m): X_{k+1} = Q_k X_k with Q_k = a I + b A_k + c A_k A_k
-// makes A_{k+1} = X_{k+1} X_{k+1}^T = Q_k A_k Q_k, so every iterate is an m x m matrix times X_0:
-//     A_0 = X_0 X_0^T;  for k = 0..4:  Q_k = a I + b A_k + c A_k A_k,  A_{k+1} = Q_k (A_k Q_k),  M_k = Q_k M_{k-1}
-//     X_5 = M_4 X_0                                                                          (M_{-1} = I)
-// Two products with the n-wide X instead of ten (n = 561, m = 64: ~2.3x fewer flops); the same function as the
-// direct form, not the same rounding. sv: X_0 (m n), A_0..A_4, Q_0..Q_4, M_0..M_4 (15 m m: inside ns5_saved's
-// 6 m n + 5 m m when n >= 3 m, so that the layout's size and its last float |S| are the direct form's); tmp: m m.
-#define NS5_GRAM(m, n) ((n) >= 3 * (m))
-static void ns5_gram_forward(real* X5, real* sv, real* tmp, int m, int n) {
-    size_t mm = (size_t)m * m;
-    real *X0 = sv, *A = sv + (size_t)m * n, *Q = A + 5 * mm, *M = Q + 5 * mm, *P = tmp;
-    mm_nt_sym(A, X0, m, n);  // A_0 = X_0 X_0^T
-    for (int k = 0; k < 5; k++) {
-        real *Ak = A + k * mm, *Qk = Q + k * mm, *Mk = M + k * mm;
-        mm_nn(Qk, Ak, Ak, m, m, m, NS5_C, 0);  // Q = c A A + b A + a I
-        for (size_t e = 0; e < mm; e++) Qk[e] += NS5_B * Ak[e];
-        for (int i = 0; i < m; i++) Qk[(size_t)i * m + i] += NS5_A;
-        if (k < 4) {
-            mm_nn(P, Ak, Qk, m, m, m, 1, 0);  // A_{k+1} = Q (A Q)
-            mm_nn(Ak + mm, Qk, P, m, m, m, 1, 0);
-        }
-        if (k == 0)
-            memcpy(Mk, Qk, mm * sizeof(real));
-        else
-            mm_nn(Mk, Qk, Mk - mm, m, m, m, 1, 0);  // M_k = Q_k M_{k-1}
-    }
-    mm_nn(X5, M + 4 * mm, X0, m, n, m, 1, 0);
-}
-// dX_0 from G = dX_5 (G is scratch after; w: 3 m m; uses that A_k, Q_k, M_k are polynomials of A_0, hence symmetric
-// and commuting, as functions of S):
-//     dM_4 = G X_0^T,  dX_0 = M_4 G;  for k = 4..0:  dQ_k = dM_k M_{k-1} (dM_0 for k = 0),  dM_{k-1} = Q_k dM_k,
-//     dQ_k += dA_{k+1} P_k + P_k dA_{k+1} (P_k = A_k Q_k),  dA_k = Q_k dA_{k+1} Q_k + b dQ_k + c (dQ_k A_k + A_k dQ_k)
-//     dX_0 += (dA_0 + dA_0^T) X_0
-static void ns5_gram_backward(real* dX0, real* G, const real* sv, real* w, int m, int n) {
-    size_t mm = (size_t)m * m;
-    const real *X0 = sv, *A = sv + (size_t)m * n, *Q = A + 5 * mm, *M = Q + 5 * mm;
-    real *dM = w, *T = w + mm, *dQ = w + 2 * mm, *dA = G, *dAk = G + mm;  // (G holds m n >= 3 m m)
-    mm_nt(dM, G, X0, m, m, n, 1, 0);
-    mm_nn(dX0, M + 4 * mm, G, m, n, m, 1, 0);
-    for (int k = 4; k >= 0; k--) {
-        const real *Ak = A + k * mm, *Qk = Q + k * mm;
-        if (k > 0) {
-            mm_nn(dQ, dM, M + (k - 1) * mm, m, m, m, 1, 0);
-            mm_nn(T, Qk, dM, m, m, m, 1, 0);
-            real* sw = dM;
-            dM = T, T = sw;
-        } else
-            memcpy(dQ, dM, mm * sizeof(real));
-        if (k < 4) {
-            mm_nn(T, Ak, Qk, m, m, m, 1, 0);  // P_k
-            mm_nn(dQ, dA, T, m, m, m, 1, 1);
-            mm_nn(dQ, T, dA, m, m, m, 1, 1);
-            mm_nn(T, Qk, dA, m, m, m, 1, 0);
-            mm_nn(dAk, T, Qk, m, m, m, 1, 0);
-        } else
-            memset(dAk, 0, mm * sizeof(real));
-        for (size_t e = 0; e < mm; e++) dAk[e] += NS5_B * dQ[e];
-        mm_nn(dAk, dQ, Ak, m, m, m, NS5_C, 1);
-        mm_nn(dAk, Ak, dQ, m, m, m, NS5_C, 1);
-        real* sw = dA;
-        dA = dAk, dAk = sw;
-    }
-    for (int i = 0; i < m; i++)
-        for (int j = 0; j < m; j++) T[(size_t)i * m + j] = dA[(size_t)i * m + j] + dA[(size_t)j * m + i];
-    mm_nn(dX0, T, X0, m, n, m, 1, 1);
-}
-// gram: -1 picks the form by shape (NS5_GRAM), 0 the direct form, 1 the Gram form (needs n >= 3 m; the tests' switch)
-static void ns5_forward_as(real* out, real* sv, real* tmp, const real* S, int r, int cc, int gram) {
+static void ns5_forward(real* out, real* sv, real* tmp, const real* S, int r, int cc) {
     int tr = r > cc, m = tr ? cc : r, n = tr ? r : cc;
     size_t mn = (size_t)m * n, mm = (size_t)m * m;
     real *X = sv, *A = sv + 6 * mn, *nrm = A + 5 * mm, *B = tmp;
@@ -1459,30 +1391,22 @@ static void ns5_forward_as(real* out, real* sv, real* tmp, const real* S, int r,
     real f = 1 / (*nrm + (real)1e-7);
     for (int i = 0; i < r; i++)
         for (int j = 0; j < cc; j++) X[tr ? (size_t)j * n + i : (size_t)i * n + j] = f * S[(size_t)i * cc + j];
+    for (int k = 0; k < 5; k++) {
+        real *Xk = X + k * mn, *Xn = Xk + mn, *Ak = A + k * mm;
+        mm_nt_sym(Ak, Xk, m, n);  // A = X X^T
+        mm_nn(B, Ak, Ak, m, m, m, NS5_C, 0);  // B = b A + c A A
+        for (size_t e = 0; e < mm; e++) B[e] += NS5_B * Ak[e];
+        mm_nn(Xn, B, Xk, m, n, m, 1, 0);  // X' = a X + B X
+        for (size_t e = 0; e < mn; e++) Xn[e] += NS5_A * Xk[e];
+    }
     const real* X5 = X + 5 * mn;
-    if (gram < 0 ? NS5_GRAM(m, n) : gram) {
-        ns5_gram_forward(B + mm, sv, B, m, n);
-        X5 = B + mm;
-    } else
-        for (int k = 0; k < 5; k++) {
-            real *Xk = X + k * mn, *Xn = Xk + mn, *Ak = A + k * mm;
-            mm_nt_sym(Ak, Xk, m, n);  // A = X X^T
-            mm_nn(B, Ak, Ak, m, m, m, NS5_C, 0);  // B = b A + c A A
-            for (size_t e = 0; e < mm; e++) B[e] += NS5_B * Ak[e];
-            mm_nn(Xn, B, Xk, m, n, m, 1, 0);  // X' = a X + B X
-            for (size_t e = 0; e < mn; e++) Xn[e] += NS5_A * Xk[e];
-        }
     for (int i = 0; i < r; i++)
         for (int j = 0; j < cc; j++) out[(size_t)i * cc + j] = X5[tr ? (size_t)j * n + i : (size_t)i * n + j];
-}
-static void ns5_forward(real* out, real* sv, real* tmp, const real* S, int r, int cc) {
-    ns5_forward_as(out, sv, tmp, S, r, cc, -1);
 }
 // dS += dNS5/dS^T dout, from the forward's sv (tmp: 3 m m + 2 m n). Per iteration, with B = b A + c A^2 (symmetric):
 //   dX = a G + B G + (dA + dA^T) X,  dA = b dB + c (dB A + A dB),  dB = G X^T;  then through X_0 = S / (|S| + eps):
 //   dS = G_0 / (|S| + eps) - S <S, G_0> / ((|S| + eps)^2 |S|)
-static void ns5_backward_as(real* dS, const real* dout, const real* sv, real* tmp, const real* S, int r, int cc,
-                            int gram) {
+static void ns5_backward(real* dS, const real* dout, const real* sv, real* tmp, const real* S, int r, int cc) {
     int tr = r > cc, m = tr ? cc : r, n = tr ? r : cc;
     size_t mn = (size_t)m * n, mm = (size_t)m * m;
     const real *X = sv, *A = sv + 6 * mn;
@@ -1491,25 +1415,21 @@ static void ns5_backward_as(real* dS, const real* dout, const real* sv, real* tm
     real *G = tmp, *Gn = G + mn, *B = Gn + mn, *dB = B + mm, *dA = dB + mm;
     for (int i = 0; i < r; i++)
         for (int j = 0; j < cc; j++) G[tr ? (size_t)j * n + i : (size_t)i * n + j] = dout[(size_t)i * cc + j];
-    if (gram < 0 ? NS5_GRAM(m, n) : gram) {
-        ns5_gram_backward(Gn, G, sv, B, m, n);
+    for (int k = 4; k >= 0; k--) {
+        const real *Xk = X + k * mn, *Ak = A + k * mm;
+        mm_nn(B, Ak, Ak, m, m, m, NS5_C, 0);
+        for (size_t e = 0; e < mm; e++) B[e] += NS5_B * Ak[e];
+        mm_nn(Gn, B, G, m, n, m, 1, 0);  // B^T G = B G
+        for (size_t e = 0; e < mn; e++) Gn[e] += NS5_A * G[e];
+        mm_nt(dB, G, Xk, m, m, n, 1, 0);  // dB = G X^T
+        mm_nn(dA, dB, Ak, m, m, m, NS5_C, 0);
+        mm_nn(dA, Ak, dB, m, m, m, NS5_C, 1);
+        for (size_t e = 0; e < mm; e++) dA[e] += NS5_B * dB[e];
+        for (int i = 0; i < m; i++)
+            for (int j = 0; j < m; j++) dB[(size_t)i * m + j] = dA[(size_t)i * m + j] + dA[(size_t)j * m + i];
+        mm_nn(Gn, dB, Xk, m, n, m, 1, 1);  // + (dA + dA^T) X
         memcpy(G, Gn, mn * sizeof(real));
-    } else
-        for (int k = 4; k >= 0; k--) {
-            const real *Xk = X + k * mn, *Ak = A + k * mm;
-            mm_nn(B, Ak, Ak, m, m, m, NS5_C, 0);
-            for (size_t e = 0; e < mm; e++) B[e] += NS5_B * Ak[e];
-            mm_nn(Gn, B, G, m, n, m, 1, 0);  // B^T G = B G
-            for (size_t e = 0; e < mn; e++) Gn[e] += NS5_A * G[e];
-            mm_nt(dB, G, Xk, m, m, n, 1, 0);  // dB = G X^T
-            mm_nn(dA, dB, Ak, m, m, m, NS5_C, 0);
-            mm_nn(dA, Ak, dB, m, m, m, NS5_C, 1);
-            for (size_t e = 0; e < mm; e++) dA[e] += NS5_B * dB[e];
-            for (int i = 0; i < m; i++)
-                for (int j = 0; j < m; j++) dB[(size_t)i * m + j] = dA[(size_t)i * m + j] + dA[(size_t)j * m + i];
-            mm_nn(Gn, dB, Xk, m, n, m, 1, 1);  // + (dA + dA^T) X
-            memcpy(G, Gn, mn * sizeof(real));
-        }
+    }
     real f = 1 / (nrm + (real)1e-7);
     double sg = 0;
     for (int i = 0; i < r; i++)
@@ -1519,9 +1439,6 @@ static void ns5_backward_as(real* dS, const real* dout, const real* sv, real* tm
     for (int i = 0; i < r; i++)
         for (int j = 0; j < cc; j++)
             dS[(size_t)i * cc + j] += f * G[tr ? (size_t)j * n + i : (size_t)i * n + j] - w * S[(size_t)i * cc + j];
-}
-static void ns5_backward(real* dS, const real* dout, const real* sv, real* tmp, const real* S, int r, int cc) {
-    ns5_backward_as(dS, dout, sv, tmp, S, r, cc, -1);
 }
 
 // ---- muon (SPEC §5.7), token-level. Per own row j of the chunk (omega's halo rows take no step), with every g_i
