@@ -1429,6 +1429,63 @@ static void test_mm_blocks(void) {
           "N = 17, 40, 561, acc 0 and 1 (%d of %d rows differ)",
           MM_KC, 2 * MM_KC + 76, bad, runs);
 }
+// NS5's accuracy in this build where muon's S lives: S_t is a decayed sum of a chunk's rank-one gradients, hence
+// rank-deficient, and a form of NS5 exact in fp64 can still lose digits in fp32 there (the Gram form did, 2026-11-25:
+// forward 2e-4 and backward 3e-4 where this form has 7e-5 and 5e-7; README, NS5). ns5_forward against ref_ns5
+// (double) on the same S, and ns5_backward's <dS, V> against central differences of <W, ref_ns5(S + h V)> in double
+// along 4 random directions V (h = 1e-6: 1e-4 leaves 1.4e-5 of truncation, NS5 bends fast along S's null space), for
+// S of rank 1, 8 and 40 at atlas's 64 x 561 (and transposed), rank 2 at 16 x 64. fp32 here: forward 7e-5, backward
+// 5.5e-7; the Gram form fails it (2.3e-4, 5.6e-4).
+static void test_ns5_precision(void) {
+    int cases[4][3] = {{64, 561, 1}, {561, 64, 8}, {64, 561, 40}, {16, 64, 2}};
+    double ef = 0, eb = 0;
+    for (int ci = 0; ci < 4; ci++) {
+        int r = cases[ci][0], cc = cases[ci][1], rk = cases[ci][2], m = r < cc ? r : cc;
+        size_t n = (size_t)r * cc;
+        uint64_t rs = 101 + ci;
+        real *S = calloc(n, sizeof(real)), *W = malloc(n * sizeof(real)), *O = malloc(n * sizeof(real)),
+             *dS = calloc(n, sizeof(real)), *sv = malloc(ns5_saved(r, cc) * sizeof(real)),
+             *tmp = malloc((3 * (size_t)m * m + 2 * n) * sizeof(real));
+        double *Sd = malloc(n * 8), *Xd = malloc(n * 8), *Vd = malloc(n * 8), *u = malloc(r * 8), *v = malloc(cc * 8);
+        for (int t = 0; t < rk; t++) {  // S = sum_t 0.7^t u_t v_t^T
+            for (int i = 0; i < r; i++) u[i] = pow(0.7, t) * rng_normal(&rs);
+            for (int j = 0; j < cc; j++) v[j] = rng_normal(&rs);
+            for (int i = 0; i < r; i++)
+                for (int j = 0; j < cc; j++) S[(size_t)i * cc + j] += (real)(u[i] * v[j]);
+        }
+        fill_normal(W, n, 1, &rs);
+        for (size_t e = 0; e < n; e++) Sd[e] = S[e];
+        ns5_forward(O, sv, tmp, S, r, cc);
+        ns5_backward(dS, W, sv, tmp, S, r, cc);
+        ref_ns5(Xd, Sd, r, cc);
+        double e1 = relerr(O, Xd, n), num = 0, den = 0, h = 1e-6;
+        if (worse(e1, ef)) ef = e1;
+        for (int dir = 0; dir < 4; dir++) {
+            double p = 0, f[2];
+            for (size_t e = 0; e < n; e++) Vd[e] = rng_normal(&rs), p += (double)dS[e] * Vd[e];
+            for (int sg = 0; sg < 2; sg++) {
+                for (size_t e = 0; e < n; e++) Sd[e] = (double)S[e] + (sg ? -h : h) * Vd[e];
+                ref_ns5(Xd, Sd, r, cc);
+                f[sg] = 0;
+                for (size_t e = 0; e < n; e++) f[sg] += (double)W[e] * Xd[e];
+            }
+            double fd = (f[0] - f[1]) / (2 * h);
+            num += (p - fd) * (p - fd), den += fd * fd;
+        }
+        double e2 = sqrt(num / den);
+        if (worse(e2, eb)) eb = e2;
+        free(S), free(W), free(O), free(dS), free(sv), free(tmp), free(Sd), free(Xd), free(Vd), free(u), free(v);
+    }
+#ifdef MIRAS_DOUBLE
+    double tf = 1e-10, tb = 1e-7;
+#else
+    double tf = 2e-4, tb = 1e-5;
+#endif
+    check(ef <= tf && eb <= tb,
+          "%s NS5 on rank-deficient S (rank 1, 8, 40 at 64x561 / 561x64, rank 2 at 16x64) against NS5 in double: "
+          "forward err %.1e (tol %.0e), backward <dS, V> vs central differences along 4 random V err %.1e (tol %.0e)",
+          BUILD, ef, tf, eb, tb);
+}
 static void test_ns5(void) {
     int shapes[3][2] = {{16, 32}, {32, 16}, {8, 8}};
     double e_odd = 0, e_scale = 0, e_r1 = 0, smin = 1e9, smax = 0;
@@ -1554,6 +1611,7 @@ static void test_ns5(void) {
 static void test_atlas(const char* dir) {
     test_mm_blocks();
     test_ns5();
+    test_ns5_precision();
     test_long_init_atlas();
     test_online_omega("deep l2 gd", 2, BIAS_L2, ALGO_GD, 0, 3, 0);
     test_online_omega("deep l2 momentum, anchored", 2, BIAS_L2, ALGO_MOMENTUM, 1, 3, 0);
