@@ -36,10 +36,13 @@ else
 endif
 
 .PHONY: all test test_asan fuzz fuzz_build ci ci_build test_emu_lab test_gpu_emu train data clean format
-all: train_miras test_miras test_miras_fp64 data_prep
+all: train_miras train_miras_fp64 test_miras test_miras_fp64 data_prep
 
 train_miras: train_miras.c build/use_mpi
 	$(TRAIN_CC) $(CFLAGS) $(TRAIN_DEFS) -o $@ $< $(LDLIBS)
+# the same trainer in double: make test diffs it against the float one at long T (dev/test_precision.sh)
+train_miras_fp64: train_miras.c
+	$(CC) $(CFLAGS) -DMIRAS_DOUBLE -o $@ $< $(LDLIBS)
 # the MPI trainer that make test runs under mpirun (built when mpicc and mpirun are there; else those tests skip)
 train_miras_mpi: train_miras.c
 	$(MPICC) $(CFLAGS) -DUSE_MPI -o $@ $< $(LDLIBS)
@@ -52,7 +55,7 @@ test_miras_fp64: test_miras.c train_miras.c
 
 -include data_prep/data_prep.mk
 
-test: train_miras test_miras test_miras_fp64 data_prep $(if $(HAVE_MPI),train_miras_mpi)
+test: train_miras train_miras_fp64 test_miras test_miras_fp64 data_prep $(if $(HAVE_MPI),train_miras_mpi)
 	@bash dev/test_all.sh
 
 # the default corpus: this repository's own text, byte-level (no download); the val split is its first 10%
@@ -116,10 +119,10 @@ fuzz: fuzz_build
 	@FUZZ_SECONDS=$(FUZZ_SECONDS) bash dev/fuzz/run.sh
 
 # CI: the tests, the ASan tests and a short fuzz run, summed into one last line
-ci_build: train_miras test_miras test_miras_fp64 data_prep $(ASAN_BINS) fuzz_build $(if $(HAVE_MPI),train_miras_mpi)
+ci_build: train_miras train_miras_fp64 test_miras test_miras_fp64 data_prep $(ASAN_BINS) fuzz_build $(if $(HAVE_MPI),train_miras_mpi)
 ci: ci_build
 	@FUZZ_SECONDS=$${FUZZ_SECONDS:-10} bash dev/test_all.sh ./test_miras ./test_miras_fp64 "bash data_prep/test_data_prep.sh" \
-		"bash dev/test_mpi.sh" "bash dev/check_format.sh" \
+		"bash dev/test_mpi.sh" "bash dev/check_format.sh" "bash dev/test_precision.sh" \
 		"env MIRAS_BIN_DIR=build/asan bash dev/test_all.sh" "bash dev/fuzz/run.sh" "bash dev/cuda/test_emu_lab.sh" \
 		"bash dev/cuda/test_emu_gpu.sh" "bash dev/cuda/test_emu_nccl.sh"
 
@@ -129,7 +132,7 @@ format:
 	$(CLANG_FORMAT) --style=file:dev/clang-format.yml -i train_miras.c train_miras.cu test_miras.c
 
 clean:
-	rm -rf train_miras train_miras_mpi test_miras test_miras_fp64 train_miras_cu memlab memlab_phase $(DATA_PREP_BINS) build
+	rm -rf train_miras train_miras_fp64 train_miras_mpi test_miras test_miras_fp64 train_miras_cu memlab memlab_phase $(DATA_PREP_BINS) build
 
 # the kernel lab of the memory (dev/cuda/memlab.cu): every version of the memory kernels, checked against the CPU and timed
 memlab: dev/cuda/memlab.cu dev/cuda/memlab_v1.cuh train_miras.cu train_miras.c

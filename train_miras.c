@@ -6065,6 +6065,40 @@ static void dump_run(const char* in, const char* out) {
     model_free(&M);
 }
 
+// --make-input OUT (train_miras and train_miras_cu): a fixture-layout dump input for the model of the flags, freshly
+// initialised (model_init with -y), with random tokens; B, T from -b, -t; 3 AdamW steps at lr 1e-3. For diffing two
+// builds in dump mode (-J) at shapes and presets that dev/fixtures does not cover: CPU against GPU (dev/test_gpu.sh),
+// float against double at long T (dev/test_precision.sh).
+static void make_input(const char* out, const Config* cfg, int B, int T, uint64_t seed) {
+    Model M;
+    model_build(&M, cfg);
+    model_init(&M, seed);
+    int h[256] = {0};
+    h[0] = 20261103;
+    h[1] = 1;
+    config_to_header(h, cfg, M.num_params);
+    h[100] = B;
+    h[101] = T;
+    h[102] = 3;
+    h[103] = f32_bits(1e-3f);
+    h[104] = f32_bits(0.9f);
+    h[105] = f32_bits(0.95f);
+    h[106] = f32_bits(1e-8f);
+    h[107] = f32_bits(0.1f);
+    h[108] = f32_bits(1.0f);
+    FILE* f = fopen(out, "wb");
+    if (!f) DIE(NULL, "cannot write %s", out);
+    fwrite(h, 4, 256, f);
+    write_reals(f, M.params_memory, M.num_params);
+    uint64_t r = seed * 0x9E3779B97F4A7C15ULL + 7;
+    for (size_t i = 0; i < (size_t)B * (T + 1); i++) {
+        int t = (int)(rng_u64(&r) % (uint64_t)cfg->V);
+        fwrite(&t, 4, 1, f);
+    }
+    if (fclose(f) != 0) DIE(NULL, "failed writing %s", out);
+    model_free(&M);
+}
+
 // ---- the command line and the run's files, shared with train_miras.cu (whose main differs only in the model calls)
 typedef struct {
     const char *train_glob, *val_glob, *tok_path, *out_dir, *init_ckpt, *preset, *pattern, *dump_in, *dump_out;
@@ -6762,17 +6796,36 @@ static void dist_save_checkpoint(Model* M, const char* path, const TrainState* s
 static void usage(void) {
     printf("usage: train_miras [flags]   (defaults in brackets)\n");
     printf(USAGE, PRESETS);
+    printf(
+        " --make-input OUT: write a dump input (fixture layout) for the model of the flags, initialised with -y, B x T "
+        "random tokens\n");
+}
+
+// the CPU trainer's own flag: --make-input OUT (make_input)
+static const char* g_make_out = NULL;
+static int cpu_flag(const char* f, const char* v) {
+    if (!strcmp(f, "--make-input")) {
+        g_make_out = v;
+        return 1;
+    }
+    return 0;
 }
 
 int main(int argc, char** argv) {
     dist_init(&argc, &argv);
     g_die_collective = 1;  // until training starts, every rank meets the same errors
     Args a;
-    args_parse(&a, argc, argv, usage, NULL);
-    if (a.dump_in && g_world > 1)
-        DIE("run dump mode as one process, without mpirun", "dump mode (-J, -O) does not run on %d ranks", g_world);
+    args_parse(&a, argc, argv, usage, cpu_flag);
+    if ((a.dump_in || g_make_out) && g_world > 1)
+        DIE("run it as one process, without mpirun", "dump and make-input modes do not run on %d ranks", g_world);
     if (a.dump_in) {
         dump_run(a.dump_in, a.dump_out);
+        return 0;
+    }
+    if (g_make_out) {
+        Config mc = args_config(&a);
+        config_check(&mc);
+        make_input(g_make_out, &mc, a.B, a.T, a.seed);
         return 0;
     }
     Config cfg;

@@ -7694,39 +7694,6 @@ static void generate_gpu(ModelGpu* M, const Tokenizer* tk, const int* prompt, in
     decoder_free_gpu(&dec);
 }
 
-// --make-input OUT (host only, no GPU needed): a fixture-layout dump input for the model of the flags, freshly
-// initialised (model_init with -y), with random tokens; B, T from -b, -t; 3 AdamW steps at lr 1e-3. For testing
-// CPU against GPU (-J) at shapes and presets that dev/fixtures does not cover.
-static void make_input(const char* out, const Config* cfg, int B, int T, uint64_t seed) {
-    Model M;
-    model_build(&M, cfg);
-    model_init(&M, seed);
-    int h[256] = {0};
-    h[0] = 20261103;
-    h[1] = 1;
-    config_to_header(h, cfg, M.num_params);
-    h[100] = B;
-    h[101] = T;
-    h[102] = 3;
-    h[103] = f32_bits(1e-3f);
-    h[104] = f32_bits(0.9f);
-    h[105] = f32_bits(0.95f);
-    h[106] = f32_bits(1e-8f);
-    h[107] = f32_bits(0.1f);
-    h[108] = f32_bits(1.0f);
-    FILE* f = fopen(out, "wb");
-    if (!f) DIE(NULL, "cannot write %s", out);
-    fwrite(h, 4, 256, f);
-    write_reals(f, M.params_memory, M.num_params);
-    uint64_t r = seed * 0x9E3779B97F4A7C15ULL + 7;
-    for (size_t i = 0; i < (size_t)B * (T + 1); i++) {
-        int t = (int)(rng_u64(&r) % (uint64_t)cfg->V);
-        fwrite(&t, 4, 1, f);
-    }
-    if (fclose(f) != 0) DIE(NULL, "failed writing %s", out);
-    model_free(&M);
-}
-
 // ----------------------------------------------------------------------------
 // 7. main: train_miras.c's training loop with the model on the GPU (the host Model keeps the files' side)
 

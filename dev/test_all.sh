@@ -16,9 +16,9 @@ if [ "$D" != . ]; then
     export ASAN_OPTIONS="detect_leaks=0:log_path=$PWD/$LOGS/asan" UBSAN_OPTIONS="print_stacktrace=1:log_path=$PWD/$LOGS/ubsan"
 fi
 if [ $# -eq 0 ]; then set -- "$D/test_miras" "$D/test_miras_fp64" "bash data_prep/test_data_prep.sh"; fi
-# the data-parallel tests (they skip, counted, without mpirun) with the plain build only
-# and the layout check of the sources (dev/check_format.sh)
-if [ $# -eq 3 ] && [ "$D" = . ]; then set -- "$@" "bash dev/test_mpi.sh" "bash dev/check_format.sh"; fi
+# the data-parallel tests (they skip, counted, without mpirun) with the plain build only, the layout check of the
+# sources (dev/check_format.sh) and float against double at long T (dev/test_precision.sh)
+if [ $# -eq 3 ] && [ "$D" = . ]; then set -- "$@" "bash dev/test_mpi.sh" "bash dev/check_format.sh" "bash dev/test_precision.sh"; fi
 total_pass=0; total_fail=0; total_skip=0; broken=0
 for t in "$@"; do
     echo "=== $t"
