@@ -6066,13 +6066,16 @@ static void dump_run(const char* in, const char* out) {
 }
 
 // --make-input OUT (train_miras and train_miras_cu): a fixture-layout dump input for the model of the flags, freshly
-// initialised (model_init with -y), with random tokens; B, T from -b, -t; 3 AdamW steps at lr 1e-3. For diffing two
+// initialised (model_init with -y) or the weights of -e CKPT (a trained model), with random tokens; B, T from -b, -t; 3 AdamW steps at lr 1e-3. For diffing two
 // builds in dump mode (-J) at shapes and presets that dev/fixtures does not cover: CPU against GPU (dev/test_gpu.sh),
 // float against double at long T (dev/test_precision.sh).
-static void make_input(const char* out, const Config* cfg, int B, int T, uint64_t seed) {
+static void make_input(const char* out, const Config* cfg, const char* load_path, int B, int T, uint64_t seed) {
     Model M;
     model_build(&M, cfg);
-    model_init(&M, seed);
+    if (load_path)
+        load_checkpoint(&M, load_path, NULL);
+    else
+        model_init(&M, seed);
     int h[256] = {0};
     h[0] = 20261103;
     h[1] = 1;
@@ -6797,8 +6800,8 @@ static void usage(void) {
     printf("usage: train_miras [flags]   (defaults in brackets)\n");
     printf(USAGE, PRESETS);
     printf(
-        " --make-input OUT: write a dump input (fixture layout) for the model of the flags, initialised with -y, B x T "
-        "random tokens\n");
+        " --make-input OUT: write a dump input (fixture layout) for the model of the flags, initialised with -y (or the "
+        "weights of -e CKPT), B x T random tokens\n");
 }
 
 // the CPU trainer's own flag: --make-input OUT (make_input)
@@ -6823,9 +6826,11 @@ int main(int argc, char** argv) {
         return 0;
     }
     if (g_make_out) {
-        Config mc = args_config(&a);
+        Config mc;
+        char ckpt_path[4096];
+        const char* load_path = args_resolve(&a, &mc, ckpt_path, sizeof ckpt_path);
         config_check(&mc);
-        make_input(g_make_out, &mc, a.B, a.T, a.seed);
+        make_input(g_make_out, &mc, load_path, a.B, a.T, a.seed);
         return 0;
     }
     Config cfg;

@@ -7704,7 +7704,7 @@ static void usage(void) {
         " gpu:   -f precision of the dense matrix products: 0 fp32, 1 TF32 tensor cores (~1e-3 relative error),\n"
         "        2 bf16 tensor cores (bf16 operands, fp32 accumulation, fp32 master weights and AdamW; ~1e-2 relative error) [0]\n"
         " --decode-test IN: token-by-token decoding against the parallel forward on the GPU (exit 1 above 1e-5)\n"
-        " --make-input OUT: write a dump input (fixture layout) for the model of the flags, initialised with -y, B x T random tokens\n"
+        " --make-input OUT: write a dump input (fixture layout) for the model of the flags, initialised with -y (or the weights of -e CKPT), B x T random tokens\n"
         " MIRAS_SYNC=1 in the environment synchronises after every kernel (to locate a failing one)\n");
 }
 // a NaN into the first gradient entry on the device (MIRAS_PLANT_NAN_STEP, see skip_nonfinite_step)
@@ -7792,9 +7792,11 @@ int main(int argc, char** argv) {
         return decode_test(g_decode_in);
     }
     if (g_make_out) {
-        Config mc = args_config(&a);
+        Config mc;
+        char ckpt_path[4096];
+        const char* load_path = args_resolve(&a, &mc, ckpt_path, sizeof ckpt_path);
         config_check(&mc);
-        make_input(g_make_out, &mc, a.B, a.T, a.seed);
+        make_input(g_make_out, &mc, load_path, a.B, a.T, a.seed);
         return 0;
     }
     gpu_init(g_precision);
