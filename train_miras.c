@@ -6453,6 +6453,14 @@ static const char* args_resolve(const Args* a, Config* cfg, char* ckpt_path, siz
         cfg->lat_k = a->lat_k;  // the checkpoint interval changes no result: -w may differ
     return load_path;
 }
+// --make-input OUT: the model of the flags (or of -e CKPT, with its weights) into a dump input (make_input)
+static void make_input_run(const Args* a, const char* out) {
+    Config mc;
+    char ckpt_path[4096];
+    const char* load_path = args_resolve(a, &mc, ckpt_path, sizeof ckpt_path);
+    config_check(&mc);
+    make_input(out, &mc, load_path, a->B, a->T, a->seed);
+}
 
 // The run's data and files: the loaders (train resumed at st's position), the tokenizer, the log file.
 // Returns the loss mask for -A 1 (NULL otherwise): mask[n+1] marks the target of position n.
@@ -6826,11 +6834,7 @@ int main(int argc, char** argv) {
         return 0;
     }
     if (g_make_out) {
-        Config mc;
-        char ckpt_path[4096];
-        const char* load_path = args_resolve(&a, &mc, ckpt_path, sizeof ckpt_path);
-        config_check(&mc);
-        make_input(g_make_out, &mc, load_path, a.B, a.T, a.seed);
+        make_input_run(&a, g_make_out);
         return 0;
     }
     Config cfg;

@@ -7792,11 +7792,7 @@ int main(int argc, char** argv) {
         return decode_test(g_decode_in);
     }
     if (g_make_out) {
-        Config mc;
-        char ckpt_path[4096];
-        const char* load_path = args_resolve(&a, &mc, ckpt_path, sizeof ckpt_path);
-        config_check(&mc);
-        make_input(g_make_out, &mc, load_path, a.B, a.T, a.seed);
+        make_input_run(&a, g_make_out);
         return 0;
     }
     gpu_init(g_precision);
