@@ -36,7 +36,7 @@ else
 endif
 
 .PHONY: all test test_asan fuzz fuzz_build ci ci_build test_emu_lab test_gpu_emu train data clean format
-all: train_miras train_miras_fp64 test_miras test_miras_fp64 data_prep
+all: train_miras test_miras test_miras_fp64 data_prep
 
 train_miras: train_miras.c build/use_mpi
 	$(TRAIN_CC) $(CFLAGS) $(TRAIN_DEFS) -o $@ $< $(LDLIBS)

@@ -5958,8 +5958,7 @@ static double relerr_rr(const real* a, const real* b, size_t n) {
 #define FIXTURE_MAGIC 20261103
 #define DUMP_MAX_STEPS 1000  // AdamW steps of a dump run
 #define DUMP_MAX_FLOATS (1.0 * (1 << 28))  // the activations of its batch (1 GiB in float)
-static const char* const FIXTURE_HINT =
-    "give a fixture file from dev/fixtures (or one from train_miras_cu --make-input)";
+static const char* const FIXTURE_HINT = "give a fixture file from dev/fixtures (or one from train_miras --make-input)";
 // Check a fixture-layout header (h: its 256 ints) against the size of its file before anything is sized from it:
 // the config, the batch and step counts, the parameter count, and that the params and tokens are there. Fills cfg;
 // returns the byte offset where the tokens end (the reference outputs of dev/reference.py follow).
@@ -6066,10 +6065,14 @@ static void dump_run(const char* in, const char* out) {
 }
 
 // --make-input OUT (train_miras and train_miras_cu): a fixture-layout dump input for the model of the flags, freshly
-// initialised (model_init with -y) or the weights of -e CKPT (a trained model), with random tokens; B, T from -b, -t; 3 AdamW steps at lr 1e-3. For diffing two
-// builds in dump mode (-J) at shapes and presets that dev/fixtures does not cover: CPU against GPU (dev/test_gpu.sh),
-// float against double at long T (dev/test_precision.sh).
+// initialised (model_init with -y) or the weights of -e CKPT (a trained model), with random tokens; B, T from -b, -t;
+// 3 AdamW steps at lr 1e-3. For diffing two builds in dump mode (-J) at shapes and presets that dev/fixtures does not
+// cover: CPU against GPU (dev/test_gpu.sh), float against double at long T (dev/test_precision.sh).
 static void make_input(const char* out, const Config* cfg, const char* load_path, int B, int T, uint64_t seed) {
+    if (model_act_floats(cfg, B, T) > DUMP_MAX_FLOATS)  // (what fixture_check refuses when -J reads it)
+        DIE("use a smaller batch: -b 1, or a smaller -t",
+            "a batch of B %d, T %d for this model needs %.3g floats of activations, above the %.3g of dump mode", B, T,
+            model_act_floats(cfg, B, T), DUMP_MAX_FLOATS);
     Model M;
     model_build(&M, cfg);
     if (load_path)
@@ -6077,7 +6080,7 @@ static void make_input(const char* out, const Config* cfg, const char* load_path
     else
         model_init(&M, seed);
     int h[256] = {0};
-    h[0] = 20261103;
+    h[0] = FIXTURE_MAGIC;
     h[1] = 1;
     config_to_header(h, cfg, M.num_params);
     h[100] = B;

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # The float trainer against the double one at long T (part of `make test`): exact at T = 32 is not enough, so for
 # every preset a fresh model (-y 7) reads T = 1024 random tokens, 64 chunks of 16 (for time: mac at T = 512, the
-# ATLAS presets with token-level muon at T = 256 and a smaller width; ~2 minutes in all on 2 cores), and `train_miras -J` (float) and `train_miras_fp64 -J` (the same file built with
-# -DMIRAS_DOUBLE) dump logits, loss, every gradient and 3 AdamW steps, which `test_miras --compare` diffs (3 checks
-# each: logits and loss, gradients over all and per tensor, the step losses and final parameters; its tolerances are
-# those of CPU against GPU, NS5_SLACK's 10x for muon). The inputs come from `train_miras --make-input`.
+# ATLAS presets with token-level muon at T = 256 and a smaller width; ~2 minutes in all on 2 cores), and
+# `train_miras -J` (float) and `train_miras_fp64 -J` (the same file built with -DMIRAS_DOUBLE) dump logits, loss,
+# every gradient and 3 AdamW steps, which `test_miras --compare` diffs (3 checks each: logits and loss, gradients over
+# all and per tensor, the step losses and final parameters; its tolerances are those of CPU against GPU, NS5_SLACK's
+# 10x for muon). The inputs come from `train_miras --make-input`.
 # The last line is "N passed, N failed".
 set -u
 cd "$(dirname "$0")/.." || exit 1
