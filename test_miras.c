@@ -194,11 +194,18 @@ static const char* FIXTURES[] = {
     "omeganet", "poly_mom", "poly_linear",  // with the poly features (omega 3, 1, 2)
     "muon_deep", "atlas", "muon_linear", "muon_noln",  // muon (SPEC §5.7): omega 3, 3 (+ poly), 2, 1
     "atlas_pp", "gated_noln",  // the gated deep memory (ATLAS++) with muon: omega 3 (+ poly), 2
+    "gated_gd", "gated_mom", "gated_chunk",  // and with gd (omega 3), momentum (poly), chunk-level muon (omega 2)
     "atlas_chunk", "muonc_linear",  // chunk-level muon: omega 3 (+ poly), 2
     "deep_transformer", "dot",
     "dot_linear",  // the phi* memory (DT, DOT): deep dot c 1; deep l2 omega 3; linear omega 4
     "dot_bound", "dt_bound"};  // with the bounded W2 steps of today's presets: deep l2 omega 3, b 3; deep dot, b 4
-#define NFIX 43
+#define NFIX ((int)(sizeof FIXTURES / sizeof FIXTURES[0]))
+static int fixture_index(const char* name) {  // where a group of FIXTURES starts (the MIRAS_ONLY_* runs below)
+    for (int i = 0; i < NFIX; i++)
+        if (!strcmp(FIXTURES[i], name)) return i;
+    fprintf(stderr, "test_miras: no fixture %s in FIXTURES\n", name);
+    exit(1);
+}
 
 // 1. logits, loss, every gradient and 10 AdamW steps against the PyTorch reference
 static void test_fixture(const char* dir, const char* name) {
@@ -1627,6 +1634,10 @@ static void test_atlas(const char* dir) {
     test_online_omega("atlas's memory: deep l2 muon, anchored", 2, BIAS_L2, ALGO_MUON, 1, 3, 1);
     test_online_omega("atlas_pp's memory: gated deep l2 muon, anchored", 3, BIAS_L2, ALGO_MUON, 1, 3, 1);
     test_online_omega("gated deep Huber muon, no omega", 3, BIAS_HUBER, ALGO_MUON, 0, 1, 0);
+    test_online_omega("gated deep l2 gd (the dual form), anchored", 3, BIAS_L2, ALGO_GD, 1, 3, 1);
+    test_online_omega("gated deep Huber momentum, no omega", 3, BIAS_HUBER, ALGO_MOMENTUM, 0, 1, 0);
+    test_online_omega("gated deep l2 momentum, omega 2", 3, BIAS_L2, ALGO_MOMENTUM, 0, 2, 0);
+    test_online_omega("gated deep chunk-level muon, anchored", 3, BIAS_L2, ALGO_MUON_CHUNK, 1, 3, 1);
     test_online_omega("chunk-level muon (atlas_chunk's memory), anchored", 2, BIAS_L2, ALGO_MUON_CHUNK, 1, 3, 1);
     test_online_omega("chunk-level muon, linear Huber", 1, BIAS_HUBER, ALGO_MUON_CHUNK, 0, 2, 0);
     test_muon_reduces(1, BIAS_L2, 0);
@@ -1647,6 +1658,9 @@ static void test_atlas(const char* dir) {
     test_decode_every_length(dir, "muon_noln");
     test_decode_every_length(dir, "atlas_pp");
     test_decode_every_length(dir, "gated_noln");
+    test_decode_every_length(dir, "gated_gd");
+    test_decode_every_length(dir, "gated_mom");
+    test_decode_every_length(dir, "gated_chunk");
     test_decode_every_length(dir, "atlas_chunk");
     test_decode_every_length(dir, "muonc_linear");
 #ifdef MIRAS_DOUBLE
@@ -1659,6 +1673,8 @@ static void test_atlas(const char* dir) {
     test_fd(dir, "muon_noln", -1, -1, 2);
     test_fd(dir, "gated_noln", -1, -1, 1);
     test_fd(dir, "gated_noln", -1, -1, 5);
+    test_fd(dir, "gated_gd", -1, -1, 1);  // the gated memory's dual form at other b (b = 1: no halo in a chunk)
+    test_fd(dir, "gated_mom", -1, -1, 3);
     test_fd(dir, "atlas_chunk", 1, 0, 3);  // b = 3 without the residual
     test_fd(dir, "muonc_linear", -1, -1, 1);
     test_fd(dir, "muonc_linear", -1, -1, 5);
@@ -2933,11 +2949,14 @@ static void test_atlas_bad_input(void) {
                               {"-p mag -G 4", "not built with Lattice, omega, poly or muon"},
                               {"-p mac -U 2", "not built with Lattice, omega, poly or muon"},
                               {"-U 4", "bad -U 4"},
-                              {"-p atlas_chunk -T 1", "built for token-level muon only"},
                               {"-T 2", "bad -T 2"},
-                              {"-T 1", "the gated deep memory is built for token-level muon only"},
-                              {"-p atlas_pp -U 1", "the gated deep memory is built for token-level muon only"},
+                              // the gated deep memory: deep, no lq / kl, not in the Titans arrangements, not phi*
                               {"-p gated_deltanet -T 1 -U 2", "bad gated-memory config"},
+                              {"-p linear_attn -T 1", "bad gated-memory config"},
+                              {"-p moneta -T 1", "needs depth 2 and the plain or anchored retention"},
+                              {"-p memora -T 1", "needs depth 2 and the plain or anchored retention"},
+                              {"-p mag -T 1", "not built with Lattice, omega, poly or muon memories, nor the gated"},
+                              {"-p dot -T 1", "the phi* memory is built for gd"},
                               {"-U x", "is not a whole number"},
                               {"-U -1", "is out of range"},
                               {"-p atlas -R 2", "muon (SPEC 5.7) needs a learned per-head step"},
@@ -2989,29 +3008,32 @@ int main(int argc, char** argv) {
     SELF = argv[0];
     const char* dir = argc > 1 ? argv[1] : "dev/fixtures";
     printf("test_miras (%s build, %d threads)\n", BUILD, max_threads());
-    if (getenv("MIRAS_ONLY_TITANS")) {  // (development: the Titans checks alone, fixtures 20.. and fresh models)
-        for (int i = 20; i < NFIX; i++) test_fixture(dir, FIXTURES[i]);
+    if (getenv("MIRAS_ONLY_TITANS")) {  // (development: the Titans checks alone, fixtures mal.. and fresh models)
+        int i0 = fixture_index("mal");
+        for (int i = i0; i < NFIX; i++) test_fixture(dir, FIXTURES[i]);
 #ifdef MIRAS_DOUBLE
-        for (int i = 20; i < NFIX; i++) test_fd(dir, FIXTURES[i], -1, -1, 0);
+        for (int i = i0; i < NFIX; i++) test_fd(dir, FIXTURES[i], -1, -1, 0);
 #endif
-        for (int i = 20; i < NFIX; i++) test_decode(dir, FIXTURES[i]);
+        for (int i = i0; i < NFIX; i++) test_decode(dir, FIXTURES[i]);
         test_titans_all();
         printf("%d passed, %d failed\n", n_pass, n_fail);
         return n_fail ? 1 : 0;
     }
-    if (getenv("MIRAS_ONLY_PHI")) {  // (development: the phi* memory's checks alone, fixtures 38..)
-        for (int i = 38; i < NFIX; i++) test_fixture(dir, FIXTURES[i]);
+    if (getenv("MIRAS_ONLY_PHI")) {  // (development: the phi* memory's checks alone, fixtures deep_transformer..)
+        int i0 = fixture_index("deep_transformer");
+        for (int i = i0; i < NFIX; i++) test_fixture(dir, FIXTURES[i]);
 #ifdef MIRAS_DOUBLE
-        for (int i = 38; i < NFIX; i++) test_fd(dir, FIXTURES[i], -1, -1, 0);
+        for (int i = i0; i < NFIX; i++) test_fd(dir, FIXTURES[i], -1, -1, 0);
 #endif
         test_phistar(dir);
         printf("%d passed, %d failed\n", n_pass, n_fail);
         return n_fail ? 1 : 0;
     }
-    if (getenv("MIRAS_ONLY_ATLAS")) {  // (development: the ATLAS family's checks alone, fixtures 24..)
-        for (int i = 24; i < NFIX; i++) test_fixture(dir, FIXTURES[i]);
+    if (getenv("MIRAS_ONLY_ATLAS")) {  // (development: the ATLAS family's checks alone, fixtures omega_gd..)
+        int i0 = fixture_index("omega_gd");
+        for (int i = i0; i < NFIX; i++) test_fixture(dir, FIXTURES[i]);
 #ifdef MIRAS_DOUBLE
-        for (int i = 24; i < NFIX; i++) test_fd(dir, FIXTURES[i], -1, -1, 0);
+        for (int i = i0; i < NFIX; i++) test_fd(dir, FIXTURES[i], -1, -1, 0);
 #endif
         test_atlas(dir);
         test_phistar(dir);

@@ -691,6 +691,7 @@ typedef struct {
     real *mP, *mS, *mX, *msv, *mtmp;  // muon: P_j, S_j, X_j = NS5(S_j) per own row (b, nP); NS5's iterates; scratch
     size_t nsv;  // muon: NS5's saved floats per row (all matrices)
     real *zk3, *hk2, *g3, *zq3, *hq2;  // gated memory: W3 k, GELU(W2 k) (hk is their product), dloss/d(W3 k); q's
+    real *xw3, *xs3, *xa3;  // gated memory, the dual-form read of W3 (gd, momentum): as xw1, xs1, xa1 for W2
     real *dg3, *dzk3, *dhk2, *dzq3;  // and their gradients (in the zeroed block)
 } MemChunk;
 
@@ -716,7 +717,7 @@ static size_t memchunk_carve_in(MemChunk* c, real* base, int b, int d, int din, 
     TAKE(Pa, nP); TAKE(Pb, nP); TAKE(Sa, nP); TAKE(Sb, nP); TAKE(dlng, d); TAKE(dlnb, d);
     TAKE(Wa, nP); TAKE(Wb, nP); TAKE(Wc, nP); TAKE(dWa, nP); TAKE(dWb, nP); TAKE(save, c->ngrad); TAKE(zero, nd);
     TAKE(xa1, nm); TAKE(xa2, nd); TAKE(dp0, nP); c->p0 = NULL;
-    TAKE(zk3, nm); TAKE(hk2, nm); TAKE(g3, nm); TAKE(zq3, nm); TAKE(hq2, nm);   // gated memory
+    TAKE(zk3, nm); TAKE(hk2, nm); TAKE(g3, nm); TAKE(zq3, nm); TAKE(hq2, nm); TAKE(xw3, nm); TAKE(xs3, nm); TAKE(xa3, nm);   // gated memory
     TAKE(gam, nn); TAKE(C0, nn); TAKE(s0, nn); TAKE(dgam, nn); TAKE(dC0, nn + b); c->nh = 0; c->wc = 1;  // omega (b: rows incl. the halo)
     if (din != d) { TAKE(qr, nd); TAKE(kr, nd); } else { c->qr = c->q; c->kr = c->k; }   // poly: the raw rows
 #undef TAKE
@@ -1173,26 +1174,37 @@ static void mem_chunk_forward(const MemCfg* m, MemChunk* c, int n, const real* P
         if (Pn && Sx) mem_update_forward(Sn, Sx, c->sigma[n - 1], NULL, NULL, 0, c->r, c->k, srow, n, d, din);
         return;
     }
-    // deep memory: W1 (d, dm), W2 (dm, d); g_i = (d1_i hk_i^T, d2_i k_i^T)
-    const real *W1 = P, *W2 = P + (size_t)d * dm, *S1 = Sx, *S2 = Sx ? Sx + (size_t)d * dm : NULL;
-    const real *A1 = c->p0, *A2 = c->p0 ? c->p0 + (size_t)d * dm : NULL;  // the anchor's W1, W2 (or NULL)
-    // reads, after the write: y_t = q_t + LN(W1_t GELU(W2_t q_t))
+    // deep memory: W1 (d, dm), W2 (dm, din); g_i = (g1_i hk_i^T, g2_i k_i^T); gated also W3 (dm, din), g3_i k_i^T
+    size_t o2 = (size_t)d * dm, o3 = o2 + (size_t)dm * din;  // W2's and W3's offsets in the state
+    const real *W1 = P, *W2 = P + o2, *W3 = P + o3, *S1 = Sx, *S2 = Sx ? Sx + o2 : NULL, *S3 = Sx ? Sx + o3 : NULL;
+    const real *A1 = c->p0, *A2 = c->p0 ? c->p0 + o2 : NULL, *A3 = c->p0 ? c->p0 + o3 : NULL;  // the anchor (or NULL)
+    // reads, after the write: y_t = q_t + LN(W1_t GELU(W2_t q_t))   (gated: LN(W1_t (GELU(W2_t q_t) * W3_t q_t)))
     mem_read_forward(c->zq, c->xw1, c->xs1, c->xx1, c->xa1, c->q, c->k, c->g2, W2, S2, A2, cs1, c, n, dm, din);
     for (size_t e = 0; e < (size_t)n * dm; e++) {
         c->tq[e] = gelu_tanh(c->zq[e]);
         c->hq[e] = gelu(c->zq[e], c->tq[e]);
+    }
+    if (m->gated) {  // zq3 = W3_t q_t (the same q.k products, xx1), hq = GELU(zq) * zq3 (GELU(zq) kept in hq2)
+        mem_read_forward(c->zq3, c->xw3, c->xs3, c->xx1, c->xa3, c->q, c->k, c->g3, W3, S3, A3, cs1, c, n, dm, din);
+        for (size_t e = 0; e < (size_t)n * dm; e++) {
+            c->hq2[e] = c->hq[e];
+            c->hq[e] = c->hq2[e] * c->zq3[e];
+        }
     }
     mem_read_forward(c->nq, c->xw2, c->xs2, c->xx2, c->xa2, c->hq, c->hk, c->g1, W1, S1, A1, cs0, c, n, d, dm);
     if (m->ln) ln_forward(c->nq, c->rq, n, d);
     mem_out_forward(c->y, c->qr, c->nq, lng, lnb, m, n);
     if (Pn) {
         mem_update_forward(Pn, B0, c->alpha[n - 1], A1, S1, c->beta[n - 1], c->g1, c->hk, crow, n, d, dm);
-        mem_update_forward(Pn + (size_t)d * dm, B0 + (size_t)d * dm, c->alpha[n - 1], A2, S2, c->beta[n - 1], c->g2,
-                           c->k, crow, n, dm, din);
+        mem_update_forward(Pn + o2, B0 + o2, c->alpha[n - 1], A2, S2, c->beta[n - 1], c->g2, c->k, crow, n, dm, din);
+        if (m->gated)
+            mem_update_forward(Pn + o3, B0 + o3, c->alpha[n - 1], A3, S3, c->beta[n - 1], c->g3, c->k, crow, n, dm,
+                               din);
     }
     if (Pn && Sx) {
         mem_update_forward(Sn, S1, c->sigma[n - 1], NULL, NULL, 0, c->g1, c->hk, srow, n, d, dm);
-        mem_update_forward(Sn + (size_t)d * dm, S2, c->sigma[n - 1], NULL, NULL, 0, c->g2, c->k, srow, n, dm, din);
+        mem_update_forward(Sn + o2, S2, c->sigma[n - 1], NULL, NULL, 0, c->g2, c->k, srow, n, dm, din);
+        if (m->gated) mem_update_forward(Sn + o3, S3, c->sigma[n - 1], NULL, NULL, 0, c->g3, c->k, srow, n, dm, din);
     }
 }
 
@@ -1229,25 +1241,33 @@ static void mem_chunk_backward(const MemCfg* m, MemChunk* c, int n, const real* 
         mem_coef_backward(c, n, m->momentum);
         return;
     }
-    const real *W1 = P, *W2 = P + (size_t)d * dm, *S1 = Sx, *S2 = Sx ? Sx + (size_t)d * dm : NULL;
-    real *dW1 = dPs, *dW2 = dPs + (size_t)d * dm, *dS1 = dSx, *dS2 = dSx ? dSx + (size_t)d * dm : NULL;
-    const real *A1 = c->p0, *A2 = c->p0 ? c->p0 + (size_t)d * dm : NULL;  // the anchor (or NULL) and its gradient
-    real *dA1 = c->dp0, *dA2 = c->dp0 + (size_t)d * dm;
+    size_t o2 = (size_t)d * dm, o3 = o2 + (size_t)dm * din;  // W2's and W3's offsets (W3: gated)
+    const real *W1 = P, *W2 = P + o2, *W3 = P + o3, *S1 = Sx, *S2 = Sx ? Sx + o2 : NULL, *S3 = Sx ? Sx + o3 : NULL;
+    real *dW1 = dPs, *dW2 = dPs + o2, *dW3 = dPs + o3, *dS1 = dSx, *dS2 = dSx ? dSx + o2 : NULL,
+         *dS3 = dSx ? dSx + o3 : NULL;
+    const real *A1 = c->p0, *A2 = c->p0 ? c->p0 + o2 : NULL, *A3 = c->p0 ? c->p0 + o3 : NULL;  // the anchor (or NULL)
+    real *dA1 = c->dp0, *dA2 = c->dp0 + o2, *dA3 = c->dp0 + o3;  // and its gradient
     // chunk-end state
     if (dPn) {
         mem_update_backward(dBase, dS1, dA1, &c->dalpha[n - 1], &c->dbeta[n - 1], c->dg1, c->dhk, dcrow, dPn, B0,
                             c->alpha[n - 1], A1, S1, c->beta[n - 1], c->g1, c->hk, crow, n, d, dm);
-        mem_update_backward(dBase + (size_t)d * dm, dS2, dA2, &c->dalpha[n - 1], &c->dbeta[n - 1], c->dg2, c->dk, dcrow,
-                            dPn + (size_t)d * dm, B0 + (size_t)d * dm, c->alpha[n - 1], A2, S2, c->beta[n - 1], c->g2,
-                            c->k, crow, n, dm, din);
+        mem_update_backward(dBase + o2, dS2, dA2, &c->dalpha[n - 1], &c->dbeta[n - 1], c->dg2, c->dk, dcrow, dPn + o2,
+                            B0 + o2, c->alpha[n - 1], A2, S2, c->beta[n - 1], c->g2, c->k, crow, n, dm, din);
+        if (m->gated)
+            mem_update_backward(dBase + o3, dS3, dA3, &c->dalpha[n - 1], &c->dbeta[n - 1], c->dg3, c->dk, dcrow,
+                                dPn + o3, B0 + o3, c->alpha[n - 1], A3, S3, c->beta[n - 1], c->g3, c->k, crow, n, dm,
+                                din);
     }
     if (dPn && Sx) {
         mem_update_backward(dS1, NULL, NULL, c->dsig, NULL, c->dg1, c->dhk, c->ds, dSn, S1, c->sigma[n - 1], NULL, NULL,
                             0, c->g1, c->hk, srow, n, d, dm);
-        mem_update_backward(dS2, NULL, NULL, c->dsig, NULL, c->dg2, c->dk, c->ds, dSn + (size_t)d * dm, S2,
-                            c->sigma[n - 1], NULL, NULL, 0, c->g2, c->k, srow, n, dm, din);
+        mem_update_backward(dS2, NULL, NULL, c->dsig, NULL, c->dg2, c->dk, c->ds, dSn + o2, S2, c->sigma[n - 1], NULL,
+                            NULL, 0, c->g2, c->k, srow, n, dm, din);
+        if (m->gated)
+            mem_update_backward(dS3, NULL, NULL, c->dsig, NULL, c->dg3, c->dk, c->ds, dSn + o3, S3, c->sigma[n - 1],
+                                NULL, NULL, 0, c->g3, c->k, srow, n, dm, din);
     }
-    // reads: y = q + LN(o_q) g + beta, o_q = read(W1, hq), hq = GELU(zq), zq = read(W2, q)
+    // reads: y = q + LN(o_q) g + beta, o_q = read(W1, hq), hq = GELU(zq) (gated: * zq3, zq3 = read(W3, q)), zq = read(W2, q)
     mem_out_backward(c->dqr, c->doq, c->dlng, c->dlnb, dy, c->nq, lng, m, n);  // (dqr is dq without poly)
     if (m->ln) {
         memcpy(c->dnk, c->doq, nd * sizeof(real));
@@ -1257,6 +1277,14 @@ static void mem_chunk_backward(const MemCfg* m, MemChunk* c, int n, const real* 
     }
     mem_read_backward(c->dhq, c->dhk, c->dg1, dW1, dS1, dA1, &c->dcs[0], c, c->doq, c->hq, c->hk, c->g1, W1, S1, A1,
                       cs0, c->xw2, c->xs2, c->xx2, c->xa2, n, d, dm);
+    if (m->gated) {  // hq = hq2 zq3: dzq3 = dhq hq2, and dL/dGELU(zq) = dhq zq3 (in place)
+        for (size_t e = 0; e < nm; e++) {
+            c->dzq3[e] = c->dhq[e] * c->hq2[e];
+            c->dhq[e] *= c->zq3[e];
+        }
+        mem_read_backward(c->dq, c->dk, c->dg3, dW3, dS3, dA3, &c->dcs[1], c, c->dzq3, c->q, c->k, c->g3, W3, S3, A3,
+                          cs1, c->xw3, c->xs3, c->xx1, c->xa3, n, dm, din);
+    }
     for (size_t e = 0; e < nm; e++) c->dzq[e] = c->dhq[e] * gelu_d1(c->zq[e], c->tq[e]);
     mem_read_backward(c->dq, c->dk, c->dg2, dW2, dS2, dA2, &c->dcs[1], c, c->dzq, c->q, c->k, c->g2, W2, S2, A2, cs1,
                       c->xw1, c->xs1, c->xx1, c->xa1, n, dm, din);
@@ -3467,10 +3495,11 @@ static void config_check(const Config* c) {
     if (c->retention != RET_NONE && c->algo != ALGO_GD)
         DIE("use gd (-U 0) with the lq and kl retentions", "%s%s with retention %d is not implemented", cfg_origin,
             c->algo >= ALGO_MUON ? "muon" : "momentum", c->retention);
-    if (c->gated < 0 || c->gated > 1 || (c->gated && (c->mem_depth != 2 || c->algo != ALGO_MUON)))
-        DIE("-T 1 goes with a deep memory and token-level muon (-U 2), e.g. -p atlas_pp",
-            "%sbad gated-memory config: gated %d, depth %d, algorithm %d (the gated deep memory is built for token-level muon only)",
-            cfg_origin, c->gated, c->mem_depth, c->algo);
+    if (c->gated < 0 || c->gated > 1 || (c->gated && (c->mem_depth != 2 || c->retention != RET_NONE)))
+        DIE("-T 1 goes with a deep memory without the lq / kl retentions, e.g. -p atlas_pp or -p titans -T 1",
+            "%sbad gated-memory config: gated %d, depth %d, retention %d (the gated deep memory needs depth 2 and the "
+            "plain or anchored retention)",
+            cfg_origin, c->gated, c->mem_depth, c->retention);
     if (c->algo >= ALGO_MUON && (c->gate_rank || !c->gate_eta))
         DIE("muon (-U 2) takes -R 0 and a preset with a learned eta gate (not linear_attn)",
             "%smuon (SPEC 5.7) needs a learned per-head step eta (gate rank %d, eta gate %d): NS5 removes the scale of the error",
@@ -3543,10 +3572,12 @@ static void config_check(const Config* c) {
         if (c->arch == ARCH_MAC && (c->retention != RET_NONE || c->gate_rank || c->bias == BIAS_HUBER))
             DIE("-Q titans, ttt_mlp, linear_attn, deltanet or gated_deltanet with mac",
                 "%sMAC is implemented for the plain retention, per-head gates and no Huber bias", cfg_origin);
-        if (c->lattice || c->omega > 1 || c->poly ||
+        if (c->lattice || c->omega > 1 || c->poly || c->gated ||
             c->algo >= ALGO_MUON)  // (three features built side by side; their combinations are not)
             DIE("use mal, mag, mac with a memory of sections 3-5, without -G, -I, -T and with -U 0 or 1",
-                "%sthe Titans arrangements are not built with Lattice, omega, poly or muon memories", cfg_origin);
+                "%sthe Titans arrangements are not built with Lattice, omega, poly or muon memories, nor the gated "
+                "one",
+                cfg_origin);
     }
     if (c->lattice && (c->omega > 1 || c->poly))
         DIE("drop -G and -I with the lattice presets", "%sLattice takes no omega window or poly features", cfg_origin);
@@ -3556,7 +3587,7 @@ static void config_check(const Config* c) {
     if (c->phistar && (c->poly || c->gated || c->algo != ALGO_GD || c->retention != RET_NONE || c->gate_rank ||
                        c->anchor || c->lattice || c->arch || (c->bias != BIAS_L2 && c->bias != BIAS_DOT)))
         DIE("use -p deep_transformer or -p dot as they are (or -I 2 with a gd memory: -U 0 -R 0 -Z 0, l2 or dot bias)",
-            "%sthe phi* memory is built for gd with the l2 or dot bias only, without poly, muon, momentum, the lq/kl "
+            "%sthe phi* memory is built for gd with the l2 or dot bias only, without poly, the gated memory, muon, momentum, the lq/kl "
             "retentions, channel-wise gates, anchored retention, mal/mag/mac or Lattice (algo %d, bias %d, retention "
             "%d, gate rank %d, anchor %d)",
             cfg_origin, c->algo, c->bias, c->retention, c->gate_rank, c->anchor);
@@ -6169,7 +6200,8 @@ static const char* const USAGE =  // a printf format: %s is PRESETS
     "           [preset: omeganet, atlas 1, deep_transformer, dot 3, else 0]\n"
     "        -U inner algorithm: 0 gd, 1 momentum, 2 muon (token-level, SPEC 5.7), 3 chunk-level muon\n"
     "           [preset: titans 1, atlas, atlas_pp 2, atlas_chunk 3, else 0]\n"
-    "        -T 1 gated deep memory x + LN(W1 (GELU(W2 x) * W3 x)) (ATLAS++, SPEC 4; with -U 2), 0 off [atlas_pp 1]\n"
+    "        -T 1 gated deep memory x + LN(W1 (GELU(W2 x) * W3 x)) (ATLAS++, SPEC 4; a deep memory,\n"
+    "           any -U, not the moneta / memora retentions), 0 off [atlas_pp 1]\n"
     " train: -b batch [8] -t seq len [128] -d tokens per step, via gradient accumulation [B*T]\n"
     "        -l lr [3e-3] -u warmup steps [20] -q final lr fraction [0.1] -c weight decay [0.1] -a grad clip [1.0]\n"
     "        -x steps [300] -y seed [1337] -S stop after this step, as if preempted (the schedule still runs to -x)\n"

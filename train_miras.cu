@@ -2108,27 +2108,41 @@ MEMFN void mem_chunk_forward_gpu(const MemCfg* m, MemChunkGpu* c, int n, const r
         if (Pn && Sx) mem_update_forward_gpu(Sn, Sx, c->sigma[n - 1], NULL, NULL, 0, c->r, c->k, srow, n, d, din);
         return;
     }
-    // deep memory: W1 (d, dm), W2 (dm, din); g_i = (d1_i hk_i^T, d2_i k_i^T)
-    const real *W1 = P, *W2 = P + (size_t)d * dm, *S1 = Sx, *S2 = Sx ? Sx + (size_t)d * dm : NULL;
-    const real *A1 = c->p0, *A2 = c->p0 ? c->p0 + (size_t)d * dm : NULL;  // the anchor's W1, W2 (or NULL)
-    // reads, after the write: y_t = q_t + LN(W1_t GELU(W2_t q_t))
+    // deep memory: W1 (d, dm), W2 (dm, din); g_i = (g1_i hk_i^T, g2_i k_i^T); gated also W3 (dm, din), g3_i k_i^T
+    size_t o2 = (size_t)d * dm, o3 = o2 + (size_t)dm * din;  // W2's and W3's offsets in the state
+    const real *W1 = P, *W2 = P + o2, *W3 = P + o3, *S1 = Sx, *S2 = Sx ? Sx + o2 : NULL, *S3 = Sx ? Sx + o3 : NULL;
+    const real *A1 = c->p0, *A2 = c->p0 ? c->p0 + o2 : NULL, *A3 = c->p0 ? c->p0 + o3 : NULL;  // the anchor (or NULL)
+    // reads, after the write: y_t = q_t + LN(W1_t GELU(W2_t q_t))   (gated: LN(W1_t (GELU(W2_t q_t) * W3_t q_t)))
     mem_read_forward_gpu(c->zq, c->xw1, c->xs1, c->xx1, c->xa1, c->q, c->k, c->g2, W2, S2, A2, cs1, c, n, dm, din);
     FOR(e, n * dm) {
         c->tq[e] = gelu_tanh_gpu(c->zq[e]);
         c->hq[e] = gelu_gpu(c->zq[e], c->tq[e]);
     }
     __syncthreads();
+    if (m->gated) {  // zq3 = W3_t q_t (the same q.k products, xx1), hq = GELU(zq) * zq3 (GELU(zq) kept in hq2)
+        mem_read_forward_gpu(c->zq3, c->xw3, c->xs3, c->xx1, c->xa3, c->q, c->k, c->g3, W3, S3, A3, cs1, c, n, dm, din);
+        FOR(e, n * dm) {
+            c->hq2[e] = c->hq[e];
+            c->hq[e] = c->hq2[e] * c->zq3[e];
+        }
+        __syncthreads();
+    }
     mem_read_forward_gpu(c->nq, c->xw2, c->xs2, c->xx2, c->xa2, c->hq, c->hk, c->g1, W1, S1, A1, cs0, c, n, d, dm);
     if (m->ln) ln_forward_gpu(c->nq, c->rq, n, d);
     mem_out_forward_gpu(c->y, c->qr, c->nq, lng, lnb, m, n);
     if (Pn) {  // (the updates are independent: one barrier)
         mem_update_forward_gpu(Pn, B0, c->alpha[n - 1], A1, S1, c->beta[n - 1], c->g1, c->hk, crow, n, d, dm, 0);
-        mem_update_forward_gpu(Pn + (size_t)d * dm, B0 + (size_t)d * dm, c->alpha[n - 1], A2, S2, c->beta[n - 1], c->g2,
-                               c->k, crow, n, dm, din, !Sx);
+        mem_update_forward_gpu(Pn + o2, B0 + o2, c->alpha[n - 1], A2, S2, c->beta[n - 1], c->g2, c->k, crow, n, dm, din,
+                               !Sx && !m->gated);
+        if (m->gated)
+            mem_update_forward_gpu(Pn + o3, B0 + o3, c->alpha[n - 1], A3, S3, c->beta[n - 1], c->g3, c->k, crow, n, dm,
+                                   din, !Sx);
     }
     if (Pn && Sx) {
         mem_update_forward_gpu(Sn, S1, c->sigma[n - 1], NULL, NULL, 0, c->g1, c->hk, srow, n, d, dm, 0);
-        mem_update_forward_gpu(Sn + (size_t)d * dm, S2, c->sigma[n - 1], NULL, NULL, 0, c->g2, c->k, srow, n, dm, din);
+        mem_update_forward_gpu(Sn + o2, S2, c->sigma[n - 1], NULL, NULL, 0, c->g2, c->k, srow, n, dm, din, !m->gated);
+        if (m->gated)
+            mem_update_forward_gpu(Sn + o3, S3, c->sigma[n - 1], NULL, NULL, 0, c->g3, c->k, srow, n, dm, din);
     }
 }
 
@@ -2165,25 +2179,34 @@ MEMFN void mem_chunk_backward_gpu(const MemCfg* m, MemChunkGpu* c, int n, const 
         mem_coef_backward_gpu(c, n, m->momentum);
         return;
     }
-    const real *W1 = P, *W2 = P + (size_t)d * dm, *S1 = Sx, *S2 = Sx ? Sx + (size_t)d * dm : NULL;
-    real *dW1 = dPs, *dW2 = dPs + (size_t)d * dm, *dS1 = dSx, *dS2 = dSx ? dSx + (size_t)d * dm : NULL;
-    const real *A1 = c->p0, *A2 = c->p0 ? c->p0 + (size_t)d * dm : NULL;  // the anchor (or NULL) and its gradient
-    real *dA1 = c->dp0, *dA2 = c->dp0 + (size_t)d * dm;
+    size_t o2 = (size_t)d * dm, o3 = o2 + (size_t)dm * din;  // W2's and W3's offsets (W3: gated)
+    const real *W1 = P, *W2 = P + o2, *W3 = P + o3, *S1 = Sx, *S2 = Sx ? Sx + o2 : NULL, *S3 = Sx ? Sx + o3 : NULL;
+    real *dW1 = dPs, *dW2 = dPs + o2, *dW3 = dPs + o3, *dS1 = dSx, *dS2 = dSx ? dSx + o2 : NULL,
+         *dS3 = dSx ? dSx + o3 : NULL;
+    const real *A1 = c->p0, *A2 = c->p0 ? c->p0 + o2 : NULL, *A3 = c->p0 ? c->p0 + o3 : NULL;  // the anchor (or NULL)
+    real *dA1 = c->dp0, *dA2 = c->dp0 + o2, *dA3 = c->dp0 + o3;  // and its gradient
     // chunk-end state
     if (dPn) {
         mem_update_backward_gpu(dBase, dS1, dA1, &c->dalpha[n - 1], &c->dbeta[n - 1], c->dg1, c->dhk, dcrow, dPn, B0,
                                 c->alpha[n - 1], A1, S1, c->beta[n - 1], c->g1, c->hk, crow, n, d, dm, c);
-        mem_update_backward_gpu(dBase + (size_t)d * dm, dS2, dA2, &c->dalpha[n - 1], &c->dbeta[n - 1], c->dg2, c->dk,
-                                dcrow, dPn + (size_t)d * dm, B0 + (size_t)d * dm, c->alpha[n - 1], A2, S2,
-                                c->beta[n - 1], c->g2, c->k, crow, n, dm, din, c);
+        mem_update_backward_gpu(dBase + o2, dS2, dA2, &c->dalpha[n - 1], &c->dbeta[n - 1], c->dg2, c->dk, dcrow,
+                                dPn + o2, B0 + o2, c->alpha[n - 1], A2, S2, c->beta[n - 1], c->g2, c->k, crow, n, dm,
+                                din, c);
+        if (m->gated)
+            mem_update_backward_gpu(dBase + o3, dS3, dA3, &c->dalpha[n - 1], &c->dbeta[n - 1], c->dg3, c->dk, dcrow,
+                                    dPn + o3, B0 + o3, c->alpha[n - 1], A3, S3, c->beta[n - 1], c->g3, c->k, crow, n,
+                                    dm, din, c);
     }
     if (dPn && Sx) {
         mem_update_backward_gpu(dS1, NULL, NULL, c->dsig, NULL, c->dg1, c->dhk, c->ds, dSn, S1, c->sigma[n - 1], NULL,
                                 NULL, 0, c->g1, c->hk, srow, n, d, dm, c);
-        mem_update_backward_gpu(dS2, NULL, NULL, c->dsig, NULL, c->dg2, c->dk, c->ds, dSn + (size_t)d * dm, S2,
-                                c->sigma[n - 1], NULL, NULL, 0, c->g2, c->k, srow, n, dm, din, c);
+        mem_update_backward_gpu(dS2, NULL, NULL, c->dsig, NULL, c->dg2, c->dk, c->ds, dSn + o2, S2, c->sigma[n - 1],
+                                NULL, NULL, 0, c->g2, c->k, srow, n, dm, din, c);
+        if (m->gated)
+            mem_update_backward_gpu(dS3, NULL, NULL, c->dsig, NULL, c->dg3, c->dk, c->ds, dSn + o3, S3, c->sigma[n - 1],
+                                    NULL, NULL, 0, c->g3, c->k, srow, n, dm, din, c);
     }
-    // reads: y = q + LN(o_q) g + beta, o_q = read(W1, hq), hq = GELU(zq), zq = read(W2, q)
+    // reads: y = q + LN(o_q) g + beta, o_q = read(W1, hq), hq = GELU(zq) (gated: * zq3, zq3 = read(W3, q)), zq = read(W2, q)
     mem_out_backward_gpu(c->dqr, c->doq, c->dlng, c->dlnb, dy, c->nq, lng, m, n);  // (dqr is dq without poly)
     if (m->ln) {
         block_copy(c->dnk, c->doq, nd);
@@ -2193,6 +2216,15 @@ MEMFN void mem_chunk_backward_gpu(const MemCfg* m, MemChunkGpu* c, int n, const 
     }
     mem_read_backward_gpu(c->dhq, c->dhk, c->dg1, dW1, dS1, dA1, &c->dcs[0], c, c->doq, c->hq, c->hk, c->g1, W1, S1, A1,
                           cs0, c->xw2, c->xs2, c->xx2, c->xa2, n, d, dm);
+    if (m->gated) {  // hq = hq2 zq3: dzq3 = dhq hq2, and dL/dGELU(zq) = dhq zq3 (in place)
+        FOR(e, nm) {
+            c->dzq3[e] = c->dhq[e] * c->hq2[e];
+            c->dhq[e] *= c->zq3[e];
+        }
+        __syncthreads();
+        mem_read_backward_gpu(c->dq, c->dk, c->dg3, dW3, dS3, dA3, &c->dcs[1], c, c->dzq3, c->q, c->k, c->g3, W3, S3,
+                              A3, cs1, c->xw3, c->xs3, c->xx1, c->xa3, n, dm, din);
+    }
     FOR(e, nm) c->dzq[e] = c->dhq[e] * gelu_d1_gpu(c->zq[e], c->tq[e]);
     __syncthreads();
     mem_read_backward_gpu(c->dq, c->dk, c->dg2, dW2, dS2, dA2, &c->dcs[1], c, c->dzq, c->q, c->k, c->g2, W2, S2, A2,

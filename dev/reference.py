@@ -112,8 +112,8 @@ def make_config(V, D, L, H, E, F, b, mem_depth, mem_resid, mem_ln, bias, algo,
     assert 1 <= omega <= 64 and (omega == 1 or (retention == "none" and gate_rank == 0))
     # poly (SPEC §5.6): degree-2 features of q, k; no lq/kl, per-head gates
     assert poly in (0, 1) and (not poly or (retention == "none" and gate_rank == 0))
-    # the gated deep memory (ATLAS++, SPEC §4): built for muon only (header slot 32)
-    assert gated in (0, 1) and (not gated or (mem_depth == 2 and algo == "muon"))
+    # the gated deep memory (ATLAS++, SPEC §4; header slot 32): deep, any algorithm, no lq/kl
+    assert gated in (0, 1) and (not gated or (mem_depth == 2 and retention == "none"))
     # the phi* memory (DT, DOT; header slot 33): gd, plain retention, per-head gates, l2 or dot, no poly, no anchor;
     # deep without residual and LN; 2: the W2 steps bounded (deep only)
     assert phistar in (0, 1, 2) and (not phistar or (algo == "gd" and retention == "none" and gate_rank == 0
@@ -1200,6 +1200,11 @@ FIXTURES = {
     # anchored); gated without LN, omega 2, b = 3
     "atlas_pp":       (2, 1, 1, "l2", "muon", 1, 1, 4, "none", 0, 1, 3, 1, 1),
     "gated_noln":     (2, 1, 0, "l2", "muon", 1, 1, 3, "none", 0, 0, 2, 0, 1),
+    # the gated memory with the dual-form chunk (gd, momentum) and chunk-level muon: gd anchored with omega 3 at b = 3;
+    # momentum with poly at b = 4 (T = 11 ends in a partial chunk); chunk-level muon without LN, omega 2
+    "gated_gd":       (2, 1, 1, "l2", "gd", 1, 1, 3, "none", 0, 1, 3, 0, 1),
+    "gated_mom":      (2, 1, 1, "l2", "momentum", 1, 1, 4, "none", 0, 0, 1, 1, 1),
+    "gated_chunk":    (2, 1, 0, "l2", "muon_chunk", 1, 1, 3, "none", 0, 0, 2, 0, 1),
     # chunk-level muon (SPEC §5.7, atlas_chunk): atlas_chunk's memory (deep + poly, omega 3, anchored); linear, omega 2
     "atlas_chunk":    (2, 1, 1, "l2", "muon_chunk", 1, 1, 4, "none", 0, 1, 3, 1),
     "muonc_linear":   (1, 0, 0, "l2", "muon_chunk", 1, 1, 3, "none", 0, 0, 2),

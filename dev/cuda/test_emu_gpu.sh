@@ -2,19 +2,20 @@
 # A subset of `make test_gpu` on the CUDA emulator (no GPU): train_miras.cu built for dev/cuda/emu, then
 # dev/test_gpu.sh on the fixtures of the layers that have run on the emulator only (the Titans layers MAL, MAG, MAC,
 # and attention, whose bf16 mode is also new; the ATLAS family's omega window, poly features, muon and the phi*
-# memory): dumps against the CPU, GPU decoding against the GPU forward, and bf16 for transformer, mag and
-# omeganet; the checkpointed memory states (one kept in 2, and as few as an emulated device with no free memory
-# makes the trainer keep) giving the same dumps for omega_mom and omeganet. Part of `make ci` (a few minutes); the
+# memory; the gated memory with gd, momentum and chunk-level muon): dumps against the CPU, GPU decoding against the
+# GPU forward, and bf16 for transformer, mag, omeganet and gated_mom; the checkpointed memory states (one kept in 2,
+# and as few as an emulated device with no free memory makes the trainer keep) giving the same dumps for omega_mom,
+# omeganet and gated_mom. Part of `make ci` (a few minutes); the
 # last line is "N passed, N failed".
 set -u
 cd "$(dirname "$0")/../.."
 for t in g++ python3; do
-    command -v $t >/dev/null || { echo "# 85 check(s) skipped: no $t (the emulator build needs g++ and python3)"; echo "0 passed, 0 failed"; exit 0; }
+    command -v $t >/dev/null || { echo "# 102 check(s) skipped: no $t (the emulator build needs g++ and python3)"; echo "0 passed, 0 failed"; exit 0; }
 done
 if ! bash dev/cuda/emu_build.sh >build/emu_build.log 2>&1; then
     echo "not ok - the emulator build of train_miras.cu failed: $(tail -n 3 build/emu_build.log)"; echo "0 passed, 1 failed"; exit 1
 fi
 GPU_BIN=build/emu/train_miras_emu SYNTH=0 JOBS=${JOBS:-$(nproc)} \
-    ONLY='^(mal|mag|mag_gdn|mac|transformer|omega_gd|omega_mom|omega_linear|poly_linear|poly_mom|omeganet|muon_linear|muonc_linear|deep_transformer|dot|dot_linear|dot_bound|dt_bound)$' \
-    BF16='^(transformer|mag|omeganet)$' CKPT='^(omega_mom|omeganet)$' CKPT_ENVS="MIRAS_MEM_CKPT=2 EMU_MEM_FREE=1" \
+    ONLY='^(mal|mag|mag_gdn|mac|transformer|omega_gd|omega_mom|omega_linear|poly_linear|poly_mom|omeganet|muon_linear|muonc_linear|gated_gd|gated_mom|gated_chunk|deep_transformer|dot|dot_linear|dot_bound|dt_bound)$' \
+    BF16='^(transformer|mag|omeganet|gated_mom)$' CKPT='^(omega_mom|omeganet|gated_mom)$' CKPT_ENVS="MIRAS_MEM_CKPT=2 EMU_MEM_FREE=1" \
     bash dev/test_gpu.sh
