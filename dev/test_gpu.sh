@@ -78,6 +78,8 @@ synth=(
   "syn_atlas        -p atlas -G 3 -V 256 -D 64 -L 1 -H 2 -E 2 -k 4 -b 1 -t 10"
   "syn_atlas_pp     -p atlas_pp -G 2 -V 256 -D 64 -L 1 -H 2 -E 2 -k 3 -b 1 -t 8"
   "syn_atlas_chunk  -p atlas_chunk -V 256 -D 64 -L 2 -H 2 -E 2 -k 5 -b 2 -t 23"
+  "syn_gated_mom    -p titans -T 1 -V 256 -D 128 -L 2 -H 2 -E 4 -k 16 -b 2 -t 40"
+  "syn_gated_gd     -p omeganet -T 1 -V 256 -D 64 -L 2 -H 2 -E 2 -k 6 -b 2 -t 23"
   "syn_dt           -p deep_transformer -V 256 -D 128 -L 2 -H 2 -E 2 -k 8 -b 2 -t 29"
   "syn_dot          -p dot -V 256 -D 128 -L 1 -H 2 -E 2 -k 3 -b 2 -t 23"
   "syn_phi_gdn      -p gated_deltanet -I 2 -G 3 -V 256 -D 128 -L 2 -H 2 -k 4 -b 2 -t 19"

@@ -33,7 +33,7 @@ if [ -n "${MQ8K:-}" ]; then  # the 8,000-step MQAR of README "ATLAS family" (com
     done
     echo "total $((SECONDS - S)) s"; exit 0
 fi
-atlas='^(omega_.*|poly_.*|omeganet|muon.*|gated_.*|atlas.*|deep_transformer|dot.*|dt_bound|syn_(omega.*|omeganet|poly_dn|atlas.*|dt|dot.*|phi_.*))$'
+atlas='^(omega_.*|poly_.*|omeganet|muon.*|gated_.*|atlas.*|deep_transformer|dot.*|dt_bound|syn_(omega.*|omeganet|poly_dn|atlas.*|gated.*|dt|dot.*|phi_.*))$'
 step 240 env ONLY="${ONLY:-$atlas}" bash dev/test_gpu.sh > "$OUT/test_gpu_atlas.log" 2>&1
 echo "test_gpu, the ATLAS family: rc $?"; grep -vE "^ok|^===" "$OUT/test_gpu_atlas.log" | tail -n 20
 echo "t = $((SECONDS - S)) s"
