@@ -840,14 +840,15 @@ static void mem_coef_backward(MemChunk* c, int n, int momentum) {
 // (cs = 1, except 1/s for Moneta's lq retention, whose reads are A_t / s; the W0 term only with the
 // anchored retention, W0 = P_0 or A_0: P_t - P_0 follows the plain recurrence)
 // x (n, p) the read inputs, xk (n, p) the write inputs, dl (n, m) the error rows of the writes.
-// Keeps xw = x W^T, xs = x S^T, xx = x xk^T, xa = x W0^T for the backward.
+// Keeps xw = x W^T, xs = x S^T, xx = x xk^T, xa = x W0^T for the backward. xk NULL: xx already holds x xk^T (the
+// gated memory's W3 read has W2's inputs)
 static void mem_read_forward(real* out, real* xw, real* xs, real* xx, real* xa, const real* x, const real* xk,
                              const real* dl, const real* W, const real* S, const real* W0, real cs, const MemChunk* c,
                              int n, int m, int p) {
     mm_nt(xw, x, W, n, m, p, 1, 0);
     if (S) mm_nt(xs, x, S, n, m, p, 1, 0);
     if (W0) mm_nt(xa, x, W0, n, m, p, 1, 0);
-    mm_nt(xx, x, xk, n, n, p, 1, 0);
+    if (xk) mm_nt(xx, x, xk, n, n, p, 1, 0);
     for (int t = 0; t < n; t++) {
         real* o = out + (size_t)t * m;
         for (int j = 0; j < m; j++)
@@ -1184,8 +1185,8 @@ static void mem_chunk_forward(const MemCfg* m, MemChunk* c, int n, const real* P
         c->tq[e] = gelu_tanh(c->zq[e]);
         c->hq[e] = gelu(c->zq[e], c->tq[e]);
     }
-    if (m->gated) {  // zq3 = W3_t q_t (the same q.k products, xx1), hq = GELU(zq) * zq3 (GELU(zq) kept in hq2)
-        mem_read_forward(c->zq3, c->xw3, c->xs3, c->xx1, c->xa3, c->q, c->k, c->g3, W3, S3, A3, cs1, c, n, dm, din);
+    if (m->gated) {  // zq3 = W3_t q_t (W2's q.k products, xx1), hq = GELU(zq) * zq3 (GELU(zq) kept in hq2)
+        mem_read_forward(c->zq3, c->xw3, c->xs3, c->xx1, c->xa3, c->q, NULL, c->g3, W3, S3, A3, cs1, c, n, dm, din);
         for (size_t e = 0; e < (size_t)n * dm; e++) {
             c->hq2[e] = c->hq[e];
             c->hq[e] = c->hq2[e] * c->zq3[e];

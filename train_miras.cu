@@ -1595,14 +1595,18 @@ MEMFN void mem_coef_backward_gpu(MemChunkGpu* c, int n, int momentum) {
 //   out_t = alpha_t W x_t + beta_t S x_t - cs sum_{i<=t} C[t][i] (x_t . xk_i) dl_i
 // (cs = 1, except 1/s for Moneta's lq retention, whose reads are A_t / s)
 // x (n, p) the read inputs, xk (n, p) the write inputs, dl (n, m) the error rows of the writes.
-// Keeps xw = x W^T, xs = x S^T, xx = x xk^T for the backward.
+// Keeps xw = x W^T, xs = x S^T, xx = x xk^T for the backward. xk NULL: xx already holds x xk^T (the gated memory's
+// W3 read has W2's inputs)
 MEMFN void mem_read_forward_gpu(real* out, real* xw, real* xs, real* xx, real* xa, const real* x, const real* xk,
                                 const real* dl, const real* W, const real* S, const real* W0, real cs,
                                 const MemChunkGpu* c, int n, int m, int p) {
     mm_nt_rs(xw, x, W, NULL, n, m, p, 1, 0, 0);  // (the independent products: one barrier)
     if (S) mm_nt_rs(xs, x, S, NULL, n, m, p, 1, 0, 0);
     if (W0) mm_nt_rs(xa, x, W0, NULL, n, m, p, 1, 0, 0);
-    mm_nt_gpu(xx, x, xk, n, n, p, 1, 0);
+    if (xk)
+        mm_nt_gpu(xx, x, xk, n, n, p, 1, 0);  // (its barrier publishes the products above)
+    else
+        __syncthreads();
     FOR(e, n * m) {
         int t = e / m, j = e % m;
         real o = c->alpha[t] * xw[e] + (S ? c->beta[t] * xs[e] : 0) + (W0 ? (1 - c->alpha[t]) * cs * xa[e] : 0);
@@ -2119,8 +2123,8 @@ MEMFN void mem_chunk_forward_gpu(const MemCfg* m, MemChunkGpu* c, int n, const r
         c->hq[e] = gelu_gpu(c->zq[e], c->tq[e]);
     }
     __syncthreads();
-    if (m->gated) {  // zq3 = W3_t q_t (the same q.k products, xx1), hq = GELU(zq) * zq3 (GELU(zq) kept in hq2)
-        mem_read_forward_gpu(c->zq3, c->xw3, c->xs3, c->xx1, c->xa3, c->q, c->k, c->g3, W3, S3, A3, cs1, c, n, dm, din);
+    if (m->gated) {  // zq3 = W3_t q_t (W2's q.k products, xx1), hq = GELU(zq) * zq3 (GELU(zq) kept in hq2)
+        mem_read_forward_gpu(c->zq3, c->xw3, c->xs3, c->xx1, c->xa3, c->q, NULL, c->g3, W3, S3, A3, cs1, c, n, dm, din);
         FOR(e, n * dm) {
             c->hq2[e] = c->hq[e];
             c->hq[e] = c->hq2[e] * c->zq3[e];
