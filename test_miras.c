@@ -886,13 +886,14 @@ static void test_titans_all(void) {
 // 7. long sequences (SPEC §10): at each preset's default init, the gradient norm of a tiny model at T = 1024
 // is finite and within 3x of its T = 128 value (the spec's retention-to-zero defaults grow 10-1e40x here).
 // Tokens: this file's own bytes (text, so the memory has something to fit), the same for every preset.
-static double init_grad_norm(const char* preset, int T, const int* tok, int D, int E) {
+static double init_grad_norm(const char* preset, int gated, int T, const int* tok, int D, int E) {
     Config c;
     memset(&c, 0, sizeof c);
     if (!preset_config(&c, preset)) {
         printf("unknown preset %s\n", preset);
         exit(1);
     }
+    if (gated) c.gated = 1;  // -T 1: the gated deep memory of ATLAS++ (SPEC §4)
     c.V = 256;
     c.Vp = 256;
     c.D = D;
@@ -924,18 +925,20 @@ static int* long_init_tokens(int T) {
     for (int t = T; t >= 0; t--) tok[t] = t < nr ? bytes[t] : (int)(rng_f64(&r) * 256);  // widen in place, from the end
     return tok;
 }
-// SPEC §10: each preset's gradient norm at init (D = 16, E = 2, one sequence) flat in T: within 3x from 128 to 1024
-static void check_init_norm_flat(const char* const* presets, int np) {
+// SPEC §10: each preset's gradient norm at init (D = 16, E = 2, one sequence) flat in T: within 3x from 128 to 1024;
+// gated = 1 checks the preset with the gated deep memory (-T 1)
+static void check_init_norm_flat_gated(const char* const* presets, int np, int gated) {
     int T = 1024, *tok = long_init_tokens(T);
     for (int i = 0; i < np; i++) {
-        double n128 = init_grad_norm(presets[i], 128, tok, 16, 2), n1024 = init_grad_norm(presets[i], T, tok, 16, 2),
-               ratio = n1024 / n128;
+        double n128 = init_grad_norm(presets[i], gated, 128, tok, 16, 2),
+               n1024 = init_grad_norm(presets[i], gated, T, tok, 16, 2), ratio = n1024 / n128;
         check(isfinite(n128) && isfinite(n1024) && ratio <= 3 && ratio >= 1.0 / 3,
-              "%s %s: gradient norm at init flat in T: %.3g at T=128, %.3g at T=1024 (ratio %.2f, within 3x)", BUILD,
-              presets[i], n128, n1024, ratio);
+              "%s %s%s: gradient norm at init flat in T: %.3g at T=128, %.3g at T=1024 (ratio %.2f, within 3x)", BUILD,
+              presets[i], gated ? " -T 1" : "", n128, n1024, ratio);
     }
     free(tok);
 }
+static void check_init_norm_flat(const char* const* presets, int np) { check_init_norm_flat_gated(presets, np, 0); }
 static void test_long_init(void) {
     const char* presets[] = {"titans",  "moneta",      "yaad",     "memora",
                              "ttt_mlp", "linear_attn", "deltanet", "gated_deltanet"};
@@ -943,7 +946,7 @@ static void test_long_init(void) {
     int* tok = long_init_tokens(256);
     // memora's default eta_max = 0.64 / d_m (preset_size_defaults) keeps its norm at init flat in d_m at head width
     // d = 64 (with a fixed 0.01 the ratio below is 1.47, and 3x at the 103M shape: README "Long sequences")
-    double n64 = init_grad_norm("memora", 256, tok, 128, 1), n1024 = init_grad_norm("memora", 256, tok, 128, 16);
+    double n64 = init_grad_norm("memora", 0, 256, tok, 128, 1), n1024 = init_grad_norm("memora", 0, 256, tok, 128, 16);
     check(
         isfinite(n64) && isfinite(n1024) && n1024 / n64 <= 1.2 && n64 / n1024 <= 1.2,
         "%s memora: gradient norm at init flat in d_m (d = 64, T = 256): %.3g at d_m = 64, %.3g at d_m = 1024 (ratio %.2f, within 1.2x)",
@@ -1378,6 +1381,9 @@ static void test_decode_every_length(const char* dir, const char* name) {
 static void test_long_init_atlas(void) {
     const char* presets[] = {"omeganet", "atlas", "atlas_pp", "atlas_chunk"};
     check_init_norm_flat(presets, (int)(sizeof presets / sizeof *presets));
+    // the gated memory with momentum (titans -T 1) and with gd (omeganet -T 1: ATLAS++'s memory without muon)
+    const char* gated[] = {"titans", "omeganet"};
+    check_init_norm_flat_gated(gated, 2, 1);
 }
 // muon's NS5 (SPEC §5.7; not yet used by a memory): its properties and its hand-written backward.
 // The eigenvalues of a symmetric m x m matrix by cyclic Jacobi rotations (in double), for the singular values.
