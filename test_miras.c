@@ -649,7 +649,7 @@ static void test_attn_decode(const char* pattern, int W) {
 // 4d. the memory families built this session beside each other (Lattice, the ATLAS family's omeganet) inside a
 // hybrid layer pattern with sliding-window attention (their `-H` presets): decode vs parallel on a fresh model
 // (model_init, then the projections and embeddings at O(1) scale), and in the double build finite differences.
-static void family_model(Model* M, const char* preset, const char* pattern, int W, int b) {
+static void family_config(Config* cp, const char* preset, const char* pattern, int W, int b) {
     Config c;
     memset(&c, 0, sizeof c);
     preset_config(&c, preset);
@@ -665,6 +665,10 @@ static void family_model(Model* M, const char* preset, const char* pattern, int 
     c.window = W;
     if (c.omega > 1) c.omega = 3;  // a window of 3 (not 8) at these short T: every offset's gate has a gradient of size
     snprintf(c.pattern, sizeof c.pattern, "%s", pattern);
+    *cp = c;
+}
+static void family_init(Model* M, const Config* cfg) {
+    Config c = *cfg;
     model_build(M, &c);
     model_init(M, 7);
     uint64_t r = 3;
@@ -690,6 +694,11 @@ static void family_model(Model* M, const char* preset, const char* pattern, int 
         if (!strcmp(nm, "gate_a_b"))
             fill_const(M->params_memory + off, M->param_sizes[t], 2.2);  // a ~ 0.9, not 0.99: its gradient O(1)
     }
+}
+static void family_model(Model* M, const char* preset, const char* pattern, int W, int b) {
+    Config c;
+    family_config(&c, preset, pattern, W, b);
+    family_init(M, &c);
 }
 static void test_family_hybrid(const char* preset, const char* pattern, int W, int b) {
     Model M;
@@ -1377,6 +1386,54 @@ static void test_decode_every_length(const char* dir, const char* name) {
     model_free(&M);
     fixture_free(&fx);
 }
+// the gated deep memory (-T 1) with what no fixture combines with it: channel-wise eta and delta gates (-R), the Huber
+// bias, the plain gd rule; a fresh model (family_init's O(1) scales): decode vs parallel at every prompt length, and
+// in the double build finite differences of every tensor. (Yaad's Huber kinks, crossed at these scales, make its
+// differences 1e-5 wide: it takes the decode check only; the per-token check covers gated Huber momentum.)
+static void test_gated_fresh(const char* preset, int R, int algo, int b) {
+    Config c;
+    family_config(&c, preset, "M", 0, b);
+    c.gated = 1;
+    c.gate_rank = R;
+    if (algo >= 0) c.algo = algo;
+    Model M;
+    family_init(&M, &c);
+    int maxT = 2 * b + c.omega + 1, at = 0;
+    double worst = 0;
+    for (int T = 1; T <= maxT; T++) {
+        int* tok = malloc(T * 4);
+        uint64_t r = 11;
+        for (int t = 0; t < T; t++) tok[t] = (int)(rng_f64(&r) * c.V);
+        double e = decode_err(&M, tok, T);
+        free(tok);
+        if (worse(e, worst) || !at) {
+            if (worse(e, worst)) worst = e;
+            at = T;
+        }
+    }
+    check(worst <= TOL_SELF,
+          "%s %s -T 1 -R %d -U %d (fresh model, b %d): decode equals parallel forward for every prompt length 1..%d: "
+          "worst err %.2e at T=%d",
+          BUILD, preset, R, c.algo, b, maxT, worst, at);
+#ifdef MIRAS_DOUBLE
+    if (c.bias != BIAS_HUBER) {
+        int B = 2, T = 9, N = B * T;
+        int* in = malloc(N * 4);
+        int* tg = malloc(N * 4);
+        uint64_t r = 5;
+        for (int i = 0; i < N; i++) {
+            in[i] = (int)(rng_f64(&r) * c.V);
+            tg[i] = (int)(rng_f64(&r) * c.V);
+        }
+        Table tb = fd_model(&M, in, tg, B, T, 12, 42);
+        check_table(&tb, TOL_FD, "fp64 finite differences, fresh model, %s -T 1 -R %d -U %d (b %d, T %d)", preset, R,
+                    c.algo, b, T);
+        free(in);
+        free(tg);
+    }
+#endif
+    model_free(&M);
+}
 // SPEC §10 for the ATLAS presets: the gradient norm at init flat in T (128 vs 1024), as test_long_init
 static void test_long_init_atlas(void) {
     const char* presets[] = {"omeganet", "atlas", "atlas_pp", "atlas_chunk"};
@@ -1644,6 +1701,10 @@ static void test_atlas(const char* dir) {
     test_online_omega("gated deep Huber momentum, no omega", 3, BIAS_HUBER, ALGO_MOMENTUM, 0, 1, 0);
     test_online_omega("gated deep l2 momentum, omega 2", 3, BIAS_L2, ALGO_MOMENTUM, 0, 2, 0);
     test_online_omega("gated deep chunk-level muon, anchored", 3, BIAS_L2, ALGO_MUON_CHUNK, 1, 3, 1);
+    test_gated_fresh("titans", 2, -1, 3);  // momentum with channel-wise eta (rank 2)
+    test_gated_fresh("titans", 0, ALGO_GD, 4);
+    test_gated_fresh("omeganet", 0, ALGO_MOMENTUM, 3);  // momentum + poly + omega 3
+    test_gated_fresh("yaad", 3, -1, 2);  // Huber, channel-wise eta and delta (decode only)
     test_online_omega("chunk-level muon (atlas_chunk's memory), anchored", 2, BIAS_L2, ALGO_MUON_CHUNK, 1, 3, 1);
     test_online_omega("chunk-level muon, linear Huber", 1, BIAS_HUBER, ALGO_MUON_CHUNK, 0, 2, 0);
     test_muon_reduces(1, BIAS_L2, 0);
@@ -1899,24 +1960,10 @@ static void test_phi_softmax(void) {
 // at every prompt length 1..2b+c+1, and in the double build finite differences of every tensor
 static void test_phi_fresh(const char* preset, const char* pattern, int b, int omega) {
     Model M;
-    family_model(&M, preset, pattern, 0, b);
-    if (M.cfg.omega != omega) {  // (family_model sets a window of 3)
-        Config c = M.cfg;
-        c.omega = omega;
-        model_free(&M);
-        Model F;
-        family_model(&F, preset, pattern, 0, b);
-        model_build(&M, &c);
-        model_init(&M, 7);
-        size_t o1 = 0, o2 = 0;
-        for (int t = 0; t < NUM_PARAM_TENSORS; t++) {
-            if (M.param_sizes[t] == F.param_sizes[t])
-                memcpy(M.params_memory + o1, F.params_memory + o2, M.param_sizes[t] * sizeof(real));
-            o1 += M.param_sizes[t];
-            o2 += F.param_sizes[t];
-        }
-        model_free(&F);
-    }
+    Config c;
+    family_config(&c, preset, pattern, 0, b);
+    c.omega = omega;  // (family_config sets a window of 3)
+    family_init(&M, &c);
     int maxT = 2 * b + omega + 1;
     double worst = 0;
     int at = 0;

@@ -26,7 +26,7 @@ BF16=${BF16:-'^(titans|ttt_mlp|deltanet|memora_cw|moneta_cw|transformer|mag|syn_
 NOBF16=${NOBF16:-'^syn_atlas_pp$'}
 # the inputs whose GPU dump is made again with each setting of CKPT_ENVS (the generic memory kernels keeping one
 # chunk-start state in 3, or in as many as fit EMU_MEM_FREE bytes on the emulator) and must not change at all
-CKPT=${CKPT:-'^(titans|titans_anchor|ttt_mlp|yaad_anchor|memora|moneta_cw|omega_mom|omeganet|muon_deep|atlas|atlas_chunk|atlas_pp|syn_titans_d48|syn_omega_mom|syn_titans_n2048|syn_memora|syn_atlas_chunk|syn_omega_yaad)$'}
+CKPT=${CKPT:-'^(titans|titans_anchor|ttt_mlp|yaad_anchor|memora|moneta_cw|omega_mom|omeganet|muon_deep|atlas|atlas_chunk|atlas_pp|syn_titans_d48|syn_omega_mom|syn_titans_n2048|syn_memora|syn_atlas_chunk|syn_omega_yaad|syn_gated_cw)$'}
 CKPT_ENVS=${CKPT_ENVS:-MIRAS_MEM_CKPT=3}
 # the inputs (the b = 1 delta rule at head width 64) also run through the WY chunk kernels (MIRAS_MEM_WY=1, the split,
 # and =3, the split with T = (I + L)^-1): the same fp32 checks against the CPU dump (3xTF32 chunk products), and with
@@ -80,6 +80,8 @@ synth=(
   "syn_atlas_chunk  -p atlas_chunk -V 256 -D 64 -L 2 -H 2 -E 2 -k 5 -b 2 -t 23"
   "syn_gated_mom    -p titans -T 1 -V 256 -D 128 -L 2 -H 2 -E 4 -k 16 -b 2 -t 40"
   "syn_gated_gd     -p omeganet -T 1 -V 256 -D 64 -L 2 -H 2 -E 2 -k 6 -b 2 -t 23"
+  "syn_gated_cw     -p titans -T 1 -R 3 -V 256 -D 128 -L 2 -H 2 -E 2 -k 8 -b 2 -t 27"
+  "syn_gated_yaad   -p yaad -T 1 -R 4 -V 256 -D 128 -L 1 -H 2 -E 2 -k 6 -b 2 -t 21"
   "syn_dt           -p deep_transformer -V 256 -D 128 -L 2 -H 2 -E 2 -k 8 -b 2 -t 29"
   "syn_dot          -p dot -V 256 -D 128 -L 1 -H 2 -E 2 -k 3 -b 2 -t 23"
   "syn_phi_gdn      -p gated_deltanet -I 2 -G 3 -V 256 -D 128 -L 2 -H 2 -k 4 -b 2 -t 19"
