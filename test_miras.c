@@ -348,6 +348,22 @@ static Table fd_model(Model* M, const int* in, const int* tg, int B, int T, int 
     free(an);
     return tensor_table(M->param_sizes, PARAM_NAMES, NUM_PARAM_TENSORS, err, TOL_FD, 1);
 }
+// fd_model on a fresh model (no fixture): B = 2 sequences of FD_T random tokens and targets
+#define FD_T 9
+static Table fd_fresh(Model* M, int samples) {
+    int B = 2, N = B * FD_T;
+    int* in = malloc(N * 4);
+    int* tg = malloc(N * 4);
+    uint64_t r = 5;
+    for (int i = 0; i < N; i++) {
+        in[i] = (int)(rng_f64(&r) * M->cfg.V);
+        tg[i] = (int)(rng_f64(&r) * M->cfg.V);
+    }
+    Table tb = fd_model(M, in, tg, B, FD_T, samples, 42);
+    free(in);
+    free(tg);
+    return tb;
+}
 // Under the sanitizers (make test_asan and make ci set MIRAS_SANITIZED) the finite differences of the muon memories
 // are skipped, and counted: each is hundreds of forward passes through per-token NS5 chunks, ~500 s of CI's ASan run.
 // Their code still runs under the sanitizers in the fixture, decode and per-token checks, and every plain build
@@ -538,6 +554,24 @@ static double decode_err(Model* M, const int* tok, int T) {
     free(par);
     return e;
 }
+// the worst decode_err over the prompt lengths 1..maxT (at: its length): the prompt is src's first T tokens (cycled
+// over its n), or without src T random tokens of the vocabulary
+static double decode_every_length(Model* M, const int* src, int n, int maxT, int* at) {
+    double worst = 0;
+    *at = 0;
+    for (int T = 1; T <= maxT; T++) {
+        int* tok = malloc(T * 4);
+        uint64_t r = 11;
+        for (int t = 0; t < T; t++) tok[t] = src ? src[t % n] : (int)(rng_f64(&r) * M->cfg.V);
+        double e = decode_err(M, tok, T);
+        free(tok);
+        if (worse(e, worst) || !*at) {
+            if (worse(e, worst)) worst = e;
+            *at = T;
+        }
+    }
+    return worst;
+}
 // 4. token-by-token decode equals the parallel forward, for prompt lengths 1, b-1, b+1 and T; with 'S' layers also
 // W-1, W (within the window) and W+1 (across it)
 static void test_decode(const char* dir, const char* name) {
@@ -723,19 +757,9 @@ static void test_family_hybrid(const char* preset, const char* pattern, int W, i
         "%s %s in layers %s (W %d, b %d): decode equals parallel forward for prompt lengths 1, 2, W, W+1, 2b+3, 21: worst err %.2e at %s",
         BUILD, preset, pattern, W, b, worst, which);
 #ifdef MIRAS_DOUBLE
-    int B = 2, T = 9, N = B * T;
-    int* in = malloc(N * 4);
-    int* tg = malloc(N * 4);
-    uint64_t r = 5;
-    for (int i = 0; i < N; i++) {
-        in[i] = (int)(rng_f64(&r) * M.cfg.V);
-        tg[i] = (int)(rng_f64(&r) * M.cfg.V);
-    }
-    Table tb = fd_model(&M, in, tg, B, T, 16, 42);  // 16 entries per tensor: the window gates' gradients span decades
+    Table tb = fd_fresh(&M, 16);  // 16 entries per tensor: the window gates' gradients span decades
     check_table(&tb, TOL_FD, "fp64 finite differences, fresh model, %s in layers %s (W %d, b %d, T %d)", preset,
-                pattern, W, b, T);
-    free(in);
-    free(tg);
+                pattern, W, b, FD_T);
 #endif
     model_free(&M);
 }
@@ -743,18 +767,8 @@ static void test_family_hybrid(const char* preset, const char* pattern, int W, i
 static void test_attn_fd(const char* pattern, int W) {
     Model M;
     attn_model(&M, pattern, W, 3);
-    int B = 2, T = 9, N = B * T;
-    int* in = malloc(N * 4);
-    int* tg = malloc(N * 4);
-    uint64_t r = 5;
-    for (int i = 0; i < N; i++) {
-        in[i] = (int)(rng_f64(&r) * M.cfg.V);
-        tg[i] = (int)(rng_f64(&r) * M.cfg.V);
-    }
-    Table tb = fd_model(&M, in, tg, B, T, 6, 42);
-    check_table(&tb, TOL_FD, "fp64 finite differences, fresh model, layers %s (W %d, T %d)", pattern, W, T);
-    free(in);
-    free(tg);
+    Table tb = fd_fresh(&M, 6);
+    check_table(&tb, TOL_FD, "fp64 finite differences, fresh model, layers %s (W %d, T %d)", pattern, W, FD_T);
     model_free(&M);
 }
 #endif
@@ -853,19 +867,9 @@ static void test_titans_decode(int arch, const char* mem, int np, int W, int b) 
 static void test_titans_fd(int arch, const char* mem, int np, int W, int b) {
     Model M;
     titans_model(&M, arch, mem, 2, np, W, b);
-    int B = 2, T = 9, N = B * T;
-    int* in = malloc(N * 4);
-    int* tg = malloc(N * 4);
-    uint64_t r = 5;
-    for (int i = 0; i < N; i++) {
-        in[i] = (int)(rng_f64(&r) * M.cfg.V);
-        tg[i] = (int)(rng_f64(&r) * M.cfg.V);
-    }
-    Table tb = fd_model(&M, in, tg, B, T, 6, 42);
+    Table tb = fd_fresh(&M, 6);
     check_table(&tb, TOL_FD, "fp64 finite differences, fresh model, %s (%s memory, N_p %d, %s %d, b %d, T %d)",
-                ARCH_NAMES[arch], mem, np, arch == ARCH_MAC ? "C" : "W", W, b, T);
-    free(in);
-    free(tg);
+                ARCH_NAMES[arch], mem, np, arch == ARCH_MAC ? "C" : "W", W, b, FD_T);
     model_free(&M);
 }
 #endif
@@ -1367,18 +1371,8 @@ static void test_decode_every_length(const char* dir, const char* name) {
     }
     Model M;
     fixture_model(&M, &fx);
-    double worst = 0;
-    int at = 0, maxT = 2 * fx.cfg.b + 2 * fx.cfg.omega + 1;
-    for (int T = 1; T <= maxT; T++) {
-        int* tok = malloc(T * 4);
-        for (int t = 0; t < T; t++) tok[t] = fx.tokens[t % (fx.T + 1)];
-        double e = decode_err(&M, tok, T);
-        free(tok);
-        if (worse(e, worst) || !at) {
-            if (worse(e, worst)) worst = e;
-            at = T;
-        }
-    }
+    int at, maxT = 2 * fx.cfg.b + 2 * fx.cfg.omega + 1;
+    double worst = decode_every_length(&M, fx.tokens, fx.T + 1, maxT, &at);
     check(
         worst <= TOL_SELF * NS5_SLACK(fx.cfg),
         "%s %s: decode equals parallel forward for every prompt length 1..%d (b %d, omega window %d): worst err %.2e at T=%d",
@@ -1398,38 +1392,17 @@ static void test_gated_fresh(const char* preset, int R, int algo, int b) {
     if (algo >= 0) c.algo = algo;
     Model M;
     family_init(&M, &c);
-    int maxT = 2 * b + c.omega + 1, at = 0;
-    double worst = 0;
-    for (int T = 1; T <= maxT; T++) {
-        int* tok = malloc(T * 4);
-        uint64_t r = 11;
-        for (int t = 0; t < T; t++) tok[t] = (int)(rng_f64(&r) * c.V);
-        double e = decode_err(&M, tok, T);
-        free(tok);
-        if (worse(e, worst) || !at) {
-            if (worse(e, worst)) worst = e;
-            at = T;
-        }
-    }
+    int at, maxT = 2 * b + c.omega + 1;
+    double worst = decode_every_length(&M, NULL, 0, maxT, &at);
     check(worst <= TOL_SELF,
           "%s %s -T 1 -R %d -U %d (fresh model, b %d): decode equals parallel forward for every prompt length 1..%d: "
           "worst err %.2e at T=%d",
           BUILD, preset, R, c.algo, b, maxT, worst, at);
 #ifdef MIRAS_DOUBLE
     if (c.bias != BIAS_HUBER) {
-        int B = 2, T = 9, N = B * T;
-        int* in = malloc(N * 4);
-        int* tg = malloc(N * 4);
-        uint64_t r = 5;
-        for (int i = 0; i < N; i++) {
-            in[i] = (int)(rng_f64(&r) * c.V);
-            tg[i] = (int)(rng_f64(&r) * c.V);
-        }
-        Table tb = fd_model(&M, in, tg, B, T, 12, 42);
+        Table tb = fd_fresh(&M, 12);
         check_table(&tb, TOL_FD, "fp64 finite differences, fresh model, %s -T 1 -R %d -U %d (b %d, T %d)", preset, R,
-                    c.algo, b, T);
-        free(in);
-        free(tg);
+                    c.algo, b, FD_T);
     }
 #endif
     model_free(&M);
@@ -1964,38 +1937,16 @@ static void test_phi_fresh(const char* preset, const char* pattern, int b, int o
     family_config(&c, preset, pattern, 0, b);
     c.omega = omega;  // (family_config sets a window of 3)
     family_init(&M, &c);
-    int maxT = 2 * b + omega + 1;
-    double worst = 0;
-    int at = 0;
-    for (int T = 1; T <= maxT; T++) {
-        int* tok = malloc(T * 4);
-        uint64_t r = 11;
-        for (int t = 0; t < T; t++) tok[t] = (int)(rng_f64(&r) * M.cfg.V);
-        double e = decode_err(&M, tok, T);
-        free(tok);
-        if (worse(e, worst) || !at) {
-            if (worse(e, worst)) worst = e;
-            at = T;
-        }
-    }
+    int at, maxT = 2 * b + omega + 1;
+    double worst = decode_every_length(&M, NULL, 0, maxT, &at);
     check(worst <= TOL_SELF,
           "%s %s (fresh model, layers %s, b %d, omega window %d): decode equals parallel forward for every prompt "
           "length 1..%d: worst err %.2e at T=%d",
           BUILD, preset, pattern, b, omega, maxT, worst, at);
 #ifdef MIRAS_DOUBLE
-    int B = 2, T = 9, N = B * T;
-    int* in = malloc(N * 4);
-    int* tg = malloc(N * 4);
-    uint64_t r = 5;
-    for (int i = 0; i < N; i++) {
-        in[i] = (int)(rng_f64(&r) * M.cfg.V);
-        tg[i] = (int)(rng_f64(&r) * M.cfg.V);
-    }
-    Table tb = fd_model(&M, in, tg, B, T, 16, 42);
+    Table tb = fd_fresh(&M, 16);
     check_table(&tb, TOL_FD, "fp64 finite differences, fresh model, %s in layers %s (b %d, omega window %d, T %d)",
-                preset, pattern, b, omega, T);
-    free(in);
-    free(tg);
+                preset, pattern, b, omega, FD_T);
 #endif
     model_free(&M);
 }
