@@ -8,6 +8,8 @@ Errors are norm-relative: |a - b| / |b| over a whole tensor; gradients get a tab
 #define TESTING
 #include "train_miras.c"
 #include <stdarg.h>
+#include <setjmp.h>
+#include <fcntl.h>
 #include <sys/wait.h>
 #include <signal.h>
 
@@ -1985,6 +1987,209 @@ static void test_phistar(const char* dir) {
 }
 
 // ---------------------------------------------------------------------------
+// 10b. every accepted combination of the memory options on every memory preset: -U (algorithm), -T (gated memory),
+// -R 2 (channel-wise gates), -G 3 (Omega window), -I 1 (poly), -Z (anchor); for the Lattice presets -Y (ablations)
+// and -B (forgetting gate). config_check decides what is accepted (its refusals are the bad-input checks'); each
+// accepted combination builds a fresh model (family_init's O(1) scales; MAL / MAG with W 4, MAC with C = 2b, N_p 2)
+// that must decode as its parallel forward at every prompt length and, in the double build, match finite
+// differences on every tensor: per tensor the best of three steps h = 1e-2, 1e-3, 1e-4 (Huber: 100x smaller, under
+// its kinks), each Richardson-extrapolated. A wrong gradient is wrong at every step; roundoff (tiny gradients, NS5's
+// amplification) and truncation are not, so one tolerance (1e-6) serves every combination. make test runs the first
+// set of accepted combinations of each preset that covers every pair of option values (~100);
+// MIRAS_SWEEP=all runs all of them (~590).
+static jmp_buf sweep_jmp;
+static void sweep_die(const char* msg, const char* hint) {
+    (void)msg;
+    (void)hint;
+    longjmp(sweep_jmp, 1);
+}
+// does config_check accept c? (its error line, printed before the hook returns here, goes to /dev/null)
+static int sweep_accepts(const Config* c) {
+    fflush(stderr);
+    int saved = dup(2), null = open("/dev/null", O_WRONLY);
+    if (null >= 0) dup2(null, 2);
+    static volatile int ok;
+    ok = 0;
+    die_hook = sweep_die;
+    if (!setjmp(sweep_jmp)) {
+        config_check(c);
+        ok = 1;
+    }
+    die_hook = NULL;
+    g_dying = 0;  // (die's mark for the MPI stop handler)
+    fflush(stderr);
+    if (saved >= 0) dup2(saved, 2);
+    if (saved >= 0) close(saved);
+    if (null >= 0) close(null);
+    return ok;
+}
+// the worst per-tensor norm-relative error of the analytic gradient against finite differences (the best of three
+// steps per tensor; NaN or inf anywhere is an error of +inf); *which: the tensor's name
+#ifdef MIRAS_DOUBLE
+static double fd_best_of_steps(Model* M, const char** which) {
+    int B = 2, N = B * FD_T;
+    int* in = malloc(N * 4);
+    int* tg = malloc(N * 4);
+    uint64_t r = 5;
+    for (int i = 0; i < N; i++) {
+        in[i] = (int)(rng_f64(&r) * M->cfg.V);
+        tg[i] = (int)(rng_f64(&r) * M->cfg.V);
+    }
+    model_forward(M, in, tg, B, FD_T);
+    model_zero_grad(M);
+    model_backward(M, 1);
+    real* an = malloc(M->num_params * sizeof(real));
+    memcpy(an, M->grads_memory, M->num_params * sizeof(real));
+    double steps[3] = {1e-2, 1e-3, 1e-4}, worst = 0, scale = M->cfg.bias == BIAS_HUBER ? 1e-2 : 1;
+    uint64_t rs = 42;
+    size_t off = 0;
+    *which = "";
+    for (int t = 0; t < NUM_PARAM_TENSORS; off += M->param_sizes[t], t++) {
+        size_t n = M->param_sizes[t], idx[8];
+        if (!n) continue;
+        for (int s = 0; s < 8; s++)  // (wte: rows in use)
+            idx[s] = off + (t == 0 ? (size_t)in[s] * M->cfg.D + rng_u64(&rs) % M->cfg.D : rng_u64(&rs) % n);
+        double best = INFINITY;
+        for (int k = 0; k < 3; k++) {
+            double num = 0, den = 0;
+            for (int s = 0; s < 8; s++) {
+                real save = M->params_memory[idx[s]];
+                double h = steps[k] * scale, d[2];
+                for (int j = 0; j < 2; j++, h /= 2) {
+                    M->params_memory[idx[s]] = save + h;
+                    double lp = loss_at(M, in, tg, B, FD_T);
+                    M->params_memory[idx[s]] = save - h;
+                    d[j] = (lp - loss_at(M, in, tg, B, FD_T)) / (2 * h);
+                }
+                M->params_memory[idx[s]] = save;
+                double fd = (4 * d[1] - d[0]) / 3, e = fd - an[idx[s]];
+                num += e * e;
+                den += fd * fd;
+            }
+            double err = den > 0 ? sqrt(num / den) : sqrt(num);
+            if (err < best) best = err;  // (NaN never is: best stays +inf)
+            if (best <= TOL_FD / 10) break;  // (the first step settles it, as a rule)
+        }
+        if (!(best <= worst)) {
+            worst = best;
+            *which = PARAM_NAMES[t];
+        }
+    }
+    free(an);
+    free(in);
+    free(tg);
+    return worst;
+}
+#endif
+// the options of combination combo (0..127; the Lattice presets 0..7) on preset's config; the values as a vector
+// (SWEEP_DIMS entries) for the pairwise choice
+#define SWEEP_DIMS 6
+static void sweep_config(Config* c, const char* preset, int combo, int* v) {
+    family_config(c, preset, "M", 0, 3);
+    if (c->lattice) {  // -Y 0..3 (its two bits), -B 0/1
+        v[0] = c->lat_ablate = combo & 3;
+        v[1] = c->gate_a = (combo >> 2) & 1;
+        v[2] = v[3] = v[4] = v[5] = 0;
+    } else {
+        v[0] = c->algo = combo & 3;
+        v[1] = c->gated = (combo >> 2) & 1;
+        v[2] = (combo >> 3) & 1, c->gate_rank = 2 * v[2];
+        v[3] = (combo >> 4) & 1, c->omega = v[3] ? 3 : 1;
+        v[4] = c->poly = (combo >> 5) & 1;
+        v[5] = c->anchor = (combo >> 6) & 1;
+    }
+    if (c->arch == ARCH_MAC) {
+        c->seg = 2 * c->b;
+        c->npers = 2;
+    } else if (c->arch) {
+        c->window = 4;
+        c->npers = 2;
+    }
+}
+static void test_option_sweep(int all) {
+    const char* presets[] = {
+        "titans",         "moneta",           "yaad",        "memora",      "ttt_mlp",  "linear_attn", "deltanet",
+        "gated_deltanet", "lattice",          "lattice_enc", "lattice_sim", "omeganet", "atlas",       "atlas_pp",
+        "atlas_chunk",    "deep_transformer", "dot",         "mal",         "mag",      "mac"};
+    int np = (int)(sizeof presets / sizeof *presets), ran = 0, accepted = 0, bad = 0;
+    for (int pi = 0; pi < np; pi++) {
+        // the accepted combinations; make test runs a set of them that covers every pair of option values any
+        // accepted combination has (greedy: each pick covers the most pairs not yet covered), all with MIRAS_SWEEP=all
+        int acc[128], vals[128][SWEEP_DIMS], na = 0, pick[128], npick = 0;
+        for (int combo = 0; combo < 128; combo++) {
+            Config c;
+            sweep_config(&c, presets[pi], combo, vals[na]);
+            if ((!c.lattice || combo < 8) && sweep_accepts(&c)) acc[na++] = combo;
+        }
+        accepted += na;
+        static unsigned char covered[SWEEP_DIMS][SWEEP_DIMS][4][4];
+        memset(covered, 0, sizeof covered);
+        int used[128] = {0};
+        for (;;) {
+            int best = -1, bestn = 0;
+            for (int a = 0; a < na; a++) {
+                int nnew = 0;
+                for (int i = 0; i < SWEEP_DIMS; i++)
+                    for (int j = i + 1; j < SWEEP_DIMS; j++) nnew += !covered[i][j][vals[a][i]][vals[a][j]];
+                if (!used[a] && (all || nnew > bestn)) {
+                    best = a;
+                    bestn = nnew;
+                    if (all) break;
+                }
+            }
+            if (best < 0) break;
+            used[best] = 1;
+            pick[npick++] = best;
+            for (int i = 0; i < SWEEP_DIMS; i++)
+                for (int j = i + 1; j < SWEEP_DIMS; j++) covered[i][j][vals[best][i]][vals[best][j]] = 1;
+        }
+        for (int q = 0; q < npick; q++) {
+            Config c;
+            int v[SWEEP_DIMS];
+            sweep_config(&c, presets[pi], acc[pick[q]], v);
+            ran++;
+            char name[160];
+            snprintf(name, sizeof name, "%s -U %d -T %d -R %d -G %d -I %d -Z %d -Y %d -B %d", presets[pi], c.algo,
+                     c.gated, c.gate_rank, c.omega, c.poly, c.anchor, c.lat_ablate, c.gate_a);
+            Model M;
+            family_init(&M, &c);
+            int at, maxT = 2 * c.b + c.omega + 1 + (c.arch ? 2 * c.b : 0);
+            double worst = decode_every_length(&M, NULL, 0, maxT, &at);
+            int ok = worst <= TOL_SELF * NS5_SLACK(c);
+            if (!ok)
+                check(0, "%s option sweep, %s: decode vs parallel forward, worst err %.2e at T=%d (1..%d)", BUILD, name,
+                      worst, at, maxT);
+#ifdef MIRAS_DOUBLE
+            if (getenv("MIRAS_SANITIZED")) {
+                n_skip += !q;  // (one per preset)
+            } else {
+                const char* which;
+                double e = fd_best_of_steps(&M, &which);
+                if (!(e <= TOL_FD)) {
+                    check(0, "%s option sweep, %s: finite differences, worst tensor %s err %.2e (tol %.0e)", BUILD,
+                          name, which, e, TOL_FD);
+                    ok = 0;
+                }
+            }
+#endif
+            bad += !ok;
+            model_free(&M);
+        }
+    }
+    // one line for the sweep (each failure above has its own); at least the presets' count of combinations ran
+    check(bad == 0 && ran >= np && accepted >= 400,
+          "%s option sweep: %d of %d accepted combinations of -U -T -R -G -I -Z (-Y -B) over %d presets (%s) decode as "
+          "the parallel forward%s (%d bad)",
+          BUILD, ran, accepted, np, all ? "all" : "every pair of option values",
+#ifdef MIRAS_DOUBLE
+          " and match finite differences (the best of 3 steps per tensor, tol 1e-6)",
+#else
+          "",
+#endif
+          bad);
+}
+
+// ---------------------------------------------------------------------------
 // 5, 6: the trainer binary end to end (float build only): resume bit-for-bit, bad input
 
 static const char* BIN = "./train_miras";  // MIRAS_TRAIN_BIN overrides it (make test_asan: build/asan/train_miras)
@@ -3094,11 +3299,16 @@ int main(int argc, char** argv) {
     test_phistar(dir);
     test_tables(dir);
     test_lattice(dir);
+    const char* sweep = getenv("MIRAS_SWEEP");
+    test_option_sweep(sweep && !strcmp(sweep, "all"));
 #ifndef MIRAS_DOUBLE
     test_binary();
     test_atlas_bad_input();
 #endif
-    if (n_skip) printf("# %d check(s) skipped (muon finite differences under the sanitizers)\n", n_skip);
+    if (n_skip)
+        printf(
+            "# %d check(s) skipped (under the sanitizers: the muon memories' finite differences, the option sweep's)\n",
+            n_skip);
     printf("%d passed, %d failed\n", n_pass, n_fail);
     return n_fail ? 1 : 0;
 }
