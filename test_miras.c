@@ -2106,50 +2106,76 @@ static void sweep_config(Config* c, const char* preset, int combo, int* v) {
         c->npers = 2;
     }
 }
-static void test_option_sweep(int all) {
-    const char* presets[] = {
-        "titans",         "moneta",           "yaad",        "memora",      "ttt_mlp",  "linear_attn", "deltanet",
-        "gated_deltanet", "lattice",          "lattice_enc", "lattice_sim", "omeganet", "atlas",       "atlas_pp",
-        "atlas_chunk",    "deep_transformer", "dot",         "mal",         "mag",      "mac"};
-    int np = (int)(sizeof presets / sizeof *presets), ran = 0, accepted = 0, bad = 0;
-    for (int pi = 0; pi < np; pi++) {
-        // the accepted combinations; make test runs a set of them that covers every pair of option values any
-        // accepted combination has (greedy: each pick covers the most pairs not yet covered), all with MIRAS_SWEEP=all
-        int acc[128], vals[128][SWEEP_DIMS], na = 0, pick[128], npick = 0;
-        for (int combo = 0; combo < 128; combo++) {
-            Config c;
-            sweep_config(&c, presets[pi], combo, vals[na]);
-            if ((!c.lattice || combo < 8) && sweep_accepts(&c)) acc[na++] = combo;
-        }
-        accepted += na;
-        static unsigned char covered[SWEEP_DIMS][SWEEP_DIMS][4][4];
-        memset(covered, 0, sizeof covered);
-        int used[128] = {0};
-        for (;;) {
-            int best = -1, bestn = 0;
-            for (int a = 0; a < na; a++) {
-                int nnew = 0;
-                for (int i = 0; i < SWEEP_DIMS; i++)
-                    for (int j = i + 1; j < SWEEP_DIMS; j++) nnew += !covered[i][j][vals[a][i]][vals[a][j]];
-                if (!used[a] && (all || nnew > bestn)) {
-                    best = a;
-                    bestn = nnew;
-                    if (all) break;
-                }
-            }
-            if (best < 0) break;
-            used[best] = 1;
-            pick[npick++] = best;
+static const char* SWEEP_PRESETS[] = {
+    "titans",         "moneta",           "yaad",        "memora",      "ttt_mlp",  "linear_attn", "deltanet",
+    "gated_deltanet", "lattice",          "lattice_enc", "lattice_sim", "omeganet", "atlas",       "atlas_pp",
+    "atlas_chunk",    "deep_transformer", "dot",         "mal",         "mag",      "mac"};
+#define SWEEP_NP ((int)(sizeof SWEEP_PRESETS / sizeof *SWEEP_PRESETS))
+// the combinations of a preset that config_check accepts (*na of them) and, in pick (returned: how many), those the
+// sweep runs: all, or a set that covers every pair of option values any accepted combination has (greedy: each pick
+// covers the most pairs not yet covered)
+static int sweep_pick(const char* preset, int all, int* pick, int* na_out) {
+    int acc[128], vals[128][SWEEP_DIMS], na = 0, npick = 0, used[128] = {0};
+    for (int combo = 0; combo < 128; combo++) {
+        Config c;
+        sweep_config(&c, preset, combo, vals[na]);
+        if ((!c.lattice || combo < 8) && sweep_accepts(&c)) acc[na++] = combo;
+    }
+    static unsigned char covered[SWEEP_DIMS][SWEEP_DIMS][4][4];
+    memset(covered, 0, sizeof covered);
+    for (;;) {
+        int best = -1, bestn = 0;
+        for (int a = 0; a < na; a++) {
+            int nnew = 0;
             for (int i = 0; i < SWEEP_DIMS; i++)
-                for (int j = i + 1; j < SWEEP_DIMS; j++) covered[i][j][vals[best][i]][vals[best][j]] = 1;
+                for (int j = i + 1; j < SWEEP_DIMS; j++) nnew += !covered[i][j][vals[a][i]][vals[a][j]];
+            if (!used[a] && (all || nnew > bestn)) {
+                best = a;
+                bestn = nnew;
+                if (all) break;
+            }
         }
+        if (best < 0) break;
+        used[best] = 1;
+        pick[npick++] = acc[best];
+        for (int i = 0; i < SWEEP_DIMS; i++)
+            for (int j = i + 1; j < SWEEP_DIMS; j++) covered[i][j][vals[best][i]][vals[best][j]] = 1;
+    }
+    *na_out = na;
+    return npick;
+}
+// test_miras --sweep-list: the pairwise set as train_miras flags, one input per line ("NAME FLAGS"), for the GPU
+// trainer's checks against the CPU (dev/test_gpu.sh SWEEP=1); the shapes are the script's
+static void sweep_list(void) {
+    for (int pi = 0; pi < SWEEP_NP; pi++) {
+        int pick[128], na, npick = sweep_pick(SWEEP_PRESETS[pi], 0, pick, &na);
         for (int q = 0; q < npick; q++) {
             Config c;
             int v[SWEEP_DIMS];
-            sweep_config(&c, presets[pi], acc[pick[q]], v);
+            sweep_config(&c, SWEEP_PRESETS[pi], pick[q], v);
+            printf("sw_%s_%d -p %s", SWEEP_PRESETS[pi], pick[q], SWEEP_PRESETS[pi]);
+            if (c.lattice)
+                printf(" -Y %d -B %d", c.lat_ablate, c.gate_a);
+            else
+                printf(" -U %d -T %d -R %d -G %d -I %d -Z %d", c.algo, c.gated, c.gate_rank, c.omega, c.poly, c.anchor);
+            if (c.arch == ARCH_MAC) printf(" -M %d", c.npers);  // (-C: the script's, a multiple of its -k)
+            if (c.arch == ARCH_MAL || c.arch == ARCH_MAG) printf(" -M %d -W %d", c.npers, c.window);
+            printf("\n");
+        }
+    }
+}
+static void test_option_sweep(int all) {
+    int ran = 0, accepted = 0, bad = 0, np = SWEEP_NP;
+    for (int pi = 0; pi < np; pi++) {
+        int pick[128], na, npick = sweep_pick(SWEEP_PRESETS[pi], all, pick, &na);
+        accepted += na;
+        for (int q = 0; q < npick; q++) {
+            Config c;
+            int v[SWEEP_DIMS];
+            sweep_config(&c, SWEEP_PRESETS[pi], pick[q], v);
             ran++;
             char name[160];
-            snprintf(name, sizeof name, "%s -U %d -T %d -R %d -G %d -I %d -Z %d -Y %d -B %d", presets[pi], c.algo,
+            snprintf(name, sizeof name, "%s -U %d -T %d -R %d -G %d -I %d -Z %d -Y %d -B %d", SWEEP_PRESETS[pi], c.algo,
                      c.gated, c.gate_rank, c.omega, c.poly, c.anchor, c.lat_ablate, c.gate_a);
             Model M;
             family_init(&M, &c);
@@ -3212,6 +3238,10 @@ int main(int argc, char** argv) {
         compare_bf16(argv[2], argv[3], argv[4], argv[5]);
         printf("%d passed, %d failed\n", n_pass, n_fail);
         return n_fail ? 1 : 0;
+    }
+    if (argc == 2 && !strcmp(argv[1], "--sweep-list")) {  // test_miras --sweep-list (dev/test_gpu.sh SWEEP=1)
+        sweep_list();
+        return 0;
     }
     if (getenv("MIRAS_TRAIN_BIN")) BIN = getenv("MIRAS_TRAIN_BIN");
     SELF = argv[0];
