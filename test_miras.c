@@ -1989,14 +1989,14 @@ static void test_phistar(const char* dir) {
 // ---------------------------------------------------------------------------
 // 10b. every accepted combination of the memory options on every memory preset: -U (algorithm), -T (gated memory),
 // -R 2 (channel-wise gates), -G 3 (Omega window), -I 1 (poly), -Z (anchor); for the Lattice presets -Y (ablations)
-// and -B (forgetting gate). config_check decides what is accepted (its refusals are the bad-input checks'); each
-// accepted combination builds a fresh model (family_init's O(1) scales; MAL / MAG with W 4, MAC with C = 2b, N_p 2)
+// and -B (forgetting gate); each with chunks of b = 3 and b = 1. config_check decides what is accepted (its refusals are the bad-input checks'); each
+// accepted combination builds a fresh model (family_init's O(1) scales; MAL / MAG with W 4, MAC with C = 6, N_p 2)
 // that must decode as its parallel forward at every prompt length and, in the double build, match finite
 // differences on every tensor: per tensor the best of three steps h = 1e-2, 1e-3, 1e-4 (Huber: 100x smaller, under
 // its kinks), each Richardson-extrapolated. A wrong gradient is wrong at every step; roundoff (tiny gradients, NS5's
 // amplification) and truncation are not, so one tolerance (1e-6) serves every combination. make test runs the first
-// set of accepted combinations of each preset that covers every pair of option values (~100);
-// MIRAS_SWEEP=all runs all of them (~590).
+// set of accepted combinations of each preset that covers every pair of option values (~165);
+// MIRAS_SWEEP=all runs all of them (~1170).
 static jmp_buf sweep_jmp;
 static void sweep_die(const char* msg, const char* hint) {
     (void)msg;
@@ -2081,12 +2081,15 @@ static double fd_best_of_steps(Model* M, const char** which) {
     return worst;
 }
 #endif
-// the options of combination combo (0..127; the Lattice presets 0..7) on preset's config; the values as a vector
-// (SWEEP_DIMS entries) for the pairwise choice
-#define SWEEP_DIMS 6
-static void sweep_config(Config* c, const char* preset, int combo, int* v) {
-    family_config(c, preset, "M", 0, 3);
+// the options of combination combo (0..255) on preset's config, and their values as a vector (SWEEP_DIMS entries)
+// for the pairwise choice; 0: combo is not one of the preset's (the Lattice presets take bits 0-2 and 7 only)
+#define SWEEP_DIMS 7
+#define SWEEP_COMBOS 256
+static int sweep_config(Config* c, const char* preset, int combo, int* v) {
+    family_config(c, preset, "M", 0, (combo >> 7) & 1 ? 1 : 3);
+    v[6] = (combo >> 7) & 1;  // the chunk: b = 3, or b = 1 (bit 7)
     if (c->lattice) {  // -Y 0..3 (its two bits), -B 0/1
+        if (combo & 0x78) return 0;
         v[0] = c->lat_ablate = combo & 3;
         v[1] = c->gate_a = (combo >> 2) & 1;
         v[2] = v[3] = v[4] = v[5] = 0;
@@ -2099,12 +2102,13 @@ static void sweep_config(Config* c, const char* preset, int combo, int* v) {
         v[5] = c->anchor = (combo >> 6) & 1;
     }
     if (c->arch == ARCH_MAC) {
-        c->seg = 2 * c->b;
+        c->seg = 6;  // (a multiple of b)
         c->npers = 2;
     } else if (c->arch) {
         c->window = 4;
         c->npers = 2;
     }
+    return 1;
 }
 static const char* SWEEP_PRESETS[] = {
     "titans",         "moneta",           "yaad",        "memora",      "ttt_mlp",  "linear_attn", "deltanet",
@@ -2115,11 +2119,10 @@ static const char* SWEEP_PRESETS[] = {
 // sweep runs: all, or a set that covers every pair of option values any accepted combination has (greedy: each pick
 // covers the most pairs not yet covered)
 static int sweep_pick(const char* preset, int all, int* pick, int* na_out) {
-    int acc[128], vals[128][SWEEP_DIMS], na = 0, npick = 0, used[128] = {0};
-    for (int combo = 0; combo < 128; combo++) {
+    int acc[SWEEP_COMBOS], vals[SWEEP_COMBOS][SWEEP_DIMS], na = 0, npick = 0, used[SWEEP_COMBOS] = {0};
+    for (int combo = 0; combo < SWEEP_COMBOS; combo++) {
         Config c;
-        sweep_config(&c, preset, combo, vals[na]);
-        if ((!c.lattice || combo < 8) && sweep_accepts(&c)) acc[na++] = combo;
+        if (sweep_config(&c, preset, combo, vals[na]) && sweep_accepts(&c)) acc[na++] = combo;
     }
     static unsigned char covered[SWEEP_DIMS][SWEEP_DIMS][4][4];
     memset(covered, 0, sizeof covered);
@@ -2148,17 +2151,18 @@ static int sweep_pick(const char* preset, int all, int* pick, int* na_out) {
 // trainer's checks against the CPU (dev/test_gpu.sh SWEEP=1); the shapes are the script's
 static void sweep_list(void) {
     for (int pi = 0; pi < SWEEP_NP; pi++) {
-        int pick[128], na, npick = sweep_pick(SWEEP_PRESETS[pi], 0, pick, &na);
+        int pick[SWEEP_COMBOS], na, npick = sweep_pick(SWEEP_PRESETS[pi], 0, pick, &na);
         for (int q = 0; q < npick; q++) {
             Config c;
             int v[SWEEP_DIMS];
             sweep_config(&c, SWEEP_PRESETS[pi], pick[q], v);
             printf("sw_%s_%d -p %s", SWEEP_PRESETS[pi], pick[q], SWEEP_PRESETS[pi]);
+            printf(" -k %d", c.b);
             if (c.lattice)
                 printf(" -Y %d -B %d", c.lat_ablate, c.gate_a);
             else
                 printf(" -U %d -T %d -R %d -G %d -I %d -Z %d", c.algo, c.gated, c.gate_rank, c.omega, c.poly, c.anchor);
-            if (c.arch == ARCH_MAC) printf(" -M %d", c.npers);  // (-C: the script's, a multiple of its -k)
+            if (c.arch == ARCH_MAC) printf(" -M %d -C %d", c.npers, c.seg);
             if (c.arch == ARCH_MAL || c.arch == ARCH_MAG) printf(" -M %d -W %d", c.npers, c.window);
             printf("\n");
         }
@@ -2167,7 +2171,7 @@ static void sweep_list(void) {
 static void test_option_sweep(int all) {
     int ran = 0, accepted = 0, bad = 0, np = SWEEP_NP;
     for (int pi = 0; pi < np; pi++) {
-        int pick[128], na, npick = sweep_pick(SWEEP_PRESETS[pi], all, pick, &na);
+        int pick[SWEEP_COMBOS], na, npick = sweep_pick(SWEEP_PRESETS[pi], all, pick, &na);
         accepted += na;
         for (int q = 0; q < npick; q++) {
             Config c;
@@ -2175,11 +2179,11 @@ static void test_option_sweep(int all) {
             sweep_config(&c, SWEEP_PRESETS[pi], pick[q], v);
             ran++;
             char name[160];
-            snprintf(name, sizeof name, "%s -U %d -T %d -R %d -G %d -I %d -Z %d -Y %d -B %d", SWEEP_PRESETS[pi], c.algo,
-                     c.gated, c.gate_rank, c.omega, c.poly, c.anchor, c.lat_ablate, c.gate_a);
+            snprintf(name, sizeof name, "%s -k %d -U %d -T %d -R %d -G %d -I %d -Z %d -Y %d -B %d", SWEEP_PRESETS[pi],
+                     c.b, c.algo, c.gated, c.gate_rank, c.omega, c.poly, c.anchor, c.lat_ablate, c.gate_a);
             Model M;
             family_init(&M, &c);
-            int at, maxT = 2 * c.b + c.omega + 1 + (c.arch ? 2 * c.b : 0);
+            int at, maxT = 2 * c.b + c.omega + 1 + (c.arch ? 6 : 0);
             double worst = decode_every_length(&M, NULL, 0, maxT, &at);
             int ok = worst <= TOL_SELF * NS5_SLACK(c);
             if (!ok)
