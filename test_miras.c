@@ -1989,14 +1989,14 @@ static void test_phistar(const char* dir) {
 // ---------------------------------------------------------------------------
 // 10b. every accepted combination of the memory options on every memory preset: -U (algorithm), -T (gated memory),
 // -R 2 (channel-wise gates), -G 3 (Omega window), -I 1 (poly), -Z (anchor); for the Lattice presets -Y (ablations)
-// and -B (forgetting gate); each with chunks of b = 3 and b = 1. config_check decides what is accepted (its refusals are the bad-input checks'); each
-// accepted combination builds a fresh model (family_init's O(1) scales; MAL / MAG with W 4, MAC with C = 6, N_p 2)
-// that must decode as its parallel forward at every prompt length and, in the double build, match finite
-// differences on every tensor: each sampled entry at the best of five steps h = 1e-2 .. 1e-6, each
-// Richardson-extrapolated. A wrong gradient is wrong at every step; roundoff (tiny gradients, NS5's amplification),
-// truncation (strong curvature at b = 1) and Huber's kinks are not, so one tolerance (1e-6) serves every combination. make test runs the first
-// set of accepted combinations of each preset that covers every pair of option values (~165);
-// MIRAS_SWEEP=all runs all of them (~1170).
+// and -B (forgetting gate); each with chunks of b = 3 and b = 1. config_check decides what is accepted (its refusals
+// are the bad-input checks'); each accepted combination builds a fresh model (family_init's O(1) scales; MAL / MAG
+// with W 4, MAC with C = 6, N_p 2) that must decode as its parallel forward at every prompt length and, in the double
+// build, match finite differences on every tensor: each sampled entry at the best of five steps h = 1e-2 .. 1e-6,
+// each Richardson-extrapolated. A wrong gradient is wrong at every step; roundoff (tiny gradients, NS5's
+// amplification), truncation (strong curvature at b = 1) and Huber's kinks are not, so one tolerance (1e-6) serves
+// every combination. make test runs a set of each preset's accepted combinations that covers every pair of option
+// values (~165 in all); MIRAS_SWEEP=all runs all of them (~1170).
 static jmp_buf sweep_jmp;
 static void sweep_die(const char* msg, const char* hint) {
     (void)msg;
