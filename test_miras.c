@@ -350,17 +350,20 @@ static Table fd_model(Model* M, const int* in, const int* tg, int B, int T, int 
     free(an);
     return tensor_table(M->param_sizes, PARAM_NAMES, NUM_PARAM_TENSORS, err, TOL_FD, 1);
 }
-// fd_model on a fresh model (no fixture): B = 2 sequences of FD_T random tokens and targets
+// the finite differences of a fresh model (no fixture) take B = 2 sequences of FD_T random tokens and targets
 #define FD_T 9
-static Table fd_fresh(Model* M, int samples) {
-    int B = 2, N = B * FD_T;
-    int* in = malloc(N * 4);
-    int* tg = malloc(N * 4);
+static void fd_tokens(const Model* M, int** in, int** tg) {
+    *in = malloc(2 * FD_T * 4);
+    *tg = malloc(2 * FD_T * 4);
     uint64_t r = 5;
-    for (int i = 0; i < N; i++) {
-        in[i] = (int)(rng_f64(&r) * M->cfg.V);
-        tg[i] = (int)(rng_f64(&r) * M->cfg.V);
+    for (int i = 0; i < 2 * FD_T; i++) {
+        (*in)[i] = (int)(rng_f64(&r) * M->cfg.V);
+        (*tg)[i] = (int)(rng_f64(&r) * M->cfg.V);
     }
+}
+static Table fd_fresh(Model* M, int samples) {
+    int B = 2, *in, *tg;
+    fd_tokens(M, &in, &tg);
     Table tb = fd_model(M, in, tg, B, FD_T, samples, 42);
     free(in);
     free(tg);
@@ -2027,14 +2030,8 @@ static int sweep_accepts(const Config* c) {
 // step; NaN or inf anywhere is an error of +inf); *which: the tensor's name
 #ifdef MIRAS_DOUBLE
 static double fd_best_of_steps(Model* M, const char** which) {
-    int B = 2, N = B * FD_T;
-    int* in = malloc(N * 4);
-    int* tg = malloc(N * 4);
-    uint64_t r = 5;
-    for (int i = 0; i < N; i++) {
-        in[i] = (int)(rng_f64(&r) * M->cfg.V);
-        tg[i] = (int)(rng_f64(&r) * M->cfg.V);
-    }
+    int B = 2, *in, *tg;
+    fd_tokens(M, &in, &tg);
     model_forward(M, in, tg, B, FD_T);
     model_zero_grad(M);
     model_backward(M, 1);
