@@ -313,6 +313,21 @@ static double loss_at(Model* M, const int* in, const int* tg, int B, int T) {
     return M->mean_loss;
 }
 #define TOL_FD 1e-6
+// dL/dparams[i] by central differences at steps h and h/2, Richardson-extrapolated ((4 d(h/2) - d(h)) / 3), or
+// plain: d(h/2) alone
+static double fd_entry(Model* M, const int* in, const int* tg, int B, int T, size_t i, double h, int plain) {
+    real save = M->params_memory[i];
+    double dh[2];
+    for (int k = 0; k < 2; k++, h /= 2) {
+        M->params_memory[i] = save + h;
+        double lp = loss_at(M, in, tg, B, T);
+        M->params_memory[i] = save - h;
+        double lm = loss_at(M, in, tg, B, T);
+        dh[k] = (lp - lm) / (2 * h);
+    }
+    M->params_memory[i] = save;
+    return plain ? dh[1] : (4 * dh[1] - dh[0]) / 3;
+}
 static Table fd_model(Model* M, const int* in, const int* tg, int B, int T, int samples, uint64_t seed) {
     model_forward(M, in, tg, B, T);
     model_zero_grad(M);
@@ -330,17 +345,7 @@ static Table fd_model(Model* M, const int* in, const int* tg, int B, int T, int 
             size_t i = off + (t == 0 ? (size_t)in[s % (B * T)] * M->cfg.D + rng_u64(&r) % M->cfg.D
                                      : rng_u64(&r) % n);  // wte: rows in use
             int kinks = M->cfg.bias == BIAS_HUBER;
-            real save = M->params_memory[i];
-            double h = kinks ? 1e-6 : 1e-4, dh[2];
-            for (int k = 0; k < 2; k++, h /= 2) {
-                M->params_memory[i] = save + h;
-                double lp = loss_at(M, in, tg, B, T);
-                M->params_memory[i] = save - h;
-                double lm = loss_at(M, in, tg, B, T);
-                dh[k] = (lp - lm) / (2 * h);
-            }
-            M->params_memory[i] = save;
-            double fd = kinks ? dh[1] : (4 * dh[1] - dh[0]) / 3;
+            double fd = fd_entry(M, in, tg, B, T, i, kinks ? 1e-6 : 1e-4, kinks);
             num += (fd - an[i]) * (fd - an[i]);
             den += fd * fd;
         }
@@ -2047,18 +2052,9 @@ static double fd_best_of_steps(Model* M, const char** which) {
         double num = 0, den = 0;
         for (int s = 0; s < 8; s++) {  // 8 entries (wte: in rows in use), each at its best step
             size_t i = off + (t == 0 ? (size_t)in[s] * M->cfg.D + rng_u64(&rs) % M->cfg.D : rng_u64(&rs) % n);
-            real save = M->params_memory[i];
             double be = INFINITY, bfd = 0;  // (NaN is never smaller: be stays +inf)
             for (int k = 0; k < 5; k++) {
-                double h = steps[k], d[2];
-                for (int j = 0; j < 2; j++, h /= 2) {
-                    M->params_memory[i] = save + h;
-                    double lp = loss_at(M, in, tg, B, FD_T);
-                    M->params_memory[i] = save - h;
-                    d[j] = (lp - loss_at(M, in, tg, B, FD_T)) / (2 * h);
-                }
-                M->params_memory[i] = save;
-                double fd = (4 * d[1] - d[0]) / 3, e = fabs(fd - an[i]);
+                double fd = fd_entry(M, in, tg, B, FD_T, i, steps[k], 0), e = fabs(fd - an[i]);
                 if (e < be) {
                     be = e;
                     bfd = fd;
