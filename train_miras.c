@@ -550,42 +550,51 @@ static void attn_keys(int i, int np, int W, int* e1, int* j0) {
     int lo = W > 0 ? i - W + 1 : 0;
     *j0 = lo > np ? lo : np;
 }
+// One query row over the keys of attn_keys(i, np, W): key r's k and v rows at k + row(r) * D and v + row(r) * D, with
+// row(r) = r, or, in a decoder's cache with ring > 0 (np pinned rows, then ring slots reused), np + (r - np) % ring
+// for r >= np. o (d) = sum_r p_ir v_r; returns lse_i. s: i + 1 floats of scratch. The forward and both decoders call
+// it, so decoding does the parallel forward's arithmetic in its order.
+static real attention_row(real* o, const real* qi, const real* k, const real* v, int D, int d, int i, int np, int W,
+                          int ring, real* s) {
+#define ROW(r) ((size_t)(ring && (r) >= np ? np + ((r)-np) % ring : (r)) * D)
+    real scale = 1 / sqrt((real)d);
+    int e1, j0;
+    attn_keys(i, np, W, &e1, &j0);
+    real mx = -1e30, sum = 0;
+    for (int j = 0; j <= i; j++) {  // s_ij = q_i.k_j / sqrt(d)
+        if (j == e1) j = j0;
+        if (j > i) break;
+        s[j] = dotv(qi, k + ROW(j), d) * scale;
+        if (s[j] > mx) mx = s[j];
+    }
+    for (int j = 0; j <= i; j++) {
+        if (j == e1) j = j0;
+        if (j > i) break;
+        s[j] = exp(s[j] - mx);
+        sum += s[j];
+    }
+    for (int c = 0; c < d; c++) o[c] = 0;
+    for (int j = 0; j <= i; j++) {  // out_i = sum_j p_ij v_j
+        if (j == e1) j = j0;
+        if (j > i) break;
+        const real* vj = v + ROW(j);
+        real p = s[j] / sum;
+        for (int c = 0; c < d; c++) o[c] += p * vj[c];
+    }
+#undef ROW
+    return mx + log(sum);
+}
 static void attention_forward(real* out, real* lse, const real* q, const real* k, const real* v, int B, int T, int H,
                               int d, int window, int np) {
-    real scale = 1 / sqrt((real)d);
     int D = H * d;
 #pragma omp parallel for collapse(2) schedule(dynamic)
     for (int bb = 0; bb < B; bb++)
         for (int h = 0; h < H; h++) {
             real* s = (real*)xmalloc((size_t)T * sizeof(real));
-            for (int i = 0; i < T; i++) {
-                const real* qi = q + ((size_t)bb * T + i) * D + h * d;
-                real* oi = out + ((size_t)bb * T + i) * D + h * d;
-                int e1, j0;
-                attn_keys(i, np, window, &e1, &j0);
-                real mx = -1e30, sum = 0;
-                for (int j = 0; j <= i; j++) {
-                    if (j == e1) j = j0;
-                    if (j > i) break;
-                    s[j] = dotv(qi, k + ((size_t)bb * T + j) * D + h * d, d) * scale;
-                    if (s[j] > mx) mx = s[j];
-                }
-                for (int j = 0; j <= i; j++) {
-                    if (j == e1) j = j0;
-                    if (j > i) break;
-                    s[j] = exp(s[j] - mx);
-                    sum += s[j];
-                }
-                for (int c = 0; c < d; c++) oi[c] = 0;
-                for (int j = 0; j <= i; j++) {
-                    if (j == e1) j = j0;
-                    if (j > i) break;
-                    const real* vj = v + ((size_t)bb * T + j) * D + h * d;
-                    real p = s[j] / sum;
-                    for (int c = 0; c < d; c++) oi[c] += p * vj[c];
-                }
-                lse[((size_t)bb * T + i) * H + h] = mx + log(sum);
-            }
+            size_t r0 = (size_t)bb * T * D + h * d;  // this (sequence, head)'s row 0
+            for (int i = 0; i < T; i++)
+                lse[((size_t)bb * T + i) * H + h] = attention_row(out + r0 + (size_t)i * D, q + r0 + (size_t)i * D,
+                                                                  k + r0, v + r0, D, d, i, np, window, 0, s);
             free(s);
         }
 }
@@ -5032,27 +5041,9 @@ static void decoder_attention(Decoder* dec, int l, real* out, const real* u) {
     rope_rotate(a->q, a->qp, cs, sn, H, d, 1);
     rope_rotate(dec->kc[l] + (size_t)slot * D, a->kp, cs, sn, H, d, 1);
     matmul_forward(dec->vc[l] + (size_t)slot * D, u, p->wv + (size_t)l * D * D, NULL, 1, D, D);
-    int j0 = W && pos - W + 1 > 0 ? pos - W + 1 : 0;
-    real scale = 1 / sqrt((real)d);
     real* s = (real*)xmalloc((size_t)(pos + 1) * sizeof(real));
-    for (int h = 0; h < H; h++) {
-        real mx = -1e30, sum = 0;
-        real* oh = out + h * d;
-        for (int j = j0; j <= pos; j++) {
-            s[j] = dotv(a->q + h * d, dec->kc[l] + (size_t)(W ? j % W : j) * D + h * d, d) * scale;
-            if (s[j] > mx) mx = s[j];
-        }
-        for (int j = j0; j <= pos; j++) {
-            s[j] = exp(s[j] - mx);
-            sum += s[j];
-        }
-        for (int i = 0; i < d; i++) oh[i] = 0;
-        for (int j = j0; j <= pos; j++) {
-            const real* vj = dec->vc[l] + (size_t)(W ? j % W : j) * D + h * d;
-            real pj = s[j] / sum;
-            for (int i = 0; i < d; i++) oh[i] += pj * vj[i];
-        }
-    }
+    for (int h = 0; h < H; h++)  // the 'S' ring holds key j in slot j % W
+        attention_row(out + h * d, a->q + h * d, dec->kc[l] + h * d, dec->vc[l] + h * d, D, d, pos, 0, W, W, s);
     free(s);
 }
 static void decoder_free(Decoder* dec) {
@@ -5217,33 +5208,8 @@ static void tx_dec_attn(Decoder* dec, int l, const real* ua, int j, int np, real
     matmul_forward(kp, ua, p->att_wk + oW, NULL, 1, D, D);
     rope_rotate(dec->kc[l] + SLOT(j) * D, kp, cs, sn, H, d, 1);
     matmul_forward(dec->vc[l] + SLOT(j) * D, ua, p->att_wv + oW, NULL, 1, D, D);
-    int e1, j0;
-    attn_keys(j, np, W, &e1, &j0);
-    real scale = 1 / sqrt((real)d);
-    for (int h = 0; h < H; h++) {  // the keys in attention_forward's order
-        real mx = -1e30, sum = 0;
-        real* oh = z + h * d;
-        for (int i = 0; i <= j; i++) {
-            if (i == e1) i = j0;
-            if (i > j) break;
-            s[i] = dotv(q + h * d, dec->kc[l] + SLOT(i) * D + h * d, d) * scale;
-            if (s[i] > mx) mx = s[i];
-        }
-        for (int i = 0; i <= j; i++) {
-            if (i == e1) i = j0;
-            if (i > j) break;
-            s[i] = exp(s[i] - mx);
-            sum += s[i];
-        }
-        for (int i = 0; i < d; i++) oh[i] = 0;
-        for (int i = 0; i <= j; i++) {
-            if (i == e1) i = j0;
-            if (i > j) break;
-            const real* vi = dec->vc[l] + SLOT(i) * D + h * d;
-            real pi = s[i] / sum;
-            for (int e = 0; e < d; e++) oh[e] += pi * vi[e];
-        }
-    }
+    for (int h = 0; h < H; h++)  // the keys in attention_forward's order
+        attention_row(z + h * d, q + h * d, dec->kc[l] + h * d, dec->vc[l] + h * d, D, d, j, np, W, W, s);
 #undef SLOT
     matmul_forward(out, z, p->att_wo + oW, NULL, 1, D, D);
     free(buf);
