@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Recall at length (a benchmark, not a test): S-NIAH trained at a short length and scored at longer ones.
 # usage: dev/recall.sh [PRESETS]     env: STEPS=800 TRAIN_T=256 EVAL="256 1024 2048 4096" EVAL_N=100 JOBS=2 OUT=build/recall
-#        TRAIN=0 only scores the checkpoints of an earlier run (e.g. TRAIN=0 EVAL="8192 16384" EVAL_N=50)
+#        THREADS=1 (OpenMP threads per run); TRAIN=0 only scores the checkpoints of an earlier run (e.g. TRAIN=0 EVAL="8192 16384" EVAL_N=50)
 #        CKPT=50: checkpoint interval; a run killed part way resumes there (bit for bit) when the script runs again,
 #        one that finished (<dir>/trained) is only scored; BIN=./train_miras the trainer (a pinned copy keeps a
 #        resumed run bit for bit when the source changes between the sessions)
@@ -13,7 +13,7 @@
 set -u
 cd "$(dirname "$0")/.."
 presets=${1:-"titans yaad moneta memora linear_attn deltanet gated_deltanet"}
-STEPS=${STEPS:-800}; TT=${TRAIN_T:-256}; EVAL=${EVAL:-"256 1024 2048 4096"}; JOBS=${JOBS:-2}; OUT=${OUT:-build/recall}
+STEPS=${STEPS:-800}; THREADS=${THREADS:-1}; TT=${TRAIN_T:-256}; EVAL=${EVAL:-"256 1024 2048 4096"}; JOBS=${JOBS:-2}; OUT=${OUT:-build/recall}
 EVAL_N=${EVAL_N:-100}; TRAIN=${TRAIN:-1}; CKPT=${CKPT:-50}; BIN=${BIN:-./train_miras}
 make -s train_miras data_prep >/dev/null || exit 1
 mkdir -p $OUT/data
@@ -26,12 +26,12 @@ train() {
     if [ "$TRAIN" = 1 ] && [ ! -f $o/trained ]; then  # (a run stopped part way resumes from its last checkpoint)
         local r=""; [ -f $o/ckpt.bin ] && r="-r 1"
         if [ -n "$r" ]; then echo "resuming $p from $o/ckpt.bin" >> $o/stdout.txt; else : > $o/stdout.txt; fi
-        OMP_NUM_THREADS=1 $BIN -p $p -D 64 -L 2 -H 2 -b 8 -t $TT -x $STEPS -v $STEPS -m 25 -g 0 -n $CKPT -A 1 $r \
+        OMP_NUM_THREADS=$THREADS $BIN -p $p -D 64 -L 2 -H 2 -b 8 -t $TT -x $STEPS -v $STEPS -m 25 -g 0 -n $CKPT -A 1 $r \
             -i "$OUT/data/niah_train${TT}_train_*.bin" -j "$OUT/data/niah_train${TT}_val_*.bin" -z $OUT/data/niah_train${TT}_tokenizer.bin \
             -o $o >> $o/stdout.txt 2>&1 && touch $o/trained || { echo "$p: training stopped (rerun to resume)"; return; }
     fi
     for T in $EVAL; do
-        OMP_NUM_THREADS=1 $BIN -e $o/ckpt.bin -x 0 -b 1 -t $T -m $EVAL_N -A 1 -g 0 -j "$OUT/data/niah_eval${T}_val_*.bin" \
+        OMP_NUM_THREADS=$THREADS $BIN -e $o/ckpt.bin -x 0 -b 1 -t $T -m $EVAL_N -A 1 -g 0 -j "$OUT/data/niah_eval${T}_val_*.bin" \
             -i "$OUT/data/niah_eval${T}_train_*.bin" -z none -o $o/eval$T > $o/eval$T.txt 2>&1
     done
 }
