@@ -3740,8 +3740,9 @@ static double model_act_floats(const Config* c, int B, int T) {
                                     muon_carve(&tmp, NULL, c->b, &m)) +
            2.0 * B * T;
 }
-static void model_alloc_acts(Model* M, int B, int T) {
-    if (M->acts_memory && M->B == B && M->T == T) return;
+// Frees what model_alloc_acts allocates (every buffer whose size depends on B and T). The buffers only some models
+// have (Lattice's scratch, the phi* memory's) are set to NULL, so that freeing twice is harmless.
+static void model_free_acts(Model* M) {
     free(M->acts_memory);
     free(M->grads_acts_memory);
     free(M->mem_P);
@@ -3752,16 +3753,19 @@ static void model_alloc_acts(Model* M, int B, int T) {
     free(M->inputs);
     free(M->targets);
     free(M->lat_scratch);
-    M->lat_scratch = NULL;
     free(M->phi_av);
     free(M->phi_lo);
     free(M->phi_LA);
     free(M->phi_etok);
     free(M->phi_scr_mem);
     free(M->phi_scr);
-    M->phi_av = M->phi_lo = M->phi_LA = M->phi_scr_mem = NULL;
+    M->lat_scratch = M->phi_av = M->phi_lo = M->phi_LA = M->phi_scr_mem = NULL;
     M->phi_etok = NULL;
     M->phi_scr = NULL;
+}
+static void model_alloc_acts(Model* M, int B, int T) {
+    if (M->acts_memory && M->B == B && M->T == T) return;
+    model_free_acts(M);
     M->B = B;
     M->T = T;
     fill_in_activation_sizes(M->act_sizes, &M->cfg, B, T);
@@ -4064,22 +4068,7 @@ static void model_free(Model* M) {
     free(M->grads_memory);
     free(M->m_memory);
     free(M->v_memory);
-    free(M->acts_memory);
-    free(M->grads_acts_memory);
-    free(M->mem_P);
-    free(M->mem_S);
-    free(M->mem_dbh);
-    free(M->chunk_memory);
-    free(M->chunks);
-    free(M->inputs);
-    free(M->targets);
-    free(M->lat_scratch);
-    free(M->phi_av);
-    free(M->phi_lo);
-    free(M->phi_LA);
-    free(M->phi_etok);
-    free(M->phi_scr_mem);
-    free(M->phi_scr);
+    model_free_acts(M);
     titans_free(M);
 }
 
