@@ -163,6 +163,14 @@ static int fixture_load(Fixture* fx, const char* path) {
     fclose(f);
     return ok;
 }
+// fixture NAME of DIR (DIR/NAME.bin) into fx, or a failed check naming WHAT and 0
+static int fixture_open(Fixture* fx, const char* dir, const char* name, const char* what) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s.bin", dir, name);
+    if (fixture_load(fx, path)) return 1;
+    check(0, "%s: cannot read %s", what, path);
+    return 0;
+}
 static void fixture_free(Fixture* fx) {
     free(fx->params);
     free(fx->tokens);
@@ -211,13 +219,8 @@ static int fixture_index(const char* name) {  // where a group of FIXTURES start
 
 // 1. logits, loss, every gradient and 10 AdamW steps against the PyTorch reference
 static void test_fixture(const char* dir, const char* name) {
-    char path[1024];
-    snprintf(path, sizeof path, "%s/%s.bin", dir, name);
     Fixture fx;
-    if (!fixture_load(&fx, path)) {
-        check(0, "fixture %s: cannot read %s", name, path);
-        return;
-    }
+    if (!fixture_open(&fx, dir, name, "fixture")) return;
     Model M;
     fixture_model(&M, &fx);
     int N = fx.B * fx.T, V = fx.cfg.V, Vp = fx.cfg.Vp;
@@ -262,13 +265,8 @@ static void test_fixture(const char* dir, const char* name) {
 // a NaN in one mem_ln_g entry (the tensors after it are finite: the NaN must stay the worst), each fail exactly that
 // tensor, which the table names
 static void test_tables(const char* dir) {
-    char path[1024];
-    snprintf(path, sizeof path, "%s/titans.bin", dir);
     Fixture fx;
-    if (!fixture_load(&fx, path)) {
-        check(0, "tables: cannot read %s", path);
-        return;
-    }
+    if (!fixture_open(&fx, dir, "titans", "tables")) return;
     Model M;
     fixture_model(&M, &fx);
     int N = fx.B * fx.T;
@@ -380,13 +378,8 @@ static Table fd_fresh(Model* M, int samples) {
 // (make test) runs them.
 static int n_skip;
 static void test_fd(const char* dir, const char* name, int ln, int resid, int b) {
-    char path[1024];
-    snprintf(path, sizeof path, "%s/%s.bin", dir, name);
     Fixture fx;
-    if (!fixture_load(&fx, path)) {
-        check(0, "fd %s: cannot read %s", name, path);
-        return;
-    }
+    if (!fixture_open(&fx, dir, name, "fd")) return;
     if (fx.cfg.algo >= ALGO_MUON && getenv("MIRAS_SANITIZED")) {
         n_skip++;
         fixture_free(&fx);
@@ -433,13 +426,8 @@ static void test_fd(const char* dir, const char* name, int ln, int resid, int b)
 
 // the answers-only loss (-A 1): the mean over masked positions, and its gradient by finite differences
 static void test_fd_masked(const char* dir) {
-    char path[1024];
-    snprintf(path, sizeof path, "%s/titans.bin", dir);
     Fixture fx;
-    if (!fixture_load(&fx, path)) {
-        check(0, "masked loss: cannot read %s", path);
-        return;
-    }
+    if (!fixture_open(&fx, dir, "titans", "masked loss")) return;
     Model M;
     fixture_model(&M, &fx);
     int N = fx.B * fx.T;
@@ -585,13 +573,8 @@ static double decode_every_length(Model* M, const int* src, int n, int maxT, int
 // 4. token-by-token decode equals the parallel forward, for prompt lengths 1, b-1, b+1 and T; with 'S' layers also
 // W-1, W (within the window) and W+1 (across it)
 static void test_decode(const char* dir, const char* name) {
-    char path[1024];
-    snprintf(path, sizeof path, "%s/%s.bin", dir, name);
     Fixture fx;
-    if (!fixture_load(&fx, path)) {
-        check(0, "decode %s: cannot read %s", name, path);
-        return;
-    }
+    if (!fixture_open(&fx, dir, name, "decode")) return;
     Model M;
     fixture_model(&M, &fx);
     int b = fx.cfg.b, W = fx.cfg.window,
@@ -1372,13 +1355,8 @@ static void test_muon_reduces(int depth, int bias, int anchor) {
 }
 // decode vs parallel for every prompt length 1..T of an omega fixture: prompts ending inside the halo of every chunk
 static void test_decode_every_length(const char* dir, const char* name) {
-    char path[1024];
-    snprintf(path, sizeof path, "%s/%s.bin", dir, name);
     Fixture fx;
-    if (!fixture_load(&fx, path)) {
-        check(0, "decode %s: cannot read %s", name, path);
-        return;
-    }
+    if (!fixture_open(&fx, dir, name, "decode")) return;
     Model M;
     fixture_model(&M, &fx);
     int at, maxT = 2 * fx.cfg.b + 2 * fx.cfg.omega + 1;
@@ -2720,13 +2698,8 @@ static const char* LAT_FIXTURES[] = {"lattice",    "lattice_enc",    "lattice_si
 // layout for every kind and ablation): ENC without the orthogonal term, SIM with both ablations, DEC without it
 #ifdef MIRAS_DOUBLE
 static void test_lattice_fd_variant(const char* dir, int kind, int ablate) {
-    char path[1024];
-    snprintf(path, sizeof path, "%s/lattice_mu.bin", dir);
     Fixture fx;
-    if (!fixture_load(&fx, path)) {
-        check(0, "lattice fd: cannot read %s", path);
-        return;
-    }
+    if (!fixture_open(&fx, dir, "lattice_mu", "lattice fd")) return;
     fx.cfg.lattice = kind;
     fx.cfg.lat_ablate = ablate;
     fx.cfg.lat_k = 3;
@@ -2751,13 +2724,8 @@ static void test_lattice_fd_variant(const char* dir, int kind, int ablate) {
 // one)
 // and 64 (+6)).
 static void test_lattice_k(const char* dir, const char* name) {
-    char path[1024];
-    snprintf(path, sizeof path, "%s/%s.bin", dir, name);
     Fixture fx;
-    if (!fixture_load(&fx, path)) {
-        check(0, "lattice k %s: cannot read %s", name, path);
-        return;
-    }
+    if (!fixture_open(&fx, dir, name, "lattice k")) return;
     int B = 2, T = 70, N = B * T, ks[4] = {1, 3, 64, 70};
     int* in = malloc(N * 4);
     int* tg = malloc(N * 4);
@@ -2869,13 +2837,8 @@ static double lattice_vs_delta(const Fixture* fx, int ablate, int gated, double*
     return el;
 }
 static void test_lattice_delta(const char* dir) {
-    char path[1024];
-    snprintf(path, sizeof path, "%s/lattice_delta.bin", dir);
     Fixture fx;
-    if (!fixture_load(&fx, path)) {
-        check(0, "lattice delta: cannot read %s", path);
-        return;
-    }
+    if (!fixture_open(&fx, dir, "lattice_delta", "lattice delta")) return;
     for (int gated = 0; gated <= 1; gated++) {
         double ge, gf, el = lattice_vs_delta(&fx, 3, gated, &ge), ef = lattice_vs_delta(&fx, 0, gated, &gf);
         check(
