@@ -3740,8 +3740,8 @@ static double model_act_floats(const Config* c, int B, int T) {
                                     muon_carve(&tmp, NULL, c->b, &m)) +
            2.0 * B * T;
 }
-// Frees what model_alloc_acts allocates (every buffer whose size depends on B and T). The buffers only some models
-// have (Lattice's scratch, the phi* memory's) are set to NULL, so that freeing twice is harmless.
+// Frees what model_alloc_acts allocates (every buffer whose size depends on B and T) and sets the pointers to NULL:
+// model_alloc_acts allocates the Lattice and phi* buffers only for those models, and model_free may follow.
 static void model_free_acts(Model* M) {
     free(M->acts_memory);
     free(M->grads_acts_memory);
@@ -3759,8 +3759,10 @@ static void model_free_acts(Model* M) {
     free(M->phi_etok);
     free(M->phi_scr_mem);
     free(M->phi_scr);
+    M->acts_memory = M->grads_acts_memory = M->mem_P = M->mem_S = M->mem_dbh = M->chunk_memory = NULL;
     M->lat_scratch = M->phi_av = M->phi_lo = M->phi_LA = M->phi_scr_mem = NULL;
-    M->phi_etok = NULL;
+    M->inputs = M->targets = M->phi_etok = NULL;
+    M->chunks = NULL;
     M->phi_scr = NULL;
 }
 static void model_alloc_acts(Model* M, int B, int T) {
