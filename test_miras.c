@@ -920,15 +920,15 @@ static double init_grad_norm(const char* preset, int gated, int T, const int* to
     model_free(&M);
     return n;
 }
-// T + 1 tokens for the long checks: this file's bytes, random bytes past its end
+// T + 1 tokens for the long checks: the first bytes of this file (main makes sure it is there)
 static int* long_init_tokens(int T) {
     int* tok = malloc((T + 1) * sizeof(int));
     FILE* f = fopen("test_miras.c", "rb");
     int nr = f ? (int)fread(tok, 1, T + 1, f) : 0;
     if (f) fclose(f);
+    if (nr != T + 1) die("test_miras.c is shorter than the long checks' tokens", NULL);
     unsigned char* bytes = (unsigned char*)tok;
-    uint64_t r = 5;
-    for (int t = T; t >= 0; t--) tok[t] = t < nr ? bytes[t] : (int)(rng_f64(&r) * 256);  // widen in place, from the end
+    for (int t = T; t >= 0; t--) tok[t] = bytes[t];  // widen in place, from the end
     return tok;
 }
 // SPEC §10: each preset's gradient norm at init (D = 16, E = 2, one sequence) flat in T: within 3x from 128 to 1024;
@@ -2197,6 +2197,7 @@ static void test_option_sweep(int all) {
 
 static const char* BIN = "./train_miras";  // MIRAS_TRAIN_BIN overrides it (make test_asan: build/asan/train_miras)
 static const char* SELF = "./test_miras";  // argv[0], for --compare
+static const char* FIXDIR = "dev/fixtures";  // argv[1], the fixtures
 static char TMP[256];
 
 static void write_shard(const char* path, int ntok, int magic, int claim, uint64_t seed) {
@@ -2526,15 +2527,17 @@ static void test_binary(void) {
         snprintf(d1, sizeof d1, "%s/dump1.bin", TMP);
         snprintf(d2, sizeof d2, "%s/dump2.bin", TMP);
         snprintf(out, sizeof out, "%s/cmp.txt", TMP);
-        snprintf(cmd, sizeof cmd, "%s -J dev/fixtures/titans.bin -O %s >/dev/null 2>&1", BIN, d1);
+        char fx[512];
+        snprintf(fx, sizeof fx, "%s/titans.bin", FIXDIR);
+        snprintf(cmd, sizeof cmd, "%s -J %s -O %s >/dev/null 2>&1", BIN, fx, d1);
         int made = system(cmd) == 0;
         float* x = made ? read_dump(d1, hd) : NULL;
         if (x) {
-            snprintf(cmd, sizeof cmd, "%s --compare self %s %s dev/fixtures/titans.bin >%s 2>&1", SELF, d1, d1, out);
+            snprintf(cmd, sizeof cmd, "%s --compare self %s %s %s >%s 2>&1", SELF, d1, d1, fx, out);
             int st = system(cmd);
             e_same = WIFEXITED(st) ? WEXITSTATUS(st) : 128;
             double sl;
-            dump_layout("dev/fixtures/titans.bin", hd[5], sz, &sl);
+            dump_layout(fx, hd[5], sz, &sl);
             for (int t = 0; t < NUM_PARAM_TENSORS; t++) off[t + 1] = off[t] + sz[t];
         }
         check(made && e_same == 0, "--compare: a dump equals itself (exit %d)", e_same);
@@ -2673,7 +2676,9 @@ static void test_binary(void) {
     CASE("answer mask with a wrong magic", "answer mask", "%s -i '%s/k_train_*.bin' -j none -o %s/c -x 1", model, TMP,
          TMP);
     snprintf(p, sizeof p, "%s/bigb.bin", TMP);
-    patch_copy("dev/fixtures/titans.bin", p, 4 * 100, 1 << 20);
+    char fx[512];
+    snprintf(fx, sizeof fx, "%s/titans.bin", FIXDIR);
+    patch_copy(fx, p, 4 * 100, 1 << 20);
     CASE("fixture with a batch of 2^20 rows", "bad batch header", "-J %s -O %s/dump.bin", p, TMP);
     for (int i = 0; i < nc; i++) {
         int code = run(cases[i].args, &lines, err, sizeof err);
@@ -3207,7 +3212,10 @@ int main(int argc, char** argv) {
     }
     if (getenv("MIRAS_TRAIN_BIN")) BIN = getenv("MIRAS_TRAIN_BIN");
     SELF = argv[0];
-    const char* dir = argc > 1 ? argv[1] : "dev/fixtures";
+    const char* dir = FIXDIR = argc > 1 ? argv[1] : "dev/fixtures";
+    // the long checks read this file's bytes as text: a run from elsewhere would test other inputs
+    if (access("test_miras.c", R_OK) != 0)
+        die("test_miras reads test_miras.c from the current folder", "run it from the repository root: make test");
     printf("test_miras (%s build, %d threads)\n", BUILD, max_threads());
     if (getenv("MIRAS_ONLY_TITANS")) {  // (development: the Titans checks alone, fixtures mal.. and fresh models)
         int i0 = fixture_index("mal");

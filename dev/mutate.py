@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
-# Mutation testing of the hand-written backward: do the tests fail when the backward is wrong?
+# Mutation testing: do the tests fail when train_miras.c is wrong? By default its hand-written backward.
 #
 #   python3 dev/mutate.py [-n 40] [-s 1] [--fp64] [--ops flip,sign,drop,swap] [--acc] [--only LINE:OP,...] [--list]
+#                         [--funcs REGEX] [--trainer]
 #
-# Draws -n mutants (seed -s) from the lines of train_miras.c that lie inside a function whose name contains
-# "backward", one small change each:
+# Draws -n mutants (seed -s) from the lines of train_miras.c that lie inside a function whose name matches --funcs
+# (a Python regex searched in the name; default "backward": the 51 backward functions), one small change each:
 #   flip   '+=' <-> '-='                     (an accumulation's sign)
 #   sign   the first binary ' + ' <-> ' - '  (a term's sign)
 #   drop   the statement deleted              (a term or an update missing)
@@ -12,21 +13,26 @@
 # builds test_miras from the mutated source (the Makefile's flags, in a scratch folder) and runs it on
 # dev/fixtures; with --fp64 the mutants it does not catch are tried with test_miras_fp64 too (fp64 finite
 # differences). --acc draws only from the lines that accumulate (+=, -=: the gradient terms, where a missing
-# or wrongly signed small term is the likely bug). A mutant that does not compile is dropped and another drawn. Prints one line per mutant (caught by
-# the first FAIL line, or SURVIVED) and a summary. A survivor is a place to look: code no test reaches, a
-# tolerance too loose, or a change that computes the same thing (an equivalent mutant, e.g. a sign flip of a zero).
-# The trainer runs inside test_miras (bad input, resume) use the unmutated ./train_miras: the backward is checked
-# in-process. ~40 s per mutant on two cores (compile 25 s, tests 15 s).
+# or wrongly signed small term is the likely bug). A mutant that does not compile is dropped and another drawn.
+# The unmutated source is built and tested first and must pass (else every mutant would count as caught); the
+# tests run in the repository root, as make test runs them. Prints one line per mutant (caught by the first FAIL
+# line, or SURVIVED) and a summary. A survivor is a place to look: code no test reaches, a tolerance too loose, or
+# a change that computes the same thing (an equivalent mutant, e.g. a sign flip of a zero).
+# The trainer runs inside test_miras (bad input, resume, checkpoints, data) use the unmutated ./train_miras unless
+# --trainer builds train_miras from the mutant too (for code that runs in the trainer's main: the loader, the
+# checkpoint files, the flags; e.g. --funcs '^(save|load|peek)_checkpoint|dataloader|header|args_' --trainer).
+# ~40 s per mutant on two cores (compile 25 s, tests 15 s); --trainer adds ~25 s.
 import argparse, os, random, re, shutil, subprocess, sys, tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def backward_lines(src):
-    """(index, line) of the statement lines inside the functions whose name contains 'backward'."""
+def function_lines(src, funcs):
+    """indices of the statement lines inside the functions whose name matches the regex funcs."""
     out, inside = [], False
     for i, line in enumerate(src):
-        if re.match(r"^static [^(]*backward[^(]*\(", line) and not line.rstrip().endswith(";"):
+        m = re.match(r"^static [^(=]*?\b(\w+)\(", line)
+        if m and not line.rstrip().endswith(";") and re.search(funcs, m.group(1)):
             inside = True
             continue
         if inside and line.startswith("}"):
@@ -62,9 +68,9 @@ def mutate(line, op):
     return None
 
 
-def cflags():
-    out = subprocess.run(["make", "-n", "-B", "test_miras"], cwd=ROOT, capture_output=True, text=True).stdout
-    cmd = [l for l in out.splitlines() if "test_miras.c" in l][0].split()
+def cflags(target):
+    out = subprocess.run(["make", "-n", "-B", target], cwd=ROOT, capture_output=True, text=True).stdout
+    cmd = [l for l in out.splitlines() if target + ".c" in l][0].split()
     return cmd
 
 
@@ -85,10 +91,12 @@ def main():
     ap.add_argument("--list", action="store_true")
     ap.add_argument("--ops", default="flip,sign,drop,swap", help="the kinds of change to draw from")
     ap.add_argument("--acc", action="store_true", help="only lines that accumulate (+= or -=): the gradient terms")
+    ap.add_argument("--funcs", default="backward", help="regex on the function names whose lines are mutated")
+    ap.add_argument("--trainer", action="store_true", help="test_miras runs a train_miras built from the mutant too")
     a = ap.parse_args()
     src = open(os.path.join(ROOT, "train_miras.c")).read().split("\n")
     ops = a.ops.split(",")
-    lines = [i for i in backward_lines(src) if not a.acc or re.search(r"[+-]=", src[i].partition("//")[0])]
+    lines = [i for i in function_lines(src, a.funcs) if not a.acc or re.search(r"[+-]=", src[i].partition("//")[0])]
     cands = [(i, op) for i in lines for op in ops if mutate(src[i], op)]
     rng = random.Random(a.s)
     rng.shuffle(cands)
@@ -99,42 +107,51 @@ def main():
         for i, op in cands[: a.n]:
             print("%d:%s  %s  <-  %s" % (i + 1, op, mutate(src[i], op).strip(), src[i].strip()))
         return
-    base = cflags()
     work = tempfile.mkdtemp(prefix="mutate_")
     shutil.copy(os.path.join(ROOT, "test_miras.c"), work)
-    env = dict(os.environ, MIRAS_TRAIN_BIN=os.path.join(ROOT, "train_miras"))
-    caught = survived = 0
-    print("%d candidate mutants in %d backward lines; drawing %d (seed %d)" % (len(cands), len(lines), a.n, a.s))
+    trainer = os.path.join(work, "train_miras") if a.trainer else os.path.join(ROOT, "train_miras")
+    env = dict(os.environ, MIRAS_TRAIN_BIN=trainer)
+
+    def build_and_test(lines):
+        """None if the source does not compile, else the failures of its test runs ([]: it passes them all).
+        The tests run in the repository root, as make test runs them (they read test_miras.c and dev/ there)."""
+        open(os.path.join(work, "train_miras.c"), "w").write("\n".join(lines))
+        if a.trainer and run(cflags("train_miras"), work, 600)[0] != 0:
+            return None
+        for exe, extra in (("test_miras", []), ("test_miras_fp64", ["-DMIRAS_DOUBLE"])):
+            if exe == "test_miras_fp64" and not a.fp64:
+                break
+            cmd = cflags("test_miras")
+            cmd[cmd.index("-o") + 1] = os.path.join(work, exe)
+            cmd[1:1] = extra  # (built in work, where test_miras.c's #include "train_miras.c" finds the mutant)
+            if run(cmd, work, 600)[0] != 0:
+                return None
+            rc, out = run([os.path.join(work, exe), os.path.join(ROOT, "dev/fixtures")], ROOT, 900, env)
+            if rc is None:
+                return ["%s: timeout" % exe]
+            fails = [l for l in out.splitlines() if l.startswith("FAIL")]
+            if fails:
+                return ["%s: %d FAIL, first: %s" % (exe, len(fails), fails[0][7:110])]
+            if rc != 0:  # a crash (an index mutated out of bounds) fails the test run too
+                return ["%s: exit %d without a FAIL line" % (exe, rc)]
+        return []
+
+    # the unmutated source first: a failure there (a test that depends on the machine, the folder, a stale
+    # fixture) would count every mutant as caught
+    tags = build_and_test(src)
+    if tags is None or tags:
+        why = "does not build" if tags is None else "fails its tests (%s)" % tags[0]
+        sys.exit("the unmutated train_miras.c %s: fix that before mutating it" % why)
+    print("%d candidate mutants in %d lines of the functions matching '%s'; drawing %d (seed %d)%s; the unmutated "
+          "source passes" % (len(cands), len(lines), a.funcs, a.n, a.s, ", the trainer mutated too" if a.trainer else ""))
     sys.stdout.flush()
-    k = 0
+    caught = survived = k = 0
     for i, op in cands:
         if k >= a.n:
             break
         mut = src[:]
         mut[i] = mutate(src[i], op)
-        open(os.path.join(work, "train_miras.c"), "w").write("\n".join(mut))
-        tags = []
-        for exe, extra in (("test_miras", []), ("test_miras_fp64", ["-DMIRAS_DOUBLE"])):
-            if exe == "test_miras_fp64" and not a.fp64:
-                break
-            cmd = [c for c in base]
-            cmd[cmd.index("-o") + 1] = exe
-            cmd[1:1] = extra
-            rc, out = run(cmd, work, 600)
-            if rc != 0:
-                tags = None
-                break
-            rc, out = run(["./" + exe, os.path.join(ROOT, "dev/fixtures")], work, 900, env)
-            if rc is None:
-                tags.append("%s: timeout" % exe)
-                break
-            fails = [l for l in out.splitlines() if l.startswith("FAIL")]
-            if fails:
-                tags.append("%s: %d FAIL, first: %s" % (exe, len(fails), fails[0][7:110]))
-                break
-            if rc != 0:  # a crash (an index mutated out of bounds) fails the test run too
-                tags.append("%s: exit %d without a FAIL line" % (exe, rc))
-                break
+        tags = build_and_test(mut)
         if tags is None:
             continue  # does not compile: not a mutant
         k += 1
