@@ -892,7 +892,8 @@ static void test_titans_all(void) {
 // 7. long sequences (SPEC §10): at each preset's default init, the gradient norm of a tiny model at T = 1024
 // is finite and within 3x of its T = 128 value (the spec's retention-to-zero defaults grow 10-1e40x here).
 // Tokens: this file's own bytes (text, so the memory has something to fit), the same for every preset.
-static double init_grad_norm(const char* preset, int gated, int T, const int* tok, int D, int E) {
+// a fresh one-layer model of the preset (V = 256, D, H = 2, E, chunk 4), initialised with seed 1337
+static void small_model(Model* M, const char* preset, int gated, int D, int E) {
     Config c;
     memset(&c, 0, sizeof c);
     if (!preset_config(&c, preset)) {
@@ -910,9 +911,12 @@ static double init_grad_norm(const char* preset, int gated, int T, const int* to
     c.K = 4;
     strcpy(c.pattern, "M");
     preset_size_defaults(&c);
+    model_build(M, &c);
+    model_init(M, 1337);
+}
+static double init_grad_norm(const char* preset, int gated, int T, const int* tok, int D, int E) {
     Model M;
-    model_build(&M, &c);
-    model_init(&M, 1337);
+    small_model(&M, preset, gated, D, E);
     model_forward(&M, tok, tok + 1, 1, T);
     model_zero_grad(&M);
     model_backward(&M, 1);
@@ -2141,6 +2145,26 @@ static void sweep_list(void) {
         }
     }
 }
+// a checkpoint's header holds the whole Config: header_to_config(config_to_header(c)) == c (omega 0 and 1 both
+// mean off), for every accepted combination of every sweep preset; a field left out of either side fails it
+static void test_header_roundtrip(void) {
+    int n = 0, bad = 0;
+    const char* first = "";
+    for (int pi = 0; pi < SWEEP_NP; pi++)
+        for (int combo = 0; combo < SWEEP_COMBOS; combo++) {
+            Config a, b;
+            int v[SWEEP_DIMS], h[256] = {0};
+            if (!sweep_config(&a, SWEEP_PRESETS[pi], combo, v) || !sweep_accepts(&a)) continue;
+            config_to_header(h, &a, 0);
+            header_to_config(&b, h);
+            if (a.omega < 1) a.omega = 1;
+            n++;
+            if (memcmp(&a, &b, sizeof a) && !bad++) first = SWEEP_PRESETS[pi];
+        }
+    check(bad == 0 && n >= 400,
+          "checkpoint header: the config of %d option combinations reads back whole (%d differ%s%s)", n, bad,
+          bad ? ", first in " : "", first);
+}
 static void test_option_sweep(int all) {
     int ran = 0, accepted = 0, bad = 0, np = SWEEP_NP;
     for (int pi = 0; pi < np; pi++) {
@@ -2239,6 +2263,15 @@ static int run(const char* args, int* err_lines, char* err, size_t cap) {
     }
     if (err_lines) *err_lines = lines;
     return code;
+}
+// appends the "sample:" lines of the last run()'s stdout to buf (the text the trainer generated, -g / -s)
+static void append_samples(char* buf, size_t cap) {
+    char p[512], line[1024];
+    snprintf(p, sizeof p, "%s/out.txt", TMP);
+    FILE* f = fopen(p, "rb");
+    while (f && fgets(line, sizeof line, f))
+        if (!strncmp(line, "sample:", 7)) snprintf(buf + strlen(buf), cap - strlen(buf), "%s", line);
+    if (f) fclose(f);
 }
 static int files_equal(const char* a, const char* b) {
     FILE *f = fopen(a, "rb"), *g = fopen(b, "rb");
@@ -2393,6 +2426,114 @@ static void test_kill_during_checkpoint(const char* shards) {
 
 static float* read_dump(const char* path, int* h);  // (below, with --compare)
 static int dump_layout(const char* input, size_t np, size_t* sz, double* sl);
+// evaluate's answer accuracy (the -A runs' "acc", MQAR's and S-NIAH's score), against an answer key made from the
+// model itself: a val shard whose 8 answer tokens (marked by its .mask) are, in order, the model's own greedy choice
+// at 5 of them and the next token id at the other 3 (each chosen after the tokens before it are fixed: the
+// logits at a position depend on the tokens before it only) must score exactly 5/8, two batches of 2 rows of 8
+static void test_evaluate_accuracy(void) {
+    enum { B = 2, T = 8, NB = 2, NTOK = NB * B * T + 1 };
+    Model M;
+    small_model(&M, "titans", 0, 16, 2);
+    model_alloc_acts(&M, B, T);
+    const int answer[8] = {3, 6, 8, 11, 16, 21, 27, 32}, right[8] = {1, 0, 1, 1, 0, 1, 0, 1};  // token indices
+    uint16_t tok[NTOK];
+    uint8_t mask[NTOK] = {0};
+    int in[B * T], tg[B * T];
+    for (int n = 0; n < NTOK; n++) tok[n] = (uint16_t)('a' + (n * 7) % 26);
+    for (int a = 0; a < 8; a++) {
+        int k = answer[a], b0 = (k - 1) / (B * T) * (B * T), n = k - 1 - b0;  // position n of the batch at b0
+        for (int i = 0; i < B * T; i++) in[i] = tok[b0 + i], tg[i] = tok[b0 + i + 1];
+        model_forward(&M, in, tg, B, T);
+        const real* lg = M.acts.logits + (size_t)n * M.cfg.Vp;
+        int best = 0;
+        for (int v = 1; v < M.cfg.V; v++)
+            if (lg[v] > lg[best]) best = v;
+        tok[k] = (uint16_t)(right[a] ? best : (best + 1) % M.cfg.V);
+        mask[k] = 1;
+    }
+    char p[512];
+    int h[256] = {20240520, 1, NTOK};
+    snprintf(p, sizeof p, "%s/acc_val_000000.bin", TMP);
+    FILE* f = fopen(p, "wb");
+    fwrite(h, 4, 256, f), fwrite(tok, 2, NTOK, f), fclose(f);
+    h[0] = MASK_MAGIC;
+    snprintf(p, sizeof p, "%s/acc_val_000000.mask", TMP);
+    f = fopen(p, "wb");
+    fwrite(h, 4, 256, f), fwrite(mask, 1, NTOK, f), fclose(f);
+    DataLoader dl;
+    snprintf(p, sizeof p, "%s/acc_val_*.bin", TMP);
+    dataloader_init(&dl, p, B, T);
+    real acc = -1;
+    evaluate(&M, &dl, NB, &acc);
+    check(dl.has_mask && acc == (real)5 / 8,
+          "evaluate: answer accuracy %.4f on a key the model gets 5 of 8 right (5/8)", (double)acc);
+    dataloader_free(&dl);
+    model_free(&M);
+}
+// the loader walks the shards in B*T+1 windows that overlap by one token: batch k of a shard starts at token k B T;
+// a window that would run past the shard's end moves to the next shard's start (after the last, the first again);
+// dataloader_skip(n) lands where n calls of dataloader_next do. Two shards of 50 and 30 tokens (token i of shard s
+// is 100 s + i), B = 2, T = 4: windows of 9 tokens at (shard, token) below
+static void test_dataloader(void) {
+    const int ntok[2] = {50, 30},
+              at[10][2] = {{0, 0}, {0, 8}, {0, 16}, {0, 24}, {0, 32}, {0, 40}, {1, 0}, {1, 8}, {1, 16}, {0, 0}};
+    char p[512];
+    for (int sh = 0; sh < 2; sh++) {
+        int h[256] = {20240520, 1, ntok[sh]};
+        snprintf(p, sizeof p, "%s/dl_train_%06d.bin", TMP, sh);
+        FILE* f = fopen(p, "wb");
+        fwrite(h, 4, 256, f);
+        for (int i = 0; i < ntok[sh]; i++) {
+            uint16_t t = (uint16_t)(100 * sh + i);
+            fwrite(&t, 2, 1, f);
+        }
+        fclose(f);
+    }
+    DataLoader dl;
+    snprintf(p, sizeof p, "%s/dl_train_*.bin", TMP);
+    dataloader_init(&dl, p, 2, 4);
+    int bad = -1;
+    for (int k = 0; k < 10 && bad < 0; k++) {
+        dataloader_next(&dl);
+        for (int i = 0; i < 8; i++)
+            if (dl.inputs[i] != 100 * at[k][0] + at[k][1] + i || dl.targets[i] != 100 * at[k][0] + at[k][1] + i + 1)
+                bad = k;
+    }
+    dataloader_reset(&dl);
+    dataloader_skip(&dl, 7);
+    dataloader_next(&dl);  // the 8th batch: shard 1 from token 8
+    int skip_ok = dl.inputs[0] == 108 && dl.targets[7] == 116;
+    check(bad < 0 && skip_ok,
+          "data loader: 10 batches over two shards at the expected windows (%s %d), skip 7 then "
+          "next = the 8th batch (%s)",
+          bad < 0 ? "batches right:" : "wrong from batch", bad < 0 ? 10 : bad + 1, skip_ok ? "yes" : "NO");
+    dataloader_free(&dl);
+}
+// a tokenizer file (llm.c's layout, version 2 with an EOT id) reads back token for token: 40 tokens, token i is i % 4
+// copies of the letter 'a' + i % 26 (so some are empty); under make test_asan every byte it touches is checked
+static void test_tokenizer_load(void) {
+    char p[512];
+    snprintf(p, sizeof p, "%s/tok.bin", TMP);
+    uint32_t h[256] = {TOKENIZER_MAGIC, 2, 40, 7};
+    FILE* f = fopen(p, "wb");
+    fwrite(h, 4, 256, f);
+    for (int i = 0; i < 40; i++) {
+        unsigned char len = (unsigned char)(i % 4), c = (unsigned char)('a' + i % 26);
+        fwrite(&len, 1, 1, f);
+        for (int j = 0; j < len; j++) fwrite(&c, 1, 1, f);
+    }
+    fclose(f);
+    Tokenizer tk;
+    int loaded = tokenizer_load(&tk, p), right = 0;
+    for (int i = 0; loaded && i < tk.n; i++) {
+        char want[4] = {0};
+        memset(want, 'a' + i % 26, i % 4);
+        right += !strcmp(tk.tok[i], want);
+    }
+    check(loaded && tk.n == 40 && tk.eot == 7 && right == 40,
+          "tokenizer file: 40 tokens read back (%d right, vocab %d, eot %d)", right, tk.n, tk.eot);
+    tokenizer_free(&tk);
+}
 static void test_binary(void) {
     if (access(BIN, X_OK) != 0) {
         check(0, "the trainer binary %s exists (build it with make)", BIN);
@@ -2408,21 +2549,42 @@ static void test_binary(void) {
     write_shard(p, 3000, 20240520, 3000, 1);
     snprintf(p, sizeof p, "%s/d_val_000000.bin", TMP);
     write_shard(p, 1000, 20240520, 1000, 2);
+    test_evaluate_accuracy();
+    test_dataloader();
+    test_tokenizer_load();
     const char* model = "-p titans -D 32 -L 2 -H 2 -k 4 -b 2 -t 16 -d 64 -v 3 -m 2 -g 0 -u 2";
-    // 5. resume: 6 steps straight vs 3 steps, stop, resume for 3 more: checkpoints must be byte-identical
-    snprintf(args, sizeof args, "%s -i '%s/d_train_*.bin' -j '%s/d_val_*.bin' -o %s/a -x 6", model, TMP, TMP, TMP);
+    // 5. resume: 6 steps straight vs 3 steps, stop, resume for 3 more: checkpoints must be byte-identical, and so
+    // must the text sampled every 2 steps and at the end (the sampler's RNG is in the checkpoint). Two training
+    // shards, the first of 70 tokens (two batches of 2 x 16): step 3 reads the second, where the resume starts
+    char straight[4096] = "", resumed_text[4096] = "";
+    snprintf(p, sizeof p, "%s/r_train_000000.bin", TMP);
+    write_shard(p, 70, 20240520, 70, 3);
+    snprintf(p, sizeof p, "%s/r_train_000001.bin", TMP);
+    write_shard(p, 3000, 20240520, 3000, 1);
+    snprintf(args, sizeof args, "%s -s 2 -g 8 -i '%s/r_train_*.bin' -j '%s/d_val_*.bin' -o %s/a -x 6", model, TMP, TMP,
+             TMP);
     int c1 = run(args, NULL, err, sizeof err);
-    snprintf(args, sizeof args, "%s -i '%s/d_train_*.bin' -j '%s/d_val_*.bin' -o %s/b -x 6 -S 3", model, TMP, TMP, TMP);
+    append_samples(straight, sizeof straight);
+    snprintf(args, sizeof args, "%s -s 2 -g 8 -i '%s/r_train_*.bin' -j '%s/d_val_*.bin' -o %s/b -x 6 -S 3", model, TMP,
+             TMP, TMP);
     int c2 = run(args, NULL, err, sizeof err);
+    append_samples(resumed_text, sizeof resumed_text);
     char ca[512], cb[512];
     snprintf(ca, sizeof ca, "%s/a/ckpt.bin", TMP);
     snprintf(cb, sizeof cb, "%s/b/ckpt.bin", TMP);
     int differ_midway = !files_equal(ca, cb);
-    snprintf(args, sizeof args, "%s -i '%s/d_train_*.bin' -j '%s/d_val_*.bin' -o %s/b -x 6 -r 1", model, TMP, TMP, TMP);
+    snprintf(args, sizeof args, "%s -s 2 -g 8 -i '%s/r_train_*.bin' -j '%s/d_val_*.bin' -o %s/b -x 6 -r 1", model, TMP,
+             TMP, TMP);
     int c3 = run(args, NULL, err, sizeof err);
+    append_samples(resumed_text, sizeof resumed_text);
+    int nsamples = 0;
+    for (const char* q = straight; (q = strstr(q, "sample:")); q++) nsamples++;
     check(c1 == 0 && c2 == 0 && c3 == 0 && differ_midway && files_equal(ca, cb),
           "save at step 3, load and continue to step 6 is bit-identical to an uninterrupted run (exit codes %d %d %d)",
           c1, c2, c3);
+    check(nsamples == 3 && !strcmp(straight, resumed_text),
+          "the text sampled at steps 2, 4 and 6 is the same with the resume at step 3 (%d samples, %s)", nsamples,
+          strcmp(straight, resumed_text) ? "they differ" : "identical");
     // 5e. the same for a hybrid with all three layer kinds (titans-H memory, -P ASM, window 5); the
     // checkpoint's header holds the pattern and the window, and a -W that disagrees with the checkpoint is an error
     {
@@ -3301,6 +3463,7 @@ int main(int argc, char** argv) {
     test_lattice(dir);
     const char* sweep = getenv("MIRAS_SWEEP");
     test_option_sweep(sweep && !strcmp(sweep, "all"));
+    test_header_roundtrip();
 #ifndef MIRAS_DOUBLE
     test_binary();
     test_atlas_bad_input();
