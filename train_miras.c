@@ -6418,7 +6418,9 @@ static const char* args_resolve(const Args* a, Config* cfg, char* ckpt_path, siz
     AGREE(G_P, retention, "retention (preset -p)");
     AGREE(G_R, gate_rank, "gate rank -R");
     AGREE(G_Z, anchor, "anchored retention -Z");
-    AGREE(G_X, eta_max, "eta_max -X");
+    if ((a->given & G_X) && cc.eta_max != cfg->eta_max)
+        DIE("drop the flag or make it match the checkpoint", "checkpoint %s has eta_max -X = %g but the flags say %g",
+            load_path, (double)cc.eta_max, (double)cfg->eta_max);
     AGREE(G_W, window, "attention window -W");
     if ((a->lat_k >= 0 || a->lat_ablate >= 0 || a->lat_mu >= 0) && !cc.lattice)
         DIE("-w, -Y and -B are for the lattice presets", "Lattice flag given, but checkpoint %s is not a Lattice model",

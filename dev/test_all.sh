@@ -15,7 +15,12 @@ if [ "$D" != . ]; then
     export MIRAS_SANITIZED=1  # (test_miras skips its slowest checks there, counted: see test_fd)
     export ASAN_OPTIONS="detect_leaks=0:log_path=$PWD/$LOGS/asan" UBSAN_OPTIONS="print_stacktrace=1:log_path=$PWD/$LOGS/ubsan"
 fi
-if [ $# -eq 0 ]; then set -- "$D/test_miras" "$D/test_miras_fp64" "bash data_prep/test_data_prep.sh"; fi
+if [ $# -eq 0 ]; then
+    # sanitizer builds: the test drivers check their own leaks (LeakSanitizer; each turns it off for the processes
+    # it starts)
+    TM=""; [ "$D" != . ] && TM="env ASAN_OPTIONS=${ASAN_OPTIONS/detect_leaks=0/detect_leaks=1} "
+    set -- "$TM$D/test_miras" "$TM$D/test_miras_fp64" "bash data_prep/test_data_prep.sh"
+fi
 # the data-parallel tests (they skip, counted, without mpirun) with the plain build only, the layout check of the
 # sources (dev/check_format.sh) and float against double at long T (dev/test_precision.sh)
 if [ $# -eq 3 ] && [ "$D" = . ]; then set -- "$@" "bash dev/test_mpi.sh" "bash dev/check_format.sh" "bash dev/test_precision.sh"; fi
