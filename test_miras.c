@@ -2165,6 +2165,141 @@ static void test_header_roundtrip(void) {
           "checkpoint header: the config of %d option combinations reads back whole (%d differ%s%s)", n, bad,
           bad ? ", first in " : "", first);
 }
+// 10d. initialisation: model_init against the README's model definition ("Initialisation"), tensor by tensor, on
+// models made from flags the way the trainer makes them (args_parse, args_config; V = 200 so that the LM head has 56
+// padded rows, D 64, H 2, L 2, E 2, K 4): normal tensors by their mean and standard deviation, uniform ones by their
+// range and deviation, constants element by element. Every tensor a model has must have a rule here (a new tensor
+// fails until its init is written down). Moneta's P_0 (A_0 = P / |P|_4^2) is left out. Two seeds differ; one seed
+// twice gives the same bytes.
+static int init_rule(const char* nm, const Model* M, char* kind, double* v) {
+    const Config* c = &M->cfg;
+    static const char* const ones[] = {"rms1_w", "rms2_w", "rmsf_w", "rmsh_w", "rmsa_w", "og1_w", "og2_w", "mem_ln_g"};
+    static const char* const n002[] = {"wq",           "wk",           "wv",           "wg",
+                                       "mlp_w1",       "mlp_w3",       "gate_a_w",     "gate_eta_w",
+                                       "gate_eta_up",  "gate_theta_w", "gate_delta_w", "gate_delta_up",
+                                       "gate_gamma_w", "att_wq",       "att_wk",       "att_wv"};
+    *kind = 'c';
+    for (size_t i = 0; i < sizeof ones / sizeof *ones; i++)
+        if (!strcmp(nm, ones[i])) return *v = 1, 1;
+    if (!strcmp(nm, "mem_ln_b")) return *v = 0, 1;
+    if (!strcmp(nm, "gate_a_b")) return *v = log(0.99 / 0.01), 1;  // a = 0.99
+    if (!strcmp(nm, "gate_eta_b")) return *v = log(0.1 / 0.9), 1;  // eta = 0.1 eta_max
+    if (!strcmp(nm, "gate_theta_b")) return *v = log(0.9 / 0.1), 1;  // theta = 0.9
+    if (!strcmp(nm, "gate_delta_b")) return *v = log(exp(1.0) - 1), 1;  // delta = softplus(b) = 1
+    if (!strcmp(nm, "gate_gamma_b")) return *v = log(0.88 / 0.12), 1;  // gamma = 0.88
+    *kind = 'n';
+    for (size_t i = 0; i < sizeof n002 / sizeof *n002; i++)
+        if (!strcmp(nm, n002[i])) return *v = 0.02, 1;
+    if (!strcmp(nm, "wo") || !strcmp(nm, "mlp_w2") || !strcmp(nm, "att_wo"))
+        return *v = 0.02 / sqrt(2.0 * c->L), 1;  // into the residual stream
+    if (!strcmp(nm, "pers")) return *v = 1, 1;
+    *kind = 'u';
+    if (!strncmp(nm, "conv_", 5)) return *v = 1 / sqrt((double)c->K), 1;
+    *kind = 's';  // wte, mem_p0, poly_rho: by part, below
+    return !strcmp(nm, "wte") || !strcmp(nm, "mem_p0") || !strcmp(nm, "poly_rho");
+}
+// 0 when x[0..n) (every stride-th of them) fits kind: normal N(0, v^2), uniform(-v, v), const v; else why in buf
+static int init_misfit(const real* x, size_t n, size_t stride, char kind, double v, char* why, size_t cap) {
+    double s1 = 0, s2 = 0, amax = 0;
+    size_t cnt = 0, off = 0;
+    for (size_t i = 0; i < n; i += stride, cnt++) {
+        double e = x[i];
+        s1 += e, s2 += e * e;
+        if (!(fabs(e) <= amax)) amax = fabs(e);  // (a NaN stays the largest)
+        if (kind == 'c' && !(x[i] == (real)v)) off++;
+    }
+    double mean = s1 / cnt, sd = sqrt(s2 / cnt - mean * mean), want = kind == 'u' ? v / sqrt(3.0) : v;
+    int bad = kind == 'c' ? off > 0
+                          : !(fabs(mean) <= 6 * want / sqrt((double)cnt) &&
+                              fabs(sd / want - 1) <= 6 / sqrt(2.0 * cnt) && (kind != 'u' || amax <= v));
+    if (bad && kind == 'c')
+        snprintf(why, cap, "%zu of %zu not %g", off, cnt, v);
+    else if (bad)
+        snprintf(why, cap, "n %zu, mean %.3g, sd %.4g (want %.4g), max |x| %.3g", cnt, mean, sd, want, amax);
+    return bad;
+}
+static void init_no_usage(void) {}
+static void test_init(void) {
+    static const char* const flags[] = {"-p titans",   "-p yaad -R 2",   "-p memora",         "-p moneta",
+                                        "-p ttt_mlp",  "-p linear_attn", "-p gated_deltanet", "-p omeganet",
+                                        "-p atlas_pp", "-p dot",         "-p titans-H",       "-p mal",
+                                        "-p mag",      "-p mac",         "-p lattice",        "-p transformer"};
+    int n = 0, bad = 0;
+    char first[512] = "";
+    for (size_t f = 0; f < sizeof flags / sizeof *flags; f++) {
+        char line[256], *argv[32] = {"train_miras"};
+        int argc = 1;
+        snprintf(line, sizeof line, "%s -V 200 -D 64 -H 2 -L 2 -E 2", flags[f]);
+        for (char* t = strtok(line, " "); t && argc < 32; t = strtok(NULL, " ")) argv[argc++] = t;
+        Args a;
+        args_parse(&a, argc, argv, init_no_usage, NULL);
+        Config c = args_config(&a);
+        Model M;
+        model_build(&M, &c);
+        model_init(&M, 1337);
+        const real* x = M.params_memory;
+        const MemCfg* m = &M.mem;
+        for (int t = 0; t < NUM_PARAM_TENSORS; x += M.param_sizes[t], t++) {
+            size_t sz = M.param_sizes[t];
+            const char* nm = PARAM_NAMES[t];
+            char kind, why[256] = "", part[64] = "";
+            double v;
+            if (!sz) continue;
+            int e = 0;
+            if (!init_rule(nm, &M, &kind, &v)) {
+                snprintf(why, sizeof why, "no rule for this tensor");
+                e = 1;
+            } else if (kind != 's')
+                e = init_misfit(x, sz, 1, kind, v, why, sizeof why);
+            else if (!strcmp(nm, "wte")) {  // N(0, 0.02) rows, then the padded rows 0
+                e = init_misfit(x, (size_t)c.V * c.D, 1, 'n', 0.02, why, sizeof why);
+                if (!e &&
+                    (e = init_misfit(x + (size_t)c.V * c.D, (size_t)(c.Vp - c.V) * c.D, 1, 'c', 0, why, sizeof why)))
+                    snprintf(part, sizeof part, " (padded rows)");
+            } else if (!strcmp(nm, "poly_rho")) {  // a = softplus(rho) = (1, 1, 1/2) per layer
+                for (int i = 0; i < 3 && !e; i++)
+                    e = init_misfit(x + i, sz - i, 3, 'c', log(exp(i < 2 ? 1.0 : 0.5) - 1), why, sizeof why);
+            } else if (m->retention == RET_LQ)
+                continue;  // moneta's A_0
+            else {  // P_0 per (layer, head): linear W = 0; memora's logits N(0, 1); deep W1 N(0, 1) with the LN
+                // (N(0, 1/d_m) without), W2 N(0, 1) (phi*: none: W1 only), gated W3 N(0, 1)
+                size_t d = m->d, dm = m->dm, w1 = m->depth == 2 ? d * dm : 0, w2 = m->nP - w1;
+                if (m->depth == 1)
+                    e = init_misfit(x, sz, 1, 'c', 0, why, sizeof why);
+                else if (m->retention == RET_KL)
+                    e = init_misfit(x, sz, 1, 'n', 1, why, sizeof why);
+                else
+                    for (size_t lh = 0; lh * m->nP < sz && !e; lh++) {
+                        const real* P = x + lh * m->nP;
+                        snprintf(part, sizeof part, " (W1 of head block %zu)", lh);
+                        e = init_misfit(P, w1, 1, 'n', m->ln ? 1 : 1 / sqrt((double)dm), why, sizeof why);
+                        if (!e && w2) {
+                            snprintf(part, sizeof part, " (W2%s of head block %zu)", m->gated ? ", W3" : "", lh);
+                            e = init_misfit(P + w1, w2, 1, 'n', 1, why, sizeof why);
+                        }
+                    }
+            }
+            n++;
+            if (e && !bad++) snprintf(first, sizeof first, "%s: %s%s: %s", flags[f], nm, part, why);
+        }
+        // the seed: another gives other weights, the same the same bytes
+        size_t np = M.num_params;
+        real* keep = malloc(np * sizeof(real));
+        memcpy(keep, M.params_memory, np * sizeof(real));
+        model_init(&M, 1337);
+        int same = !memcmp(keep, M.params_memory, np * sizeof(real));
+        model_init(&M, 7);
+        size_t differ = 0;
+        for (size_t i = 0; i < np; i++) differ += keep[i] != M.params_memory[i];
+        if ((!same || differ < np / 2) && !bad++)
+            snprintf(first, sizeof first, "%s: seed 1337 twice %s, seed 7 changes %zu of %zu", flags[f],
+                     same ? "the same" : "DIFFERS", differ, np);
+        free(keep);
+        model_free(&M);
+    }
+    check(bad == 0 && n > 250, "initialisation: %d tensors of 16 models as the README's model definition says%s%s", n,
+          bad ? "; first misfit " : "", first);
+}
 static void test_option_sweep(int all) {
     int ran = 0, accepted = 0, bad = 0, np = SWEEP_NP;
     for (int pi = 0; pi < np; pi++) {
@@ -2831,6 +2966,43 @@ static void test_binary(void) {
             for (int t = 0; t < NUM_PARAM_TENSORS; t++) off[t + 1] = off[t] + sz[t];
         }
         check(made && e_same == 0, "--compare: a dump equals itself (exit %d)", e_same);
+        // --make-input (dev/test_gpu.sh's larger inputs, dev/test_precision.sh): a B 2, T 8 input that dump mode runs
+        {
+            char mi[512], md[512];
+            int hm[256] = {0}, hdm[256] = {0};
+            snprintf(mi, sizeof mi, "%s/made_input.bin", TMP);
+            snprintf(md, sizeof md, "%s/made_dump.bin", TMP);
+            snprintf(cmd, sizeof cmd, "%s -p titans -D 32 -L 2 -H 2 -b 2 -t 8 --make-input %s >/dev/null 2>&1", BIN,
+                     mi);
+            int e1 = system(cmd);
+            FILE* f = fopen(mi, "rb");
+            int got = f && fread(hm, 4, 256, f) == 256;
+            if (f) fclose(f);
+            snprintf(cmd, sizeof cmd, "%s -J %s -O %s >/dev/null 2>&1", BIN, mi, md);
+            int e2 = system(cmd);
+            float* y = e2 == 0 ? read_dump(md, hdm) : NULL;
+            check(e1 == 0 && got && hm[100] == 2 && hm[101] == 8 && hm[102] == 3 && hm[4] == 32 && y && hdm[2] == 2 &&
+                      hdm[3] == 8 && hdm[6] == 3 && isfinite(y[2 * 8 * 256]),
+                  "--make-input: B %d, T %d, %d steps, D %d in its header; dump mode runs it (exit %d, loss %g)",
+                  hm[100], hm[101], hm[102], hm[4], e2, y ? y[2 * 8 * 256] : NAN);
+            free(y);
+        }
+        // and it holds the PyTorch reference's values (logits, loss, gradients, AdamW step losses): make test_gpu
+        // compares the CPU's dumps with the GPU's, so a batch or config that dump mode read wrongly would be wrong
+        // the same way in both
+        Fixture fr;
+        if (x && fixture_open(&fr, FIXDIR, "titans", "dump vs reference")) {
+            size_t nl = (size_t)hd[2] * hd[3] * hd[4], np = hd[5];
+            int fits = nl == (size_t)fr.B * fr.T * fr.cfg.V && np == fr.np && hd[6] == fr.nsteps;
+            double el = fits ? relerr(x, fr.logits, nl) : 1, eloss = fits ? fabs(x[nl] - fr.loss) / fabs(fr.loss) : 1,
+                   eg = fits ? relerr(x + nl + 1, fr.grads, np) : 1,
+                   es = fits ? relerr(x + nl + 1 + np, fr.losses, fr.nsteps) : 1;
+            check(fits && el <= TOL_LOGITS && eloss <= TOL_LOGITS && eg <= TOL_GRADS && es <= TOL_STEPS,
+                  "dump mode (-J titans.bin) against the PyTorch reference: logits %.1e, loss %.1e, gradients %.1e, "
+                  "%d step losses %.1e",
+                  el, eloss, eg, fr.nsteps, es);
+            fixture_free(&fr);
+        }
         const char* plants[3] = {"rmsf_w", "wk", "mem_p0"};
         int tix[3] = {0, 0, 0};
         for (int k = 0; k < 3; k++)
@@ -2911,6 +3083,8 @@ static void test_binary(void) {
          "%s -e %s -D 64 -i '%s/d_train_*.bin' -j none -o %s/c -x 2", model, ca, TMP, TMP);
     CASE("NaN (learning rate blows up)", "not finite", "%s -l 1e30 -a 0 -i '%s/d_train_*.bin' -j none -o %s/c -x 5",
          model, TMP, TMP);
+    CASE("an output folder that cannot be made", "cannot write",
+         "%s -i '%s/d_train_*.bin' -j none -o /dev/null/run -x 1", model, TMP);
     CASE("unknown preset", "unknown preset", "-p nosuch -x 1");
     CASE("a step count that is not a number", "is not a whole number", "-x abc");
     CASE("a learning rate that is not a number", "is not a finite number", "-l 3e-3x -x 1");
@@ -3609,6 +3783,7 @@ int main(int argc, char** argv) {
     const char* sweep = getenv("MIRAS_SWEEP");
     test_option_sweep(sweep && !strcmp(sweep, "all"));
     test_header_roundtrip();
+    test_init();
 #ifndef MIRAS_DOUBLE
     test_binary();
     test_atlas_bad_input();
