@@ -2,7 +2,7 @@
 # Mutation testing: do the tests fail when train_miras.c is wrong? By default its hand-written backward.
 #
 #   python3 dev/mutate.py [-n 40] [-s 1] [--fp64] [--ops flip,sign,drop,swap] [--acc] [--only LINE:OP,...] [--list]
-#                         [--funcs REGEX] [--trainer]
+#                         [--funcs REGEX] [--trainer] [--mpi]
 #
 # Draws -n mutants (seed -s) from the lines of train_miras.c that lie inside a function whose name matches --funcs
 # (a Python regex searched in the name; default "backward": the 51 backward functions), one small change each:
@@ -21,6 +21,9 @@
 # The trainer runs inside test_miras (bad input, resume, checkpoints, data) use the unmutated ./train_miras unless
 # --trainer builds train_miras from the mutant too (for code that runs in the trainer's main: the loader, the
 # checkpoint files, the flags; e.g. --funcs '^(save|load|peek)_checkpoint|dataloader|header|args_' --trainer).
+# --mpi (implies --trainer) also builds the data-parallel trainer (train_miras_mpi, mpicc) from the mutant and runs
+# dev/test_mpi.sh on the two mutated builds after test_miras (its "not ok" lines are failures): the code under
+# USE_MPI (the dist_* functions, ZeRO-1's shards) is in no other test's build. Needs mpicc and mpirun.
 # ~40 s per mutant on two cores (compile 25 s, tests 15 s); --trainer adds ~25 s.
 import argparse, os, random, re, shutil, subprocess, sys, tempfile
 
@@ -59,7 +62,8 @@ def mutate(line, op):
     elif op == "drop":
         s = code.strip()
         # a whole statement on one line, not a declaration, not control flow
-        if s.endswith(";") and not re.match(r"^(real|int|size_t|double|float|const|long|uint|char|return|break|continue|if|for|while|else)\b", s) and s.count("(") == s.count(")"):
+        # (nor a "(void)x;" that only silences an unused-variable warning: dropping it changes nothing)
+        if s.endswith(";") and not re.match(r"^(real|int|size_t|double|float|const|long|uint|char|return|break|continue|if|for|while|else)\b", s) and s.count("(") == s.count(")") and not re.match(r"^\(void\)\s*\w+;$", s):
             return re.sub(r"\S.*;", ";", code, count=1) + sep + comment
     elif op == "swap":
         m = re.search(r"(?<=[\w)\]]) \* (?=[\w(])", code)
@@ -70,7 +74,7 @@ def mutate(line, op):
 
 def cflags(target):
     out = subprocess.run(["make", "-n", "-B", target], cwd=ROOT, capture_output=True, text=True).stdout
-    cmd = [l for l in out.splitlines() if target + ".c" in l][0].split()
+    cmd = [l for l in out.splitlines() if (" -o %s " % target) in l][0].split()
     return cmd
 
 
@@ -93,7 +97,9 @@ def main():
     ap.add_argument("--acc", action="store_true", help="only lines that accumulate (+= or -=): the gradient terms")
     ap.add_argument("--funcs", default="backward", help="regex on the function names whose lines are mutated")
     ap.add_argument("--trainer", action="store_true", help="test_miras runs a train_miras built from the mutant too")
+    ap.add_argument("--mpi", action="store_true", help="and dev/test_mpi.sh runs a train_miras_mpi built from it")
     a = ap.parse_args()
+    a.trainer = a.trainer or a.mpi
     src = open(os.path.join(ROOT, "train_miras.c")).read().split("\n")
     ops = a.ops.split(",")
     lines = [i for i in function_lines(src, a.funcs) if not a.acc or re.search(r"[+-]=", src[i].partition("//")[0])]
@@ -118,6 +124,8 @@ def main():
         open(os.path.join(work, "train_miras.c"), "w").write("\n".join(lines))
         if a.trainer and run(cflags("train_miras"), work, 600)[0] != 0:
             return None
+        if a.mpi and run(cflags("train_miras_mpi"), work, 600)[0] != 0:
+            return None
         for exe, extra in (("test_miras", []), ("test_miras_fp64", ["-DMIRAS_DOUBLE"])):
             if exe == "test_miras_fp64" and not a.fp64:
                 break
@@ -134,6 +142,16 @@ def main():
                 return ["%s: %d FAIL, first: %s" % (exe, len(fails), fails[0][7:110])]
             if rc != 0:  # a crash (an index mutated out of bounds) fails the test run too
                 return ["%s: exit %d without a FAIL line" % (exe, rc)]
+        if a.mpi:
+            menv = dict(env, PLAIN_BIN=trainer, MPI_BIN=os.path.join(work, "train_miras_mpi"))
+            rc, out = run(["bash", "dev/test_mpi.sh"], ROOT, 600, menv)
+            fails = [l for l in out.splitlines() if l.startswith("not ok") or l.startswith("# SKIP")]
+            if rc is None:
+                return ["test_mpi.sh: timeout"]
+            if fails:
+                return ["test_mpi.sh: %d not ok, first: %s" % (len(fails), fails[0][:100])]
+            if rc != 0:
+                return ["test_mpi.sh: exit %d without a 'not ok' line" % rc]
         return []
 
     # the unmutated source first: a failure there (a test that depends on the machine, the folder, a stale
