@@ -6398,10 +6398,11 @@ static const char* args_resolve(const Args* a, Config* cfg, char* ckpt_path, siz
     int has_state = peek_checkpoint(load_path, &cc);
     if (a->resume && !has_state)
         DIE("it holds a model only; start from it with -e instead", "%s has no training state to resume", load_path);
-#define AGREE(flag, field, name)                                                                                 \
-    if ((a->given & flag) && cc.field != cfg->field)                                                             \
-    DIE("drop the flag or make it match the checkpoint", "checkpoint %s has " name " = %d but the flags say %d", \
-        load_path, (int)cc.field, (int)cfg->field)
+// (%.8g prints every int field whole, and a float's eta_max as given: 0.1, not 0.100000001)
+#define AGREE(flag, field, name)                                                                                     \
+    if ((a->given & flag) && cc.field != cfg->field)                                                                 \
+    DIE("drop the flag or make it match the checkpoint", "checkpoint %s has " name " = %.8g but the flags say %.8g", \
+        load_path, (double)cc.field, (double)cfg->field)
     AGREE(G_V, V, "vocab -V");
     AGREE(G_D, D, "width -D");
     AGREE(G_L, L, "layers -L");
@@ -6418,9 +6419,7 @@ static const char* args_resolve(const Args* a, Config* cfg, char* ckpt_path, siz
     AGREE(G_P, retention, "retention (preset -p)");
     AGREE(G_R, gate_rank, "gate rank -R");
     AGREE(G_Z, anchor, "anchored retention -Z");
-    if ((a->given & G_X) && cc.eta_max != cfg->eta_max)
-        DIE("drop the flag or make it match the checkpoint", "checkpoint %s has eta_max -X = %g but the flags say %g",
-            load_path, (double)cc.eta_max, (double)cfg->eta_max);
+    AGREE(G_X, eta_max, "eta_max -X");
     AGREE(G_W, window, "attention window -W");
     if ((a->lat_k >= 0 || a->lat_ablate >= 0 || a->lat_mu >= 0) && !cc.lattice)
         DIE("-w, -Y and -B are for the lattice presets", "Lattice flag given, but checkpoint %s is not a Lattice model",
