@@ -2373,6 +2373,16 @@ static void write_shard(const char* path, int ntok, int magic, int claim, uint64
     }
     fclose(f);
 }
+// a file in the shard layout (llm.c's: a 256-int header of magic, version 1 and n, then n elements of el bytes): a
+// token shard (el 2) or its answer mask (el 1, MASK_MAGIC)
+static void write_elements(const char* path, int magic, const void* x, int n, size_t el) {
+    int h[256] = {magic, 1, n};
+    FILE* f = fopen(path, "wb");
+    if (!f) return;
+    fwrite(h, 4, 256, f);
+    fwrite(x, el, (size_t)n, f);
+    fclose(f);
+}
 // run a command; returns its exit status and the number of lines it wrote to stderr (copied into err)
 static int run(const char* args, int* err_lines, char* err, size_t cap) {
     char cmd[4096];
@@ -2587,14 +2597,10 @@ static void test_evaluate_accuracy(void) {
         mask[k] = 1;
     }
     char p[512];
-    int h[256] = {20240520, 1, NTOK};
     snprintf(p, sizeof p, "%s/acc_val_000000.bin", TMP);
-    FILE* f = fopen(p, "wb");
-    fwrite(h, 4, 256, f), fwrite(tok, 2, NTOK, f), fclose(f);
-    h[0] = MASK_MAGIC;
+    write_elements(p, 20240520, tok, NTOK, 2);
     snprintf(p, sizeof p, "%s/acc_val_000000.mask", TMP);
-    f = fopen(p, "wb");
-    fwrite(h, 4, 256, f), fwrite(mask, 1, NTOK, f), fclose(f);
+    write_elements(p, MASK_MAGIC, mask, NTOK, 1);
     DataLoader dl;
     snprintf(p, sizeof p, "%s/acc_val_*.bin", TMP);
     dataloader_init(&dl, p, B, T);
@@ -2642,15 +2648,10 @@ static void test_dataloader(void) {
               at[10][2] = {{0, 0}, {0, 8}, {0, 16}, {0, 24}, {0, 32}, {0, 40}, {1, 0}, {1, 8}, {1, 16}, {0, 0}};
     char p[512];
     for (int sh = 0; sh < 2; sh++) {
-        int h[256] = {20240520, 1, ntok[sh]};
+        uint16_t tok[50];
+        for (int i = 0; i < ntok[sh]; i++) tok[i] = (uint16_t)(100 * sh + i);
         snprintf(p, sizeof p, "%s/dl_train_%06d.bin", TMP, sh);
-        FILE* f = fopen(p, "wb");
-        fwrite(h, 4, 256, f);
-        for (int i = 0; i < ntok[sh]; i++) {
-            uint16_t t = (uint16_t)(100 * sh + i);
-            fwrite(&t, 2, 1, f);
-        }
-        fclose(f);
+        write_elements(p, 20240520, tok, ntok[sh], 2);
     }
     DataLoader dl;
     snprintf(p, sizeof p, "%s/dl_train_*.bin", TMP);
