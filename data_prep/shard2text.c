@@ -9,7 +9,7 @@
 #include "common.h"
 
 typedef struct {
-    int vocab, eot;
+    int vocab;
     unsigned char **tok;
     int *len;
 } Tokenizer;
@@ -26,7 +26,6 @@ static void load_tokenizer(Tokenizer *t, const char *path) {
     if (h[1] != 1 && h[1] != 2) die("'%s': unsupported tokenizer version %u", path, h[1]);
     if (h[2] == 0 || h[2] > 1000000) die("'%s': bad vocab size %u", path, h[2]);
     t->vocab = (int)h[2];
-    t->eot = h[1] == 2 ? (int)(int32_t)h[3] : -1;
     t->tok = xcalloc((size_t)t->vocab, sizeof *t->tok);
     t->len = xcalloc((size_t)t->vocab, sizeof *t->len);
     for (int i = 0; i < t->vocab; i++) {

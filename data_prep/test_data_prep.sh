@@ -102,6 +102,16 @@ if "$T2S" -q -t byte -v 0.25 -s 100 -o "$TMP/b" "$TMP/all256.bin" "$TMP/desc.bin
 else
     notok "text2shards -t byte runs" "$(cat "$TMP/err")"
 fi
+# -j FILE: that file is the val split, the rest train; the summary counts the bytes of both
+if "$T2S" -t byte -j "$TMP/desc.bin" -o "$TMP/bj" "$TMP/asc.bin" >"$TMP/bj.out" 2>"$TMP/err"; then
+    check "byte -j: the val shard decodes to the -j file, train to the other" eval \
+        '"$S2T" "$TMP/bj_tokenizer.bin" "$TMP/bj_val_000000.bin" | cmp -s - "$TMP/desc.bin" &&
+         "$S2T" "$TMP/bj_tokenizer.bin" "$TMP/bj_train_000000.bin" | cmp -s - "$TMP/asc.bin"'
+    check "byte -j: the summary counts 512 bytes, val 256, train 256" \
+        grep -q 'byte, 512 bytes -> 512 tokens: val 256 (1 shard), train 256 (1 shard)' "$TMP/bj.out"
+else
+    notok "text2shards -j runs" "$(cat "$TMP/err")"
+fi
 
 # --------------------------------------------------------------------------------------------
 # GPT-2 BPE against the npm oracle
@@ -139,6 +149,28 @@ if [ $gpt2_ready = 1 ]; then
     else
         notok "gpt2: oracle and text2shards run on edge-case text" "$(cat "$TMP/err")"
     fi
+    # a contraction check at the very end of the input ("'" the last byte; read in 6-byte chunks the byte after it
+    # in the buffer is a stale 's', which a look past the end would take for "'s"), a 3,000-byte piece (the BPE's work
+    # buffer grows), 100,000 distinct pieces (" 0" .. " 99999": the piece cache grows past its first 65,536 entries)
+    printf "it's x'" >"$TMP/apos.txt"
+    head -c 3000 /dev/zero | tr '\0' a >"$TMP/long.txt"
+    { seq 0 99999 | tr '\n' ' '; } >"$TMP/many.txt"
+    for f in apos long many; do
+        node "$DP/oracle_gpt2.js" "$GPT2_DIR" "$TMP/$f.txt" >"$TMP/${f}_oracle.txt" &&
+            TEXT2SHARDS_CHUNK=$([ $f = apos ] && echo 6 || fsize "$TMP/$f.txt") "$T2S" -q -t gpt2 -e "$GPT2_DIR" -v 0 -o "$TMP/$f" "$TMP/$f.txt" &&
+            toks "$TMP/${f}_train_000000.bin" | tail -n +2 >"$TMP/${f}_mine.txt"
+    done
+    check "gpt2: text ending in an apostrophe == npm gpt-3-encoder" cmp -s "$TMP/apos_mine.txt" "$TMP/apos_oracle.txt"
+    check "gpt2: one 3,000-byte piece ($(wc -l <"$TMP/long_oracle.txt") tokens) == npm gpt-3-encoder" \
+        cmp -s "$TMP/long_mine.txt" "$TMP/long_oracle.txt"
+    check "gpt2: 100,000 distinct pieces ($(wc -l <"$TMP/many_oracle.txt") tokens) == npm gpt-3-encoder" \
+        cmp -s "$TMP/many_mine.txt" "$TMP/many_oracle.txt"
+    # encoder.json with whitespace before every ':' (JSON allows it; GPT-2's file has none)
+    mkdir -p "$TMP/spaced"
+    sed 's/": \([0-9]\)/" : \1/g' "$GPT2_DIR/encoder.json" >"$TMP/spaced/encoder.json"
+    cp "$GPT2_DIR/vocab.bpe" "$TMP/spaced/"
+    "$T2S" -q -t gpt2 -e "$TMP/spaced" -v 0 -o "$TMP/sp" "$TMP/edge.txt" 2>"$TMP/err"
+    check "gpt2: encoder.json with ' : ' separators gives the same ids" cmp -s "$TMP/sp_train_000000.bin" "$TMP/e_train_000000.bin"
     # invalid UTF-8 survives the byte-level round trip
     printf 'bad \xff\xfe utf8 \xc3 x\xe2\x82 \xed\xa0\x80 end\n' >"$TMP/bad_utf8.txt"
     "$T2S" -q -t gpt2 -e "$GPT2_DIR" -v 0 -o "$TMP/u" "$TMP/bad_utf8.txt" &&
@@ -162,12 +194,31 @@ if [ $gpt2_ready = 1 ]; then
         skip "GPT-2 tinyshakespeare oracle check" "$SHAKES not found (give tinyshakespeare.txt with SHAKES=PATH)"
     fi
 
+    # -d with a byte fraction (-v 0.9): a token goes to val when its first byte lies in the first 90% of the file,
+    # whatever document it is in (each document is encoded at its own offset: four documents test that the offset
+    # of the third and fourth is the file's, not a sum over the documents before)
+    for i in 1 2 3 4; do printf 'doc%s' "$i"; for j in $(seq 40); do printf ' w%s' "$j"; done; printf '\n\n'; done >"$TMP/d4.txt"
+    "$T2S" -q -t gpt2 -e "$GPT2_DIR" -d -v 0.9 -o "$TMP/d4" "$TMP/d4.txt"
+    d4_split_ok() {  # the val text (EOTs removed) reaches byte 0.9 n and ends within one token (<= 4 bytes) after it
+        local n lv want
+        n=$(fsize "$TMP/d4.txt"); want=$(((9 * n + 5) / 10))
+        lv=$("$S2T" "$TMP/d4_tokenizer.bin" "$TMP/d4_val_000000.bin" | sed 's/<|endoftext|>//g' | wc -c)
+        [ "$lv" -ge "$want" ] && [ "$lv" -le $((want + 4)) ] &&
+            { "$S2T" "$TMP/d4_tokenizer.bin" "$TMP/d4_val_000000.bin"; "$S2T" "$TMP/d4_tokenizer.bin" "$TMP/d4_train_000000.bin"; } |
+                sed 's/<|endoftext|>//g' | cmp -s - "$TMP/d4.txt"
+    }
+    check "gpt2 -d -v 0.9 over four documents: val holds the first 90% of the bytes" d4_split_ok
+
     # -E documents (TinyStories .txt style) over two files
     printf '  one story.\n<|endoftext|>\n\ntwo story\n<|endoftext|>\n \n<|endoftext|>' >"$TMP/docs1.txt"
     printf '\nthree\n' >"$TMP/docs2.txt"
     "$T2S" -q -t gpt2 -e "$GPT2_DIR" -E -v 0 -o "$TMP/d" "$TMP/docs1.txt" "$TMP/docs2.txt"
     check "gpt2 -E: documents stripped, empty ones dropped, EOT before each" \
         test "$("$S2T" "$TMP/d_tokenizer.bin" "$TMP/d_train_000000.bin")" = '<|endoftext|>one story.<|endoftext|>two story<|endoftext|>three'
+    printf 'a<|endoftext|><|endoftext|>b<|endoftext|>c<|endoftext|>' >"$TMP/docs3.txt"  # separators back to back
+    "$T2S" -q -t gpt2 -e "$GPT2_DIR" -E -v 0 -o "$TMP/d3" "$TMP/docs3.txt"
+    check "gpt2 -E: back-to-back separators give one empty document (dropped), not text" \
+        test "$("$S2T" "$TMP/d3_tokenizer.bin" "$TMP/d3_train_000000.bin")" = '<|endoftext|>a<|endoftext|>b<|endoftext|>c'
     "$T2S" -q -t gpt2 -e "$GPT2_DIR" --tokenizer-only -o "$TMP/only"
     check "--tokenizer-only writes only PREFIX_tokenizer.bin (same as with data)" \
         test "$(ls "$TMP"/only_* | wc -l)" = 1 -a "$(cmp "$TMP/only_tokenizer.bin" "$TMP/d_tokenizer.bin" && echo same)" = same
@@ -202,6 +253,12 @@ if "$SYN" mqar -o "$TMP/mq" -V 100 -T 40 -k 8 -q 6 -n 300 -m 20 -s 1000 >"$TMP/m
     }
     check "synth mqar: queries are stored keys, answers (mask=1) are their values, pad elsewhere" mq_semantics
     check "synth mqar: tokenizer file header 20240328/2/100/-1" test "$(hdr "$TMP/mq_tokenizer.bin")" = "20240328 2 100 -1"
+    # the tokenizer's strings: pad " _", key i " k(i-1)" (1..49), value " v(i-50)" (50..99), on example 0's tokens
+    check "synth mqar: example 0 decodes to ' _', ' k<i-1>', ' v<i-50>' for its token ids" test \
+        "$("$S2T" -n 40 "$TMP/mq_tokenizer.bin" "$TMP/mq_train_000000.bin")" = \
+        "$(toks "$TMP/mq_train_000000.bin" | head -n 40 | awk '{ printf "%s", $1 == 0 ? " _" : $1 <= 49 ? " k" ($1 - 1) : " v" ($1 - 50) }')"
+    check "synth mqar: the summary names the vocab's layout" grep -qx \
+        'synth mqar: vocab 100 (pad 0, keys 1..49, values 50..99), 8 pairs, 6 queries, 6 answer tokens per example' "$TMP/mq.out"
     "$SYN" mqar -o "$TMP/mq2" -V 100 -T 40 -k 8 -q 6 -n 300 -m 20 -s 1000 >/dev/null
     check "synth mqar: same seed gives identical shards" cmp -s "$TMP/mq_train_000005.bin" "$TMP/mq2_train_000005.bin"
     # -k MIN:MAX: each example has its own pair count in MIN..MAX and asks min(q, pairs) queries
@@ -226,6 +283,11 @@ if "$SYN" mqar -o "$TMP/mq" -V 100 -T 40 -k 8 -q 6 -n 300 -m 20 -s 1000 >"$TMP/m
     }
     check "synth mqar -k 2:8: pairs per example in 2..8 (all seen), min(6, pairs) queries, answers = stored values" \
         mq_range_semantics
+    # the generator itself, pinned: every recall run in the README was made from synth's seeded output, so a change
+    # to its random stream or layout must be deliberate (then re-pin these two lines and say so in the README)
+    "$SYN" mqar -o "$TMP/mqp" -V 64 -T 16 -k 4 -q 4 -n 2 -m 0 -S 5 >/dev/null
+    check "synth mqar -S 5: the two examples are the pinned ones" test "$(toks "$TMP/mqp_train_000000.bin" | tr '\n' ' ')" = \
+        "2 54 17 60 13 44 12 51 13 44 2 54 12 51 17 60 19 33 16 36 22 54 18 61 18 61 22 54 19 33 16 36 0 "
     check "synth mqar -k 9:8 is refused with an error" \
         test "$("$SYN" mqar -o "$TMP/bad" -V 100 -T 40 -k 9:8 2>&1 >/dev/null; echo " rc=$?")" = $'synth: error: -k 9:8: MIN is larger than MAX\n rc=1'
 else
@@ -239,6 +301,8 @@ if "$SYN" niah -o "$TMP/nh" -T 1024 -n 20 -m 3 >"$TMP/nh.out" 2>"$TMP/err"; then
         -a "$(shard_n "$TMP/nh_train_000000.bin")" = 20481 -a "$(shard_n "$TMP/nh_val_000000.bin")" = 3073
     check "synth niah: 5 answer tokens per example" \
         test "$(maskv "$TMP/nh_train_000000.mask" | grep -c 1)" = 100
+    check "synth niah: the shard's trailing filler token is a newline (10)" \
+        test "$(toks "$TMP/nh_train_000000.bin" | tail -n 1)" = 10
     niah_example_ok() {  # example $1: needle key == answer key == the masked digits
         local ex needle answer marked
         ex=$("$S2T" -s $(($1 * 1024)) -n 1024 "$TMP/nh_tokenizer.bin" "$TMP/nh_train_000000.bin")
@@ -252,8 +316,22 @@ if "$SYN" niah -o "$TMP/nh" -T 1024 -n 20 -m 3 >"$TMP/nh.out" 2>"$TMP/err"; then
     check "synth niah: examples 0 and 19 hold the needle, the query and masked answer digits" \
         eval 'niah_example_ok 0 && niah_example_ok 19'
     "$SYN" niah -o "$TMP/nh16" -T 16384 -n 2 -m 1 -f repeat -D 0.5 >/dev/null 2>"$TMP/err"
+    "$SYN" niah -o "$TMP/nhp" -T 256 -n 1 -m 0 -S 5 >/dev/null
+    check "synth niah -S 5: the example is the pinned one (words filler, random depth)" test \
+        "$("$S2T" "$TMP/nhp_tokenizer.bin" "$TMP/nhp_train_000000.bin")" = "Digup berato petec vapedu ko bohoz beko tapa we pomal. \
+The passkey is 65300. Gozufu zonujir no romupe vek dajuja molu hedada. Mojobu fiza nacade ponelik fivepi kih ti pipa \
+pati nacov wuza. Nis wa fopifi ceho.     What is the passkey? The passkey is 65300."
     check "synth niah: 16K-token examples (-T 16384 -f repeat -D 0.5)" \
         test "$(shard_n "$TMP/nh16_train_000000.bin" 2>/dev/null)" = 32769
+    # -D: the needle at the sentence boundary nearest depth x F (F = T - 22 - 43 filler bytes; repeat's sentences
+    # are 71 bytes, the filler ends after the last whole one): at T = 2048, F = 1983, 27 sentences end at 1917
+    needle_at() {  # the byte offset of the needle in example 0 of synth niah -T 2048 -f repeat -D $1
+        "$SYN" niah -o "$TMP/nd" -T 2048 -n 1 -m 0 -f repeat -D "$1" >/dev/null &&
+            "$S2T" -n 2048 "$TMP/nd_tokenizer.bin" "$TMP/nd_train_000000.bin" | grep -b -o -m 1 'The passkey is [0-9]*\. ' | cut -d: -f1
+    }
+    # 0.5 x 1983 = 991: boundaries 923 and 994 (14 x 71); 1 -> 1917 (the filler's end), 0 -> 0
+    check "synth niah -D 0, 0.5, 1: the needle at bytes 0, 994 and 1917 (the nearest sentence boundary)" \
+        test "$(needle_at 0) $(needle_at 0.5) $(needle_at 1)" = "0 994 1917"
 else
     notok "synth niah runs" "$(cat "$TMP/err")"
 fi
@@ -261,7 +339,8 @@ fi
 # --------------------------------------------------------------------------------------------
 # bad input: one-line error on stderr, non-zero exit
 : >"$TMP/empty.txt"
-must_fail "text2shards: empty input file" "empty" "$T2S" -o "$TMP/x" "$TMP/empty.txt"
+must_fail "text2shards: empty input file" "^text2shards: error: input file '.*empty.txt' is empty" \
+    "$T2S" -o "$TMP/x" "$TMP/empty.txt"
 must_fail "text2shards: unreadable path" "cannot read" "$T2S" -o "$TMP/x" "$TMP/no/such/file.txt"
 must_fail "text2shards: a directory as input" "not a regular file" "$T2S" -o "$TMP/x" "$TMP"
 must_fail "text2shards: unknown tokenizer" "unknown tokenizer" "$T2S" -t bpe -o "$TMP/x" "$TMP/asc.bin"
@@ -278,13 +357,31 @@ must_fail "text2shards: malformed encoder.json" "expected ':'" "$T2S" -t gpt2 -e
 printf '{"a": 0, "b": 2}' >"$TMP/bad3/encoder.json"
 cp "$TMP/bad1/vocab.bpe" "$TMP/bad3/"
 must_fail "text2shards: encoder.json with a missing id" "missing" "$T2S" -t gpt2 -e "$TMP/bad3" -o "$TMP/x" "$TMP/asc.bin"
+mkdir -p "$TMP/bad4" "$TMP/bad5"
+printf '{"a": -1}' >"$TMP/bad4/encoder.json"
+cp "$TMP/bad1/vocab.bpe" "$TMP/bad4/"
+must_fail "text2shards: a negative token id in encoder.json" "expected a non-negative integer token id at byte 6" \
+    "$T2S" -t gpt2 -e "$TMP/bad4" -o "$TMP/x" "$TMP/asc.bin"
+printf '{"a": 1.5}' >"$TMP/bad4/encoder.json"
+must_fail "text2shards: a fractional token id in encoder.json" "token id at byte 6 is not a small integer" \
+    "$T2S" -t gpt2 -e "$TMP/bad4" -o "$TMP/x" "$TMP/asc.bin"
+if [ $gpt2_ready = 1 ]; then  # a merge with a character outside the 256 of GPT-2's byte alphabet (the real encoder.json)
+    cp "$GPT2_DIR/encoder.json" "$TMP/bad5/"
+    printf '#version: 0.2\n\xc4\xa0 t\x01\n' >"$TMP/bad5/vocab.bpe"
+    must_fail "text2shards: vocab.bpe with a character outside GPT-2's byte alphabet" "vocab.bpe:2: character outside" \
+        "$T2S" -t gpt2 -e "$TMP/bad5" -o "$TMP/x" "$TMP/asc.bin"
+fi
+"$T2S" -v 0.001 -o "$TMP/w" "$TMP/asc.bin" >/dev/null 2>"$TMP/err"
+check "text2shards: a val split too small for the input warns, in one line, and still writes train" \
+    test "$(cat "$TMP/err")" = "text2shards: warning: no val tokens (input too small for -v 0.001)" -a -f "$TMP/w_train_000000.bin"
 must_fail "text2shards: missing encoder dir" "encoder.json" "$T2S" -t gpt2 -e "$TMP/nonexistent" -o "$TMP/x" "$TMP/asc.bin"
-must_fail "synth: vocab too large for uint16 token ids" "uint16" "$SYN" mqar -V 70000 -o "$TMP/x"
+must_fail "synth: vocab too large for uint16 token ids" "^synth: error: -V 70000: token ids up to 69999 do not fit uint16" \
+    "$SYN" mqar -V 70000 -o "$TMP/x"
 must_fail "synth: sequence too short for the pairs and queries" "too short" "$SYN" mqar -T 10 -o "$TMP/x"
 must_fail "synth: unknown task" "unknown task" "$SYN" copy -o "$TMP/x"
 if [ -f "$TMP/b_val_000000.bin" ]; then
     head -c 1100 "$TMP/b_val_000000.bin" >"$TMP/trunc.bin"
-    must_fail "shard2text: truncated shard (size != 1024 + 2n)" "does not match" \
+    must_fail "shard2text: truncated shard (size != 1024 + 2n)" "file size 1100 does not match its header (100 tokens -> 1224 bytes)" \
         "$S2T" "$TMP/b_tokenizer.bin" "$TMP/trunc.bin"
 fi
 

