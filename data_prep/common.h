@@ -34,8 +34,10 @@ static const char *g_prog = "data_prep";  // set by each tool's main()
 // errors: always one line on stderr, exit status 1
 
 // g_die_hook: NULL except in the fuzz target of the shard reader (dev/fuzz), which checks the line and
-// longjmps back instead of exiting
+// longjmps back instead of exiting. g_hint: what to do about the errors of the file being read now (set around a
+// reader, NULL otherwise), printed after the message as "(hint: ...)"
 static void (*g_die_hook)(const char *msg);
+static const char *g_hint;
 static inline void die(const char *fmt, ...) {
     char msg[4096];
     va_list ap;
@@ -43,7 +45,8 @@ static inline void die(const char *fmt, ...) {
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     fflush(stdout);
-    fprintf(stderr, "%s: error: %s\n", g_prog, msg);
+    if (g_hint) fprintf(stderr, "%s: error: %s (hint: %s)\n", g_prog, msg, g_hint);
+    else fprintf(stderr, "%s: error: %s\n", g_prog, msg);
     if (g_die_hook) g_die_hook(msg);
     exit(1);
 }
@@ -80,6 +83,7 @@ static inline void *xrealloc(void *p, size_t n) {
 
 static inline FILE *xfopen(const char *path, const char *mode) {
     FILE *f = fopen(path, mode);
+    if (!f && mode[0] != 'r' && !g_hint) g_hint = "the folder of the output prefix -o must exist and be writable";
     if (!f) die("cannot open '%s' for %s: %s", path, mode[0] == 'r' ? "reading" : "writing",
                 strerror(errno));
     return f;

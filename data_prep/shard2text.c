@@ -79,7 +79,10 @@ int main(int argc, char **argv) {
     }
     if (npos != 2) die("need TOKENIZER.bin and SHARD.bin (see -h)");
     Tokenizer t;
+    g_hint = "TOKENIZER.bin is the PREFIX_tokenizer.bin that text2shards or synth wrote beside the shards";
     load_tokenizer(&t, pos[0]);
+    g_hint = "SHARD.bin is a PREFIX_train_NNNNNN.bin or PREFIX_val_NNNNNN.bin of text2shards or synth (llm.c's "
+             "format), with its .mask beside it for -m";
     FILE *f, *mf = NULL;
     long long n = open_checked(&f, pos[1], SHARD_MAGIC, SHARD_VERSION, 2);
     if (marks) {
@@ -92,6 +95,7 @@ int main(int argc, char **argv) {
         if (mn != n) die("'%s' has %lld entries but the shard has %lld tokens", mpath, mn, n);
         if (fseek(mf, 1024 + start, SEEK_SET) != 0) die("seek failed in '%s'", mpath);
     }
+    g_hint = NULL;
     if (start > n) die("-s %lld is past the end of the shard (%lld tokens)", start, n);
     if (count < 0 || start + count > n) count = n - start;
     if (fseek(f, 1024 + 2 * start, SEEK_SET) != 0) die("seek failed in '%s'", pos[1]);
@@ -104,7 +108,8 @@ int main(int argc, char **argv) {
             printf(m ? "%u *\n" : "%u\n", id);
             continue;
         }
-        if (id >= t.vocab) die("token %lld has id %u >= vocab %d", start + i, id, t.vocab);
+        if (id >= t.vocab) die("token %lld has id %u >= vocab %d (hint: give the tokenizer file written with this shard)", start + i, id,
+                                   t.vocab);
         if (m) putchar('[');
         fwrite(t.tok[id], 1, (size_t)t.len[id], stdout);
         if (m) putchar(']');

@@ -344,7 +344,7 @@ must_fail "text2shards: empty input file" "^text2shards: error: input file '.*em
 must_fail "text2shards: unreadable path" "cannot read" "$T2S" -o "$TMP/x" "$TMP/no/such/file.txt"
 must_fail "text2shards: a directory as input" "not a regular file" "$T2S" -o "$TMP/x" "$TMP"
 must_fail "text2shards: unknown tokenizer" "unknown tokenizer" "$T2S" -t bpe -o "$TMP/x" "$TMP/asc.bin"
-must_fail "text2shards: output dir missing" "cannot open" "$T2S" -o "$TMP/nodir/x" "$TMP/asc.bin"
+must_fail "text2shards: output dir missing" "cannot open.*(hint: the folder of the output prefix -o must exist" "$T2S" -o "$TMP/nodir/x" "$TMP/asc.bin"
 must_fail "text2shards: val split takes everything" "no train tokens" "$T2S" -v 5000 -o "$TMP/x" "$TMP/asc.bin"
 mkdir -p "$TMP/bad1" "$TMP/bad2" "$TMP/bad3"
 printf '{"a": 0, "b": 70000}' >"$TMP/bad1/encoder.json"
@@ -374,14 +374,14 @@ fi
 "$T2S" -v 0.001 -o "$TMP/w" "$TMP/asc.bin" >/dev/null 2>"$TMP/err"
 check "text2shards: a val split too small for the input warns, in one line, and still writes train" \
     test "$(cat "$TMP/err")" = "text2shards: warning: no val tokens (input too small for -v 0.001)" -a -f "$TMP/w_train_000000.bin"
-must_fail "text2shards: missing encoder dir" "encoder.json" "$T2S" -t gpt2 -e "$TMP/nonexistent" -o "$TMP/x" "$TMP/asc.bin"
+must_fail "text2shards: missing encoder dir" "encoder.json.*(hint: -e DIR must hold GPT-2's own encoder.json and vocab.bpe" "$T2S" -t gpt2 -e "$TMP/nonexistent" -o "$TMP/x" "$TMP/asc.bin"
 must_fail "synth: vocab too large for uint16 token ids" "^synth: error: -V 70000: token ids up to 69999 do not fit uint16" \
     "$SYN" mqar -V 70000 -o "$TMP/x"
 must_fail "synth: sequence too short for the pairs and queries" "too short" "$SYN" mqar -T 10 -o "$TMP/x"
 must_fail "synth: unknown task" "unknown task" "$SYN" copy -o "$TMP/x"
 if [ -f "$TMP/b_val_000000.bin" ]; then
     head -c 1100 "$TMP/b_val_000000.bin" >"$TMP/trunc.bin"
-    must_fail "shard2text: truncated shard (size != 1024 + 2n)" "file size 1100 does not match its header (100 tokens -> 1224 bytes)" \
+    must_fail "shard2text: truncated shard (size != 1024 + 2n)" "file size 1100 does not match its header (100 tokens -> 1224 bytes) (hint: SHARD.bin is a PREFIX_train" \
         "$S2T" "$TMP/b_tokenizer.bin" "$TMP/trunc.bin"
 fi
 
