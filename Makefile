@@ -103,15 +103,18 @@ test_asan: $(ASAN_BINS)
 
 FUZZ_CC ?= clang
 FUZZ_SECONDS ?= 60
-FUZZ_TARGETS = shard mask tokenizer checkpoint fixture shard2text
+FUZZ_TARGETS = shard mask tokenizer checkpoint fixture shard2text gpt2
 FUZZ_CFLAGS = -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer -Wall -Wno-unused-function -Wno-unknown-pragmas
 build/fuzz/fuzz_shard2text: dev/fuzz/fuzz_shard2text.c dev/fuzz/fuzz.h data_prep/shard2text.c data_prep/common.h
+	@mkdir -p build/fuzz
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $< -lm
+build/fuzz/fuzz_gpt2: dev/fuzz/fuzz_gpt2.c dev/fuzz/fuzz.h dev/fuzz/gpt2_valid.h data_prep/text2shards.c data_prep/common.h data_prep/gpt2_bpe.h
 	@mkdir -p build/fuzz
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $< -lm
 build/fuzz/fuzz_%: dev/fuzz/fuzz_%.c dev/fuzz/fuzz.h dev/fuzz/fuzz_miras.h train_miras.c
 	@mkdir -p build/fuzz
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ $< -lm
-build/fuzz/make_seeds: dev/fuzz/make_seeds.c train_miras.c
+build/fuzz/make_seeds: dev/fuzz/make_seeds.c dev/fuzz/gpt2_valid.h train_miras.c
 	@mkdir -p build/fuzz
 	$(CC) -O1 -Wall -Wno-unused-function -Wno-unknown-pragmas -o $@ $< -lm
 fuzz_build: $(FUZZ_TARGETS:%=build/fuzz/fuzz_%) build/fuzz/make_seeds

@@ -38,7 +38,7 @@ static const char *g_prog = "data_prep";  // set by each tool's main()
 // reader, NULL otherwise), printed after the message as "(hint: ...)"
 static void (*g_die_hook)(const char *msg);
 static const char *g_hint;
-static inline void die(const char *fmt, ...) {
+__attribute__((noreturn)) static inline void die(const char *fmt, ...) {
     char msg[4096];
     va_list ap;
     va_start(ap, fmt);

@@ -2,6 +2,7 @@
 // own writers) into DIR/<target>/:  make_seeds DIR
 #define TESTING
 #include "../../train_miras.c"
+#include "gpt2_valid.h"
 
 static char g_dir[1024];
 static void out_path(char* p, size_t cap, const char* target, const char* name) {
@@ -70,6 +71,15 @@ int main(int argc, char** argv) {
         memset(buf, 0, sizeof buf); buf[0] = 2; b[0] = MASK_MAGIC; b[1] = 1; b[2] = 12;
         for (int i = 0; i < 12; i++) buf[1025 + i] = (uint8_t)(i % 2);
         write_bytes("shard2text", "mask.bin", buf, 1025 + 12, NULL, 0);
+    }
+    // gpt2: the first byte picks the file (0 encoder.json, 1 vocab.bpe, 2 the text); the valid pair of gpt2_valid.h
+    {
+        static char enc[8192]; enc[0] = 0;
+        size_t n = gpt2_valid_encoder(enc + 1, sizeof enc - 1);
+        write_bytes("gpt2", "encoder.bin", enc, n + 1, NULL, 0);
+        write_bytes("gpt2", "merges.bin", "\1", 1, GPT2_VALID_MERGES, sizeof GPT2_VALID_MERGES - 1);
+        const char text[] = "\2 the cat's hat: they'll see 12,345 caf\xc3\xa9s\n\n  \t\xff\xfe end";
+        write_bytes("gpt2", "text.bin", text, sizeof text - 1, NULL, 0);
     }
     return 0;
 }

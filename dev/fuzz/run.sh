@@ -8,7 +8,7 @@ set -u
 cd "$(dirname "$0")/../.."
 S=${FUZZ_SECONDS:-60}
 B=build/fuzz
-TARGETS=${FUZZ_TARGETS:-"shard mask tokenizer checkpoint fixture shard2text"}
+TARGETS=${FUZZ_TARGETS:-"shard mask tokenizer checkpoint fixture shard2text gpt2"}
 pass=0; fail=0; execs=0
 rm -rf "$B/seeds"
 if ! "$B/make_seeds" "$B/seeds"; then echo "FAIL - fuzz: build/fuzz/make_seeds could not write the seeds"; echo "0 passed, 1 failed"; exit 1; fi
