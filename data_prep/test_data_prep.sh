@@ -177,6 +177,13 @@ if [ $gpt2_ready = 1 ]; then
         "$S2T" "$TMP/u_tokenizer.bin" "$TMP/u_train_000000.bin" | tail -c +14 >"$TMP/u_dec.txt"
     check "gpt2: invalid UTF-8 bytes round trip" cmp -s "$TMP/bad_utf8.txt" "$TMP/u_dec.txt"
 
+    # a large real text that every checkout has (CI has no tinyshakespeare.txt): this repository's own sources
+    cat "$ROOT/train_miras.c" "$ROOT/README.md" "$ROOT/dev/reference.py" >"$TMP/src.txt"
+    node "$DP/oracle_gpt2.js" "$GPT2_DIR" "$TMP/src.txt" >"$TMP/src_oracle.txt"
+    TEXT2SHARDS_CHUNK=65536 "$T2S" -q -t gpt2 -e "$GPT2_DIR" -v 0 -o "$TMP/src" "$TMP/src.txt"
+    toks "$TMP/src_train_000000.bin" | tail -n +2 >"$TMP/src_mine.txt"
+    check "gpt2: this repository's train_miras.c, README.md and dev/reference.py ($(wc -l <"$TMP/src_oracle.txt") tokens, 64 KB chunks) == npm gpt-3-encoder" \
+        cmp -s "$TMP/src_mine.txt" "$TMP/src_oracle.txt"
     if [ -f "$SHAKES" ]; then
         node "$DP/oracle_gpt2.js" "$GPT2_DIR" "$SHAKES" >"$TMP/shakes_oracle.txt"
         TEXT2SHARDS_CHUNK=65536 "$T2S" -q -t gpt2 -e "$GPT2_DIR" -v 0 -o "$TMP/s" "$SHAKES"
