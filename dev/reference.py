@@ -1137,7 +1137,7 @@ for _k in ("lr", "beta1", "beta2", "eps", "weight_decay", "grad_clip"):
     TRAIN_HP[_k] = float(np.float32(TRAIN_HP[_k]))
 
 # name: (mem_depth, mem_resid, mem_ln, bias, algo, gate_a, gate_eta, b, retention, gate_rank[, anchor[, lattice, lat_k, lat_ablate]])
-# (new fixtures are appended: FIXTURE_SEED depends on the position)
+# (each fixture's seed is in FIXTURE_SEED, by name)
 FIXTURES = {
     "titans":         (2, 1, 1, "l2", "momentum", 1, 1, 4, "none", 0),
     "ttt_mlp":        (2, 1, 1, "l2", "gd", 0, 1, 4, "none", 0),
@@ -1468,12 +1468,22 @@ def read_fixture(path):
     return out
 
 
-FIXTURE_SEED = {name: 1000 + i for i, name in enumerate(FIXTURES)}
-# three families were added at once on separate branches, each numbered from position 20: they keep the seeds their
-# committed fixtures were made with (the ATLAS family's positions are those above)
-FIXTURE_SEED.update({name: 1020 + i for i, name in enumerate(["lattice", "lattice_enc", "lattice_sim", "lattice_mu",
-                                                              "lattice_sim_nr", "lattice_delta"])})
-FIXTURE_SEED.update({name: 1020 + i for i, name in enumerate(["mal", "mag", "mag_gdn", "mac"])})
+# each fixture's seed (its weights and tokens), by name: the seeds the committed dev/fixtures were made with, so that
+# `reference.py fixtures` writes them again byte for byte (a seed by position broke that when fixtures were
+# inserted before others: 7 of them were 3 places further on when they were made). Some share a seed (their
+# configurations differ, and so do their draws); a new fixture takes the next unused number (1049 on).
+FIXTURE_SEED = {
+    "titans": 1000, "ttt_mlp": 1001, "linear_attn": 1002, "deltanet": 1003, "gated_deltanet": 1004,
+    "deep_noln": 1005, "deep_nores_gd": 1006, "moneta": 1007, "yaad": 1008, "memora": 1009, "yaad_cw": 1010,
+    "moneta_cw": 1011, "memora_cw": 1012, "titans_anchor": 1013, "yaad_anchor": 1014, "moneta_anchor": 1015,
+    "gdn_anchor": 1016, "transformer": 1017, "titans_H": 1018, "hybrid_asm": 1019, "omega_gd": 1020,
+    "omega_mom": 1021, "omega_linear": 1022, "omeganet": 1023, "poly_mom": 1024, "poly_linear": 1025,
+    "lattice": 1020, "lattice_enc": 1021, "lattice_sim": 1022, "lattice_mu": 1023, "lattice_sim_nr": 1024,
+    "lattice_delta": 1025, "mal": 1020, "mag": 1021, "mag_gdn": 1022, "mac": 1023, "muon_deep": 1036, "atlas": 1037,
+    "muon_linear": 1038, "muon_noln": 1039, "atlas_pp": 1040, "gated_noln": 1041, "gated_gd": 1042,
+    "gated_mom": 1043, "gated_chunk": 1044, "atlas_chunk": 1042, "muonc_linear": 1043, "deep_transformer": 1044,
+    "dot": 1045, "dot_linear": 1046, "dot_bound": 1047, "dt_bound": 1048,
+}
 
 
 def build_fixture(name):
