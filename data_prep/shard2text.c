@@ -108,8 +108,9 @@ int main(int argc, char **argv) {
             printf(m ? "%u *\n" : "%u\n", id);
             continue;
         }
-        if (id >= t.vocab) die("token %lld has id %u >= vocab %d (hint: give the tokenizer file written with this shard)", start + i, id,
-                                   t.vocab);
+        if (id >= t.vocab)
+            die("token %lld has id %u >= vocab %d (hint: give the tokenizer file written with this shard)", start + i,
+                id, t.vocab);
         if (m) putchar('[');
         fwrite(t.tok[id], 1, (size_t)t.len[id], stdout);
         if (m) putchar(']');

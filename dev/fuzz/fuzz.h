@@ -91,6 +91,12 @@ static int fz_armed;
 static void fuzz_check_line(const char* what, const char* s) {
     if (s && strchr(s, '\n')) { fprintf(stderr, "fuzz: the %s of an error spans more than one line: %s\n", what, s); abort(); }
 }
+// the die hook of the data_prep targets (data_prep/common.h's g_die_hook: one line, then back to the target)
+static void fuzz_die_line(const char* msg) {
+    fuzz_check_line("message", msg);
+    if (!fz_armed) abort();
+    longjmp(fz_jmp, 1);
+}
 #define FUZZ_TRY (fz_armed = 1, setjmp(fz_jmp) == 0)
 #define FUZZ_DONE() do { fz_armed = 0; fuzz_reset(); } while (0)
 

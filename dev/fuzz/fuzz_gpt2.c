@@ -9,11 +9,6 @@
 #include "../../data_prep/text2shards.c"
 #undef main
 
-static void fuzz_die(const char* msg) {
-    fuzz_check_line("message", msg);
-    if (!fz_armed) abort();
-    longjmp(fz_jmp, 1);
-}
 typedef struct { size_t next; int bad; int vocab; } Cover;
 static void check_emit(void* ctx, int id, size_t off) {
     Cover* c = ctx;
@@ -21,19 +16,18 @@ static void check_emit(void* ctx, int id, size_t off) {
     c->next = off;
 }
 int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-    static char dir[512], epath[512], mpath[512];
-    static char enc[8192];
-    fuzz_init_dir(); g_die_hook = fuzz_die; g_hint = NULL;
-    snprintf(dir, sizeof dir, "%s", fz_dir);
+    static char epath[512], mpath[512], enc[8192];
+    static size_t ne;
+    fuzz_init_dir(); g_die_hook = fuzz_die_line; g_hint = NULL;  // (a die() inside gpt2_load skips its reset)
     fuzz_path(epath, sizeof epath, "encoder.json"); fuzz_path(mpath, sizeof mpath, "vocab.bpe");
+    if (!ne) ne = gpt2_valid_encoder(enc, sizeof enc);
     if (size < 1) return 0;
     int role = data[0] % 3; data++; size--;
-    size_t ne = gpt2_valid_encoder(enc, sizeof enc);
     fuzz_write(epath, role == 0 ? (const void*)data : enc, role == 0 ? size : ne);
     fuzz_write(mpath, role == 1 ? (const void*)data : GPT2_VALID_MERGES, role == 1 ? size : sizeof GPT2_VALID_MERGES - 1);
     if (FUZZ_TRY) {
         Gpt2Bpe b;
-        gpt2_load(&b, dir);
+        gpt2_load(&b, fz_dir);
         if (role == 2) {
             Cover c = {0, 0, b.vocab};
             gpt2_encode(&b, data, size, check_emit, &c);

@@ -6,14 +6,9 @@
 #include "../../data_prep/shard2text.c"
 #undef main
 
-static void fuzz_die(const char* msg) {
-    fuzz_check_line("message", msg);
-    if (!fz_armed) abort();
-    longjmp(fz_jmp, 1);
-}
 int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     static char tpath[512], spath[512], mpath[512];
-    fuzz_init_dir(); g_die_hook = fuzz_die;
+    fuzz_init_dir(); g_die_hook = fuzz_die_line;
     fuzz_path(tpath, sizeof tpath, "tok.bin"); fuzz_path(spath, sizeof spath, "x.bin"); fuzz_path(mpath, sizeof mpath, "x.mask");
     if (size < 1) return 0;
     int role = data[0] % 3; data++; size--;
