@@ -3473,6 +3473,82 @@ static void memory_backward(Model* M, int l) {
                 }
         }
 }
+// Section 3's memory mixer of layer l (SPEC §3), from u = M->acts.ln1 to M->acts.mo (model_forward then adds x):
+// q, k, v = SiLU(conv(u W^T)), q and k l2-normed per head (poly: their features, SPEC §5.6); the gates (omega: its
+// window gates, SPEC §5.5); y = the memory's read (section 5); mo = (RMSNorm_head(y) * SiLU(u Wg^T)) Wo^T. Also the
+// stream model's of a Titans layer (section 4b), on its rows [P || u].
+static void mixer_forward(Model* M, int l) {
+    const Config* c = &M->cfg;
+    int B = M->B, T = M->T, D = c->D, H = c->H, d = D / H;
+    size_t N = (size_t)B * T, oD = (size_t)l * N * D, oH = (size_t)l * N * H;
+    size_t ml = M->mlayer[l];  // the layer's index in the memory-only parameter tensors
+    ParameterTensors* p = &M->params;
+    ActivationTensors* a = &M->acts;
+    const real* u = a->ln1 + oD;
+    matmul_forward(a->qp + oD, u, p->wq + (size_t)l * D * D, NULL, N, D, D);
+    matmul_forward(a->kp + oD, u, p->wk + (size_t)l * D * D, NULL, N, D, D);
+    matmul_forward(a->vp + oD, u, p->wv + (size_t)l * D * D, NULL, N, D, D);
+    conv_forward(a->qc + oD, a->qp + oD, p->conv_q + ml * D * c->K, B, T, D, c->K);
+    conv_forward(a->kc + oD, a->kp + oD, p->conv_k + ml * D * c->K, B, T, D, c->K);
+    conv_forward(a->vc + oD, a->vp + oD, p->conv_v + ml * D * c->K, B, T, D, c->K);
+    silu_forward(a->qs + oD, a->qc + oD, N * D);
+    silu_forward(a->ks + oD, a->kc + oD, N * D);
+    silu_forward(a->v + oD, a->vc + oD, N * D);
+    l2norm_forward(a->q + oD, a->qrn + oH, a->qs + oD, N, H, d);
+    l2norm_forward(a->k + oD, a->krn + oH, a->ks + oD, N, H, d);
+    if (M->mem.poly) {  // poly features (SPEC §5.6) of the l2-normed q, k
+        size_t oP = oH * M->mem.din;
+        poly_forward(a->qf + oP, a->q + oD, p->poly_rho + ml * 3, N, H, d);
+        poly_forward(a->kf + oP, a->k + oD, p->poly_rho + ml * 3, N, H, d);
+    }
+    size_t oG = (size_t)l * N * (c->gate_rank ? D : H), oR = (size_t)l * N * c->gate_rank;
+    gates_forward(M, l, u, N, a->ga + oH, a->geta + oG, a->gth + oH, a->gdel + oG, a->geta_lr + oR, a->gdel_lr + oR);
+    if (M->mem.omega > 1) omega_gates_forward(M, l, u, N, a->ggam + oH * M->mem.omega);
+    memory_forward(M, l);
+    rmsnorm_forward(a->yn + oD, a->yrstd + oH, a->y + oD, p->rmsh_w + ml * D, N, H, d);
+    matmul_forward(a->gp + oD, u, p->wg + ml * D * D, NULL, N, D, D);
+    gate_mul_forward(a->z + oD, a->yn + oD, a->gp + oD, N * D);
+    matmul_forward(a->mo + oD, a->z + oD, p->wo + (size_t)l * D * D, NULL, N, D, D);
+}
+// its backward: from dmo = dL/d mo to M->grads_acts.ln1 (accumulated) and the parameters' gradients
+static void mixer_backward(Model* M, int l, const real* dmo) {
+    const Config* c = &M->cfg;
+    int B = M->B, T = M->T, D = c->D, H = c->H, d = D / H;
+    size_t N = (size_t)B * T, oD = (size_t)l * N * D, oH = (size_t)l * N * H;
+    size_t ml = M->mlayer[l];
+    ParameterTensors *p = &M->params, *dp = &M->grads;
+    ActivationTensors *a = &M->acts, *g = &M->grads_acts;
+    const real* u = a->ln1 + oD;
+    real* du = g->ln1 + oD;
+    matmul_backward(g->z + oD, dp->wo + (size_t)l * D * D, NULL, dmo, a->z + oD, p->wo + (size_t)l * D * D, N, D, D);
+    gate_mul_backward(g->yn + oD, g->gp + oD, g->z + oD, a->yn + oD, a->gp + oD, N * D);
+    matmul_backward(du, dp->wg + ml * D * D, NULL, g->gp + oD, u, p->wg + ml * D * D, N, D, D);
+    rmsnorm_backward(g->y + oD, dp->rmsh_w + ml * D, g->yn + oD, a->y + oD, p->rmsh_w + ml * D, a->yrstd + oH, N, H, d);
+    memory_backward(M, l);
+    gates_backward(M, l, du, u, N, a, g, oH, (size_t)l * N * (c->gate_rank ? D : H), (size_t)l * N * c->gate_rank);
+    if (M->mem.omega > 1)
+        omega_gates_backward(M, l, du, u, N, a->ggam + oH * M->mem.omega, g->ggam + oH * M->mem.omega);
+    if (M->mem.poly) {  // poly: the features' gradients into q, k (which hold the residual's) and rho
+        size_t oP = oH * M->mem.din;
+        const real* rho = p->poly_rho + ml * 3;
+        poly_backward(g->q + oD, dp->poly_rho + ml * 3, g->qf + oP, a->q + oD, rho, N, H, d);
+        poly_backward(g->k + oD, dp->poly_rho + ml * 3, g->kf + oP, a->k + oD, rho, N, H, d);
+    }
+    l2norm_backward(g->qs + oD, g->q + oD, a->q + oD, a->qrn + oH, N, H, d);
+    l2norm_backward(g->ks + oD, g->k + oD, a->k + oD, a->krn + oH, N, H, d);
+    silu_backward(g->qc + oD, g->qs + oD, a->qc + oD, N * D);
+    silu_backward(g->kc + oD, g->ks + oD, a->kc + oD, N * D);
+    silu_backward(g->vc + oD, g->v + oD, a->vc + oD, N * D);
+    conv_backward(g->qp + oD, dp->conv_q + ml * D * c->K, g->qc + oD, a->qp + oD, p->conv_q + ml * D * c->K, B, T, D,
+                  c->K);
+    conv_backward(g->kp + oD, dp->conv_k + ml * D * c->K, g->kc + oD, a->kp + oD, p->conv_k + ml * D * c->K, B, T, D,
+                  c->K);
+    conv_backward(g->vp + oD, dp->conv_v + ml * D * c->K, g->vc + oD, a->vp + oD, p->conv_v + ml * D * c->K, B, T, D,
+                  c->K);
+    matmul_backward(du, dp->wq + (size_t)l * D * D, NULL, g->qp + oD, u, p->wq + (size_t)l * D * D, N, D, D);
+    matmul_backward(du, dp->wk + (size_t)l * D * D, NULL, g->kp + oD, u, p->wk + (size_t)l * D * D, N, D, D);
+    matmul_backward(du, dp->wv + (size_t)l * D * D, NULL, g->vp + oD, u, p->wv + (size_t)l * D * D, N, D, D);
+}
 
 static const char* cfg_origin = "";  // where the config being checked comes from ("" for the flags): "FILE: "
 // Every field of a config is bounded here, before anything is sized from it: a config may come from a file
@@ -3579,15 +3655,12 @@ static void config_check(const Config* c) {
         if (c->arch == ARCH_MAC ? (c->seg < 1 || c->seg % c->b) : c->seg != 0)
             DIE("give -C a multiple of the chunk size -k (MAC only)", "%sbad MAC segment length %d for chunk size %d",
                 cfg_origin, c->seg, c->b);
-        if (c->arch == ARCH_MAC && (c->retention != RET_NONE || c->gate_rank || c->bias == BIAS_HUBER))
-            DIE("-Q titans, ttt_mlp, linear_attn, deltanet or gated_deltanet with mac",
-                "%sMAC is implemented for the plain retention, per-head gates and no Huber bias", cfg_origin);
-        if (c->lattice || c->omega > 1 || c->poly || c->gated ||
-            c->algo >= ALGO_MUON)  // (three features built side by side; their combinations are not)
-            DIE("use mal, mag, mac with a memory of sections 3-5, without -G, -I, -T and with -U 0 or 1",
-                "%sthe Titans arrangements are not built with Lattice, omega, poly or muon memories, nor the gated "
-                "one",
-                cfg_origin);
+        if (c->lattice)
+            DIE("use mal, mag, mac with a memory of sections 3-5 or the ATLAS family",
+                "%sthe Titans arrangements are not built with Lattice", cfg_origin);
+        if (c->arch == ARCH_MAC && (c->omega > 1 || c->poly || c->gated || c->algo >= ALGO_MUON))
+            DIE("mal and mag take the ATLAS memories; with mac drop -G, -I, -T and use -U 0 or 1",
+                "%sMAC is not built with omega, poly, muon or the gated memory", cfg_origin);
     }
     if (c->lattice && (c->omega > 1 || c->poly))
         DIE("drop -G and -I with the lattice presets", "%sLattice takes no omega window or poly features", cfg_origin);
@@ -3835,49 +3908,22 @@ static void model_forward(Model* M, const int* inputs, const int* targets, int B
         size_t oD = (size_t)l * N * D, oH = (size_t)l * N * H, oF = (size_t)l * N * F;
         real* x = l == 0 ? a->encoded : a->res3 + oD - N * D;
         real* u = a->ln1 + oD;
-        size_t ml = M->mlayer[l];  // ml: the layer's index in the memory-only tensors
         rmsnorm_forward(u, a->ln1_rstd + (size_t)l * N, x, p->rms1_w + (size_t)l * D, N, 1, D);
         if (c->arch)
             titans_layer_forward(M, l, x);  // MAL, MAG (section 4b): a->mo from x and u
+        else if (c->pattern[l] == 'M')
+            mixer_forward(M, l);  // the memory mixer (section 3): a->mo from u
         else {
+            // attention (SPEC §9.1): q, k = RoPE(u Wq^T), RoPE(u Wk^T); v = u Wv^T; z = attn(q, k, v) (stored in z; its
+            // log-sum-exps in qrn); x = x + z Wo^T. The memory's activations of this layer stay unused.
             matmul_forward(a->qp + oD, u, p->wq + (size_t)l * D * D, NULL, N, D, D);
             matmul_forward(a->kp + oD, u, p->wk + (size_t)l * D * D, NULL, N, D, D);
             matmul_forward(a->vp + oD, u, p->wv + (size_t)l * D * D, NULL, N, D, D);
-            if (c->pattern[l] != 'M') {
-                // attention (SPEC §9.1): q, k = RoPE(u Wq^T), RoPE(u Wk^T); v = u Wv^T; z = attn(q, k, v) (stored in z;
-                // its log-sum-exps in qrn); x = x + z Wo^T. The memory's activations of this layer stay unused.
-                rope_forward(a->q + oD, a->qp + oD, B, T, H, d, 1);
-                rope_forward(a->k + oD, a->kp + oD, B, T, H, d, 1);
-                attention_forward(a->z + oD, a->qrn + oH, a->q + oD, a->k + oD, a->vp + oD, B, T, H, d,
-                                  c->pattern[l] == 'S' ? c->window : 0, 0);
-                matmul_forward(a->mo + oD, a->z + oD, p->wo + (size_t)l * D * D, NULL, N, D, D);
-            } else {
-                // mixer (SPEC §3): u = RMSNorm(x); q, k, v = SiLU(conv(u W^T)); q, k l2-normed per head
-                conv_forward(a->qc + oD, a->qp + oD, p->conv_q + ml * D * c->K, B, T, D, c->K);
-                conv_forward(a->kc + oD, a->kp + oD, p->conv_k + ml * D * c->K, B, T, D, c->K);
-                conv_forward(a->vc + oD, a->vp + oD, p->conv_v + ml * D * c->K, B, T, D, c->K);
-                silu_forward(a->qs + oD, a->qc + oD, N * D);
-                silu_forward(a->ks + oD, a->kc + oD, N * D);
-                silu_forward(a->v + oD, a->vc + oD, N * D);
-                l2norm_forward(a->q + oD, a->qrn + oH, a->qs + oD, N, H, d);
-                l2norm_forward(a->k + oD, a->krn + oH, a->ks + oD, N, H, d);
-                if (M->mem.poly) {  // poly features (SPEC §5.6) of the l2-normed q, k
-                    size_t oP = (size_t)l * N * H * M->mem.din;
-                    const real* rho = p->poly_rho + ml * 3;
-                    poly_forward(a->qf + oP, a->q + oD, rho, N, H, d);
-                    poly_forward(a->kf + oP, a->k + oD, rho, N, H, d);
-                }
-                size_t oG = (size_t)l * N * (c->gate_rank ? D : H), oR = (size_t)l * N * c->gate_rank;
-                gates_forward(M, l, u, N, a->ga + oH, a->geta + oG, a->gth + oH, a->gdel + oG, a->geta_lr + oR,
-                              a->gdel_lr + oR);
-                if (M->mem.omega > 1) omega_gates_forward(M, l, u, N, a->ggam + oH * M->mem.omega);
-                memory_forward(M, l);
-                // out = (RMSNorm_head(y) * SiLU(u Wg^T)) Wo^T ; x = x + out
-                rmsnorm_forward(a->yn + oD, a->yrstd + oH, a->y + oD, p->rmsh_w + ml * D, N, H, d);
-                matmul_forward(a->gp + oD, u, p->wg + ml * D * D, NULL, N, D, D);
-                gate_mul_forward(a->z + oD, a->yn + oD, a->gp + oD, N * D);
-                matmul_forward(a->mo + oD, a->z + oD, p->wo + (size_t)l * D * D, NULL, N, D, D);
-            }
+            rope_forward(a->q + oD, a->qp + oD, B, T, H, d, 1);
+            rope_forward(a->k + oD, a->kp + oD, B, T, H, d, 1);
+            attention_forward(a->z + oD, a->qrn + oH, a->q + oD, a->k + oD, a->vp + oD, B, T, H, d,
+                              c->pattern[l] == 'S' ? c->window : 0, 0);
+            matmul_forward(a->mo + oD, a->z + oD, p->wo + (size_t)l * D * D, NULL, N, D, D);
         }
         residual_forward(a->res2 + oD, x, a->mo + oD, N * D);
         // x = x + SwiGLU(RMSNorm(x))
@@ -3937,7 +3983,6 @@ static void model_backward(Model* M, real loss_scale) {
         real* x = l == 0 ? a->encoded : a->res3 + oD - N * D;
         real* dx = l == 0 ? g->encoded : g->res3 + oD - N * D;
         real *u = a->ln1 + oD, *du = g->ln1 + oD;
-        size_t ml = M->mlayer[l];
         // x = res2 + SwiGLU(RMSNorm(res2))
         residual_forward(g->res2 + oD, g->res2 + oD, g->res3 + oD, N * D);
         matmul_backward(g->hg + oF, dp->mlp_w2 + (size_t)l * D * F, NULL, g->res3 + oD, a->hg + oF,
@@ -3953,43 +3998,15 @@ static void model_backward(Model* M, real loss_scale) {
         residual_forward(dx, dx, g->res2 + oD, N * D);
         if (c->arch)
             titans_layer_backward(M, l, dx, du);  // MAL, MAG (section 4b)
-        else {
+        else if (c->pattern[l] == 'M')
+            mixer_backward(M, l, g->res2 + oD);  // res2 = x + (RMSNorm_head(y) * SiLU(u Wg^T)) Wo^T
+        else {  // attention (SPEC §9.1): back through Wo, attn, RoPE and the projections
             matmul_backward(g->z + oD, dp->wo + (size_t)l * D * D, NULL, g->res2 + oD, a->z + oD,
                             p->wo + (size_t)l * D * D, N, D, D);
-            if (c->pattern[l] != 'M') {  // attention (SPEC §9.1): back through attn, RoPE and the projections
-                attention_backward(g->q + oD, g->k + oD, g->vp + oD, g->z + oD, a->q + oD, a->k + oD, a->vp + oD,
-                                   a->z + oD, a->qrn + oH, B, T, H, d, c->pattern[l] == 'S' ? c->window : 0, 0);
-                rope_backward(g->qp + oD, g->q + oD, B, T, H, d);
-                rope_backward(g->kp + oD, g->k + oD, B, T, H, d);
-            } else {
-                gate_mul_backward(g->yn + oD, g->gp + oD, g->z + oD, a->yn + oD, a->gp + oD, N * D);
-                matmul_backward(du, dp->wg + ml * D * D, NULL, g->gp + oD, u, p->wg + ml * D * D, N, D, D);
-                rmsnorm_backward(g->y + oD, dp->rmsh_w + ml * D, g->yn + oD, a->y + oD, p->rmsh_w + ml * D,
-                                 a->yrstd + oH, N, H, d);
-                memory_backward(M, l);
-                gates_backward(M, l, du, u, N, a, g, oH, (size_t)l * N * (c->gate_rank ? D : H),
-                               (size_t)l * N * c->gate_rank);
-                if (M->mem.omega > 1)
-                    omega_gates_backward(M, l, du, u, N, a->ggam + oH * M->mem.omega, g->ggam + oH * M->mem.omega);
-                if (M->mem.poly) {  // poly: the features' gradients into q, k (which hold the residual's) and rho
-                    size_t oP = (size_t)l * N * H * M->mem.din;
-                    const real* rho = p->poly_rho + ml * 3;
-                    poly_backward(g->q + oD, dp->poly_rho + ml * 3, g->qf + oP, a->q + oD, rho, N, H, d);
-                    poly_backward(g->k + oD, dp->poly_rho + ml * 3, g->kf + oP, a->k + oD, rho, N, H, d);
-                }
-                // q, k, v
-                l2norm_backward(g->qs + oD, g->q + oD, a->q + oD, a->qrn + oH, N, H, d);
-                l2norm_backward(g->ks + oD, g->k + oD, a->k + oD, a->krn + oH, N, H, d);
-                silu_backward(g->qc + oD, g->qs + oD, a->qc + oD, N * D);
-                silu_backward(g->kc + oD, g->ks + oD, a->kc + oD, N * D);
-                silu_backward(g->vc + oD, g->v + oD, a->vc + oD, N * D);
-                conv_backward(g->qp + oD, dp->conv_q + ml * D * c->K, g->qc + oD, a->qp + oD, p->conv_q + ml * D * c->K,
-                              B, T, D, c->K);
-                conv_backward(g->kp + oD, dp->conv_k + ml * D * c->K, g->kc + oD, a->kp + oD, p->conv_k + ml * D * c->K,
-                              B, T, D, c->K);
-                conv_backward(g->vp + oD, dp->conv_v + ml * D * c->K, g->vc + oD, a->vp + oD, p->conv_v + ml * D * c->K,
-                              B, T, D, c->K);
-            }
+            attention_backward(g->q + oD, g->k + oD, g->vp + oD, g->z + oD, a->q + oD, a->k + oD, a->vp + oD, a->z + oD,
+                               a->qrn + oH, B, T, H, d, c->pattern[l] == 'S' ? c->window : 0, 0);
+            rope_backward(g->qp + oD, g->q + oD, B, T, H, d);
+            rope_backward(g->kp + oD, g->k + oD, B, T, H, d);
             matmul_backward(du, dp->wq + (size_t)l * D * D, NULL, g->qp + oD, u, p->wq + (size_t)l * D * D, N, D, D);
             matmul_backward(du, dp->wk + (size_t)l * D * D, NULL, g->kp + oD, u, p->wk + (size_t)l * D * D, N, D, D);
             matmul_backward(du, dp->wv + (size_t)l * D * D, NULL, g->vp + oD, u, p->wv + (size_t)l * D * D, N, D, D);
@@ -4075,7 +4092,7 @@ static void model_free(Model* M) {
 }
 
 // ----------------------------------------------------------------------------
-// 4b. Titans layers (SPEC §9.2-9.3): persistent memory, MAL, MAG (MAC: not yet)
+// 4b. Titans layers (SPEC §9.2-9.3): persistent memory, MAL, MAG, MAC
 //
 // Every layer of a Titans model is of one kind (Config.arch). Its memory mixer runs over the stream [P || u] of
 // Tn = N_p + T rows: section 3 unchanged (chunks counted from the stream start, the conv over the stream, the gates
@@ -4205,67 +4222,6 @@ static void titans_init(Model* M, uint64_t* r) {
     }
 }
 
-// Section 3's memory mixer of layer l on X's rows (X->B, X->T): u in X->acts.ln1, output in X->acts.mo
-// (the code of model_forward's 'M' branch)
-static void tx_mixer_forward(Model* X, int l) {
-    const Config* c = &X->cfg;
-    int D = c->D, H = c->H, d = D / H, N = X->B * X->T, B = X->B, T = X->T;
-    size_t ml = X->mlayer[l];
-    ParameterTensors* p = &X->params;
-    ActivationTensors* a = &X->acts;
-    size_t oD = (size_t)l * N * D, oH = (size_t)l * N * H;
-    real* u = a->ln1 + oD;
-    matmul_forward(a->qp + oD, u, p->wq + (size_t)l * D * D, NULL, N, D, D);
-    matmul_forward(a->kp + oD, u, p->wk + (size_t)l * D * D, NULL, N, D, D);
-    matmul_forward(a->vp + oD, u, p->wv + (size_t)l * D * D, NULL, N, D, D);
-    conv_forward(a->qc + oD, a->qp + oD, p->conv_q + ml * D * c->K, B, T, D, c->K);
-    conv_forward(a->kc + oD, a->kp + oD, p->conv_k + ml * D * c->K, B, T, D, c->K);
-    conv_forward(a->vc + oD, a->vp + oD, p->conv_v + ml * D * c->K, B, T, D, c->K);
-    silu_forward(a->qs + oD, a->qc + oD, (size_t)N * D);
-    silu_forward(a->ks + oD, a->kc + oD, (size_t)N * D);
-    silu_forward(a->v + oD, a->vc + oD, (size_t)N * D);
-    l2norm_forward(a->q + oD, a->qrn + oH, a->qs + oD, N, H, d);
-    l2norm_forward(a->k + oD, a->krn + oH, a->ks + oD, N, H, d);
-    size_t oG = (size_t)l * N * (c->gate_rank ? D : H), oR = (size_t)l * N * c->gate_rank;
-    gates_forward(X, l, u, N, a->ga + oH, a->geta + oG, a->gth + oH, a->gdel + oG, a->geta_lr + oR, a->gdel_lr + oR);
-    memory_forward(X, l);
-    rmsnorm_forward(a->yn + oD, a->yrstd + oH, a->y + oD, p->rmsh_w + ml * D, N, H, d);
-    matmul_forward(a->gp + oD, u, p->wg + ml * D * D, NULL, N, D, D);
-    gate_mul_forward(a->z + oD, a->yn + oD, a->gp + oD, (size_t)N * D);
-    matmul_forward(a->mo + oD, a->z + oD, p->wo + (size_t)l * D * D, NULL, N, D, D);
-}
-// its backward (model_backward's 'M' branch): from X->grads_acts.mo to X->grads_acts.ln1 (accumulated) and the grads
-static void tx_mixer_backward(Model* X, int l) {
-    const Config* c = &X->cfg;
-    int D = c->D, H = c->H, d = D / H, N = X->B * X->T, B = X->B, T = X->T;
-    size_t ml = X->mlayer[l];
-    ParameterTensors *p = &X->params, *dp = &X->grads;
-    ActivationTensors *a = &X->acts, *g = &X->grads_acts;
-    size_t oD = (size_t)l * N * D, oH = (size_t)l * N * H;
-    real *u = a->ln1 + oD, *du = g->ln1 + oD;
-    matmul_backward(g->z + oD, dp->wo + (size_t)l * D * D, NULL, g->mo + oD, a->z + oD, p->wo + (size_t)l * D * D, N, D,
-                    D);
-    gate_mul_backward(g->yn + oD, g->gp + oD, g->z + oD, a->yn + oD, a->gp + oD, (size_t)N * D);
-    matmul_backward(du, dp->wg + ml * D * D, NULL, g->gp + oD, u, p->wg + ml * D * D, N, D, D);
-    rmsnorm_backward(g->y + oD, dp->rmsh_w + ml * D, g->yn + oD, a->y + oD, p->rmsh_w + ml * D, a->yrstd + oH, N, H, d);
-    memory_backward(X, l);
-    gates_backward(X, l, du, u, N, a, g, oH, (size_t)l * N * (c->gate_rank ? D : H), (size_t)l * N * c->gate_rank);
-    l2norm_backward(g->qs + oD, g->q + oD, a->q + oD, a->qrn + oH, N, H, d);
-    l2norm_backward(g->ks + oD, g->k + oD, a->k + oD, a->krn + oH, N, H, d);
-    silu_backward(g->qc + oD, g->qs + oD, a->qc + oD, (size_t)N * D);
-    silu_backward(g->kc + oD, g->ks + oD, a->kc + oD, (size_t)N * D);
-    silu_backward(g->vc + oD, g->v + oD, a->vc + oD, (size_t)N * D);
-    conv_backward(g->qp + oD, dp->conv_q + ml * D * c->K, g->qc + oD, a->qp + oD, p->conv_q + ml * D * c->K, B, T, D,
-                  c->K);
-    conv_backward(g->kp + oD, dp->conv_k + ml * D * c->K, g->kc + oD, a->kp + oD, p->conv_k + ml * D * c->K, B, T, D,
-                  c->K);
-    conv_backward(g->vp + oD, dp->conv_v + ml * D * c->K, g->vc + oD, a->vp + oD, p->conv_v + ml * D * c->K, B, T, D,
-                  c->K);
-    matmul_backward(du, dp->wq + (size_t)l * D * D, NULL, g->qp + oD, u, p->wq + (size_t)l * D * D, N, D, D);
-    matmul_backward(du, dp->wk + (size_t)l * D * D, NULL, g->kp + oD, u, p->wk + (size_t)l * D * D, N, D, D);
-    matmul_backward(du, dp->wv + (size_t)l * D * D, NULL, g->vp + oD, u, p->wv + (size_t)l * D * D, N, D, D);
-}
-
 // The attention of a Titans layer on rows ua (Nq = B*Tr of them): q, k = RoPE(ua Wq_a^T), RoPE(ua Wk_a^T) at the rows'
 // positions 0..Tr-1; v = ua Wv_a^T; z = attn (window W, prefix np); y = z Wo_a^T
 static void tx_attn_forward(Model* M, int l, const real* ua, int Tr, int np, size_t o, size_t oh) {
@@ -4303,6 +4259,7 @@ static void tx_attn_backward(Model* M, int l, real* dua, const real* ua, int Tr,
 // For segment s (rows s0..s1-1 of each sequence), with the memory state P_(s) at the segment start (the stored
 // chunk-start state of chunk s0/b):
 //   h_t = M(uq_t; P_(s))      a read without update; uq = l2norm(SiLU(conv_q(u Wq^T))) over the u sequence
+//                             (a chunk with a = 1, eta = 0: with lq it reads A_(s)/s, with kl softmax(Z_(s)))
 //   y_t = attn over keys/values [P || h_s0..t || u_s0..t] (att_wk, att_wv; RoPE: P at 0..N_p-1, h_t and u_t at
 //         N_p + t), query att_wq u_t at N_p + t; y = the attention output before Wo_a
 //   the memory (section 3's projections, conv over the y sequence, gates) takes q, k, v, gates from y, writes
@@ -4783,7 +4740,7 @@ static void titans_layer_forward(Model* M, int l, const real* x) {
         memcpy(us + (size_t)bb * Tn * D, p->pers + (size_t)l * np * D, (size_t)np * D * sizeof(real));
         memcpy(us + ((size_t)bb * Tn + np) * D, u + (size_t)bb * T * D, (size_t)T * D * sizeof(real));
     }
-    tx_mixer_forward(X, l);
+    mixer_forward(X, l);
     for (int bb = 0; bb < B; bb++)
         memcpy(m + (size_t)bb * T * D, X->acts.mo + oS + ((size_t)bb * Tn + np) * D, (size_t)T * D * sizeof(real));
     if (c->arch == ARCH_MAL) {
@@ -4848,7 +4805,7 @@ static void titans_layer_backward(Model* M, int l, real* dx, real* du) {
     for (int bb = 0; bb < B; bb++)
         memcpy(X->grads_acts.mo + oS + ((size_t)bb * Tn + np) * D, dm + (size_t)bb * T * D,
                (size_t)T * D * sizeof(real));
-    tx_mixer_backward(X, l);
+    mixer_backward(X, l, X->grads_acts.mo + oS);
     if (X->nf_what && !M->nf_what) {
         M->nf_what = X->nf_what;
         M->nf_layer = X->nf_layer;
@@ -6320,7 +6277,8 @@ static Config args_config(const Args* a) {
         if (!strcmp(a->mem_preset, "transformer") || (n >= 2 && !strcmp(a->mem_preset + n - 2, "-H")) ||
             !strcmp(a->mem_preset, "mal") || !strcmp(a->mem_preset, "mag") || !strcmp(a->mem_preset, "mac") ||
             !preset_config(&cfg, a->mem_preset))
-            DIE("name a memory preset: titans, moneta, yaad, memora, ttt_mlp, linear_attn, deltanet, gated_deltanet",
+            DIE("name a memory preset: titans, moneta, yaad, memora, ttt_mlp, linear_attn, deltanet, gated_deltanet, "
+                "omeganet, atlas, atlas_pp, atlas_chunk",
                 "-Q %s is not a memory preset", a->mem_preset);
         if (cfg.lattice)
             DIE("name a memory preset of sections 3-5 (titans, yaad, gated_deltanet, ...)",

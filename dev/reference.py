@@ -539,15 +539,14 @@ def memory_read_chunked(cfg, P0, ln_g, ln_b, q, k, v, a, eta, theta, grad_fn=mem
     omega (SPEC §5.5, gamma (B,T,H,c) or None): g_t is replaced by G_t = sum_{o<c} gamma_t[o] g_{t-o}
     (positions < 0 dropped), every g_{t-o} taken at the chunk-start state P_s, also for the c-1
     tokens before the chunk (the halo). Returns y (B,T,H,d).
-    state (MAC's segments, retention none): None, or a list [P, S] of the state (B,H,S) to start
-    from, replaced in place by the end state."""
+    state (MAC's segments): None, or a list [P, S] of the carried state (B,H,S) to start from (P holds A for lq, the
+    logits Z for kl), replaced in place by the end state."""
     B, T, H, d = q.shape
     b = cfg["b"]
     ret = cfg["retention"]
     P = P0.unsqueeze(0).repeat(B, 1, 1)                   # P_0 (A_0, Z_0) restored per sequence
     S = torch.zeros_like(P)                               # momentum, 0 at sequence start
     if state is not None:
-        assert ret == "none"
         P, S = state
     anc = P0.unsqueeze(0) if cfg.get("anchor", 0) else 0.0   # where the retention decays to
     ys = []
@@ -707,17 +706,22 @@ def ns5_online(S):
     return X.transpose(-1, -2) if tr else X
 
 
-def memory_read_online(cfg, P0, ln_g, ln_b, q, k, v, a, eta, theta, eta_ch=None, delta=None, gamma=None):
+def memory_read_online(cfg, P0, ln_g, ln_b, q, k, v, a, eta, theta, eta_ch=None, delta=None, gamma=None,
+                       state=None):
     """Independent exact online rule (what b = 1 must equal): per token, gradient at the
     previous state, hand-derived; P_t = a_t P_{t-1} - eta_t g_t(P_{t-1}) (or momentum).
     lq (Moneta, per-token normalisation with the one-token lag of SPEC §5.3):
         s = (|A_{t-1}|_4 + 1e-6)^2 per matrix, A_t = a_t A_{t-1} - eta_t g_t(A_{t-1}/s),
         y_t = M(q_t; A_t / s).
     kl (Memora, the softmax rule itself, carried in weight space):
-        W_t = softmax_rows(a_t log W_{t-1} - eta_t g_t(W_{t-1})), W_0 = softmax_rows(P0)."""
+        W_t = softmax_rows(a_t log W_{t-1} - eta_t g_t(W_{t-1})), W_0 = softmax_rows(P0).
+    state (MAC's segments) as memory_read_chunked's: [P, S] carried in (P: A for lq, logits Z for kl) and out (kl:
+    log W, logits of the same softmax)."""
     B, T, H, d = q.shape
     P = P0.unsqueeze(0).repeat(B, 1, 1)
     S = torch.zeros_like(P)
+    if state is not None:
+        P, S = state
     anc = P0.unsqueeze(0) if cfg.get("anchor", 0) else 0.0   # anchored retention: decay toward P_0 (A_0)
     one = torch.ones(B, T, H, dtype=q.dtype, device=q.device)
     a = one if a is None else a
@@ -765,6 +769,8 @@ def memory_read_online(cfg, P0, ln_g, ln_b, q, k, v, a, eta, theta, eta_ch=None,
             S = theta[:, t, :, None] * S - eta_t * g
             P = a_t * P + (1 - a_t) * anc + S
         ys.append(mem_apply(cfg, P, q[:, t], ln_g, ln_b))
+    if state is not None:
+        state[:] = [torch.log(P) if cfg["retention"] == "kl" else P, S]
     return torch.stack(ys, dim=1)
 
 
@@ -853,25 +859,13 @@ class MirasModel:
         self.read_fn = "chunked"                 # or "online" (selftest only)
         self.grad_fn = mem_grad_autograd         # or mem_grad_manual (selftest only)
 
-    def mixer(self, l, u):
-        """SPEC §3 memory mixer of layer l. u (B,T,D), already RMS-normed. The memory-only
-        tensors are indexed by ml, the layer's rank among the 'M' layers; wq, wk, wv, wo by l."""
+    def gates(self, ml, u):
+        """The memory's gates of the stream u (B,T,D) with memory-only tensors ml: a, eta (B,T,H) or None,
+        eta_ch (B,T,H,d) and delta (B,T,H,1 or d) or None, theta (B,T,H) or None (SPEC §3, CONTRACT)."""
         cfg, p = self.cfg, self.p
-        ml = memory_index(cfg, l)
         B, T, D = u.shape
         H = cfg["H"]
         d, _ = head_dims(cfg)
-        # q~, k~, v~ = SiLU(CausalDepthwiseConv_K(u W^T))
-        q = silu(causal_conv(u @ p["wq"][l].T, p["conv_q"][ml]))
-        k = silu(causal_conv(u @ p["wk"][l].T, p["conv_k"][ml]))
-        v = silu(causal_conv(u @ p["wv"][l].T, p["conv_v"][ml]))
-        q, k, v = (x.view(B, T, H, d) for x in (q, k, v))
-        q, k = l2norm(q), l2norm(k)                       # per head; v = v~
-        if cfg["poly"]:                                   # SPEC §5.6: [raw, phi] (mem_split)
-            a_poly = torch.nn.functional.softplus(p["poly_rho"][ml])
-            q = torch.cat([q, poly_features(q, a_poly)], dim=-1)
-            k = torch.cat([k, poly_features(k, a_poly)], dim=-1)
-        # gates, per head per token: affine map of u
         a = torch.sigmoid(u @ p["gate_a_w"][ml].T + p["gate_a_b"][ml]) if cfg["gate_a"] else None
         rank = cfg["gate_rank"]
         eta_ch = delta = None
@@ -896,6 +890,27 @@ class MirasModel:
                 ).view(B, T, H, d)
         theta = (torch.sigmoid(u @ p["gate_theta_w"][ml].T + p["gate_theta_b"][ml])
                  if cfg["algo"] in ("momentum", "muon", "muon_chunk") else None)
+        return a, eta, eta_ch, delta, theta
+
+    def mixer(self, l, u):
+        """SPEC §3 memory mixer of layer l. u (B,T,D), already RMS-normed. The memory-only
+        tensors are indexed by ml, the layer's rank among the 'M' layers; wq, wk, wv, wo by l."""
+        cfg, p = self.cfg, self.p
+        ml = memory_index(cfg, l)
+        B, T, D = u.shape
+        H = cfg["H"]
+        d, _ = head_dims(cfg)
+        # q~, k~, v~ = SiLU(CausalDepthwiseConv_K(u W^T))
+        q = silu(causal_conv(u @ p["wq"][l].T, p["conv_q"][ml]))
+        k = silu(causal_conv(u @ p["wk"][l].T, p["conv_k"][ml]))
+        v = silu(causal_conv(u @ p["wv"][l].T, p["conv_v"][ml]))
+        q, k, v = (x.view(B, T, H, d) for x in (q, k, v))
+        q, k = l2norm(q), l2norm(k)                       # per head; v = v~
+        if cfg["poly"]:                                   # SPEC §5.6: [raw, phi] (mem_split)
+            a_poly = torch.nn.functional.softplus(p["poly_rho"][ml])
+            q = torch.cat([q, poly_features(q, a_poly)], dim=-1)
+            k = torch.cat([k, poly_features(k, a_poly)], dim=-1)
+        a, eta, eta_ch, delta, theta = self.gates(ml, u)  # per head per token: affine maps of u
         gamma = None                                      # omega's window gates (SPEC §5.5), (B,T,H,c)
         if cfg["omega"] > 1:
             gamma = torch.sigmoid(u @ p["gate_gamma_w"][ml].T + p["gate_gamma_b"][ml]).view(B, T, H, cfg["omega"])
@@ -984,9 +999,9 @@ class MirasModel:
         projected by att_wk, att_wv; P at RoPE positions 0..N_p-1, h_j and u_j at N_p + t); y = the
         attention output before Wo_a; the memory takes q, k, v and gates from y (its projections and
         conv over the y sequence), writes and reads (section 5), m = the raw reads;
-        x += RMSNorm_g1(y Wo_a^T) * sigmoid(RMSNorm_g2(m)). Retention none, scalar gates."""
+        x += RMSNorm_g1(y Wo_a^T) * sigmoid(RMSNorm_g2(m)). Any retention (h reads the segment-start weights:
+        A/s for lq, softmax(Z) for kl), bias and gate rank."""
         cfg, p = self.cfg, self.p
-        assert cfg["retention"] == "none" and cfg["gate_rank"] == 0 and cfg["bias"] != "huber"
         B, T, D = x.shape
         H = cfg["H"]
         d, _ = head_dims(cfg)
@@ -1010,7 +1025,10 @@ class MirasModel:
             s1 = min(s0 + C, T)
             n = s1 - s0
             pos = [np_ + t for t in range(s0, s1)]
-            h = torch.stack([mem_apply(cfg, state[0], qu[:, t], ln_g, ln_b) for t in range(s0, s1)],
+            ret = cfg["retention"]                        # the weights of the segment-start state P_(s)
+            Wseg = (state[0] / lq_scale(cfg, state[0]) if ret == "lq" else
+                    kl_weights(cfg, state[0]) if ret == "kl" else state[0])
+            h = torch.stack([mem_apply(cfg, Wseg, qu[:, t], ln_g, ln_b) for t in range(s0, s1)],
                             dim=1).reshape(B, n, D)   # read at P_(s), no update
             us = u[:, s0:s1]
             q = rope_at((us @ p["att_wq"][l].T).view(B, n, H, d), pos)
@@ -1030,17 +1048,17 @@ class MirasModel:
             qy = memq(Y)[:, s0:s1]
             ky = l2norm(silu(causal_conv(Y @ p["wk"][l].T, p["conv_k"][l])).view(B, s1, H, d))[:, s0:s1]
             vy = silu(causal_conv(Y @ p["wv"][l].T, p["conv_v"][l])).view(B, s1, H, d)[:, s0:s1]
-            ys_ = Y[:, s0:s1]
-            a = torch.sigmoid(ys_ @ p["gate_a_w"][l].T + p["gate_a_b"][l]) if cfg["gate_a"] else None
-            eta = (cfg["eta_max"] * torch.sigmoid(ys_ @ p["gate_eta_w"][l].T + p["gate_eta_b"][l])
-                   if cfg["gate_eta"] else None)
-            theta = (torch.sigmoid(ys_ @ p["gate_theta_w"][l].T + p["gate_theta_b"][l])
-                     if cfg["algo"] in ("momentum", "muon", "muon_chunk") else None)
+            a, eta, eta_ch, delta, theta = self.gates(l, Y[:, s0:s1])
             # g_t is the partial derivative with k, v held fixed (SPEC §9.3): k, v depend on P_(s) through
             # h, so the writes take their gradients at a copy of P_(s) (autograd differentiates w.r.t. it)
             state[0] = state[0].clone()
-            ms.append(memory_read_chunked(cfg, p["mem_p0"][l], ln_g, ln_b, qy, ky, vy, a, eta, theta,
-                                          grad_fn=self.grad_fn, state=state).reshape(B, n, D))
+            if self.read_fn == "chunked":
+                y_ = memory_read_chunked(cfg, p["mem_p0"][l], ln_g, ln_b, qy, ky, vy, a, eta, theta,
+                                         grad_fn=self.grad_fn, eta_ch=eta_ch, delta=delta, state=state)
+            else:                                         # (selftest: b = 1 against the online rule)
+                y_ = memory_read_online(cfg, p["mem_p0"][l], ln_g, ln_b, qy, ky, vy, a, eta, theta,
+                                        eta_ch=eta_ch, delta=delta, state=state)
+            ms.append(y_.reshape(B, n, D))
         y, m = torch.cat(ys, dim=1), torch.cat(ms, dim=1)
         o = rmsnorm(y @ p["att_wo"][l].T, p["og1_w"][l]) * torch.sigmoid(rmsnorm(m, p["og2_w"][l]))
         x = x + o
@@ -1190,6 +1208,17 @@ FIXTURES = {
     "mag":            (2, 1, 1, "l2", "momentum", 1, 1, 4, "none", 0),
     "mag_gdn":        (1, 0, 0, "l2", "gd", 1, 1, 1, "none", 0),
     "mac":            (2, 1, 1, "l2", "momentum", 1, 1, 2, "none", 0),
+    # MAC with the MIRAS memories (-Q moneta, memora, yaad): lq (anchored, as the moneta preset), kl with channel-wise
+    # gates, Huber with channel-wise eta and delta (anchored, as yaad)
+    "mac_moneta":     (2, 1, 1, "lp", "gd", 1, 1, 2, "lq", 0, 1),
+    "mac_memora_cw":  (2, 1, 1, "l2", "gd", 1, 1, 2, "kl", 3),
+    "mac_yaad_cw":    (2, 1, 1, "huber", "gd", 1, 1, 2, "none", 3, 1),
+    # MAL and MAG with the ATLAS family's memories (-Q omeganet, atlas, atlas_pp): omeganet's (deep + poly, gd, omega 3,
+    # anchored) and atlas' (the same with token-level muon) in MAL, atlas_pp's (gated + poly, muon, omega 3, anchored)
+    # in MAG; b = 4 (N_p + T = 14 and 13: the stream ends in a partial chunk)
+    "mal_omeganet":   (2, 1, 1, "l2", "gd", 1, 1, 4, "none", 0, 1, 3, 1),
+    "mal_atlas":      (2, 1, 1, "l2", "muon", 1, 1, 4, "none", 0, 1, 3, 1),
+    "mag_atlas_pp":   (2, 1, 1, "l2", "muon", 1, 1, 4, "none", 0, 1, 3, 1, 1),
     # muon (SPEC §5.7, token-level): deep anchored with omega (window 3, b = 4: T = 11 ends in a partial chunk); atlas's
     # memory (deep + poly, muon, omega 3, anchored); a linear Huber memory (omega 2, b = 3); deep without LN, no omega
     "muon_deep":      (2, 1, 1, "l2", "muon", 1, 1, 4, "none", 0, 1, 3),
@@ -1225,6 +1254,12 @@ FIXTURE_TITANS = {
     "mag":     ("mag", 2, 5),
     "mag_gdn": ("mag", 3, 3),
     "mac":     ("mac", 2, 0),                           # segment C = 4 (= 2b): T = 11 is no multiple of C
+    "mac_moneta":    ("mac", 2, 0),
+    "mac_memora_cw": ("mac", 3, 0),
+    "mac_yaad_cw":   ("mac", 1, 0),
+    "mal_omeganet":  ("mal", 3, 4),
+    "mal_atlas":     ("mal", 3, 5),
+    "mag_atlas_pp":  ("mag", 2, 5),
 }
 # name: (layer pattern, window W, L); fixtures not named here are all 'M', L from SMALL
 FIXTURE_LAYERS = {
@@ -1482,7 +1517,8 @@ FIXTURE_SEED = {
     "lattice_delta": 1025, "mal": 1020, "mag": 1021, "mag_gdn": 1022, "mac": 1023, "muon_deep": 1036, "atlas": 1037,
     "muon_linear": 1038, "muon_noln": 1039, "atlas_pp": 1040, "gated_noln": 1041, "gated_gd": 1042,
     "gated_mom": 1043, "gated_chunk": 1044, "atlas_chunk": 1042, "muonc_linear": 1043, "deep_transformer": 1044,
-    "dot": 1045, "dot_linear": 1046, "dot_bound": 1047, "dt_bound": 1048,
+    "dot": 1045, "dot_linear": 1046, "dot_bound": 1047, "dt_bound": 1048, "mac_moneta": 1049, "mac_memora_cw": 1050,
+    "mac_yaad_cw": 1051, "mal_omeganet": 1052, "mal_atlas": 1053, "mag_atlas_pp": 1054,
 }
 
 
@@ -1651,8 +1687,12 @@ def cmd_selftest(args):
         diff_b = (lg_a - lg_c).abs().max().item()
         # (2) finite differences on a few entries of every tensor
         fd_err, nchk, rtr = fd_check(cfg, flat, inp, tgt, g_a, gen, args.fd_per_tensor)
-        line = (f"{name:15s} b=1 chunked vs online {e1:.1e} | chunked autograd vs manual "
-                f"{e1b:.1e} | b={cfg['b']} vs b=1 logits differ {diff_b:.1e} | "
+        # where (1a) and (1b) compare a code path with itself, say so rather than print a 0 that reads as agreement
+        same = ("no memory layer" if "M" not in cfg.get("pattern", "M") else
+                "phi*: one reader" if cfg.get("phistar", 0) else None)
+        c1a, c1b = (f"n/a ({same})", f"n/a ({same})") if same else (f"{e1:.1e}", f"{e1b:.1e}")
+        line = (f"{name:15s} b=1 chunked vs online {c1a} | chunked autograd vs manual "
+                f"{c1b} | b={cfg['b']} vs b=1 logits differ {diff_b:.1e} | "
                 f"finite-diff max rel err {fd_err:.1e} over {nchk} entries")
         if rtr:
             line += f" ({rtr} huber-kink retries with smaller h)"
