@@ -3656,7 +3656,7 @@ static void config_check(const Config* c) {
             DIE("give -C a multiple of the chunk size -k (MAC only)", "%sbad MAC segment length %d for chunk size %d",
                 cfg_origin, c->seg, c->b);
         if (c->lattice)
-            DIE("use mal, mag, mac with a memory of sections 3-5 or the ATLAS family",
+            DIE("use mal, mag, mac with a memory of sections 3-5 (mal, mag: or of the ATLAS family)",
                 "%sthe Titans arrangements are not built with Lattice", cfg_origin);
         if (c->arch == ARCH_MAC && (c->omega > 1 || c->poly || c->gated || c->algo >= ALGO_MUON))
             DIE("mal and mag take the ATLAS memories; with mac drop -G, -I, -T and use -U 0 or 1",
