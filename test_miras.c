@@ -202,6 +202,7 @@ static const char* FIXTURES[] = {
     // gated DeltaNet N_p 3, W 3), MAC (N_p 2, C 4, b 2)
     "mac_moneta", "mac_memora_cw", "mac_yaad_cw",  // MAC with lq (N_p 2), kl and -R 3 (N_p 3), Huber and -R 3 (N_p 1)
     "mal_omeganet", "mal_atlas", "mag_atlas_pp",  // MAL, MAG with the ATLAS memories (omega 3, poly; muon; gated)
+    "mal_lattice", "mag_lattice_sim", "mal_dot", "mag_dt",  // with Lattice (DEC, SIM + mu) and phi* (dot's, DT's)
     "omega_gd", "omega_mom", "omega_linear",  // the ATLAS family (omega window 3, 3, 4)
     "omeganet", "poly_mom", "poly_linear",  // with the poly features (omega 3, 1, 2)
     "muon_deep", "atlas", "muon_linear", "muon_noln",  // muon (SPEC §5.7): omega 3, 3 (+ poly), 2, 1
@@ -1994,7 +1995,7 @@ static void test_phistar(const char* dir) {
 // each Richardson-extrapolated. A wrong gradient is wrong at every step; roundoff (tiny gradients, NS5's
 // amplification), truncation (strong curvature at b = 1) and Huber's kinks are not, so one tolerance (1e-6) serves
 // every combination. make test runs a set of each preset's accepted combinations that covers every pair of option
-// values (~176 in all); MIRAS_SWEEP=all runs all of them (~1440).
+// values (~200 in all); MIRAS_SWEEP=all runs all of them (~1480).
 static jmp_buf sweep_jmp;
 static void sweep_die(const char* msg, const char* hint) {
     (void)msg;
@@ -2070,8 +2071,11 @@ static double fd_best_of_steps(Model* M, const char** which) {
 // for the pairwise choice; 0: combo is not one of the preset's (the Lattice presets take bits 0-2 and 7 only)
 #define SWEEP_DIMS 7
 #define SWEEP_COMBOS 256
+// (a preset "ARCH/MEMORY" is the Titans arrangement ARCH with the memory preset MEMORY: -p ARCH -Q MEMORY)
 static int sweep_config(Config* c, const char* preset, int combo, int* v) {
-    family_config(c, preset, "M", 0, (combo >> 7) & 1 ? 1 : 3);
+    const char* mem = strchr(preset, '/');
+    family_config(c, mem ? mem + 1 : preset, "M", 0, (combo >> 7) & 1 ? 1 : 3);
+    if (mem) c->arch = !strncmp(preset, "mal/", 4) ? ARCH_MAL : !strncmp(preset, "mag/", 4) ? ARCH_MAG : ARCH_MAC;
     v[6] = (combo >> 7) & 1;  // the chunk: b = 3, or b = 1 (bit 7)
     if (c->lattice) {  // -Y 0..3 (its two bits), -B 0/1
         if (combo & 0x78) return 0;
@@ -2095,10 +2099,18 @@ static int sweep_config(Config* c, const char* preset, int combo, int* v) {
     }
     return 1;
 }
-static const char* SWEEP_PRESETS[] = {
-    "titans",         "moneta",           "yaad",        "memora",      "ttt_mlp",  "linear_attn", "deltanet",
-    "gated_deltanet", "lattice",          "lattice_enc", "lattice_sim", "omeganet", "atlas",       "atlas_pp",
-    "atlas_chunk",    "deep_transformer", "dot",         "mal",         "mag",      "mac"};
+static const char* SWEEP_PRESETS[] = {"titans",      "moneta",
+                                      "yaad",        "memora",
+                                      "ttt_mlp",     "linear_attn",
+                                      "deltanet",    "gated_deltanet",
+                                      "lattice",     "lattice_enc",
+                                      "lattice_sim", "omeganet",
+                                      "atlas",       "atlas_pp",
+                                      "atlas_chunk", "deep_transformer",
+                                      "dot",         "mal",
+                                      "mag",         "mac",
+                                      "mal/lattice", "mag/lattice_enc",
+                                      "mal/dot",     "mag/deep_transformer"};
 #define SWEEP_NP ((int)(sizeof SWEEP_PRESETS / sizeof *SWEEP_PRESETS))
 // the combinations of a preset that config_check accepts (*na of them) and, in pick (returned: how many), those the
 // sweep runs: all, or a set that covers every pair of option values any accepted combination has (greedy: each pick
@@ -2141,12 +2153,18 @@ static void sweep_list(void) {
             Config c;
             int v[SWEEP_DIMS];
             sweep_config(&c, SWEEP_PRESETS[pi], pick[q], v);
-            printf("sw_%s_%d -p %s", SWEEP_PRESETS[pi], pick[q], SWEEP_PRESETS[pi]);
+            const char *pr = SWEEP_PRESETS[pi], *mem = strchr(pr, '/');
+            if (mem)  // (ARCH/MEMORY: -p ARCH -Q MEMORY, the name with '_')
+                printf("sw_%.*s_%s_%d -p %.*s -Q %s", (int)(mem - pr), pr, mem + 1, pick[q], (int)(mem - pr), pr,
+                       mem + 1);
+            else
+                printf("sw_%s_%d -p %s", pr, pick[q], pr);
             printf(" -k %d", c.b);
             if (c.lattice)
                 printf(" -Y %d -B %d", c.lat_ablate, c.gate_a);
             else
-                printf(" -U %d -T %d -R %d -G %d -I %d -Z %d", c.algo, c.gated, c.gate_rank, c.omega, c.poly, c.anchor);
+                printf(" -U %d -T %d -R %d -G %d -I %d -Z %d", c.algo, c.gated, c.gate_rank, c.omega,
+                       c.phistar ? c.phistar + 1 : c.poly, c.anchor);  // (-I: 1 poly, 2 and 3 the phi* memory)
             if (c.arch == ARCH_MAC) printf(" -M %d -C %d", c.npers, c.seg);
             if (c.arch == ARCH_MAL || c.arch == ARCH_MAG) printf(" -M %d -W %d", c.npers, c.window);
             printf("\n");
@@ -3626,12 +3644,12 @@ static void test_atlas_bad_input(void) {
                               {"-I 4", "bad -I 4"},
                               {"-p omeganet -D 256 -H 2", "head width of at most 64"},
                               {"-p moneta -I 1", "the poly features"},
-                              // MAC takes no ATLAS memory, MAL and MAG no Lattice (MAL and MAG with the ATLAS
-                              // memories: the fixtures mal_omeganet, mal_atlas, mag_atlas_pp)
+                              // MAC takes no ATLAS, Lattice or phi* memory (MAL and MAG take them: the fixtures
+                              // mal_omeganet, mal_atlas, mag_atlas_pp, mal_lattice, mag_lattice_sim, mal_dot, mag_dt)
                               {"-p mac -Q omeganet", "MAC is not built with omega, poly, muon"},
                               {"-p mac -G 4", "MAC is not built with omega, poly, muon"},
                               {"-p mac -U 2", "MAC is not built with omega, poly, muon"},
-                              {"-p mal -Q lattice", "Lattice memories are not built into mal"},
+                              {"-p mac -Q dot", "MAC is not built with the Lattice or phi* memories"},
                               {"-U 4", "bad -U 4"},
                               {"-T 2", "bad -T 2"},
                               // the gated deep memory: deep, no lq / kl, not in the Titans arrangements, not phi*
@@ -3648,7 +3666,7 @@ static void test_atlas_bad_input(void) {
                               {"-p moneta -U 2", "muon with retention 1"},
                               {"-p memora -U 2", "muon with retention 2"},
                               {"-p lattice -U 2", "Lattice needs its own memory"},
-                              {"-p mac -Q lattice", "Lattice memories are not built into"},
+                              {"-p mac -Q lattice", "MAC is not built with the Lattice or phi* memories"},
                               {"-p lattice -G 4", "Lattice takes no omega"},
                               {"-p lattice_sim -I 1", "Lattice takes no omega"},
                               // the phi* memory (DT, DOT): gd with the l2 or dot bias, no residual or LN
@@ -3657,7 +3675,7 @@ static void test_atlas_bad_input(void) {
                               {"-p dot -Z 1", "the phi* memory is built for gd"},
                               {"-p titans -I 2", "the phi* memory is built for gd"},
                               {"-p yaad -I 2 -Z 0", "the phi* memory is built for gd"},
-                              {"-p mac -Q deep_transformer", "the phi* memory is built for gd"},
+                              {"-p mac -Q deep_transformer", "MAC is not built with the Lattice or phi*"},
                               {"-p lattice -I 2", "the phi* memory is built for gd"},
                               {"-p ttt_mlp -I 2", "the deep phi* memory has no residual and no LN"},
                               {"-p linear_attn -I 3", "bounded W2 steps (-I 3) are built for the deep"}};

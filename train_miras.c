@@ -3655,9 +3655,9 @@ static void config_check(const Config* c) {
         if (c->arch == ARCH_MAC ? (c->seg < 1 || c->seg % c->b) : c->seg != 0)
             DIE("give -C a multiple of the chunk size -k (MAC only)", "%sbad MAC segment length %d for chunk size %d",
                 cfg_origin, c->seg, c->b);
-        if (c->lattice)
-            DIE("use mal, mag, mac with a memory of sections 3-5 (mal, mag: or of the ATLAS family)",
-                "%sthe Titans arrangements are not built with Lattice", cfg_origin);
+        if (c->arch == ARCH_MAC && (c->lattice || c->phistar))
+            DIE("use mac with a memory of sections 3-5 (mal and mag also take Lattice and the phi* memory)",
+                "%sMAC is not built with the Lattice or phi* memories", cfg_origin);
         if (c->arch == ARCH_MAC && (c->omega > 1 || c->poly || c->gated || c->algo >= ALGO_MUON))
             DIE("mal and mag take the ATLAS memories; with mac drop -G, -I, -T and use -U 0 or 1",
                 "%sMAC is not built with omega, poly, muon or the gated memory", cfg_origin);
@@ -3668,10 +3668,10 @@ static void config_check(const Config* c) {
     if (c->phistar < 0 || c->phistar > 2)
         DIE("is this file from a newer train_miras?", "%sbad phi* flag %d", cfg_origin, c->phistar);
     if (c->phistar && (c->poly || c->gated || c->algo != ALGO_GD || c->retention != RET_NONE || c->gate_rank ||
-                       c->anchor || c->lattice || c->arch || (c->bias != BIAS_L2 && c->bias != BIAS_DOT)))
+                       c->anchor || c->lattice || c->arch == ARCH_MAC || (c->bias != BIAS_L2 && c->bias != BIAS_DOT)))
         DIE("use -p deep_transformer or -p dot as they are (or -I 2 with a gd memory: -U 0 -R 0 -Z 0, l2 or dot bias)",
             "%sthe phi* memory is built for gd with the l2 or dot bias only, without poly, the gated memory, muon, momentum, the lq/kl "
-            "retentions, channel-wise gates, anchored retention, mal/mag/mac or Lattice (algo %d, bias %d, retention "
+            "retentions, channel-wise gates, anchored retention, mac or Lattice (algo %d, bias %d, retention "
             "%d, gate rank %d, anchor %d)",
             cfg_origin, c->algo, c->bias, c->retention, c->gate_rank, c->anchor);
     if (c->phistar && c->mem_depth == 2 && (c->mem_resid || c->mem_ln))
@@ -4896,7 +4896,6 @@ static void decoder_init(Decoder* dec, Model* M) {
             dec->kc[l] = (real*)xmalloc(rows * c->D * sizeof(real));
             dec->vc[l] = (real*)xmalloc(rows * c->D * sizeof(real));
         }
-    if (c->arch) titans_dec_init(dec);  // Titans layers: their caches, and the P rows through each layer (section 5b)
     if (m->phistar) {
         dec->ph_rows = (real**)xmalloc(LH * sizeof(real*));
         dec->ph_av = (real**)xmalloc(LH * sizeof(real*));
@@ -4905,6 +4904,7 @@ static void decoder_init(Decoder* dec, Model* M) {
         dec->ph_LA = (real*)xmalloc(LH * sizeof(real));
         dec->ph_ne = (int*)xmalloc(LH * sizeof(int));
     }
+    if (c->arch) titans_dec_init(dec);  // Titans layers: their caches, and the P rows through each layer (section 5b)
 }
 // phi*: room for token rows up to pos (grown by doubling) and the entries with the current chunk's
 static void phi_dec_grow(Decoder* dec, int pos) {
@@ -6278,11 +6278,9 @@ static Config args_config(const Args* a) {
             !strcmp(a->mem_preset, "mal") || !strcmp(a->mem_preset, "mag") || !strcmp(a->mem_preset, "mac") ||
             !preset_config(&cfg, a->mem_preset))
             DIE("name a memory preset: titans, moneta, yaad, memora, ttt_mlp, linear_attn, deltanet, gated_deltanet, "
-                "omeganet, atlas, atlas_pp, atlas_chunk",
+                "omeganet, atlas, atlas_pp, atlas_chunk; mal, mag also lattice, lattice_enc, lattice_sim, "
+                "deep_transformer, dot",
                 "-Q %s is not a memory preset", a->mem_preset);
-        if (cfg.lattice)
-            DIE("name a memory preset of sections 3-5 (titans, yaad, gated_deltanet, ...)",
-                "-Q %s: Lattice memories are not built into mal / mag / mac", a->mem_preset);
         cfg.arch = arch;
     }
     if (cfg.arch) {

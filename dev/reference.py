@@ -1219,6 +1219,13 @@ FIXTURES = {
     "mal_omeganet":   (2, 1, 1, "l2", "gd", 1, 1, 4, "none", 0, 1, 3, 1),
     "mal_atlas":      (2, 1, 1, "l2", "muon", 1, 1, 4, "none", 0, 1, 3, 1),
     "mag_atlas_pp":   (2, 1, 1, "l2", "muon", 1, 1, 4, "none", 0, 1, 3, 1, 1),
+    # MAL and MAG with Lattice (-Q lattice, lattice_sim) and the phi* memory (-Q dot, deep_transformer): DEC at b = 1
+    # (lat_k 4: the stream of N_p + T = 14 rows checkpoints at 4, 8, 12), SIM with the mu gate; dot's memory (deep l2,
+    # omega 3, bounded W2 steps, b = 3) and deep_transformer's (deep dot bias, c = 1, bounded, b = 4)
+    "mal_lattice":     (1, 0, 0, "l2", "gd", 0, 1, 1, "none", 0, 0, "dec", 4, 0),
+    "mag_lattice_sim": (1, 0, 0, "l2", "gd", 1, 1, 1, "none", 0, 0, "sim", 4, 0),
+    "mal_dot":         (2, 0, 0, "l2", "gd", 1, 1, 3, "none", 0, 0, 3, 0, 0, 2),
+    "mag_dt":          (2, 0, 0, "dot", "gd", 1, 1, 4, "none", 0, 0, 1, 0, 0, 2),
     # muon (SPEC §5.7, token-level): deep anchored with omega (window 3, b = 4: T = 11 ends in a partial chunk); atlas's
     # memory (deep + poly, muon, omega 3, anchored); a linear Huber memory (omega 2, b = 3); deep without LN, no omega
     "muon_deep":      (2, 1, 1, "l2", "muon", 1, 1, 4, "none", 0, 1, 3),
@@ -1260,6 +1267,10 @@ FIXTURE_TITANS = {
     "mal_omeganet":  ("mal", 3, 4),
     "mal_atlas":     ("mal", 3, 5),
     "mag_atlas_pp":  ("mag", 2, 5),
+    "mal_lattice":     ("mal", 3, 4),
+    "mag_lattice_sim": ("mag", 2, 5),
+    "mal_dot":         ("mal", 2, 4),
+    "mag_dt":          ("mag", 3, 5),
 }
 # name: (layer pattern, window W, L); fixtures not named here are all 'M', L from SMALL
 FIXTURE_LAYERS = {
@@ -1519,6 +1530,7 @@ FIXTURE_SEED = {
     "gated_mom": 1043, "gated_chunk": 1044, "atlas_chunk": 1042, "muonc_linear": 1043, "deep_transformer": 1044,
     "dot": 1045, "dot_linear": 1046, "dot_bound": 1047, "dt_bound": 1048, "mac_moneta": 1049, "mac_memora_cw": 1050,
     "mac_yaad_cw": 1051, "mal_omeganet": 1052, "mal_atlas": 1053, "mag_atlas_pp": 1054,
+    "mal_lattice": 1055, "mag_lattice_sim": 1056, "mal_dot": 1057, "mag_dt": 1058,
 }
 
 

@@ -7,7 +7,7 @@
 #
 # GPU_BIN=build/emu/train_miras_emu dev/test_gpu.sh runs the same checks on the CPU emulator of dev/cuda/emu
 # (build it with dev/cuda/emu_build.sh; slow: SYNTH=0 skips the synthetic inputs; ONLY=REGEX keeps the inputs
-# whose names match; JOBS=N checks N inputs at once; SWEEP=1 adds the 176 inputs of test_miras's option sweep).
+# whose names match; JOBS=N checks N inputs at once; SWEEP=1 adds the 200 inputs of test_miras's option sweep).
 #
 # bf16: the inputs whose names match BF16 (a regex; BF16='^$' for none) are also run with -f 2
 # (bf16 dense products, fp32 master weights) and compared with the same CPU dump by `test_miras --compare-bf16`
@@ -89,7 +89,7 @@ synth=(
   "syn_dot_t150     -p dot -V 256 -D 64 -L 1 -H 2 -E 2 -k 4 -b 1 -t 150"
 )
 # SWEEP=1: also test_miras's option sweep (its pairwise set of -U -T -R -G -I -Z / -Y -B on every memory preset,
-# 176 inputs, `test_miras --sweep-list`, chunks of 3 and 1) at one small shape, CPU against GPU like the inputs above
+# 200 inputs, `test_miras --sweep-list`, chunks of 3 and 1) at one small shape, CPU against GPU like the inputs above
 if [ "${SWEEP:-0}" = 1 ]; then
     while read -r name flags; do synth+=("$name -V 256 -D 64 -L 1 -H 2 -E 2 -b 2 -t 17 $flags"); done < <(./test_miras --sweep-list)
 fi
