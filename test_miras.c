@@ -201,6 +201,7 @@ static const char* FIXTURES[] = {
     "mal", "mag", "mag_gdn", "mac",  // Titans layers: MAL (N_p 3, W 4, b 4), MAG (N_p 2, W 5, b 4;
     // gated DeltaNet N_p 3, W 3), MAC (N_p 2, C 4, b 2)
     "mac_moneta", "mac_memora_cw", "mac_yaad_cw",  // MAC with lq (N_p 2), kl and -R 3 (N_p 3), Huber and -R 3 (N_p 1)
+    "mac_muon_gated", "mac_muonc",  // MAC with muon on the gated memory (N_p 2), chunk-level muon (N_p 3)
     "mal_omeganet", "mal_atlas", "mag_atlas_pp",  // MAL, MAG with the ATLAS memories (omega 3, poly; muon; gated)
     "mal_lattice", "mag_lattice_sim", "mal_dot", "mag_dt",  // with Lattice (DEC, SIM + mu) and phi* (dot's, DT's)
     "omega_gd", "omega_mom", "omega_linear",  // the ATLAS family (omega window 3, 3, 4)
@@ -3644,20 +3645,21 @@ static void test_atlas_bad_input(void) {
                               {"-I 4", "bad -I 4"},
                               {"-p omeganet -D 256 -H 2", "head width of at most 64"},
                               {"-p moneta -I 1", "the poly features"},
-                              // MAC takes no ATLAS, Lattice or phi* memory (MAL and MAG take them: the fixtures
-                              // mal_omeganet, mal_atlas, mag_atlas_pp, mal_lattice, mag_lattice_sim, mal_dot, mag_dt)
-                              {"-p mac -Q omeganet", "MAC is not built with omega, poly, muon"},
-                              {"-p mac -G 4", "MAC is not built with omega, poly, muon"},
-                              {"-p mac -U 2", "MAC is not built with omega, poly, muon"},
+                              // MAC takes no omega, poly, Lattice or phi* memory (muon and the gated memory: the
+                              // fixtures mac_muon_gated, mac_muonc; MAL and MAG take them all: mal_omeganet, mal_atlas,
+                              // mag_atlas_pp, mal_lattice, mag_lattice_sim, mal_dot, mag_dt)
+                              {"-p mac -Q omeganet", "MAC is not built with the omega rule or the poly"},
+                              {"-p mac -G 4", "MAC is not built with the omega rule or the poly"},
+                              {"-p mac -I 1", "MAC is not built with the omega rule or the poly"},
                               {"-p mac -Q dot", "MAC is not built with the Lattice or phi* memories"},
                               {"-U 4", "bad -U 4"},
                               {"-T 2", "bad -T 2"},
-                              // the gated deep memory: deep, no lq / kl, not in the Titans arrangements, not phi*
+                              // the gated deep memory: deep, no lq / kl, not phi*
                               {"-p gated_deltanet -T 1 -U 2", "bad gated-memory config"},
                               {"-p linear_attn -T 1", "bad gated-memory config"},
                               {"-p moneta -T 1", "needs depth 2 and the plain or anchored retention"},
                               {"-p memora -T 1", "needs depth 2 and the plain or anchored retention"},
-                              {"-p mac -T 1", "MAC is not built with omega, poly, muon or the gated memory"},
+                              {"-p mac -Q omeganet -G 1", "MAC is not built with the omega rule or the poly"},
                               {"-p dot -T 1", "the phi* memory is built for gd"},
                               {"-U x", "is not a whole number"},
                               {"-U -1", "is out of range"},

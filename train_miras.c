@@ -3658,9 +3658,10 @@ static void config_check(const Config* c) {
         if (c->arch == ARCH_MAC && (c->lattice || c->phistar))
             DIE("use mac with a memory of sections 3-5 (mal and mag also take Lattice and the phi* memory)",
                 "%sMAC is not built with the Lattice or phi* memories", cfg_origin);
-        if (c->arch == ARCH_MAC && (c->omega > 1 || c->poly || c->gated || c->algo >= ALGO_MUON))
-            DIE("mal and mag take the ATLAS memories; with mac drop -G, -I, -T and use -U 0 or 1",
-                "%sMAC is not built with omega, poly, muon or the gated memory", cfg_origin);
+        if (c->arch == ARCH_MAC && (c->omega > 1 || c->poly))
+            DIE("mal and mag take the ATLAS memories; with mac drop -G and -I (muon -U 2/3 and the gated memory -T 1 "
+                "work in mac)",
+                "%sMAC is not built with the omega rule or the poly features", cfg_origin);
     }
     if (c->lattice && (c->omega > 1 || c->poly))
         DIE("drop -G and -I with the lattice presets", "%sLattice takes no omega window or poly features", cfg_origin);
@@ -4331,7 +4332,7 @@ static void mac_memory_forward(Model* M, int l, int ch0, int ch1) {
             MemChunk* c = &M->chunks[thread_id()];
             size_t base = ((((size_t)l * B + bb) * H + h) * nch) * nP, lh = (size_t)l * H + h;
             real* P = M->mem_P + base;
-            real* S = m->momentum ? M->mem_S + base : NULL;
+            real* S = mem_carries_S(m) ? M->mem_S + base : NULL;
             const real* lng = m->ln ? M->params.mem_ln_g + lh * m->d : NULL;
             const real* lnb = m->ln ? M->params.mem_ln_b + lh * m->d : NULL;
             c->p0 = m->anchor ? M->params.mem_p0 + lh * nP : NULL;
@@ -4515,7 +4516,7 @@ static void mac_h_forward(Model* M, int l, int s0, int s1) {
             for (int t0 = s0; t0 < s1; t0 += b) {
                 int n = s1 - t0 < b ? s1 - t0 : b;
                 mac_read_rows(M, c, t->uq + oD, bb, h, t0, n);
-                mem_step_forward(m, c, n, M->mem_P + base, m->momentum ? M->mem_S + base : NULL, NULL, NULL,
+                mem_step_forward(m, c, n, M->mem_P + base, mem_carries_S(m) ? M->mem_S + base : NULL, NULL, NULL,
                                  m->ln ? M->params.mem_ln_g + lh * m->d : NULL,
                                  m->ln ? M->params.mem_ln_b + lh * m->d : NULL);
                 scatter_rows(t->h + oD, c->y, bb, h, t0, n, T, H, m->d);
@@ -4555,7 +4556,7 @@ static void mac_layer_forward(Model* M, int l) {
         for (int h = 0; h < H; h++) {  // the state at the first segment's start: P_0, S = 0
             size_t base = ((((size_t)l * B + bb) * H + h) * nch) * m->nP;
             memcpy(M->mem_P + base, p->mem_p0 + ((size_t)l * H + h) * m->nP, m->nP * sizeof(real));
-            if (m->momentum) memset(M->mem_S + base, 0, m->nP * sizeof(real));
+            if (mem_carries_S(m)) memset(M->mem_S + base, 0, m->nP * sizeof(real));
         }
     for (int s0 = 0; s0 < T; s0 += C) {
         int s1 = s0 + C < T ? s0 + C : T, n = s1 - s0;
@@ -4627,8 +4628,8 @@ static void mac_layer_backward(Model* M, int l) {
                     load_chunk_inputs(ck, M, l, bb, h, t0, nn);
                     gather_rows(ck->dy, g->y + oD, bb, h, t0, nn, T, H, d);
                     mem_step_backward(m, ck, nn, ck->dy, M->mem_P + base + (size_t)ch * nP,
-                                      m->momentum ? M->mem_S + base + (size_t)ch * nP : NULL, dPn, dSn, dPs, dSs, lng,
-                                      lnb);
+                                      mem_carries_S(m) ? M->mem_S + base + (size_t)ch * nP : NULL, dPn, dSn, dPs, dSs,
+                                      lng, lnb);
                     store_chunk_grads(ck, M, l, bb, h, t0, nn);
                     dPn = dPs;
                     dSn = dSs;
@@ -4636,7 +4637,7 @@ static void mac_layer_backward(Model* M, int l) {
                     dSs = dSs == ck->Sa ? ck->Sb : ck->Sa;
                 }
                 memcpy(carry, dPn, nP * sizeof(real));
-                if (m->momentum) memcpy(carryS, dSn, nP * sizeof(real));
+                if (mem_carries_S(m)) memcpy(carryS, dSn, nP * sizeof(real));
                 for (int i = 0; i < nP; i++) acc[i] += ck->dp0[i];
                 for (int i = 0; i < d; i++) {
                     acc[nP + i] += ck->dlng[i];
@@ -4671,8 +4672,8 @@ static void mac_layer_backward(Model* M, int l) {
                     memset(ck->dp0, 0, nP * sizeof(real));
                     mac_read_rows(M, ck, t->uq + oD, bb, h, t0, nn);
                     gather_rows(ck->dy, tg->h + oD, bb, h, t0, nn, T, H, d);
-                    mem_step_backward(m, ck, nn, ck->dy, M->mem_P + base, m->momentum ? M->mem_S + base : NULL, NULL,
-                                      NULL, ck->Pa, ck->Sa, lng, lnb);
+                    mem_step_backward(m, ck, nn, ck->dy, M->mem_P + base, mem_carries_S(m) ? M->mem_S + base : NULL,
+                                      NULL, NULL, ck->Pa, ck->Sa, lng, lnb);
                     for (int r = 0; r < nn; r++)
                         memcpy(tg->uq + oD + ((size_t)bb * T + t0 + r) * D + h * d, ck->dq + (size_t)r * d,
                                d * sizeof(real));
@@ -4680,7 +4681,7 @@ static void mac_layer_backward(Model* M, int l) {
                         carry[i] += ck->Pa[i];
                         acc[i] += ck->dp0[i];
                     }
-                    if (m->momentum)
+                    if (mem_carries_S(m))
                         for (int i = 0; i < nP; i++) carryS[i] += ck->Sa[i];
                     for (int i = 0; i < d; i++) {
                         acc[nP + i] += ck->dlng[i];
@@ -5211,7 +5212,7 @@ static void mac_dec_layer(Decoder* dec, int l, const real* u) {
         size_t lh = (size_t)l * H + h;
         chunk_set_row(m, ch, 0, uq + h * d, zero, zero, 1, 0, zero, one);
         ch->p0 = m->anchor ? p->mem_p0 + lh * nP : NULL;
-        mem_step_forward(m, ch, 1, Pseg + (size_t)h * nP, m->momentum ? Sseg + (size_t)h * nP : NULL, NULL, NULL,
+        mem_step_forward(m, ch, 1, Pseg + (size_t)h * nP, mem_carries_S(m) ? Sseg + (size_t)h * nP : NULL, NULL, NULL,
                          m->ln ? p->mem_ln_g + lh * d : NULL, m->ln ? p->mem_ln_b + lh * d : NULL);
         memcpy(hrow + h * d, ch->y, d * sizeof(real));
     }

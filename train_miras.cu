@@ -5980,7 +5980,7 @@ __global__ void __launch_bounds__(MEM_THREADS) mac_memory_forward_kernel(MemArgs
     int bb = blockIdx.x / A.H, h = blockIdx.x % A.H, nch = A.nch, nP = m.nP, b = A.b, T = A.T;
     size_t base = (((size_t)bb * A.H + h) * nch) * nP;
     real* P = A.P + base;
-    real* S = m.momentum ? A.S + base : NULL;
+    real* S = (m.momentum || m.muon) ? A.S + base : NULL;
     const real* lng = m.ln ? A.lng + (size_t)h * m.d : NULL;
     const real* lnb = m.ln ? A.lnb + (size_t)h * m.d : NULL;
     for (int ch = ch0; ch < ch1; ch++) {
@@ -6003,7 +6003,7 @@ __global__ void __launch_bounds__(MEM_THREADS)
     size_t bh = (size_t)bb * A.H + h, base = bh * nch * nP;
     const real* lng = m.ln ? A.lng + (size_t)h * d : NULL;
     const real* lnb = m.ln ? A.lnb + (size_t)h * d : NULL;
-    real *cP = carryP + bh * nP, *cS = m.momentum ? carryS + bh * nP : NULL;
+    real *cP = carryP + bh * nP, *cS = (m.momentum || m.muon) ? carryS + bh * nP : NULL;
     block_zero(c.dlng, d);
     block_zero(c.dlnb, d);
     if (m.anchor) block_zero(c.dp0, nP);
@@ -6013,7 +6013,8 @@ __global__ void __launch_bounds__(MEM_THREADS)
         load_chunk_inputs_gpu(&c, &A, bb, h, t0, n);
         gather_rows_gpu(c.dy, A.dy, bb, h, t0, n, T, A.H, d);
         mem_step_backward_gpu(&m, &c, n, c.dy, A.P + base + (size_t)ch * nP,
-                              m.momentum ? A.S + base + (size_t)ch * nP : NULL, dPn, dSn, dPs, dSs, lng, lnb);
+                              (m.momentum || m.muon) ? A.S + base + (size_t)ch * nP : NULL, dPn, dSn, dPs, dSs, lng,
+                              lnb);
         store_chunk_grads_gpu(&c, &A, bb, h, t0, n);
         dPn = dPs;
         dSn = dSs;
@@ -6058,7 +6059,7 @@ __global__ void __launch_bounds__(MEM_THREADS)
     for (int t0 = s0; t0 < s1; t0 += b) {
         int n = s1 - t0 < b ? s1 - t0 : b;
         mac_read_rows_gpu(&c, &A, uq, bb, h, t0, n);
-        mem_step_forward_gpu(&m, &c, n, A.P + base, m.momentum ? A.S + base : NULL, NULL, NULL,
+        mem_step_forward_gpu(&m, &c, n, A.P + base, (m.momentum || m.muon) ? A.S + base : NULL, NULL, NULL,
                              m.ln ? A.lng + (size_t)h * m.d : NULL, m.ln ? A.lnb + (size_t)h * m.d : NULL);
         scatter_rows_gpu(hout, c.y, bb, h, t0, n, A.T, A.H, m.d);
     }
@@ -6080,12 +6081,12 @@ __global__ void __launch_bounds__(MEM_THREADS)
         if (m.anchor) block_zero(c.dp0, nP);
         mac_read_rows_gpu(&c, &A, uq, bb, h, t0, n);
         gather_rows_gpu(c.dy, dh, bb, h, t0, n, A.T, A.H, d);
-        mem_step_backward_gpu(&m, &c, n, c.dy, A.P + base, m.momentum ? A.S + base : NULL, NULL, NULL, c.Pa, c.Sa,
-                              m.ln ? A.lng + (size_t)h * d : NULL, m.ln ? A.lnb + (size_t)h * d : NULL);
+        mem_step_backward_gpu(&m, &c, n, c.dy, A.P + base, (m.momentum || m.muon) ? A.S + base : NULL, NULL, NULL, c.Pa,
+                              c.Sa, m.ln ? A.lng + (size_t)h * d : NULL, m.ln ? A.lnb + (size_t)h * d : NULL);
         scatter_rows_gpu(duq, c.dq, bb, h, t0, n, A.T, A.H, d);
         FOR(i, nP) {
             cP[i] += c.Pa[i];
-            if (m.momentum) cS[i] += c.Sa[i];
+            if ((m.momentum || m.muon)) cS[i] += c.Sa[i];
             if (m.anchor) acc[i] += c.dp0[i];
         }
         FOR(i, d) {
@@ -7341,7 +7342,7 @@ static void mac_dec_layer_gpu(DecoderGpu* dec, int l, const real* u) {
     A.b = c->b;
     A.nch = 1;
     A.P = Pseg;
-    A.S = m->momentum ? Sseg : NULL;
+    A.S = (m->momentum || m->muon) ? Sseg : NULL;
     A.p0 = p->mem_p0 + (size_t)l * H * nP;
     A.lng = m->ln ? p->mem_ln_g + (size_t)l * H * d : NULL;
     A.lnb = m->ln ? p->mem_ln_b + (size_t)l * H * d : NULL;

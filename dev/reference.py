@@ -1222,6 +1222,10 @@ FIXTURES = {
     # MAL and MAG with Lattice (-Q lattice, lattice_sim) and the phi* memory (-Q dot, deep_transformer): DEC at b = 1
     # (lat_k 4: the stream of N_p + T = 14 rows checkpoints at 4, 8, 12), SIM with the mu gate; dot's memory (deep l2,
     # omega 3, bounded W2 steps, b = 3) and deep_transformer's (deep dot bias, c = 1, bounded, b = 4)
+    # MAC with muon and the gated memory (no omega, no poly: MAC refuses those): token-level muon on the gated memory
+    # (atlas_pp's without omega and poly, anchored), chunk-level muon on the deep memory; b = 2, C = 4
+    "mac_muon_gated":  (2, 1, 1, "l2", "muon", 1, 1, 2, "none", 0, 1, 1, 0, 1),
+    "mac_muonc":       (2, 1, 1, "l2", "muon_chunk", 1, 1, 2, "none", 0, 0, 1, 0, 0),
     "mal_lattice":     (1, 0, 0, "l2", "gd", 0, 1, 1, "none", 0, 0, "dec", 4, 0),
     "mag_lattice_sim": (1, 0, 0, "l2", "gd", 1, 1, 1, "none", 0, 0, "sim", 4, 0),
     "mal_dot":         (2, 0, 0, "l2", "gd", 1, 1, 3, "none", 0, 0, 3, 0, 0, 2),
@@ -1267,6 +1271,8 @@ FIXTURE_TITANS = {
     "mal_omeganet":  ("mal", 3, 4),
     "mal_atlas":     ("mal", 3, 5),
     "mag_atlas_pp":  ("mag", 2, 5),
+    "mac_muon_gated":  ("mac", 2, 0),
+    "mac_muonc":       ("mac", 3, 0),
     "mal_lattice":     ("mal", 3, 4),
     "mag_lattice_sim": ("mag", 2, 5),
     "mal_dot":         ("mal", 2, 4),
@@ -1530,7 +1536,8 @@ FIXTURE_SEED = {
     "gated_mom": 1043, "gated_chunk": 1044, "atlas_chunk": 1042, "muonc_linear": 1043, "deep_transformer": 1044,
     "dot": 1045, "dot_linear": 1046, "dot_bound": 1047, "dt_bound": 1048, "mac_moneta": 1049, "mac_memora_cw": 1050,
     "mac_yaad_cw": 1051, "mal_omeganet": 1052, "mal_atlas": 1053, "mag_atlas_pp": 1054,
-    "mal_lattice": 1055, "mag_lattice_sim": 1056, "mal_dot": 1057, "mag_dt": 1058,
+    "mal_lattice": 1055, "mag_lattice_sim": 1056, "mal_dot": 1057, "mag_dt": 1058, "mac_muon_gated": 1059,
+    "mac_muonc": 1060,
 }
 
 
