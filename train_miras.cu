@@ -1023,6 +1023,8 @@ struct MemChunkGpu : MemChunk {
 };
 // the rows of a chunk's scratch: b, plus omega's c-1 halo rows
 __host__ __device__ static inline int mem_rows(const MemCfg* m, int b) { return b + (m->omega > 1 ? m->omega - 1 : 0); }
+// does the algorithm carry S (momentum, both muons)? (train_miras.c's mem_carries_S, for the kernels)
+__device__ static inline int mem_carries_S_gpu(const MemCfg* m) { return m->momentum || m->muon; }
 // (din: the keys' and queries' width, D_phi with poly, else d)
 static size_t memchunk_carve_in_gpu(MemChunkGpu* c, real* base, int b, int d, int din, int dm, int nP) {
     size_t n = memchunk_carve_in(c, base, b, d, din, dm, nP);
@@ -3086,7 +3088,7 @@ __global__ void __launch_bounds__(MEM_THREADS) memory_forward_kernel(MemArgs A) 
     int ck = A.ck > 1 ? A.ck : 1, ns = (nch + ck - 1) / ck;
     size_t base = (((size_t)bb * A.H + h) * ns) * nP, wbase = (size_t)blockIdx.x * (ck - 1) * nP;
     real* P = A.P + base;
-    real* S = (m.momentum || m.muon) ? A.S + base : NULL;
+    real* S = mem_carries_S_gpu(&m) ? A.S + base : NULL;
     real *Pw = ck > 1 ? A.Pw + wbase : NULL, *Sw = ck > 1 && S ? A.Sw + wbase : NULL;
     block_copy(P, A.p0 + (size_t)h * nP, nP);  // P_0, restored every sequence
     if (S) block_zero(S, nP);
@@ -3120,7 +3122,7 @@ __global__ void __launch_bounds__(MEM_THREADS) memory_backward_kernel(MemArgs A)
     int ck = A.ck > 1 ? A.ck : 1, ns = (nch + ck - 1) / ck;
     size_t base = (((size_t)bb * A.H + h) * ns) * nP, wbase = (size_t)blockIdx.x * (ck - 1) * nP;
     real* P = A.P + base;
-    real* S = (m.momentum || m.muon) ? A.S + base : NULL;
+    real* S = mem_carries_S_gpu(&m) ? A.S + base : NULL;
     real *Pw = ck > 1 ? A.Pw + wbase : NULL, *Sw = ck > 1 && S ? A.Sw + wbase : NULL;
     const real* lng = m.ln ? A.lng + (size_t)h * d : NULL;
     const real* lnb = m.ln ? A.lnb + (size_t)h * d : NULL;
@@ -5980,7 +5982,7 @@ __global__ void __launch_bounds__(MEM_THREADS) mac_memory_forward_kernel(MemArgs
     int bb = blockIdx.x / A.H, h = blockIdx.x % A.H, nch = A.nch, nP = m.nP, b = A.b, T = A.T;
     size_t base = (((size_t)bb * A.H + h) * nch) * nP;
     real* P = A.P + base;
-    real* S = (m.momentum || m.muon) ? A.S + base : NULL;
+    real* S = mem_carries_S_gpu(&m) ? A.S + base : NULL;
     const real* lng = m.ln ? A.lng + (size_t)h * m.d : NULL;
     const real* lnb = m.ln ? A.lnb + (size_t)h * m.d : NULL;
     for (int ch = ch0; ch < ch1; ch++) {
@@ -6003,7 +6005,7 @@ __global__ void __launch_bounds__(MEM_THREADS)
     size_t bh = (size_t)bb * A.H + h, base = bh * nch * nP;
     const real* lng = m.ln ? A.lng + (size_t)h * d : NULL;
     const real* lnb = m.ln ? A.lnb + (size_t)h * d : NULL;
-    real *cP = carryP + bh * nP, *cS = (m.momentum || m.muon) ? carryS + bh * nP : NULL;
+    real *cP = carryP + bh * nP, *cS = mem_carries_S_gpu(&m) ? carryS + bh * nP : NULL;
     block_zero(c.dlng, d);
     block_zero(c.dlnb, d);
     if (m.anchor) block_zero(c.dp0, nP);
@@ -6013,7 +6015,7 @@ __global__ void __launch_bounds__(MEM_THREADS)
         load_chunk_inputs_gpu(&c, &A, bb, h, t0, n);
         gather_rows_gpu(c.dy, A.dy, bb, h, t0, n, T, A.H, d);
         mem_step_backward_gpu(&m, &c, n, c.dy, A.P + base + (size_t)ch * nP,
-                              (m.momentum || m.muon) ? A.S + base + (size_t)ch * nP : NULL, dPn, dSn, dPs, dSs, lng,
+                              mem_carries_S_gpu(&m) ? A.S + base + (size_t)ch * nP : NULL, dPn, dSn, dPs, dSs, lng,
                               lnb);
         store_chunk_grads_gpu(&c, &A, bb, h, t0, n);
         dPn = dPs;
@@ -6059,7 +6061,7 @@ __global__ void __launch_bounds__(MEM_THREADS)
     for (int t0 = s0; t0 < s1; t0 += b) {
         int n = s1 - t0 < b ? s1 - t0 : b;
         mac_read_rows_gpu(&c, &A, uq, bb, h, t0, n);
-        mem_step_forward_gpu(&m, &c, n, A.P + base, (m.momentum || m.muon) ? A.S + base : NULL, NULL, NULL,
+        mem_step_forward_gpu(&m, &c, n, A.P + base, mem_carries_S_gpu(&m) ? A.S + base : NULL, NULL, NULL,
                              m.ln ? A.lng + (size_t)h * m.d : NULL, m.ln ? A.lnb + (size_t)h * m.d : NULL);
         scatter_rows_gpu(hout, c.y, bb, h, t0, n, A.T, A.H, m.d);
     }
@@ -6081,12 +6083,12 @@ __global__ void __launch_bounds__(MEM_THREADS)
         if (m.anchor) block_zero(c.dp0, nP);
         mac_read_rows_gpu(&c, &A, uq, bb, h, t0, n);
         gather_rows_gpu(c.dy, dh, bb, h, t0, n, A.T, A.H, d);
-        mem_step_backward_gpu(&m, &c, n, c.dy, A.P + base, (m.momentum || m.muon) ? A.S + base : NULL, NULL, NULL, c.Pa,
+        mem_step_backward_gpu(&m, &c, n, c.dy, A.P + base, mem_carries_S_gpu(&m) ? A.S + base : NULL, NULL, NULL, c.Pa,
                               c.Sa, m.ln ? A.lng + (size_t)h * d : NULL, m.ln ? A.lnb + (size_t)h * d : NULL);
         scatter_rows_gpu(duq, c.dq, bb, h, t0, n, A.T, A.H, d);
         FOR(i, nP) {
             cP[i] += c.Pa[i];
-            if ((m.momentum || m.muon)) cS[i] += c.Sa[i];
+            if (mem_carries_S_gpu(&m)) cS[i] += c.Sa[i];
             if (m.anchor) acc[i] += c.dp0[i];
         }
         FOR(i, d) {
@@ -6924,7 +6926,7 @@ __global__ void __launch_bounds__(MEM_THREADS) decoder_memory_kernel(DecArgs A) 
     FOR(i, d) A.y[h * d + i] = c.y[(size_t)(n - 1) * d + i];
     if (full) {
         block_copy(P, Pn, nP);
-        if (m.momentum || m.muon) block_copy(S, Sn, nP);
+        if (mem_carries_S_gpu(&m)) block_copy(S, Sn, nP);
     }
     if (full && w > 1) {  // omega: the chunk's last c-1 rows become the next chunk's halo (row by row, upwards: a
         int keep = n < w - 1 ? n : w - 1;  // row's source is below every row written before it)
@@ -7342,7 +7344,7 @@ static void mac_dec_layer_gpu(DecoderGpu* dec, int l, const real* u) {
     A.b = c->b;
     A.nch = 1;
     A.P = Pseg;
-    A.S = (m->momentum || m->muon) ? Sseg : NULL;
+    A.S = mem_carries_S(m) ? Sseg : NULL;
     A.p0 = p->mem_p0 + (size_t)l * H * nP;
     A.lng = m->ln ? p->mem_ln_g + (size_t)l * H * d : NULL;
     A.lnb = m->ln ? p->mem_ln_b + (size_t)l * H * d : NULL;
@@ -7696,7 +7698,7 @@ static double decode_floor_ms(const ModelGpu* M) {
     int nmem = 0;
     for (int l = 0; l < M->cfg.L; l++) nmem += M->hm->mlayer[l] >= 0;
     double bytes = (double)M->num_params * (g_prec == PREC_BF16 ? sizeof(bf16) : sizeof(real)) +
-                   (double)nmem * M->cfg.H * M->mem.nP * sizeof(real) * (M->mem.momentum || M->mem.muon ? 2 : 1);
+                   (double)nmem * M->cfg.H * M->mem.nP * sizeof(real) * (mem_carries_S(&M->mem) ? 2 : 1);
     return 1e3 * bytes / (2.0 * clk * 1e3 * bus / 8);
 }
 
