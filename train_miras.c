@@ -3658,10 +3658,6 @@ static void config_check(const Config* c) {
         if (c->arch == ARCH_MAC && (c->lattice || c->phistar))
             DIE("use mac with a memory of sections 3-5 (mal and mag also take Lattice and the phi* memory)",
                 "%sMAC is not built with the Lattice or phi* memories", cfg_origin);
-        if (c->arch == ARCH_MAC && (c->omega > 1 || c->poly))
-            DIE("mal and mag take the ATLAS memories; with mac drop -G and -I (muon -U 2/3 and the gated memory -T 1 "
-                "work in mac)",
-                "%sMAC is not built with the omega rule or the poly features", cfg_origin);
     }
     if (c->lattice && (c->omega > 1 || c->poly))
         DIE("drop -G and -I with the lattice presets", "%sLattice takes no omega window or poly features", cfg_origin);
@@ -4113,6 +4109,7 @@ typedef struct {
         // (MAC: y holds y Wo_a^T, n1, n2 the gate's norms of it and of m)
     real *uqp, *uqc, *uqs, *uq,
         *uqrn;  // MAC: (L, N, D) the u sequence's memory q: u Wq^T, conv, SiLU, l2 norm; (L, N, H)
+    real* uqf;  // MAC with poly: (L, N, H*din) the poly features of uq (SPEC §5.6)
     real *h, *kh, *vh, *kP, *vP;  // MAC: (L, N, D) h, its RoPE'd keys and values; (L, N_p, D) P's
     real *dPc, *dSc;  // MAC (gradients only): (B, H, nP) dL/dP, dL/dS carried across segments
 } TxActs;
@@ -4146,12 +4143,14 @@ static size_t tx_point(TxActs* t, real* p, const Config* c, int B, int T) {
     TX(n2, L * N * D);
     TX(r1, L * N);
     TX(r2, L * N);
-    size_t Lc = c->arch == ARCH_MAC ? L : 0, nP = mem_config(c).nP;
+    MemCfg mc = mem_config(c);
+    size_t Lc = c->arch == ARCH_MAC ? L : 0, nP = mc.nP;
     TX(uqp, Lc * N * D);
     TX(uqc, Lc * N * D);
     TX(uqs, Lc * N * D);
     TX(uq, Lc * N * D);
     TX(uqrn, Lc * N * H);
+    TX(uqf, mc.poly ? Lc * N * H * mc.din : 0);
     TX(h, Lc * N * D);
     TX(kh, Lc * N * D);
     TX(vh, Lc * N * D);
@@ -4270,6 +4269,9 @@ static void tx_attn_backward(Model* M, int l, real* dua, const real* ua, int Tr,
 // the backward sweeps the segments in reverse, carrying dL/dP across them, and adds at each segment start the
 // gradient of the h reads (dL/dP_(s)), once the segment's dy (from the gate and the memory's inputs) is complete.
 // The memory's wg, rmsh_w and wo are not used by MAC (their gradients stay zero).
+// The ATLAS family's memories (SPEC §5.5-5.6): omega's window reaches back across segments (the first chunk of a
+// segment takes the previous segment's last c-1 rows as its halo, their gradients flowing back into that segment's
+// memory inputs before their backward runs); poly's features of uq feed the h reads (the residual adds the raw uq).
 
 // RoPE on rows [t0, t1) of each sequence of x (B, T, H*d), at positions off + t, in place (dir -1: backward)
 static void rope_rows(real* x, int B, int T, int H, int d, int t0, int t1, int off, int dir) {
@@ -4312,14 +4314,23 @@ static void conv_rows_backward(real* dx, real* dw, const real* dout, const real*
                 }
             }
 }
-// rows [t0, t0+n) of head h of sequence bb as a read-without-update chunk: q from q (B*T, D), no write (a = 1, eta = 0)
-static void mac_read_rows(const Model* M, MemChunk* c, const real* q, int bb, int h, int t0, int n) {
+// rows [t0, t0+n) of head h of sequence bb as a read-without-update chunk: q from q (B*T, D), no write (a = 1, eta = 0;
+// no omega halo or window: nothing is written); with poly the features of q from qf (B*T, H*din), also standing in for
+// k's (any finite row: eta = 0)
+static void mac_read_rows(const Model* M, MemChunk* c, const real* q, const real* qf, int bb, int h, int t0, int n) {
     const MemCfg* m = &M->mem;
-    int d = m->d, D = M->cfg.D, T = M->T;
+    int d = m->d, D = M->cfg.D, T = M->T, din = m->din;
     real zero[256] = {0}, one[256];
     for (int i = 0; i < d; i++) one[i] = 1;
     for (int t = 0; t < n; t++)
         chunk_set_row(m, c, t, q + ((size_t)bb * T + t0 + t) * D + h * d, zero, zero, 1, 0, zero, one);
+    c->nh = 0;
+    c->wc = 1;
+    if (m->poly) {
+        const real* f[1024];
+        for (int t = 0; t < n; t++) f[t] = qf + ((size_t)bb * T + t0 + t) * M->cfg.H * din + (size_t)h * din;
+        poly_rows(c, m, n, f, f);
+    }
 }
 // the memory chunks [ch0, ch1) of layer l for all sequences and heads (memory_forward's loop over a range; the
 // start state of chunk ch0 is in M->mem_P already)
@@ -4337,12 +4348,16 @@ static void mac_memory_forward(Model* M, int l, int ch0, int ch1) {
             const real* lnb = m->ln ? M->params.mem_ln_b + lh * m->d : NULL;
             c->p0 = m->anchor ? M->params.mem_p0 + lh * nP : NULL;
             for (int ch = ch0; ch < ch1; ch++) {
-                int t0 = ch * b, n = T - t0 < b ? T - t0 : b, last = ch == nch - 1;
-                load_chunk_inputs(c, M, l, bb, h, t0, n);
-                mem_step_forward(m, c, n, P + (size_t)ch * nP, S ? S + (size_t)ch * nP : NULL,
+                int t0 = ch * b, n = T - t0 < b ? T - t0 : b, last = ch == nch - 1, nh = 0;  // nh: omega's halo
+                if (m->omega > 1 || m->poly)  // (the first chunk of a segment: its halo is the previous segment's)
+                    nh = omega_load_chunk(c, M, l, bb, h, t0, n);
+                else
+                    load_chunk_inputs(c, M, l, bb, h, t0, n);
+                mem_step_forward(m, c, nh + n, P + (size_t)ch * nP, S ? S + (size_t)ch * nP : NULL,
                                  last ? NULL : P + (size_t)(ch + 1) * nP,
                                  (S && !last) ? S + (size_t)(ch + 1) * nP : NULL, lng, lnb);
-                scatter_rows(M->acts.y + (size_t)l * B * T * M->cfg.D, c->y, bb, h, t0, n, T, H, m->d);
+                scatter_rows(M->acts.y + (size_t)l * B * T * M->cfg.D, c->y + (size_t)nh * m->d, bb, h, t0, n, T, H,
+                             m->d);
             }
         }
 }
@@ -4462,9 +4477,14 @@ static void mac_inputs_forward(Model* M, int l, int s0, int s1) {
         silu_forward(a->v + o, a->vc + o, (size_t)n * D);
         l2norm_forward(a->q + o, a->qrn + oh, a->qs + o, n, H, d);
         l2norm_forward(a->k + o, a->krn + oh, a->ks + o, n, H, d);
+        if (M->mem.poly) {  // poly features (SPEC §5.6) of the l2-normed q, k
+            poly_forward(a->qf + oh * M->mem.din, a->q + o, p->poly_rho + (size_t)l * 3, n, H, d);
+            poly_forward(a->kf + oh * M->mem.din, a->k + o, p->poly_rho + (size_t)l * 3, n, H, d);
+        }
         gates_forward(M, l, t->z + o, n, a->ga + oh, a->geta + (size_t)l * N * Ge + r * Ge, a->gth + oh,
                       a->gdel + (size_t)l * N * Ge + r * Ge, a->geta_lr + (size_t)l * N * R + r * R,
                       a->gdel_lr + (size_t)l * N * R + r * R);
+        if (M->mem.omega > 1) omega_gates_forward(M, l, t->z + o, n, a->ggam + oh * M->mem.omega);
     }
 }
 // its backward for rows [s0, s1): from g->q, k, v, gates of those rows to dy (t->g.z) rows (conv: the input rows back
@@ -4480,6 +4500,14 @@ static void mac_inputs_backward(Model* M, int l, int s0, int s1) {
     for (int bb = 0; bb < B; bb++) {
         size_t r = (size_t)bb * T + s0, o = oD + r * D, oh = oH + r * H;
         gates_backward(M, l, tg->z + o, t->z + o, n, a, g, oh, (size_t)l * N * Ge + r * Ge, (size_t)l * N * R + r * R);
+        int w = M->mem.omega, din = M->mem.din;
+        if (w > 1) omega_gates_backward(M, l, tg->z + o, t->z + o, n, a->ggam + oh * w, g->ggam + oh * w);
+        if (M->mem.poly) {  // the features' gradients into q, k (which hold the residual's) and rho
+            poly_backward(g->q + o, dp->poly_rho + (size_t)l * 3, g->qf + oh * din, a->q + o,
+                          p->poly_rho + (size_t)l * 3, n, H, d);
+            poly_backward(g->k + o, dp->poly_rho + (size_t)l * 3, g->kf + oh * din, a->k + o,
+                          p->poly_rho + (size_t)l * 3, n, H, d);
+        }
         l2norm_backward(g->qs + o, g->q + o, a->q + o, a->qrn + oh, n, H, d);
         l2norm_backward(g->ks + o, g->k + o, a->k + o, a->krn + oh, n, H, d);
         silu_backward(g->qc + o, g->qs + o, a->qc + o, (size_t)n * D);
@@ -4505,7 +4533,7 @@ static void mac_h_forward(Model* M, int l, int s0, int s1) {
     const MemCfg* m = &M->mem;
     int B = M->B, T = M->T, H = M->cfg.H, b = M->cfg.b, nch = nchunks(M, T), nP = m->nP;
     TxActs* t = &M->tx->a;
-    size_t oD = (size_t)l * B * T * M->cfg.D;
+    size_t oD = (size_t)l * B * T * M->cfg.D, oH = (size_t)l * B * T * H;
 #pragma omp parallel for collapse(2) schedule(dynamic)
     for (int bb = 0; bb < B; bb++)
         for (int h = 0; h < H; h++) {
@@ -4515,7 +4543,7 @@ static void mac_h_forward(Model* M, int l, int s0, int s1) {
             c->p0 = m->anchor ? M->params.mem_p0 + lh * nP : NULL;
             for (int t0 = s0; t0 < s1; t0 += b) {
                 int n = s1 - t0 < b ? s1 - t0 : b;
-                mac_read_rows(M, c, t->uq + oD, bb, h, t0, n);
+                mac_read_rows(M, c, t->uq + oD, m->poly ? t->uqf + oH * m->din : NULL, bb, h, t0, n);
                 mem_step_forward(m, c, n, M->mem_P + base, mem_carries_S(m) ? M->mem_S + base : NULL, NULL, NULL,
                                  m->ln ? M->params.mem_ln_g + lh * m->d : NULL,
                                  m->ln ? M->params.mem_ln_b + lh * m->d : NULL);
@@ -4540,6 +4568,7 @@ static void mac_layer_forward(Model* M, int l) {
     conv_forward(t->uqc + oD, t->uqp + oD, p->conv_q + (size_t)l * D * K, B, T, D, K);
     silu_forward(t->uqs + oD, t->uqc + oD, N * D);
     l2norm_forward(t->uq + oD, t->uqrn + oH, t->uqs + oD, N, H, d);
+    if (m->poly) poly_forward(t->uqf + oH * m->din, t->uq + oD, p->poly_rho + (size_t)l * 3, N, H, d);
     matmul_forward(t->q + oD, u, p->att_wq + oW, NULL, N, D, D);
     rope_rows(t->q + oD, B, T, H, d, 0, T, np, 1);
     matmul_forward(t->k + oD, u, p->att_wk + oW, NULL, N, D, D);
@@ -4585,7 +4614,7 @@ static void mac_layer_backward(Model* M, int l) {
     TxActs *t = &M->tx->a, *tg = &M->tx->g;
     const MemCfg* m = &M->mem;
     int B = M->B, T = M->T, D = c->D, H = c->H, d = D / H, K = c->K, np = c->npers, C = c->seg, b = c->b,
-        nch = nchunks(M, T), nP = m->nP;
+        nch = nchunks(M, T), nP = m->nP, din = m->din;
     size_t N = (size_t)B * T, oD = (size_t)l * N * D, oH = (size_t)l * N * H, oW = (size_t)l * D * D;
     const real* u = a->ln1 + oD;
     real* du = g->ln1 + oD;
@@ -4624,13 +4653,20 @@ static void mac_layer_backward(Model* M, int l) {
                 const real *dPn = s1 == T ? NULL : carry, *dSn = s1 == T ? NULL : carryS;
                 real *dPs = ck->Pa, *dSs = ck->Sa;
                 for (int ch = (s1 + b - 1) / b - 1; ch >= s0 / b; ch--) {
-                    int t0 = ch * b, nn = T - t0 < b ? T - t0 : b;
-                    load_chunk_inputs(ck, M, l, bb, h, t0, nn);
-                    gather_rows(ck->dy, g->y + oD, bb, h, t0, nn, T, H, d);
-                    mem_step_backward(m, ck, nn, ck->dy, M->mem_P + base + (size_t)ch * nP,
+                    int t0 = ch * b, nn = T - t0 < b ? T - t0 : b, nh = 0;  // nh: omega's halo (dy 0)
+                    if (m->omega > 1 || m->poly)
+                        nh = omega_load_chunk(ck, M, l, bb, h, t0, nn);
+                    else
+                        load_chunk_inputs(ck, M, l, bb, h, t0, nn);
+                    memset(ck->dy, 0, (size_t)nh * d * sizeof(real));
+                    gather_rows(ck->dy + (size_t)nh * d, g->y + oD, bb, h, t0, nn, T, H, d);
+                    mem_step_backward(m, ck, nh + nn, ck->dy, M->mem_P + base + (size_t)ch * nP,
                                       mem_carries_S(m) ? M->mem_S + base + (size_t)ch * nP : NULL, dPn, dSn, dPs, dSs,
                                       lng, lnb);
-                    store_chunk_grads(ck, M, l, bb, h, t0, nn);
+                    if (m->omega > 1 || m->poly)  // (accumulates: the halo's rows are the previous segment's, whose
+                        omega_store_chunk_grads(ck, M, l, bb, h, t0, nn);  // inputs' backward runs after this one)
+                    else
+                        store_chunk_grads(ck, M, l, bb, h, t0, nn);
                     dPn = dPs;
                     dSn = dSs;
                     dPs = dPs == ck->Pa ? ck->Pb : ck->Pa;
@@ -4670,13 +4706,17 @@ static void mac_layer_backward(Model* M, int l) {
                     memset(ck->dlng, 0, d * sizeof(real));
                     memset(ck->dlnb, 0, d * sizeof(real));
                     memset(ck->dp0, 0, nP * sizeof(real));
-                    mac_read_rows(M, ck, t->uq + oD, bb, h, t0, nn);
+                    mac_read_rows(M, ck, t->uq + oD, m->poly ? t->uqf + oH * din : NULL, bb, h, t0, nn);
                     gather_rows(ck->dy, tg->h + oD, bb, h, t0, nn, T, H, d);
                     mem_step_backward(m, ck, nn, ck->dy, M->mem_P + base, mem_carries_S(m) ? M->mem_S + base : NULL,
                                       NULL, NULL, ck->Pa, ck->Sa, lng, lnb);
-                    for (int r = 0; r < nn; r++)
-                        memcpy(tg->uq + oD + ((size_t)bb * T + t0 + r) * D + h * d, ck->dq + (size_t)r * d,
+                    for (int r = 0; r < nn; r++) {  // (dqr: the raw row's; with poly dq is the features')
+                        memcpy(tg->uq + oD + ((size_t)bb * T + t0 + r) * D + h * d, ck->dqr + (size_t)r * d,
                                d * sizeof(real));
+                        if (m->poly)
+                            memcpy(tg->uqf + oH * din + (((size_t)bb * T + t0 + r) * H + h) * din,
+                                   ck->dq + (size_t)r * din, din * sizeof(real));
+                    }
                     for (int i = 0; i < nP; i++) {
                         carry[i] += ck->Pa[i];
                         acc[i] += ck->dp0[i];
@@ -4707,6 +4747,9 @@ static void mac_layer_backward(Model* M, int l) {
     matmul_backward(du, dp->att_wq + oW, NULL, tg->q + oD, u, p->att_wq + oW, N, D, D);
     matmul_backward(du, dp->att_wk + oW, NULL, tg->k + oD, u, p->att_wk + oW, N, D, D);
     matmul_backward(du, dp->att_wv + oW, NULL, tg->v + oD, u, p->att_wv + oW, N, D, D);
+    if (m->poly)  // the h reads' feature gradients into uq's (which holds the residual's) and rho
+        poly_backward(tg->uq + oD, dp->poly_rho + (size_t)l * 3, tg->uqf + oH * din, t->uq + oD,
+                      p->poly_rho + (size_t)l * 3, N, H, d);
     l2norm_backward(tg->uqs + oD, tg->uq + oD, t->uq + oD, t->uqrn + oH, N, H, d);
     silu_backward(tg->uqc + oD, tg->uqs + oD, t->uqc + oD, N * D);
     conv_backward(tg->uqp + oD, dp->conv_q + (size_t)l * D * K, tg->uqc + oD, t->uqp + oD,
@@ -5205,17 +5248,26 @@ static void mac_dec_layer(Decoder* dec, int l, const real* u) {
     conv_step(t2, hist, t1, p->conv_q + (size_t)l * D * K, D, K);
     silu_forward(t1, t2, D);
     l2norm_forward(uq, rn, t1, 1, H, d);
+    real* uqf = m->poly ? (real*)xmalloc((size_t)H * m->din * sizeof(real)) : NULL;  // poly: uq's features
+    if (m->poly) poly_forward(uqf, uq, p->poly_rho + (size_t)l * 3, 1, H, d);
     real zero[256] = {0}, one[256];
     for (int i = 0; i < d; i++) one[i] = 1;
-    for (int h = 0; h < H; h++) {
+    for (int h = 0; h < H; h++) {  // (as mac_read_rows: no halo, no window; k's features any finite row)
         MemChunk* ch = &dec->c;
         size_t lh = (size_t)l * H + h;
         chunk_set_row(m, ch, 0, uq + h * d, zero, zero, 1, 0, zero, one);
+        ch->nh = 0;
+        ch->wc = 1;
+        if (m->poly) {
+            const real* f = uqf + (size_t)h * m->din;
+            poly_rows(ch, m, 1, &f, &f);
+        }
         ch->p0 = m->anchor ? p->mem_p0 + lh * nP : NULL;
         mem_step_forward(m, ch, 1, Pseg + (size_t)h * nP, mem_carries_S(m) ? Sseg + (size_t)h * nP : NULL, NULL, NULL,
                          m->ln ? p->mem_ln_g + lh * d : NULL, m->ln ? p->mem_ln_b + lh * d : NULL);
         memcpy(hrow + h * d, ch->y, d * sizeof(real));
     }
+    free(uqf);
     // keys and values of h_j and u_j (RoPE position N_p + pos), the query; attention over P, h_0..j, u_0..j
     real cs[128], sn[128];
     rope_angles(cs, sn, np + pos, d / 2);

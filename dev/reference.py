@@ -519,7 +519,7 @@ def ns5_state(cfg, S):
 
 
 def memory_read_chunked(cfg, P0, ln_g, ln_b, q, k, v, a, eta, theta, grad_fn=mem_grad_autograd,
-                        eta_ch=None, delta=None, state=None, gamma=None):
+                        eta_ch=None, delta=None, state=None, gamma=None, t0=0):
     """SPEC §5 chunked algorithm, naive.
     q, k, v: (B,T,H,d); a, eta, theta: (B,T,H) or None (= constant 1); P0: (H,S).
     eta_ch (B,T,H,d) or None: channel-wise eta (then eta is None: the scalar eta of the
@@ -540,7 +540,8 @@ def memory_read_chunked(cfg, P0, ln_g, ln_b, q, k, v, a, eta, theta, grad_fn=mem
     (positions < 0 dropped), every g_{t-o} taken at the chunk-start state P_s, also for the c-1
     tokens before the chunk (the halo). Returns y (B,T,H,d).
     state (MAC's segments): None, or a list [P, S] of the carried state (B,H,S) to start from (P holds A for lq, the
-    logits Z for kl), replaced in place by the end state."""
+    logits Z for kl), replaced in place by the end state. t0 (MAC's segments, a multiple of b): the rows from t0 on are
+    run from that state and returned; the rows before are there only as omega's halo."""
     B, T, H, d = q.shape
     b = cfg["b"]
     ret = cfg["retention"]
@@ -561,7 +562,7 @@ def memory_read_chunked(cfg, P0, ln_g, ln_b, q, k, v, a, eta, theta, grad_fn=mem
         eta_t = 1.0 if eta is None else eta[:, t].unsqueeze(-1)
         return a_t, eta_t
 
-    for c0 in range(0, T, b):
+    for c0 in range(t0, T, b):
         c1 = min(c0 + b, T)
         if ret == "none":
             Ps = P                                        # chunk-start state
@@ -707,7 +708,7 @@ def ns5_online(S):
 
 
 def memory_read_online(cfg, P0, ln_g, ln_b, q, k, v, a, eta, theta, eta_ch=None, delta=None, gamma=None,
-                       state=None):
+                       state=None, t0=0):
     """Independent exact online rule (what b = 1 must equal): per token, gradient at the
     previous state, hand-derived; P_t = a_t P_{t-1} - eta_t g_t(P_{t-1}) (or momentum).
     lq (Moneta, per-token normalisation with the one-token lag of SPEC §5.3):
@@ -716,7 +717,7 @@ def memory_read_online(cfg, P0, ln_g, ln_b, q, k, v, a, eta, theta, eta_ch=None,
     kl (Memora, the softmax rule itself, carried in weight space):
         W_t = softmax_rows(a_t log W_{t-1} - eta_t g_t(W_{t-1})), W_0 = softmax_rows(P0).
     state (MAC's segments) as memory_read_chunked's: [P, S] carried in (P: A for lq, logits Z for kl) and out (kl:
-    log W, logits of the same softmax)."""
+    log W, logits of the same softmax); t0 as memory_read_chunked's."""
     B, T, H, d = q.shape
     P = P0.unsqueeze(0).repeat(B, 1, 1)
     S = torch.zeros_like(P)
@@ -734,7 +735,7 @@ def memory_read_online(cfg, P0, ln_g, ln_b, q, k, v, a, eta, theta, eta_ch=None,
     if cfg["retention"] == "kl":
         P = per_matrix(P, lambda Z: torch.softmax(Z, dim=-1))          # W_0
     ys = []
-    for t in range(T):
+    for t in range(t0, T):
         kw = dict(escale=None if eta_ch is None else eta_ch[:, t],
                   delta=None if delta is None else delta[:, t])
         a_t, eta_t = a[:, t, :, None], eta[:, t, :, None]
@@ -1011,9 +1012,14 @@ class MirasModel:
         ln_g = p["mem_ln_g"][l] if deep_ln else None
         ln_b = p["mem_ln_b"][l] if deep_ln else None
 
+        def feats(x):                                     # poly (SPEC §5.6): [raw, phi] (mem_split)
+            if not cfg["poly"]:
+                return x
+            return torch.cat([x, poly_features(x, torch.nn.functional.softplus(p["poly_rho"][l]))], dim=-1)
+
         def memq(z):                                      # the memory's q of a stream z (B,n,D)
             n = z.shape[1]
-            return l2norm(silu(causal_conv(z @ p["wq"][l].T, p["conv_q"][l])).view(B, n, H, d))
+            return feats(l2norm(silu(causal_conv(z @ p["wq"][l].T, p["conv_q"][l])).view(B, n, H, d)))
         qu = memq(u)                                      # the u-stream q (for h)
         Pr = p["pers"][l].unsqueeze(0).expand(B, np_, D) if np_ else u[:, :0]
         kP = rope_at((Pr @ p["att_wk"][l].T).view(B, np_, H, d), list(range(np_)))
@@ -1045,19 +1051,23 @@ class MirasModel:
             sc = sc.masked_fill(~vis, float("-inf"))
             ys.append(torch.einsum("bhij,bjhc->bihc", torch.softmax(sc, dim=-1), v).reshape(B, n, D))
             Y = torch.cat(ys, dim=1)                      # the y stream so far (its conv is causal)
-            qy = memq(Y)[:, s0:s1]
-            ky = l2norm(silu(causal_conv(Y @ p["wk"][l].T, p["conv_k"][l])).view(B, s1, H, d))[:, s0:s1]
-            vy = silu(causal_conv(Y @ p["wv"][l].T, p["conv_v"][l])).view(B, s1, H, d)[:, s0:s1]
-            a, eta, eta_ch, delta, theta = self.gates(l, Y[:, s0:s1])
+            # the memory's inputs of rows 0..s1-1 (its conv is causal); the rows before s0 are omega's halo only
+            qy = memq(Y)
+            ky = feats(l2norm(silu(causal_conv(Y @ p["wk"][l].T, p["conv_k"][l])).view(B, s1, H, d)))
+            vy = silu(causal_conv(Y @ p["wv"][l].T, p["conv_v"][l])).view(B, s1, H, d)
+            a, eta, eta_ch, delta, theta = self.gates(l, Y)
+            gamma = (torch.sigmoid(Y @ p["gate_gamma_w"][l].T + p["gate_gamma_b"][l]).view(B, s1, H, cfg["omega"])
+                     if cfg["omega"] > 1 else None)       # omega's window gates (SPEC §5.5)
             # g_t is the partial derivative with k, v held fixed (SPEC §9.3): k, v depend on P_(s) through
             # h, so the writes take their gradients at a copy of P_(s) (autograd differentiates w.r.t. it)
             state[0] = state[0].clone()
             if self.read_fn == "chunked":
                 y_ = memory_read_chunked(cfg, p["mem_p0"][l], ln_g, ln_b, qy, ky, vy, a, eta, theta,
-                                         grad_fn=self.grad_fn, eta_ch=eta_ch, delta=delta, state=state)
+                                         grad_fn=self.grad_fn, eta_ch=eta_ch, delta=delta, state=state,
+                                         gamma=gamma, t0=s0)
             else:                                         # (selftest: b = 1 against the online rule)
                 y_ = memory_read_online(cfg, p["mem_p0"][l], ln_g, ln_b, qy, ky, vy, a, eta, theta,
-                                        eta_ch=eta_ch, delta=delta, state=state)
+                                        eta_ch=eta_ch, delta=delta, state=state, gamma=gamma, t0=s0)
             ms.append(y_.reshape(B, n, D))
         y, m = torch.cat(ys, dim=1), torch.cat(ms, dim=1)
         o = rmsnorm(y @ p["att_wo"][l].T, p["og1_w"][l]) * torch.sigmoid(rmsnorm(m, p["og2_w"][l]))
@@ -1222,10 +1232,16 @@ FIXTURES = {
     # MAL and MAG with Lattice (-Q lattice, lattice_sim) and the phi* memory (-Q dot, deep_transformer): DEC at b = 1
     # (lat_k 4: the stream of N_p + T = 14 rows checkpoints at 4, 8, 12), SIM with the mu gate; dot's memory (deep l2,
     # omega 3, bounded W2 steps, b = 3) and deep_transformer's (deep dot bias, c = 1, bounded, b = 4)
-    # MAC with muon and the gated memory (no omega, no poly: MAC refuses those): token-level muon on the gated memory
+    # MAC with muon and the gated memory: token-level muon on the gated memory
     # (atlas_pp's without omega and poly, anchored), chunk-level muon on the deep memory; b = 2, C = 4
     "mac_muon_gated":  (2, 1, 1, "l2", "muon", 1, 1, 2, "none", 0, 1, 1, 0, 1),
     "mac_muonc":       (2, 1, 1, "l2", "muon_chunk", 1, 1, 2, "none", 0, 0, 1, 0, 0),
+    # MAC with the ATLAS family's memories (omega's halo crosses the segment boundary): omeganet's (deep + poly, gd,
+    # omega 3, anchored) and atlas_pp's (gated + poly, muon, omega 3, anchored) at b = 2, C = 4 (the chunk at t = 4 has
+    # the previous segment's rows 2, 3 as its halo); a linear Huber memory with omega 4 at b = 1 (halos of 3 chunks)
+    "mac_omeganet":    (2, 1, 1, "l2", "gd", 1, 1, 2, "none", 0, 1, 3, 1),
+    "mac_atlas_pp":    (2, 1, 1, "l2", "muon", 1, 1, 2, "none", 0, 1, 3, 1, 1),
+    "mac_omega_lin":   (1, 0, 0, "huber", "gd", 1, 1, 1, "none", 0, 0, 4),
     "mal_lattice":     (1, 0, 0, "l2", "gd", 0, 1, 1, "none", 0, 0, "dec", 4, 0),
     "mag_lattice_sim": (1, 0, 0, "l2", "gd", 1, 1, 1, "none", 0, 0, "sim", 4, 0),
     "mal_dot":         (2, 0, 0, "l2", "gd", 1, 1, 3, "none", 0, 0, 3, 0, 0, 2),
@@ -1273,6 +1289,9 @@ FIXTURE_TITANS = {
     "mag_atlas_pp":  ("mag", 2, 5),
     "mac_muon_gated":  ("mac", 2, 0),
     "mac_muonc":       ("mac", 3, 0),
+    "mac_omeganet":    ("mac", 2, 0),
+    "mac_atlas_pp":    ("mac", 3, 0),
+    "mac_omega_lin":   ("mac", 1, 0),
     "mal_lattice":     ("mal", 3, 4),
     "mag_lattice_sim": ("mag", 2, 5),
     "mal_dot":         ("mal", 2, 4),
@@ -1537,7 +1556,7 @@ FIXTURE_SEED = {
     "dot": 1045, "dot_linear": 1046, "dot_bound": 1047, "dt_bound": 1048, "mac_moneta": 1049, "mac_memora_cw": 1050,
     "mac_yaad_cw": 1051, "mal_omeganet": 1052, "mal_atlas": 1053, "mag_atlas_pp": 1054,
     "mal_lattice": 1055, "mag_lattice_sim": 1056, "mal_dot": 1057, "mag_dt": 1058, "mac_muon_gated": 1059,
-    "mac_muonc": 1060,
+    "mac_muonc": 1060, "mac_omeganet": 1061, "mac_atlas_pp": 1062, "mac_omega_lin": 1063,
 }
 
 
