@@ -5987,11 +5987,11 @@ __global__ void __launch_bounds__(MEM_THREADS) mac_memory_forward_kernel(MemArgs
     const real* lnb = m.ln ? A.lnb + (size_t)h * m.d : NULL;
     for (int ch = ch0; ch < ch1; ch++) {
         int t0 = ch * b, n = T - t0 < b ? T - t0 : b, last = ch == nch - 1;
-        load_chunk_inputs_gpu(&c, &A, bb, h, t0, n);
-        mem_step_forward_gpu(&m, &c, n, P + (size_t)ch * nP, S ? S + (size_t)ch * nP : NULL,
+        int nh = mem_load_chunk_gpu(&c, &A, bb, h, t0, n);  // omega's halo (a segment's first: the previous one's)
+        mem_step_forward_gpu(&m, &c, nh + n, P + (size_t)ch * nP, S ? S + (size_t)ch * nP : NULL,
                              last ? NULL : P + (size_t)(ch + 1) * nP, (S && !last) ? S + (size_t)(ch + 1) * nP : NULL,
                              lng, lnb);
-        scatter_rows_gpu(A.y, c.y, bb, h, t0, n, T, A.H, m.d);
+        scatter_rows_gpu(A.y, c.y + (size_t)nh * m.d, bb, h, t0, n, T, A.H, m.d);
     }
 }
 // its backward over the chunks [ch0, ch1) in reverse, from the carried dL/dP, dL/dS (none after the last segment:
@@ -6012,12 +6012,16 @@ __global__ void __launch_bounds__(MEM_THREADS)
     real *dPn = last ? NULL : cP, *dSn = last ? NULL : cS, *dPs = c.Pa, *dSs = c.Sa;
     for (int ch = ch1 - 1; ch >= ch0; ch--) {
         int t0 = ch * b, n = T - t0 < b ? T - t0 : b;
-        load_chunk_inputs_gpu(&c, &A, bb, h, t0, n);
-        gather_rows_gpu(c.dy, A.dy, bb, h, t0, n, T, A.H, d);
-        mem_step_backward_gpu(&m, &c, n, c.dy, A.P + base + (size_t)ch * nP,
+        int nh = mem_load_chunk_gpu(&c, &A, bb, h, t0, n);  // omega's halo rows (their dy is 0)
+        if (nh) block_zero(c.dy, (size_t)nh * d);
+        gather_rows_gpu(c.dy + (size_t)nh * d, A.dy, bb, h, t0, n, T, A.H, d);
+        mem_step_backward_gpu(&m, &c, nh + n, c.dy, A.P + base + (size_t)ch * nP,
                               mem_carries_S_gpu(&m) ? A.S + base + (size_t)ch * nP : NULL, dPn, dSn, dPs, dSs, lng,
                               lnb);
-        store_chunk_grads_gpu(&c, &A, bb, h, t0, n);
+        if (m.omega > 1 || m.poly)  // (accumulates: the halo's rows are the previous segment's, whose inputs'
+            omega_store_chunk_grads_gpu(&c, &A, bb, h, t0, n);  // backward runs after this one)
+        else
+            store_chunk_grads_gpu(&c, &A, bb, h, t0, n);
         dPn = dPs;
         dSn = dSs;
         dPs = dPs == c.Pa ? c.Pb : c.Pa;
@@ -6035,24 +6039,42 @@ __global__ void __launch_bounds__(MEM_THREADS)
     }
     __syncthreads();
 }
-// rows [t0, t0+n) as a read without update (a = 1, eta = 0, theta = 0, k = v = 0; mac_read_rows): q from uq
-__device__ void mac_read_rows_gpu(MemChunkGpu* c, const MemArgs* A, const real* uq, int bb, int h, int t0, int n) {
-    int d = A->m.d;
+// rows [t0, t0+n) as a read without update (a = 1, eta = 0, theta = 0, k = v = 0, no omega halo or window;
+// mac_read_rows): q from uq; with poly the raw rows go to qr, kr and q's features from uqf (B*T, H*D_phi) to q and k
+// (k's any finite row: eta = 0)
+__device__ void mac_read_rows_gpu(MemChunkGpu* c, const MemArgs* A, const real* uq, const real* uqf, int bb, int h,
+                                  int t0, int n) {
+    int d = A->m.d, din = A->m.din, poly = A->m.poly;
     FOR(e, n * d) {
-        c->q[e] = uq[((size_t)bb * A->T + t0 + e / d) * A->D + h * d + e % d];
-        c->k[e] = 0;
+        real x = uq[((size_t)bb * A->T + t0 + e / d) * A->D + h * d + e % d];
+        if (poly) {
+            c->qr[e] = x;
+            c->kr[e] = 0;
+        } else {
+            c->q[e] = x;
+            c->k[e] = 0;
+        }
         c->v[e] = 0;
     }
+    if (poly) FOR(e, n * din) {
+            real x = uqf[(((size_t)bb * A->T + t0 + e / din) * A->H + h) * din + e % din];
+            c->q[e] = x;
+            c->k[e] = x;
+        }
     FOR(t, n) {
         c->a[t] = 1;
         c->theta[t] = 0;
         c->eta[t] = 0;
     }
+    if (threadIdx.x == 0) {
+        c->nh = 0;
+        c->wc = 1;
+    }
     __syncthreads();
 }
 // h rows [s0, s1) = M(uq; P_(s)) at the segment-start state (chunk s0/b's), in pieces of <= b rows (mac_h_forward)
 __global__ void __launch_bounds__(MEM_THREADS)
-    mac_read_forward_kernel(MemArgs A, const real* uq, real* hout, int s0, int s1) {
+    mac_read_forward_kernel(MemArgs A, const real* uq, const real* uqf, real* hout, int s0, int s1) {
     __shared__ MemChunkGpu c;
     __shared__ MemCfg m;
     mac_block_setup(&c, &m, &A);
@@ -6060,16 +6082,17 @@ __global__ void __launch_bounds__(MEM_THREADS)
     size_t base = (((size_t)bb * A.H + h) * A.nch + s0 / b) * nP;
     for (int t0 = s0; t0 < s1; t0 += b) {
         int n = s1 - t0 < b ? s1 - t0 : b;
-        mac_read_rows_gpu(&c, &A, uq, bb, h, t0, n);
+        mac_read_rows_gpu(&c, &A, uq, uqf, bb, h, t0, n);
         mem_step_forward_gpu(&m, &c, n, A.P + base, mem_carries_S_gpu(&m) ? A.S + base : NULL, NULL, NULL,
                              m.ln ? A.lng + (size_t)h * m.d : NULL, m.ln ? A.lnb + (size_t)h * m.d : NULL);
         scatter_rows_gpu(hout, c.y, bb, h, t0, n, A.T, A.H, m.d);
     }
 }
-// its backward: duq rows (written), dL/dP_(s), dL/dS_(s) added to the carry, P_0 (anchor) and LN affine to A.dbh
+// its backward: duq rows (written; poly: the raw rows', and the features' into duqf), dL/dP_(s), dL/dS_(s) added to
+// the carry, P_0 (anchor) and LN affine to A.dbh
 __global__ void __launch_bounds__(MEM_THREADS)
-    mac_read_backward_kernel(MemArgs A, const real* uq, const real* dh, real* duq, int s0, int s1, real* carryP,
-                             real* carryS) {
+    mac_read_backward_kernel(MemArgs A, const real* uq, const real* uqf, const real* dh, real* duq, real* duqf, int s0,
+                             int s1, real* carryP, real* carryS) {
     __shared__ MemChunkGpu c;
     __shared__ MemCfg m;
     mac_block_setup(&c, &m, &A);
@@ -6081,11 +6104,12 @@ __global__ void __launch_bounds__(MEM_THREADS)
         block_zero(c.dlng, d);
         block_zero(c.dlnb, d);
         if (m.anchor) block_zero(c.dp0, nP);
-        mac_read_rows_gpu(&c, &A, uq, bb, h, t0, n);
+        mac_read_rows_gpu(&c, &A, uq, uqf, bb, h, t0, n);
         gather_rows_gpu(c.dy, dh, bb, h, t0, n, A.T, A.H, d);
         mem_step_backward_gpu(&m, &c, n, c.dy, A.P + base, mem_carries_S_gpu(&m) ? A.S + base : NULL, NULL, NULL, c.Pa,
                               c.Sa, m.ln ? A.lng + (size_t)h * d : NULL, m.ln ? A.lnb + (size_t)h * d : NULL);
-        scatter_rows_gpu(duq, c.dq, bb, h, t0, n, A.T, A.H, d);
+        scatter_rows_gpu(duq, c.dqr, bb, h, t0, n, A.T, A.H, d);  // (dqr: dq without poly)
+        if (m.poly) scatter_rows_gpu(duqf, c.dq, bb, h, t0, n, A.T, A.H, m.din);
         FOR(i, nP) {
             cP[i] += c.Pa[i];
             if (mem_carries_S_gpu(&m)) cS[i] += c.Sa[i];
@@ -6301,9 +6325,14 @@ static void mac_inputs_forward_gpu(ModelGpu* M, int l, int s0, int s1) {
         size_t r = (size_t)bb * T + s0, o = oD + r * D, oh = oH + r * H;
         l2norm_forward_gpu(a->q + o, a->qrn + oh, a->qs + o, n, H, d);
         l2norm_forward_gpu(a->k + o, a->krn + oh, a->ks + o, n, H, d);
+        if (M->mem.poly) {  // poly features (SPEC §5.6) of the l2-normed q, k
+            poly_forward_gpu(a->qf + oh * M->mem.din, a->q + o, p->poly_rho + (size_t)l * 3, n, H, d);
+            poly_forward_gpu(a->kf + oh * M->mem.din, a->k + o, p->poly_rho + (size_t)l * 3, n, H, d);
+        }
         gates_forward_gpu(M, l, t->z + o, NULL, n, a->ga + oh, a->geta + (size_t)l * N * Ge + r * Ge, a->gth + oh,
                           a->gdel + (size_t)l * N * Ge + r * Ge, a->geta_lr + (size_t)l * N * R + r * R,
                           a->gdel_lr + (size_t)l * N * R + r * R);
+        if (M->mem.omega > 1) omega_gates_forward_gpu(M, l, t->z + o, NULL, n, a->ggam + oh * M->mem.omega);
     }
 }
 // its backward for rows [s0, s1): from the gradients of the memory's inputs of those rows to dy (M->tx->g.z) rows
@@ -6319,6 +6348,15 @@ static void mac_inputs_backward_gpu(ModelGpu* M, int l, int s0, int s1) {
         size_t r = (size_t)bb * T + s0, o = oD + r * D, oh = oH + r * H;
         gates_backward_gpu(M, l, tg->z + o, t->z + o, NULL, n, a, g, oh, (size_t)l * N * Ge + r * Ge,
                            (size_t)l * N * R + r * R);
+        int w = M->mem.omega, din = M->mem.din;
+        if (w > 1) omega_gates_backward_gpu(M, l, tg->z + o, t->z + o, NULL, n, a->ggam + oh * w, g->ggam + oh * w);
+        if (M->mem.poly) {  // the features' gradients into q, k (which hold the residual's) and rho
+            const real* rho = p->poly_rho + (size_t)l * 3;
+            poly_backward_gpu(g->q + o, dp->poly_rho + (size_t)l * 3, g->qf + oh * din, a->q + o, rho, n, H, d,
+                              g_scratch);
+            poly_backward_gpu(g->k + o, dp->poly_rho + (size_t)l * 3, g->kf + oh * din, a->k + o, rho, n, H, d,
+                              g_scratch);
+        }
         l2norm_backward_gpu(g->qs + o, g->q + o, a->q + o, a->qrn + oh, n, H, d);
         l2norm_backward_gpu(g->ks + o, g->k + o, a->k + o, a->krn + oh, n, H, d);
         silu_backward_gpu(g->qc + o, g->qs + o, a->qc + o, (size_t)n * D);
@@ -6363,6 +6401,8 @@ static void mac_layer_forward_gpu(ModelGpu* M, int l) {
     matmul_forward_gpu(t->uqp + oD, u, p->wq + oW, NULL, N, D, D);
     conv_forward_gpu(t->uqc + oD, t->uqp + oD, p->conv_q + (size_t)l * D * K, B, T, D, K, t->uqs + oD);
     l2norm_forward_gpu(t->uq + oD, t->uqrn + oH, t->uqs + oD, N, H, d);
+    real* uqf = M->mem.poly ? t->uqf + oH * M->mem.din : NULL;  // poly: uq's features (SPEC §5.6)
+    if (uqf) poly_forward_gpu(uqf, t->uq + oD, p->poly_rho + (size_t)l * 3, N, H, d);
     matmul_forward_gpu(t->q + oD, u, p->att_wq + oW, NULL, N, D, D);
     rope_forward_gpu(t->q + oD, t->q + oD, B, T, H, d, 1, np);
     matmul_forward_gpu(t->k + oD, u, p->att_wk + oW, NULL, N, D, D);
@@ -6381,7 +6421,7 @@ static void mac_layer_forward_gpu(ModelGpu* M, int l) {
     MacKV kv = mac_kv(M, l);
     for (int s0 = 0; s0 < T; s0 += C) {
         int s1 = s0 + C < T ? s0 + C : T, n = s1 - s0;
-        mac_read_forward_kernel<<<B * H, MEM_THREADS, 0, g_stream>>>(A, t->uq + oD, t->h + oD, s0, s1);
+        mac_read_forward_kernel<<<B * H, MEM_THREADS, 0, g_stream>>>(A, t->uq + oD, uqf, t->h + oD, s0, s1);
         KCHECK("mac_read_forward");
         for (int bb = 0; bb < B; bb++) {
             size_t o = oD + ((size_t)bb * T + s0) * D;
@@ -6429,6 +6469,7 @@ static void mac_layer_backward_gpu(ModelGpu* M, int l) {
     size_t oP = (size_t)l * np * D;
     MacDKV gkv = {tg->k + oD, tg->v + oD, tg->kh + oD, tg->vh + oD, tg->kP + oP, tg->vP + oP};
     real *carryP = tg->dPc, *carryS = tg->dSc, *Dsc = tg->lse + oH;  // (g.lse: the softmax's Dj, scratch)
+    real *uqf = A.m.poly ? t->uqf + oH * A.m.din : NULL, *duqf = A.m.poly ? tg->uqf + oH * A.m.din : NULL;
     for (int s = (T + C - 1) / C - 1; s >= 0; s--) {
         int s0 = s * C, s1 = s0 + C < T ? s0 + C : T, n = s1 - s0;
         // the memory's chunks of the segment, in reverse, from the carried dL/dP (none after the last chunk)
@@ -6449,8 +6490,8 @@ static void mac_layer_backward_gpu(ModelGpu* M, int l) {
             matmul_backward_gpu(tg->h + o, dp->att_wv + oW, NULL, tg->vh + o, t->h + o, p->att_wv + oW, n, D, D);
         }
         // the h reads: dL/duq and dL/dP_(s), added to the carry
-        mac_read_backward_kernel<<<B * H, MEM_THREADS, 0, g_stream>>>(A, t->uq + oD, tg->h + oD, tg->uq + oD, s0, s1,
-                                                                      carryP, carryS);
+        mac_read_backward_kernel<<<B * H, MEM_THREADS, 0, g_stream>>>(A, t->uq + oD, uqf, tg->h + oD, tg->uq + oD, duqf,
+                                                                      s0, s1, carryP, carryS);
         KCHECK("mac_read_backward");
     }
     // P_0 and the memory LN, summed over the batch in a fixed order (the carry: dL/dP_0 through the state)
@@ -6466,6 +6507,9 @@ static void mac_layer_backward_gpu(ModelGpu* M, int l) {
     matmul_backward_gpu(du, dp->att_wq + oW, NULL, tg->q + oD, u, p->att_wq + oW, N, D, D);
     matmul_backward_gpu(du, dp->att_wk + oW, NULL, tg->k + oD, u, p->att_wk + oW, N, D, D);
     matmul_backward_gpu(du, dp->att_wv + oW, NULL, tg->v + oD, u, p->att_wv + oW, N, D, D);
+    if (uqf)  // the h reads' feature gradients into uq's (which holds the residual's) and rho
+        poly_backward_gpu(tg->uq + oD, dp->poly_rho + (size_t)l * 3, duqf, t->uq + oD, p->poly_rho + (size_t)l * 3, N,
+                          H, d, g_scratch);
     l2norm_backward_gpu(tg->uqs + oD, tg->uq + oD, t->uq + oD, t->uqrn + oH, N, H, d);
     silu_backward_gpu(tg->uqc + oD, tg->uqs + oD, t->uqc + oD, N * D);
     conv_backward_gpu(tg->uqp + oD, dp->conv_q + (size_t)l * D * K, tg->uqc + oD, t->uqp + oD,
@@ -7335,6 +7379,8 @@ static void mac_dec_layer_gpu(DecoderGpu* dec, int l, const real* u) {
     conv_step_gpu(t2, hist, t1, p->conv_q + (size_t)l * D * K, D, K);
     silu_forward_gpu(t1, t2, D);
     l2norm_forward_gpu(uq, rn, t1, 1, H, d);
+    real* uqf = m->poly ? uq + 9 * D + 2 : NULL;  // poly: uq's features (H*D_phi, after txbuf's rows)
+    if (uqf) poly_forward_gpu(uqf, uq, p->poly_rho + (size_t)l * 3, 1, H, d);
     MemArgs A;
     memset(&A, 0, sizeof A);
     A.m = *m;
@@ -7349,7 +7395,7 @@ static void mac_dec_layer_gpu(DecoderGpu* dec, int l, const real* u) {
     A.lng = m->ln ? p->mem_ln_g + (size_t)l * H * d : NULL;
     A.lnb = m->ln ? p->mem_ln_b + (size_t)l * H * d : NULL;
     A.chunks = dec->chunks;
-    mac_read_forward_kernel<<<H, MEM_THREADS, 0, g_stream>>>(A, uq, hrow, 0, 1);
+    mac_read_forward_kernel<<<H, MEM_THREADS, 0, g_stream>>>(A, uq, uqf, hrow, 0, 1);
     KCHECK("mac_dec_read");
     // keys and values of h_j and u_j (RoPE position N_p + pos), the query; attention over P, h_0, u_0, .., h_j, u_j
     matmul_forward_gpu(t1, hrow, p->att_wk + oW, NULL, 1, D, D);
@@ -7376,7 +7422,7 @@ static void titans_dec_init_gpu(DecoderGpu* dec) {
     ModelGpu* M = dec->M;
     const Config* c = &M->cfg;
     int D = c->D, np = c->npers;
-    dec->txbuf = (real*)dmalloc((size_t)(9 * D + 2) * sizeof(real));
+    dec->txbuf = (real*)dmalloc(((size_t)(9 * D + 2) + (M->mem.poly ? (size_t)c->H * M->mem.din : 0)) * sizeof(real));
     if (c->arch == ARCH_MAC) {
         dec->mac_seg =
             (real*)dmalloc((size_t)c->L * (2 * (size_t)c->H * M->mem.nP + (size_t)(c->K - 1) * D) * sizeof(real));
