@@ -3174,6 +3174,20 @@ static void omega_store_chunk_grads(const MemChunk* c, Model* M, int l, int bb, 
     }
 }
 
+// a chunk's inputs and gradients, whatever the memory: omega's halo and poly's features when it has them (returns the
+// halo rows nh, 0 without omega)
+static int mem_load_chunk(MemChunk* c, const Model* M, int l, int bb, int h, int t0, int n) {
+    if (M->mem.omega > 1 || M->mem.poly) return omega_load_chunk(c, M, l, bb, h, t0, n);
+    load_chunk_inputs(c, M, l, bb, h, t0, n);
+    return 0;
+}
+static void mem_store_chunk_grads(const MemChunk* c, Model* M, int l, int bb, int h, int t0, int n) {
+    if (M->mem.omega > 1 || M->mem.poly)
+        omega_store_chunk_grads(c, M, l, bb, h, t0, n);
+    else
+        store_chunk_grads(c, M, l, bb, h, t0, n);
+}
+
 // The first non-finite quantity of a chunk's backward, or NULL: the gradient arriving from the layers above (dy),
 // the gradient of the memory state at the chunk start (dL/dP_s; the recurrence's product grows here when a chunk
 // map amplifies), or the chunk's input gradients (q, k, v, gates).
@@ -3382,11 +3396,8 @@ static void memory_forward(Model* M, int l) {
             const real* lnb = m->ln ? M->params.mem_ln_b + lh * m->d : NULL;
             c->p0 = m->anchor ? M->params.mem_p0 + lh * nP : NULL;
             for (int ch = 0; ch < nch; ch++) {
-                int t0 = ch * b, n = T - t0 < b ? T - t0 : b, last = ch == nch - 1, nh = 0;  // nh: omega's halo rows
-                if (m->omega > 1 || m->poly)
-                    nh = omega_load_chunk(c, M, l, bb, h, t0, n);
-                else
-                    load_chunk_inputs(c, M, l, bb, h, t0, n);
+                int t0 = ch * b, n = T - t0 < b ? T - t0 : b, last = ch == nch - 1;
+                int nh = mem_load_chunk(c, M, l, bb, h, t0, n);  // omega's halo rows
                 mem_step_forward(m, c, nh + n, P + (size_t)ch * nP, S ? S + (size_t)ch * nP : NULL,
                                  last ? NULL : P + (size_t)(ch + 1) * nP,
                                  (S && !last) ? S + (size_t)(ch + 1) * nP : NULL, lng, lnb);
@@ -3427,20 +3438,14 @@ static void memory_backward(Model* M, int l) {
             c->p0 = m->anchor ? M->params.mem_p0 + lh * nP : NULL;
             real *dPn = NULL, *dSn = NULL, *dPs = c->Pa, *dSs = c->Sa;
             for (int ch = nch - 1; ch >= 0; ch--) {
-                int t0 = ch * b, n = T - t0 < b ? T - t0 : b, nh = 0;  // nh: omega's halo rows (their dy is 0)
+                int t0 = ch * b, n = T - t0 < b ? T - t0 : b;
                 real* Pc = P + (size_t)ch * nP;
                 real* Sc = S ? S + (size_t)ch * nP : NULL;
-                if (m->omega > 1 || m->poly)
-                    nh = omega_load_chunk(c, M, l, bb, h, t0, n);
-                else
-                    load_chunk_inputs(c, M, l, bb, h, t0, n);
+                int nh = mem_load_chunk(c, M, l, bb, h, t0, n);  // omega's halo rows (their dy is 0)
                 memset(c->dy, 0, (size_t)nh * d * sizeof(real));
                 gather_rows(c->dy + (size_t)nh * d, g->y + o * D, bb, h, t0, n, T, H, d);
                 mem_step_backward(m, c, nh + n, c->dy, Pc, Sc, dPn, dSn, dPs, dSs, lng, lnb);
-                if (m->omega > 1 || m->poly)
-                    omega_store_chunk_grads(c, M, l, bb, h, t0, n);
-                else
-                    store_chunk_grads(c, M, l, bb, h, t0, n);
+                mem_store_chunk_grads(c, M, l, bb, h, t0, n);
                 const char* what = mem_chunk_nonfinite(m, c, nh + n, dPs);  // keep the first place (in backward order)
                 if (what) {  // a memory went non-finite (shared: one writer)
 #pragma omp critical
@@ -4348,11 +4353,8 @@ static void mac_memory_forward(Model* M, int l, int ch0, int ch1) {
             const real* lnb = m->ln ? M->params.mem_ln_b + lh * m->d : NULL;
             c->p0 = m->anchor ? M->params.mem_p0 + lh * nP : NULL;
             for (int ch = ch0; ch < ch1; ch++) {
-                int t0 = ch * b, n = T - t0 < b ? T - t0 : b, last = ch == nch - 1, nh = 0;  // nh: omega's halo
-                if (m->omega > 1 || m->poly)  // (the first chunk of a segment: its halo is the previous segment's)
-                    nh = omega_load_chunk(c, M, l, bb, h, t0, n);
-                else
-                    load_chunk_inputs(c, M, l, bb, h, t0, n);
+                int t0 = ch * b, n = T - t0 < b ? T - t0 : b, last = ch == nch - 1;
+                int nh = mem_load_chunk(c, M, l, bb, h, t0, n);  // omega's halo (a segment's first: the previous one's)
                 mem_step_forward(m, c, nh + n, P + (size_t)ch * nP, S ? S + (size_t)ch * nP : NULL,
                                  last ? NULL : P + (size_t)(ch + 1) * nP,
                                  (S && !last) ? S + (size_t)(ch + 1) * nP : NULL, lng, lnb);
@@ -4653,20 +4655,16 @@ static void mac_layer_backward(Model* M, int l) {
                 const real *dPn = s1 == T ? NULL : carry, *dSn = s1 == T ? NULL : carryS;
                 real *dPs = ck->Pa, *dSs = ck->Sa;
                 for (int ch = (s1 + b - 1) / b - 1; ch >= s0 / b; ch--) {
-                    int t0 = ch * b, nn = T - t0 < b ? T - t0 : b, nh = 0;  // nh: omega's halo (dy 0)
-                    if (m->omega > 1 || m->poly)
-                        nh = omega_load_chunk(ck, M, l, bb, h, t0, nn);
-                    else
-                        load_chunk_inputs(ck, M, l, bb, h, t0, nn);
+                    int t0 = ch * b, nn = T - t0 < b ? T - t0 : b;
+                    int nh = mem_load_chunk(ck, M, l, bb, h, t0, nn);  // omega's halo rows (their dy is 0)
                     memset(ck->dy, 0, (size_t)nh * d * sizeof(real));
                     gather_rows(ck->dy + (size_t)nh * d, g->y + oD, bb, h, t0, nn, T, H, d);
                     mem_step_backward(m, ck, nh + nn, ck->dy, M->mem_P + base + (size_t)ch * nP,
                                       mem_carries_S(m) ? M->mem_S + base + (size_t)ch * nP : NULL, dPn, dSn, dPs, dSs,
                                       lng, lnb);
-                    if (m->omega > 1 || m->poly)  // (accumulates: the halo's rows are the previous segment's, whose
-                        omega_store_chunk_grads(ck, M, l, bb, h, t0, nn);  // inputs' backward runs after this one)
-                    else
-                        store_chunk_grads(ck, M, l, bb, h, t0, nn);
+                    // (omega accumulates: the halo's rows are the previous segment's, whose inputs' backward runs
+                    // after this one)
+                    mem_store_chunk_grads(ck, M, l, bb, h, t0, nn);
                     dPn = dPs;
                     dSn = dSs;
                     dPs = dPs == ck->Pa ? ck->Pb : ck->Pa;
