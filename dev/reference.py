@@ -775,19 +775,21 @@ def memory_read_online(cfg, P0, ln_g, ln_b, q, k, v, a, eta, theta, eta_ch=None,
     return torch.stack(ys, dim=1)
 
 
-def lattice_read(cfg, q, k, v, eta, mu):
+def lattice_read(cfg, q, k, v, eta, mu, state=None, t0=0):
     """Lattice (SPEC §5.8), the naive per-token loop; autograd differentiates through it.
     q, k, v (B,T,H,d); eta (B,T,H); mu (B,T,H) or None (= 1). State S (B,H,d,m), m = d slots as
     columns, S_0 = I. Per token:
         DEC: h = S k - v, c = k     ENC: h = v, c = S^T v - k     SIM: h = -v, c = k
         g = S^T h ; A = mu + eta (c * g) ; W = S diag(A) - eta h c^T
         S_t = W with each column divided by its norm ; y_t = S_t q_t
-    Ablation bits (cfg["lat_ablate"]): 1 drops eta (c * g) from A, 2 drops the renormalisation."""
+    Ablation bits (cfg["lat_ablate"]): 1 drops eta (c * g) from A, 2 drops the renormalisation.
+    state, t0 (MAC's segments): None, or [S, _] to start from at row t0 (the rows before are not used), replaced in
+    place by the end state."""
     B, T, H, d = q.shape
     kind, abl = cfg["lattice"], cfg["lat_ablate"]
-    S = torch.eye(d, dtype=q.dtype).expand(B, H, d, d)
+    S = torch.eye(d, dtype=q.dtype).expand(B, H, d, d) if state is None else state[0]
     ys = []
-    for t in range(T):
+    for t in range(t0, T):
         kt, vt, qt = k[:, t], v[:, t], q[:, t]                          # (B,H,d)
         et = eta[:, t].unsqueeze(-1)                                  # (B,H,1)
         mt = 1.0 if mu is None else mu[:, t].unsqueeze(-1)
@@ -804,10 +806,12 @@ def lattice_read(cfg, q, k, v, eta, mu):
         W = S * A.unsqueeze(-2) - et.unsqueeze(-1) * h.unsqueeze(-1) * c.unsqueeze(-2)
         S = W if abl & LATA_NO_RENORM else W / torch.sqrt((W * W).sum(dim=-2, keepdim=True))
         ys.append(torch.einsum("bhrm,bhm->bhr", S, qt))
+    if state is not None:
+        state[:] = [S, None]
     return torch.stack(ys, dim=1)
 
 
-def lattice_read_paper(cfg, q, k, v, eta, mu):
+def lattice_read_paper(cfg, q, k, v, eta, mu, state=None, t0=0):
     """The same rule written independently, slot by slot in the paper's form (selftest's "online" path):
     the decoder uses the normalised slots phi_i = s_i / |s_i|; the step on slot i is the projected gradient
     Delta s_i = -eta c_i P(s_i) h / |s_i| with P(s) = I - s s^T / |s|^2 (Eq. 7/13; ENC's c uses phi too),
@@ -819,8 +823,10 @@ def lattice_read_paper(cfg, q, k, v, eta, mu):
     kind, abl = cfg["lattice"], cfg["lat_ablate"]
     ortho, renorm = not abl & LATA_NO_ORTHO, not abl & LATA_NO_RENORM
     slots = [torch.zeros(B, H, d, dtype=q.dtype).index_fill(-1, torch.tensor([i]), 1.0) for i in range(d)]
+    if state is not None:                                 # (MAC: start from S, slot i its column i, at row t0)
+        slots = [state[0][..., :, i] for i in range(d)]
     ys = []
-    for t in range(T):
+    for t in range(t0, T):
         kt, vt, qt, et = k[:, t], v[:, t], q[:, t], eta[:, t].unsqueeze(-1)
         mt = 1.0 if mu is None else mu[:, t].unsqueeze(-1)
         nrm = [torch.sqrt((s_ * s_).sum(-1, keepdim=True)) for s_ in slots]
@@ -842,6 +848,8 @@ def lattice_read_paper(cfg, q, k, v, eta, mu):
             new.append(w / torch.sqrt((w * w).sum(-1, keepdim=True)) if renorm else w)
         slots = new
         ys.append(sum(slots[i] * qt[..., i:i + 1] for i in range(d)))
+    if state is not None:
+        state[:] = [torch.stack(slots, dim=-1), None]
     return torch.stack(ys, dim=1)
 
 
@@ -1024,8 +1032,12 @@ class MirasModel:
         Pr = p["pers"][l].unsqueeze(0).expand(B, np_, D) if np_ else u[:, :0]
         kP = rope_at((Pr @ p["att_wk"][l].T).view(B, np_, H, d), list(range(np_)))
         vP = (Pr @ p["att_wv"][l].T).view(B, np_, H, d)
-        state = [p["mem_p0"][l].unsqueeze(0).repeat(B, 1, 1), None]
-        state[1] = torch.zeros_like(state[0])
+        lat = cfg["lattice"] != "none"                   # Lattice: the state S (B,H,d,m), S_0 = I (no P_0)
+        if lat:
+            state = [torch.eye(d, dtype=u.dtype).expand(B, H, d, d), None]
+        else:
+            state = [p["mem_p0"][l].unsqueeze(0).repeat(B, 1, 1), None]
+            state[1] = torch.zeros_like(state[0])
         ys, ms = [], []
         for s0 in range(0, T, C):
             s1 = min(s0 + C, T)
@@ -1034,8 +1046,11 @@ class MirasModel:
             ret = cfg["retention"]                        # the weights of the segment-start state P_(s)
             Wseg = (state[0] / lq_scale(cfg, state[0]) if ret == "lq" else
                     kl_weights(cfg, state[0]) if ret == "kl" else state[0])
-            h = torch.stack([mem_apply(cfg, Wseg, qu[:, t], ln_g, ln_b) for t in range(s0, s1)],
-                            dim=1).reshape(B, n, D)   # read at P_(s), no update
+            if lat:                                       # Lattice's read y = S q at S_(s)
+                h = torch.einsum("bhrm,bnhm->bnhr", state[0], qu[:, s0:s1]).reshape(B, n, D)
+            else:
+                h = torch.stack([mem_apply(cfg, Wseg, qu[:, t], ln_g, ln_b) for t in range(s0, s1)],
+                                dim=1).reshape(B, n, D)   # read at P_(s), no update
             us = u[:, s0:s1]
             q = rope_at((us @ p["att_wq"][l].T).view(B, n, H, d), pos)
             kh = rope_at((h @ p["att_wk"][l].T).view(B, n, H, d), pos)
@@ -1061,7 +1076,10 @@ class MirasModel:
             # g_t is the partial derivative with k, v held fixed (SPEC §9.3): k, v depend on P_(s) through
             # h, so the writes take their gradients at a copy of P_(s) (autograd differentiates w.r.t. it)
             state[0] = state[0].clone()
-            if self.read_fn == "chunked":
+            if lat:                                       # mu = the a gate (1 without it), as the mixer's
+                y_ = (lattice_read_paper if self.read_fn == "online" else lattice_read)(cfg, qy, ky, vy, eta, a,
+                                                                                       state=state, t0=s0)
+            elif self.read_fn == "chunked":
                 y_ = memory_read_chunked(cfg, p["mem_p0"][l], ln_g, ln_b, qy, ky, vy, a, eta, theta,
                                          grad_fn=self.grad_fn, eta_ch=eta_ch, delta=delta, state=state,
                                          gamma=gamma, t0=s0)
@@ -1242,6 +1260,10 @@ FIXTURES = {
     "mac_omeganet":    (2, 1, 1, "l2", "gd", 1, 1, 2, "none", 0, 1, 3, 1),
     "mac_atlas_pp":    (2, 1, 1, "l2", "muon", 1, 1, 2, "none", 0, 1, 3, 1, 1),
     "mac_omega_lin":   (1, 0, 0, "huber", "gd", 1, 1, 1, "none", 0, 0, 4),
+    # MAC with Lattice: DEC with checkpoints every 3 tokens (segments of C 4 start inside them), SIM with the mu gate
+    # and without the renormalisation (lat_k 4)
+    "mac_lattice":     (1, 0, 0, "l2", "gd", 0, 1, 1, "none", 0, 0, "dec", 3, 0),
+    "mac_lattice_sim": (1, 0, 0, "l2", "gd", 1, 1, 1, "none", 0, 0, "sim", 4, 2),
     "mal_lattice":     (1, 0, 0, "l2", "gd", 0, 1, 1, "none", 0, 0, "dec", 4, 0),
     "mag_lattice_sim": (1, 0, 0, "l2", "gd", 1, 1, 1, "none", 0, 0, "sim", 4, 0),
     "mal_dot":         (2, 0, 0, "l2", "gd", 1, 1, 3, "none", 0, 0, 3, 0, 0, 2),
@@ -1292,6 +1314,8 @@ FIXTURE_TITANS = {
     "mac_omeganet":    ("mac", 2, 0),
     "mac_atlas_pp":    ("mac", 3, 0),
     "mac_omega_lin":   ("mac", 1, 0),
+    "mac_lattice":     ("mac", 2, 0),
+    "mac_lattice_sim": ("mac", 3, 0),
     "mal_lattice":     ("mal", 3, 4),
     "mag_lattice_sim": ("mag", 2, 5),
     "mal_dot":         ("mal", 2, 4),
@@ -1556,7 +1580,8 @@ FIXTURE_SEED = {
     "dot": 1045, "dot_linear": 1046, "dot_bound": 1047, "dt_bound": 1048, "mac_moneta": 1049, "mac_memora_cw": 1050,
     "mac_yaad_cw": 1051, "mal_omeganet": 1052, "mal_atlas": 1053, "mag_atlas_pp": 1054,
     "mal_lattice": 1055, "mag_lattice_sim": 1056, "mal_dot": 1057, "mag_dt": 1058, "mac_muon_gated": 1059,
-    "mac_muonc": 1060, "mac_omeganet": 1061, "mac_atlas_pp": 1062, "mac_omega_lin": 1063,
+    "mac_muonc": 1060, "mac_omeganet": 1061, "mac_atlas_pp": 1062, "mac_omega_lin": 1063, "mac_lattice": 1064,
+    "mac_lattice_sim": 1065,
 }
 
 
