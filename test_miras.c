@@ -204,6 +204,7 @@ static const char* FIXTURES[] = {
     "mac_muon_gated", "mac_muonc",  // MAC with muon on the gated memory (N_p 2), chunk-level muon (N_p 3)
     "mac_omeganet", "mac_atlas_pp",  // MAC with omeganet's, atlas_pp's memories (omega 3, b 2: halos cross segments)
     "mac_omega_lin",  // MAC with a linear Huber memory, omega 4 at b 1 (N_p 1)
+    "mac_lattice", "mac_lattice_sim",  // MAC with Lattice: DEC (lat_k 3, N_p 2), SIM + mu, no renorm (lat_k 4, N_p 3)
     "mal_omeganet", "mal_atlas", "mag_atlas_pp",  // MAL, MAG with the ATLAS memories (omega 3, poly; muon; gated)
     "mal_lattice", "mag_lattice_sim", "mal_dot", "mag_dt",  // with Lattice (DEC, SIM + mu) and phi* (dot's, DT's)
     "omega_gd", "omega_mom", "omega_linear",  // the ATLAS family (omega window 3, 3, 4)
@@ -2113,7 +2114,8 @@ static const char* SWEEP_PRESETS[] = {"titans",      "moneta",
                                       "dot",         "mal",
                                       "mag",         "mac",
                                       "mal/lattice", "mag/lattice_enc",
-                                      "mal/dot",     "mag/deep_transformer"};
+                                      "mal/dot",     "mag/deep_transformer",
+                                      "mac/lattice"};
 #define SWEEP_NP ((int)(sizeof SWEEP_PRESETS / sizeof *SWEEP_PRESETS))
 // the combinations of a preset that config_check accepts (*na of them) and, in pick (returned: how many), those the
 // sweep runs: all, or a set that covers every pair of option values any accepted combination has (greedy: each pick
@@ -3654,14 +3656,15 @@ static void test_atlas_bad_input(void) {
                               {"-I 4", "bad -I 4"},
                               {"-p omeganet -D 256 -H 2", "head width of at most 64"},
                               {"-p moneta -I 1", "the poly features"},
-                              // MAC takes no Lattice or phi* memory (the ATLAS family's: the fixtures mac_omeganet,
-                              // mac_atlas_pp, mac_omega_lin, mac_muon_gated, mac_muonc; MAL and MAG take them all:
+                              // MAC takes no phi* memory (the ATLAS family's and Lattice: the fixtures mac_omeganet,
+                              // mac_atlas_pp, mac_omega_lin, mac_muon_gated, mac_muonc, mac_lattice, mac_lattice_sim;
+                              // MAL and MAG take them all:
                               // mal_omeganet, mal_atlas, mag_atlas_pp, mal_lattice, mag_lattice_sim, mal_dot, mag_dt);
                               // in MAC the ATLAS memories keep their own rules (omega: no channel-wise gates, no lq)
                               {"-p mac -Q omeganet -R 2", "channel-wise gates"},
                               {"-p mac -Q memora -G 4", "the omega rule"},
                               {"-p mac -Q moneta -I 1", "the poly features"},
-                              {"-p mac -Q dot", "MAC is not built with the Lattice or phi* memories"},
+                              {"-p mac -Q dot", "MAC is not built with the phi* memory"},
                               {"-U 4", "bad -U 4"},
                               {"-T 2", "bad -T 2"},
                               // the gated deep memory: deep, no lq / kl, not phi*
@@ -3677,7 +3680,7 @@ static void test_atlas_bad_input(void) {
                               {"-p moneta -U 2", "muon with retention 1"},
                               {"-p memora -U 2", "muon with retention 2"},
                               {"-p lattice -U 2", "Lattice needs its own memory"},
-                              {"-p mac -Q lattice", "MAC is not built with the Lattice or phi* memories"},
+                              {"-p mac -Q deep_transformer", "MAC is not built with the phi* memory"},
                               {"-p lattice -G 4", "Lattice takes no omega"},
                               {"-p lattice_sim -I 1", "Lattice takes no omega"},
                               // the phi* memory (DT, DOT): gd with the l2 or dot bias, no residual or LN

@@ -3660,9 +3660,9 @@ static void config_check(const Config* c) {
         if (c->arch == ARCH_MAC ? (c->seg < 1 || c->seg % c->b) : c->seg != 0)
             DIE("give -C a multiple of the chunk size -k (MAC only)", "%sbad MAC segment length %d for chunk size %d",
                 cfg_origin, c->seg, c->b);
-        if (c->arch == ARCH_MAC && (c->lattice || c->phistar))
-            DIE("use mac with a memory of sections 3-5 (mal and mag also take Lattice and the phi* memory)",
-                "%sMAC is not built with the Lattice or phi* memories", cfg_origin);
+        if (c->arch == ARCH_MAC && c->phistar)
+            DIE("use mac with a memory of sections 3-5 or Lattice (mal and mag also take the phi* memory)",
+                "%sMAC is not built with the phi* memory", cfg_origin);
     }
     if (c->lattice && (c->omega > 1 || c->poly))
         DIE("drop -G and -I with the lattice presets", "%sLattice takes no omega window or poly features", cfg_origin);
@@ -4115,6 +4115,7 @@ typedef struct {
     real *uqp, *uqc, *uqs, *uq,
         *uqrn;  // MAC: (L, N, D) the u sequence's memory q: u Wq^T, conv, SiLU, l2 norm; (L, N, H)
     real* uqf;  // MAC with poly: (L, N, H*din) the poly features of uq (SPEC §5.6)
+    real* Sseg;  // MAC with Lattice: (L, B, H, nseg + 1, nP) the state S at every segment start (and the end)
     real *h, *kh, *vh, *kP, *vP;  // MAC: (L, N, D) h, its RoPE'd keys and values; (L, N_p, D) P's
     real *dPc, *dSc;  // MAC (gradients only): (B, H, nP) dL/dP, dL/dS carried across segments
 } TxActs;
@@ -4156,6 +4157,7 @@ static size_t tx_point(TxActs* t, real* p, const Config* c, int B, int T) {
     TX(uq, Lc * N * D);
     TX(uqrn, Lc * N * H);
     TX(uqf, mc.poly ? Lc * N * H * mc.din : 0);
+    TX(Sseg, Lc && c->lattice ? Lc * B * H * ((T + c->seg - 1) / c->seg + 1) * nP : 0);
     TX(h, Lc * N * D);
     TX(kh, Lc * N * D);
     TX(vh, Lc * N * D);
@@ -4277,6 +4279,7 @@ static void tx_attn_backward(Model* M, int l, real* dua, const real* ua, int Tr,
 // The ATLAS family's memories (SPEC §5.5-5.6): omega's window reaches back across segments (the first chunk of a
 // segment takes the previous segment's last c-1 rows as its halo, their gradients flowing back into that segment's
 // memory inputs before their backward runs); poly's features of uq feed the h reads (the residual adds the raw uq).
+// Lattice (section 3b, per token): mac_lat_* below, the state kept at every segment start.
 
 // RoPE on rows [t0, t1) of each sequence of x (B, T, H*d), at positions off + t, in place (dir -1: backward)
 static void rope_rows(real* x, int B, int T, int H, int d, int t0, int t1, int off, int dir) {
@@ -4554,6 +4557,116 @@ static void mac_h_forward(Model* M, int l, int s0, int s1) {
         }
 }
 
+// MAC with Lattice (section 3b's memory, per token): the state S of (sequence bb, head h) at the start of segment s
+// (TxActs Sseg; slot nseg: the end), and lattice_memory_forward's checkpoints every lat_k-th token in mem_P
+static real* mac_lat_seg(const Model* M, int l, int bb, int h, int s) {
+    size_t ns = (M->T + M->cfg.seg - 1) / M->cfg.seg + 1;
+    return M->tx->a.Sseg + ((((size_t)l * M->B + bb) * M->cfg.H + h) * ns + s) * M->mem.nP;
+}
+// h rows [s0, s1) of segment s: Lattice's read y = S_(s) q (no update), q = uq
+static void mac_lat_h_forward(Model* M, int l, int s, int s0, int s1) {
+    int B = M->B, T = M->T, H = M->cfg.H, D = M->cfg.D, d = M->mem.d;
+    size_t oD = (size_t)l * B * T * D;
+#pragma omp parallel for collapse(2) schedule(dynamic)
+    for (int bb = 0; bb < B; bb++)
+        for (int h = 0; h < H; h++) {
+            const real* S = mac_lat_seg(M, l, bb, h, s);
+            for (int t = s0; t < s1; t++) {
+                size_t o = oD + ((size_t)bb * T + t) * D + (size_t)h * d;
+                const real* q = M->tx->a.uq + o;
+                for (int r = 0; r < d; r++) {  // y_r = sum_i S[i][r] q_i (column i of S is slot i)
+                    real y = 0;
+                    for (int i = 0; i < d; i++) y += S[(size_t)i * d + r] * q[i];
+                    M->tx->a.h[o + r] = y;
+                }
+            }
+        }
+}
+// the memory's steps over rows [s0, s1) of segment s from S_(s): reads into acts.y, checkpoints at every lat_k-th
+// token (as lattice_memory_forward), the end state into S_(s+1)
+static void mac_lat_memory_forward(Model* M, int l, int s, int s0, int s1) {
+    const MemCfg* m = &M->mem;
+    int B = M->B, T = M->T, H = M->cfg.H, D = M->cfg.D, d = m->d, k = m->lat_k, ns = lattice_slots(&M->cfg, T);
+    size_t nP = m->nP;
+    const ActivationTensors* a = &M->acts;
+#pragma omp parallel for collapse(2) schedule(dynamic)
+    for (int bb = 0; bb < B; bb++)
+        for (int h = 0; h < H; h++) {
+            real* scr = M->lat_scratch + (size_t)thread_id() * lattice_scratch_size(d, k);
+            real *Sa = scr, *Sb = scr + nP;
+            LatVec w;
+            latvec_carve(&w, scr + ((size_t)k + 2) * nP, d);
+            real* ck = M->mem_P + (((size_t)l * B + bb) * H + h) * ns * nP;
+            memcpy(Sa, mac_lat_seg(M, l, bb, h, s), nP * sizeof(real));
+            for (int t = s0; t < s1; t++) {
+                if (t % k == 0) memcpy(ck + (size_t)(t / k) * nP, Sa, nP * sizeof(real));
+                size_t r = (size_t)l * B * T + (size_t)bb * T + t;
+                lattice_step_forward(m, Sa, Sb, a->q + r * D + h * d, a->k + r * D + h * d, a->v + r * D + h * d,
+                                     a->geta[r * H + h], a->ga[r * H + h], M->acts.y + r * D + h * d, &w);
+                real* tmp = Sa;
+                Sa = Sb;
+                Sb = tmp;
+            }
+            memcpy(mac_lat_seg(M, l, bb, h, s + 1), Sa, nP * sizeof(real));
+        }
+}
+// its backward over rows [s0, s1) in reverse, from the carried G = dL/dS at s1 (tx g.dPc) to G at s0: the blocks of
+// lat_k tokens that meet the segment, each recomputed from its checkpoint (a block that starts before s0: from S_(s),
+// the same state bit for bit), then stepped back (lattice_memory_backward's loop)
+static void mac_lat_memory_backward(Model* M, int l, int s, int s0, int s1) {
+    const MemCfg* m = &M->mem;
+    int B = M->B, T = M->T, H = M->cfg.H, D = M->cfg.D, d = m->d, k = m->lat_k, ns = lattice_slots(&M->cfg, T);
+    size_t nP = m->nP;
+    const ActivationTensors* a = &M->acts;
+    ActivationTensors* g = &M->grads_acts;
+#pragma omp parallel for collapse(2) schedule(dynamic)
+    for (int bb = 0; bb < B; bb++)
+        for (int h = 0; h < H; h++) {
+            real* scr = M->lat_scratch + (size_t)thread_id() * lattice_scratch_size(d, k);
+            real *St = scr, *G = M->tx->g.dPc + ((size_t)bb * H + h) * nP;
+            LatVec w;
+            latvec_carve(&w, scr + ((size_t)k + 2) * nP, d);
+            const real* ck = M->mem_P + (((size_t)l * B + bb) * H + h) * ns * nP;
+            for (int sg = (s1 - 1) / k; sg >= s0 / k; sg--) {
+                int t0 = sg * k < s0 ? s0 : sg * k, t1 = sg * k + k < s1 ? sg * k + k : s1, n = t1 - t0;
+                memcpy(St, sg * k < s0 ? mac_lat_seg(M, l, bb, h, s) : ck + (size_t)sg * nP, nP * sizeof(real));
+                for (int j = 0; j < n; j++) {
+                    size_t r = (size_t)l * B * T + (size_t)bb * T + t0 + j;
+                    lattice_step_forward(m, St + (size_t)j * nP, St + (size_t)(j + 1) * nP, NULL, a->k + r * D + h * d,
+                                         a->v + r * D + h * d, a->geta[r * H + h], a->ga[r * H + h], NULL, &w);
+                }
+                for (int j = n - 1; j >= 0; j--) {
+                    size_t r = (size_t)l * B * T + (size_t)bb * T + t0 + j;
+                    lattice_step_backward(m, St + (size_t)j * nP, St + (size_t)(j + 1) * nP, a->q + r * D + h * d,
+                                          a->k + r * D + h * d, a->v + r * D + h * d, a->geta[r * H + h],
+                                          a->ga[r * H + h], g->y + r * D + h * d, G, g->q + r * D + h * d,
+                                          g->k + r * D + h * d, g->v + r * D + h * d, &g->geta[r * H + h],
+                                          &g->ga[r * H + h], &w);
+                }
+            }
+        }
+}
+// the h reads' backward of segment s: duq = S_(s)^T dh (written), G += sum_t dh_t uq_t^T (dS[i][r] += dh_r q_i)
+static void mac_lat_h_backward(Model* M, int l, int s, int s0, int s1) {
+    int B = M->B, T = M->T, H = M->cfg.H, D = M->cfg.D, d = M->mem.d;
+    size_t oD = (size_t)l * B * T * D, nP = M->mem.nP;
+    TxActs *t = &M->tx->a, *tg = &M->tx->g;
+#pragma omp parallel for collapse(2) schedule(dynamic)
+    for (int bb = 0; bb < B; bb++)
+        for (int h = 0; h < H; h++) {
+            const real* S = mac_lat_seg(M, l, bb, h, s);
+            real* G = tg->dPc + ((size_t)bb * H + h) * nP;
+            for (int j = s0; j < s1; j++) {
+                size_t o = oD + ((size_t)bb * T + j) * D + (size_t)h * d;
+                const real *dy = tg->h + o, *q = t->uq + o;
+                for (int i = 0; i < d; i++) {
+                    tg->uq[o + i] = dotv(S + (size_t)i * d, dy, d);
+                    for (int r = 0; r < d; r++) G[(size_t)i * d + r] += dy[r] * q[i];
+                }
+            }
+        }
+}
+
 // MAC's mixing part of layer l: M->acts.mo from u = M->acts.ln1 (model_forward then adds x)
 static void mac_layer_forward(Model* M, int l) {
     const Config* c = &M->cfg;
@@ -4584,14 +4697,21 @@ static void mac_layer_forward(Model* M, int l) {
         matmul_forward(t->vP + (size_t)l * np * D, Pr, p->att_wv + oW, NULL, np, D, D);
     }
     for (int bb = 0; bb < B; bb++)
-        for (int h = 0; h < H; h++) {  // the state at the first segment's start: P_0, S = 0
+        for (int h = 0; h < H; h++) {  // the state at the first segment's start: P_0, S = 0 (Lattice: S_0 = I)
+            if (m->lattice) {
+                lattice_identity(mac_lat_seg(M, l, bb, h, 0), m->d);
+                continue;
+            }
             size_t base = ((((size_t)l * B + bb) * H + h) * nch) * m->nP;
             memcpy(M->mem_P + base, p->mem_p0 + ((size_t)l * H + h) * m->nP, m->nP * sizeof(real));
             if (mem_carries_S(m)) memset(M->mem_S + base, 0, m->nP * sizeof(real));
         }
     for (int s0 = 0; s0 < T; s0 += C) {
         int s1 = s0 + C < T ? s0 + C : T, n = s1 - s0;
-        mac_h_forward(M, l, s0, s1);
+        if (m->lattice)
+            mac_lat_h_forward(M, l, s0 / C, s0, s1);
+        else
+            mac_h_forward(M, l, s0, s1);
         for (int bb = 0; bb < B; bb++) {
             size_t o = oD + ((size_t)bb * T + s0) * D;
             matmul_forward(t->kh + o, t->h + o, p->att_wk + oW, NULL, n, D, D);
@@ -4600,7 +4720,10 @@ static void mac_layer_forward(Model* M, int l) {
         rope_rows(t->kh + oD, B, T, H, d, s0, s1, np, 1);
         mac_attn_forward(M, l, s0, s1);
         mac_inputs_forward(M, l, s0, s1);
-        mac_memory_forward(M, l, s0 / b, (s1 + b - 1) / b);
+        if (m->lattice)
+            mac_lat_memory_forward(M, l, s0 / C, s0, s1);
+        else
+            mac_memory_forward(M, l, s0 / b, (s1 + b - 1) / b);
     }
     // x += RMSNorm_g1(y Wo_a^T) * sigmoid(RMSNorm_g2(m))
     matmul_forward(t->y + oD, t->z + oD, p->att_wo + oW, NULL, N, D, D);
@@ -4636,48 +4759,52 @@ static void mac_layer_backward(Model* M, int l) {
     int nseg = (T + C - 1) / C;
     for (int s = nseg - 1; s >= 0; s--) {
         int s0 = s * C, s1 = s0 + C < T ? s0 + C : T, n = s1 - s0;
-// the memory's chunks of the segment, in reverse, from the carried dL/dP (none after the last chunk)
+        // the memory's chunks of the segment, in reverse, from the carried dL/dP (none after the last chunk)
+        if (m->lattice)  // (its carry: tg->dPc, 0 after the last segment)
+            mac_lat_memory_backward(M, l, s, s0, s1);
+        else {
 #pragma omp parallel for collapse(2) schedule(dynamic)
-        for (int bb = 0; bb < B; bb++)
-            for (int h = 0; h < H; h++) {
-                MemChunk* ck = &M->chunks[thread_id()];
-                size_t lh = (size_t)l * H + h, bh = (size_t)bb * H + h;
-                size_t base = ((((size_t)l * B + bb) * H + h) * nch) * nP;
-                const real* lng = m->ln ? p->mem_ln_g + lh * d : NULL;
-                const real* lnb = m->ln ? p->mem_ln_b + lh * d : NULL;
-                real* carry = tg->dPc + bh * nP;
-                real* carryS = tg->dSc + bh * nP;
-                real* acc = M->mem_dbh + bh * (nP + 2 * d);
-                memset(ck->dlng, 0, d * sizeof(real));
-                memset(ck->dlnb, 0, d * sizeof(real));
-                memset(ck->dp0, 0, nP * sizeof(real));
-                ck->p0 = m->anchor ? p->mem_p0 + lh * nP : NULL;
-                const real *dPn = s1 == T ? NULL : carry, *dSn = s1 == T ? NULL : carryS;
-                real *dPs = ck->Pa, *dSs = ck->Sa;
-                for (int ch = (s1 + b - 1) / b - 1; ch >= s0 / b; ch--) {
-                    int t0 = ch * b, nn = T - t0 < b ? T - t0 : b;
-                    int nh = mem_load_chunk(ck, M, l, bb, h, t0, nn);  // omega's halo rows (their dy is 0)
-                    memset(ck->dy, 0, (size_t)nh * d * sizeof(real));
-                    gather_rows(ck->dy + (size_t)nh * d, g->y + oD, bb, h, t0, nn, T, H, d);
-                    mem_step_backward(m, ck, nh + nn, ck->dy, M->mem_P + base + (size_t)ch * nP,
-                                      mem_carries_S(m) ? M->mem_S + base + (size_t)ch * nP : NULL, dPn, dSn, dPs, dSs,
-                                      lng, lnb);
-                    // (omega accumulates: the halo's rows are the previous segment's, whose inputs' backward runs
-                    // after this one)
-                    mem_store_chunk_grads(ck, M, l, bb, h, t0, nn);
-                    dPn = dPs;
-                    dSn = dSs;
-                    dPs = dPs == ck->Pa ? ck->Pb : ck->Pa;
-                    dSs = dSs == ck->Sa ? ck->Sb : ck->Sa;
+            for (int bb = 0; bb < B; bb++)
+                for (int h = 0; h < H; h++) {
+                    MemChunk* ck = &M->chunks[thread_id()];
+                    size_t lh = (size_t)l * H + h, bh = (size_t)bb * H + h;
+                    size_t base = ((((size_t)l * B + bb) * H + h) * nch) * nP;
+                    const real* lng = m->ln ? p->mem_ln_g + lh * d : NULL;
+                    const real* lnb = m->ln ? p->mem_ln_b + lh * d : NULL;
+                    real* carry = tg->dPc + bh * nP;
+                    real* carryS = tg->dSc + bh * nP;
+                    real* acc = M->mem_dbh + bh * (nP + 2 * d);
+                    memset(ck->dlng, 0, d * sizeof(real));
+                    memset(ck->dlnb, 0, d * sizeof(real));
+                    memset(ck->dp0, 0, nP * sizeof(real));
+                    ck->p0 = m->anchor ? p->mem_p0 + lh * nP : NULL;
+                    const real *dPn = s1 == T ? NULL : carry, *dSn = s1 == T ? NULL : carryS;
+                    real *dPs = ck->Pa, *dSs = ck->Sa;
+                    for (int ch = (s1 + b - 1) / b - 1; ch >= s0 / b; ch--) {
+                        int t0 = ch * b, nn = T - t0 < b ? T - t0 : b;
+                        int nh = mem_load_chunk(ck, M, l, bb, h, t0, nn);  // omega's halo rows (their dy is 0)
+                        memset(ck->dy, 0, (size_t)nh * d * sizeof(real));
+                        gather_rows(ck->dy + (size_t)nh * d, g->y + oD, bb, h, t0, nn, T, H, d);
+                        mem_step_backward(m, ck, nh + nn, ck->dy, M->mem_P + base + (size_t)ch * nP,
+                                          mem_carries_S(m) ? M->mem_S + base + (size_t)ch * nP : NULL, dPn, dSn, dPs,
+                                          dSs, lng, lnb);
+                        // (omega accumulates: the halo's rows are the previous segment's, whose inputs' backward runs
+                        // after this one)
+                        mem_store_chunk_grads(ck, M, l, bb, h, t0, nn);
+                        dPn = dPs;
+                        dSn = dSs;
+                        dPs = dPs == ck->Pa ? ck->Pb : ck->Pa;
+                        dSs = dSs == ck->Sa ? ck->Sb : ck->Sa;
+                    }
+                    memcpy(carry, dPn, nP * sizeof(real));
+                    if (mem_carries_S(m)) memcpy(carryS, dSn, nP * sizeof(real));
+                    for (int i = 0; i < nP; i++) acc[i] += ck->dp0[i];
+                    for (int i = 0; i < d; i++) {
+                        acc[nP + i] += ck->dlng[i];
+                        acc[nP + d + i] += ck->dlnb[i];
+                    }
                 }
-                memcpy(carry, dPn, nP * sizeof(real));
-                if (mem_carries_S(m)) memcpy(carryS, dSn, nP * sizeof(real));
-                for (int i = 0; i < nP; i++) acc[i] += ck->dp0[i];
-                for (int i = 0; i < d; i++) {
-                    acc[nP + i] += ck->dlng[i];
-                    acc[nP + d + i] += ck->dlnb[i];
-                }
-            }
+        }
         mac_inputs_backward(M, l, s0, s1);  // dy of the segment is complete: from the gate and the memory's inputs
         mac_attn_backward(M, l, s0, s1);
         rope_rows(tg->kh + oD, B, T, H, d, s0, s1, np, -1);
@@ -4686,49 +4813,53 @@ static void mac_layer_backward(Model* M, int l) {
             matmul_backward(tg->h + o, dp->att_wk + oW, NULL, tg->kh + o, t->h + o, p->att_wk + oW, n, D, D);
             matmul_backward(tg->h + o, dp->att_wv + oW, NULL, tg->vh + o, t->h + o, p->att_wv + oW, n, D, D);
         }
-// the h reads: dL/duq and dL/dP_(s), added to the carry
+        // the h reads: dL/duq and dL/dP_(s), added to the carry
+        if (m->lattice)
+            mac_lat_h_backward(M, l, s, s0, s1);
+        else {
 #pragma omp parallel for collapse(2) schedule(dynamic)
-        for (int bb = 0; bb < B; bb++)
-            for (int h = 0; h < H; h++) {
-                MemChunk* ck = &M->chunks[thread_id()];
-                size_t lh = (size_t)l * H + h, bh = (size_t)bb * H + h;
-                size_t base = ((((size_t)l * B + bb) * H + h) * nch + s0 / b) * nP;
-                const real* lng = m->ln ? p->mem_ln_g + lh * d : NULL;
-                const real* lnb = m->ln ? p->mem_ln_b + lh * d : NULL;
-                real* carry = tg->dPc + bh * nP;
-                real* carryS = tg->dSc + bh * nP;
-                real* acc = M->mem_dbh + bh * (nP + 2 * d);
-                ck->p0 = m->anchor ? p->mem_p0 + lh * nP : NULL;
-                for (int t0 = s0; t0 < s1; t0 += b) {
-                    int nn = s1 - t0 < b ? s1 - t0 : b;
-                    memset(ck->dlng, 0, d * sizeof(real));
-                    memset(ck->dlnb, 0, d * sizeof(real));
-                    memset(ck->dp0, 0, nP * sizeof(real));
-                    mac_read_rows(M, ck, t->uq + oD, m->poly ? t->uqf + oH * din : NULL, bb, h, t0, nn);
-                    gather_rows(ck->dy, tg->h + oD, bb, h, t0, nn, T, H, d);
-                    mem_step_backward(m, ck, nn, ck->dy, M->mem_P + base, mem_carries_S(m) ? M->mem_S + base : NULL,
-                                      NULL, NULL, ck->Pa, ck->Sa, lng, lnb);
-                    for (int r = 0; r < nn; r++) {  // (dqr: the raw row's; with poly dq is the features')
-                        memcpy(tg->uq + oD + ((size_t)bb * T + t0 + r) * D + h * d, ck->dqr + (size_t)r * d,
-                               d * sizeof(real));
-                        if (m->poly)
-                            memcpy(tg->uqf + oH * din + (((size_t)bb * T + t0 + r) * H + h) * din,
-                                   ck->dq + (size_t)r * din, din * sizeof(real));
-                    }
-                    for (int i = 0; i < nP; i++) {
-                        carry[i] += ck->Pa[i];
-                        acc[i] += ck->dp0[i];
-                    }
-                    if (mem_carries_S(m))
-                        for (int i = 0; i < nP; i++) carryS[i] += ck->Sa[i];
-                    for (int i = 0; i < d; i++) {
-                        acc[nP + i] += ck->dlng[i];
-                        acc[nP + d + i] += ck->dlnb[i];
+            for (int bb = 0; bb < B; bb++)
+                for (int h = 0; h < H; h++) {
+                    MemChunk* ck = &M->chunks[thread_id()];
+                    size_t lh = (size_t)l * H + h, bh = (size_t)bb * H + h;
+                    size_t base = ((((size_t)l * B + bb) * H + h) * nch + s0 / b) * nP;
+                    const real* lng = m->ln ? p->mem_ln_g + lh * d : NULL;
+                    const real* lnb = m->ln ? p->mem_ln_b + lh * d : NULL;
+                    real* carry = tg->dPc + bh * nP;
+                    real* carryS = tg->dSc + bh * nP;
+                    real* acc = M->mem_dbh + bh * (nP + 2 * d);
+                    ck->p0 = m->anchor ? p->mem_p0 + lh * nP : NULL;
+                    for (int t0 = s0; t0 < s1; t0 += b) {
+                        int nn = s1 - t0 < b ? s1 - t0 : b;
+                        memset(ck->dlng, 0, d * sizeof(real));
+                        memset(ck->dlnb, 0, d * sizeof(real));
+                        memset(ck->dp0, 0, nP * sizeof(real));
+                        mac_read_rows(M, ck, t->uq + oD, m->poly ? t->uqf + oH * din : NULL, bb, h, t0, nn);
+                        gather_rows(ck->dy, tg->h + oD, bb, h, t0, nn, T, H, d);
+                        mem_step_backward(m, ck, nn, ck->dy, M->mem_P + base, mem_carries_S(m) ? M->mem_S + base : NULL,
+                                          NULL, NULL, ck->Pa, ck->Sa, lng, lnb);
+                        for (int r = 0; r < nn; r++) {  // (dqr: the raw row's; with poly dq is the features')
+                            memcpy(tg->uq + oD + ((size_t)bb * T + t0 + r) * D + h * d, ck->dqr + (size_t)r * d,
+                                   d * sizeof(real));
+                            if (m->poly)
+                                memcpy(tg->uqf + oH * din + (((size_t)bb * T + t0 + r) * H + h) * din,
+                                       ck->dq + (size_t)r * din, din * sizeof(real));
+                        }
+                        for (int i = 0; i < nP; i++) {
+                            carry[i] += ck->Pa[i];
+                            acc[i] += ck->dp0[i];
+                        }
+                        if (mem_carries_S(m))
+                            for (int i = 0; i < nP; i++) carryS[i] += ck->Sa[i];
+                        for (int i = 0; i < d; i++) {
+                            acc[nP + i] += ck->dlng[i];
+                            acc[nP + d + i] += ck->dlnb[i];
+                        }
                     }
                 }
-            }
+        }
     }
-    for (int h = 0; h < H; h++)
+    for (int h = 0; h < H && !m->lattice; h++)  // (Lattice: S_0 = I is no parameter)
         for (int bb = 0; bb < B; bb++) {  // P_0 and the memory LN, summed over the batch in a fixed order
             size_t bh = (size_t)bb * H + h, lh = (size_t)l * H + h;
             const real* acc = M->mem_dbh + bh * (nP + 2 * d);
@@ -5251,6 +5382,15 @@ static void mac_dec_layer(Decoder* dec, int l, const real* u) {
     real zero[256] = {0}, one[256];
     for (int i = 0; i < d; i++) one[i] = 1;
     for (int h = 0; h < H; h++) {  // (as mac_read_rows: no halo, no window; k's features any finite row)
+        if (m->lattice) {  // Lattice's read y = S_(s) q (mac_lat_h_forward)
+            const real* S = Pseg + (size_t)h * nP;
+            for (int r = 0; r < d; r++) {
+                real yr = 0;
+                for (int i = 0; i < d; i++) yr += S[(size_t)i * d + r] * uq[h * d + i];
+                hrow[h * d + r] = yr;
+            }
+            continue;
+        }
         MemChunk* ch = &dec->c;
         size_t lh = (size_t)l * H + h;
         chunk_set_row(m, ch, 0, uq + h * d, zero, zero, 1, 0, zero, one);

@@ -6122,6 +6122,92 @@ __global__ void __launch_bounds__(MEM_THREADS)
         __syncthreads();
     }
 }
+// MAC with Lattice (train_miras.c's mac_lat_*): the state S at every segment start in Sseg ((B, H, nsl, nP) of the
+// layer: slot s of (sequence, head) bh at Sseg + (bh nsl + s) nP), the lat_k-th token states in A.P as
+// lattice_forward_kernel keeps them; one block per (sequence, head), thread j the row or column j
+__global__ void mac_lat_init_kernel(real* Sseg, int BH, int nsl, int d) {
+    size_t nP = (size_t)d * d;
+    GRID_FOR(e, (size_t)BH * nP) Sseg[(e / nP) * nsl * nP + e % nP] = (e % nP) / d == (e % nP) % d ? 1 : 0;  // S_0 = I
+}
+// h rows [s0, s1) = S_(s) uq (Lattice's read, no update)
+__global__ void mac_lat_read_kernel(MemArgs A, const real* Sseg, int nsl, int s, const real* uq, real* hout, int s0,
+                                    int s1) {
+    __shared__ real q[LAT_MAXD];
+    int bb = blockIdx.x / A.H, h = blockIdx.x % A.H, d = A.m.d, j = threadIdx.x;
+    const real* S = Sseg + ((size_t)blockIdx.x * nsl + s) * A.m.nP;
+    for (int t = s0; t < s1; t++) {
+        size_t o = ((size_t)bb * A.T + t) * A.D + (size_t)h * d;
+        if (j < d) q[j] = uq[o + j];
+        __syncthreads();
+        if (j < d) {
+            real acc = 0;
+            for (int i = 0; i < d; i++) acc += S[(size_t)i * d + j] * q[i];
+            hout[o + j] = acc;
+        }
+        __syncthreads();
+    }
+}
+// its backward: duq = S_(s)^T dh (written), the carry G += dh uq^T (thread j: column j)
+__global__ void mac_lat_read_backward_kernel(MemArgs A, const real* Sseg, int nsl, int s, const real* uq,
+                                             const real* dh, real* duq, int s0, int s1, real* carry) {
+    __shared__ real q[LAT_MAXD], dy[LAT_MAXD];
+    int bb = blockIdx.x / A.H, h = blockIdx.x % A.H, d = A.m.d, j = threadIdx.x;
+    const real* S = Sseg + ((size_t)blockIdx.x * nsl + s) * A.m.nP;
+    real* G = carry + (size_t)blockIdx.x * A.m.nP;
+    for (int t = s0; t < s1; t++) {
+        size_t o = ((size_t)bb * A.T + t) * A.D + (size_t)h * d;
+        if (j < d) {
+            q[j] = uq[o + j];
+            dy[j] = dh[o + j];
+        }
+        __syncthreads();
+        if (j < d) {
+            duq[o + j] = dotv_gpu(S + (size_t)j * d, dy, d);
+            for (int r = 0; r < d; r++) G[(size_t)j * d + r] += dy[r] * q[j];
+        }
+        __syncthreads();
+    }
+}
+// the memory's steps over rows [s0, s1) from S_(s): reads into A.y, checkpoints every lat_k-th token, the end state
+// into slot s + 1
+__global__ void mac_lat_forward_kernel(MemArgs A, real* Sseg, int nsl, int s, int s0, int s1) {
+    __shared__ LatSh sh;
+    int bb = blockIdx.x / A.H, h = blockIdx.x % A.H, d = A.m.d, k = A.m.lat_k, ns = (A.T + k - 1) / k;
+    size_t nP = A.m.nP;
+    real* S = A.lat + (size_t)blockIdx.x * (k + 2) * nP;
+    real* ck = A.P + (size_t)blockIdx.x * ns * nP;
+    real* seg = Sseg + (size_t)blockIdx.x * nsl * nP;
+    block_copy(S, seg + (size_t)s * nP, nP);
+    for (int t = s0; t < s1; t++) {
+        if (t % k == 0) block_copy(ck + (size_t)(t / k) * nP, S, nP);
+        lat_load(&sh, &A, bb, h, t, 0);
+        lat_step(A.m, S, S, &sh, A.y + ((size_t)bb * A.T + t) * A.D + h * d);
+    }
+    block_copy(seg + (size_t)(s + 1) * nP, S, nP);
+}
+// its backward over rows [s0, s1) in reverse, carrying G = dL/dS (carry, (B, H, nP)) from s1 to s0: each lat_k block
+// that meets the segment recomputed from its checkpoint (or from S_(s) when it starts before s0), then stepped back
+__global__ void mac_lat_backward_kernel(MemArgs A, const real* Sseg, int nsl, int s, int s0, int s1, real* carry) {
+    __shared__ LatSh sh;
+    int bb = blockIdx.x / A.H, h = blockIdx.x % A.H, k = A.m.lat_k, ns = (A.T + k - 1) / k;
+    size_t nP = A.m.nP;
+    real* St = A.lat + (size_t)blockIdx.x * (k + 2) * nP;
+    real* G = carry + (size_t)blockIdx.x * nP;
+    const real* ck = A.P + (size_t)blockIdx.x * ns * nP;
+    for (int sg = (s1 - 1) / k; sg >= s0 / k; sg--) {
+        int t0 = sg * k < s0 ? s0 : sg * k, t1 = sg * k + k < s1 ? sg * k + k : s1, n = t1 - t0;
+        block_copy(St, sg * k < s0 ? Sseg + ((size_t)blockIdx.x * nsl + s) * nP : ck + (size_t)sg * nP, nP);
+        for (int j = 0; j < n; j++) {
+            lat_load(&sh, &A, bb, h, t0 + j, 0);
+            lat_step(A.m, St + (size_t)j * nP, St + (size_t)(j + 1) * nP, &sh, NULL);
+        }
+        for (int j = n - 1; j >= 0; j--) {
+            lat_load(&sh, &A, bb, h, t0 + j, 1);
+            lat_step_backward(A.m, St + (size_t)j * nP, St + (size_t)(j + 1) * nP, G, &sh, &A,
+                              (size_t)bb * A.T + t0 + j, h);
+        }
+    }
+}
 // dbh += the carry at the first segment's start (dL/dP_0 through the state; S_0 = 0 is fixed)
 __global__ void mac_carry_add_kernel(real* dbh, const real* carryP, int BH, int nP, int d) {
     GRID_FOR(e, (size_t)BH * nP) dbh[(e / nP) * (nP + 2 * d) + e % nP] += carryP[e];
@@ -6416,12 +6502,22 @@ static void mac_layer_forward_gpu(ModelGpu* M, int l) {
         matmul_forward_gpu(t->vP + (size_t)l * np * D, Pr, p->att_wv + oW, NULL, np, D, D);
     }
     MemArgs A = mem_args(M, l);  // (A.sm empty: the chunk scratch stays in global memory)
-    mac_state_init_kernel<<<nblocks((size_t)B * H * A.m.nP), NT, 0, g_stream>>>(A.P, A.S, A.p0, B, H, A.nch, A.m.nP);
+    int lat = A.m.lattice, nsl = (T + C - 1) / C + 1;  // Lattice: the segment-start states (tx Sseg)
+    real* Sseg = lat ? t->Sseg + (size_t)l * B * H * nsl * A.m.nP : NULL;
+    if (lat)
+        mac_lat_init_kernel<<<nblocks((size_t)B * H * A.m.nP), NT, 0, g_stream>>>(Sseg, B * H, nsl, A.m.d);
+    else
+        mac_state_init_kernel<<<nblocks((size_t)B * H * A.m.nP), NT, 0, g_stream>>>(A.P, A.S, A.p0, B, H, A.nch,
+                                                                                    A.m.nP);
     KCHECK("mac_state_init");
     MacKV kv = mac_kv(M, l);
     for (int s0 = 0; s0 < T; s0 += C) {
         int s1 = s0 + C < T ? s0 + C : T, n = s1 - s0;
-        mac_read_forward_kernel<<<B * H, MEM_THREADS, 0, g_stream>>>(A, t->uq + oD, uqf, t->h + oD, s0, s1);
+        if (lat)
+            mac_lat_read_kernel<<<B * H, lat_threads(A.m.d), 0, g_stream>>>(A, Sseg, nsl, s0 / C, t->uq + oD, t->h + oD,
+                                                                            s0, s1);
+        else
+            mac_read_forward_kernel<<<B * H, MEM_THREADS, 0, g_stream>>>(A, t->uq + oD, uqf, t->h + oD, s0, s1);
         KCHECK("mac_read_forward");
         for (int bb = 0; bb < B; bb++) {
             size_t o = oD + ((size_t)bb * T + s0) * D;
@@ -6433,7 +6529,10 @@ static void mac_layer_forward_gpu(ModelGpu* M, int l) {
                                                                                      kv, B, T, H, d, np, s0, s1);
         KCHECK("mac_attn_forward");
         mac_inputs_forward_gpu(M, l, s0, s1);
-        mac_memory_forward_kernel<<<B * H, MEM_THREADS, 0, g_stream>>>(A, s0 / b, (s1 + b - 1) / b);
+        if (lat)
+            mac_lat_forward_kernel<<<B * H, lat_threads(A.m.d), 0, g_stream>>>(A, Sseg, nsl, s0 / C, s0, s1);
+        else
+            mac_memory_forward_kernel<<<B * H, MEM_THREADS, 0, g_stream>>>(A, s0 / b, (s1 + b - 1) / b);
         KCHECK("mac_memory_forward");
     }
     // x += RMSNorm_g1(y Wo_a^T) * sigmoid(RMSNorm_g2(m))
@@ -6470,11 +6569,16 @@ static void mac_layer_backward_gpu(ModelGpu* M, int l) {
     MacDKV gkv = {tg->k + oD, tg->v + oD, tg->kh + oD, tg->vh + oD, tg->kP + oP, tg->vP + oP};
     real *carryP = tg->dPc, *carryS = tg->dSc, *Dsc = tg->lse + oH;  // (g.lse: the softmax's Dj, scratch)
     real *uqf = A.m.poly ? t->uqf + oH * A.m.din : NULL, *duqf = A.m.poly ? tg->uqf + oH * A.m.din : NULL;
+    int lat = A.m.lattice, nsl = (T + C - 1) / C + 1;  // Lattice: the segment-start states (tx Sseg)
+    real* Sseg = lat ? t->Sseg + (size_t)l * B * H * nsl * nP : NULL;
     for (int s = (T + C - 1) / C - 1; s >= 0; s--) {
         int s0 = s * C, s1 = s0 + C < T ? s0 + C : T, n = s1 - s0;
         // the memory's chunks of the segment, in reverse, from the carried dL/dP (none after the last chunk)
-        mac_memory_backward_kernel<<<B * H, MEM_THREADS, 0, g_stream>>>(A, s0 / b, (s1 + b - 1) / b, s1 == T, carryP,
-                                                                        carryS);
+        if (lat)  // (the carry is 0 after the last segment: tx gmem was zeroed)
+            mac_lat_backward_kernel<<<B * H, lat_threads(A.m.d), 0, g_stream>>>(A, Sseg, nsl, s, s0, s1, carryP);
+        else
+            mac_memory_backward_kernel<<<B * H, MEM_THREADS, 0, g_stream>>>(A, s0 / b, (s1 + b - 1) / b, s1 == T,
+                                                                            carryP, carryS);
         KCHECK("mac_memory_backward");
         mac_inputs_backward_gpu(M, l, s0, s1);  // dy of the segment is complete: from the gate and the memory's inputs
         mac_attn_backward_dq_kernel<<<warp_blocks((size_t)B * n * H), NT, 0, g_stream>>>(
@@ -6490,17 +6594,24 @@ static void mac_layer_backward_gpu(ModelGpu* M, int l) {
             matmul_backward_gpu(tg->h + o, dp->att_wv + oW, NULL, tg->vh + o, t->h + o, p->att_wv + oW, n, D, D);
         }
         // the h reads: dL/duq and dL/dP_(s), added to the carry
-        mac_read_backward_kernel<<<B * H, MEM_THREADS, 0, g_stream>>>(A, t->uq + oD, uqf, tg->h + oD, tg->uq + oD, duqf,
-                                                                      s0, s1, carryP, carryS);
+        if (lat)
+            mac_lat_read_backward_kernel<<<B * H, lat_threads(A.m.d), 0, g_stream>>>(
+                A, Sseg, nsl, s, t->uq + oD, tg->h + oD, tg->uq + oD, s0, s1, carryP);
+        else
+            mac_read_backward_kernel<<<B * H, MEM_THREADS, 0, g_stream>>>(A, t->uq + oD, uqf, tg->h + oD, tg->uq + oD,
+                                                                          duqf, s0, s1, carryP, carryS);
         KCHECK("mac_read_backward");
     }
-    // P_0 and the memory LN, summed over the batch in a fixed order (the carry: dL/dP_0 through the state)
-    mac_carry_add_kernel<<<nblocks((size_t)B * H * nP), NT, 0, g_stream>>>(M->mem_dbh, carryP, B * H, nP, d);
-    KCHECK("mac_carry_add");
-    memory_dbh_reduce_kernel<<<nblocks((size_t)H * (nP + 2 * d)), NT, 0, g_stream>>>(
-        dp->mem_p0 + (size_t)l * H * nP, A.m.ln ? dp->mem_ln_g + (size_t)l * H * d : NULL,
-        A.m.ln ? dp->mem_ln_b + (size_t)l * H * d : NULL, M->mem_dbh, B, H, nP, d, A.m.ln);
-    KCHECK("memory_dbh_reduce");
+    // P_0 and the memory LN, summed over the batch in a fixed order (the carry: dL/dP_0 through the state; Lattice:
+    // S_0 = I is no parameter)
+    if (!lat) {
+        mac_carry_add_kernel<<<nblocks((size_t)B * H * nP), NT, 0, g_stream>>>(M->mem_dbh, carryP, B * H, nP, d);
+        KCHECK("mac_carry_add");
+        memory_dbh_reduce_kernel<<<nblocks((size_t)H * (nP + 2 * d)), NT, 0, g_stream>>>(
+            dp->mem_p0 + (size_t)l * H * nP, A.m.ln ? dp->mem_ln_g + (size_t)l * H * d : NULL,
+            A.m.ln ? dp->mem_ln_b + (size_t)l * H * d : NULL, M->mem_dbh, B, H, nP, d, A.m.ln);
+        KCHECK("memory_dbh_reduce");
+    }
     // the u sequence: the attention's q, k, v; the memory's q for h; P's keys and values
     rope_forward_gpu(tg->q + oD, tg->q + oD, B, T, H, d, -1, np);
     rope_forward_gpu(tg->k + oD, tg->k + oD, B, T, H, d, -1, np);
@@ -7395,7 +7506,10 @@ static void mac_dec_layer_gpu(DecoderGpu* dec, int l, const real* u) {
     A.lng = m->ln ? p->mem_ln_g + (size_t)l * H * d : NULL;
     A.lnb = m->ln ? p->mem_ln_b + (size_t)l * H * d : NULL;
     A.chunks = dec->chunks;
-    mac_read_forward_kernel<<<H, MEM_THREADS, 0, g_stream>>>(A, uq, uqf, hrow, 0, 1);
+    if (m->lattice)  // (Pseg: (H, nP), one slot per head)
+        mac_lat_read_kernel<<<H, lat_threads(d), 0, g_stream>>>(A, Pseg, 1, 0, uq, hrow, 0, 1);
+    else
+        mac_read_forward_kernel<<<H, MEM_THREADS, 0, g_stream>>>(A, uq, uqf, hrow, 0, 1);
     KCHECK("mac_dec_read");
     // keys and values of h_j and u_j (RoPE position N_p + pos), the query; attention over P, h_0, u_0, .., h_j, u_j
     matmul_forward_gpu(t1, hrow, p->att_wk + oW, NULL, 1, D, D);
