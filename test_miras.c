@@ -3689,7 +3689,7 @@ static void test_atlas_bad_input(void) {
                               {"-p dot -Z 1", "the phi* memory is built for gd"},
                               {"-p titans -I 2", "the phi* memory is built for gd"},
                               {"-p yaad -I 2 -Z 0", "the phi* memory is built for gd"},
-                              {"-p mac -Q deep_transformer", "MAC is not built with the Lattice or phi*"},
+                              {"-p mac -I 2", "MAC is not built with the phi* memory"},
                               {"-p lattice -I 2", "the phi* memory is built for gd"},
                               {"-p ttt_mlp -I 2", "the deep phi* memory has no residual and no LN"},
                               {"-p linear_attn -I 3", "bounded W2 steps (-I 3) are built for the deep"}};
