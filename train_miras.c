@@ -2084,6 +2084,14 @@ static void lattice_step_coefs(const MemCfg* m, const real* S, const real* k, co
     for (int i = 0; i < d; i++) w->c[i] = m->lattice == LAT_ENC ? w->g[i] - k[i] : k[i];  // ENC: c = S^T v - k
     for (int i = 0; i < d; i++) w->A[i] = mu + (m->lat_ablate & LATA_NO_ORTHO ? 0 : eta * w->c[i] * w->g[i]);
 }
+// Lattice's read y = S q, y_r = sum_i S[i][r] q_i (column i of S is slot i)
+static void lattice_read(const real* S, const real* q, real* y, int d) {
+    for (int r = 0; r < d; r++) {
+        real s = 0;
+        for (int i = 0; i < d; i++) s += S[(size_t)i * d + r] * q[i];
+        y[r] = s;
+    }
+}
 // One step: Sn = S_t from S = S_{t-1}; y = S_t q if y. w->n holds the column norms |W_i| (1 without renormalisation).
 static void lattice_step_forward(const MemCfg* m, const real* S, real* Sn, const real* q, const real* k, const real* v,
                                  real eta, real mu, real* y, LatVec* w) {
@@ -2104,12 +2112,7 @@ static void lattice_step_forward(const MemCfg* m, const real* S, real* Sn, const
         w->n[i] = sqrt(nn);  // explicit norm, no eps
         for (int r = 0; r < d; r++) Wi[r] /= w->n[i];
     }
-    if (y)
-        for (int r = 0; r < d; r++) {
-            real s = 0;
-            for (int i = 0; i < d; i++) s += Sn[(size_t)i * d + r] * q[i];
-            y[r] = s;
-        }
+    if (y) lattice_read(Sn, q, y, d);
 }
 // Its backward. G: dL/dS_t in, dL/dS_{t-1} out (in place); dy: dL/dy_t. S, Sn: S_{t-1}, S_t. Writes dq, dk, dv, *deta,
 // *dmu.
@@ -3210,74 +3213,89 @@ static const char* mem_chunk_nonfinite(const MemCfg* m, const MemChunk* c, int n
 // lat_k-th token (slot j: the state before token j*k) in M->mem_P for the backward. eta, mu: the gates geta, ga
 // (ga is 1 without the forgetting gate).
 static int lattice_slots(const Config* c, int T) { return (T + c->lat_k - 1) / c->lat_k; }
-static void lattice_memory_forward(Model* M, int l) {
+// this thread's Lattice scratch: lat_k + 2 states (a segment's and the carry), the step's vectors in w
+static real* lattice_thread_scratch(const Model* M, LatVec* w) {
+    int d = M->mem.d, k = M->mem.lat_k;
+    real* scr = M->lat_scratch + (size_t)thread_id() * lattice_scratch_size(d, k);
+    latvec_carve(w, scr + ((size_t)k + 2) * M->mem.nP, d);
+    return scr;
+}
+// rows [t0, t1) of sequence bb, head h of layer l from the state in Sa (Sb: a second buffer): the reads into acts.y,
+// the state before every lat_k-th token into mem_P; returns the buffer that holds the state after row t1 - 1
+static real* lattice_rows_forward(Model* M, int l, int bb, int h, int t0, int t1, real* Sa, real* Sb, LatVec* w) {
     const MemCfg* m = &M->mem;
-    int B = M->B, T = M->T, H = M->cfg.H, D = M->cfg.D, d = m->d, k = m->lat_k, ns = lattice_slots(&M->cfg, T);
+    int B = M->B, T = M->T, H = M->cfg.H, D = M->cfg.D, d = m->d, k = m->lat_k;
     size_t nP = m->nP;
+    const ActivationTensors* a = &M->acts;
+    real* ck = M->mem_P + (((size_t)l * B + bb) * H + h) * lattice_slots(&M->cfg, T) * nP;
+    for (int t = t0; t < t1; t++) {
+        if (t % k == 0) memcpy(ck + (size_t)(t / k) * nP, Sa, nP * sizeof(real));
+        size_t r = (size_t)l * B * T + (size_t)bb * T + t;  // row in the layer-stacked tensors
+        lattice_step_forward(m, Sa, Sb, a->q + r * D + h * d, a->k + r * D + h * d, a->v + r * D + h * d,
+                             a->geta[r * H + h], a->ga[r * H + h], M->acts.y + r * D + h * d, w);
+        real* tmp = Sa;
+        Sa = Sb;
+        Sb = tmp;
+    }
+    return Sa;
+}
+static void lattice_memory_forward(Model* M, int l) {
 #pragma omp parallel for collapse(2) schedule(dynamic)
-    for (int bb = 0; bb < B; bb++)
-        for (int h = 0; h < H; h++) {
-            real* scr = M->lat_scratch + (size_t)thread_id() * lattice_scratch_size(d, k);
-            real *Sa = scr, *Sb = scr + nP;
+    for (int bb = 0; bb < M->B; bb++)
+        for (int h = 0; h < M->cfg.H; h++) {
             LatVec w;
-            latvec_carve(&w, scr + ((size_t)k + 2) * nP, d);
-            real* ck = M->mem_P + (((size_t)l * B + bb) * H + h) * ns * nP;
-            lattice_identity(Sa, d);
-            for (int t = 0; t < T; t++) {
-                if (t % k == 0) memcpy(ck + (size_t)(t / k) * nP, Sa, nP * sizeof(real));
-                size_t r = (size_t)l * B * T + (size_t)bb * T + t;  // row in the layer-stacked tensors
-                lattice_step_forward(m, Sa, Sb, M->acts.q + r * D + h * d, M->acts.k + r * D + h * d,
-                                     M->acts.v + r * D + h * d, M->acts.geta[r * H + h], M->acts.ga[r * H + h],
-                                     M->acts.y + r * D + h * d, &w);
-                real* tmp = Sa;
-                Sa = Sb;
-                Sb = tmp;
-            }
+            real* scr = lattice_thread_scratch(M, &w);
+            lattice_identity(scr, M->mem.d);
+            lattice_rows_forward(M, l, bb, h, 0, M->T, scr, scr + M->mem.nP, &w);
         }
 }
 // Its backward: segments in reverse; each recomputes its states S_{t0-1} .. S_{t0+n-1} from its checkpoint (the
 // forward's own arithmetic: the same values bit for bit, so k changes nothing), then steps back through them
 // carrying G = dL/dS. Writes dq, dk, dv, deta, dmu (into the gate gradients; gates_backward takes them from there).
-static void lattice_memory_backward(Model* M, int l) {
+// lattice_rows_backward does it for rows [t0, t1) of sequence bb, head h, with G = dL/dS after row t1 - 1 in and
+// before row t0 out: the lat_k blocks that meet the rows, a block that begins before t0 from S0 (the state there).
+static void lattice_rows_backward(Model* M, int l, int bb, int h, int t0, int t1, const real* S0, real* St, real* G,
+                                  LatVec* w) {
     const MemCfg* m = &M->mem;
-    int B = M->B, T = M->T, H = M->cfg.H, D = M->cfg.D, d = m->d, k = m->lat_k, ns = lattice_slots(&M->cfg, T);
+    int B = M->B, T = M->T, H = M->cfg.H, D = M->cfg.D, d = m->d, k = m->lat_k;
     size_t nP = m->nP;
     const ActivationTensors* a = &M->acts;
     ActivationTensors* g = &M->grads_acts;
-#pragma omp parallel for collapse(2) schedule(dynamic)
-    for (int bb = 0; bb < B; bb++)
-        for (int h = 0; h < H; h++) {
-            real* scr = M->lat_scratch + (size_t)thread_id() * lattice_scratch_size(d, k);
-            real *St = scr, *G = scr + ((size_t)k + 1) * nP;
-            LatVec w;
-            latvec_carve(&w, scr + ((size_t)k + 2) * nP, d);
-            const real* ck = M->mem_P + (((size_t)l * B + bb) * H + h) * ns * nP;
-            memset(G, 0, nP * sizeof(real));  // dL/dS_T = 0
-            for (int sg = ns - 1; sg >= 0; sg--) {
-                int t0 = sg * k, n = T - t0 < k ? T - t0 : k;
-                memcpy(St, ck + (size_t)sg * nP, nP * sizeof(real));
-                for (int j = 0; j < n; j++) {  // recompute the segment's states (no reads needed)
-                    size_t r = (size_t)l * B * T + (size_t)bb * T + t0 + j;
-                    lattice_step_forward(m, St + (size_t)j * nP, St + (size_t)(j + 1) * nP, NULL, a->k + r * D + h * d,
-                                         a->v + r * D + h * d, a->geta[r * H + h], a->ga[r * H + h], NULL, &w);
-                }
-                for (int j = n - 1; j >= 0; j--) {
-                    size_t r = (size_t)l * B * T + (size_t)bb * T + t0 + j;
-                    lattice_step_backward(m, St + (size_t)j * nP, St + (size_t)(j + 1) * nP, a->q + r * D + h * d,
-                                          a->k + r * D + h * d, a->v + r * D + h * d, a->geta[r * H + h],
-                                          a->ga[r * H + h], g->y + r * D + h * d, G, g->q + r * D + h * d,
-                                          g->k + r * D + h * d, g->v + r * D + h * d, &g->geta[r * H + h],
-                                          &g->ga[r * H + h], &w);
-                }
-                if (!all_finite(G, nP)) {
+    const real* ck = M->mem_P + (((size_t)l * B + bb) * H + h) * lattice_slots(&M->cfg, T) * nP;
+    for (int sg = (t1 - 1) / k; sg >= t0 / k; sg--) {
+        int b0 = sg * k < t0 ? t0 : sg * k, b1 = sg * k + k < t1 ? sg * k + k : t1, n = b1 - b0;
+        memcpy(St, sg * k < t0 ? S0 : ck + (size_t)sg * nP, nP * sizeof(real));
+        for (int j = 0; j < n; j++) {  // recompute the block's states (no reads needed)
+            size_t r = (size_t)l * B * T + (size_t)bb * T + b0 + j;
+            lattice_step_forward(m, St + (size_t)j * nP, St + (size_t)(j + 1) * nP, NULL, a->k + r * D + h * d,
+                                 a->v + r * D + h * d, a->geta[r * H + h], a->ga[r * H + h], NULL, w);
+        }
+        for (int j = n - 1; j >= 0; j--) {
+            size_t r = (size_t)l * B * T + (size_t)bb * T + b0 + j;
+            lattice_step_backward(m, St + (size_t)j * nP, St + (size_t)(j + 1) * nP, a->q + r * D + h * d,
+                                  a->k + r * D + h * d, a->v + r * D + h * d, a->geta[r * H + h], a->ga[r * H + h],
+                                  g->y + r * D + h * d, G, g->q + r * D + h * d, g->k + r * D + h * d,
+                                  g->v + r * D + h * d, &g->geta[r * H + h], &g->ga[r * H + h], w);
+        }
+        if (!all_finite(G, nP)) {
 #pragma omp critical
-                    if (!M->nf_what || (M->nf_layer == l && t0 > M->nf_chunk)) {
-                        M->nf_what = "the Lattice state gradient dL/dS";
-                        M->nf_layer = l;
-                        M->nf_chunk = t0;
-                    }
-                }
+            if (!M->nf_what || (M->nf_layer == l && b0 > M->nf_chunk)) {
+                M->nf_what = "the Lattice state gradient dL/dS";
+                M->nf_layer = l;
+                M->nf_chunk = b0;
             }
+        }
+    }
+}
+static void lattice_memory_backward(Model* M, int l) {
+#pragma omp parallel for collapse(2) schedule(dynamic)
+    for (int bb = 0; bb < M->B; bb++)
+        for (int h = 0; h < M->cfg.H; h++) {
+            LatVec w;
+            real* scr = lattice_thread_scratch(M, &w);
+            real* G = scr + ((size_t)M->mem.lat_k + 1) * M->mem.nP;
+            memset(G, 0, M->mem.nP * sizeof(real));  // dL/dS_T = 0
+            lattice_rows_backward(M, l, bb, h, 0, M->T, NULL, scr, G, &w);
         }
 }
 
@@ -4573,77 +4591,34 @@ static void mac_lat_h_forward(Model* M, int l, int s, int s0, int s1) {
             const real* S = mac_lat_seg(M, l, bb, h, s);
             for (int t = s0; t < s1; t++) {
                 size_t o = oD + ((size_t)bb * T + t) * D + (size_t)h * d;
-                const real* q = M->tx->a.uq + o;
-                for (int r = 0; r < d; r++) {  // y_r = sum_i S[i][r] q_i (column i of S is slot i)
-                    real y = 0;
-                    for (int i = 0; i < d; i++) y += S[(size_t)i * d + r] * q[i];
-                    M->tx->a.h[o + r] = y;
-                }
+                lattice_read(S, M->tx->a.uq + o, M->tx->a.h + o, d);
             }
         }
 }
 // the memory's steps over rows [s0, s1) of segment s from S_(s): reads into acts.y, checkpoints at every lat_k-th
 // token (as lattice_memory_forward), the end state into S_(s+1)
 static void mac_lat_memory_forward(Model* M, int l, int s, int s0, int s1) {
-    const MemCfg* m = &M->mem;
-    int B = M->B, T = M->T, H = M->cfg.H, D = M->cfg.D, d = m->d, k = m->lat_k, ns = lattice_slots(&M->cfg, T);
-    size_t nP = m->nP;
-    const ActivationTensors* a = &M->acts;
 #pragma omp parallel for collapse(2) schedule(dynamic)
-    for (int bb = 0; bb < B; bb++)
-        for (int h = 0; h < H; h++) {
-            real* scr = M->lat_scratch + (size_t)thread_id() * lattice_scratch_size(d, k);
-            real *Sa = scr, *Sb = scr + nP;
+    for (int bb = 0; bb < M->B; bb++)
+        for (int h = 0; h < M->cfg.H; h++) {
             LatVec w;
-            latvec_carve(&w, scr + ((size_t)k + 2) * nP, d);
-            real* ck = M->mem_P + (((size_t)l * B + bb) * H + h) * ns * nP;
-            memcpy(Sa, mac_lat_seg(M, l, bb, h, s), nP * sizeof(real));
-            for (int t = s0; t < s1; t++) {
-                if (t % k == 0) memcpy(ck + (size_t)(t / k) * nP, Sa, nP * sizeof(real));
-                size_t r = (size_t)l * B * T + (size_t)bb * T + t;
-                lattice_step_forward(m, Sa, Sb, a->q + r * D + h * d, a->k + r * D + h * d, a->v + r * D + h * d,
-                                     a->geta[r * H + h], a->ga[r * H + h], M->acts.y + r * D + h * d, &w);
-                real* tmp = Sa;
-                Sa = Sb;
-                Sb = tmp;
-            }
-            memcpy(mac_lat_seg(M, l, bb, h, s + 1), Sa, nP * sizeof(real));
+            real* scr = lattice_thread_scratch(M, &w);
+            size_t nP = M->mem.nP;
+            memcpy(scr, mac_lat_seg(M, l, bb, h, s), nP * sizeof(real));
+            real* end = lattice_rows_forward(M, l, bb, h, s0, s1, scr, scr + nP, &w);
+            memcpy(mac_lat_seg(M, l, bb, h, s + 1), end, nP * sizeof(real));
         }
 }
-// its backward over rows [s0, s1) in reverse, from the carried G = dL/dS at s1 (tx g.dPc) to G at s0: the blocks of
-// lat_k tokens that meet the segment, each recomputed from its checkpoint (a block that starts before s0: from S_(s),
-// the same state bit for bit), then stepped back (lattice_memory_backward's loop)
+// its backward over rows [s0, s1) in reverse, from the carried G = dL/dS at s1 (tx g.dPc) to G at s0
+// (lattice_rows_backward; its first block, when it begins before s0, from S_(s), the same state bit for bit)
 static void mac_lat_memory_backward(Model* M, int l, int s, int s0, int s1) {
-    const MemCfg* m = &M->mem;
-    int B = M->B, T = M->T, H = M->cfg.H, D = M->cfg.D, d = m->d, k = m->lat_k, ns = lattice_slots(&M->cfg, T);
-    size_t nP = m->nP;
-    const ActivationTensors* a = &M->acts;
-    ActivationTensors* g = &M->grads_acts;
 #pragma omp parallel for collapse(2) schedule(dynamic)
-    for (int bb = 0; bb < B; bb++)
-        for (int h = 0; h < H; h++) {
-            real* scr = M->lat_scratch + (size_t)thread_id() * lattice_scratch_size(d, k);
-            real *St = scr, *G = M->tx->g.dPc + ((size_t)bb * H + h) * nP;
+    for (int bb = 0; bb < M->B; bb++)
+        for (int h = 0; h < M->cfg.H; h++) {
             LatVec w;
-            latvec_carve(&w, scr + ((size_t)k + 2) * nP, d);
-            const real* ck = M->mem_P + (((size_t)l * B + bb) * H + h) * ns * nP;
-            for (int sg = (s1 - 1) / k; sg >= s0 / k; sg--) {
-                int t0 = sg * k < s0 ? s0 : sg * k, t1 = sg * k + k < s1 ? sg * k + k : s1, n = t1 - t0;
-                memcpy(St, sg * k < s0 ? mac_lat_seg(M, l, bb, h, s) : ck + (size_t)sg * nP, nP * sizeof(real));
-                for (int j = 0; j < n; j++) {
-                    size_t r = (size_t)l * B * T + (size_t)bb * T + t0 + j;
-                    lattice_step_forward(m, St + (size_t)j * nP, St + (size_t)(j + 1) * nP, NULL, a->k + r * D + h * d,
-                                         a->v + r * D + h * d, a->geta[r * H + h], a->ga[r * H + h], NULL, &w);
-                }
-                for (int j = n - 1; j >= 0; j--) {
-                    size_t r = (size_t)l * B * T + (size_t)bb * T + t0 + j;
-                    lattice_step_backward(m, St + (size_t)j * nP, St + (size_t)(j + 1) * nP, a->q + r * D + h * d,
-                                          a->k + r * D + h * d, a->v + r * D + h * d, a->geta[r * H + h],
-                                          a->ga[r * H + h], g->y + r * D + h * d, G, g->q + r * D + h * d,
-                                          g->k + r * D + h * d, g->v + r * D + h * d, &g->geta[r * H + h],
-                                          &g->ga[r * H + h], &w);
-                }
-            }
+            real* scr = lattice_thread_scratch(M, &w);
+            lattice_rows_backward(M, l, bb, h, s0, s1, mac_lat_seg(M, l, bb, h, s), scr,
+                                  M->tx->g.dPc + ((size_t)bb * M->cfg.H + h) * M->mem.nP, &w);
         }
 }
 // the h reads' backward of segment s: duq = S_(s)^T dh (written), G += sum_t dh_t uq_t^T (dS[i][r] += dh_r q_i)
@@ -5383,12 +5358,7 @@ static void mac_dec_layer(Decoder* dec, int l, const real* u) {
     for (int i = 0; i < d; i++) one[i] = 1;
     for (int h = 0; h < H; h++) {  // (as mac_read_rows: no halo, no window; k's features any finite row)
         if (m->lattice) {  // Lattice's read y = S_(s) q (mac_lat_h_forward)
-            const real* S = Pseg + (size_t)h * nP;
-            for (int r = 0; r < d; r++) {
-                real yr = 0;
-                for (int i = 0; i < d; i++) yr += S[(size_t)i * d + r] * uq[h * d + i];
-                hrow[h * d + r] = yr;
-            }
+            lattice_read(Pseg + (size_t)h * nP, uq + h * d, hrow + h * d, d);
             continue;
         }
         MemChunk* ch = &dec->c;

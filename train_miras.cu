@@ -4373,19 +4373,26 @@ __device__ void lat_step(const MemCfg& m, const real* S, real* Sn, LatSh* s, rea
     }
     __syncthreads();
 }
+// rows [t0, t1) of this block's (sequence, head) from the state in S (in place): the reads into A.y, the state before
+// every lat_k-th token into A.P
+__device__ void lat_rows_forward(const MemArgs* A, LatSh* s, int t0, int t1, real* S) {
+    int bb = blockIdx.x / A->H, h = blockIdx.x % A->H, d = A->m.d, k = A->m.lat_k;
+    size_t nP = A->m.nP;
+    real* ck = A->P + (size_t)blockIdx.x * ((A->T + k - 1) / k) * nP;
+    for (int t = t0; t < t1; t++) {
+        if (t % k == 0) block_copy(ck + (size_t)(t / k) * nP, S, nP);
+        lat_load(s, A, bb, h, t, 0);
+        lat_step(A->m, S, S, s, A->y + ((size_t)bb * A->T + t) * A->D + h * d);
+    }
+}
 __global__ void lattice_forward_kernel(MemArgs A) {
     __shared__ LatSh s;
-    int bb = blockIdx.x / A.H, h = blockIdx.x % A.H, d = A.m.d, k = A.m.lat_k, T = A.T, ns = (T + k - 1) / k;
+    int d = A.m.d;
     size_t nP = A.m.nP;
-    real* S = A.lat + (size_t)blockIdx.x * (k + 2) * nP;
-    real* ck = A.P + (size_t)blockIdx.x * ns * nP;
+    real* S = A.lat + (size_t)blockIdx.x * (A.m.lat_k + 2) * nP;
     FOR(e, nP) S[e] = e / d == e % d ? 1 : 0;  // S_0 = I
     __syncthreads();
-    for (int t = 0; t < T; t++) {
-        if (t % k == 0) block_copy(ck + (size_t)(t / k) * nP, S, nP);
-        lat_load(&s, &A, bb, h, t, 0);
-        lat_step(A.m, S, S, &s, A.y + ((size_t)bb * T + t) * A.D + h * d);
-    }
+    lat_rows_forward(&A, &s, 0, A.T, S);
 }
 // the backward of one step (lattice_step_backward); G: dL/dS_t in, dL/dS_{t-1} out
 __device__ void lat_step_backward(const MemCfg& m, const real* S, const real* Sn, real* G, LatSh* s, const MemArgs* A,
@@ -4455,27 +4462,35 @@ __device__ void lat_step_backward(const MemCfg& m, const real* S, const real* Sn
     }
     __syncthreads();
 }
-__global__ void lattice_backward_kernel(MemArgs A) {
-    __shared__ LatSh s;
-    int bb = blockIdx.x / A.H, h = blockIdx.x % A.H, k = A.m.lat_k, T = A.T, ns = (T + k - 1) / k;
-    size_t nP = A.m.nP;
-    real* St = A.lat + (size_t)blockIdx.x * (k + 2) * nP;
-    real* G = St + (size_t)(k + 1) * nP;
-    const real* ck = A.P + (size_t)blockIdx.x * ns * nP;
-    FOR(e, nP) G[e] = 0;  // dL/dS_T = 0
-    for (int sg = ns - 1; sg >= 0; sg--) {
-        int t0 = sg * k, n = T - t0 < k ? T - t0 : k;
-        block_copy(St, ck + (size_t)sg * nP, nP);
+// the backward of rows [t0, t1) in reverse, G = dL/dS after row t1 - 1 in, before row t0 out: the lat_k blocks that
+// meet the rows, each recomputed into St from its checkpoint (one that begins before t0 from S0, the state there)
+__device__ void lat_rows_backward(const MemArgs* A, LatSh* s, int t0, int t1, const real* S0, real* St, real* G) {
+    int bb = blockIdx.x / A->H, h = blockIdx.x % A->H, k = A->m.lat_k;
+    size_t nP = A->m.nP;
+    const real* ck = A->P + (size_t)blockIdx.x * ((A->T + k - 1) / k) * nP;
+    for (int sg = (t1 - 1) / k; sg >= t0 / k; sg--) {
+        int b0 = sg * k < t0 ? t0 : sg * k, b1 = sg * k + k < t1 ? sg * k + k : t1, n = b1 - b0;
+        block_copy(St, sg * k < t0 ? S0 : ck + (size_t)sg * nP, nP);
         for (int j = 0; j < n; j++) {
-            lat_load(&s, &A, bb, h, t0 + j, 0);
-            lat_step(A.m, St + (size_t)j * nP, St + (size_t)(j + 1) * nP, &s, NULL);
+            lat_load(s, A, bb, h, b0 + j, 0);
+            lat_step(A->m, St + (size_t)j * nP, St + (size_t)(j + 1) * nP, s, NULL);
         }
         for (int j = n - 1; j >= 0; j--) {
-            lat_load(&s, &A, bb, h, t0 + j, 1);
-            lat_step_backward(A.m, St + (size_t)j * nP, St + (size_t)(j + 1) * nP, G, &s, &A, (size_t)bb * T + t0 + j,
+            lat_load(s, A, bb, h, b0 + j, 1);
+            lat_step_backward(A->m, St + (size_t)j * nP, St + (size_t)(j + 1) * nP, G, s, A, (size_t)bb * A->T + b0 + j,
                               h);
         }
     }
+}
+__global__ void lattice_backward_kernel(MemArgs A) {
+    __shared__ LatSh s;
+    int k = A.m.lat_k;
+    size_t nP = A.m.nP;
+    real* St = A.lat + (size_t)blockIdx.x * (k + 2) * nP;
+    real* G = St + (size_t)(k + 1) * nP;
+    FOR(e, nP) G[e] = 0;  // dL/dS_T = 0
+    __syncthreads();
+    lat_rows_backward(&A, &s, 0, A.T, NULL, St, G);
 }
 // decoding: one block per head, one step of the state P (in place) and the read
 __global__ void lattice_decode_kernel(MemCfg m, real* P, const real* q, const real* k, const real* v, const real* geta,
@@ -6172,41 +6187,20 @@ __global__ void mac_lat_read_backward_kernel(MemArgs A, const real* Sseg, int ns
 // into slot s + 1
 __global__ void mac_lat_forward_kernel(MemArgs A, real* Sseg, int nsl, int s, int s0, int s1) {
     __shared__ LatSh sh;
-    int bb = blockIdx.x / A.H, h = blockIdx.x % A.H, d = A.m.d, k = A.m.lat_k, ns = (A.T + k - 1) / k;
     size_t nP = A.m.nP;
-    real* S = A.lat + (size_t)blockIdx.x * (k + 2) * nP;
-    real* ck = A.P + (size_t)blockIdx.x * ns * nP;
+    real* S = A.lat + (size_t)blockIdx.x * (A.m.lat_k + 2) * nP;
     real* seg = Sseg + (size_t)blockIdx.x * nsl * nP;
     block_copy(S, seg + (size_t)s * nP, nP);
-    for (int t = s0; t < s1; t++) {
-        if (t % k == 0) block_copy(ck + (size_t)(t / k) * nP, S, nP);
-        lat_load(&sh, &A, bb, h, t, 0);
-        lat_step(A.m, S, S, &sh, A.y + ((size_t)bb * A.T + t) * A.D + h * d);
-    }
+    lat_rows_forward(&A, &sh, s0, s1, S);
     block_copy(seg + (size_t)(s + 1) * nP, S, nP);
 }
-// its backward over rows [s0, s1) in reverse, carrying G = dL/dS (carry, (B, H, nP)) from s1 to s0: each lat_k block
-// that meets the segment recomputed from its checkpoint (or from S_(s) when it starts before s0), then stepped back
+// its backward over rows [s0, s1) in reverse, carrying G = dL/dS (carry, (B, H, nP)) from s1 to s0
+// (lat_rows_backward; its first block, when it begins before s0, from S_(s))
 __global__ void mac_lat_backward_kernel(MemArgs A, const real* Sseg, int nsl, int s, int s0, int s1, real* carry) {
     __shared__ LatSh sh;
-    int bb = blockIdx.x / A.H, h = blockIdx.x % A.H, k = A.m.lat_k, ns = (A.T + k - 1) / k;
     size_t nP = A.m.nP;
-    real* St = A.lat + (size_t)blockIdx.x * (k + 2) * nP;
-    real* G = carry + (size_t)blockIdx.x * nP;
-    const real* ck = A.P + (size_t)blockIdx.x * ns * nP;
-    for (int sg = (s1 - 1) / k; sg >= s0 / k; sg--) {
-        int t0 = sg * k < s0 ? s0 : sg * k, t1 = sg * k + k < s1 ? sg * k + k : s1, n = t1 - t0;
-        block_copy(St, sg * k < s0 ? Sseg + ((size_t)blockIdx.x * nsl + s) * nP : ck + (size_t)sg * nP, nP);
-        for (int j = 0; j < n; j++) {
-            lat_load(&sh, &A, bb, h, t0 + j, 0);
-            lat_step(A.m, St + (size_t)j * nP, St + (size_t)(j + 1) * nP, &sh, NULL);
-        }
-        for (int j = n - 1; j >= 0; j--) {
-            lat_load(&sh, &A, bb, h, t0 + j, 1);
-            lat_step_backward(A.m, St + (size_t)j * nP, St + (size_t)(j + 1) * nP, G, &sh, &A,
-                              (size_t)bb * A.T + t0 + j, h);
-        }
-    }
+    lat_rows_backward(&A, &sh, s0, s1, Sseg + ((size_t)blockIdx.x * nsl + s) * nP,
+                      A.lat + (size_t)blockIdx.x * (A.m.lat_k + 2) * nP, carry + (size_t)blockIdx.x * nP);
 }
 // dbh += the carry at the first segment's start (dL/dP_0 through the state; S_0 = 0 is fixed)
 __global__ void mac_carry_add_kernel(real* dbh, const real* carryP, int BH, int nP, int d) {
