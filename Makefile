@@ -73,10 +73,10 @@ train: train_miras data
 train_miras_cu: train_miras.cu train_miras.c build/use_mpi
 	$(NVCC) -O3 -arch=sm_$(GPU_COMPUTE_CAPABILITY) -Xcompiler -fopenmp $(NVCC_MPI) -o $@ $< -lcublas
 # CPU vs GPU on every fixture (dump mode), and decode vs parallel on the GPU; needs a GPU
-test_gpu: train_miras train_miras_cu test_miras
+test_gpu: train_miras train_miras_fp64 train_miras_cu test_miras
 	@bash dev/test_gpu.sh
 # the same checks without a GPU: train_miras.cu run thread by thread in a CPU emulator of CUDA (slow; see dev/cuda)
-test_gpu_emu: train_miras test_miras
+test_gpu_emu: train_miras train_miras_fp64 test_miras
 	@bash dev/cuda/emu_build.sh && GPU_BIN=build/emu/train_miras_emu SYNTH=0 bash dev/test_gpu.sh
 # the memory kernels' SIMT, TF32 and 3xTF32 tensor-core products against the CPU on the emulator (part of make ci)
 test_emu_lab:

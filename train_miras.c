@@ -2531,6 +2531,41 @@ static void phi_chunk_backward(const MemCfg* m, PhiScr* s, const PhiSeq* x, cons
     *gLA = g;
 }
 
+// A read without update (MAC's h, SPEC §9.3): M(x) at a committed state, the ne history entries and W1s (deep):
+//     out = W1s GELU(W2 phi*(x))    (linear: out = W phi*(x)), W2 phi*(x) over the entries e < ne only
+static void phi_h_read(const MemCfg* m, PhiScr* s, const PhiSeq* x, const real* xq, int ne, const int* etok,
+                       const real* av, const real* lo, const real* W1s, real* out) {
+    int w = m->dm;
+    real *zq = s->zq, *tq = s->tq, *hq = s->hq;  // (the chunk scratch's first row)
+    phi_read(m, s, x, xq, ne, 0, etok, av, lo, NULL, zq);
+    if (m->depth != 2) {
+        memcpy(out, zq, m->d * sizeof(real));
+        return;
+    }
+    for (int e = 0; e < w; e++) {
+        tq[e] = gelu_tanh(zq[e]);
+        hq[e] = gelu(zq[e], tq[e]);
+    }
+    mm_nt(out, hq, W1s, 1, m->d, w, 1, 0);
+}
+// its backward from dout: dxq (accumulated), dW1 += dout hq^T, the entries' dav, dlo and keys (gx->k)
+static void phi_h_read_backward(const MemCfg* m, PhiScr* s, const PhiSeq* x, const PhiSeq* gx, const real* xq,
+                                real* dxq, int ne, const int* etok, const real* av, const real* lo, const real* W1s,
+                                const real* dout, real* dW1, real* dav, real* dlo) {
+    int w = m->dm, d = m->d;
+    real tmp[256];
+    phi_h_read(m, s, x, xq, ne, etok, av, lo, W1s, tmp);  // (recomputed: zq, hq and the softmax p in s)
+    real* dzq = s->dzq;
+    if (m->depth == 2) {
+        for (int p = 0; p < d; p++)
+            for (int e = 0; e < w; e++) dW1[(size_t)p * w + e] += dout[p] * s->hq[e];
+        mm_nn(s->dhq, dout, W1s, 1, w, d, 1, 0);  // dhq = W1s^T dout
+        for (int e = 0; e < w; e++) dzq[e] = s->dhq[e] * gelu_d1(s->zq[e], s->tq[e]);
+    } else
+        memcpy(dzq, dout, d * sizeof(real));
+    phi_read_backward(m, s, x, gx, xq, dxq, ne, 0, etok, av, s->zq, dzq, dav, dlo, NULL);
+}
+
 // ----------------------------------------------------------------------------
 // 4. the model
 
@@ -3315,66 +3350,77 @@ static PhiSeq phi_seq(const Model* M, const ActivationTensors* a, int l, int bb,
                 (size_t)H * c};
     return x;
 }
-static void phi_memory_forward(Model* M, int l) {
+// the chunks [ch0, ch1) of (layer l, sequence bb, head h), from the state of chunk ch0 (W1 in mem_P, LA in phi_LA,
+// the entries before it), keeping each next chunk's start state (MAC runs a segment's chunks at a time)
+static void phi_chunks_forward(Model* M, int l, int bb, int h, int ch0, int ch1) {
     const MemCfg* m = &M->mem;
     int B = M->B, T = M->T, H = M->cfg.H, D = M->cfg.D, b = M->cfg.b, c = m->omega, nch = nchunks(M, T), d = m->d;
-    size_t nP = m->nP, NE = phi_entries(T, b, c);
+    size_t nP = m->nP, NE = phi_entries(T, b, c), hx = ((size_t)l * B + bb) * H + h;
+    PhiScr* s = &M->phi_scr[thread_id()];
+    PhiSeq x = phi_seq(M, &M->acts, l, bb, h);
+    real *P = M->mem_P + hx * nch * nP, *av = M->phi_av + hx * NE * m->dm, *lo = M->phi_lo + hx * NE,
+         *LAs = M->phi_LA + hx * nch, LA;
+    int* etok = M->phi_etok + hx * NE;
+    for (int ch = ch0; ch < ch1; ch++) {
+        int t0 = ch * b, n = T - t0 < b ? T - t0 : b, nh = t0 < c - 1 ? t0 : c - 1, last = ch == nch - 1;
+        phi_chunk_forward(m, s, &x, t0, n, nh, (int)phi_entries(t0, b, c), etok, av, lo, P + (size_t)ch * nP, LAs[ch],
+                          M->acts.y + ((size_t)l * B * T + (size_t)bb * T + t0) * D + (size_t)h * d, D,
+                          last ? NULL : P + (size_t)(ch + 1) * nP, &LA);
+        if (!last) LAs[ch + 1] = LA;
+    }
+}
+// their backward, chunks ch1-1 down to ch0, with s's accumulators carried in and out (dW: dL/dW1 at chunk ch1's
+// start on entry, at ch0's on return; dav, dlo: the entries'; *gLA: dL/dLA at that point)
+static void phi_chunks_backward(Model* M, int l, int bb, int h, int ch0, int ch1, PhiScr* s, real* gLA) {
+    const MemCfg* m = &M->mem;
+    int B = M->B, T = M->T, H = M->cfg.H, D = M->cfg.D, b = M->cfg.b, c = m->omega, nch = nchunks(M, T), d = m->d;
+    size_t nP = m->nP, NE = phi_entries(T, b, c), hx = ((size_t)l * B + bb) * H + h;
+    PhiSeq x = phi_seq(M, &M->acts, l, bb, h), gx = phi_seq(M, &M->grads_acts, l, bb, h);
+    real *P = M->mem_P + hx * nch * nP, *av = M->phi_av + hx * NE * m->dm, *lo = M->phi_lo + hx * NE,
+         *LAs = M->phi_LA + hx * nch, LA;
+    int* etok = M->phi_etok + hx * NE;
+    for (int ch = ch1 - 1; ch >= ch0; ch--) {
+        int t0 = ch * b, n = T - t0 < b ? T - t0 : b, nh = t0 < c - 1 ? t0 : c - 1, ne = (int)phi_entries(t0, b, c);
+        phi_chunk_forward(m, s, &x, t0, n, nh, ne, etok, av, lo, P + (size_t)ch * nP, LAs[ch], s->y, d, NULL, &LA);
+        phi_chunk_backward(m, s, &x, &gx, t0, n, nh, ne, etok, av, lo, P + (size_t)ch * nP,
+                           M->grads_acts.y + ((size_t)l * B * T + (size_t)bb * T + t0) * D + (size_t)h * d, D, gLA);
+        if (!all_finite(s->dW, nP) || !isfinite(*gLA) ||
+            !all_finite(s->dav + (size_t)ne * m->dm, (size_t)(nh + n) * m->dm)) {
+#pragma omp critical
+            if (!M->nf_what || (M->nf_layer == l && ch > M->nf_chunk)) {
+                M->nf_what = "the phi* memory's gradients (dL/dW1, the entries' dL/da)";
+                M->nf_layer = l;
+                M->nf_chunk = ch;
+            }
+        }
+    }
+}
+static void phi_memory_forward(Model* M, int l) {
+    int B = M->B, H = M->cfg.H, nch = nchunks(M, M->T);
+    size_t nP = M->mem.nP;
 #pragma omp parallel for collapse(2) schedule(dynamic)
     for (int bb = 0; bb < B; bb++)
         for (int h = 0; h < H; h++) {
-            PhiScr* s = &M->phi_scr[thread_id()];
-            PhiSeq x = phi_seq(M, &M->acts, l, bb, h);
             size_t hx = ((size_t)l * B + bb) * H + h;
-            real *P = M->mem_P + hx * nch * nP, *av = M->phi_av + hx * NE * m->dm, *lo = M->phi_lo + hx * NE,
-                 *LAs = M->phi_LA + hx * nch, LA = 0;
-            int* etok = M->phi_etok + hx * NE;
-            memcpy(P, M->params.mem_p0 + ((size_t)M->mlayer[l] * H + h) * nP, nP * sizeof(real));  // W1_0
-            int ne = 0;
-            for (int ch = 0; ch < nch; ch++) {
-                int t0 = ch * b, n = T - t0 < b ? T - t0 : b, nh = t0 < c - 1 ? t0 : c - 1;
-                LAs[ch] = LA;
-                phi_chunk_forward(m, s, &x, t0, n, nh, ne, etok, av, lo, P + (size_t)ch * nP, LA,
-                                  M->acts.y + ((size_t)l * B * T + (size_t)bb * T + t0) * D + (size_t)h * d, D,
-                                  ch == nch - 1 ? NULL : P + (size_t)(ch + 1) * nP, &LA);
-                ne += nh + n;
-            }
+            memcpy(M->mem_P + hx * nch * nP, M->params.mem_p0 + ((size_t)M->mlayer[l] * H + h) * nP,
+                   nP * sizeof(real));  // W1_0
+            M->phi_LA[hx * nch] = 0;
+            phi_chunks_forward(M, l, bb, h, 0, nch);
         }
 }
 static void phi_memory_backward(Model* M, int l) {
     const MemCfg* m = &M->mem;
-    int B = M->B, T = M->T, H = M->cfg.H, D = M->cfg.D, b = M->cfg.b, c = m->omega, nch = nchunks(M, T), d = m->d;
-    size_t nP = m->nP, NE = phi_entries(T, b, c);
+    int B = M->B, H = M->cfg.H, nch = nchunks(M, M->T), d = m->d;
+    size_t nP = m->nP, NE = phi_entries(M->T, M->cfg.b, m->omega);
 #pragma omp parallel for collapse(2) schedule(dynamic)
     for (int bb = 0; bb < B; bb++)
         for (int h = 0; h < H; h++) {
             PhiScr* s = &M->phi_scr[thread_id()];
-            PhiSeq x = phi_seq(M, &M->acts, l, bb, h), gx = phi_seq(M, &M->grads_acts, l, bb, h);
-            size_t hx = ((size_t)l * B + bb) * H + h;
-            real *P = M->mem_P + hx * nch * nP, *av = M->phi_av + hx * NE * m->dm, *lo = M->phi_lo + hx * NE,
-                 *LAs = M->phi_LA + hx * nch, LA, gLA = 0;
-            int* etok = M->phi_etok + hx * NE;
+            real gLA = 0;
             memset(s->dav, 0, NE * m->dm * sizeof(real));
             memset(s->dlo, 0, NE * sizeof(real));
             memset(s->dW, 0, nP * sizeof(real));
-            int ne = (int)NE;
-            for (int ch = nch - 1; ch >= 0; ch--) {
-                int t0 = ch * b, n = T - t0 < b ? T - t0 : b, nh = t0 < c - 1 ? t0 : c - 1;
-                ne -= nh + n;
-                phi_chunk_forward(m, s, &x, t0, n, nh, ne, etok, av, lo, P + (size_t)ch * nP, LAs[ch], s->y, d, NULL,
-                                  &LA);
-                phi_chunk_backward(m, s, &x, &gx, t0, n, nh, ne, etok, av, lo, P + (size_t)ch * nP,
-                                   M->grads_acts.y + ((size_t)l * B * T + (size_t)bb * T + t0) * D + (size_t)h * d, D,
-                                   &gLA);
-                if (!all_finite(s->dW, nP) || !isfinite(gLA) ||
-                    !all_finite(s->dav + (size_t)ne * m->dm, (size_t)(nh + n) * m->dm)) {
-#pragma omp critical
-                    if (!M->nf_what || (M->nf_layer == l && ch > M->nf_chunk)) {
-                        M->nf_what = "the phi* memory's gradients (dL/dW1, the entries' dL/da)";
-                        M->nf_layer = l;
-                        M->nf_chunk = ch;
-                    }
-                }
-            }
+            phi_chunks_backward(M, l, bb, h, 0, nch, s, &gLA);
             real* out = M->mem_dbh + ((size_t)bb * H + h) * (nP + 2 * d);  // dL/dW1_0 of this sequence
             memcpy(out, s->dW, nP * sizeof(real));
         }
@@ -3678,9 +3724,6 @@ static void config_check(const Config* c) {
         if (c->arch == ARCH_MAC ? (c->seg < 1 || c->seg % c->b) : c->seg != 0)
             DIE("give -C a multiple of the chunk size -k (MAC only)", "%sbad MAC segment length %d for chunk size %d",
                 cfg_origin, c->seg, c->b);
-        if (c->arch == ARCH_MAC && c->phistar)
-            DIE("use mac with a memory of sections 3-5 or Lattice (mal and mag also take the phi* memory)",
-                "%sMAC is not built with the phi* memory", cfg_origin);
     }
     if (c->lattice && (c->omega > 1 || c->poly))
         DIE("drop -G and -I with the lattice presets", "%sLattice takes no omega window or poly features", cfg_origin);
@@ -3688,10 +3731,10 @@ static void config_check(const Config* c) {
     if (c->phistar < 0 || c->phistar > 2)
         DIE("is this file from a newer train_miras?", "%sbad phi* flag %d", cfg_origin, c->phistar);
     if (c->phistar && (c->poly || c->gated || c->algo != ALGO_GD || c->retention != RET_NONE || c->gate_rank ||
-                       c->anchor || c->lattice || c->arch == ARCH_MAC || (c->bias != BIAS_L2 && c->bias != BIAS_DOT)))
+                       c->anchor || c->lattice || (c->bias != BIAS_L2 && c->bias != BIAS_DOT)))
         DIE("use -p deep_transformer or -p dot as they are (or -I 2 with a gd memory: -U 0 -R 0 -Z 0, l2 or dot bias)",
             "%sthe phi* memory is built for gd with the l2 or dot bias only, without poly, the gated memory, muon, momentum, the lq/kl "
-            "retentions, channel-wise gates, anchored retention, mac or Lattice (algo %d, bias %d, retention "
+            "retentions, channel-wise gates, anchored retention or Lattice (algo %d, bias %d, retention "
             "%d, gate rank %d, anchor %d)",
             cfg_origin, c->algo, c->bias, c->retention, c->gate_rank, c->anchor);
     if (c->phistar && c->mem_depth == 2 && (c->mem_resid || c->mem_ln))
@@ -4136,6 +4179,8 @@ typedef struct {
     real* Sseg;  // MAC with Lattice: (L, B, H, nseg + 1, nP) the state S at every segment start (and the end)
     real *h, *kh, *vh, *kP, *vP;  // MAC: (L, N, D) h, its RoPE'd keys and values; (L, N_p, D) P's
     real *dPc, *dSc;  // MAC (gradients only): (B, H, nP) dL/dP, dL/dS carried across segments
+    real* phd;  // MAC with the phi* memory (gradients only): (B, H, entries * (d_m + 1) + 1) the entries' dL/da,
+        // dL/dlo and dL/dLA carried across segments (dL/dW1 in dPc)
 } TxActs;
 typedef struct Titans {
     Model X;
@@ -4145,6 +4190,11 @@ typedef struct Titans {
     TxActs a, g;
 } Titans;
 
+// MAC with the phi* memory: floats of one (sequence, head)'s carried accumulators (TxActs phd)
+static size_t mac_phi_acc_size(const Config* c, int T) {
+    MemCfg m = mem_config(c);
+    return phi_entries(T, c->b, m.omega) * (m.dm + 1) + 1;
+}
 static size_t tx_point(TxActs* t, real* p, const Config* c, int B, int T) {
     size_t L = c->L, D = c->D, H = c->H, N = (size_t)B * T, Nq = c->arch == ARCH_MAG ? (size_t)B * (T + c->npers) : N,
            off = 0;
@@ -4183,6 +4233,7 @@ static size_t tx_point(TxActs* t, real* p, const Config* c, int B, int T) {
     TX(vP, Lc * c->npers * D);
     TX(dPc, Lc ? (size_t)B * H * nP : 0);
     TX(dSc, Lc ? (size_t)B * H * nP : 0);
+    TX(phd, Lc && mc.phistar ? (size_t)B * H * mac_phi_acc_size(c, T) : 0);
 #undef TX
     return off;
 }
@@ -4642,6 +4693,75 @@ static void mac_lat_h_backward(Model* M, int l, int s, int s0, int s1) {
         }
 }
 
+// MAC with the phi* memory (section 3c): its chunks as phi_memory_forward's, a segment's at a time (the entries, W1
+// and LA at every chunk start kept as there); h is a read without update at the segment-start state, over the entries
+// committed before s0 with W1 at s0 (phi_h_read). The backward carries the accumulators of phi_memory_backward (dL/dW1
+// in tx g.dPc, the entries' dL/da, dL/dlo and dL/dLA in tx g.phd) across the segments.
+static void mac_phi_h_forward(Model* M, int l, int s0, int s1) {
+    const MemCfg* m = &M->mem;
+    int B = M->B, T = M->T, H = M->cfg.H, D = M->cfg.D, b = M->cfg.b, nch = nchunks(M, T), d = m->d;
+    size_t NE = phi_entries(T, b, m->omega), oD = (size_t)l * B * T * D;
+    int ne = (int)phi_entries(s0, b, m->omega);
+#pragma omp parallel for collapse(2) schedule(dynamic)
+    for (int bb = 0; bb < B; bb++)
+        for (int h = 0; h < H; h++) {
+            size_t hx = ((size_t)l * B + bb) * H + h;
+            PhiSeq x = phi_seq(M, &M->acts, l, bb, h);
+            const real* W1s = M->mem_P + (hx * nch + s0 / b) * m->nP;
+            for (int t = s0; t < s1; t++) {
+                size_t o = oD + ((size_t)bb * T + t) * D + (size_t)h * d;
+                phi_h_read(m, &M->phi_scr[thread_id()], &x, M->tx->a.uq + o, ne, M->phi_etok + hx * NE,
+                           M->phi_av + hx * NE * m->dm, M->phi_lo + hx * NE, W1s, M->tx->a.h + o);
+            }
+        }
+}
+static void mac_phi_memory_forward(Model* M, int l, int ch0, int ch1) {
+#pragma omp parallel for collapse(2) schedule(dynamic)
+    for (int bb = 0; bb < M->B; bb++)
+        for (int h = 0; h < M->cfg.H; h++) phi_chunks_forward(M, l, bb, h, ch0, ch1);
+}
+// the thread's scratch with the accumulators of (sequence bb, head h) in place of its own; returns dL/dLA's place
+static real* mac_phi_scratch(Model* M, int bb, int h, PhiScr* s) {
+    size_t bh = (size_t)bb * M->cfg.H + h, NE = phi_entries(M->T, M->cfg.b, M->mem.omega);
+    *s = M->phi_scr[thread_id()];
+    s->dW = M->tx->g.dPc + bh * M->mem.nP;
+    s->dav = M->tx->g.phd + bh * mac_phi_acc_size(&M->cfg, M->T);
+    s->dlo = s->dav + NE * M->mem.dm;
+    return s->dlo + NE;
+}
+static void mac_phi_memory_backward(Model* M, int l, int s0, int s1) {
+    int b = M->cfg.b;
+#pragma omp parallel for collapse(2) schedule(dynamic)
+    for (int bb = 0; bb < M->B; bb++)
+        for (int h = 0; h < M->cfg.H; h++) {
+            PhiScr s;
+            real* gLA = mac_phi_scratch(M, bb, h, &s);
+            phi_chunks_backward(M, l, bb, h, s0 / b, (s1 + b - 1) / b, &s, gLA);
+        }
+}
+// the h reads' backward of rows [s0, s1): duq (tx g.uq), and dL/dW1_(s), the entries' dL/da, dL/dlo, dL/dk added
+static void mac_phi_h_backward(Model* M, int l, int s0, int s1) {
+    const MemCfg* m = &M->mem;
+    int B = M->B, T = M->T, H = M->cfg.H, D = M->cfg.D, b = M->cfg.b, nch = nchunks(M, T), d = m->d;
+    size_t NE = phi_entries(T, b, m->omega), oD = (size_t)l * B * T * D;
+    int ne = (int)phi_entries(s0, b, m->omega);
+#pragma omp parallel for collapse(2) schedule(dynamic)
+    for (int bb = 0; bb < B; bb++)
+        for (int h = 0; h < H; h++) {
+            size_t hx = ((size_t)l * B + bb) * H + h;
+            PhiScr s;
+            mac_phi_scratch(M, bb, h, &s);
+            PhiSeq x = phi_seq(M, &M->acts, l, bb, h), gx = phi_seq(M, &M->grads_acts, l, bb, h);
+            const real* W1s = M->mem_P + (hx * nch + s0 / b) * m->nP;
+            for (int t = s0; t < s1; t++) {
+                size_t o = oD + ((size_t)bb * T + t) * D + (size_t)h * d;
+                phi_h_read_backward(m, &s, &x, &gx, M->tx->a.uq + o, M->tx->g.uq + o, ne, M->phi_etok + hx * NE,
+                                    M->phi_av + hx * NE * m->dm, M->phi_lo + hx * NE, W1s, M->tx->g.h + o, s.dW, s.dav,
+                                    s.dlo);
+            }
+        }
+}
+
 // MAC's mixing part of layer l: M->acts.mo from u = M->acts.ln1 (model_forward then adds x)
 static void mac_layer_forward(Model* M, int l) {
     const Config* c = &M->cfg;
@@ -4680,11 +4800,14 @@ static void mac_layer_forward(Model* M, int l) {
             size_t base = ((((size_t)l * B + bb) * H + h) * nch) * m->nP;
             memcpy(M->mem_P + base, p->mem_p0 + ((size_t)l * H + h) * m->nP, m->nP * sizeof(real));
             if (mem_carries_S(m)) memset(M->mem_S + base, 0, m->nP * sizeof(real));
+            if (m->phistar) M->phi_LA[((size_t)l * B + bb) * H * nch + (size_t)h * nch] = 0;  // (and no entries)
         }
     for (int s0 = 0; s0 < T; s0 += C) {
         int s1 = s0 + C < T ? s0 + C : T, n = s1 - s0;
         if (m->lattice)
             mac_lat_h_forward(M, l, s0 / C, s0, s1);
+        else if (m->phistar)
+            mac_phi_h_forward(M, l, s0, s1);
         else
             mac_h_forward(M, l, s0, s1);
         for (int bb = 0; bb < B; bb++) {
@@ -4697,6 +4820,8 @@ static void mac_layer_forward(Model* M, int l) {
         mac_inputs_forward(M, l, s0, s1);
         if (m->lattice)
             mac_lat_memory_forward(M, l, s0 / C, s0, s1);
+        else if (m->phistar)
+            mac_phi_memory_forward(M, l, s0 / b, (s1 + b - 1) / b);
         else
             mac_memory_forward(M, l, s0 / b, (s1 + b - 1) / b);
     }
@@ -4737,6 +4862,8 @@ static void mac_layer_backward(Model* M, int l) {
         // the memory's chunks of the segment, in reverse, from the carried dL/dP (none after the last chunk)
         if (m->lattice)  // (its carry: tg->dPc, 0 after the last segment)
             mac_lat_memory_backward(M, l, s, s0, s1);
+        else if (m->phistar)  // (its carries: tg->dPc, tg->phd)
+            mac_phi_memory_backward(M, l, s0, s1);
         else {
 #pragma omp parallel for collapse(2) schedule(dynamic)
             for (int bb = 0; bb < B; bb++)
@@ -4791,6 +4918,8 @@ static void mac_layer_backward(Model* M, int l) {
         // the h reads: dL/duq and dL/dP_(s), added to the carry
         if (m->lattice)
             mac_lat_h_backward(M, l, s, s0, s1);
+        else if (m->phistar)
+            mac_phi_h_backward(M, l, s0, s1);
         else {
 #pragma omp parallel for collapse(2) schedule(dynamic)
             for (int bb = 0; bb < B; bb++)
@@ -5078,14 +5207,22 @@ static void phi_dec_grow(Decoder* dec, int pos) {
 }
 // one token of a phi* layer's head: the chunk so far (own rows t0..pos) recomputed from the committed state, exactly
 // the parallel forward's arithmetic for these rows; at the chunk's end its entries, W1 and LA are committed
+// the token rows of (layer, head) lh as a PhiSeq: q, k, v, a, eta, gamma per row
+static PhiSeq phi_dec_seq(const Decoder* dec, size_t lh) {
+    int d = dec->M->mem.d, c = dec->M->mem.omega;
+    size_t rw = 3 * (size_t)d + 2 + c;
+    real* rows = dec->ph_rows[lh];
+    PhiSeq x = {rows, rows + d, rows + 2 * d, rows + 3 * d, rows + 3 * d + 1, c > 1 ? rows + 3 * d + 2 : NULL, rw,
+                rw,   rw};
+    return x;
+}
 static void phi_dec_head(Decoder* dec, int l, int h, int pos, real* y) {
     Model* M = dec->M;
     const MemCfg* m = &M->mem;
     int H = M->cfg.H, d = m->d, b = M->cfg.b, c = m->omega, cnt = pos % b, t0 = pos - cnt, n = cnt + 1,
         nh = t0 < c - 1 ? t0 : c - 1;
     size_t lh = (size_t)l * H + h, rw = 3 * (size_t)d + 2 + c;
-    real* rows = dec->ph_rows[lh];
-    real* row = rows + (size_t)pos * rw;
+    real* row = dec->ph_rows[lh] + (size_t)pos * rw;
     const ActivationTensors* a = &dec->a;
     memcpy(row, a->q + (size_t)h * d, d * sizeof(real));
     memcpy(row + d, a->k + (size_t)h * d, d * sizeof(real));
@@ -5093,8 +5230,7 @@ static void phi_dec_head(Decoder* dec, int l, int h, int pos, real* y) {
     row[3 * d] = a->ga[h];
     row[3 * d + 1] = a->geta[h];
     if (c > 1) memcpy(row + 3 * d + 2, a->ggam + (size_t)h * c, c * sizeof(real));
-    PhiSeq x = {rows, rows + d, rows + 2 * d, rows + 3 * d, rows + 3 * d + 1, c > 1 ? rows + 3 * d + 2 : NULL, rw,
-                rw,   rw};
+    PhiSeq x = phi_dec_seq(dec, lh);
     real LAn, *P = dec->P + lh * m->nP;
     int full = n == b;
     phi_chunk_forward(m, &dec->ph_scr, &x, t0, n, nh, dec->ph_ne[lh], dec->ph_etok[lh], dec->ph_av[lh], dec->ph_lo[lh],
@@ -5356,9 +5492,17 @@ static void mac_dec_layer(Decoder* dec, int l, const real* u) {
     if (m->poly) poly_forward(uqf, uq, p->poly_rho + (size_t)l * 3, 1, H, d);
     real zero[256] = {0}, one[256];
     for (int i = 0; i < d; i++) one[i] = 1;
+    if (m->phistar) phi_dec_grow(dec, pos);
     for (int h = 0; h < H; h++) {  // (as mac_read_rows: no halo, no window; k's features any finite row)
         if (m->lattice) {  // Lattice's read y = S_(s) q (mac_lat_h_forward)
             lattice_read(Pseg + (size_t)h * nP, uq + h * d, hrow + h * d, d);
+            continue;
+        }
+        if (m->phistar) {  // the phi* read at the segment start: its entries (committed before it, unchanged), W1
+            size_t lh = (size_t)l * H + h;
+            PhiSeq x = phi_dec_seq(dec, lh);
+            phi_h_read(m, &dec->ph_scr, &x, uq + h * d, (int)phi_entries(pos - j, c->b, m->omega), dec->ph_etok[lh],
+                       dec->ph_av[lh], dec->ph_lo[lh], Pseg + (size_t)h * nP, hrow + h * d);
             continue;
         }
         MemChunk* ch = &dec->c;

@@ -4897,6 +4897,141 @@ __global__ void __launch_bounds__(MEM_THREADS) phi_memory_backward_kernel(MemArg
     block_copy(A.dbh + hx * (nP + 2 * d), s.dW, nP);  // dL/dW1_0 of this sequence
 }
 
+// ---- MAC with the phi* memory (train_miras.c mac_phi_*): h is a read without update at the segment start (the
+// entries committed before it, W1 at its start: phi_h_read); the chunks run a segment's at a time; the backward's
+// accumulators (the block's PhiScr dav, dlo and dW, one block per (sequence, head) in every launch) and dL/dLA (tx g.phd,
+// a float per (sequence, head)) are carried from launch to launch across the segments.
+// phi_entries on the device: the entries of the chunks before token T
+__device__ int phi_entries_gpu(int T, int b, int c) {
+    int n = T;
+    for (int t0 = b; t0 < T; t0 += b) n += t0 < c - 1 ? t0 : c - 1;
+    return n;
+}
+// phi_h_read: out = W1s GELU(W2 phi*(xq)) over the entries e < ne (linear: W phi*(xq)); zq, tq, hq in s's first row
+MEMFN void phi_h_read_gpu(const MemCfg* m, PhiScr* s, const PhiSeq* x, const real* xq, int ne, const int* etok,
+                          const real* av, const real* lo, const real* W1s, real* out) {
+    int w = m->dm, d = m->d;
+    phi_read_gpu(m, s, x, xq, ne, 0, etok, av, lo, NULL, s->zq);
+    if (m->depth != 2) {
+        block_copy(out, s->zq, d);
+        return;
+    }
+    FOR(e, w) {
+        s->tq[e] = gelu_tanh_gpu(s->zq[e]);
+        s->hq[e] = gelu_gpu(s->zq[e], s->tq[e]);
+    }
+    __syncthreads();
+    mm_nt_gpu(out, s->hq, W1s, 1, d, w, 1, 0);
+}
+// its backward (phi_h_read_backward): dxq accumulated, dW1 += dout hq^T, the entries' dav, dlo and keys (gx->k)
+MEMFN void phi_h_read_backward_gpu(const MemCfg* m, PhiScr* s, const PhiSeq* x, const PhiSeq* gx, const real* xq,
+                                   real* dxq, int ne, const int* etok, const real* av, const real* lo, const real* W1s,
+                                   const real* dout, real* dW1, real* tmp) {
+    int w = m->dm, d = m->d;
+    phi_h_read_gpu(m, s, x, xq, ne, etok, av, lo, W1s, tmp);  // (recomputed: zq, hq and the softmax p in s)
+    if (m->depth == 2) {
+        FOR(e, (size_t)d * w) dW1[e] += dout[e / w] * s->hq[e % w];
+        __syncthreads();
+        mm_nn_gpu(s->dhq, dout, W1s, 1, w, d, 1, 0);  // dhq = W1s^T dout
+        FOR(e, w) s->dzq[e] = s->dhq[e] * gelu_d1_gpu(s->zq[e], s->tq[e]);
+    } else
+        FOR(i, d) s->dzq[i] = dout[i];
+    __syncthreads();
+    phi_read_backward_gpu(m, s, x, gx, xq, dxq, ne, 0, etok, av, s->zq, s->dzq, s->dav, s->dlo, NULL);
+}
+// the block's setup: its PhiScr and the config
+__device__ void mac_phi_setup(PhiScr* s, MemCfg* m, const MemArgs* A) {
+    if (threadIdx.x == 0) {
+        *s = A->phs[blockIdx.x];
+        *m = A->m;
+        mem_tc = 0;
+    }
+    __syncthreads();
+}
+// h rows [s0, s1) (mac_phi_h_forward): uq, h (B*T, D) at layer l's rows
+__global__ void __launch_bounds__(MEM_THREADS)
+    mac_phi_read_kernel(MemArgs A, const real* uq, real* hout, int s0, int s1) {
+    __shared__ PhiScr s;
+    __shared__ MemCfg m;
+    mac_phi_setup(&s, &m, &A);
+    int bb = blockIdx.x / A.H, h = blockIdx.x % A.H, ne = phi_entries_gpu(s0, A.b, m.omega);
+    size_t NE = A.phne, hx = blockIdx.x;
+    PhiSeq x = phi_seq_gpu(&A, bb, h, 0);
+    const real* W1s = A.P + (hx * A.nch + s0 / A.b) * m.nP;
+    for (int t = s0; t < s1; t++) {
+        size_t o = ((size_t)bb * A.T + t) * A.D + (size_t)h * m.d;
+        phi_h_read_gpu(&m, &s, &x, uq + o, ne, A.phetok + hx * NE, A.phav + hx * NE * m.dm, A.phlo + hx * NE, W1s,
+                       hout + o);
+    }
+}
+// the chunks [ch0, ch1) (phi_chunks_forward): the start state of chunk ch0 in A.P, A.phLA (chunk 0: W1_0 from
+// mac_state_init_kernel, LA = 0)
+__global__ void __launch_bounds__(MEM_THREADS) mac_phi_forward_kernel(MemArgs A, int ch0, int ch1) {
+    __shared__ PhiScr s;
+    __shared__ MemCfg m;
+    mac_phi_setup(&s, &m, &A);
+    int bb = blockIdx.x / A.H, h = blockIdx.x % A.H, T = A.T, b = A.b, c = m.omega, nch = A.nch;
+    size_t nP = m.nP, NE = A.phne, hx = blockIdx.x;
+    PhiSeq x = phi_seq_gpu(&A, bb, h, 0);
+    real *P = A.P + hx * nch * nP, *av = A.phav + hx * NE * m.dm, *lo = A.phlo + hx * NE, *LAs = A.phLA + hx * nch;
+    int* etok = A.phetok + hx * NE;
+    if (ch0 == 0 && threadIdx.x == 0) LAs[0] = 0;
+    __syncthreads();
+    for (int ch = ch0; ch < ch1; ch++) {
+        int t0 = ch * b, n = T - t0 < b ? T - t0 : b, nh = t0 < c - 1 ? t0 : c - 1, last = ch == nch - 1;
+        real LA = phi_chunk_forward_gpu(
+            &m, &s, &x, t0, n, nh, phi_entries_gpu(t0, b, c), etok, av, lo, P + (size_t)ch * nP, LAs[ch],
+            A.y + ((size_t)bb * T + t0) * A.D + (size_t)h * m.d, A.D, last ? NULL : P + (size_t)(ch + 1) * nP);
+        if (!last && threadIdx.x == 0) LAs[ch + 1] = LA;
+        __syncthreads();
+    }
+}
+// their backward, chunks ch1-1 down to ch0 (phi_chunks_backward); last: the sequence's last segment (the
+// accumulators start at 0); gLA: tx g.phd
+__global__ void __launch_bounds__(MEM_THREADS)
+    mac_phi_backward_kernel(MemArgs A, int ch0, int ch1, int last, real* gLAc) {
+    __shared__ PhiScr s;
+    __shared__ MemCfg m;
+    mac_phi_setup(&s, &m, &A);
+    int bb = blockIdx.x / A.H, h = blockIdx.x % A.H, T = A.T, b = A.b, c = m.omega, nch = A.nch, d = m.d;
+    size_t nP = m.nP, NE = A.phne, hx = blockIdx.x;
+    PhiSeq x = phi_seq_gpu(&A, bb, h, 0), gx = phi_seq_gpu(&A, bb, h, 1);
+    real *P = A.P + hx * nch * nP, *av = A.phav + hx * NE * m.dm, *lo = A.phlo + hx * NE, *LAs = A.phLA + hx * nch;
+    int* etok = A.phetok + hx * NE;
+    if (last) {
+        block_zero(s.dav, NE * m.dm);
+        block_zero(s.dlo, NE);
+        block_zero(s.dW, nP);
+    }
+    real gLA = last ? 0 : gLAc[hx];
+    for (int ch = ch1 - 1; ch >= ch0; ch--) {
+        int t0 = ch * b, n = T - t0 < b ? T - t0 : b, nh = t0 < c - 1 ? t0 : c - 1, ne = phi_entries_gpu(t0, b, c);
+        phi_chunk_forward_gpu(&m, &s, &x, t0, n, nh, ne, etok, av, lo, P + (size_t)ch * nP, LAs[ch], s.y, d, NULL);
+        gLA = phi_chunk_backward_gpu(&m, &s, &x, &gx, t0, n, nh, ne, etok, av, lo, P + (size_t)ch * nP,
+                                     A.dy + ((size_t)bb * T + t0) * A.D + (size_t)h * d, A.D, gLA);
+    }
+    if (threadIdx.x == 0) gLAc[hx] = gLA;
+}
+// the h reads' backward of rows [s0, s1) (mac_phi_h_backward): duq written (accumulated into zeros), dL/dW1_(s) and the
+// entries' gradients into the block's accumulators; at the first segment dL/dW1_0 into carry (for mac_carry_add)
+__global__ void __launch_bounds__(MEM_THREADS)
+    mac_phi_read_backward_kernel(MemArgs A, const real* uq, const real* dh, real* duq, int s0, int s1, real* carry) {
+    __shared__ PhiScr s;
+    __shared__ MemCfg m;
+    __shared__ real tmp[256];
+    mac_phi_setup(&s, &m, &A);
+    int bb = blockIdx.x / A.H, h = blockIdx.x % A.H, ne = phi_entries_gpu(s0, A.b, m.omega);
+    size_t NE = A.phne, hx = blockIdx.x, nP = m.nP;
+    PhiSeq x = phi_seq_gpu(&A, bb, h, 0), gx = phi_seq_gpu(&A, bb, h, 1);
+    const real* W1s = A.P + (hx * A.nch + s0 / A.b) * nP;
+    for (int t = s0; t < s1; t++) {
+        size_t o = ((size_t)bb * A.T + t) * A.D + (size_t)h * m.d;
+        phi_h_read_backward_gpu(&m, &s, &x, &gx, uq + o, duq + o, ne, A.phetok + hx * NE, A.phav + hx * NE * m.dm,
+                                A.phlo + hx * NE, W1s, dh + o, s.dW, tmp);
+    }
+    if (s0 == 0) block_copy(carry + hx * nP, s.dW, nP);
+}
+
 static int mem_token6_cfg(const MemCfg* m, int b) {
     return !m->lattice && !m->phistar && m->depth == 1 && m->d == TOK_D && !m->momentum && m->retention == RET_NONE &&
            !m->anchor && m->omega == 1 && (m->bias == BIAS_DOT || (m->bias == BIAS_L2 && b == 1));
@@ -6510,6 +6645,8 @@ static void mac_layer_forward_gpu(ModelGpu* M, int l) {
         if (lat)
             mac_lat_read_kernel<<<B * H, lat_threads(A.m.d), 0, g_stream>>>(A, Sseg, nsl, s0 / C, t->uq + oD, t->h + oD,
                                                                             s0, s1);
+        else if (A.m.phistar)
+            mac_phi_read_kernel<<<B * H, MEM_THREADS, 0, g_stream>>>(A, t->uq + oD, t->h + oD, s0, s1);
         else
             mac_read_forward_kernel<<<B * H, MEM_THREADS, 0, g_stream>>>(A, t->uq + oD, uqf, t->h + oD, s0, s1);
         KCHECK("mac_read_forward");
@@ -6525,6 +6662,8 @@ static void mac_layer_forward_gpu(ModelGpu* M, int l) {
         mac_inputs_forward_gpu(M, l, s0, s1);
         if (lat)
             mac_lat_forward_kernel<<<B * H, lat_threads(A.m.d), 0, g_stream>>>(A, Sseg, nsl, s0 / C, s0, s1);
+        else if (A.m.phistar)
+            mac_phi_forward_kernel<<<B * H, MEM_THREADS, 0, g_stream>>>(A, s0 / b, (s1 + b - 1) / b);
         else
             mac_memory_forward_kernel<<<B * H, MEM_THREADS, 0, g_stream>>>(A, s0 / b, (s1 + b - 1) / b);
         KCHECK("mac_memory_forward");
@@ -6570,6 +6709,8 @@ static void mac_layer_backward_gpu(ModelGpu* M, int l) {
         // the memory's chunks of the segment, in reverse, from the carried dL/dP (none after the last chunk)
         if (lat)  // (the carry is 0 after the last segment: tx gmem was zeroed)
             mac_lat_backward_kernel<<<B * H, lat_threads(A.m.d), 0, g_stream>>>(A, Sseg, nsl, s, s0, s1, carryP);
+        else if (A.m.phistar)  // (dL/dLA in the first B*H floats of tx g.phd)
+            mac_phi_backward_kernel<<<B * H, MEM_THREADS, 0, g_stream>>>(A, s0 / b, (s1 + b - 1) / b, s1 == T, tg->phd);
         else
             mac_memory_backward_kernel<<<B * H, MEM_THREADS, 0, g_stream>>>(A, s0 / b, (s1 + b - 1) / b, s1 == T,
                                                                             carryP, carryS);
@@ -6591,6 +6732,9 @@ static void mac_layer_backward_gpu(ModelGpu* M, int l) {
         if (lat)
             mac_lat_read_backward_kernel<<<B * H, lat_threads(A.m.d), 0, g_stream>>>(
                 A, Sseg, nsl, s, t->uq + oD, tg->h + oD, tg->uq + oD, s0, s1, carryP);
+        else if (A.m.phistar)
+            mac_phi_read_backward_kernel<<<B * H, MEM_THREADS, 0, g_stream>>>(A, t->uq + oD, tg->h + oD, tg->uq + oD,
+                                                                              s0, s1, carryP);
         else
             mac_read_backward_kernel<<<B * H, MEM_THREADS, 0, g_stream>>>(A, t->uq + oD, uqf, tg->h + oD, tg->uq + oD,
                                                                           duqf, s0, s1, carryP, carryS);
@@ -7098,6 +7242,26 @@ typedef struct {
     int* etok;
     PhiScr* scr;
 } PhiDecArgs;
+// MAC's h read of one token (mac_phi_read_kernel's): uq (H, d) against the entries committed before the segment
+// (A.ne) and its start W1 (W1seg, (H, nP)) into h (H, d)
+__global__ void __launch_bounds__(MEM_THREADS)
+    mac_phi_dec_read_kernel(PhiDecArgs A, const real* uq, const real* W1seg, real* hout) {
+    __shared__ PhiScr s;
+    __shared__ MemCfg m;
+    if (threadIdx.x == 0) {
+        s = A.scr[blockIdx.x];
+        m = A.m;
+        mem_tc = 0;
+    }
+    __syncthreads();
+    int h = blockIdx.x, d = m.d, c = m.omega;
+    size_t rw = 3 * (size_t)d + 2 + c;
+    real* rows = A.rows + (size_t)h * A.cap * rw;
+    PhiSeq x = {rows, rows + d, rows + 2 * d, rows + 3 * d, rows + 3 * d + 1, c > 1 ? rows + 3 * d + 2 : NULL, rw,
+                rw,   rw};
+    phi_h_read_gpu(&m, &s, &x, uq + (size_t)h * d, A.ne, A.etok + h * A.necap, A.av + h * A.necap * m.dm,
+                   A.lo + h * A.necap, W1seg + (size_t)h * m.nP, hout + (size_t)h * d);
+}
 __global__ void __launch_bounds__(MEM_THREADS) phi_decode_kernel(PhiDecArgs A) {
     __shared__ PhiScr s;
     __shared__ MemCfg m;
@@ -7243,6 +7407,32 @@ static void phi_dec_grow_gpu(DecoderGpu* dec, int pos) {
     dec->ph_cap = cap;
     dec->ph_necap = ne;
 }
+// the phi* decoder's arguments for layer l at token pos (rows grown to hold it), ne = phi_entries(t0) committed entries
+// (t0: the current chunk's start; MAC's h read: the segment's); the token's inputs and y are the caller's
+static PhiDecArgs phi_dec_args(DecoderGpu* dec, int l, int pos, int t0) {
+    const MemCfg* m = &dec->M->mem;
+    int H = dec->M->cfg.H, b = dec->M->cfg.b;
+    phi_dec_grow_gpu(dec, pos);
+    size_t lh = (size_t)l * H, ne = dec->ph_necap, rw = 3 * (size_t)m->d + 2 + m->omega;
+    PhiDecArgs A;
+    memset(&A, 0, sizeof A);
+    A.m = *m;
+    A.H = H;
+    A.b = b;
+    A.pos = pos;
+    A.ne = (int)phi_entries(t0, b, m->omega);
+    A.cap = (size_t)dec->ph_cap;
+    A.necap = ne;
+    A.rows = dec->ph_rows + lh * dec->ph_cap * rw;
+    A.av = dec->ph_av + lh * ne * m->dm;
+    A.lo = dec->ph_lo + lh * ne;
+    A.etok = dec->ph_etok + lh * ne;
+    A.LA = dec->ph_LA + lh;
+    A.P = dec->P + lh * m->nP;
+    A.Pn = dec->Pn;
+    A.scr = dec->ph_scr;
+    return A;
+}
 // this position's attention row of layer l against its KV cache (train_miras.c's decoder_attention): q, k = RoPE at
 // pos,
 // k and v into the cache (slot pos, or pos mod W in the 'S' ring), then attention_forward_kernel's row i = pos
@@ -7348,17 +7538,7 @@ static void decoder_mixer_gpu(DecoderGpu* dec, int l, const real* u, int pos, re
                                                                   a->geta, a->ga, a->y);
         KCHECK("lattice_decode");
     } else if (m->phistar) {  // section 3c
-        phi_dec_grow_gpu(dec, pos);
-        size_t lh = (size_t)l * H, ne = dec->ph_necap, rw = 3 * (size_t)d + 2 + m->omega;
-        PhiDecArgs A;
-        memset(&A, 0, sizeof A);
-        A.m = *m;
-        A.H = H;
-        A.b = b;
-        A.pos = pos;
-        A.ne = (int)phi_entries(pos - cnt, b, m->omega);
-        A.cap = (size_t)dec->ph_cap;
-        A.necap = ne;
+        PhiDecArgs A = phi_dec_args(dec, l, pos, pos - cnt);
         A.q = a->q;
         A.k = a->k;
         A.v = a->v;
@@ -7366,14 +7546,6 @@ static void decoder_mixer_gpu(DecoderGpu* dec, int l, const real* u, int pos, re
         A.geta = a->geta;
         A.ggam = a->ggam;
         A.y = a->y;
-        A.rows = dec->ph_rows + lh * dec->ph_cap * rw;
-        A.av = dec->ph_av + lh * ne * m->dm;
-        A.lo = dec->ph_lo + lh * ne;
-        A.etok = dec->ph_etok + lh * ne;
-        A.LA = dec->ph_LA + lh;
-        A.P = dec->P + lh * nP;
-        A.Pn = dec->Pn;
-        A.scr = dec->ph_scr;
         phi_decode_kernel<<<H, MEM_THREADS, 0, g_stream>>>(A);
         KCHECK("phi_decode");
     } else {
@@ -7502,6 +7674,8 @@ static void mac_dec_layer_gpu(DecoderGpu* dec, int l, const real* u) {
     A.chunks = dec->chunks;
     if (m->lattice)  // (Pseg: (H, nP), one slot per head)
         mac_lat_read_kernel<<<H, lat_threads(d), 0, g_stream>>>(A, Pseg, 1, 0, uq, hrow, 0, 1);
+    else if (m->phistar)  // (the entries committed before the segment are unchanged since its start)
+        mac_phi_dec_read_kernel<<<H, MEM_THREADS, 0, g_stream>>>(phi_dec_args(dec, l, pos, pos - j), uq, Pseg, hrow);
     else
         mac_read_forward_kernel<<<H, MEM_THREADS, 0, g_stream>>>(A, uq, uqf, hrow, 0, 1);
     KCHECK("mac_dec_read");

@@ -618,7 +618,31 @@ def memory_read_chunked(cfg, P0, ln_g, ln_b, q, k, v, a, eta, theta, grad_fn=mem
     return torch.stack(ys, dim=1)
 
 
-def memory_read_phistar(cfg, P0, q, k, v, a, eta, gamma=None):
+def phistar_read(cfg, st, x):
+    """W2 phi*(x) over the history of st (memory_read_phistar's state): x (B,H,d) -> (B,H,w), 0 without entries."""
+    B, H, d = x.shape
+    if not st["ek"]:
+        return torch.zeros(B, H, head_dims(cfg)[1] if cfg["mem_depth"] == 2 else d, dtype=x.dtype)
+    s = math.sqrt(d)
+    kap = torch.stack([w * torch.exp(s * (ke * x).sum(-1)) for ke, w in zip(st["ek"], st["ew"])], -1)   # (B,H,E)
+    return (kap.unsqueeze(-1) * torch.stack(st["es"], 2)).sum(2) / kap.sum(-1, keepdim=True)
+
+
+def phistar_state(cfg, P0, B):
+    """The phi* memory's start state: W1 (B,H,d,d_m) from P0 (deep; linear: None) and an empty history."""
+    H = cfg["H"]
+    d, dm = head_dims(cfg)
+    W1 = P0.view(H, d, dm).unsqueeze(0).repeat(B, 1, 1, 1) if cfg["mem_depth"] == 2 else None
+    return dict(W1=W1, ek=[], es=[], ew=[])
+
+
+def phistar_apply(cfg, st, x):
+    """M(x) at the state st without update (MAC's h): W1 GELU(W2 phi*(x)) (linear: W phi*(x)); x (B,H,d)."""
+    z = phistar_read(cfg, st, x)
+    return (st["W1"] * gelu_tanh(z).unsqueeze(-2)).sum(-1) if cfg["mem_depth"] == 2 else z
+
+
+def memory_read_phistar(cfg, P0, q, k, v, a, eta, gamma=None, state=None, t0=0):
     """The phi* memory (README "DT and DOT"; ATLAS's DeepTransformer and DOT, digest §4.4 and A15), naive.
     phi*(x) is the infinite exp feature map, phi*(k).phi*(x) = kappa(k, x) = exp(s k.x), s = sqrt(d) (q, k are
     l2-normed). A matrix acting on phi*(x) starts at 0 and is kept as its history, a list of entries (k_e, sig_e,
@@ -633,22 +657,19 @@ def memory_read_phistar(cfg, P0, q, k, v, a, eta, gamma=None):
         W2_t = a_t W2_{t-1} + eta_t sum_o gamma_t[o] sig_{t-o} phi*(k_{t-o})^T : every w_e *= a_t, then the entries
                (k_{t-o}, sig_{t-o}, eta_t gamma_t[o]) are appended
         y_t = W1_t GELU(W2_t phi*(q_t))   (linear: y_t = W_t phi*(q_t)).
-    The weights are plain products here (T is small); the trainer keeps them as logs. Returns y (B,T,H,d)."""
+    The weights are plain products here (T is small); the trainer keeps them as logs. Returns y (B,T,H,d).
+    state, t0 (MAC's segments): None, or phistar_state's dict to start from at row t0 (a multiple of b; the rows
+    before it are only omega's halo), replaced in place by the end state; y then holds rows t0.. only."""
     B, T, H, d = q.shape
     b, c, deep = cfg["b"], cfg["omega"], cfg["mem_depth"] == 2
-    _, dm = head_dims(cfg)
-    s = math.sqrt(d)
-    W1 = P0.view(H, d, dm).unsqueeze(0).repeat(B, 1, 1, 1) if deep else None
-    ek, es, ew = [], [], []                                # the history: keys, signals, weights (B,H,.)
+    st = phistar_state(cfg, P0, B) if state is None else state
+    W1, ek, es, ew = st["W1"], st["ek"], st["es"], st["ew"]   # the history: keys, signals, weights (B,H,.)
 
     def read(x):                                          # x (B,H,d) -> W2 phi*(x) (B,H,w)
-        if not ek:
-            return torch.zeros(B, H, dm if deep else d, dtype=x.dtype)
-        kap = torch.stack([w * torch.exp(s * (ke * x).sum(-1)) for ke, w in zip(ek, ew)], -1)   # (B,H,E)
-        return (kap.unsqueeze(-1) * torch.stack(es, 2)).sum(2) / kap.sum(-1, keepdim=True)
+        return phistar_read(cfg, dict(ek=ek, es=es, ew=ew), x)
 
     ys = []
-    for t0 in range(0, T, b):
+    for t0 in range(t0, T, b):
         n, nh = min(b, T - t0), min(c - 1, t0)
         W1s = W1
         g1, sig = {}, {}
@@ -686,6 +707,8 @@ def memory_read_phistar(cfg, P0, q, k, v, a, eta, gamma=None):
                 ew.append(coef * torch.ones(B, H, dtype=q.dtype) if not torch.is_tensor(coef) else coef)
             zq = read(q[:, t])
             ys.append((W1 * gelu_tanh(zq).unsqueeze(-2)).sum(-1) if deep else zq)
+    if state is not None:
+        state.update(W1=W1, ek=ek, es=es, ew=ew)
     return torch.stack(ys, 1)
 
 
@@ -1033,7 +1056,10 @@ class MirasModel:
         kP = rope_at((Pr @ p["att_wk"][l].T).view(B, np_, H, d), list(range(np_)))
         vP = (Pr @ p["att_wv"][l].T).view(B, np_, H, d)
         lat = cfg["lattice"] != "none"                   # Lattice: the state S (B,H,d,m), S_0 = I (no P_0)
-        if lat:
+        phi = cfg.get("phistar", 0)                       # the phi* memory: W1 and the history (phistar_state)
+        if phi:
+            state = phistar_state(cfg, p["mem_p0"][l], B)
+        elif lat:
             state = [torch.eye(d, dtype=u.dtype).expand(B, H, d, d), None]
         else:
             state = [p["mem_p0"][l].unsqueeze(0).repeat(B, 1, 1), None]
@@ -1045,8 +1071,10 @@ class MirasModel:
             pos = [np_ + t for t in range(s0, s1)]
             ret = cfg["retention"]                        # the weights of the segment-start state P_(s)
             Wseg = (state[0] / lq_scale(cfg, state[0]) if ret == "lq" else
-                    kl_weights(cfg, state[0]) if ret == "kl" else state[0])
-            if lat:                                       # Lattice's read y = S q at S_(s)
+                    kl_weights(cfg, state[0]) if ret == "kl" else state[0]) if not phi else None
+            if phi:                                       # the phi* read at the segment-start W1 and history
+                h = torch.stack([phistar_apply(cfg, state, qu[:, t]) for t in range(s0, s1)], dim=1).reshape(B, n, D)
+            elif lat:                                     # Lattice's read y = S q at S_(s)
                 h = torch.einsum("bhrm,bnhm->bnhr", state[0], qu[:, s0:s1]).reshape(B, n, D)
             else:
                 h = torch.stack([mem_apply(cfg, Wseg, qu[:, t], ln_g, ln_b) for t in range(s0, s1)],
@@ -1075,8 +1103,13 @@ class MirasModel:
                      if cfg["omega"] > 1 else None)       # omega's window gates (SPEC §5.5)
             # g_t is the partial derivative with k, v held fixed (SPEC §9.3): k, v depend on P_(s) through
             # h, so the writes take their gradients at a copy of P_(s) (autograd differentiates w.r.t. it)
-            state[0] = state[0].clone()
-            if lat:                                       # mu = the a gate (1 without it), as the mixer's
+            if phi:                                       # (phi*: W1; the history's signals are no state)
+                state["W1"] = state["W1"].clone() if state["W1"] is not None else None
+            else:
+                state[0] = state[0].clone()
+            if phi:                                       # (the state dict: W1 and the history, carried on)
+                y_ = memory_read_phistar(cfg, p["mem_p0"][l], qy, ky, vy, a, eta, gamma, state=state, t0=s0)
+            elif lat:                                     # mu = the a gate (1 without it), as the mixer's
                 y_ = (lattice_read_paper if self.read_fn == "online" else lattice_read)(cfg, qy, ky, vy, eta, a,
                                                                                        state=state, t0=s0)
             elif self.read_fn == "chunked":
@@ -1264,6 +1297,11 @@ FIXTURES = {
     # and without the renormalisation (lat_k 4)
     "mac_lattice":     (1, 0, 0, "l2", "gd", 0, 1, 1, "none", 0, 0, "dec", 3, 0),
     "mac_lattice_sim": (1, 0, 0, "l2", "gd", 1, 1, 1, "none", 0, 0, "sim", 4, 2),
+    # MAC with the phi* memory (h reads the entries committed before the segment, W1 at its start): dot's memory (deep,
+    # l2, omega 3, bounded W2 steps) at b = 2, C = 4 (the halo crosses the segment boundary); a linear phi* memory
+    # with the dot bias and omega 2 at b = 1
+    "mac_dot":         (2, 0, 0, "l2", "gd", 1, 1, 2, "none", 0, 0, 3, 0, 0, 2),
+    "mac_dot_lin":     (1, 0, 0, "dot", "gd", 1, 1, 1, "none", 0, 0, 2, 0, 0, 1),
     "mal_lattice":     (1, 0, 0, "l2", "gd", 0, 1, 1, "none", 0, 0, "dec", 4, 0),
     "mag_lattice_sim": (1, 0, 0, "l2", "gd", 1, 1, 1, "none", 0, 0, "sim", 4, 0),
     "mal_dot":         (2, 0, 0, "l2", "gd", 1, 1, 3, "none", 0, 0, 3, 0, 0, 2),
@@ -1316,6 +1354,8 @@ FIXTURE_TITANS = {
     "mac_omega_lin":   ("mac", 1, 0),
     "mac_lattice":     ("mac", 2, 0),
     "mac_lattice_sim": ("mac", 3, 0),
+    "mac_dot":         ("mac", 2, 0),
+    "mac_dot_lin":     ("mac", 3, 0),
     "mal_lattice":     ("mal", 3, 4),
     "mag_lattice_sim": ("mag", 2, 5),
     "mal_dot":         ("mal", 2, 4),
@@ -1581,7 +1621,7 @@ FIXTURE_SEED = {
     "mac_yaad_cw": 1051, "mal_omeganet": 1052, "mal_atlas": 1053, "mag_atlas_pp": 1054,
     "mal_lattice": 1055, "mag_lattice_sim": 1056, "mal_dot": 1057, "mag_dt": 1058, "mac_muon_gated": 1059,
     "mac_muonc": 1060, "mac_omeganet": 1061, "mac_atlas_pp": 1062, "mac_omega_lin": 1063, "mac_lattice": 1064,
-    "mac_lattice_sim": 1065,
+    "mac_lattice_sim": 1065, "mac_dot": 1066, "mac_dot_lin": 1067,
 }
 
 
