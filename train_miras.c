@@ -3284,6 +3284,16 @@ static void lattice_memory_forward(Model* M, int l) {
             lattice_rows_forward(M, l, bb, h, 0, M->T, scr, scr + M->mem.nP, &w);
         }
 }
+// a memory's backward went non-finite at (layer l, chunk or block ch): keep the first place in backward order for the
+// error line (the first layer found so, and in it the latest chunk: the parallel loops find them in any order)
+static void note_nonfinite(Model* M, const char* what, int l, int ch) {
+#pragma omp critical
+    if (!M->nf_what || (M->nf_layer == l && ch > M->nf_chunk)) {
+        M->nf_what = what;
+        M->nf_layer = l;
+        M->nf_chunk = ch;
+    }
+}
 // Its backward: segments in reverse; each recomputes its states S_{t0-1} .. S_{t0+n-1} from its checkpoint (the
 // forward's own arithmetic: the same values bit for bit, so k changes nothing), then steps back through them
 // carrying G = dL/dS. Writes dq, dk, dv, deta, dmu (into the gate gradients; gates_backward takes them from there).
@@ -3312,14 +3322,7 @@ static void lattice_rows_backward(Model* M, int l, int bb, int h, int t0, int t1
                                   g->y + r * D + h * d, G, g->q + r * D + h * d, g->k + r * D + h * d,
                                   g->v + r * D + h * d, &g->geta[r * H + h], &g->ga[r * H + h], w);
         }
-        if (!all_finite(G, nP)) {
-#pragma omp critical
-            if (!M->nf_what || (M->nf_layer == l && b0 > M->nf_chunk)) {
-                M->nf_what = "the Lattice state gradient dL/dS";
-                M->nf_layer = l;
-                M->nf_chunk = b0;
-            }
-        }
+        if (!all_finite(G, nP)) note_nonfinite(M, "the Lattice state gradient dL/dS", l, b0);
     }
 }
 static void lattice_memory_backward(Model* M, int l) {
@@ -3385,14 +3388,8 @@ static void phi_chunks_backward(Model* M, int l, int bb, int h, int ch0, int ch1
         phi_chunk_backward(m, s, &x, &gx, t0, n, nh, ne, etok, av, lo, P + (size_t)ch * nP,
                            M->grads_acts.y + ((size_t)l * B * T + (size_t)bb * T + t0) * D + (size_t)h * d, D, gLA);
         if (!all_finite(s->dW, nP) || !isfinite(*gLA) ||
-            !all_finite(s->dav + (size_t)ne * m->dm, (size_t)(nh + n) * m->dm)) {
-#pragma omp critical
-            if (!M->nf_what || (M->nf_layer == l && ch > M->nf_chunk)) {
-                M->nf_what = "the phi* memory's gradients (dL/dW1, the entries' dL/da)";
-                M->nf_layer = l;
-                M->nf_chunk = ch;
-            }
-        }
+            !all_finite(s->dav + (size_t)ne * m->dm, (size_t)(nh + n) * m->dm))
+            note_nonfinite(M, "the phi* memory's gradients (dL/dW1, the entries' dL/da)", l, ch);
     }
 }
 static void phi_memory_forward(Model* M, int l) {
@@ -3510,15 +3507,8 @@ static void memory_backward(Model* M, int l) {
                 gather_rows(c->dy + (size_t)nh * d, g->y + o * D, bb, h, t0, n, T, H, d);
                 mem_step_backward(m, c, nh + n, c->dy, Pc, Sc, dPn, dSn, dPs, dSs, lng, lnb);
                 mem_store_chunk_grads(c, M, l, bb, h, t0, n);
-                const char* what = mem_chunk_nonfinite(m, c, nh + n, dPs);  // keep the first place (in backward order)
-                if (what) {  // a memory went non-finite (shared: one writer)
-#pragma omp critical
-                    if (!M->nf_what || (M->nf_layer == l && ch > M->nf_chunk)) {
-                        M->nf_what = what;
-                        M->nf_layer = l;
-                        M->nf_chunk = ch;
-                    }
-                }
+                const char* what = mem_chunk_nonfinite(m, c, nh + n, dPs);
+                if (what) note_nonfinite(M, what, l, ch);
                 dPn = dPs;
                 dSn = dSs;  // this chunk's start is the previous chunk's end
                 dPs = dPs == c->Pa ? c->Pb : c->Pa;
