@@ -3363,13 +3363,14 @@ static void phi_chunks_forward(Model* M, int l, int bb, int h, int ch0, int ch1)
     PhiSeq x = phi_seq(M, &M->acts, l, bb, h);
     real *P = M->mem_P + hx * nch * nP, *av = M->phi_av + hx * NE * m->dm, *lo = M->phi_lo + hx * NE,
          *LAs = M->phi_LA + hx * nch, LA;
-    int* etok = M->phi_etok + hx * NE;
+    int *etok = M->phi_etok + hx * NE, ne = (int)phi_entries(ch0 * b, b, c);  // (the entries before chunk ch0)
     for (int ch = ch0; ch < ch1; ch++) {
         int t0 = ch * b, n = T - t0 < b ? T - t0 : b, nh = t0 < c - 1 ? t0 : c - 1, last = ch == nch - 1;
-        phi_chunk_forward(m, s, &x, t0, n, nh, (int)phi_entries(t0, b, c), etok, av, lo, P + (size_t)ch * nP, LAs[ch],
+        phi_chunk_forward(m, s, &x, t0, n, nh, ne, etok, av, lo, P + (size_t)ch * nP, LAs[ch],
                           M->acts.y + ((size_t)l * B * T + (size_t)bb * T + t0) * D + (size_t)h * d, D,
                           last ? NULL : P + (size_t)(ch + 1) * nP, &LA);
         if (!last) LAs[ch + 1] = LA;
+        ne += nh + n;
     }
 }
 // their backward, chunks ch1-1 down to ch0, with s's accumulators carried in and out (dW: dL/dW1 at chunk ch1's
@@ -3381,9 +3382,10 @@ static void phi_chunks_backward(Model* M, int l, int bb, int h, int ch0, int ch1
     PhiSeq x = phi_seq(M, &M->acts, l, bb, h), gx = phi_seq(M, &M->grads_acts, l, bb, h);
     real *P = M->mem_P + hx * nch * nP, *av = M->phi_av + hx * NE * m->dm, *lo = M->phi_lo + hx * NE,
          *LAs = M->phi_LA + hx * nch, LA;
-    int* etok = M->phi_etok + hx * NE;
+    int *etok = M->phi_etok + hx * NE, ne = (int)phi_entries(ch1 * b < T ? ch1 * b : T, b, c);  // (before chunk ch1)
     for (int ch = ch1 - 1; ch >= ch0; ch--) {
-        int t0 = ch * b, n = T - t0 < b ? T - t0 : b, nh = t0 < c - 1 ? t0 : c - 1, ne = (int)phi_entries(t0, b, c);
+        int t0 = ch * b, n = T - t0 < b ? T - t0 : b, nh = t0 < c - 1 ? t0 : c - 1;
+        ne -= nh + n;
         phi_chunk_forward(m, s, &x, t0, n, nh, ne, etok, av, lo, P + (size_t)ch * nP, LAs[ch], s->y, d, NULL, &LA);
         phi_chunk_backward(m, s, &x, &gx, t0, n, nh, ne, etok, av, lo, P + (size_t)ch * nP,
                            M->grads_acts.y + ((size_t)l * B * T + (size_t)bb * T + t0) * D + (size_t)h * d, D, gLA);

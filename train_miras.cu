@@ -4840,73 +4840,85 @@ __device__ PhiSeq phi_seq_gpu(const MemArgs* A, int bb, int h, int grad) {
                 (size_t)A->H * c};
     return x;
 }
-// The phi* memory of a layer (phi_memory_forward): each (sequence, head) its chunks in order, each chunk-start W1 in
-// A.P, the entries in A.phav, A.phlo, A.phetok and the chunk-start LA in A.phLA.
-__global__ void __launch_bounds__(MEM_THREADS) phi_memory_forward_kernel(MemArgs A) {
-    __shared__ PhiScr s;
-    __shared__ MemCfg m;
-    if (threadIdx.x == 0) {
-        s = A.phs[blockIdx.x];
-        m = A.m;
-        mem_tc = 0;
-    }
-    __syncthreads();
-    int bb = blockIdx.x / A.H, h = blockIdx.x % A.H, T = A.T, b = A.b, c = m.omega, nch = A.nch, ne = 0;
-    size_t nP = m.nP, NE = A.phne, hx = blockIdx.x;
-    PhiSeq x = phi_seq_gpu(&A, bb, h, 0);
-    real *P = A.P + hx * nch * nP, *av = A.phav + hx * NE * m.dm, *lo = A.phlo + hx * NE, *LAs = A.phLA + hx * nch,
-         LA = 0;
-    int* etok = A.phetok + hx * NE;
-    block_copy(P, A.p0 + (size_t)h * nP, nP);  // W1_0
-    for (int ch = 0; ch < nch; ch++) {
-        int t0 = ch * b, n = T - t0 < b ? T - t0 : b, nh = t0 < c - 1 ? t0 : c - 1;
-        if (threadIdx.x == 0) LAs[ch] = LA;
-        LA = phi_chunk_forward_gpu(&m, &s, &x, t0, n, nh, ne, etok, av, lo, P + (size_t)ch * nP, LA,
-                                   A.y + ((size_t)bb * T + t0) * A.D + (size_t)h * m.d, A.D,
-                                   ch == nch - 1 ? NULL : P + (size_t)(ch + 1) * nP);
-        ne += nh + n;
-    }
-}
-// and its backward (phi_memory_backward): the chunks in reverse, each recomputed from its start; dL/dW1_0 of the
-// sequence into A.dbh
-__global__ void __launch_bounds__(MEM_THREADS) phi_memory_backward_kernel(MemArgs A) {
-    __shared__ PhiScr s;
-    __shared__ MemCfg m;
-    if (threadIdx.x == 0) {
-        s = A.phs[blockIdx.x];
-        m = A.m;
-        mem_tc = 0;
-    }
-    __syncthreads();
-    int bb = blockIdx.x / A.H, h = blockIdx.x % A.H, T = A.T, b = A.b, c = m.omega, nch = A.nch, d = m.d, ne = A.phne;
-    size_t nP = m.nP, NE = A.phne, hx = blockIdx.x;
-    PhiSeq x = phi_seq_gpu(&A, bb, h, 0), gx = phi_seq_gpu(&A, bb, h, 1);
-    real *P = A.P + hx * nch * nP, *av = A.phav + hx * NE * m.dm, *lo = A.phlo + hx * NE, *LAs = A.phLA + hx * nch,
-         gLA = 0;
-    int* etok = A.phetok + hx * NE;
-    block_zero(s.dav, NE * m.dm);
-    block_zero(s.dlo, NE);
-    block_zero(s.dW, nP);
-    for (int ch = nch - 1; ch >= 0; ch--) {
-        int t0 = ch * b, n = T - t0 < b ? T - t0 : b, nh = t0 < c - 1 ? t0 : c - 1;
-        ne -= nh + n;
-        phi_chunk_forward_gpu(&m, &s, &x, t0, n, nh, ne, etok, av, lo, P + (size_t)ch * nP, LAs[ch], s.y, d, NULL);
-        gLA = phi_chunk_backward_gpu(&m, &s, &x, &gx, t0, n, nh, ne, etok, av, lo, P + (size_t)ch * nP,
-                                     A.dy + ((size_t)bb * T + t0) * A.D + (size_t)h * d, A.D, gLA);
-    }
-    block_copy(A.dbh + hx * (nP + 2 * d), s.dW, nP);  // dL/dW1_0 of this sequence
-}
-
-// ---- MAC with the phi* memory (train_miras.c mac_phi_*): h is a read without update at the segment start (the
-// entries committed before it, W1 at its start: phi_h_read); the chunks run a segment's at a time; the backward's
-// accumulators (the block's PhiScr dav, dlo and dW, one block per (sequence, head) in every launch) and dL/dLA (tx g.phd,
-// a float per (sequence, head)) are carried from launch to launch across the segments.
 // phi_entries on the device: the entries of the chunks before token T
 __device__ int phi_entries_gpu(int T, int b, int c) {
     int n = T;
     for (int t0 = b; t0 < T; t0 += b) n += t0 < c - 1 ? t0 : c - 1;
     return n;
 }
+// thread 0's setup of a phi* kernel: the block's PhiScr (scr[blockIdx.x]) and the config in shared memory
+__device__ void phi_block_setup(PhiScr* s, MemCfg* m, const PhiScr* scr, const MemCfg* mc) {
+    if (threadIdx.x == 0) {
+        *s = scr[blockIdx.x];
+        *m = *mc;
+        mem_tc = 0;
+    }
+    __syncthreads();
+}
+// The phi* memory of a layer (phi_memory_forward, phi_chunks_forward): each (sequence, head) its chunks [ch0, ch1) in
+// order (MAC: a segment's; the plain layer: all), each chunk-start W1 in A.P, the entries in A.phav, A.phlo, A.phetok
+// and the chunk-start LA in A.phLA; chunk 0 starts from W1_0 and LA = 0
+__global__ void __launch_bounds__(MEM_THREADS) phi_memory_forward_kernel(MemArgs A, int ch0, int ch1) {
+    __shared__ PhiScr s;
+    __shared__ MemCfg m;
+    phi_block_setup(&s, &m, A.phs, &A.m);
+    int bb = blockIdx.x / A.H, h = blockIdx.x % A.H, T = A.T, b = A.b, c = m.omega, nch = A.nch;
+    int ne = phi_entries_gpu(ch0 * b, b, c);  // (the entries before chunk ch0)
+    size_t nP = m.nP, NE = A.phne, hx = blockIdx.x;
+    PhiSeq x = phi_seq_gpu(&A, bb, h, 0);
+    real *P = A.P + hx * nch * nP, *av = A.phav + hx * NE * m.dm, *lo = A.phlo + hx * NE, *LAs = A.phLA + hx * nch;
+    int* etok = A.phetok + hx * NE;
+    if (ch0 == 0) {
+        block_copy(P, A.p0 + (size_t)h * nP, nP);  // W1_0
+        if (threadIdx.x == 0) LAs[0] = 0;
+        __syncthreads();
+    }
+    for (int ch = ch0; ch < ch1; ch++) {
+        int t0 = ch * b, n = T - t0 < b ? T - t0 : b, nh = t0 < c - 1 ? t0 : c - 1, last = ch == nch - 1;
+        real LA = phi_chunk_forward_gpu(&m, &s, &x, t0, n, nh, ne, etok, av, lo, P + (size_t)ch * nP, LAs[ch],
+                                        A.y + ((size_t)bb * T + t0) * A.D + (size_t)h * m.d, A.D,
+                                        last ? NULL : P + (size_t)(ch + 1) * nP);
+        if (!last && threadIdx.x == 0) LAs[ch + 1] = LA;
+        __syncthreads();
+        ne += nh + n;
+    }
+}
+// and its backward (phi_memory_backward, phi_chunks_backward): chunks ch1-1 down to ch0, each recomputed from its
+// start, with the block's PhiScr accumulators (dav, dlo, dW) carried from launch to launch: they start at 0 at the
+// sequence's end (ch1 = nch), and dL/dLA comes from and goes to gLAc[block] (MAC: tx g.phd; NULL: one launch for all
+// chunks). dbh (the plain layer: A.dbh; MAC: NULL, its h reads add more): dL/dW1_0 of the sequence, once ch0 = 0
+__global__ void __launch_bounds__(MEM_THREADS)
+    phi_memory_backward_kernel(MemArgs A, int ch0, int ch1, real* gLAc, real* dbh) {
+    __shared__ PhiScr s;
+    __shared__ MemCfg m;
+    phi_block_setup(&s, &m, A.phs, &A.m);
+    int bb = blockIdx.x / A.H, h = blockIdx.x % A.H, T = A.T, b = A.b, c = m.omega, nch = A.nch, d = m.d;
+    int ne = phi_entries_gpu(ch1 * b < T ? ch1 * b : T, b, c);  // (the entries before chunk ch1)
+    size_t nP = m.nP, NE = A.phne, hx = blockIdx.x;
+    PhiSeq x = phi_seq_gpu(&A, bb, h, 0), gx = phi_seq_gpu(&A, bb, h, 1);
+    real *P = A.P + hx * nch * nP, *av = A.phav + hx * NE * m.dm, *lo = A.phlo + hx * NE, *LAs = A.phLA + hx * nch;
+    int* etok = A.phetok + hx * NE;
+    if (ch1 == nch) {
+        block_zero(s.dav, NE * m.dm);
+        block_zero(s.dlo, NE);
+        block_zero(s.dW, nP);
+    }
+    real gLA = ch1 == nch || !gLAc ? 0 : gLAc[hx];
+    for (int ch = ch1 - 1; ch >= ch0; ch--) {
+        int t0 = ch * b, n = T - t0 < b ? T - t0 : b, nh = t0 < c - 1 ? t0 : c - 1;
+        ne -= nh + n;
+        phi_chunk_forward_gpu(&m, &s, &x, t0, n, nh, ne, etok, av, lo, P + (size_t)ch * nP, LAs[ch], s.y, d, NULL);
+        gLA = phi_chunk_backward_gpu(&m, &s, &x, &gx, t0, n, nh, ne, etok, av, lo, P + (size_t)ch * nP,
+                                     A.dy + ((size_t)bb * T + t0) * A.D + (size_t)h * d, A.D, gLA);
+    }
+    if (gLAc && threadIdx.x == 0) gLAc[hx] = gLA;
+    if (dbh && ch0 == 0) block_copy(dbh + hx * (nP + 2 * d), s.dW, nP);
+}
+
+// ---- MAC with the phi* memory (train_miras.c mac_phi_*): h is a read without update at the segment start (the
+// entries committed before it, W1 at its start: phi_h_read); the chunks run a segment's at a time; the backward's
+// accumulators (the block's PhiScr dav, dlo and dW, one block per (sequence, head) in every launch) and dL/dLA (tx g.phd,
+// a float per (sequence, head)) are carried from launch to launch across the segments.
 // phi_h_read: out = W1s GELU(W2 phi*(xq)) over the entries e < ne (linear: W phi*(xq)); zq, tq, hq in s's first row
 MEMFN void phi_h_read_gpu(const MemCfg* m, PhiScr* s, const PhiSeq* x, const real* xq, int ne, const int* etok,
                           const real* av, const real* lo, const real* W1s, real* out) {
@@ -4939,21 +4951,12 @@ MEMFN void phi_h_read_backward_gpu(const MemCfg* m, PhiScr* s, const PhiSeq* x, 
     __syncthreads();
     phi_read_backward_gpu(m, s, x, gx, xq, dxq, ne, 0, etok, av, s->zq, s->dzq, s->dav, s->dlo, NULL);
 }
-// the block's setup: its PhiScr and the config
-__device__ void mac_phi_setup(PhiScr* s, MemCfg* m, const MemArgs* A) {
-    if (threadIdx.x == 0) {
-        *s = A->phs[blockIdx.x];
-        *m = A->m;
-        mem_tc = 0;
-    }
-    __syncthreads();
-}
 // h rows [s0, s1) (mac_phi_h_forward): uq, h (B*T, D) at layer l's rows
 __global__ void __launch_bounds__(MEM_THREADS)
     mac_phi_read_kernel(MemArgs A, const real* uq, real* hout, int s0, int s1) {
     __shared__ PhiScr s;
     __shared__ MemCfg m;
-    mac_phi_setup(&s, &m, &A);
+    phi_block_setup(&s, &m, A.phs, &A.m);
     int bb = blockIdx.x / A.H, h = blockIdx.x % A.H, ne = phi_entries_gpu(s0, A.b, m.omega);
     size_t NE = A.phne, hx = blockIdx.x;
     PhiSeq x = phi_seq_gpu(&A, bb, h, 0);
@@ -4964,54 +4967,6 @@ __global__ void __launch_bounds__(MEM_THREADS)
                        hout + o);
     }
 }
-// the chunks [ch0, ch1) (phi_chunks_forward): the start state of chunk ch0 in A.P, A.phLA (chunk 0: W1_0 from
-// mac_state_init_kernel, LA = 0)
-__global__ void __launch_bounds__(MEM_THREADS) mac_phi_forward_kernel(MemArgs A, int ch0, int ch1) {
-    __shared__ PhiScr s;
-    __shared__ MemCfg m;
-    mac_phi_setup(&s, &m, &A);
-    int bb = blockIdx.x / A.H, h = blockIdx.x % A.H, T = A.T, b = A.b, c = m.omega, nch = A.nch;
-    size_t nP = m.nP, NE = A.phne, hx = blockIdx.x;
-    PhiSeq x = phi_seq_gpu(&A, bb, h, 0);
-    real *P = A.P + hx * nch * nP, *av = A.phav + hx * NE * m.dm, *lo = A.phlo + hx * NE, *LAs = A.phLA + hx * nch;
-    int* etok = A.phetok + hx * NE;
-    if (ch0 == 0 && threadIdx.x == 0) LAs[0] = 0;
-    __syncthreads();
-    for (int ch = ch0; ch < ch1; ch++) {
-        int t0 = ch * b, n = T - t0 < b ? T - t0 : b, nh = t0 < c - 1 ? t0 : c - 1, last = ch == nch - 1;
-        real LA = phi_chunk_forward_gpu(
-            &m, &s, &x, t0, n, nh, phi_entries_gpu(t0, b, c), etok, av, lo, P + (size_t)ch * nP, LAs[ch],
-            A.y + ((size_t)bb * T + t0) * A.D + (size_t)h * m.d, A.D, last ? NULL : P + (size_t)(ch + 1) * nP);
-        if (!last && threadIdx.x == 0) LAs[ch + 1] = LA;
-        __syncthreads();
-    }
-}
-// their backward, chunks ch1-1 down to ch0 (phi_chunks_backward); last: the sequence's last segment (the
-// accumulators start at 0); gLA: tx g.phd
-__global__ void __launch_bounds__(MEM_THREADS)
-    mac_phi_backward_kernel(MemArgs A, int ch0, int ch1, int last, real* gLAc) {
-    __shared__ PhiScr s;
-    __shared__ MemCfg m;
-    mac_phi_setup(&s, &m, &A);
-    int bb = blockIdx.x / A.H, h = blockIdx.x % A.H, T = A.T, b = A.b, c = m.omega, nch = A.nch, d = m.d;
-    size_t nP = m.nP, NE = A.phne, hx = blockIdx.x;
-    PhiSeq x = phi_seq_gpu(&A, bb, h, 0), gx = phi_seq_gpu(&A, bb, h, 1);
-    real *P = A.P + hx * nch * nP, *av = A.phav + hx * NE * m.dm, *lo = A.phlo + hx * NE, *LAs = A.phLA + hx * nch;
-    int* etok = A.phetok + hx * NE;
-    if (last) {
-        block_zero(s.dav, NE * m.dm);
-        block_zero(s.dlo, NE);
-        block_zero(s.dW, nP);
-    }
-    real gLA = last ? 0 : gLAc[hx];
-    for (int ch = ch1 - 1; ch >= ch0; ch--) {
-        int t0 = ch * b, n = T - t0 < b ? T - t0 : b, nh = t0 < c - 1 ? t0 : c - 1, ne = phi_entries_gpu(t0, b, c);
-        phi_chunk_forward_gpu(&m, &s, &x, t0, n, nh, ne, etok, av, lo, P + (size_t)ch * nP, LAs[ch], s.y, d, NULL);
-        gLA = phi_chunk_backward_gpu(&m, &s, &x, &gx, t0, n, nh, ne, etok, av, lo, P + (size_t)ch * nP,
-                                     A.dy + ((size_t)bb * T + t0) * A.D + (size_t)h * d, A.D, gLA);
-    }
-    if (threadIdx.x == 0) gLAc[hx] = gLA;
-}
 // the h reads' backward of rows [s0, s1) (mac_phi_h_backward): duq written (accumulated into zeros), dL/dW1_(s) and the
 // entries' gradients into the block's accumulators; at the first segment dL/dW1_0 into carry (for mac_carry_add)
 __global__ void __launch_bounds__(MEM_THREADS)
@@ -5019,7 +4974,7 @@ __global__ void __launch_bounds__(MEM_THREADS)
     __shared__ PhiScr s;
     __shared__ MemCfg m;
     __shared__ real tmp[256];
-    mac_phi_setup(&s, &m, &A);
+    phi_block_setup(&s, &m, A.phs, &A.m);
     int bb = blockIdx.x / A.H, h = blockIdx.x % A.H, ne = phi_entries_gpu(s0, A.b, m.omega);
     size_t NE = A.phne, hx = blockIdx.x, nP = m.nP;
     PhiSeq x = phi_seq_gpu(&A, bb, h, 0), gx = phi_seq_gpu(&A, bb, h, 1);
@@ -5235,7 +5190,7 @@ static void mem_forward_launch(MemArgs A, int nbh) {
         return;
     }
     if (A.m.phistar) {
-        phi_memory_forward_kernel<<<nbh, MEM_THREADS, 0, g_stream>>>(A);
+        phi_memory_forward_kernel<<<nbh, MEM_THREADS, 0, g_stream>>>(A, 0, A.nch);
         KCHECK("phi_memory_forward");
         return;
     }
@@ -5270,7 +5225,7 @@ static void mem_backward_launch(MemArgs A, int nbh) {
         return;
     }
     if (A.m.phistar) {
-        phi_memory_backward_kernel<<<nbh, MEM_THREADS, 0, g_stream>>>(A);
+        phi_memory_backward_kernel<<<nbh, MEM_THREADS, 0, g_stream>>>(A, 0, A.nch, NULL, A.dbh);
         KCHECK("phi_memory_backward");
         return;
     }
@@ -6663,7 +6618,7 @@ static void mac_layer_forward_gpu(ModelGpu* M, int l) {
         if (lat)
             mac_lat_forward_kernel<<<B * H, lat_threads(A.m.d), 0, g_stream>>>(A, Sseg, nsl, s0 / C, s0, s1);
         else if (A.m.phistar)
-            mac_phi_forward_kernel<<<B * H, MEM_THREADS, 0, g_stream>>>(A, s0 / b, (s1 + b - 1) / b);
+            phi_memory_forward_kernel<<<B * H, MEM_THREADS, 0, g_stream>>>(A, s0 / b, (s1 + b - 1) / b);
         else
             mac_memory_forward_kernel<<<B * H, MEM_THREADS, 0, g_stream>>>(A, s0 / b, (s1 + b - 1) / b);
         KCHECK("mac_memory_forward");
@@ -6710,7 +6665,7 @@ static void mac_layer_backward_gpu(ModelGpu* M, int l) {
         if (lat)  // (the carry is 0 after the last segment: tx gmem was zeroed)
             mac_lat_backward_kernel<<<B * H, lat_threads(A.m.d), 0, g_stream>>>(A, Sseg, nsl, s, s0, s1, carryP);
         else if (A.m.phistar)  // (dL/dLA in the first B*H floats of tx g.phd)
-            mac_phi_backward_kernel<<<B * H, MEM_THREADS, 0, g_stream>>>(A, s0 / b, (s1 + b - 1) / b, s1 == T, tg->phd);
+            phi_memory_backward_kernel<<<B * H, MEM_THREADS, 0, g_stream>>>(A, s0 / b, (s1 + b - 1) / b, tg->phd, NULL);
         else
             mac_memory_backward_kernel<<<B * H, MEM_THREADS, 0, g_stream>>>(A, s0 / b, (s1 + b - 1) / b, s1 == T,
                                                                             carryP, carryS);
@@ -7242,39 +7197,36 @@ typedef struct {
     int* etok;
     PhiScr* scr;
 } PhiDecArgs;
+// head h's token rows (phi_dec_seq): q, k, v, a, eta, gamma per row of rw = 3d + 2 + c floats
+__device__ PhiSeq phi_dec_seq_gpu(const PhiDecArgs* A, int h) {
+    int d = A->m.d, c = A->m.omega;
+    size_t rw = 3 * (size_t)d + 2 + c;
+    real* rows = A->rows + (size_t)h * A->cap * rw;
+    PhiSeq x = {rows, rows + d, rows + 2 * d, rows + 3 * d, rows + 3 * d + 1, c > 1 ? rows + 3 * d + 2 : NULL, rw,
+                rw,   rw};
+    return x;
+}
 // MAC's h read of one token (mac_phi_read_kernel's): uq (H, d) against the entries committed before the segment
 // (A.ne) and its start W1 (W1seg, (H, nP)) into h (H, d)
 __global__ void __launch_bounds__(MEM_THREADS)
     mac_phi_dec_read_kernel(PhiDecArgs A, const real* uq, const real* W1seg, real* hout) {
     __shared__ PhiScr s;
     __shared__ MemCfg m;
-    if (threadIdx.x == 0) {
-        s = A.scr[blockIdx.x];
-        m = A.m;
-        mem_tc = 0;
-    }
-    __syncthreads();
-    int h = blockIdx.x, d = m.d, c = m.omega;
-    size_t rw = 3 * (size_t)d + 2 + c;
-    real* rows = A.rows + (size_t)h * A.cap * rw;
-    PhiSeq x = {rows, rows + d, rows + 2 * d, rows + 3 * d, rows + 3 * d + 1, c > 1 ? rows + 3 * d + 2 : NULL, rw,
-                rw,   rw};
+    phi_block_setup(&s, &m, A.scr, &A.m);
+    int h = blockIdx.x, d = m.d;
+    PhiSeq x = phi_dec_seq_gpu(&A, h);
     phi_h_read_gpu(&m, &s, &x, uq + (size_t)h * d, A.ne, A.etok + h * A.necap, A.av + h * A.necap * m.dm,
                    A.lo + h * A.necap, W1seg + (size_t)h * m.nP, hout + (size_t)h * d);
 }
 __global__ void __launch_bounds__(MEM_THREADS) phi_decode_kernel(PhiDecArgs A) {
     __shared__ PhiScr s;
     __shared__ MemCfg m;
-    if (threadIdx.x == 0) {
-        s = A.scr[blockIdx.x];
-        m = A.m;
-        mem_tc = 0;
-    }
-    __syncthreads();
+    phi_block_setup(&s, &m, A.scr, &A.m);
     int h = blockIdx.x, d = m.d, b = A.b, c = m.omega, cnt = A.pos % b, t0 = A.pos - cnt, n = cnt + 1,
         nh = t0 < c - 1 ? t0 : c - 1, full = n == b;
     size_t rw = 3 * (size_t)d + 2 + c, nP = m.nP;
-    real *rows = A.rows + (size_t)h * A.cap * rw, *row = rows + (size_t)A.pos * rw;
+    PhiSeq x = phi_dec_seq_gpu(&A, h);
+    real* row = x.q + (size_t)A.pos * rw;
     FOR(i, d) {
         row[i] = A.q[h * d + i];
         row[d + i] = A.k[h * d + i];
@@ -7286,8 +7238,6 @@ __global__ void __launch_bounds__(MEM_THREADS) phi_decode_kernel(PhiDecArgs A) {
     }
     if (c > 1) FOR(o, c) row[3 * d + 2 + o] = A.ggam[h * c + o];
     __syncthreads();
-    PhiSeq x = {rows, rows + d, rows + 2 * d, rows + 3 * d, rows + 3 * d + 1, c > 1 ? rows + 3 * d + 2 : NULL, rw,
-                rw,   rw};
     real *P = A.P + (size_t)h * nP, *Pn = A.Pn + (size_t)h * nP;
     real LAn = phi_chunk_forward_gpu(&m, &s, &x, t0, n, nh, A.ne, A.etok + h * A.necap, A.av + h * A.necap * m.dm,
                                      A.lo + h * A.necap, P, A.LA[h], s.y, d, full ? Pn : NULL);
