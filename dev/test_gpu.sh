@@ -18,7 +18,12 @@ cd "$(dirname "$0")/.." || exit 1
 GPU=${GPU_BIN:-./train_miras_cu}
 SYNTH=${SYNTH:-1}
 ONLY=${ONLY:-.}
-JOBS=${JOBS:-1}   # inputs checked at once (the emulator: one per core)
+JOBS=${JOBS:-1}   # inputs checked at once (the emulator: one per core; a GPU: several processes share it)
+# each input's CPU trainer and the GPU trainer's host code are OpenMP programs: JOBS of them on all cores each would
+# spin against each other, so each gets its share of the cores unless OMP_NUM_THREADS says otherwise
+if [ "$JOBS" -gt 1 ] && [ -z "${OMP_NUM_THREADS:-}" ]; then
+    n=$(( $(nproc 2>/dev/null || echo 1) / JOBS )); [ "$n" -ge 1 ] || n=1; export OMP_NUM_THREADS=$n
+fi
 # (not yaad, yaad_cw, deep_nores_gd, mal, mac: their 10 steps amplify any rounding, see test_miras.c's compare_bf16)
 BF16=${BF16:-'^(titans|ttt_mlp|deltanet|memora_cw|moneta_cw|transformer|mag|syn_.*)$'}
 # (nor syn_atlas_pp: on the emulator its bf16 gradient cosine is 0.99999 over all, but its gate_gamma_b, 4 entries,
@@ -105,7 +110,7 @@ if [ "$SYNTH" = 1 ]; then
 fi
 
 # one input's checks; its lines go to $out/log_NAME.txt and its counts ("passed failed") to $out/cnt_NAME.txt, so
-# that JOBS inputs can run at once (the emulator is one thread per process; on a GPU keep JOBS=1)
+# that JOBS inputs can run at once (the emulator is one thread per process; on a GPU, processes share the card)
 check() {
     local f=$1 name res last pass=0 fail=0
     name=$(basename "$f" .bin)

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Everything worth learning from one short GPU session about the memory kernels, in order of value, each step
 # under a time guard (total budget BUDGET seconds, default 540): build; memlab on titans at T=128 (every version
-# checked against the CPU) and at T=4096 (timed); the WY chunk kernels of the b = 1 delta rule against v6 (memlab,
-# whole steps, ncu); make test_gpu (the CPU-vs-GPU checks); whole training steps of the 100M titans with the SIMT,
+# checked against the CPU) and at T=4096 (timed); make test_gpu (the CPU-vs-GPU checks); the WY chunk kernels of the
+# b = 1 delta rule against v6 (memlab, whole steps, ncu); whole training steps of the 100M titans with the SIMT,
 # TF32 and 3xTF32 memory products; its decode latency; ncu of the tensor-core backward; memlab on the other deep
 # presets; whole steps of every preset (bench_gpu.sh); NCCL at world size 1 against the plain build; the anchors (fla,
 # titans-pytorch) if .anchors/ is there.
@@ -17,7 +17,7 @@ left() { echo $((BUDGET - (SECONDS - S))); }
 step() { local t=$1; shift; local l; l=$(left); [ "$l" -gt 5 ] || { echo "skipped (no time): $*"; return 1; }; [ "$t" -lt "$l" ] || t=$l; timeout "$t" "$@"; }
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader | tee "$OUT/device.txt"
 nvcc --version | tail -n 1 | tee -a "$OUT/device.txt"
-make -j8 -s memlab memlab_phase train_miras_cu train_miras test_miras NVCC="nvcc -lineinfo" > "$OUT/build.log" 2>&1 || { echo "build failed"; tail -20 "$OUT/build.log"; exit 1; }
+make -j8 -s memlab memlab_phase train_miras_cu train_miras train_miras_fp64 test_miras NVCC="nvcc -lineinfo" > "$OUT/build.log" 2>&1 || { echo "build failed"; tail -20 "$OUT/build.log"; exit 1; }
 echo "build: $((SECONDS - S)) s"
 # thread block clusters: the emulator's model of them (dev/cuda/cluster_check.cu) against the GPU, a few seconds
 if step 60 make -s build/cluster_check >> "$OUT/build.log" 2>&1; then
@@ -26,6 +26,11 @@ else echo "cluster_check: build failed"; fi
 LAB="$OUT/memlab.log"
 step 60 ./memlab -p titans -T 128 -r 1 >> "$LAB" 2>&1; echo "== titans T=128 check (rc $?)"; sed -n '/^version/,$p' "$LAB" | tail -n 8
 step 60 ./memlab -p titans -r 3 -c 0 >> "$LAB" 2>&1; echo "== titans T=4096 (rc $?)"; tail -n 8 "$LAB"
+# the CPU-vs-GPU checks of every fixture and synthetic input (the first real-GPU run of the code written since
+# 2026-11-23: the ATLAS family, MAC's memories, the phi* memory): 8 inputs at once (processes share the card; each CPU
+# trainer on 2 cores), so that it leaves the timings below their time
+JOBS=8 step 240 make test_gpu > "$OUT/test_gpu.log" 2>&1; echo "make test_gpu: rc $?"; grep -vE "^ok|^===" "$OUT/test_gpu.log" | tail -n 25
+echo "t = $((SECONDS - S)) s"
 # where a chunk's cycles go: block 0's cycles between barriers by the barrier's source line (memlab -P 1, the
 # barrier-timing build), v7 (TF32) and v8 (3xTF32), T = 1024
 for v in 7 8; do step 40 ./memlab_phase -p titans -T 1024 -c 0 -r 1 -v $v -P 1 > "$OUT/phase_v$v.txt" 2>&1
@@ -39,8 +44,6 @@ for cfg in "gated_deltanet 1" "gated_deltanet 3" "deltanet 1"; do set -- $cfg
 step 40 ncu --section SpeedOfLight --section WarpStateStats --section Occupancy --section LaunchStats --launch-count 6 \
     -k regex:wy_ ./memlab -p gated_deltanet -T 1024 -c 0 -r 1 -v 11 > "$OUT/ncu_wy.txt" 2>&1
 grep -E "^  [a-z_]+kernel|Duration|Throughput|Warp Cycles Per|Issued Ipc|No Eligible|Registers Per" "$OUT/ncu_wy.txt" | head -48
-echo "t = $((SECONDS - S)) s"
-step 240 make test_gpu > "$OUT/test_gpu.log" 2>&1; echo "make test_gpu: rc $?"; grep -vE "^ok|^===" "$OUT/test_gpu.log" | tail -n 25
 echo "t = $((SECONDS - S)) s"
 # whole training runs of the 100M titans (bench_gpu.sh's model), 4 steps: the median step of 2..4
 python3 - build/rand_train_000000.bin $((6 * 8 * 4096 + 1)) <<'PY'
