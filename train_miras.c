@@ -4172,7 +4172,8 @@ typedef struct {
     real *h, *kh, *vh, *kP, *vP;  // MAC: (L, N, D) h, its RoPE'd keys and values; (L, N_p, D) P's
     real *dPc, *dSc;  // MAC (gradients only): (B, H, nP) dL/dP, dL/dS carried across segments
     real* phd;  // MAC with the phi* memory (gradients only): (B, H, entries * (d_m + 1) + 1) the entries' dL/da,
-        // dL/dlo and dL/dLA carried across segments (dL/dW1 in dPc)
+        // dL/dlo and dL/dLA carried across segments (dL/dW1 in dPc); the GPU keeps the entries' in each block's
+        // scratch and here only dL/dLA, (B, H)
 } TxActs;
 typedef struct Titans {
     Model X;
@@ -4187,7 +4188,8 @@ static size_t mac_phi_acc_size(const Config* c, int T) {
     MemCfg m = mem_config(c);
     return phi_entries(T, c->b, m.omega) * (m.dm + 1) + 1;
 }
-static size_t tx_point(TxActs* t, real* p, const Config* c, int B, int T) {
+// (phd_bh: floats of phd per (sequence, head), mac_phi_acc_size on the CPU, 1 on the GPU)
+static size_t tx_point(TxActs* t, real* p, const Config* c, int B, int T, size_t phd_bh) {
     size_t L = c->L, D = c->D, H = c->H, N = (size_t)B * T, Nq = c->arch == ARCH_MAG ? (size_t)B * (T + c->npers) : N,
            off = 0;
 #define TX(f, sz)                  \
@@ -4225,7 +4227,7 @@ static size_t tx_point(TxActs* t, real* p, const Config* c, int B, int T) {
     TX(vP, Lc * c->npers * D);
     TX(dPc, Lc ? (size_t)B * H * nP : 0);
     TX(dSc, Lc ? (size_t)B * H * nP : 0);
-    TX(phd, Lc && mc.phistar ? (size_t)B * H * mac_phi_acc_size(c, T) : 0);
+    TX(phd, Lc && mc.phistar ? (size_t)B * H * phd_bh : 0);
 #undef TX
     return off;
 }
@@ -4253,11 +4255,12 @@ static void titans_alloc(Model* M, int B, int T) {
     X->params = M->params;
     X->params_memory = M->params_memory;
     if (M->cfg.arch != ARCH_MAC) model_alloc_acts(X, B, t->Tn);  // (MAC's memory sees no prefix: no stream)
-    t->n = tx_point(&t->a, NULL, &M->cfg, B, T);
+    size_t phd_bh = mac_phi_acc_size(&M->cfg, T);
+    t->n = tx_point(&t->a, NULL, &M->cfg, B, T, phd_bh);
     t->mem = (real*)xmalloc(t->n * sizeof(real));
     t->gmem = (real*)xmalloc(t->n * sizeof(real));
-    tx_point(&t->a, t->mem, &M->cfg, B, T);
-    tx_point(&t->g, t->gmem, &M->cfg, B, T);
+    tx_point(&t->a, t->mem, &M->cfg, B, T, phd_bh);
+    tx_point(&t->g, t->gmem, &M->cfg, B, T, phd_bh);
 }
 static void titans_free(Model* M) {
     Titans* t = M->tx;

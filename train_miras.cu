@@ -6015,11 +6015,11 @@ static void titans_alloc_gpu(ModelGpu* M, int B, int T) {
     X->params = M->params;
     X->params_memory = M->params_memory;
     if (M->cfg.arch != ARCH_MAC) model_alloc_acts_gpu(X, B, t->Tn);  // (MAC's memory sees no prefix: no stream)
-    t->n = tx_point(&t->a, NULL, &M->cfg, B, T);
+    t->n = tx_point(&t->a, NULL, &M->cfg, B, T, 1);  // (MAC phi*: dL/dLA alone; the rest is in each block's PhiScr)
     t->mem = (real*)dmalloc(t->n * sizeof(real));
     t->gmem = (real*)dmalloc(t->n * sizeof(real));
-    tx_point(&t->a, t->mem, &M->cfg, B, T);
-    tx_point(&t->g, t->gmem, &M->cfg, B, T);
+    tx_point(&t->a, t->mem, &M->cfg, B, T, 1);
+    tx_point(&t->g, t->gmem, &M->cfg, B, T, 1);
 }
 
 // The attention of a Titans layer on rows ua (B sequences of Tr rows): q, k = RoPE(ua Wq_a^T), RoPE(ua Wk_a^T) at
