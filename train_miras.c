@@ -6586,6 +6586,9 @@ static Config args_config(const Args* a) {
     if (cfg.arch) {
         cfg.npers = (a->given & G_M) ? a->npers : 16;
         if (cfg.arch == ARCH_MAC) cfg.seg = a->seg;
+        // MAL's own memory (titans, no -Q) takes half titans' eta_max: at 0.1 its gradient was not flat in training at
+        // T >= 2048 and exploded at T = 4096 with -W 64, while 0.05 held it (README "Long sequences")
+        if (cfg.arch == ARCH_MAL && !a->mem_preset) cfg.eta_max = 0.05f;
     }
     if (cfg.arch != ARCH_MAC && (a->given & G_C))
         DIE("-C goes with -p mac", "a MAC segment length -C without MAC (preset '%s')", a->preset);
