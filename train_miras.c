@@ -2629,7 +2629,9 @@ static int preset_config(Config* c, const char* name) {
                                      // 0.1 diverged on text); DT: Hebbian
     else if (!strcmp(name, "transformer")) return preset_config(c, "titans");  // all 'A' (preset_pattern); the memory fields are unused
     else if (!strcmp(name, "mal") || !strcmp(name, "mag") || !strcmp(name, "mac")) {   // Titans layers (section 4b), titans memory (-Q: another)
-        preset_config(c, "titans"); c->arch = name[2] == 'l' ? ARCH_MAL : name[2] == 'g' ? ARCH_MAG : ARCH_MAC; return 1;
+        preset_config(c, "titans"); c->arch = name[2] == 'l' ? ARCH_MAL : name[2] == 'g' ? ARCH_MAG : ARCH_MAC;
+        if (c->arch == ARCH_MAL) c->eta_max = 0.05f;  // at titans' 0.1 MAL's gradient spiked in training at T >= 2048
+        return 1;                                      // (-W 64 at 4096: 1e28); -Q's preset sets its own (README)
     }
     // clang-format on
     else {  // "<memory preset>-H": that memory, in the Samba-style hybrid pattern (preset_pattern)
@@ -6586,9 +6588,6 @@ static Config args_config(const Args* a) {
     if (cfg.arch) {
         cfg.npers = (a->given & G_M) ? a->npers : 16;
         if (cfg.arch == ARCH_MAC) cfg.seg = a->seg;
-        // MAL's own memory (titans, no -Q) takes half titans' eta_max: at 0.1 its gradient was not flat in training at
-        // T >= 2048 and exploded at T = 4096 with -W 64, while 0.05 held it (README "Long sequences")
-        if (cfg.arch == ARCH_MAL && !a->mem_preset) cfg.eta_max = 0.05f;
     }
     if (cfg.arch != ARCH_MAC && (a->given & G_C))
         DIE("-C goes with -p mac", "a MAC segment length -C without MAC (preset '%s')", a->preset);
