@@ -4,7 +4,8 @@
 #        THREADS=1 (OpenMP threads per run); TRAIN=0 only scores the checkpoints of an earlier run (e.g. TRAIN=0 EVAL="8192 16384" EVAL_N=50)
 #        CKPT=50: checkpoint interval; a run killed part way resumes there (bit for bit) when the script runs again,
 #        one that finished (<dir>/trained) is only scored; BIN=./train_miras the trainer (a pinned copy keeps a
-#        resumed run bit for bit when the source changes between the sessions)
+#        resumed run bit for bit when the source changes between the sessions); FLAGS="-X 0.03" more trainer flags
+#        for the training runs
 # Task: data_prep/synth niah, byte level, a 5-digit passkey in a repeated filler sentence at a random depth,
 # asked for at the end; -A 1 (loss on the 5 answer digits only). Model: D=64 L=2 H=2 E=2, B=8, lr 3e-3, one
 # OpenMP thread per run, JOBS runs at once. Then the final checkpoint is scored (answer accuracy per digit,
@@ -14,7 +15,7 @@ set -u
 cd "$(dirname "$0")/.."
 presets=${1:-"titans yaad moneta memora linear_attn deltanet gated_deltanet"}
 STEPS=${STEPS:-800}; THREADS=${THREADS:-1}; TT=${TRAIN_T:-256}; EVAL=${EVAL:-"256 1024 2048 4096"}; JOBS=${JOBS:-2}; OUT=${OUT:-build/recall}
-EVAL_N=${EVAL_N:-100}; TRAIN=${TRAIN:-1}; CKPT=${CKPT:-50}; BIN=${BIN:-./train_miras}
+EVAL_N=${EVAL_N:-100}; TRAIN=${TRAIN:-1}; CKPT=${CKPT:-50}; BIN=${BIN:-./train_miras}; FLAGS=${FLAGS:-}
 make -s train_miras data_prep >/dev/null || exit 1
 mkdir -p $OUT/data
 [ -f $OUT/data/niah_train${TT}_train_000000.bin ] || data_prep/synth niah -o $OUT/data/niah_train$TT -T $TT -n 40000 -m 200 -S 21 -f repeat >/dev/null || exit 1
@@ -26,7 +27,8 @@ train() {
     if [ "$TRAIN" = 1 ] && [ ! -f $o/trained ]; then  # (a run stopped part way resumes from its last checkpoint)
         local r=""; [ -f $o/ckpt.bin ] && r="-r 1"
         if [ -n "$r" ]; then echo "resuming $p from $o/ckpt.bin" >> $o/stdout.txt; else : > $o/stdout.txt; fi
-        OMP_NUM_THREADS=$THREADS $BIN -p $p -D 64 -L 2 -H 2 -b 8 -t $TT -x $STEPS -v $STEPS -m 25 -g 0 -n $CKPT -A 1 $r \
+        # shellcheck disable=SC2086  # (FLAGS: several words)
+        OMP_NUM_THREADS=$THREADS $BIN -p $p $FLAGS -D 64 -L 2 -H 2 -b 8 -t $TT -x $STEPS -v $STEPS -m 25 -g 0 -n $CKPT -A 1 $r \
             -i "$OUT/data/niah_train${TT}_train_*.bin" -j "$OUT/data/niah_train${TT}_val_*.bin" -z $OUT/data/niah_train${TT}_tokenizer.bin \
             -o $o >> $o/stdout.txt 2>&1 && touch $o/trained || { echo "$p: training stopped (rerun to resume)"; return; }
     fi
