@@ -6647,8 +6647,13 @@ static Config args_config(const Args* a) {
     return cfg;
 }
 
-// x in the fewest significant digits (6 to 9) that read back as the same float
+// x for a message: whole if it is (the int fields: -W may be past float's 2^24), else in the fewest significant
+// digits (6 to 9) that read back as the same float
 static const char* float_str(char* buf, size_t cap, double x) {
+    if (x == floor(x) && fabs(x) < 1e15) {
+        snprintf(buf, cap, "%.0f", x);
+        return buf;
+    }
     for (int p = 6; p <= 9; p++) {
         snprintf(buf, cap, "%.*g", p, x);
         if ((float)strtod(buf, NULL) == (float)x) break;
