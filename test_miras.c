@@ -2762,8 +2762,9 @@ static void check_bad_input(const char* what, const char* args, const char* expe
 }
 // 6b. a checkpoint against the flags (args_resolve): each of its checks fires with its own name when the flags
 // disagree with the checkpoint in that one field. The preset's fields are reached through a preset that differs from
-// the checkpoint's first in that field, in args_resolve's order (no preset pair differs first in the eta gate; -W is
-// check 5e's). ca: a titans checkpoint (D 32, L 2, H 2, E 2, chunk 4); the others are made here, one step each.
+// the checkpoint's first in that field, in args_resolve's order (no preset pair differs first in the eta gate; -W on
+// a titans checkpoint is here, a window that differs from a hybrid's is check 5e's). ca: a titans checkpoint (D 32,
+// L 2, H 2, E 2, chunk 4); the others are made here, one step each.
 static void test_checkpoint_agree(const char* ca) {
     const char* make[4] = {"ttt_mlp", "omeganet", "mac", "lattice"};
     char args[2048], ck[4][512];
@@ -2805,6 +2806,7 @@ static void test_checkpoint_agree(const char* ca) {
         {-1, "-U 0", "inner algorithm -U"},
         {-1, "-T 1", "gated memory -T"},
         {-1, "-P MA", "layer pattern"},
+        {-1, "-W 64", "has no sliding-window attention, but the flags give -W 64"},
         {-1, "-Y 1", "is not a Lattice model"},
         {3, "-Y 1", "Lattice ablation -Y"},
         {3, "-B 1", "forgetting gate -B"},
@@ -2920,11 +2922,12 @@ static void test_binary(void) {
         int has = peek_checkpoint(ha, &hc);
         snprintf(args, sizeof args, "-W 6 -b 2 -t 16 -i '%s/d_train_*.bin' -j none -o %s/hb -x 7 -r 1", TMP, TMP);
         int e_w = run(args, &lines, err, sizeof err);
-        check(
+        int w_named = strstr(err, "window -W = 5 but the flags say 6") != NULL;  // -W's value, not the 0 of a
+        check(  // pattern without 'S' (no -p here)
             h1 == 0 && h2 == 0 && h3 == 0 && files_equal(ha, hb) && has && !strcmp(hc.pattern, "ASM") &&
-                hc.window == 5 && e_w == 1 && lines == 1,
-            "hybrid ASM (W 5): resume from step 3 bit-identical (exit codes %d %d %d), header pattern %s window %d, a disagreeing -W exits %d with %d error line",
-            h1, h2, h3, has ? hc.pattern : "?", has ? hc.window : -1, e_w, lines);
+                hc.window == 5 && e_w == 1 && lines == 1 && w_named,
+            "hybrid ASM (W 5): resume from step 3 bit-identical (exit codes %d %d %d), header pattern %s window %d, a disagreeing -W exits %d with %d error line naming 5 and 6 (%s)",
+            h1, h2, h3, has ? hc.pattern : "?", has ? hc.window : -1, e_w, lines, w_named ? "yes" : err);
     }
     // 5b. determinism: 1 and 2 OpenMP threads give byte-identical checkpoints (every sum has a fixed order)
     {

@@ -6696,7 +6696,13 @@ static const char* args_resolve(const Args* a, Config* cfg, char* ckpt_path, siz
     AGREE(G_R, gate_rank, "gate rank -R");
     AGREE(G_Z, anchor, "anchored retention -Z");
     AGREE(G_X, eta_max, "eta_max -X");
-    AGREE(G_W, window, "attention window -W");
+    if ((a->given & G_W) && cc.window != a->window) {  // a->window: the flags-side config has 0 without 'S' layers
+        if (!cc.window)
+            DIE("drop -W", "checkpoint %s has no sliding-window attention, but the flags give -W %d", load_path,
+                a->window);
+        DIE("drop the flag or make it match the checkpoint",
+            "checkpoint %s has attention window -W = %d but the flags say %d", load_path, cc.window, a->window);
+    }
     if ((a->lat_k >= 0 || a->lat_ablate >= 0 || a->lat_mu >= 0) && !cc.lattice)
         DIE("-w, -Y and -B are for the lattice presets", "Lattice flag given, but checkpoint %s is not a Lattice model",
             load_path);
