@@ -2929,6 +2929,45 @@ static void test_binary(void) {
             "hybrid ASM (W 5): resume from step 3 bit-identical (exit codes %d %d %d), header pattern %s window %d, a disagreeing -W exits %d with %d error line naming 5 and 6 (%s)",
             h1, h2, h3, has ? hc.pattern : "?", has ? hc.window : -1, e_w, lines, w_named ? "yes" : err);
     }
+    // 5f. the warmup's default when -u is not given: 20 steps, mal 60 (README "Training at T = 4096, eight seeds"),
+    // read from the lr the trainer prints for step 1 (peak 3e-3); -u overrides it; a resume without -p takes the
+    // checkpoint's arrangement's default (step 2 of the mal run)
+    {
+        static const struct {
+            const char* flags;
+            double lr1;
+        } wu[] = {{"-p titans", 3e-3 / 20}, {"-p mal -M 2 -W 8", 3e-3 / 60}, {"-p mal -M 2 -W 8 -u 3", 3e-3 / 3}};
+        double got[4] = {0, 0, 0, 0};
+        int codes[4];
+        for (int i = 0; i < 4; i++) {
+            if (i < 3)
+                snprintf(
+                    args, sizeof args,
+                    "%s -D 32 -L 2 -H 2 -k 4 -b 2 -t 16 -v 0 -g 0 -x 4 -S %d -i '%s/d_train_*.bin' -j none -o %s/wu%d",
+                    wu[i].flags, i == 1 ? 1 : 4, TMP, TMP, i);
+            else  // resume the mal run (stopped after step 1) with no model flags
+                snprintf(args, sizeof args,
+                         "-b 2 -t 16 -v 0 -g 0 -x 4 -S 2 -i '%s/d_train_*.bin' -j none -o %s/wu1 -r 1", TMP, TMP);
+            codes[i] = run(args, NULL, err, sizeof err);
+            char line[1024], want[32];
+            snprintf(want, sizeof want, "step %5d/", i < 3 ? 1 : 2);
+            snprintf(p, sizeof p, "%s/out.txt", TMP);
+            FILE* f = fopen(p, "rb");
+            while (f && fgets(line, sizeof line, f)) {
+                const char* lr = strstr(line, "| lr ");
+                if (!strncmp(line, want, strlen(want)) && lr) got[i] = strtod(lr + 5, NULL);
+            }
+            if (f) fclose(f);
+        }
+        double want[4] = {wu[0].lr1, wu[1].lr1, wu[2].lr1, 2 * wu[1].lr1};
+        int ok = 1;
+        for (int i = 0; i < 4; i++) ok &= codes[i] == 0 && fabs(got[i] - want[i]) <= 5e-3 * want[i];
+        check(ok,
+              "the lr of step 1: titans %.3g (want %.3g: 20 warmup steps), mal %.3g (want %.3g: 60), mal -u 3 %.3g "
+              "(want %.3g); step 2 of the mal run resumed without -p %.3g (want %.3g); exit codes %d %d %d %d",
+              got[0], want[0], got[1], want[1], got[2], want[2], got[3], want[3], codes[0], codes[1], codes[2],
+              codes[3]);
+    }
     // 5b. determinism: 1 and 2 OpenMP threads give byte-identical checkpoints (every sum has a fixed order)
     {
         const char* prev = getenv("OMP_NUM_THREADS");

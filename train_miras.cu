@@ -8116,6 +8116,7 @@ int main(int argc, char** argv) {
     Config cfg;
     char ckpt_path[4096];
     const char* load_path = args_resolve(&a, &cfg, ckpt_path, sizeof ckpt_path);
+    if (a.warmup < 0) a.warmup = default_warmup(&cfg);  // -u not given
     Model model;
     model_build(&model, &cfg);  // the host model: initialisation and the checkpoint files
     TrainState st = {0, 0, 0, a.seed * 0x9E3779B97F4A7C15ULL + 1};
