@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Before a GPU session, on this machine (where time costs no device minutes): build what dev/cuda/memlab_device.sh
+# runs and pack it into build/carry.tar.xz (~7 MB; nvcc needs ~2 of the device's minutes to build it there), with
+# the md5 of the sources it was built from, so that the device script takes the binaries only if they match the tree
+# it was sent with; and copy ../shared/anchors (fla, titans-pytorch: timed in the same run, never copied from) into
+# the git-ignored .anchors/. Then one device call:
+#     carry ["build/carry.tar.xz", ".anchors"], command `OUT=$OUT BUDGET=540 bash dev/cuda/memlab_device.sh`
+# (the binaries ran there as built here on 2026-11-28: nvcc 13.0 on both, and the device's glibc is newer).
+set -eu
+cd "$(dirname "$0")/../.."
+BINS="train_miras train_miras_fp64 test_miras train_miras_cu memlab memlab_phase build/cluster_check"
+SRCS="train_miras.c train_miras.cu test_miras.c dev/cuda/memlab.cu dev/cuda/memlab_v1.cuh dev/cuda/cluster_check.cu"
+make -j"$(nproc)" -s $BINS
+md5sum $SRCS > build/carry.md5
+tar cJf build/carry.tar.xz $BINS build/carry.md5 build/use_mpi  # (use_mpi: make's stamp, else it rebuilds)
+echo "build/carry.tar.xz: $(du -h build/carry.tar.xz | cut -f1) ($BINS)"
+if [ -d ../shared/anchors ]; then
+    rm -rf .anchors && cp -r ../shared/anchors .anchors && chmod -R u+w .anchors
+    echo ".anchors: $(du -sh .anchors | cut -f1) (../shared/anchors)"
+else
+    echo "no ../shared/anchors: the device run will time no peers"
+fi
