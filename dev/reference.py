@@ -397,11 +397,11 @@ def mem_bias_r(cfg, e, v, delta):
 
 # Huber's derivative jumps at |e| = delta, so the gradient of a fixture with an error e within float rounding of its
 # threshold depends on which side float lands: seen on an H200 (2026-11-28), where muon_linear's e = 0.15426812 against
-# delta = 0.15426613 (1.3e-5 of delta) fell outside in the GPU's float and inside in the CPU's, and every gradient moved
-# by 2e-2 (a float CPU build without OpenMP took the GPU's side). A Huber fixture must keep every e at least
-# HUBER_MIN_MARGIN of delta from it (in its forward and its 10 AdamW steps; build_fixture checks): float's rounding of e
-# on these small models is ~1e-6 of delta, so 1e-4 leaves a factor of ~100. HUBER_MARGIN is the smallest margin
-# mem_bias_r has seen since it was last reset.
+# delta = 0.15426613 (outside by 1.3e-5 of delta, in double) fell inside in the GPU's float and outside in the CPU's, and
+# every gradient moved by 2e-2 (a float CPU build without OpenMP took the GPU's side, e 0.15426683 against 0.15426691).
+# A Huber fixture must keep every e at least HUBER_MIN_MARGIN of delta from it (in its forward and its 10 AdamW steps;
+# build_fixture checks): float moved that e by ~1e-5 of delta, so 3e-4 leaves a factor of ~30. HUBER_MARGIN is the
+# smallest margin mem_bias_r has seen since it was last reset.
 HUBER_MIN_MARGIN = 3e-4
 HUBER_MARGIN = [math.inf]
 
