@@ -14,7 +14,7 @@ set -u
 cd "$(dirname "$0")/../.."
 pass=0; fail=0
 for t in g++ python3; do
-    command -v $t >/dev/null || { echo "# 23 check(s) skipped: no $t (the emulator build needs g++ and python3)"; echo "0 passed, 0 failed"; exit 0; }
+    command -v $t >/dev/null || { echo "# 25 check(s) skipped: no $t (the emulator build needs g++ and python3)"; echo "0 passed, 0 failed"; exit 0; }
 done
 configs=(
   "-p titans -d 16 -E 4 -k 16 -T 48"        # whole tiles: n = 16, d = 16, dm = 64
@@ -56,4 +56,15 @@ if python3 dev/cuda/emu_launch.py dev/cuda/cluster_check.cu build/emu/cluster_ch
         else echo "not ok - clusters on the emulator: mistake -m $m passed"; fail=$((fail + 1)); fi
     done
 else echo "not ok - clusters on the emulator: build failed"; fail=$((fail + 6)); fi
+# the emulator's unwritten device memory reads as NaN (so that the checks above and test_emu_gpu.sh catch a kernel that
+# reads what nothing wrote), and EMU_POISON=0 turns that off (the check can fail: without the poison it reads zeros)
+if python3 dev/cuda/emu_launch.py dev/cuda/emu_poison_check.cu build/emu/emu_poison_check.cpp 2>/dev/null &&
+    g++ -std=c++17 -O1 -I. -Idev/cuda/emu -include dev/cuda/emu/cuda_runtime.h -Wno-unknown-pragmas -U_FORTIFY_SOURCE \
+        -o build/emu/emu_poison_check build/emu/emu_poison_check.cpp -lm; then
+    for c in "nan -u EMU_POISON" "not-nan EMU_POISON=0"; do
+        set -- $c
+        if out=$(env "${@:2}" build/emu/emu_poison_check $1 2>&1); then echo "ok - emulator, unwritten cudaMalloc memory (expect $c): $out"; pass=$((pass + 1))
+        else echo "not ok - emulator, unwritten cudaMalloc memory (expect $c): $out"; fail=$((fail + 1)); fi
+    done
+else echo "not ok - the emulator's poison check: build failed"; fail=$((fail + 2)); fi
 echo "$pass passed, $fail failed"
