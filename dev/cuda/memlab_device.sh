@@ -3,7 +3,7 @@
 # 540): make test_gpu's checks; thread block clusters against the emulator's model; memlab on titans (every version
 # checked against the CPU at T = 128, timed at T = 4096); whole training steps of every preset (the README's GPU
 # table) and fla's Gated DeltaNet model in the same run (if .anchors/ came along); titans at -f 0, B = 8 and with the
-# recompute forced; decode latency; the barrier timing and ncu of titans' chunk kernels; the other deep presets in
+# recompute forced; decode latency; the barrier timing, ncu and the sampled stalls of titans' chunk kernels; the other deep presets in
 # memlab; NCCL at world size 1.
 # Prepare here first (dev/cuda/device_prep.sh: the binaries, packed, and .anchors/), then one device call:
 #     carry ["build/carry.tar.xz", ".anchors"], command `OUT=$OUT BUDGET=540 bash dev/cuda/memlab_device.sh`
@@ -92,13 +92,10 @@ NCU="ncu --clock-control none --section SpeedOfLight --section WarpStateStats --
 step 40 $NCU -k regex:memory_backward ./memlab -p titans -T 256 -c 0 -r 1 -v 7 > "$W/ncu_bwd.txt" 2>&1
 step 30 $NCU -k regex:memory_forward ./memlab -p titans -T 256 -c 0 -r 1 -v 7 >> "$W/ncu_bwd.txt" 2>&1
 say "ncu: $(grep -cE "Duration" "$W/ncu_bwd.txt") kernels profiled (ncu_bwd.txt)"
-# which instructions the backward's warps wait at (run 5: 55% of the time on global loads, place unknown): the
-# report's source page, per SASS instruction, summed by dev/cuda/ncu_top.py
-step 60 ncu --clock-control none --section SourceCounters --section WarpStateStats --import-source yes -f -o "$W/bwd_src" \
-    -k regex:memory_backward --launch-count 1 ./memlab -p titans -T 256 -c 0 -r 1 -v 7 > "$W/ncu_src.out" 2>&1
-step 40 ncu --import "$W/bwd_src.ncu-rep" --page source --csv --print-source sass > "$W/ncu_src.csv" 2>>"$W/ncu_src.out"
-python3 dev/cuda/ncu_top.py "$W/ncu_src.csv" 25 > "$W/ncu_top.txt" 2>&1
-head -n 28 "$W/ncu_top.txt" | while read -r l; do say "  $l"; done
+# which functions and instructions the warps wait at (run 5: 55% of the backward's time on global loads, place
+# unknown): dev/cuda/memlab_profile.sh's warp-state samples of the SASS, per function and per instruction
+OUT=$W step 200 bash dev/cuda/memlab_profile.sh 7 titans > "$W/profile.out" 2>&1
+head -n 40 "$W/prof_bac.txt" 2>/dev/null | while read -r l; do say "  $l"; done
 for p in ttt_mlp yaad moneta memora; do
     step 40 ./memlab -p $p -r 3 -c 0 -v 7 >> "$LAB" 2>&1; say "memlab $p (rc $?): $(tail -n 1 "$LAB")"; done
 

@@ -2,7 +2,8 @@
 # Where the memory kernels spend their time: ncu's warp-state sampling of one memory_backward_kernel and one
 # memory_forward_kernel (memlab, titans, T=256), summed per device function of the SASS, the top ones printed.
 # usage (on a GPU): OUT=dir dev/cuda/memlab_profile.sh [memlab version, default 7] [preset, default titans]
-# (builds memlab with -lineinfo; writes $OUT/prof_{bac,for}.txt, the top functions, and the SASS views as csv.gz)
+# (builds memlab with -lineinfo; writes $OUT/prof_{bac,for}.txt, the top functions and instructions, and the SASS
+# views as csv.gz)
 set -u
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-build/device}; mkdir -p "$OUT"; V=${1:-7}; P=${2:-titans}
@@ -35,6 +36,12 @@ tot = sum(x["s"] for x in segs) or 1
 print("functions (RET-delimited SASS segments) by share of warp-state samples; %d samples" % tot)
 for x in sorted(segs, key=lambda x: -x["s"])[:20]:
     print("%5.1f%%  at %s  %5d instr  %11d executed  HMMA %3d  MUFU %3d  BAR %2d" % (100 * x["s"] / tot, x["addr"], x["n"], x["e"], x["hmma"], x["mufu"], x["bar"]))
+# and the single instructions with the most samples (a load's samples mostly land on the first instruction that
+# uses its result: read the lines just above each)
+body = [r for r in rows[hi + 1:] if len(r) > max(ci, si)]
+print("instructions by share of warp-state samples:")
+for r in sorted(body, key=lambda r: -num(r[ci]))[:15]:
+    print("%5.1f%%  at %s  %s" % (100 * num(r[ci]) / tot, r[0], r[si][:90]))
 PY
     echo "== $k: top functions"; head -n 22 "$OUT/prof_${k:0:3}.txt"
 done
