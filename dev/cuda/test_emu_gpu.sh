@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # A subset of `make test_gpu` on the CUDA emulator (no GPU): train_miras.cu built for dev/cuda/emu, then
-# dev/test_gpu.sh on the fixtures of the layers that have run on the emulator only (the Titans layers MAL, MAG, MAC,
+# dev/test_gpu.sh on the fixtures of the layers written after the H100 run of 2026-11-23 (they have passed on an H200
+# since, 2026-11-28; here they keep CI's check of train_miras.cu on machines without a GPU) (the Titans layers MAL, MAG, MAC,
 # and attention, whose bf16 mode is also new; the ATLAS family's omega window, poly features, muon and the phi*
 # memory; the gated memory with gd, momentum and chunk-level muon): dumps against the CPU, GPU decoding against the
 # GPU forward, and bf16 for transformer, mag, omeganet and gated_mom; the checkpointed memory states (one kept in 2,
