@@ -85,16 +85,14 @@ for f in 2 0; do
 say "t = $((SECONDS - S)) s"
 
 # 6. where a chunk's cycles go: block 0's cycles between barriers by the barrier's source line (v7, T = 1024), and
-# ncu of the backward and forward (stall reasons, L2 bytes: lts__t_bytes over 48 blocks x 16 chunks at T = 256)
+# ncu of the backward and forward (memlab_profile.sh: every section, the L2 bytes, lts__t_bytes over 48 blocks x 16
+# chunks at T = 256, and the warp-state samples of the SASS per function and per instruction; run 5 put 55% of the
+# backward's time on global loads, place unknown)
 step 40 ./memlab_phase -p titans -T 1024 -c 0 -r 1 -v 7 -P 1 > "$W/phase_v7.txt" 2>&1
 grep -A 6 -E "^v7 (forward|backward)" "$W/phase_v7.txt" | while read -r l; do say "  $l"; done
-NCU="ncu --clock-control none --section SpeedOfLight --section WarpStateStats --section Occupancy --section LaunchStats --section SchedulerStats --section SourceCounters --section MemoryWorkloadAnalysis --metrics lts__t_bytes.sum,dram__bytes.sum --launch-count 1"
-step 40 $NCU -k regex:memory_backward ./memlab -p titans -T 256 -c 0 -r 1 -v 7 > "$W/ncu_bwd.txt" 2>&1
-step 30 $NCU -k regex:memory_forward ./memlab -p titans -T 256 -c 0 -r 1 -v 7 >> "$W/ncu_bwd.txt" 2>&1
-say "ncu: $(grep -cE "Duration" "$W/ncu_bwd.txt") kernels profiled (ncu_bwd.txt)"
-# which functions and instructions the warps wait at (run 5: 55% of the backward's time on global loads, place
-# unknown): dev/cuda/memlab_profile.sh's warp-state samples of the SASS, per function and per instruction
 OUT=$W step 200 bash dev/cuda/memlab_profile.sh 7 titans > "$W/profile.out" 2>&1
+grep -hE "lts__t_bytes|dram__bytes|Duration|No Eligible" "$W/details_bac.txt" "$W/details_for.txt" 2>/dev/null |
+    while read -r l; do say "  $l"; done
 head -n 40 "$W/prof_bac.txt" 2>/dev/null | while read -r l; do say "  $l"; done
 for p in ttt_mlp yaad moneta memora; do
     step 40 ./memlab -p $p -r 3 -c 0 -v 7 >> "$LAB" 2>&1; say "memlab $p (rc $?): $(tail -n 1 "$LAB")"; done

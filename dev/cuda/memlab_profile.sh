@@ -2,16 +2,19 @@
 # Where the memory kernels spend their time: ncu's warp-state sampling of one memory_backward_kernel and one
 # memory_forward_kernel (memlab, titans, T=256), summed per device function of the SASS, the top ones printed.
 # usage (on a GPU): OUT=dir dev/cuda/memlab_profile.sh [memlab version, default 7] [preset, default titans]
-# (builds memlab with -lineinfo; writes $OUT/prof_{bac,for}.txt, the top functions and instructions, and the SASS
-# views as csv.gz)
+# (builds memlab with -lineinfo; writes $OUT/prof_{bac,for}.txt, the top functions and instructions, the SASS views
+# as csv.gz, and $OUT/details_{bac,for}.txt, the report's sections as text)
 set -u
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-build/device}; mkdir -p "$OUT"; V=${1:-7}; P=${2:-titans}
 [ -x memlab ] || make -s memlab NVCC="nvcc -lineinfo" || { echo "memlab: build failed"; exit 1; }
 for k in backward forward; do
     rep=build/prof_$k
-    timeout 150 ncu --set full --import-source yes --launch-count 1 -k regex:memory_${k}_kernel -f -o $rep \
-        ./memlab -p $P -T 256 -c 0 -r 1 -v $V > "$OUT/ncu_$k.log" 2>&1 || { echo "ncu $k failed"; tail -5 "$OUT/ncu_$k.log"; continue; }
+    # (--clock-control none: the card's clocks as found; the two byte counts give the L2 and DRAM traffic per chunk)
+    timeout 150 ncu --clock-control none --set full --metrics lts__t_bytes.sum,dram__bytes.sum --import-source yes \
+        --launch-count 1 -k regex:memory_${k}_kernel -f -o $rep ./memlab -p $P -T 256 -c 0 -r 1 -v $V \
+        > "$OUT/ncu_$k.log" 2>&1 || { echo "ncu $k failed"; tail -5 "$OUT/ncu_$k.log"; continue; }
+    ncu --import $rep.ncu-rep --page details > "$OUT/details_${k:0:3}.txt" 2>&1  # every section's numbers, as text
     # the SASS view carries the per-instruction samples (the CUDA-source view, --print-source cuda, has none in 2025.x's CSV)
     ncu --import $rep.ncu-rep --page source --csv --print-source sass > build/src_$k.csv 2> build/src_$k.err
     gzip -c build/src_$k.csv > "$OUT/sass_${k:0:3}.csv.gz"

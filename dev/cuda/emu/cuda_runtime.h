@@ -232,7 +232,7 @@ inline cudaError_t cudaMalloc(void** p, size_t n) {
     emu::no_capture("cudaMalloc");
     *p = malloc(n);
     const char* po = getenv("EMU_POISON");
-    if (*p && !(po && !strcmp(po, "0"))) { float nan = NAN; for (size_t i = 0; i + 4 <= n; i += 4) memcpy((char*)*p + i, &nan, 4); }
+    if (*p && !(po && !strcmp(po, "0"))) for (size_t i = 0; i < n / sizeof(float); i++) ((float*)*p)[i] = NAN;
     return *p ? cudaSuccess : cudaErrorMemoryAllocation;
 }
 inline cudaError_t cudaFree(void* p) { emu::no_capture("cudaFree"); free(p); return cudaSuccess; }
