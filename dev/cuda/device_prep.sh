@@ -12,7 +12,10 @@ BINS="train_miras train_miras_fp64 test_miras train_miras_cu memlab memlab_phase
 SRCS="train_miras.c train_miras.cu test_miras.c dev/cuda/memlab.cu dev/cuda/memlab_v1.cuh dev/cuda/cluster_check.cu"
 make -j"$(nproc)" -s $BINS
 md5sum $SRCS > build/carry.md5
-tar cJf build/carry.tar.xz $BINS build/carry.md5 build/use_mpi  # (use_mpi: make's stamp, else it rebuilds)
+# build/memlab_base, if there: memlab built from an earlier commit (e.g. `git worktree add /tmp/base REV` and make
+# memlab there), the same run's baseline of memlab_device.sh's part 0
+BASE=""; [ -x build/memlab_base ] && BASE=build/memlab_base
+tar cJf build/carry.tar.xz $BINS $BASE build/carry.md5 build/use_mpi  # (use_mpi: make's stamp, else it rebuilds)
 echo "build/carry.tar.xz: $(du -h build/carry.tar.xz | cut -f1) ($BINS)"
 if [ -d ../shared/anchors ]; then
     rm -rf .anchors && cp -r ../shared/anchors .anchors && chmod -R u+w .anchors

@@ -23,6 +23,8 @@ trap finish EXIT
 left() { echo $((BUDGET - (SECONDS - S))); }
 step() { local t=$1; shift; local l; l=$(left); [ "$l" -gt 5 ] || { say "skipped (no time): $*"; return 1; }; [ "$t" -lt "$l" ] || t=$l; timeout "$t" "$@"; }
 export DECODE=0  # bench_gpu.sh's decode latency: once, for titans, below
+PARTS=" ${PARTS:-1 2 3 4 5 6 7} "  # the numbered parts below to run (e.g. PARTS="1 3 6"; part 0 only when named)
+part() { case "$PARTS" in *" $1 "*) return 0;; *) return 1;; esac; }
 say "$(nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader) | $(nvcc --version | tail -n 1)"
 
 # the binaries: carried (device_prep.sh) if they match these sources, else built here
@@ -37,34 +39,66 @@ else
 fi
 
 # 1. the CPU-vs-GPU checks of every fixture and synthetic input, 8 inputs at once (61 s on the H200 in run 5)
+if part 1; then
 JOBS=8 step 200 bash dev/test_gpu.sh > "$W/test_gpu.log" 2>&1
 say "make test_gpu (rc $?): $(tail -n 1 "$W/test_gpu.log")"
 grep -E "^FAIL" "$W/test_gpu.log" | head -n 12 | while read -r l; do say "  $l"; done
+fi
 
 # 2. thread block clusters: the emulator's model of them (dev/cuda/cluster_check.cu) against the GPU
+if part 2; then
 for a in "-C 4 -n 300 -g 3" "-C 2 -n 33 -g 2" "-C 8 -n 5 -g 1" "-C 4 -n 4096 -g 132"; do
     say "cluster_check $a: $(step 20 build/cluster_check $a 2>&1 | tail -n 1)"; done
+fi
 
 # 3. memlab, titans: every version against the CPU at T = 128, then timed at T = 4096 (run 5, H200: v7 42.4 / 206.3)
+if part 3; then
 LAB="$W/memlab.log"
 step 60 ./memlab -p titans -T 128 -r 1 >> "$LAB" 2>&1; say "memlab titans T=128 (rc $?):"
 sed -n '/^version/,$p' "$LAB" | tail -n 7 | while read -r l; do say "  $l"; done
 step 60 ./memlab -p titans -r 3 -c 0 >> "$LAB" 2>&1; say "memlab titans T=4096 (rc $?):"
 tail -n 7 "$LAB" | while read -r l; do say "  $l"; done
 say "t = $((SECONDS - S)) s"
+fi
 
-# 4. the README's GPU table: whole steps of every preset (B = 4, T = 4096, -f 2, the 100M models), then fla's GDN
-for p in titans ttt_mlp yaad moneta memora deltanet gated_deltanet linear_attn lattice mal mag mac transformer; do
-    r=$(PRESET=$p REF=0 step 60 bash dev/bench_gpu.sh 4 4096 4 2 2>&1 | tee -a "$W/bench.log" | grep -E "^train_miras_cu|failed")
-    say "$p: ${r:-no result (see bench.log)}"; done
+# 0. the lab versions under test (LAB_V, default "7 13 15") on the deep presets: checked against the CPU at T = 256,
+# timed at T = 4096; and version 7 of the carried build/memlab_base (device_prep.sh: memlab built from an earlier commit) as the same
+# run's baseline; then titans' whole step with MIRAS_MEM_TC=5 and 13 (v13's, v15's products) beside part 4's default (v7's)
+if part 0; then
+    for p in titans ttt_mlp yaad moneta memora; do
+        step 60 ./memlab -p $p -T 256 -r 1 -c 2 > "$W/lab0_check.log" 2>&1; say "memlab $p T=256, checked (rc $?):"
+        for v in ${LAB_V:-7 13 15}; do grep -E "^v$v " "$W/lab0_check.log" | tail -n 1 | while read -r l; do say "  $l"; done; done
+        cat "$W/lab0_check.log" >> "$W/lab0.log"
+        for v in ${LAB_V:-7 13 15}; do
+            step 40 ./memlab -p $p -r 3 -c 0 -v $v >> "$W/lab0.log" 2>&1; say "memlab $p: $(tail -n 1 "$W/lab0.log")"; done
+        if [ -x build/memlab_base ]; then
+            step 40 build/memlab_base -p $p -r 3 -c 0 -v 7 >> "$W/lab0.log" 2>&1
+            say "memlab_base $p: $(tail -n 1 "$W/lab0.log")"
+        fi
+    done
+    for tc in 5 13; do
+        r=$(MIRAS_MEM_TC=$tc PRESET=titans REF=0 step 60 bash dev/bench_gpu.sh 4 4096 4 2 2>&1 | tee -a "$W/bench.log" | grep -E "^train_miras_cu|failed")
+        say "titans MIRAS_MEM_TC=$tc: ${r:-no result (see bench.log)}"; done
+    say "t = $((SECONDS - S)) s"
+fi
+
+# 4. the README's GPU table: fla's GDN model first (its kernels compile for ~100 s on a fresh machine, and a table
+# without the peer's same-run number is half a table), then whole steps of every preset (B = 4, T = 4096, -f 2, the
+# 100M models), the linear ones (fla's rivals) and titans first
+if part 4; then
 if [ -f .anchors/run_anchors.sh ]; then
     OUT=$W step 240 bash .anchors/run_anchors.sh --only fla_gdn_bf16 --budget 200 > "$W/anchors.out" 2>&1
     say "anchors (rc $?):"; tail -n 4 "$W/anchors.out" | while read -r l; do say "  $l"; done
 else say "anchors: no .anchors/ (device_prep.sh copies ../shared/anchors there)"; fi
+for p in titans gated_deltanet deltanet linear_attn ttt_mlp yaad moneta memora lattice mal mag mac transformer; do
+    r=$(PRESET=$p REF=0 step 60 bash dev/bench_gpu.sh 4 4096 4 2 2>&1 | tee -a "$W/bench.log" | grep -E "^train_miras_cu|failed")
+    say "$p: ${r:-no result (see bench.log)}"; done
 say "t = $((SECONDS - S)) s"
+fi
 
 # 5. titans, 100M: -f 0 (3xTF32 memory products), B = 8 (the chunk-start states checkpointed: the trainer prints the
 # ck it chose) and B = 4 with ck = 8 forced; then decode at B = 1 next to its floor
+if part 5; then
 python3 - build/rand_train_000000.bin $((6 * 8 * 4096 + 1)) <<'PY'
 import random, struct, sys
 path, n = sys.argv[1], int(sys.argv[2]); random.seed(0)
@@ -83,21 +117,25 @@ for f in 2 0; do
     DECODE=1 REF=0 step 90 bash dev/bench_gpu.sh 1 64 2 $f > "$W/decode_f$f.log" 2>&1
     grep -E "^decode" "$W/decode_f$f.log" | while read -r l; do say "titans -f $f: $l"; done; done
 say "t = $((SECONDS - S)) s"
+fi
 
 # 6. where a chunk's cycles go: block 0's cycles between barriers by the barrier's source line (v7, T = 1024), and
 # ncu of the backward and forward (memlab_profile.sh: every section, the L2 bytes, lts__t_bytes over 48 blocks x 16
 # chunks at T = 256, and the warp-state samples of the SASS per function and per instruction; run 5 put 55% of the
 # backward's time on global loads, place unknown)
+if part 6; then
 step 40 ./memlab_phase -p titans -T 1024 -c 0 -r 1 -v 7 -P 1 > "$W/phase_v7.txt" 2>&1
 grep -A 6 -E "^v7 (forward|backward)" "$W/phase_v7.txt" | while read -r l; do say "  $l"; done
-OUT=$W step 200 bash dev/cuda/memlab_profile.sh 7 titans > "$W/profile.out" 2>&1
+OUT=$W step 200 bash dev/cuda/memlab_profile.sh ${PROF_V:-7} titans > "$W/profile.out" 2>&1
 grep -hE "lts__t_bytes|dram__bytes|Duration|No Eligible" "$W/details_bac.txt" "$W/details_for.txt" 2>/dev/null |
     while read -r l; do say "  $l"; done
 head -n 40 "$W/prof_bac.txt" 2>/dev/null | while read -r l; do say "  $l"; done
 for p in ttt_mlp yaad moneta memora; do
     step 40 ./memlab -p $p -r 3 -c 0 -v 7 >> "$LAB" 2>&1; say "memlab $p (rc $?): $(tail -n 1 "$LAB")"; done
+fi
 
 # 7. data parallel (issue 14): world size 1 through NCCL must give the plain build's losses (needs mpirun, nccl.h)
+if part 7; then  # (after part 5, which writes build/rand_train_000000.bin)
 if command -v mpirun >/dev/null && command -v mpicc >/dev/null && [ -f "$(dirname "$(command -v nvcc)")/../include/nccl.h" ]; then
     cp train_miras_cu build/train_miras_cu_plain
     DP="-p titans -V 50257 -D 64 -L 2 -H 2 -b 2 -t 64 -x 5 -u 1 -v 0 -g 0 -n 0 -i build/rand_train_*.bin -j none -z none"
@@ -110,3 +148,4 @@ if command -v mpirun >/dev/null && command -v mpicc >/dev/null && [ -f "$(dirnam
     else say "NCCL build failed"; fi
     cp build/train_miras_cu_plain train_miras_cu
 else say "no mpirun / nccl.h: the NCCL check (issue 14) did not run"; fi
+fi
