@@ -83,7 +83,8 @@ static cudaStream_t g_stream = 0;
 enum { PREC_FP32 = 0, PREC_TF32 = 1, PREC_BF16 = 2 };
 static int g_prec = PREC_FP32;
 // the memory's chunk products (section 3, MemArgs.tc): 3 = 3xTF32 tensor cores (fp32-accurate) with -f 0, 1 = TF32
-// tensor cores with -f 1 and -f 2; MIRAS_MEM_TC=0 (the SIMT fp32 products), 1 or 3 overrides
+// tensor cores with -f 1 and -f 2 (v8, v7); MIRAS_MEM_TC=0 (the SIMT fp32 products), 1, 3, 5 or 7 (1, 3 with 16 x 16
+// warp tiles where they fit: v13, v14), 13 or 15 (and k in quads: v15, v16) overrides (v13-v16: not yet run on a GPU)
 static int g_mem_tc = 3;
 static int g_mem_wy = 0;  // MIRAS_MEM_WY=1 / 2 / 3: the b = 1 delta rule in WY chunks (mem_wy_use; v9-v12)
 typedef __nv_bfloat16 bf16;
@@ -136,7 +137,7 @@ static void gpu_init(int prec) {
     g_partials = (double*)dmalloc(NORM_BLOCKS * sizeof(double));
     const char* s = getenv("MIRAS_SYNC");
     g_sync = s && atoi(s) > 0;
-    g_mem_tc = prec == PREC_FP32 ? 3 : 1;
+    g_mem_tc = prec == PREC_FP32 ? 3 : 1;  // (v8's, v7's products; v14's, v13's wide tiles once timed on a GPU)
     if ((s = getenv("MIRAS_MEM_WY"))) {
         g_mem_wy = atoi(s);
         if (g_mem_wy < 0 || g_mem_wy > 3)
@@ -145,8 +146,10 @@ static void gpu_init(int prec) {
     }
     if ((s = getenv("MIRAS_MEM_TC"))) {
         g_mem_tc = atoi(s);
-        if (g_mem_tc != 0 && g_mem_tc != 1 && g_mem_tc != 3)
-            DIE("MIRAS_MEM_TC=0 (SIMT fp32), 1 (TF32) or 3 (3xTF32)", "unknown MIRAS_MEM_TC=%s", s);
+        int t = g_mem_tc;
+        if (!(t == 0 || t == 1 || t == 3 || t == 5 || t == 7 || t == 13 || t == 15))
+            DIE("MIRAS_MEM_TC=0 (SIMT fp32), 1 (TF32), 3 (3xTF32), + 4 (16 x 16 warp tiles), + 12 (and k in quads)",
+                "unknown MIRAS_MEM_TC=%s", s);
     }
 }
 static const char* gpu_name(void) {
@@ -216,9 +219,20 @@ __device__ inline void st4(real* p, float4 v) {
     emu::check_align16(p);
     *(float4*)p = v;
 }
+// and 8-byte ones (two adjacent outputs of a tensor-core fragment)
+__device__ inline float2 ld2(const real* p) {
+    emu::check_align8(p);
+    return *(const float2*)p;
+}
+__device__ inline void st2(real* p, float2 v) {
+    emu::check_align8(p);
+    *(float2*)p = v;
+}
 #else
 __device__ __forceinline__ float4 ld4(const real* p) { return *(const float4*)p; }
 __device__ __forceinline__ void st4(real* p, float4 v) { *(float4*)p = v; }
+__device__ __forceinline__ float2 ld2(const real* p) { return *(const float2*)p; }
+__device__ __forceinline__ void st2(real* p, float2 v) { *(float2*)p = v; }
 #endif
 __device__ __forceinline__ real warp_sum(real v) {
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
@@ -1028,15 +1042,16 @@ __device__ static inline int mem_carries_S_gpu(const MemCfg* m) { return m->mome
 // (din: the keys' and queries' width, D_phi with poly, else d)
 static size_t memchunk_carve_in_gpu(MemChunkGpu* c, real* base, int b, int d, int din, int dm, int nP) {
     size_t n = memchunk_carve_in(c, base, b, d, din, dm, nP);
+    // (each array 16-byte aligned, as the carve's: carve_al)
+    size_t nn = carve_al((size_t)b * b), nm = carve_al((size_t)b * dm), nk = carve_al(2 + (size_t)d), nb = carve_al(b);
     real* p = base ? base + n : NULL;
-    size_t nn = (size_t)b * b, nm = (size_t)b * dm;
     c->nn1 = p;
     c->nn2 = p ? p + nn : NULL;
     c->nm1 = p ? p + 2 * nn : NULL;
     c->keep = p ? p + 2 * nn + nm : NULL;
-    c->oma = p ? p + 2 * nn + nm + 2 + d : NULL;
-    c->mc = p ? p + 2 * nn + nm + 2 + d + b : NULL;
-    return n + 2 * nn + nm + 2 + d + 6 * (size_t)b;
+    c->oma = p ? p + 2 * nn + nm + nk : NULL;
+    c->mc = p ? p + 2 * nn + nm + nk + nb : NULL;
+    return n + 2 * nn + nm + nk + nb + carve_al(5 * (size_t)b);
 }
 static size_t __attribute__((unused)) memchunk_carve_gpu(MemChunkGpu* c, real* base, int b, int d, int dm, int nP) {
     return memchunk_carve_in_gpu(c, base, b, d, d, dm, nP);  // (dev/cuda/memlab.cu's)
@@ -1104,7 +1119,8 @@ __device__ __forceinline__ float4 ld4c(const real* p) {
 // cvt.rna.tf32 is several). v8 (3xTF32) splits each operand x = hi + lo, hi = x rounded to 10 mantissa bits (two
 // integer operations; a NaN stays in lo = x - hi, which is exact), and adds lo*hi' + hi*lo' + hi*hi' (lo*lo' dropped):
 // the products then carry ~2^-21 relative error, fp32's order, at three tensor-core instructions instead of one.
-// mem_tc is the block's choice (0: the SIMT products below, 1: TF32, 3: 3xTF32), set by thread 0 of every kernel
+// mem_tc is the block's choice (0: the SIMT products below, 1: TF32, 3: 3xTF32; + 4: 16 x 16 warp tiles where they
+// fit, + 8: k in quads, TC_DISPATCH), set by thread 0 of every kernel
 // that runs the chunk functions, before its first barrier (MemArgs.tc).
 __shared__ int mem_tc;
 #ifdef EMU_CUDA
@@ -1145,77 +1161,150 @@ __device__ __forceinline__ void mma_step(float* c, const float* af, const float*
     }
     mma_tf32(c, ah, bh);
 }
-// out (M, N) = sum_k fa(i, k) fb(k, j) over k < K, tiles of 16 x 8 dealt to the warps in turn; fc(i, j, c_ij, c_ij+1)
-// stores two adjacent outputs of a row (i < M checked here, j + 1 < N by fc). fa, fb return 0 out of range.
-// Each output has one owner lane and a fixed k order: deterministic.
+// out (M, N) = sum_k fa(i, k) fb(k, j) over k < K, warp tiles of 16 x 8 WN dealt to the warps in turn (WN = 2, v13
+// and v14: the A fragment, loaded once per k-step, serves both 8-column halves); fc(i, j, c_ij, c_ij+1) stores two
+// adjacent outputs of a row (i < M checked here, j + 1 < N by fc). fa, fb return 0 out of range.
+// Each output has one owner lane and a fixed k order: deterministic (and the same sums for WN = 1 and 2).
 #ifndef TC_UNROLL
 #define TC_UNROLL 2  // k-steps unrolled (8 measured no faster on the H100, run 4 of dev/cuda/memlab_notes.md)
 #endif
 static constexpr int tc_unroll = TC_UNROLL;  // (#pragma unroll takes a constant, not a macro)
-template <int P, class FA, class FB, class FC>
-__device__ __forceinline__ void tc_product(int M, int N, int K, FA fa, FB fb, FC fc) {
-    int g = LANE >> 2, tg = LANE & 3, tn = (N + 7) / 8, tiles = (M + 15) / 16 * tn;
+template <int P, int WN, int KQ, class FA, class FB, class FA4, class FB4, class FC>
+__device__ __forceinline__ void tc_product(int M, int N, int K, FA fa, FB fb, FA4 fa4, FB4 fb4, FC fc) {
+    int g = LANE >> 2, tg = LANE & 3, tn = (N + 8 * WN - 1) / (8 * WN), tiles = (M + 15) / 16 * tn;
     for (int tile = threadIdx.x >> 5; tile < tiles; tile += blockDim.x >> 5) {  // (the same trip count in a warp)
-        int i0 = tile / tn * 16, j0 = tile % tn * 8;
-        float c[4] = {0, 0, 0, 0};
+        int i0 = tile / tn * 16, j0 = tile % tn * 8 * WN;
+        float c[WN][4] = {};
+        if (KQ) {
+            // k in quads (v15, v16; K % 16 == 0): lane (g, tg) loads A[i][k0 + 4 tg .. + 3] as one 16-byte access
+            // (fa4) and the two k-steps of 8 take k = k0 + 4 tg + {0, 1} and k0 + 4 tg + {2, 3} in the fragment slots
+            // tg and tg + 4. A permutation of k, the same in A and B, so the same product; a quarter of the loads.
+            // KQ = 2: B's k is contiguous too (mm_nt's B[j][k]: fb4, 16 bytes); KQ = 1: B by scalar loads (fb).
 #pragma unroll(tc_unroll)
-        for (int k0 = 0; k0 < K; k0 += 8) {
-            float af[4] = {fa(i0 + g, k0 + tg), fa(i0 + g + 8, k0 + tg), fa(i0 + g, k0 + tg + 4),
-                           fa(i0 + g + 8, k0 + tg + 4)};
-            float bf[2] = {fb(k0 + tg, j0 + g), fb(k0 + tg + 4, j0 + g)};
-            mma_step<P>(c, af, bf);
+            for (int k0 = 0; k0 < K; k0 += 16) {
+                float4 a0 = fa4(i0 + g, k0 + 4 * tg), a1 = fa4(i0 + g + 8, k0 + 4 * tg);
+                float af0[4] = {a0.x, a1.x, a0.y, a1.y}, af1[4] = {a0.z, a1.z, a0.w, a1.w};
+#pragma unroll
+                for (int h = 0; h < WN; h++) {
+                    int j = j0 + 8 * h + g, k = k0 + 4 * tg;
+                    float4 b = KQ == 2 ? fb4(k, j) : make_float4(fb(k, j), fb(k + 1, j), fb(k + 2, j), fb(k + 3, j));
+                    float bf0[2] = {b.x, b.y}, bf1[2] = {b.z, b.w};
+                    mma_step<P>(c[h], af0, bf0);
+                    mma_step<P>(c[h], af1, bf1);
+                }
+            }
+        } else {
+#pragma unroll(tc_unroll)
+            for (int k0 = 0; k0 < K; k0 += 8) {
+                float af[4] = {fa(i0 + g, k0 + tg), fa(i0 + g + 8, k0 + tg), fa(i0 + g, k0 + tg + 4),
+                               fa(i0 + g + 8, k0 + tg + 4)};
+#pragma unroll
+                for (int h = 0; h < WN; h++) {
+                    float bf[2] = {fb(k0 + tg, j0 + 8 * h + g), fb(k0 + tg + 4, j0 + 8 * h + g)};
+                    mma_step<P>(c[h], af, bf);
+                }
+            }
         }
-        if (i0 + g < M) fc(i0 + g, j0 + 2 * tg, c[0], c[1]);
-        if (i0 + g + 8 < M) fc(i0 + g + 8, j0 + 2 * tg, c[2], c[3]);
+#pragma unroll
+        for (int h = 0; h < WN; h++) {
+            if (i0 + g < M) fc(i0 + g, j0 + 8 * h + 2 * tg, c[h][0], c[h][1]);
+            if (i0 + g + 8 < M) fc(i0 + g + 8, j0 + 8 * h + 2 * tg, c[h][2], c[h][3]);
+        }
     }
 }
-// out = (acc ? out : 0) + s rs[i] (fa fb)_ij  (rs: NULL for 1), the store of the three mm_*_rs
-template <int P, class FA, class FB>
-__device__ __forceinline__ void tc_mm(real* out, int M, int N, int K, FA fa, FB fb, const real* rs, real s, int acc) {
-    tc_product<P>(M, N, K, fa, fb, [&](int i, int j, float v0, float v1) {
+// (the quad accessors of a product without them)
+#define TC_NO4 [](int, int) { return make_float4(0, 0, 0, 0); }
+// out = (acc ? out : 0) + s rs[i] (fa fb)_ij  (rs: NULL for 1), the store of the three mm_*_rs; WN = 2 (whole tiles,
+// N even, out 8-byte aligned: TC_DISPATCH) reads and writes the two adjacent outputs as one 8-byte access
+template <int P, int WN, int KQ, class FA, class FB, class FA4, class FB4>
+__device__ __forceinline__ void tc_mm(real* out, int M, int N, int K, FA fa, FB fb, FA4 fa4, FB4 fb4, const real* rs,
+                                      real s, int acc) {
+    tc_product<P, WN, KQ>(M, N, K, fa, fb, fa4, fb4, [&](int i, int j, float v0, float v1) {
         real f = s * (rs ? rs[i] : 1);
         int e = i * N + j;
+        if (WN == 2) {
+            float2 o = acc ? ld2(out + e) : make_float2(0, 0);
+            st2(out + e, make_float2(o.x + f * v0, o.y + f * v1));
+            return;
+        }
         if (j < N) out[e] = acc ? out[e] + f * v0 : f * v0;
         if (j + 1 < N) out[e + 1] = acc ? out[e + 1] + f * v1 : f * v1;
     });
 }
 // the three shapes: out = A B^T (B (N, K)), A B (B (K, N)), A^T B (A (K, M)); mm_tn's rs scales term k.
 // WT (whole tiles: M % 16 == N % 8 == K % 8 == 0, as at every full chunk of the presets) skips the range checks.
+// Q (v15, v16, where TC_DISPATCH allows it): k in quads from A (mm_nt, mm_nn) and B (mm_nt), whose k is contiguous.
 // (int indices: the operands have at most 256 x 256 elements)
 #define TC_IN(WT, i, k, I, KK, v) ((WT) || ((i) < (I) && (k) < (KK)) ? (v) : 0.f)
-template <int P, bool WT>
+template <int P, bool WT, int WN, bool Q>
 __device__ void tc_nt(real* out, const real* A, const real* Bm, const real* rs, int M, int N, int K, real s, int acc) {
-    tc_mm<P>(
+    tc_mm<P, WN, Q ? 2 : 0>(
         out, M, N, K, [&](int i, int k) { return TC_IN(WT, i, k, M, K, A[i * K + k]); },
-        [&](int k, int j) { return TC_IN(WT, k, j, K, N, Bm[j * K + k]); }, rs, s, acc);
+        [&](int k, int j) { return TC_IN(WT, k, j, K, N, Bm[j * K + k]); },
+        [&](int i, int k) { return ld4(A + i * K + k); }, [&](int k, int j) { return ld4(Bm + j * K + k); }, rs, s,
+        acc);
 }
-template <int P, bool WT>
+template <int P, bool WT, int WN, bool Q>
 __device__ void tc_nn(real* out, const real* A, const real* Bm, const real* rs, int M, int N, int K, real s, int acc) {
-    tc_mm<P>(
+    tc_mm<P, WN, Q ? 1 : 0>(
         out, M, N, K, [&](int i, int k) { return TC_IN(WT, i, k, M, K, A[i * K + k]); },
-        [&](int k, int j) { return TC_IN(WT, k, j, K, N, Bm[k * N + j]); }, rs, s, acc);
+        [&](int k, int j) { return TC_IN(WT, k, j, K, N, Bm[k * N + j]); },
+        [&](int i, int k) { return ld4(A + i * K + k); }, TC_NO4, rs, s, acc);
 }
-template <int P, bool WT>
+template <int P, bool WT, int WN, bool Q>
 __device__ void tc_tn(real* out, const real* A, const real* Bm, const real* rs, int M, int N, int K, real s, int acc) {
-    tc_mm<P>(
+    tc_mm<P, WN, 0>(
         out, M, N, K, [&](int i, int k) { return TC_IN(WT, i, k, M, K, A[k * M + i] * (rs ? rs[k] : 1)); },
-        [&](int k, int j) { return TC_IN(WT, k, j, K, N, Bm[k * N + j]); }, NULL, s, acc);
+        [&](int k, int j) { return TC_IN(WT, k, j, K, N, Bm[k * N + j]); }, TC_NO4, TC_NO4, NULL, s, acc);
 }
-// one of the four instantiations of f: 3xTF32 or TF32, whole tiles or not (M, N, K: the product's shape)
-#define TC_DISPATCH(f, M, N, K, ...)                             \
-    do {                                                         \
-        bool w_ = (M) % 16 == 0 && (N) % 8 == 0 && (K) % 8 == 0; \
-        if (mem_tc == 3) {                                       \
-            if (w_)                                              \
-                f<3, true>(__VA_ARGS__);                         \
-            else                                                 \
-                f<3, false>(__VA_ARGS__);                        \
-        } else {                                                 \
-            if (w_)                                              \
-                f<1, true>(__VA_ARGS__);                         \
-            else                                                 \
-                f<1, false>(__VA_ARGS__);                        \
-        }                                                        \
+#ifdef EMU_CUDA  // the emulator counts the wide-tile products (memlab prints it: the check that v13, v14 take them)
+#include <atomic>
+static std::atomic<long> emu_tc_wide{0};
+static std::atomic<long> emu_tc_quad{0};
+#define TC_WIDE_COUNT() (threadIdx.x == 0 ? (void)emu_tc_wide++ : (void)0)
+#define TC_QUAD_COUNT() (threadIdx.x == 0 ? (void)emu_tc_quad++ : (void)0)
+#else
+#define TC_WIDE_COUNT() ((void)0)
+#define TC_QUAD_COUNT() ((void)0)
+#endif
+// one of the instantiations of f: 3xTF32 or TF32 (mem_tc & 3), whole tiles or not (M, N, K: the product's shape),
+// with mem_tc & 4 (v13-v16) 16 x 16 warp tiles where the shape has whole ones, at least one per warp, and the
+// 8-byte accesses of the output (the pointer o, 8-byte aligned) are allowed; with mem_tc & 8 (v15, v16) k in quads
+// where f takes them (QF, a constant), K % 16 == 0 and the pointer q (the quad operands' addresses or'ed, row strides
+// included) is 16-byte aligned
+template <int P, bool Q, class F>
+__device__ __forceinline__ void tc_pick(F f, bool x, bool w) {  // (f: a generic lambda taking the constants)
+    if (x)
+        f(std::integral_constant<int, P>(), std::true_type(), std::integral_constant<int, 2>(),
+          std::integral_constant<bool, Q>());
+    else if (w)
+        f(std::integral_constant<int, P>(), std::true_type(), std::integral_constant<int, 1>(),
+          std::integral_constant<bool, Q>());
+    else
+        f(std::integral_constant<int, P>(), std::false_type(), std::integral_constant<int, 1>(), std::false_type());
+}
+#define TC_DISPATCH(f, QF, q, o, M, N, K, ...)                                                                     \
+    do {                                                                                                           \
+        bool w_ = (M) % 16 == 0 && (N) % 8 == 0 && (K) % 8 == 0;                                                   \
+        bool x_ = (mem_tc & 4) && w_ && (N) % 16 == 0 && (M) / 16 * ((N) / 16) >= (int)(blockDim.x >> 5) &&        \
+                  ((uintptr_t)(o)&7) == 0;                                                                         \
+        bool q_ = (QF) && (mem_tc & 8) && w_ && (K) % 16 == 0 && ((uintptr_t)(q)&15) == 0;                         \
+        if (x_) TC_WIDE_COUNT();                                                                                   \
+        if (q_) TC_QUAD_COUNT();                                                                                   \
+        auto f_ = [&](auto p_, auto wt_, auto wn_, auto qq_) {                                                     \
+            f<decltype(p_)::value, decltype(wt_)::value, decltype(wn_)::value, decltype(qq_)::value>(__VA_ARGS__); \
+        };                                                                                                         \
+        if ((mem_tc & 3) == 3) {                                                                                   \
+            if (QF && q_)                                                                                          \
+                tc_pick<3, (QF)>(f_, x_, w_);                                                                      \
+            else                                                                                                   \
+                tc_pick<3, false>(f_, x_, w_);                                                                     \
+        } else {                                                                                                   \
+            if (QF && q_)                                                                                          \
+                tc_pick<1, (QF)>(f_, x_, w_);                                                                      \
+            else                                                                                                   \
+                tc_pick<1, false>(f_, x_, w_);                                                                     \
+        }                                                                                                          \
     } while (0)
 // mm_nt, one pass of output columns [j0, j0 + per): the state rows are read 16 bytes at a time (K % 4 == 0)
 // The state loops below load MM_U (8) state values before using any of them: a thread's loads are then in
@@ -1263,7 +1352,7 @@ __device__ __forceinline__ void mm_nt_cols(real* r, const real* A, const real* B
 MEMFN void mm_nt_rs(real* out, const real* A, const real* Bm, const real* rs, int M, int N, int K, real s, int acc,
                     int sync = 1) {
     if (mem_tc) {
-        TC_DISPATCH(tc_nt, M, N, K, out, A, Bm, rs, M, N, K, s, acc);
+        TC_DISPATCH(tc_nt, true, (uintptr_t)A | (uintptr_t)Bm | (K * 4), out, M, N, K, out, A, Bm, rs, M, N, K, s, acc);
         if (sync) __syncthreads();
         return;
     }
@@ -1351,7 +1440,7 @@ __device__ __forceinline__ void mm_nn_cols(real* r, const real* A, const real* B
 MEMFN void mm_nn_rs(real* out, const real* A, const real* Bm, const real* rs, int M, int N, int K, real s, int acc,
                     int sync = 1) {
     if (mem_tc) {
-        TC_DISPATCH(tc_nn, M, N, K, out, A, Bm, rs, M, N, K, s, acc);
+        TC_DISPATCH(tc_nn, true, (uintptr_t)A | (K * 4), out, M, N, K, out, A, Bm, rs, M, N, K, s, acc);
         if (sync) __syncthreads();
         return;
     }
@@ -1429,7 +1518,7 @@ __device__ __forceinline__ void mm_tn_vec(real* out, const real* A, const real* 
 MEMFN void mm_tn_rs(real* out, const real* A, const real* Bm, const real* rs, int M, int N, int K, real s, int acc,
                     int sync = 1) {
     if (mem_tc) {
-        TC_DISPATCH(tc_tn, M, N, K, out, A, Bm, rs, M, N, K, s, acc);
+        TC_DISPATCH(tc_tn, false, 0, out, M, N, K, out, A, Bm, rs, M, N, K, s, acc);
         if (sync) __syncthreads();
         return;
     }
@@ -1701,23 +1790,29 @@ MEMFN void mem_read_backward_gpu(real* dx, real* dxk, real* ddl, real* dW, real*
 
 // The chunk-end state of one memory matrix: Wn = ca W + (1 - ca) W0 + cb S - sum_i c_i dl_i xk_i^T   (m, p)
 // (the W0 term only with the anchored retention; a thread per 4 adjacent elements of a row where aligned)
-template <int P, bool WT>
+template <int P, bool WT, int WN, bool Q>
 __device__ void tc_update(real* Wn, const real* W, real ca, const real* W0, const real* S, real cb, const real* dl,
                           const real* xk, const real* cv, int n, int m, int p) {
-    tc_product<P>(
+    tc_product<P, WN, 0>(
         m, p, n, [&](int j, int i) { return TC_IN(WT, j, i, m, n, -cv[i] * dl[i * m + j]); },
-        [&](int i, int q) { return TC_IN(WT, i, q, n, p, xk[i * p + q]); },
+        [&](int i, int q) { return TC_IN(WT, i, q, n, p, xk[i * p + q]); }, TC_NO4, TC_NO4,
         [&](int j, int q, float v0, float v1) {  // the retention terms, then the rank-n sum
-            for (int u = 0; u < 2 && q + u < p; u++) {
-                int e = j * p + q + u;
-                Wn[e] = ca * W[e] + (W0 ? (1 - ca) * W0[e] : 0) + (S ? cb * S[e] : 0) + (u ? v1 : v0);
-            }
+            int e = j * p + q;
+            if (WN == 2) {  // (8-byte accesses: TC_DISPATCH checked the four pointers)
+                float2 w = ld2(W + e), a = W0 ? ld2(W0 + e) : make_float2(0, 0), t = S ? ld2(S + e) : make_float2(0, 0);
+                st2(Wn + e, make_float2(ca * w.x + (W0 ? (1 - ca) * a.x : 0) + (S ? cb * t.x : 0) + v0,
+                                        ca * w.y + (W0 ? (1 - ca) * a.y : 0) + (S ? cb * t.y : 0) + v1));
+            } else
+                for (int u = 0; u < 2 && q + u < p; u++)
+                    Wn[e + u] =
+                        ca * W[e + u] + (W0 ? (1 - ca) * W0[e + u] : 0) + (S ? cb * S[e + u] : 0) + (u ? v1 : v0);
         });
 }
 MEMFN void mem_update_forward_gpu(real* Wn, const real* W, real ca, const real* W0, const real* S, real cb,
                                   const real* dl, const real* xk, const real* cv, int n, int m, int p, int sync = 1) {
     if (mem_tc) {
-        TC_DISPATCH(tc_update, m, p, n, Wn, W, ca, W0, S, cb, dl, xk, cv, n, m, p);
+        TC_DISPATCH(tc_update, false, 0, (uintptr_t)Wn | (uintptr_t)W | (uintptr_t)W0 | (uintptr_t)S, m, p, n, Wn, W,
+                    ca, W0, S, cb, dl, xk, cv, n, m, p);
         if (sync) __syncthreads();
         return;
     }
@@ -5111,11 +5206,14 @@ static MemSmem mem_smem_plan(const MemCfg* m, int b, int fwd, size_t bytes) {
 // global memory; 3 as 2 with the chunk scratch in shared memory as far as it fits; 4 as 3, and the b = 1 linear
 // memories token by token (mem_token_*_kernel); 5 is retired (folded into 6; run as 4); 6 (and 0, the default)
 // with the v6 token kernels (MemArgs.aux and .gpart; without them, 4's); 7 as 6 with the chunk products on the
-// tensor cores in TF32, 8 in 3xTF32 (mem_tc); 9-11 the WY chunk kernels (below). Version 0 takes MemArgs.tc as the
-// trainer sets it (mem_args).
-static const int MEM_VERSIONS __attribute__((unused)) = 12;  // (read by dev/cuda/memlab.cu)
+// tensor cores in TF32, 8 in 3xTF32 (mem_tc); 9-12 the WY chunk kernels (below); 13 and 14 as 7 and 8 with 16 x 16
+// warp tiles and 8-byte output accesses in the products (mem_tc 5, 7: TC_DISPATCH); 15 and 16 as 13 and 14 with k
+// in quads, 16-byte fragment loads, where an operand's k is contiguous (mem_tc 13, 15). Version 0 takes MemArgs.tc
+// as the trainer sets it (mem_args).
+static const int MEM_VERSIONS __attribute__((unused)) = 16;  // (read by dev/cuda/memlab.cu)
 static int mem_tc_of(const MemArgs& A) {
-    return A.ver == 7 || A.ver == 11 || A.ver == 12 ? 1 : A.ver == 8 || A.ver == 10 ? 3 : A.ver == 0 ? A.tc : 0;
+    static const int tc[17] = {0, 0, 0, 0, 0, 0, 0, 1, 3, 0, 3, 1, 1, 5, 7, 13, 15};  // (version 0: A.tc)
+    return A.ver == 0 ? A.tc : A.ver > 0 && A.ver <= 16 ? tc[A.ver] : 0;
 }
 static size_t mem_smem_bytes(void) {
     static int optin = -1;
@@ -5138,7 +5236,7 @@ static int mem_wy_cfg(const MemCfg* m, int b, int H, int D, int T) {
 }
 static int mem_wy_ok(const MemArgs& A) { return A.aux && A.gpart && mem_wy_cfg(&A.m, A.b, A.H, A.D, A.T); }
 static int mem_wy_use(MemArgs* A) {  // 0: not these kernels, 1: the split, 2: the single ones, 3: the split with T
-    int v = A->ver == 9 ? 2 : A->ver == 12 ? 3 : A->ver >= 10 ? 1 : A->ver == 0 ? g_mem_wy : 0;
+    int v = A->ver == 9 ? 2 : A->ver == 12 ? 3 : A->ver == 10 || A->ver == 11 ? 1 : A->ver == 0 ? g_mem_wy : 0;
     if (!v || !mem_wy_ok(*A)) return 0;
     A->tc = A->ver == 9 || A->ver == 10 ? 3 : A->ver == 11 || A->ver == 12 ? 1 : A->tc;
     return v;

@@ -203,6 +203,9 @@ inline void* map_shared(const void* p, unsigned r) {
 inline void check_align16(const void* p) {   // a 16-byte access must be 16-byte aligned on a GPU
     if ((uintptr_t)p & 15) { fprintf(stderr, "emu: misaligned 16-byte access at %p (block %u, thread %u)\n", p, blockIdx.x, threadIdx.x); abort(); }
 }
+inline void check_align8(const void* p) {   // and an 8-byte access 8-byte aligned
+    if ((uintptr_t)p & 7) { fprintf(stderr, "emu: misaligned 8-byte access at %p (block %u, thread %u)\n", p, blockIdx.x, threadIdx.x); abort(); }
+}
 // mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 for one warp: each lane posts its fragments, then computes
 // its four outputs from every lane's (the PTX fragment layout; products in float, k in order)
 inline void mma_m16n8k8_tf32(float* c, const uint32_t* a, const uint32_t* b);
