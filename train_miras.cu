@@ -84,7 +84,8 @@ enum { PREC_FP32 = 0, PREC_TF32 = 1, PREC_BF16 = 2 };
 static int g_prec = PREC_FP32;
 // the memory's chunk products (section 3, MemArgs.tc): 3 = 3xTF32 tensor cores (fp32-accurate) with -f 0, 1 = TF32
 // tensor cores with -f 1 and -f 2 (v8, v7); MIRAS_MEM_TC=0 (the SIMT fp32 products), 1, 3, 5 or 7 (1, 3 with 16 x 16
-// warp tiles where they fit: v13, v14), 13 or 15 (and k in quads: v15, v16) overrides (v13-v16: not yet run on a GPU)
+// warp tiles where they fit: v13, v14), 13 or 15 (and k in quads: v15, v16), 29 or 31 (and split K: v17, v18)
+// overrides (v13-v18: not yet run on a GPU)
 static int g_mem_tc = 3;
 static int g_mem_wy = 0;  // MIRAS_MEM_WY=1 / 2 / 3: the b = 1 delta rule in WY chunks (mem_wy_use; v9-v12)
 typedef __nv_bfloat16 bf16;
@@ -137,7 +138,7 @@ static void gpu_init(int prec) {
     g_partials = (double*)dmalloc(NORM_BLOCKS * sizeof(double));
     const char* s = getenv("MIRAS_SYNC");
     g_sync = s && atoi(s) > 0;
-    g_mem_tc = prec == PREC_FP32 ? 3 : 1;  // (v8's, v7's products; v14's, v13's wide tiles once timed on a GPU)
+    g_mem_tc = prec == PREC_FP32 ? 3 : 1;  // (v8's, v7's products, until v13-v18's are timed on a GPU)
     if ((s = getenv("MIRAS_MEM_WY"))) {
         g_mem_wy = atoi(s);
         if (g_mem_wy < 0 || g_mem_wy > 3)
@@ -147,8 +148,9 @@ static void gpu_init(int prec) {
     if ((s = getenv("MIRAS_MEM_TC"))) {
         g_mem_tc = atoi(s);
         int t = g_mem_tc;
-        if (!(t == 0 || t == 1 || t == 3 || t == 5 || t == 7 || t == 13 || t == 15))
-            DIE("MIRAS_MEM_TC=0 (SIMT fp32), 1 (TF32), 3 (3xTF32), + 4 (16 x 16 warp tiles), + 12 (and k in quads)",
+        if (!(t == 0 || t == 1 || t == 3 || t == 5 || t == 7 || t == 13 || t == 15 || t == 29 || t == 31))
+            DIE("MIRAS_MEM_TC=0 (SIMT fp32), 1 (TF32), 3 (3xTF32), + 4 (16 x 16 warp tiles), + 12 (and k in quads), "
+                "+ 28 (and split K)",
                 "unknown MIRAS_MEM_TC=%s", s);
     }
 }
@@ -1120,7 +1122,7 @@ __device__ __forceinline__ float4 ld4c(const real* p) {
 // integer operations; a NaN stays in lo = x - hi, which is exact), and adds lo*hi' + hi*lo' + hi*hi' (lo*lo' dropped):
 // the products then carry ~2^-21 relative error, fp32's order, at three tensor-core instructions instead of one.
 // mem_tc is the block's choice (0: the SIMT products below, 1: TF32, 3: 3xTF32; + 4: 16 x 16 warp tiles where they
-// fit, + 8: k in quads, TC_DISPATCH), set by thread 0 of every kernel
+// fit, + 8: k in quads, + 16: split K, TC_DISPATCH), set by thread 0 of every kernel
 // that runs the chunk functions, before its first barrier (MemArgs.tc).
 __shared__ int mem_tc;
 #ifdef EMU_CUDA
@@ -1162,26 +1164,26 @@ __device__ __forceinline__ void mma_step(float* c, const float* af, const float*
     mma_tf32(c, ah, bh);
 }
 // out (M, N) = sum_k fa(i, k) fb(k, j) over k < K, warp tiles of 16 x 8 WN dealt to the warps in turn (WN = 2, v13
-// and v14: the A fragment, loaded once per k-step, serves both 8-column halves); fc(i, j, c_ij, c_ij+1) stores two
-// adjacent outputs of a row (i < M checked here, j + 1 < N by fc). fa, fb return 0 out of range.
+// and v14: the A fragment, loaded once per k-step, serves both 8-column halves); fc(i, j, c_ij, c_ij+1, add) stores
+// two adjacent outputs of a row (i < M checked here, j + 1 < N by fc), or with add = 1 (SK's second half) adds them
+// to what is there. fa, fb return 0 out of range; fa4, fb4 (KQ) 4 consecutive k at once.
 // Each output has one owner lane and a fixed k order: deterministic (and the same sums for WN = 1 and 2).
 #ifndef TC_UNROLL
 #define TC_UNROLL 2  // k-steps unrolled (8 measured no faster on the H100, run 4 of dev/cuda/memlab_notes.md)
 #endif
 static constexpr int tc_unroll = TC_UNROLL;  // (#pragma unroll takes a constant, not a macro)
-template <int P, int WN, int KQ, class FA, class FB, class FA4, class FB4, class FC>
+template <int P, int WN, int KQ, int SK, class FA, class FB, class FA4, class FB4, class FC>
 __device__ __forceinline__ void tc_product(int M, int N, int K, FA fa, FB fb, FA4 fa4, FB4 fb4, FC fc) {
     int g = LANE >> 2, tg = LANE & 3, tn = (N + 8 * WN - 1) / (8 * WN), tiles = (M + 15) / 16 * tn;
-    for (int tile = threadIdx.x >> 5; tile < tiles; tile += blockDim.x >> 5) {  // (the same trip count in a warp)
-        int i0 = tile / tn * 16, j0 = tile % tn * 8 * WN;
-        float c[WN][4] = {};
+    // the sums of the tile at (i0, j0) over k in [kb, ke), into c
+    auto sums = [&](int i0, int j0, int kb, int ke, float(&c)[WN][4]) {
         if (KQ) {
-            // k in quads (v15, v16; K % 16 == 0): lane (g, tg) loads A[i][k0 + 4 tg .. + 3] as one 16-byte access
+            // k in quads (v15-v18; K % 16 == 0): lane (g, tg) loads A[i][k0 + 4 tg .. + 3] as one 16-byte access
             // (fa4) and the two k-steps of 8 take k = k0 + 4 tg + {0, 1} and k0 + 4 tg + {2, 3} in the fragment slots
             // tg and tg + 4. A permutation of k, the same in A and B, so the same product; a quarter of the loads.
             // KQ = 2: B's k is contiguous too (mm_nt's B[j][k]: fb4, 16 bytes); KQ = 1: B by scalar loads (fb).
 #pragma unroll(tc_unroll)
-            for (int k0 = 0; k0 < K; k0 += 16) {
+            for (int k0 = kb; k0 < ke; k0 += 16) {
                 float4 a0 = fa4(i0 + g, k0 + 4 * tg), a1 = fa4(i0 + g + 8, k0 + 4 * tg);
                 float af0[4] = {a0.x, a1.x, a0.y, a1.y}, af1[4] = {a0.z, a1.z, a0.w, a1.w};
 #pragma unroll
@@ -1195,7 +1197,7 @@ __device__ __forceinline__ void tc_product(int M, int N, int K, FA fa, FB fb, FA
             }
         } else {
 #pragma unroll(tc_unroll)
-            for (int k0 = 0; k0 < K; k0 += 8) {
+            for (int k0 = kb; k0 < ke; k0 += 8) {
                 float af[4] = {fa(i0 + g, k0 + tg), fa(i0 + g + 8, k0 + tg), fa(i0 + g, k0 + tg + 4),
                                fa(i0 + g + 8, k0 + tg + 4)};
 #pragma unroll
@@ -1205,23 +1207,51 @@ __device__ __forceinline__ void tc_product(int M, int N, int K, FA fa, FB fb, FA
                 }
             }
         }
+    };
+    // the tile's outputs: stored (add = 0), or added to what is there (add = 1: the second half of a split K)
+    auto store = [&](int i0, int j0, float(&c)[WN][4], int add) {
 #pragma unroll
         for (int h = 0; h < WN; h++) {
-            if (i0 + g < M) fc(i0 + g, j0 + 8 * h + 2 * tg, c[h][0], c[h][1]);
-            if (i0 + g + 8 < M) fc(i0 + g + 8, j0 + 8 * h + 2 * tg, c[h][2], c[h][3]);
+            if (i0 + g < M) fc(i0 + g, j0 + 8 * h + 2 * tg, c[h][0], c[h][1], add);
+            if (i0 + g + 8 < M) fc(i0 + g + 8, j0 + 8 * h + 2 * tg, c[h][2], c[h][3], add);
         }
+    };
+    if (SK) {
+        // K split in halves over two warps per tile (v17, v18; at most half as many tiles as warps, TC_DISPATCH): the
+        // narrow products (16 x 64 outputs over K = 256) leave half the warps idle and the rest walking K alone. The
+        // first half's warp stores its sums, and after a barrier the second half's adds its own: a fixed order,
+        // deterministic; a closing barrier, since the next product may touch these outputs (even with sync = 0).
+        int w = threadIdx.x >> 5, tile = w % tiles, half = w / tiles, i0 = tile / tn * 16, j0 = tile % tn * 8 * WN;
+        float c[WN][4] = {};
+        if (half < 2) sums(i0, j0, half * (K / 2), (half + 1) * (K / 2), c);
+        if (half == 0) store(i0, j0, c, 0);
+        __syncthreads();
+        if (half == 1) store(i0, j0, c, 1);
+        __syncthreads();
+        return;
+    }
+    for (int tile = threadIdx.x >> 5; tile < tiles; tile += blockDim.x >> 5) {  // (the same trip count in a warp)
+        int i0 = tile / tn * 16, j0 = tile % tn * 8 * WN;
+        float c[WN][4] = {};
+        sums(i0, j0, 0, K, c);
+        store(i0, j0, c, 0);
     }
 }
 // (the quad accessors of a product without them)
 #define TC_NO4 [](int, int) { return make_float4(0, 0, 0, 0); }
 // out = (acc ? out : 0) + s rs[i] (fa fb)_ij  (rs: NULL for 1), the store of the three mm_*_rs; WN = 2 (whole tiles,
 // N even, out 8-byte aligned: TC_DISPATCH) reads and writes the two adjacent outputs as one 8-byte access
-template <int P, int WN, int KQ, class FA, class FB, class FA4, class FB4>
+template <int P, int WN, int KQ, int SK, class FA, class FB, class FA4, class FB4>
 __device__ __forceinline__ void tc_mm(real* out, int M, int N, int K, FA fa, FB fb, FA4 fa4, FB4 fb4, const real* rs,
                                       real s, int acc) {
-    tc_product<P, WN, KQ>(M, N, K, fa, fb, fa4, fb4, [&](int i, int j, float v0, float v1) {
+    tc_product<P, WN, KQ, SK>(M, N, K, fa, fb, fa4, fb4, [&](int i, int j, float v0, float v1, int add) {
         real f = s * (rs ? rs[i] : 1);
         int e = i * N + j;
+        if (SK && add) {  // (whole tiles)
+            out[e] += f * v0;
+            out[e + 1] += f * v1;
+            return;
+        }
         if (WN == 2) {
             float2 o = acc ? ld2(out + e) : make_float2(0, 0);
             st2(out + e, make_float2(o.x + f * v0, o.y + f * v1));
@@ -1233,78 +1263,93 @@ __device__ __forceinline__ void tc_mm(real* out, int M, int N, int K, FA fa, FB 
 }
 // the three shapes: out = A B^T (B (N, K)), A B (B (K, N)), A^T B (A (K, M)); mm_tn's rs scales term k.
 // WT (whole tiles: M % 16 == N % 8 == K % 8 == 0, as at every full chunk of the presets) skips the range checks.
-// Q (v15, v16, where TC_DISPATCH allows it): k in quads from A (mm_nt, mm_nn) and B (mm_nt), whose k is contiguous.
+// Q (v15-v18, where TC_DISPATCH allows it): k in quads from A (mm_nt, mm_nn) and B (mm_nt), whose k is contiguous.
 // (int indices: the operands have at most 256 x 256 elements)
 #define TC_IN(WT, i, k, I, KK, v) ((WT) || ((i) < (I) && (k) < (KK)) ? (v) : 0.f)
-template <int P, bool WT, int WN, bool Q>
-__device__ void tc_nt(real* out, const real* A, const real* Bm, const real* rs, int M, int N, int K, real s, int acc) {
-    tc_mm<P, WN, Q ? 2 : 0>(
+template <int P, bool WT, int WN, bool Q, bool SK>
+__device__ __noinline__ void tc_nt(real* out, const real* A, const real* Bm, const real* rs, int M, int N, int K,
+                                   real s, int acc) {
+    tc_mm<P, WN, Q ? 2 : 0, SK>(
         out, M, N, K, [&](int i, int k) { return TC_IN(WT, i, k, M, K, A[i * K + k]); },
         [&](int k, int j) { return TC_IN(WT, k, j, K, N, Bm[j * K + k]); },
         [&](int i, int k) { return ld4(A + i * K + k); }, [&](int k, int j) { return ld4(Bm + j * K + k); }, rs, s,
         acc);
 }
-template <int P, bool WT, int WN, bool Q>
-__device__ void tc_nn(real* out, const real* A, const real* Bm, const real* rs, int M, int N, int K, real s, int acc) {
-    tc_mm<P, WN, Q ? 1 : 0>(
+template <int P, bool WT, int WN, bool Q, bool SK>
+__device__ __noinline__ void tc_nn(real* out, const real* A, const real* Bm, const real* rs, int M, int N, int K,
+                                   real s, int acc) {
+    tc_mm<P, WN, Q ? 1 : 0, SK>(
         out, M, N, K, [&](int i, int k) { return TC_IN(WT, i, k, M, K, A[i * K + k]); },
         [&](int k, int j) { return TC_IN(WT, k, j, K, N, Bm[k * N + j]); },
         [&](int i, int k) { return ld4(A + i * K + k); }, TC_NO4, rs, s, acc);
 }
-template <int P, bool WT, int WN, bool Q>
-__device__ void tc_tn(real* out, const real* A, const real* Bm, const real* rs, int M, int N, int K, real s, int acc) {
-    tc_mm<P, WN, 0>(
+template <int P, bool WT, int WN, bool Q, bool SK>
+__device__ __noinline__ void tc_tn(real* out, const real* A, const real* Bm, const real* rs, int M, int N, int K,
+                                   real s, int acc) {
+    tc_mm<P, WN, 0, 0>(
         out, M, N, K, [&](int i, int k) { return TC_IN(WT, i, k, M, K, A[k * M + i] * (rs ? rs[k] : 1)); },
         [&](int k, int j) { return TC_IN(WT, k, j, K, N, Bm[k * N + j]); }, TC_NO4, TC_NO4, NULL, s, acc);
 }
-#ifdef EMU_CUDA  // the emulator counts the wide-tile products (memlab prints it: the check that v13, v14 take them)
+#ifdef EMU_CUDA  // the emulator counts the wide, quad and split products (memlab prints them: v13-v18 take them)
 #include <atomic>
 static std::atomic<long> emu_tc_wide{0};
-static std::atomic<long> emu_tc_quad{0};
+static std::atomic<long> emu_tc_quad{0}, emu_tc_split{0};
 #define TC_WIDE_COUNT() (threadIdx.x == 0 ? (void)emu_tc_wide++ : (void)0)
 #define TC_QUAD_COUNT() (threadIdx.x == 0 ? (void)emu_tc_quad++ : (void)0)
+#define TC_SPLIT_COUNT() (threadIdx.x == 0 ? (void)emu_tc_split++ : (void)0)
 #else
 #define TC_WIDE_COUNT() ((void)0)
 #define TC_QUAD_COUNT() ((void)0)
+#define TC_SPLIT_COUNT() ((void)0)
 #endif
 // one of the instantiations of f: 3xTF32 or TF32 (mem_tc & 3), whole tiles or not (M, N, K: the product's shape),
-// with mem_tc & 4 (v13-v16) 16 x 16 warp tiles where the shape has whole ones, at least one per warp, and the
-// 8-byte accesses of the output (the pointer o, 8-byte aligned) are allowed; with mem_tc & 8 (v15, v16) k in quads
+// with mem_tc & 4 (v13-v18) 16 x 16 warp tiles where the shape has whole ones, at least one per warp, and the
+// 8-byte accesses of the output (the pointer o, 8-byte aligned) are allowed; with mem_tc & 8 (v15-v18) k in quads
 // where f takes them (QF, a constant), K % 16 == 0 and the pointer q (the quad operands' addresses or'ed, row strides
-// included) is 16-byte aligned
-template <int P, bool Q, class F>
-__device__ __forceinline__ void tc_pick(F f, bool x, bool w) {  // (f: a generic lambda taking the constants)
+// included) is 16-byte aligned; with mem_tc & 16 (v17, v18) K split over two warps per 16 x 8 tile where f takes it
+// (SF, a constant: the products of rows and a state, mm_nt and mm_nn), the tiles are at most half the warps and the
+// halves whole k-steps
+template <int P, bool Q, bool S, class F>
+__device__ __forceinline__ void tc_pick(F f, bool x, bool sk, bool w) {  // (f: a generic lambda taking the constants)
+    using one = std::integral_constant<int, 1>;
+    using two = std::integral_constant<int, 2>;
+    using p = std::integral_constant<int, P>;
+    using q = std::integral_constant<bool, Q>;
     if (x)
-        f(std::integral_constant<int, P>(), std::true_type(), std::integral_constant<int, 2>(),
-          std::integral_constant<bool, Q>());
+        f(p(), std::true_type(), two(), q(), std::false_type());
+    else if (S && sk)
+        f(p(), std::true_type(), one(), q(), std::integral_constant<bool, S>());
     else if (w)
-        f(std::integral_constant<int, P>(), std::true_type(), std::integral_constant<int, 1>(),
-          std::integral_constant<bool, Q>());
+        f(p(), std::true_type(), one(), q(), std::false_type());
     else
-        f(std::integral_constant<int, P>(), std::false_type(), std::integral_constant<int, 1>(), std::false_type());
+        f(p(), std::false_type(), one(), std::false_type(), std::false_type());
 }
-#define TC_DISPATCH(f, QF, q, o, M, N, K, ...)                                                                     \
-    do {                                                                                                           \
-        bool w_ = (M) % 16 == 0 && (N) % 8 == 0 && (K) % 8 == 0;                                                   \
-        bool x_ = (mem_tc & 4) && w_ && (N) % 16 == 0 && (M) / 16 * ((N) / 16) >= (int)(blockDim.x >> 5) &&        \
-                  ((uintptr_t)(o)&7) == 0;                                                                         \
-        bool q_ = (QF) && (mem_tc & 8) && w_ && (K) % 16 == 0 && ((uintptr_t)(q)&15) == 0;                         \
-        if (x_) TC_WIDE_COUNT();                                                                                   \
-        if (q_) TC_QUAD_COUNT();                                                                                   \
-        auto f_ = [&](auto p_, auto wt_, auto wn_, auto qq_) {                                                     \
-            f<decltype(p_)::value, decltype(wt_)::value, decltype(wn_)::value, decltype(qq_)::value>(__VA_ARGS__); \
-        };                                                                                                         \
-        if ((mem_tc & 3) == 3) {                                                                                   \
-            if (QF && q_)                                                                                          \
-                tc_pick<3, (QF)>(f_, x_, w_);                                                                      \
-            else                                                                                                   \
-                tc_pick<3, false>(f_, x_, w_);                                                                     \
-        } else {                                                                                                   \
-            if (QF && q_)                                                                                          \
-                tc_pick<1, (QF)>(f_, x_, w_);                                                                      \
-            else                                                                                                   \
-                tc_pick<1, false>(f_, x_, w_);                                                                     \
-        }                                                                                                          \
+#define TC_DISPATCH(f, QF, SF, q, o, M, N, K, ...)                                                                \
+    do {                                                                                                          \
+        bool w_ = (M) % 16 == 0 && (N) % 8 == 0 && (K) % 8 == 0;                                                  \
+        int nw_ = (int)(blockDim.x >> 5);                                                                         \
+        bool x_ = (mem_tc & 4) && w_ && (N) % 16 == 0 && (M) / 16 * ((N) / 16) >= nw_ && ((uintptr_t)(o)&7) == 0; \
+        bool q_ = (QF) && (mem_tc & 8) && w_ && (K) % 16 == 0 && ((uintptr_t)(q)&15) == 0;                        \
+        bool s_ =                                                                                                 \
+            (SF) && (mem_tc & 16) && w_ && !x_ && 2 * ((M) / 16) * ((N) / 8) <= nw_ && (K) % (q_ ? 32 : 16) == 0; \
+        if (x_) TC_WIDE_COUNT();                                                                                  \
+        if (q_) TC_QUAD_COUNT();                                                                                  \
+        if (s_) TC_SPLIT_COUNT();                                                                                 \
+        auto f_ = [&](auto p_, auto wt_, auto wn_, auto qq_, auto sk_) {                                          \
+            f<decltype(p_)::value, decltype(wt_)::value, decltype(wn_)::value, decltype(qq_)::value,              \
+              decltype(sk_)::value>(__VA_ARGS__);                                                                 \
+        };                                                                                                        \
+        if ((mem_tc & 3) == 3) {                                                                                  \
+            if (QF && q_)                                                                                         \
+                tc_pick<3, (QF), (SF)>(f_, x_, s_, w_);                                                           \
+            else                                                                                                  \
+                tc_pick<3, false, (SF)>(f_, x_, s_, w_);                                                          \
+        } else {                                                                                                  \
+            if (QF && q_)                                                                                         \
+                tc_pick<1, (QF), (SF)>(f_, x_, s_, w_);                                                           \
+            else                                                                                                  \
+                tc_pick<1, false, (SF)>(f_, x_, s_, w_);                                                          \
+        }                                                                                                         \
     } while (0)
 // mm_nt, one pass of output columns [j0, j0 + per): the state rows are read 16 bytes at a time (K % 4 == 0)
 // The state loops below load MM_U (8) state values before using any of them: a thread's loads are then in
@@ -1352,7 +1397,8 @@ __device__ __forceinline__ void mm_nt_cols(real* r, const real* A, const real* B
 MEMFN void mm_nt_rs(real* out, const real* A, const real* Bm, const real* rs, int M, int N, int K, real s, int acc,
                     int sync = 1) {
     if (mem_tc) {
-        TC_DISPATCH(tc_nt, true, (uintptr_t)A | (uintptr_t)Bm | (K * 4), out, M, N, K, out, A, Bm, rs, M, N, K, s, acc);
+        TC_DISPATCH(tc_nt, true, true, (uintptr_t)A | (uintptr_t)Bm | (K * 4), out, M, N, K, out, A, Bm, rs, M, N, K, s,
+                    acc);
         if (sync) __syncthreads();
         return;
     }
@@ -1440,7 +1486,7 @@ __device__ __forceinline__ void mm_nn_cols(real* r, const real* A, const real* B
 MEMFN void mm_nn_rs(real* out, const real* A, const real* Bm, const real* rs, int M, int N, int K, real s, int acc,
                     int sync = 1) {
     if (mem_tc) {
-        TC_DISPATCH(tc_nn, true, (uintptr_t)A | (K * 4), out, M, N, K, out, A, Bm, rs, M, N, K, s, acc);
+        TC_DISPATCH(tc_nn, true, true, (uintptr_t)A | (K * 4), out, M, N, K, out, A, Bm, rs, M, N, K, s, acc);
         if (sync) __syncthreads();
         return;
     }
@@ -1518,7 +1564,7 @@ __device__ __forceinline__ void mm_tn_vec(real* out, const real* A, const real* 
 MEMFN void mm_tn_rs(real* out, const real* A, const real* Bm, const real* rs, int M, int N, int K, real s, int acc,
                     int sync = 1) {
     if (mem_tc) {
-        TC_DISPATCH(tc_tn, false, 0, out, M, N, K, out, A, Bm, rs, M, N, K, s, acc);
+        TC_DISPATCH(tc_tn, false, false, 0, out, M, N, K, out, A, Bm, rs, M, N, K, s, acc);
         if (sync) __syncthreads();
         return;
     }
@@ -1790,13 +1836,13 @@ MEMFN void mem_read_backward_gpu(real* dx, real* dxk, real* ddl, real* dW, real*
 
 // The chunk-end state of one memory matrix: Wn = ca W + (1 - ca) W0 + cb S - sum_i c_i dl_i xk_i^T   (m, p)
 // (the W0 term only with the anchored retention; a thread per 4 adjacent elements of a row where aligned)
-template <int P, bool WT, int WN, bool Q>
-__device__ void tc_update(real* Wn, const real* W, real ca, const real* W0, const real* S, real cb, const real* dl,
-                          const real* xk, const real* cv, int n, int m, int p) {
-    tc_product<P, WN, 0>(
+template <int P, bool WT, int WN, bool Q, bool SK>
+__device__ __noinline__ void tc_update(real* Wn, const real* W, real ca, const real* W0, const real* S, real cb,
+                                       const real* dl, const real* xk, const real* cv, int n, int m, int p) {
+    tc_product<P, WN, 0, 0>(
         m, p, n, [&](int j, int i) { return TC_IN(WT, j, i, m, n, -cv[i] * dl[i * m + j]); },
         [&](int i, int q) { return TC_IN(WT, i, q, n, p, xk[i * p + q]); }, TC_NO4, TC_NO4,
-        [&](int j, int q, float v0, float v1) {  // the retention terms, then the rank-n sum
+        [&](int j, int q, float v0, float v1, int) {  // the retention terms, then the rank-n sum
             int e = j * p + q;
             if (WN == 2) {  // (8-byte accesses: TC_DISPATCH checked the four pointers)
                 float2 w = ld2(W + e), a = W0 ? ld2(W0 + e) : make_float2(0, 0), t = S ? ld2(S + e) : make_float2(0, 0);
@@ -1811,8 +1857,8 @@ __device__ void tc_update(real* Wn, const real* W, real ca, const real* W0, cons
 MEMFN void mem_update_forward_gpu(real* Wn, const real* W, real ca, const real* W0, const real* S, real cb,
                                   const real* dl, const real* xk, const real* cv, int n, int m, int p, int sync = 1) {
     if (mem_tc) {
-        TC_DISPATCH(tc_update, false, 0, (uintptr_t)Wn | (uintptr_t)W | (uintptr_t)W0 | (uintptr_t)S, m, p, n, Wn, W,
-                    ca, W0, S, cb, dl, xk, cv, n, m, p);
+        TC_DISPATCH(tc_update, false, false, 0, (uintptr_t)Wn | (uintptr_t)W | (uintptr_t)W0 | (uintptr_t)S, m, p, n,
+                    Wn, W, ca, W0, S, cb, dl, xk, cv, n, m, p);
         if (sync) __syncthreads();
         return;
     }
@@ -5208,12 +5254,13 @@ static MemSmem mem_smem_plan(const MemCfg* m, int b, int fwd, size_t bytes) {
 // with the v6 token kernels (MemArgs.aux and .gpart; without them, 4's); 7 as 6 with the chunk products on the
 // tensor cores in TF32, 8 in 3xTF32 (mem_tc); 9-12 the WY chunk kernels (below); 13 and 14 as 7 and 8 with 16 x 16
 // warp tiles and 8-byte output accesses in the products (mem_tc 5, 7: TC_DISPATCH); 15 and 16 as 13 and 14 with k
-// in quads, 16-byte fragment loads, where an operand's k is contiguous (mem_tc 13, 15). Version 0 takes MemArgs.tc
-// as the trainer sets it (mem_args).
-static const int MEM_VERSIONS __attribute__((unused)) = 16;  // (read by dev/cuda/memlab.cu)
+// in quads, 16-byte fragment loads, where an operand's k is contiguous (mem_tc 13, 15); 17 and 18 as 15 and 16 with K
+// split over two warps in the narrow products (mem_tc 29, 31). Version 0 takes MemArgs.tc as the trainer sets it
+// (mem_args).
+static const int MEM_VERSIONS __attribute__((unused)) = 18;  // (read by dev/cuda/memlab.cu)
 static int mem_tc_of(const MemArgs& A) {
-    static const int tc[17] = {0, 0, 0, 0, 0, 0, 0, 1, 3, 0, 3, 1, 1, 5, 7, 13, 15};  // (version 0: A.tc)
-    return A.ver == 0 ? A.tc : A.ver > 0 && A.ver <= 16 ? tc[A.ver] : 0;
+    static const int tc[19] = {0, 0, 0, 0, 0, 0, 0, 1, 3, 0, 3, 1, 1, 5, 7, 13, 15, 29, 31};  // (version 0: A.tc)
+    return A.ver == 0 ? A.tc : A.ver > 0 && A.ver <= 18 ? tc[A.ver] : 0;
 }
 static size_t mem_smem_bytes(void) {
     static int optin = -1;

@@ -3,7 +3,7 @@
 # built for dev/cuda/emu, for the SIMT products (v4), the tensor-core TF32 products (v7) and 3xTF32 (v8), at shapes
 # with whole and partial 16 x 8 tiles; and the WY chunk kernels of the b = 1 delta rule (v9 the single kernels, v10 the
 # split ones, 3xTF32; v11 the split in TF32, v12 with T = (I + L)^-1) over two whole chunks of 64 tokens and a partial
-# one; v15, v16 (k in quads) at the first two shapes; v13-v16 (16 x 16 warp tiles) at titans' width. One check per (shape, version): the norm-relative error of y and every
+# one; v15, v16 (k in quads) at the first two shapes, v17, v18 (split K) at the first; v13-v18 at titans' width. One check per (shape, version): the norm-relative error of y and every
 # gradient against the CPU's chunk functions within memlab's tolerance (1e-3; v7 5e-2); a NaN or an unwritten output
 # fails (memlab poisons the outputs). Then thread block clusters (dev/cuda/cluster_check.cu): the emulator's clusters
 # give the right sums through distributed shared memory at 4 shapes, and both planted mistakes fail (a missing
@@ -14,7 +14,7 @@ set -u
 cd "$(dirname "$0")/../.."
 pass=0; fail=0
 for t in g++ python3; do
-    command -v $t >/dev/null || { echo "# 33 check(s) skipped: no $t (the emulator build needs g++ and python3)"; echo "0 passed, 0 failed"; exit 0; }
+    command -v $t >/dev/null || { echo "# 37 check(s) skipped: no $t (the emulator build needs g++ and python3)"; echo "0 passed, 0 failed"; exit 0; }
 done
 configs=(
   "-p titans -d 16 -E 4 -k 16 -T 48"        # whole tiles: n = 16, d = 16, dm = 64
@@ -25,6 +25,7 @@ configs=(
 runs=()
 for c in "${configs[@]}"; do for v in 4 7 8; do runs+=("$v|$c"); done; done
 for c in "${configs[@]:0:2}"; do for v in 15 16; do runs+=("$v|$c"); done; done   # k in quads (K = 16), and not (d = 12)
+for v in 17 18; do runs+=("$v|${configs[0]}"); done   # and K split (the 16 x 64 products over K = 64)
 for v in 9 10 11 12; do runs+=("$v|-p gated_deltanet -d 64 -k 1 -T 150"); done   # (d = 64: the only head width they take)
 for r in "${runs[@]}"; do
     v=${r%%|*}; c=${r#*|}
@@ -36,20 +37,22 @@ for r in "${runs[@]}"; do
         echo "not ok - memlab on the emulator, $c, v$v (exit $rc): ${row:-$(printf '%s\n' "$out" | tail -n 3)}"; fail=$((fail + 1))
     fi
 done
-# v13-v16 (v7's and v8's products in 16 x 16 warp tiles, where a product has at least one per warp: titans' own
-# width, d = 64, dm = 256; v15, v16 also with k in quads): within tolerance, v13 and v14 value for value equal to v7's
-# and v8's outputs (the same sums), and the wide tiles (and quads) taken (the emulator counts them; without the count
-# these checks could pass on the narrow path)
+# v13-v18 (v7's and v8's products in 16 x 16 warp tiles, where a product has at least one per warp: titans' own
+# width, d = 64, dm = 256; v15, v16 also with k in quads, v17, v18 also with K split in the narrow products): within
+# tolerance, v13 and v14 value for value equal to v7's and v8's outputs (the same sums), and the wide tiles (quads,
+# splits) taken (the emulator counts them; without the counts these checks could pass on the plain path)
 out=$(bash dev/cuda/memlab_emu.sh -p titans -d 64 -E 4 -k 16 -T 32 -B 1 -H 2 -r 1 2>&1); rc=$?
-for pr in "13 7" "14 8" "15 -" "16 -"; do
+for pr in "13 7" "14 8" "15 -" "16 -" "17 -" "18 -"; do
     set -- $pr
     row=$(printf '%s\n' "$out" | grep -E "^v$1 +[0-9.]+ +[0-9.]+ " | tail -n 1)
     eq=$(printf '%s\n' "$out" | grep -E "^v$1 +outputs: equal to v$2's")
     [ "$2" = - ] && eq="k permuted: compared with the CPU only"
     cnt=$(printf '%s\n' "$out" | grep -E "^v$1 +products in 16 x 16 warp tiles: ")
-    nw=$(echo "$cnt" | sed -E 's/.*warp tiles: ([0-9]+).*/\1/'); nq=$(echo "$cnt" | awk '{print $NF}')
-    [ "$2" = - ] || nq=1  # (v13, v14 take no quads)
-    if [ $rc -eq 0 ] && [ -n "$row" ] && ! printf '%s' "$row" | grep -q FAIL && [ -n "$eq" ] && [ "${nw:-0}" -gt 0 ] && [ "${nq:-0}" -gt 0 ]; then
+    num() { echo "$cnt" | sed -nE "s/.*$1: ([0-9]+).*/\1/p"; }
+    nw=$(num "warp tiles"); nq=$(num "quads"); ns=$(num "K split")
+    [ "$1" -ge 15 ] || nq=1; [ "$1" -ge 17 ] || ns=1  # (v13, v14 take no quads; v13-v16 no split)
+    if [ $rc -eq 0 ] && [ -n "$row" ] && ! printf '%s' "$row" | grep -q FAIL && [ -n "$eq" ] && [ "${nw:-0}" -gt 0 ] &&
+        [ "${nq:-0}" -gt 0 ] && [ "${ns:-0}" -gt 0 ]; then
         echo "ok - memlab on the emulator, titans d=64 dm=256, v$1: max rel err $(echo "$row" | awk '{print $4}'), ${eq#*outputs: }; products in 16 x 16 warp tiles: ${cnt#*tiles: }"
         pass=$((pass + 1))
     else
