@@ -1228,14 +1228,13 @@ __device__ __forceinline__ void tc_product(int M, int N, int K, FA fa, FB fb, FA
         __syncthreads();
         if (half == 1) store(i0, j0, c, 1);
         __syncthreads();
-        return;
-    }
-    for (int tile = threadIdx.x >> 5; tile < tiles; tile += blockDim.x >> 5) {  // (the same trip count in a warp)
-        int i0 = tile / tn * 16, j0 = tile % tn * 8 * WN;
-        float c[WN][4] = {};
-        sums(i0, j0, 0, K, c);
-        store(i0, j0, c, 0);
-    }
+    } else
+        for (int tile = threadIdx.x >> 5; tile < tiles; tile += blockDim.x >> 5) {  // (the same trip count in a warp)
+            int i0 = tile / tn * 16, j0 = tile % tn * 8 * WN;
+            float c[WN][4] = {};
+            sums(i0, j0, 0, K, c);
+            store(i0, j0, c, 0);
+        }
 }
 // (the quad accessors of a product without them)
 #define TC_NO4 [](int, int) { return make_float4(0, 0, 0, 0); }
