@@ -87,6 +87,8 @@ static int g_prec = PREC_FP32;
 // warp tiles where they fit: v13, v14), 13 or 15 (and k in quads: v15, v16), 29 or 31 (and split K: v17, v18)
 // overrides (v13-v18: not yet run on a GPU)
 static int g_mem_tc = 3;
+// the chunk products (mem_tc) of memlab's versions 1-18 (dev/cuda/memlab.cu; mem_tc_of); 0: not on the tensor cores
+static const int MEM_VER_TC[19] = {0, 0, 0, 0, 0, 0, 0, 1, 3, 0, 3, 1, 1, 5, 7, 13, 15, 29, 31};
 static int g_mem_wy = 0;  // MIRAS_MEM_WY=1 / 2 / 3: the b = 1 delta rule in WY chunks (mem_wy_use; v9-v12)
 typedef __nv_bfloat16 bf16;
 static real* g_ones;
@@ -147,8 +149,9 @@ static void gpu_init(int prec) {
     }
     if ((s = getenv("MIRAS_MEM_TC"))) {
         g_mem_tc = atoi(s);
-        int t = g_mem_tc;
-        if (!(t == 0 || t == 1 || t == 3 || t == 5 || t == 7 || t == 13 || t == 15 || t == 29 || t == 31))
+        int ok = g_mem_tc == 0;
+        for (int v = 1; v < (int)(sizeof MEM_VER_TC / sizeof *MEM_VER_TC); v++) ok |= g_mem_tc == MEM_VER_TC[v];
+        if (!ok)
             DIE("MIRAS_MEM_TC=0 (SIMT fp32), 1 (TF32), 3 (3xTF32), + 4 (16 x 16 warp tiles), + 12 (and k in quads), "
                 "+ 28 (and split K)",
                 "unknown MIRAS_MEM_TC=%s", s);
@@ -1291,8 +1294,7 @@ __device__ __noinline__ void tc_tn(real* out, const real* A, const real* Bm, con
 }
 #ifdef EMU_CUDA  // the emulator counts the wide, quad and split products (memlab prints them: v13-v18 take them)
 #include <atomic>
-static std::atomic<long> emu_tc_wide{0};
-static std::atomic<long> emu_tc_quad{0}, emu_tc_split{0};
+static std::atomic<long> emu_tc_wide{0}, emu_tc_quad{0}, emu_tc_split{0};
 #define TC_WIDE_COUNT() (threadIdx.x == 0 ? (void)emu_tc_wide++ : (void)0)
 #define TC_QUAD_COUNT() (threadIdx.x == 0 ? (void)emu_tc_quad++ : (void)0)
 #define TC_SPLIT_COUNT() (threadIdx.x == 0 ? (void)emu_tc_split++ : (void)0)
@@ -1338,17 +1340,16 @@ __device__ __forceinline__ void tc_pick(F f, bool x, bool sk, bool w) {  // (f: 
             f<decltype(p_)::value, decltype(wt_)::value, decltype(wn_)::value, decltype(qq_)::value,              \
               decltype(sk_)::value>(__VA_ARGS__);                                                                 \
         };                                                                                                        \
-        if ((mem_tc & 3) == 3) {                                                                                  \
-            if (QF && q_)                                                                                         \
-                tc_pick<3, (QF), (SF)>(f_, x_, s_, w_);                                                           \
-            else                                                                                                  \
-                tc_pick<3, false, (SF)>(f_, x_, s_, w_);                                                          \
-        } else {                                                                                                  \
-            if (QF && q_)                                                                                         \
-                tc_pick<1, (QF), (SF)>(f_, x_, s_, w_);                                                           \
-            else                                                                                                  \
-                tc_pick<1, false, (SF)>(f_, x_, s_, w_);                                                          \
-        }                                                                                                         \
+        auto p_ = [&](auto pp_) { /* (q_ only where QF) */                                                        \
+                                  if (q_)                                                                         \
+                                      tc_pick<decltype(pp_)::value, (QF), (SF)>(f_, x_, s_, w_);                  \
+                                  else                                                                            \
+                                      tc_pick<decltype(pp_)::value, false, (SF)>(f_, x_, s_, w_);                 \
+        };                                                                                                        \
+        if ((mem_tc & 3) == 3)                                                                                    \
+            p_(std::integral_constant<int, 3>());                                                                 \
+        else                                                                                                      \
+            p_(std::integral_constant<int, 1>());                                                                 \
     } while (0)
 // mm_nt, one pass of output columns [j0, j0 + per): the state rows are read 16 bytes at a time (K % 4 == 0)
 // The state loops below load MM_U (8) state values before using any of them: a thread's loads are then in
@@ -5257,10 +5258,10 @@ static MemSmem mem_smem_plan(const MemCfg* m, int b, int fwd, size_t bytes) {
 // split over two warps in the narrow products (mem_tc 29, 31). Version 0 takes MemArgs.tc as the trainer sets it
 // (mem_args).
 static const int MEM_VERSIONS __attribute__((unused)) = 18;  // (read by dev/cuda/memlab.cu)
-static int mem_tc_of(const MemArgs& A) {
-    static const int tc[19] = {0, 0, 0, 0, 0, 0, 0, 1, 3, 0, 3, 1, 1, 5, 7, 13, 15, 29, 31};  // (version 0: A.tc)
-    return A.ver == 0 ? A.tc : A.ver > 0 && A.ver <= 18 ? tc[A.ver] : 0;
+static int mem_tc_of(const MemArgs& A) {  // (version 0: A.tc)
+    return A.ver == 0 ? A.tc : A.ver > 0 && A.ver <= MEM_VERSIONS ? MEM_VER_TC[A.ver] : 0;
 }
+static_assert(sizeof MEM_VER_TC / sizeof *MEM_VER_TC == MEM_VERSIONS + 1, "MEM_VER_TC: one entry per version");
 static size_t mem_smem_bytes(void) {
     static int optin = -1;
     if (optin < 0) {
