@@ -29,6 +29,7 @@ differently; the tests compare norm-relative errors).
 #include <cuda_runtime.h>
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
+#include <cooperative_groups.h>
 #include <vector>
 #ifdef USE_MPI
 #include <nccl.h>  // data parallel (make train_miras_cu USE_MPI=1): ncclAllReduce of the gradients, MPI launches
@@ -87,8 +88,11 @@ static int g_prec = PREC_FP32;
 // warp tiles where they fit: v13, v14), 13 or 15 (and k in quads: v15, v16), 29 or 31 (and split K: v17, v18)
 // overrides (v13-v18: not yet run on a GPU)
 static int g_mem_tc = 3;
-// the chunk products (mem_tc) of memlab's versions 1-18 (dev/cuda/memlab.cu; mem_tc_of); 0: not on the tensor cores
-static const int MEM_VER_TC[19] = {0, 0, 0, 0, 0, 0, 0, 1, 3, 0, 3, 1, 1, 5, 7, 13, 15, 29, 31};
+// the chunk products (mem_tc) of memlab's versions 1-20 (dev/cuda/memlab.cu; mem_tc_of); 0: not on the tensor cores
+static const int MEM_VER_TC[21] = {0, 0, 0, 0, 0, 0, 0, 1, 3, 0, 3, 1, 1, 5, 7, 13, 15, 29, 31, 29, 31};
+// the cluster split of the deep memories (section 3's "split"; MemArgs.R): MIRAS_MEM_SPLIT=2, 4 or 8 CTAs per
+// (sequence, head), where mem_split_ok; 1 (none) by default until a GPU has timed it (memlab v19, v20)
+static int g_mem_split = 1;
 static int g_mem_wy = 0;  // MIRAS_MEM_WY=1 / 2 / 3: the b = 1 delta rule in WY chunks (mem_wy_use; v9-v12)
 typedef __nv_bfloat16 bf16;
 static real* g_ones;
@@ -155,6 +159,11 @@ static void gpu_init(int prec) {
             DIE("MIRAS_MEM_TC=0 (SIMT fp32), 1 (TF32), 3 (3xTF32), + 4 (16 x 16 warp tiles), + 12 (and k in quads), "
                 "+ 28 (and split K)",
                 "unknown MIRAS_MEM_TC=%s", s);
+    }
+    if ((s = getenv("MIRAS_MEM_SPLIT"))) {
+        g_mem_split = atoi(s);
+        if (g_mem_split != 1 && g_mem_split != 2 && g_mem_split != 4 && g_mem_split != 8)
+            DIE("MIRAS_MEM_SPLIT=1 (none), 2, 4 or 8 CTAs per (sequence, head)", "unknown MIRAS_MEM_SPLIT=%s", s);
     }
 }
 static const char* gpu_name(void) {
@@ -1034,11 +1043,15 @@ static void attention_backward_gpu(real* dq, real* dk, real* dv, real* Dscratch,
 // A chunk's rows (the CPU's MemChunk, carved the same way) plus the GPU's own scratch rows after them.
 struct MemChunkGpu : MemChunk {
     real *nn1, *nn2;  // (b, b) each: per-(t, i) terms of mem_coef_backward and mem_read_backward
-    real* nm1;  // (b, dm): per-(i, j) terms of mem_update_backward
+    real* nm1;  // (b, max(dm, d)): per-(i, j) terms of mem_update_backward (m = d or dm; split, dm / R may be < d)
     real* keep;  // (2 + d): kl_gates' saved gates (the CPU keeps them on its stack)
     // (b): (1 - alpha_t) cs, the row scales of the anchored retention's products in mem_read_backward
     real* oma;
-    real* mc;  // (5 b): chunk-level muon's scalar coefficients (muonc_coefs_gpu)
+    real* mc;  // (5 b): chunk-level muon's scalar coefficients (muonc_coefs_gpu); the split's row sums (3 b)
+    // The cluster split (MemArgs.R > 1, section 3's "split"): this CTA's slice of the anchor P_0 (nP of the local
+    // MemCfg); the exchange buffer in dynamic shared memory (two halves of xn floats, used in turn: cl_reduce)
+    real *p0s, *xch;
+    int R, xt, xn, pad_;  // CTAs per (sequence, head) (1: no split); the half in use; floats per half
 };
 // the rows of a chunk's scratch: b, plus omega's c-1 halo rows
 __host__ __device__ static inline int mem_rows(const MemCfg* m, int b) { return b + (m->omega > 1 ? m->omega - 1 : 0); }
@@ -1048,7 +1061,8 @@ __device__ static inline int mem_carries_S_gpu(const MemCfg* m) { return m->mome
 static size_t memchunk_carve_in_gpu(MemChunkGpu* c, real* base, int b, int d, int din, int dm, int nP) {
     size_t n = memchunk_carve_in(c, base, b, d, din, dm, nP);
     // (each array 16-byte aligned, as the carve's: carve_al)
-    size_t nn = carve_al((size_t)b * b), nm = carve_al((size_t)b * dm), nk = carve_al(2 + (size_t)d), nb = carve_al(b);
+    size_t nn = carve_al((size_t)b * b), nm = carve_al((size_t)b * (dm > d ? dm : d)), nk = carve_al(2 + (size_t)d),
+           nb = carve_al(b);
     real* p = base ? base + n : NULL;
     c->nn1 = p;
     c->nn2 = p ? p + nn : NULL;
@@ -1056,7 +1070,12 @@ static size_t memchunk_carve_in_gpu(MemChunkGpu* c, real* base, int b, int d, in
     c->keep = p ? p + 2 * nn + nm : NULL;
     c->oma = p ? p + 2 * nn + nm + nk : NULL;
     c->mc = p ? p + 2 * nn + nm + nk + nb : NULL;
-    return n + 2 * nn + nm + nk + nb + carve_al(5 * (size_t)b);
+    size_t nc = carve_al(5 * (size_t)b);
+    c->p0s = p ? p + 2 * nn + nm + nk + nb + nc : NULL;
+    c->xch = NULL;
+    c->R = 1;
+    c->xt = c->xn = c->pad_ = 0;
+    return n + 2 * nn + nm + nk + nb + nc + carve_al(nP);
 }
 static size_t __attribute__((unused)) memchunk_carve_gpu(MemChunkGpu* c, real* base, int b, int d, int dm, int nP) {
     return memchunk_carve_in_gpu(c, base, b, d, d, dm, nP);  // (dev/cuda/memlab.cu's)
@@ -1079,6 +1098,64 @@ MEMFN void block_zero(real* p, size_t n) {
 }
 MEMFN void block_copy(real* dst, const real* src, size_t n) {
     for (size_t i = threadIdx.x; i < n; i += blockDim.x) dst[i] = src[i];
+    __syncthreads();
+}
+
+// ---- The cluster split (MemArgs.R > 1): a (sequence, head) runs on a cluster of R CTAs, each holding a slice of the
+// deep memory's hidden width, dm / R units: columns of W1 (d, dm), rows of W2 (and W3) (dm, din), of S, of P_0 and
+// of every (n, dm) array. Each CTA runs the chunk functions above with a MemCfg whose dm and nP are its slice's; the
+// (n, d), (n, n) and scalar values are computed alike by every CTA (the same inputs, the same code: the same bits).
+// A product whose sum runs over dm (K = dm: o = W1 h, x W1^T, dl^T dWn, ...) makes a partial sum per CTA; cl_reduce
+// adds the R partials through distributed shared memory, in rank order, on every CTA. Its callers write their
+// partials into cl_buf(c) (this CTA's exchange buffer) and name where each sum goes.
+namespace cg = cooperative_groups;
+enum { SPLIT_NONE = 0, SPLIT_P = 1, SPLIT_M = 2 };  // which side of an (m, p) memory matrix is the split dm
+__device__ __forceinline__ bool cl_on(const MemChunkGpu* c, int sp) { return sp != SPLIT_NONE && c->R > 1; }
+__device__ __forceinline__ real* cl_buf(const MemChunkGpu* c) { return c->xch + (c->xt ? c->xn : 0); }
+__device__ __forceinline__ int cl_al(size_t n) { return (int)((n + 3) & ~(size_t)3); }  // (carve_al: 16-byte parts)
+struct ClPart {
+    real* out;  // the sums go to out[0..cnt): out = (acc ? out : 0) + sum_r x_r[off..off+cnt)
+    int off, cnt, acc;
+};
+// Every CTA has written its partials into cl_buf(c) (and passed a barrier since); afterwards every CTA holds the
+// sums. The two halves of the buffer alternate: a CTA that races ahead writes its next partials into the other
+// half while slower ones still read this one, and cannot reach this half again before all have passed the next
+// cluster.sync, i.e. finished reading it. (The kernel ends with a cluster.sync: no CTA exits while read.)
+MEMFN void cl_reduce(MemChunkGpu* c, const ClPart* p, int k) {
+    cg::cluster_group cl = cg::this_cluster();
+    const real* x = cl_buf(c);
+    int R = c->R;
+    cl.sync();
+    for (int j = 0; j < k; j++) FOR(i, p[j].cnt) {
+            real s = 0;
+            for (int r = 0; r < R; r++) s += cl.map_shared_rank(x, r)[p[j].off + i];
+            p[j].out[i] = (p[j].acc ? p[j].out[i] : 0) + s;
+        }
+    __syncthreads();
+    if (threadIdx.x == 0) c->xt ^= 1;
+    __syncthreads();
+}
+// this CTA's slice of a whole state (train_miras.c's layout: W1 (d, dm), W2 (dm, din), W3 (dm, din)): gather
+// (to_slice) or scatter; m is the whole memory's MemCfg
+MEMFN void cl_slice(real* whole, real* slice, const MemCfg* m, int R, int r, int to_slice) {
+    int d = m->d, dm = m->dm, din = m->din, dr = dm / R, nw = 1 + (m->gated ? 2 : 1);
+    FOR(e, (size_t)d * dr) {  // W1 (d, dm): columns r dr .. r dr + dr - 1
+        size_t i = e / dr, j = e % dr, w = i * dm + (size_t)r * dr + j;
+        if (to_slice)
+            slice[e] = whole[w];
+        else
+            whole[w] = slice[e];
+    }
+    for (int k = 1; k < nw; k++) {  // W2, W3 (dm, din): rows r dr .. r dr + dr - 1 (contiguous)
+        size_t ow = (size_t)d * dm + (size_t)(k - 1) * dm * din + (size_t)r * dr * din,
+               os = (size_t)d * dr + (size_t)(k - 1) * dr * din;
+        FOR(e, (size_t)dr * din) {
+            if (to_slice)
+                slice[os + e] = whole[ow + e];
+            else
+                whole[ow + e] = slice[os + e];
+        }
+    }
     __syncthreads();
 }
 
@@ -1733,17 +1810,28 @@ MEMFN void mem_coef_backward_gpu(MemChunkGpu* c, int n, int momentum) {
 // (cs = 1, except 1/s for Moneta's lq retention, whose reads are A_t / s)
 // x (n, p) the read inputs, xk (n, p) the write inputs, dl (n, m) the error rows of the writes.
 // Keeps xw = x W^T, xs = x S^T, xx = x xk^T for the backward. xk NULL: xx already holds x xk^T (the gated memory's
-// W3 read has W2's inputs)
+// W3 read has W2's inputs). Split (sp = SPLIT_P: p is the slice of dm, W1's read): the four products are partial sums
+// over this CTA's p, added over the cluster before they are used.
 MEMFN void mem_read_forward_gpu(real* out, real* xw, real* xs, real* xx, real* xa, const real* x, const real* xk,
-                                const real* dl, const real* W, const real* S, const real* W0, real cs,
-                                const MemChunkGpu* c, int n, int m, int p) {
-    mm_nt_rs(xw, x, W, NULL, n, m, p, 1, 0, 0);  // (the independent products: one barrier)
-    if (S) mm_nt_rs(xs, x, S, NULL, n, m, p, 1, 0, 0);
-    if (W0) mm_nt_rs(xa, x, W0, NULL, n, m, p, 1, 0, 0);
+                                const real* dl, const real* W, const real* S, const real* W0, real cs, MemChunkGpu* c,
+                                int n, int m, int p, int sp = SPLIT_NONE) {
+    bool cl = cl_on(c, sp) && sp == SPLIT_P;
+    int nm4 = cl_al((size_t)n * m);
+    real* xb = cl ? cl_buf(c) : NULL;  // the partials: xw, xs, xa, xx at nm4 apart
+    mm_nt_rs(cl ? xb : xw, x, W, NULL, n, m, p, 1, 0, 0);  // (the independent products: one barrier)
+    if (S) mm_nt_rs(cl ? xb + nm4 : xs, x, S, NULL, n, m, p, 1, 0, 0);
+    if (W0) mm_nt_rs(cl ? xb + 2 * nm4 : xa, x, W0, NULL, n, m, p, 1, 0, 0);
     if (xk)
-        mm_nt_gpu(xx, x, xk, n, n, p, 1, 0);  // (its barrier publishes the products above)
+        mm_nt_gpu(cl ? xb + 3 * nm4 : xx, x, xk, n, n, p, 1, 0);  // (its barrier publishes the products above)
     else
         __syncthreads();
+    if (cl) {
+        ClPart pt[4] = {{xw, 0, n * m, 0}, {xx, 3 * nm4, n * n, 0}};  // (xk is never NULL here: W1's read)
+        int k = 2;
+        if (S) pt[k++] = {xs, nm4, n * m, 0};
+        if (W0) pt[k++] = {xa, 2 * nm4, n * m, 0};
+        cl_reduce(c, pt, k);
+    }
     FOR(e, n * m) {
         int t = e / m, j = e % m;
         real o = c->alpha[t] * xw[e] + (S ? c->beta[t] * xs[e] : 0) + (W0 ? (1 - c->alpha[t]) * cs * xa[e] : 0);
@@ -1763,11 +1851,25 @@ MEMFN void mem_read_forward_gpu(real* out, real* xw, real* xs, real* xx, real* x
 // With the anchored retention (W0: (1 - alpha_t) cs W0 x_t in the read), also
 //   dalpha_t -= cs dout_t . xa_t   dcs += sum_t (1 - alpha_t) dout_t . xa_t
 //   dx_t += (1 - alpha_t) cs W0^T dout_t   dW0 += sum_t (1 - alpha_t) cs dout_t x_t^T
+// Split (sp = SPLIT_M: m is the slice of dm, W2's and W3's reads): the row dots over m, dA's sum over m and the
+// products into dx (sums over m) are partial sums, added over the cluster; the rest is per CTA.
 MEMFN void mem_read_backward_gpu(real* dx, real* dxk, real* ddl, real* dW, real* dS, real* dW0, real* dcs,
                                  MemChunkGpu* c, const real* dout, const real* x, const real* xk, const real* dl,
                                  const real* W, const real* S, const real* W0, real cs, const real* xw, const real* xs,
-                                 const real* xx, const real* xa, int n, int m, int p) {
+                                 const real* xx, const real* xa, int n, int m, int p, int sp = SPLIT_NONE) {
     real *gx = c->nn1, *wx = c->nn2, sca = 0;  // sca: this thread's part of dcs through the anchor
+    bool cl = cl_on(c, sp) && sp == SPLIT_M;
+    int n4 = cl_al(n);
+    real* xb = cl ? cl_buf(c) : NULL;  // the partials: the row dots (3 n4), then dA (n, n)
+    auto dots = [&](int t, real sa, real sb, real s0) {
+        c->dalpha[t] += sa;
+        if (S) c->dbeta[t] += sb;
+        if (W0) {
+            c->dalpha[t] -= cs * s0;
+            sca += (1 - c->alpha[t]) * s0;
+            c->oma[t] = (1 - c->alpha[t]) * cs;
+        }
+    };
     WARP_FOR(t, n) {
         const real* g = dout + (size_t)t * m;
         real sa = 0, sb = 0, s0 = 0;
@@ -1780,16 +1882,21 @@ MEMFN void mem_read_backward_gpu(real* dx, real* dxk, real* ddl, real* dW, real*
         sb = warp_sum(sb);
         if (W0) s0 = warp_sum(s0);
         if (LANE == 0) {
-            c->dalpha[t] += sa;
-            if (S) c->dbeta[t] += sb;
-            if (W0) {
-                c->dalpha[t] -= cs * s0;
-                sca += (1 - c->alpha[t]) * s0;
-                c->oma[t] = (1 - c->alpha[t]) * cs;
-            }
+            if (cl) {
+                xb[t] = sa;
+                xb[n4 + t] = sb;
+                xb[2 * n4 + t] = s0;
+            } else
+                dots(t, sa, sb, s0);
         }
     }
-    mm_nt_gpu(gx, dout, dl, n, n, m, -1, 0);  // dA = -dout dl^T, then gx and wx in place
+    mm_nt_gpu(cl ? xb + 3 * n4 : gx, dout, dl, n, n, m, -1, 0);  // dA = -dout dl^T, then gx and wx in place
+    if (cl) {
+        ClPart pt[2] = {{c->mc, 0, 3 * n4, 0}, {gx, 3 * n4, n * n, 0}};
+        cl_reduce(c, pt, 2);
+        FOR(t, n) dots(t, c->mc[t], c->mc[n4 + t], c->mc[2 * n4 + t]);
+        __syncthreads();
+    }
     real scs = 0;
     FOR(e, n * n) {
         int t = e / n, i = e % n;
@@ -1806,13 +1913,18 @@ MEMFN void mem_read_backward_gpu(real* dx, real* dxk, real* ddl, real* dW, real*
     }
     scs = block_sum(scs + sca);  // (its barriers also publish gx, wx and oma)
     if (threadIdx.x == 0) *dcs += scs;
-    mm_nn_rs(dx, dout, W, c->alpha, n, p, m, 1, 1, 0);  // dx_t += alpha_t W^T dout_t   (the products: one barrier)
-    if (S) mm_nn_rs(dx, dout, S, c->beta, n, p, m, 1, 1, 0);
-    if (W0) mm_nn_rs(dx, dout, W0, c->oma, n, p, m, 1, 1, 0);
+    real* xd = cl ? cl_buf(c) : dx;  // (split: dx's partial sums over m)
+    mm_nn_rs(xd, dout, W, c->alpha, n, p, m, 1, !cl, 0);  // dx_t += alpha_t W^T dout_t   (the products: one barrier)
+    if (S) mm_nn_rs(xd, dout, S, c->beta, n, p, m, 1, 1, 0);
+    if (W0) mm_nn_rs(xd, dout, W0, c->oma, n, p, m, 1, 1, 0);
     mm_tn_rs(dW, dout, x, c->alpha, m, p, n, 1, 1, 0);  // dW += sum_t alpha_t dout_t x_t^T
     if (S) mm_tn_rs(dS, dout, x, c->beta, m, p, n, 1, 1, 0);
     if (W0) mm_tn_rs(dW0, dout, x, c->oma, m, p, n, 1, 1, 0);
     __syncthreads();
+    if (cl) {
+        ClPart pt[1] = {{dx, 0, n * p, 1}};
+        cl_reduce(c, pt, 1);
+    }
     FOR(e, n * p) {  // the write terms
         int t = e / p, q = e % p;
         real v = 0;
@@ -1969,35 +2081,59 @@ MEMFN void mem_update_backward_ew(real* __restrict__ dW, real* __restrict__ dS, 
 // dW += ca dWn; dS += cb dWn; dca += <dWn, W>; dcb += <dWn, S>; with the anchor W0: dW0 += (1 - ca) dWn, dca -= <dWn,
 // W0>;
 // with gx[i][j] = dWn_j . xk_i:  ddl[i][j] -= c_i gx[i][j];  dc_i -= sum_j dl[i][j] gx[i][j];  dxk_i -= c_i dl_i^T dWn
+// Split: sp = SPLIT_P (W1's update, p the slice of dm): the dots and gx are partial sums over p; sp = SPLIT_M (W2's,
+// W3's, m the slice): the dots, dxk's products and dcv's sums over j < m are. Each is added over the cluster.
 MEMFN void mem_update_backward_gpu(real* dW, real* dS, real* dW0, real* dca, real* dcb, real* ddl, real* dxk, real* dcv,
                                    const real* dWn, const real* W, real ca, const real* W0, const real* S, real cb,
-                                   const real* dl, const real* xk, const real* cv, int n, int m, int p,
-                                   const MemChunkGpu* c) {
+                                   const real* dl, const real* xk, const real* cv, int n, int m, int p, MemChunkGpu* c,
+                                   int sp = SPLIT_NONE) {
+    bool cl = cl_on(c, sp);
+    int n4 = cl_al(n);
+    real* xb = cl ? cl_buf(c) : NULL;  // the partials: the dots (4); P: gx (n, m); M: dcv's sums (n4), dxk (n, p)
     real sa, sb, s0 = 0, unused;
     mem_update_backward_ew(dW, dS, &sa, &sb, dWn, W, ca, S, cb, m * p);
     if (W0) mem_update_backward_ew(dW0, NULL, &s0, &unused, dWn, W0, 1 - ca, NULL, 0, m * p);
     sa = block_sum(sa - s0);
     if (S) sb = block_sum(sb);
     if (threadIdx.x == 0) {
-        *dca += sa;
-        if (S) *dcb += sb;
+        if (cl) {
+            xb[0] = sa;
+            xb[1] = sb;
+        } else {
+            *dca += sa;
+            if (S) *dcb += sb;
+        }
     }
     real* gl = c->nm1;  // gx, then dl[i][j] gx[i][j] (summed over j below)
-    mm_nt_gpu(gl, xk, dWn, n, m, p, 1, 0);
+    mm_nt_gpu(cl && sp == SPLIT_P ? xb + 4 : gl, xk, dWn, n, m, p, 1, 0);
+    if (cl && sp == SPLIT_P) {
+        ClPart pt[3] = {{gl, 4, n * m, 0}, {dca, 0, 1, 1}, {dcb, 1, 1, 1}};
+        cl_reduce(c, pt, S ? 3 : 2);
+    }
     FOR(e, n * m) {
         int i = e / m;
         real gx = gl[e];
         ddl[e] -= cv[i] * gx;
         gl[e] = dl[e] * gx;
     }
-    mm_nn_rs(dxk, dl, dWn, cv, n, p, m, -1, 1);  // (its barrier publishes gl)
+    bool cm = cl && sp == SPLIT_M;
+    mm_nn_rs(cm ? xb + 4 + n4 : dxk, dl, dWn, cv, n, p, m, -1, !cm);  // (its barrier publishes gl)
     WARP_FOR(i, n) {
         real s = 0;
         for (int j = LANE; j < m; j += 32) s += gl[(size_t)i * m + j];
         s = warp_sum(s);
-        if (LANE == 0) dcv[i] -= s;
+        if (LANE == 0) {
+            if (cm)
+                xb[4 + i] = -s;
+            else
+                dcv[i] -= s;
+        }
     }
     __syncthreads();
+    if (cm) {
+        ClPart pt[4] = {{dxk, 4 + n4, n * p, 1}, {dcv, 4, n, 1}, {dca, 0, 1, 1}, {dcb, 1, 1, 1}};
+        cl_reduce(c, pt, S ? 4 : 3);
+    }
 }
 
 // LayerNorm of the deep memory, without its affine (applied by the caller), rows of d:
@@ -2150,7 +2286,12 @@ MEMFN void mem_grad_forward_gpu(const MemCfg* m, MemChunkGpu* c, int n, const re
         }
         __syncthreads();
     }
-    mm_nt_gpu(c->nk, c->hk, W1, n, d, dm, 1, 0);  // o = W1 h
+    bool cl = cl_on(c, SPLIT_P);  // (split: o's sum over dm spans the cluster)
+    mm_nt_gpu(cl ? cl_buf(c) : c->nk, c->hk, W1, n, d, dm, 1, 0);  // o = W1 h
+    if (cl) {
+        ClPart pt[1] = {{c->nk, 0, n * d, 0}};
+        cl_reduce(c, pt, 1);
+    }
     if (m->ln) ln_forward_gpu(c->nk, c->rk, n, d);  // x^ = LN(o)
     // (mem_out_forward, mem_bias_forward and u: element e by the same thread in each, so no barriers between)
     mem_out_forward_gpu(c->r, c->kr, c->nk, lng, lnb, m, n, 0);  // M(k) (the residual adds the raw k)
@@ -2198,8 +2339,13 @@ MEMFN void mem_grad_backward_gpu(const MemCfg* m, MemChunkGpu* c, int n, const r
         }
     }
     __syncthreads();
-    mm_nt_gpu(c->dg1, c->dgk, W1, n, d, dm, 1, 1);
+    bool cl = cl_on(c, SPLIT_P);  // (split: dg1's and dk's sums over dm span the cluster)
+    mm_nt_gpu(cl ? cl_buf(c) : c->dg1, c->dgk, W1, n, d, dm, 1, !cl);
     mm_tn_gpu(dW1, c->g1, c->dgk, d, dm, n, 1, 1);
+    if (cl) {
+        ClPart pt[1] = {{c->dg1, 0, n * d, 1}};
+        cl_reduce(c, pt, 1);
+    }
     if (m->ln) {
         ln_backward_backward_gpu(c->du, c->dnk, c->drk, c->dg1, c->u, c->nk, c->rk, c->g1, n, d);
         FOR(i, d) for (int t = 0; t < n; t++) {  // a thread per channel: it owns dlng[i]
@@ -2228,11 +2374,16 @@ MEMFN void mem_grad_backward_gpu(const MemCfg* m, MemChunkGpu* c, int n, const r
         c->dzk[e] += (m->gated ? c->dhk2 : c->dhk)[e] * gelu_d1_gpu(c->zk[e], c->tk[e]);  // dL/dGELU(z2)
     }
     __syncthreads();
-    mm_nn_gpu(c->dk, c->dzk, W2, n, din, dm, 1, 1);  // zk = W2 k
+    real* xk = cl ? cl_buf(c) : c->dk;
+    mm_nn_gpu(xk, c->dzk, W2, n, din, dm, 1, !cl);  // zk = W2 k
     mm_tn_gpu(dW2, c->dzk, c->k, dm, din, n, 1, 1);
     if (m->gated) {  // z3 = W3 k
-        mm_nn_gpu(c->dk, c->dzk3, W3, n, din, dm, 1, 1);
+        mm_nn_gpu(xk, c->dzk3, W3, n, din, dm, 1, 1);
         mm_tn_gpu(dW3, c->dzk3, c->k, dm, din, n, 1, 1);
+    }
+    if (cl) {
+        ClPart pt[1] = {{c->dk, 0, n * din, 1}};
+        cl_reduce(c, pt, 1);
     }
 }
 
@@ -2260,21 +2411,24 @@ MEMFN void mem_chunk_forward_gpu(const MemCfg* m, MemChunkGpu* c, int n, const r
     const real *W1 = P, *W2 = P + o2, *W3 = P + o3, *S1 = Sx, *S2 = Sx ? Sx + o2 : NULL, *S3 = Sx ? Sx + o3 : NULL;
     const real *A1 = c->p0, *A2 = c->p0 ? c->p0 + o2 : NULL, *A3 = c->p0 ? c->p0 + o3 : NULL;  // the anchor (or NULL)
     // reads, after the write: y_t = q_t + LN(W1_t GELU(W2_t q_t))   (gated: LN(W1_t (GELU(W2_t q_t) * W3_t q_t)))
-    mem_read_forward_gpu(c->zq, c->xw1, c->xs1, c->xx1, c->xa1, c->q, c->k, c->g2, W2, S2, A2, cs1, c, n, dm, din);
+    mem_read_forward_gpu(c->zq, c->xw1, c->xs1, c->xx1, c->xa1, c->q, c->k, c->g2, W2, S2, A2, cs1, c, n, dm, din,
+                         SPLIT_M);
     FOR(e, n * dm) {
         c->tq[e] = gelu_tanh_gpu(c->zq[e]);
         c->hq[e] = gelu_gpu(c->zq[e], c->tq[e]);
     }
     __syncthreads();
     if (m->gated) {  // zq3 = W3_t q_t (W2's q.k products, xx1), hq = GELU(zq) * zq3 (GELU(zq) kept in hq2)
-        mem_read_forward_gpu(c->zq3, c->xw3, c->xs3, c->xx1, c->xa3, c->q, NULL, c->g3, W3, S3, A3, cs1, c, n, dm, din);
+        mem_read_forward_gpu(c->zq3, c->xw3, c->xs3, c->xx1, c->xa3, c->q, NULL, c->g3, W3, S3, A3, cs1, c, n, dm, din,
+                             SPLIT_M);
         FOR(e, n * dm) {
             c->hq2[e] = c->hq[e];
             c->hq[e] = c->hq2[e] * c->zq3[e];
         }
         __syncthreads();
     }
-    mem_read_forward_gpu(c->nq, c->xw2, c->xs2, c->xx2, c->xa2, c->hq, c->hk, c->g1, W1, S1, A1, cs0, c, n, d, dm);
+    mem_read_forward_gpu(c->nq, c->xw2, c->xs2, c->xx2, c->xa2, c->hq, c->hk, c->g1, W1, S1, A1, cs0, c, n, d, dm,
+                         SPLIT_P);
     if (m->ln) ln_forward_gpu(c->nq, c->rq, n, d);
     mem_out_forward_gpu(c->y, c->qr, c->nq, lng, lnb, m, n);
     if (Pn) {  // (the updates are independent: one barrier)
@@ -2335,23 +2489,23 @@ MEMFN void mem_chunk_backward_gpu(const MemCfg* m, MemChunkGpu* c, int n, const 
     // chunk-end state
     if (dPn) {
         mem_update_backward_gpu(dBase, dS1, dA1, &c->dalpha[n - 1], &c->dbeta[n - 1], c->dg1, c->dhk, dcrow, dPn, B0,
-                                c->alpha[n - 1], A1, S1, c->beta[n - 1], c->g1, c->hk, crow, n, d, dm, c);
+                                c->alpha[n - 1], A1, S1, c->beta[n - 1], c->g1, c->hk, crow, n, d, dm, c, SPLIT_P);
         mem_update_backward_gpu(dBase + o2, dS2, dA2, &c->dalpha[n - 1], &c->dbeta[n - 1], c->dg2, c->dk, dcrow,
                                 dPn + o2, B0 + o2, c->alpha[n - 1], A2, S2, c->beta[n - 1], c->g2, c->k, crow, n, dm,
-                                din, c);
+                                din, c, SPLIT_M);
         if (m->gated)
             mem_update_backward_gpu(dBase + o3, dS3, dA3, &c->dalpha[n - 1], &c->dbeta[n - 1], c->dg3, c->dk, dcrow,
                                     dPn + o3, B0 + o3, c->alpha[n - 1], A3, S3, c->beta[n - 1], c->g3, c->k, crow, n,
-                                    dm, din, c);
+                                    dm, din, c, SPLIT_M);
     }
     if (dPn && Sx) {
         mem_update_backward_gpu(dS1, NULL, NULL, c->dsig, NULL, c->dg1, c->dhk, c->ds, dSn, S1, c->sigma[n - 1], NULL,
-                                NULL, 0, c->g1, c->hk, srow, n, d, dm, c);
+                                NULL, 0, c->g1, c->hk, srow, n, d, dm, c, SPLIT_P);
         mem_update_backward_gpu(dS2, NULL, NULL, c->dsig, NULL, c->dg2, c->dk, c->ds, dSn + o2, S2, c->sigma[n - 1],
-                                NULL, NULL, 0, c->g2, c->k, srow, n, dm, din, c);
+                                NULL, NULL, 0, c->g2, c->k, srow, n, dm, din, c, SPLIT_M);
         if (m->gated)
             mem_update_backward_gpu(dS3, NULL, NULL, c->dsig, NULL, c->dg3, c->dk, c->ds, dSn + o3, S3, c->sigma[n - 1],
-                                    NULL, NULL, 0, c->g3, c->k, srow, n, dm, din, c);
+                                    NULL, NULL, 0, c->g3, c->k, srow, n, dm, din, c, SPLIT_M);
     }
     // reads: y = q + LN(o_q) g + beta, o_q = read(W1, hq), hq = GELU(zq) (gated: * zq3, zq3 = read(W3, q)), zq = read(W2, q)
     mem_out_backward_gpu(c->dqr, c->doq, c->dlng, c->dlnb, dy, c->nq, lng, m, n);  // (dqr is dq without poly)
@@ -2362,7 +2516,7 @@ MEMFN void mem_chunk_backward_gpu(const MemCfg* m, MemChunkGpu* c, int n, const 
         block_zero(c->dnk, nd);
     }
     mem_read_backward_gpu(c->dhq, c->dhk, c->dg1, dW1, dS1, dA1, &c->dcs[0], c, c->doq, c->hq, c->hk, c->g1, W1, S1, A1,
-                          cs0, c->xw2, c->xs2, c->xx2, c->xa2, n, d, dm);
+                          cs0, c->xw2, c->xs2, c->xx2, c->xa2, n, d, dm, SPLIT_P);
     if (m->gated) {  // hq = hq2 zq3: dzq3 = dhq hq2, and dL/dGELU(zq) = dhq zq3 (in place)
         FOR(e, nm) {
             c->dzq3[e] = c->dhq[e] * c->hq2[e];
@@ -2370,12 +2524,12 @@ MEMFN void mem_chunk_backward_gpu(const MemCfg* m, MemChunkGpu* c, int n, const 
         }
         __syncthreads();
         mem_read_backward_gpu(c->dq, c->dk, c->dg3, dW3, dS3, dA3, &c->dcs[1], c, c->dzq3, c->q, c->k, c->g3, W3, S3,
-                              A3, cs1, c->xw3, c->xs3, c->xx1, c->xa3, n, dm, din);
+                              A3, cs1, c->xw3, c->xs3, c->xx1, c->xa3, n, dm, din, SPLIT_M);
     }
     FOR(e, nm) c->dzq[e] = c->dhq[e] * gelu_d1_gpu(c->zq[e], c->tq[e]);
     __syncthreads();
     mem_read_backward_gpu(c->dq, c->dk, c->dg2, dW2, dS2, dA2, &c->dcs[1], c, c->dzq, c->q, c->k, c->g2, W2, S2, A2,
-                          cs1, c->xw1, c->xs1, c->xx1, c->xa1, n, dm, din);
+                          cs1, c->xw1, c->xs1, c->xx1, c->xa1, n, dm, din, SPLIT_M);
     mem_grad_backward_gpu(m, c, n, P, dPs, lng);
     mem_coef_backward_gpu(c, n, m->momentum);
 }
@@ -3042,6 +3196,10 @@ typedef struct {
     // the chunk products: 0 SIMT fp32, 1 TF32 tensor cores, 3 3xTF32 (set by the launches from ver)
     int tc;
     MemSmem sm;  // the chunk arrays this launch keeps in shared memory
+    // the cluster split (section 3's "split", mem_split_ok): R CTAs per (sequence, head), each with dm / R of the
+    // memory's hidden units (1: none); chunks then holds R scratches per (sequence, head), carved for the slice;
+    // xn: the floats of each half of a CTA's exchange buffer (after the sm plan's floats in dynamic shared memory)
+    int R, xn;
     real* lat;  // Lattice: per block, a segment's k + 1 states and the carry
     const real* ggam;  // omega: the window gates (B*T, H*c), and their gradients (accumulated)
     real* dggam;
@@ -3214,25 +3372,47 @@ __device__ int mem_load_chunk_gpu(MemChunkGpu* c, const MemArgs* A, int bb, int 
 }
 // The memory read of one layer (SPEC §5): each (sequence, head) runs its chunks in order; the chunk-start states
 // are kept for the backward (every ck-th one with A.ck > 1, see MemArgs).
+// A block's setup (thread 0, before the first barrier): its chunk scratch, the MemCfg it runs, the products' mode.
+// Split (A.R > 1): CTA r of a (sequence, head)'s cluster runs the memory of its dm / R hidden units (m.dm, m.nP
+// its slice's), with its slice of the anchor P_0 (gathered by the kernel into c.p0s) and its exchange buffer.
+__device__ void mem_split_setup(MemChunkGpu* c, MemCfg* m, int R, int xn, int smf) {  // (R > 1; thread 0)
+    m->dm /= R;
+    m->nP /= R;
+    c->R = R;
+    c->xt = 0;
+    c->xn = xn;
+    c->xch = mem_dyn_smem() + smf;  // (after the plan's smf floats)
+    if (m->anchor) c->p0 = c->p0s;  // (gathered by the kernel: cl_slice)
+}
+__device__ void mem_block_setup(MemChunkGpu* c, MemCfg* m, const MemArgs* A, int h) {
+    *c = A->chunks[blockIdx.x];
+    *m = A->m;
+    mem_smem_apply(c, &A->sm);
+    c->p0 = m->anchor ? A->p0 + (size_t)h * m->nP : NULL;
+    if (A->R > 1) mem_split_setup(c, m, A->R, A->xn, A->sm.floats);
+    mem_tc = A->tc;
+}
+// The chunk-start states of a (sequence, head) are (slots, nP) with the whole nP; split, CTA r keeps its slice's
+// nP / R floats at r nP / R in each slot (its own layout: W1 (d, dm / R), W2 (dm / R, din)), so the slots' stride
+// stays the whole nP (mem_state_gpu's nP argument) while the chunk functions see the slice's.
 __global__ void __launch_bounds__(MEM_THREADS) memory_forward_kernel(MemArgs A) {
     __shared__ MemChunkGpu c;
     __shared__ MemCfg m;
-    if (threadIdx.x == 0) {
-        c = A.chunks[blockIdx.x];
-        m = A.m;
-        mem_smem_apply(&c, &A.sm);
-        c.p0 = m.anchor ? A.p0 + (size_t)(blockIdx.x % A.H) * m.nP : NULL;
-        mem_tc = A.tc;
-    }
+    int R = A.R > 1 ? A.R : 1, r = blockIdx.x % R, bh = blockIdx.x / R;  // r: the CTA's rank in its cluster
+    int bb = bh / A.H, h = bh % A.H, nch = A.nch, nP = A.m.nP, b = A.b, T = A.T;
+    if (threadIdx.x == 0) mem_block_setup(&c, &m, &A, h);
     __syncthreads();
-    int bb = blockIdx.x / A.H, h = blockIdx.x % A.H, nch = A.nch, nP = m.nP, b = A.b, T = A.T;
-    int ck = A.ck > 1 ? A.ck : 1, ns = (nch + ck - 1) / ck;
-    size_t base = (((size_t)bb * A.H + h) * ns) * nP, wbase = (size_t)blockIdx.x * (ck - 1) * nP;
+    int ck = A.ck > 1 ? A.ck : 1, ns = (nch + ck - 1) / ck, nPr = m.nP;
+    size_t base = ((size_t)bh * ns) * nP + (size_t)r * nPr, wbase = (size_t)bh * (ck - 1) * nP + (size_t)r * nPr;
     real* P = A.P + base;
     real* S = mem_carries_S_gpu(&m) ? A.S + base : NULL;
     real *Pw = ck > 1 ? A.Pw + wbase : NULL, *Sw = ck > 1 && S ? A.Sw + wbase : NULL;
-    block_copy(P, A.p0 + (size_t)h * nP, nP);  // P_0, restored every sequence
-    if (S) block_zero(S, nP);
+    if (R > 1) {  // this CTA's slice of P_0 (restored every sequence), and of the anchor
+        cl_slice((real*)A.p0 + (size_t)h * nP, P, &A.m, R, r, 1);
+        if (m.anchor) cl_slice((real*)A.p0 + (size_t)h * nP, c.p0s, &A.m, R, r, 1);
+    } else
+        block_copy(P, A.p0 + (size_t)h * nP, nP);  // P_0, restored every sequence
+    if (S) block_zero(S, nPr);
     const real* lng = m.ln ? A.lng + (size_t)h * m.d : NULL;
     const real* lnb = m.ln ? A.lnb + (size_t)h * m.d : NULL;
     for (int ch = 0; ch < nch; ch++) {
@@ -3241,8 +3421,9 @@ __global__ void __launch_bounds__(MEM_THREADS) memory_forward_kernel(MemArgs A) 
         mem_step_forward_gpu(&m, &c, nh + n, mem_state_gpu(P, Pw, ch, ck, nP), mem_state_gpu(S, Sw, ch, ck, nP),
                              last ? NULL : mem_state_gpu(P, Pw, ch + 1, ck, nP),
                              last ? NULL : mem_state_gpu(S, Sw, ch + 1, ck, nP), lng, lnb);
-        scatter_rows_gpu(A.y, c.y + (size_t)nh * m.d, bb, h, t0, n, T, A.H, m.d);
+        if (r == 0) scatter_rows_gpu(A.y, c.y + (size_t)nh * m.d, bb, h, t0, n, T, A.H, m.d);  // (every CTA has y)
     }
+    if (R > 1) cg::this_cluster().sync();  // no CTA exits while another may still read its exchange buffer
 }
 // Backward through all chunks in reverse, carrying dL/dP and dL/dS across chunk boundaries
 // (each chunk's intermediates are recomputed from its start state; with A.ck > 1, entering a segment of ck chunks
@@ -3251,25 +3432,21 @@ __global__ void __launch_bounds__(MEM_THREADS) memory_forward_kernel(MemArgs A) 
 __global__ void __launch_bounds__(MEM_THREADS) memory_backward_kernel(MemArgs A) {
     __shared__ MemChunkGpu c;
     __shared__ MemCfg m;
-    if (threadIdx.x == 0) {
-        c = A.chunks[blockIdx.x];
-        m = A.m;
-        mem_smem_apply(&c, &A.sm);
-        c.p0 = m.anchor ? A.p0 + (size_t)(blockIdx.x % A.H) * m.nP : NULL;
-        mem_tc = A.tc;
-    }
+    int R = A.R > 1 ? A.R : 1, r = blockIdx.x % R, bh = blockIdx.x / R;  // r: the CTA's rank in its cluster
+    int bb = bh / A.H, h = bh % A.H, nch = A.nch, nP = A.m.nP, b = A.b, T = A.T, d = A.m.d;
+    if (threadIdx.x == 0) mem_block_setup(&c, &m, &A, h);
     __syncthreads();
-    int bb = blockIdx.x / A.H, h = blockIdx.x % A.H, nch = A.nch, nP = m.nP, b = A.b, T = A.T, d = m.d;
-    int ck = A.ck > 1 ? A.ck : 1, ns = (nch + ck - 1) / ck;
-    size_t base = (((size_t)bb * A.H + h) * ns) * nP, wbase = (size_t)blockIdx.x * (ck - 1) * nP;
+    int ck = A.ck > 1 ? A.ck : 1, ns = (nch + ck - 1) / ck, nPr = m.nP;
+    size_t base = ((size_t)bh * ns) * nP + (size_t)r * nPr, wbase = (size_t)bh * (ck - 1) * nP + (size_t)r * nPr;
     real* P = A.P + base;
     real* S = mem_carries_S_gpu(&m) ? A.S + base : NULL;
     real *Pw = ck > 1 ? A.Pw + wbase : NULL, *Sw = ck > 1 && S ? A.Sw + wbase : NULL;
     const real* lng = m.ln ? A.lng + (size_t)h * d : NULL;
     const real* lnb = m.ln ? A.lnb + (size_t)h * d : NULL;
+    if (R > 1 && m.anchor) cl_slice((real*)A.p0 + (size_t)h * nP, c.p0s, &A.m, R, r, 1);
     block_zero(c.dlng, d);
     block_zero(c.dlnb, d);
-    if (m.anchor) block_zero(c.dp0, nP);
+    if (m.anchor) block_zero(c.dp0, nPr);
     real *dPn = NULL, *dSn = NULL, *dPs = c.Pa, *dSs = c.Sa;
     for (int ch = nch - 1; ch >= 0; ch--) {
         if (ck > 1 && (ch == nch - 1 || ch % ck == ck - 1))  // a segment's last chunk: its start states again
@@ -3283,31 +3460,40 @@ __global__ void __launch_bounds__(MEM_THREADS) memory_backward_kernel(MemArgs A)
         real* Pc = mem_state_gpu(P, Pw, ch, ck, nP);
         real* Sc = mem_state_gpu(S, Sw, ch, ck, nP);
         if (ch > 0 && ch % ck == 0) {  // the stored start state of the segment before (written long before)
-            prefetch_l2(mem_state_gpu(P, Pw, ch - ck, ck, nP), nP);
-            if (Sc) prefetch_l2(mem_state_gpu(S, Sw, ch - ck, ck, nP), nP);
+            prefetch_l2(mem_state_gpu(P, Pw, ch - ck, ck, nP), nPr);
+            if (Sc) prefetch_l2(mem_state_gpu(S, Sw, ch - ck, ck, nP), nPr);
         }
         int nh = mem_load_chunk_gpu(&c, &A, bb, h, t0, n);  // omega's halo rows (their dy is 0)
         if (m.omega > 1 || m.poly) block_zero(c.dy, (size_t)nh * d);
         gather_rows_gpu(c.dy + (size_t)nh * d, A.dy, bb, h, t0, n, T, A.H, d);
         mem_step_backward_gpu(&m, &c, nh + n, c.dy, Pc, Sc, dPn, dSn, dPs, dSs, lng, lnb);
-        if (m.omega > 1 || m.poly)
+        if (r == 0 && (m.omega > 1 || m.poly))  // (split: every CTA has the rows' gradients; the first stores them)
             omega_store_chunk_grads_gpu(&c, &A, bb, h, t0, n);
-        else
+        else if (r == 0)
             store_chunk_grads_gpu(&c, &A, bb, h, t0, n);
         dPn = dPs;
         dSn = dSs;  // this chunk's start is the previous chunk's end
         dPs = dPs == c.Pa ? c.Pb : c.Pa;
         dSs = dSs == c.Sa ? c.Sb : c.Sa;
     }
-    real* out = A.dbh + ((size_t)bb * A.H + h) * (nP + 2 * d);  // dL/dP_0 and the LN affine of this sequence
-    if (m.anchor) {
+    real* out = A.dbh + (size_t)bh * (nP + 2 * d);  // dL/dP_0 and the LN affine of this sequence
+    if (R > 1) {  // split: each CTA its slice of dL/dP_0 (+ through the anchor); the first the LN affine's
+        if (m.anchor) {
+            FOR(i, nPr) dPn[i] += c.dp0[i];
+            __syncthreads();
+        }
+        cl_slice(out, dPn, &A.m, R, r, 0);
+    } else if (m.anchor) {
         FOR(i, nP) out[i] = dPn[i] + c.dp0[i];
         __syncthreads();
     }  // (+ through the anchor)
     else
         block_copy(out, dPn, nP);
-    block_copy(out + nP, c.dlng, d);
-    block_copy(out + nP + d, c.dlnb, d);
+    if (r == 0) {
+        block_copy(out + nP, c.dlng, d);
+        block_copy(out + nP + d, c.dlnb, d);
+    }
+    if (R > 1) cg::this_cluster().sync();  // no CTA exits while another may still read its exchange buffer
 }
 // ---- b = 1 linear memories (deltanet, gated_deltanet): one token per chunk, so the chunk functions above reduce
 // to a few row-local operations and the generic kernels spend their time in barriers. These kernels run the same
@@ -5186,9 +5372,11 @@ static MemSmem mem_smem_plan(const MemCfg* m, int b, int fwd, size_t bytes) {
     size_t total = memchunk_carve_model_gpu(&c, base, m, b);
     real** slot = (real**)&c;
     int ns = (int)(sizeof(MemChunkGpu) / sizeof(real*)), ig = (int)((real**)&c.ngrad - slot);
-    // the slots that hold no array pointer: the sizes ngrad, nsv and the ints nh, wc (one slot)
-    int in = (int)((real**)&c.nsv - slot), ih = (int)((real**)&c.nh - slot);
-    auto data = [&](int t) { return t != ig && t != in && t != ih; };
+    // the slots that hold no array pointer: the sizes ngrad, nsv, the ints nh, wc (one slot) and R, xt, xn (two)
+    int in = (int)((real**)&c.nsv - slot), ih = (int)((real**)&c.nh - slot), ir = (int)((real**)&c.R - slot);
+    if ((char*)&c.R != (char*)(slot + ns - 2))
+        DIE("train_miras.cu: R, xt, xn, pad_ must fill MemChunkGpu's last two pointer slots", "mem_smem_plan");
+    auto data = [&](int t) { return t != ig && t != in && t != ih && t != ir && t != ir + 1; };
     auto size_of = [&](real* p) {
         size_t o = p - base, nx = total;
         for (int t = 0; t < ns; t++)
@@ -5255,13 +5443,82 @@ static MemSmem mem_smem_plan(const MemCfg* m, int b, int fwd, size_t bytes) {
 // tensor cores in TF32, 8 in 3xTF32 (mem_tc); 9-12 the WY chunk kernels (below); 13 and 14 as 7 and 8 with 16 x 16
 // warp tiles and 8-byte output accesses in the products (mem_tc 5, 7: TC_DISPATCH); 15 and 16 as 13 and 14 with k
 // in quads, 16-byte fragment loads, where an operand's k is contiguous (mem_tc 13, 15); 17 and 18 as 15 and 16 with K
-// split over two warps in the narrow products (mem_tc 29, 31). Version 0 takes MemArgs.tc as the trainer sets it
-// (mem_args).
-static const int MEM_VERSIONS __attribute__((unused)) = 18;  // (read by dev/cuda/memlab.cu)
+// split over two warps in the narrow products (mem_tc 29, 31); 19 and 20 as 17 and 18 with the deep memory split
+// over a cluster of 4 CTAs per (sequence, head) (MemArgs.R; memlab sets it, and carves the chunks for it). Version 0
+// takes MemArgs.tc and .R as the trainer sets them (mem_args).
+static const int MEM_VERSIONS __attribute__((unused)) = 20;  // (read by dev/cuda/memlab.cu)
 static int mem_tc_of(const MemArgs& A) {  // (version 0: A.tc)
     return A.ver == 0 ? A.tc : A.ver > 0 && A.ver <= MEM_VERSIONS ? MEM_VER_TC[A.ver] : 0;
 }
 static_assert(sizeof MEM_VER_TC / sizeof *MEM_VER_TC == MEM_VERSIONS + 1, "MEM_VER_TC: one entry per version");
+// The cluster split (MemArgs.R = R > 1): the deep memories whose chunk functions only contract over dm in the
+// products that cl_reduce completes: no retention (lq and kl normalise whole rows or the whole state), no Muon (NS5
+// of whole matrices), no poly (its din would outgrow the exchange buffer), not the phi*, Lattice or b = 1 kernels;
+// dm / R a multiple of 8 (whole 16-byte rows of the slices)
+static int mem_split_ok(const MemCfg* m, int R) {
+    return R > 1 && R <= 8 && m->depth == 2 && !m->muon && m->retention == RET_NONE && !m->poly && !m->phistar &&
+           !m->lattice && m->dm % (8 * R) == 0;
+}
+static MemCfg mem_split_cfg(const MemCfg* m, int R) {  // the MemCfg a CTA of the split runs (R = 1: m itself)
+    MemCfg s = *m;
+    s.dm /= R;
+    s.nP /= R;
+    return s;
+}
+// floats in each half of the exchange buffer: the largest set of partials of one cl_reduce (mem_read_forward_gpu's
+// three (n, d) products and x xk^T; n up to mem_rows)
+static int mem_split_xn(const MemCfg* m, int b) {
+    size_t n = mem_rows(m, b);
+    return (int)(3 * carve_al(n * m->d) + carve_al(n * n) + 8);
+}
+// The split's CTAs: each (sequence, head) runs through all its chunks in one go, so the grid must fit the GPU in one
+// wave. With nbh R CTAs on nsm SMs that takes c = ceil(nbh R / nsm) CTAs per SM (1, 2 or 4), each of MEM_THREADS / c
+// threads (at most 128 registers each: a CTA of 512 fills an SM's registers) and 1/c of the SM's shared memory
+// (*bytes: the dynamic part). MIRAS_MEM_THREADS=N overrides the threads (for the emulator's checks of 128 and 256).
+static int mem_split_shape(int nbh, int R, size_t* bytes) {
+    static int nsm = 0, smem = 0;  // SMs; shared memory per SM (H100, H200: 228 KB)
+    if (!nsm) {
+        cudaCheck(cudaDeviceGetAttribute(&nsm, cudaDevAttrMultiProcessorCount, g_device));
+        cudaCheck(cudaDeviceGetAttribute(&smem, cudaDevAttrMaxSharedMemoryPerMultiprocessor, g_device));
+    }
+    int c = 1;
+    while (c < 4 && (size_t)nbh * R > (size_t)c * nsm) c *= 2;
+    int nt = MEM_THREADS / c;
+    const char* s = getenv("MIRAS_MEM_THREADS");
+    if (s) {
+        nt = atoi(s);
+        if (nt < 64 || nt > MEM_THREADS || nt % 32)
+            DIE("MIRAS_MEM_THREADS=N threads per CTA of the split memory kernels, a multiple of 32 in 64..512",
+                "bad MIRAS_MEM_THREADS=%s", s);
+        c = MEM_THREADS / nt;
+    }
+    size_t per = (size_t)smem / c;  // less 1 KB reserved per CTA and its static shared memory (MemChunkGpu, MemCfg)
+    per = per > 3072 ? per - 3072 : 0;
+    if (per < *bytes) *bytes = per;
+    return nt;
+}
+// one launch of a generic memory kernel (or the decoder's) with nt threads per block: split (R > 1), as clusters of R
+template <class Args>
+static void mem_kernel_launch(void (*k)(Args), const Args& A, int R, int nbh, size_t smem, int nt) {
+    if (R <= 1) {
+        k<<<nbh, nt, smem, g_stream>>>(A);
+        return;
+    }
+    cudaLaunchConfig_t cfg;
+    memset(&cfg, 0, sizeof cfg);
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeClusterDimension;
+    at[0].val.clusterDim.x = R;
+    at[0].val.clusterDim.y = 1;
+    at[0].val.clusterDim.z = 1;
+    cfg.gridDim = dim3(nbh * R);
+    cfg.blockDim = dim3(nt);
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = g_stream;
+    cfg.attrs = at;
+    cfg.numAttrs = 1;
+    cudaCheck(cudaLaunchKernelEx(&cfg, k, A));
+}
 static size_t mem_smem_bytes(void) {
     static int optin = -1;
     if (optin < 0) {
@@ -5354,13 +5611,17 @@ static void mem_forward_launch(MemArgs A, int nbh) {
         return;
     }
     A.tc = mem_tc_of(A);
+    MemCfg ms = mem_split_cfg(&A.m, A.R > 1 ? A.R : 1);  // (split: a CTA's slice)
+    size_t xb = A.R > 1 ? 2 * (size_t)A.xn * sizeof(real) : 0;  // (split: the exchange buffer after the plan's)
+    size_t room = mem_smem_bytes();
+    int nt = A.R > 1 ? mem_split_shape(nbh, A.R, &room) : MEM_THREADS;
     if (A.ver == 0 || A.ver >= 3)
-        A.sm = mem_smem_plan(&A.m, A.b, 1, mem_smem_bytes());
+        A.sm = mem_smem_plan(&ms, A.b, 1, room > xb ? room - xb : 0);
     else
         A.sm.n = A.sm.floats = 0;
-    size_t sb = (size_t)A.sm.floats * sizeof(real);
+    size_t sb = (size_t)A.sm.floats * sizeof(real) + xb;
     cudaCheck(cudaFuncSetAttribute(memory_forward_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sb));
-    memory_forward_kernel<<<nbh, MEM_THREADS, sb, g_stream>>>(A);
+    mem_kernel_launch(memory_forward_kernel, A, A.R, nbh, sb, nt);
     KCHECK("memory_forward");
 }
 static void mem_backward_launch(MemArgs A, int nbh) {
@@ -5393,13 +5654,17 @@ static void mem_backward_launch(MemArgs A, int nbh) {
         return;
     }
     A.tc = mem_tc_of(A);
+    MemCfg ms = mem_split_cfg(&A.m, A.R > 1 ? A.R : 1);  // (split: a CTA's slice)
+    size_t xb = A.R > 1 ? 2 * (size_t)A.xn * sizeof(real) : 0;  // (split: the exchange buffer after the plan's)
+    size_t room = mem_smem_bytes();
+    int nt = A.R > 1 ? mem_split_shape(nbh, A.R, &room) : MEM_THREADS;
     if (A.ver == 0 || A.ver >= 3)
-        A.sm = mem_smem_plan(&A.m, A.b, 0, mem_smem_bytes());
+        A.sm = mem_smem_plan(&ms, A.b, 0, room > xb ? room - xb : 0);
     else
         A.sm.n = A.sm.floats = 0;
-    size_t sb = (size_t)A.sm.floats * sizeof(real);
+    size_t sb = (size_t)A.sm.floats * sizeof(real) + xb;
     cudaCheck(cudaFuncSetAttribute(memory_backward_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sb));
-    memory_backward_kernel<<<nbh, MEM_THREADS, sb, g_stream>>>(A);
+    mem_kernel_launch(memory_backward_kernel, A, A.R, nbh, sb, nt);
     KCHECK("memory_backward");
 }
 // sum over the batch in a fixed order (a thread per element of P_0 and the LN affine)
@@ -5441,6 +5706,7 @@ typedef struct {
     // segment buffers, (B, H, mem_ck - 1, nP) each, else NULL
     real *mem_P, *mem_S;
     int mem_ck;
+    int mem_R;  // the memory kernels' cluster split (MemArgs.R; g_mem_split where mem_split_ok, else 1)
     real *mem_Pw, *mem_Sw;
     real* mem_dbh;  // (B, H, nP + 2d) per-sequence gradients of P_0 and the memory LN, summed over B after
     // (L, B, H, T, TOK_AUX) the b = 1 token kernels' forward values for the backward, or NULL
@@ -5660,12 +5926,19 @@ static void model_alloc_acts_gpu(ModelGpu* M, int B, int T) {
         M->mem_aux = (real*)dmalloc((size_t)c->L * N * c->H * TOK_AUX * sizeof(real));
         M->mem_gpart = (real*)dmalloc(N * c->H * TOK_R * TOK_GP * sizeof(real));
     }
-    int nb = B * c->H;
+    // the chunk scratches, one per block: split, R per (sequence, head), each carved for its slice of dm
+    M->mem_R = g_mem_split > 1 && c->arch != ARCH_MAC && mem_split_ok(&M->mem, g_mem_split) ? g_mem_split : 1;
+    static int said_split = 0;
+    if (M->mem_R > 1 && !said_split++ && g_rank == 0)
+        printf("memory: split over clusters of %d CTAs per (sequence, head), %d hidden units each (MIRAS_MEM_SPLIT)\n",
+               M->mem_R, M->mem.dm / M->mem_R);
+    int nb = B * c->H * M->mem_R;
+    MemCfg ms = mem_split_cfg(&M->mem, M->mem_R);
     MemChunkGpu tmp;
-    size_t per = memchunk_carve_model_gpu(&tmp, NULL, &M->mem, c->b);
+    size_t per = memchunk_carve_model_gpu(&tmp, NULL, &ms, c->b);
     M->chunk_memory = (real*)dmalloc((size_t)nb * per * sizeof(real));
     MemChunkGpu* hc = (MemChunkGpu*)xmalloc((size_t)nb * sizeof(MemChunkGpu));
-    for (int i = 0; i < nb; i++) memchunk_carve_model_gpu(&hc[i], M->chunk_memory + (size_t)i * per, &M->mem, c->b);
+    for (int i = 0; i < nb; i++) memchunk_carve_model_gpu(&hc[i], M->chunk_memory + (size_t)i * per, &ms, c->b);
     M->chunks = (MemChunkGpu*)dmalloc((size_t)nb * sizeof(MemChunkGpu));
     h2d(M->chunks, hc, (size_t)nb * sizeof(MemChunkGpu));
     free(hc);
@@ -5764,6 +6037,8 @@ static MemArgs mem_args(ModelGpu* M, int l) {
     A.lng = M->mem.ln ? M->params.mem_ln_g + ml * H * d : NULL;
     A.lnb = M->mem.ln ? M->params.mem_ln_b + ml * H * d : NULL;
     A.chunks = M->chunks;
+    A.R = M->mem_R;
+    A.xn = mem_split_xn(&M->mem, c->b);
     A.dy = g->y + oD;
     A.dq = g->q + oD;
     A.dk = g->k + oD;
@@ -7220,6 +7495,9 @@ typedef struct {
     int ph_cap;
     size_t ph_necap;
     MemSmem sm;  // decoder_memory_kernel's chunk scratch in shared memory (mem_smem_plan)
+    // the cluster split (MIRAS_MEM_SPLIT, as the parallel forward's): R CTAs per head (chunks: H R scratches carved
+    // for the slices; each head's P, S hold CTA r's slice at r nP / R); nt threads each; xn the exchange buffer's half
+    int R, nt, xn;
     // CUDA graphs (decoder_use_graphs): the step's work on its own stream, one graph per chunk phase pos % b
     cudaStream_t stream;
     cudaGraphExec_t* graphs;  // (b), NULL entries until captured; NULL without graphs
@@ -7237,44 +7515,55 @@ typedef struct {
     const real* p0;  // this layer's P_0 (H, nP): the anchored retention's anchor
     MemSmem sm;  // the chunk scratch in shared memory and the products' precision, as memory_forward_kernel's
     int tc;
+    int R, xn;  // the cluster split (MemArgs.R, .xn): R CTAs per head, each with its slice of P, S, Pn, Sn
 } DecArgs;
 
-// one block per head: append this token's row to the partial chunk, re-run the chunk, keep its last row
+// one block per head: append this token's row to the partial chunk, re-run the chunk, keep its last row. Split
+// (A.R > 1): a cluster of R CTAs per head, each with its slice of the state (as memory_forward_kernel's); the first
+// appends the row and writes y, every CTA reads the rows
 __global__ void __launch_bounds__(MEM_THREADS) decoder_memory_kernel(DecArgs A) {
     __shared__ MemChunkGpu c;
     __shared__ MemCfg m;
+    int R = A.R > 1 ? A.R : 1, r = blockIdx.x % R, h = blockIdx.x / R;  // r: the CTA's rank in its cluster
     if (threadIdx.x == 0) {
         c = A.chunks[blockIdx.x];
         m = A.m;
         mem_smem_apply(&c, &A.sm);
-        c.p0 = m.anchor ? A.p0 + (size_t)blockIdx.x * m.nP : NULL;
+        c.p0 = m.anchor ? A.p0 + (size_t)h * m.nP : NULL;
+        if (R > 1) mem_split_setup(&c, &m, R, A.xn, A.sm.floats);
         mem_tc = A.tc;
     }
     __syncthreads();
-    int h = blockIdx.x, d = m.d, nP = m.nP, rw = A.rw, ew = m.cw ? d : 1, n = A.cnt + 1, w = m.omega, nh = A.nh,
+    int d = m.d, nP = A.m.nP, nPr = m.nP, rw = A.rw, ew = m.cw ? d : 1, n = A.cnt + 1, w = m.omega, nh = A.nh,
         din = m.din, fo = rw - (w > 1 ? w : 0) - 2 * din;  // fo: poly's features' place in a row
+    if (R > 1 && m.anchor) cl_slice((real*)A.p0 + (size_t)h * nP, c.p0s, &A.m, R, r, 1);
     // this token's row (after the nh halo rows): q, k, v, a, theta, eta, delta (poly's features of q, k; gamma)
     real* part = A.part + (size_t)h * mem_rows(&m, A.b) * rw;
     real* row = part + (size_t)(nh + A.cnt) * rw;
-    FOR(i, d) {
-        row[i] = A.q[h * d + i];
-        row[d + i] = A.k[h * d + i];
-        row[2 * d + i] = A.v[h * d + i];
-    }
-    if (threadIdx.x == 0) {
-        row[3 * d] = A.ga[h];
-        row[3 * d + 1] = A.gth[h];
-    }
-    FOR(i, ew) {
-        row[3 * d + 2 + i] = A.geta[h * ew + i];
-        if (m.bias == BIAS_HUBER) row[3 * d + 2 + ew + i] = A.gdel[h * ew + i];
-    }
-    if (w > 1) FOR(o, w) row[rw - w + o] = A.ggam[h * w + o];
-    if (m.poly) FOR(i, din) {
-            row[fo + i] = A.qf[(size_t)h * din + i];
-            row[fo + din + i] = A.kf[(size_t)h * din + i];
+    if (r == 0) {
+        FOR(i, d) {
+            row[i] = A.q[h * d + i];
+            row[d + i] = A.k[h * d + i];
+            row[2 * d + i] = A.v[h * d + i];
         }
-    __syncthreads();
+        if (threadIdx.x == 0) {
+            row[3 * d] = A.ga[h];
+            row[3 * d + 1] = A.gth[h];
+        }
+        FOR(i, ew) {
+            row[3 * d + 2 + i] = A.geta[h * ew + i];
+            if (m.bias == BIAS_HUBER) row[3 * d + 2 + ew + i] = A.gdel[h * ew + i];
+        }
+        if (w > 1) FOR(o, w) row[rw - w + o] = A.ggam[h * w + o];
+        if (m.poly) FOR(i, din) {
+                row[fo + i] = A.qf[(size_t)h * din + i];
+                row[fo + din + i] = A.kf[(size_t)h * din + i];
+            }
+    }
+    if (R > 1)
+        cg::this_cluster().sync();  // (the row written: every CTA of the cluster reads it)
+    else
+        __syncthreads();
     n += nh;
     FOR(e, n * d) {  // chunk_set_row of rows 0..n-1 (omega: the halo's, then the chunk's; poly: the raw q, k in qr, kr)
         int t = e / d, i = e % d;
@@ -7309,25 +7598,32 @@ __global__ void __launch_bounds__(MEM_THREADS) decoder_memory_kernel(DecArgs A) 
         }
     }
     __syncthreads();
-    real* P = A.P + (size_t)h * nP;
-    real* S = A.S + (size_t)h * nP;
+    size_t so = (size_t)h * nP + (size_t)r * nPr;  // (split: CTA r's slice of head h's state)
+    real* P = A.P + so;
+    real* S = A.S + so;
     int full = n - nh == A.b;
-    real* Pn = A.Pn + (size_t)h * nP;
-    real* Sn = A.Sn + (size_t)h * nP;
+    real* Pn = A.Pn + so;
+    real* Sn = A.Sn + so;
     mem_step_forward_gpu(&m, &c, n, P, S, full ? Pn : NULL, full ? Sn : NULL, m.ln ? A.lng + (size_t)h * d : NULL,
                          m.ln ? A.lnb + (size_t)h * d : NULL);
-    FOR(i, d) A.y[h * d + i] = c.y[(size_t)(n - 1) * d + i];
+    if (r == 0) FOR(i, d) A.y[h * d + i] = c.y[(size_t)(n - 1) * d + i];
     if (full) {
-        block_copy(P, Pn, nP);
-        if (mem_carries_S_gpu(&m)) block_copy(S, Sn, nP);
+        block_copy(P, Pn, nPr);
+        if (mem_carries_S_gpu(&m)) block_copy(S, Sn, nPr);
     }
-    if (full && w > 1) {  // omega: the chunk's last c-1 rows become the next chunk's halo (row by row, upwards: a
-        int keep = n < w - 1 ? n : w - 1;  // row's source is below every row written before it)
-        for (int r = 0; r < keep; r++) {
-            FOR(i, rw) part[(size_t)r * rw + i] = part[(size_t)(n - keep + r) * rw + i];
+    if (R > 1) cg::this_cluster().sync();  // (every CTA has read the rows; none exits while its buffer may be read)
+    if (full && w > 1 && r == 0) {  // omega: the chunk's last c-1 rows become the next chunk's halo (row by row,
+        int keep = n < w - 1 ? n : w - 1;  // upwards: a row's source is below every row written before it)
+        for (int j = 0; j < keep; j++) {
+            FOR(i, rw) part[(size_t)j * rw + i] = part[(size_t)(n - keep + j) * rw + i];
             __syncthreads();
         }
     }
+}
+// CTA r's slices of each head's whole state (cl_slice), in place of (H, nP) whole states (the decoder's split P_0)
+__global__ void mem_slice_kernel(real* dst, const real* src, MemCfg m, int R) {
+    int h = blockIdx.x / R, r = blockIdx.x % R;
+    cl_slice((real*)src + (size_t)h * m.nP, dst + (size_t)h * m.nP + (size_t)r * (m.nP / R), &m, R, r, 1);
 }
 
 // the phi* memory, one token (train_miras.c's phi_dec_head): one block per head; the token's row appended to the
@@ -7429,17 +7725,28 @@ static void decoder_init_gpu(DecoderGpu* dec, ModelGpu* M) {
     dec->Pn = (real*)dmalloc((size_t)c->H * m->nP * sizeof(real));
     dec->Sn = (real*)dmalloc((size_t)c->H * m->nP * sizeof(real));
     dec->part = (real*)dmalloc(LH * mem_rows(m, c->b) * decoder_row_width(m) * sizeof(real));  // (omega: + the halo)
+    // the chunk scratches: one per head, or R per head carved for the slices (split, as the parallel forward's)
+    dec->R = g_mem_split > 1 && c->arch != ARCH_MAC && mem_split_ok(m, g_mem_split) ? g_mem_split : 1;
+    MemCfg ms = mem_split_cfg(m, dec->R);
+    int nc = c->H * dec->R;
     MemChunkGpu tmp;
-    size_t per = memchunk_carve_model_gpu(&tmp, NULL, m, c->b);
-    dec->chunk_memory = (real*)dmalloc((size_t)c->H * per * sizeof(real));
-    MemChunkGpu* hc = (MemChunkGpu*)xmalloc((size_t)c->H * sizeof(MemChunkGpu));
-    for (int h = 0; h < c->H; h++) memchunk_carve_model_gpu(&hc[h], dec->chunk_memory + (size_t)h * per, m, c->b);
-    dec->chunks = (MemChunkGpu*)dmalloc((size_t)c->H * sizeof(MemChunkGpu));
-    h2d(dec->chunks, hc, (size_t)c->H * sizeof(MemChunkGpu));
+    size_t per = memchunk_carve_model_gpu(&tmp, NULL, &ms, c->b);
+    dec->chunk_memory = (real*)dmalloc((size_t)nc * per * sizeof(real));
+    MemChunkGpu* hc = (MemChunkGpu*)xmalloc((size_t)nc * sizeof(MemChunkGpu));
+    for (int i = 0; i < nc; i++) memchunk_carve_model_gpu(&hc[i], dec->chunk_memory + (size_t)i * per, &ms, c->b);
+    dec->chunks = (MemChunkGpu*)dmalloc((size_t)nc * sizeof(MemChunkGpu));
+    h2d(dec->chunks, hc, (size_t)nc * sizeof(MemChunkGpu));
     free(hc);
-    dec->sm = mem_smem_plan(m, c->b, 1, mem_smem_bytes());  // decoder_memory_kernel's, as the parallel forward's
+    size_t room = mem_smem_bytes(), xb = 0;
+    dec->nt = MEM_THREADS;
+    if (dec->R > 1) {
+        dec->xn = mem_split_xn(m, c->b);
+        xb = 2 * (size_t)dec->xn * sizeof(real);
+        dec->nt = mem_split_shape(c->H, dec->R, &room);
+    }
+    dec->sm = mem_smem_plan(&ms, c->b, 1, room > xb ? room - xb : 0);  // decoder_memory_kernel's, as the forward's
     cudaCheck(cudaFuncSetAttribute(decoder_memory_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                   dec->sm.floats * (int)sizeof(real)));
+                                   dec->sm.floats * (int)sizeof(real) + (int)xb));
     if (c->lattice) {  // Lattice: S_0 = I per head of each memory layer
         real* I = (real*)calloc((size_t)c->H * m->nP, sizeof(real));
         for (int h = 0; h < c->H; h++) lattice_identity(I + (size_t)h * m->nP, m->d);
@@ -7448,7 +7755,12 @@ static void decoder_init_gpu(DecoderGpu* dec, ModelGpu* M) {
         free(I);
     }
     for (int l = 0; l < c->L; l++)
-        if (M->hm->mlayer[l] >= 0 && !c->lattice)  // P_0 of each memory layer
+        if (M->hm->mlayer[l] >= 0 && !c->lattice && dec->R > 1) {  // P_0 of each memory layer (split: sliced)
+            mem_slice_kernel<<<c->H * dec->R, 256, 0, g_stream>>>(
+                dec->P + (size_t)l * c->H * m->nP, M->params.mem_p0 + (size_t)M->hm->mlayer[l] * c->H * m->nP, *m,
+                dec->R);
+            KCHECK("mem_slice");
+        } else if (M->hm->mlayer[l] >= 0 && !c->lattice)
             d2d(dec->P + (size_t)l * c->H * m->nP, M->params.mem_p0 + (size_t)M->hm->mlayer[l] * c->H * m->nP,
                 (size_t)c->H * m->nP * sizeof(real));
     dec->kvcap = 64;
@@ -7674,7 +7986,10 @@ static void decoder_mixer_gpu(DecoderGpu* dec, int l, const real* u, int pos, re
         A.p0 = p->mem_p0 + ml * H * nP;
         A.tc = g_mem_tc;  // (the parallel forward's: the same chunk products, on the tensor cores)
         A.sm = dec->sm;
-        decoder_memory_kernel<<<H, MEM_THREADS, (size_t)A.sm.floats * sizeof(real), g_stream>>>(A);
+        A.R = dec->R;
+        A.xn = dec->xn;
+        size_t sb = (size_t)A.sm.floats * sizeof(real) + (A.R > 1 ? 2 * (size_t)A.xn * sizeof(real) : 0);
+        mem_kernel_launch(decoder_memory_kernel, A, A.R, H, sb, dec->nt);
         KCHECK("decoder_memory");
     }
     rmsnorm_forward_gpu(a->yn, a->yrstd, a->y, p->rmsh_w + ml * D, 1, H, d);
@@ -8029,7 +8344,8 @@ static int decode_test(const char* in) {
         real* seq = (real*)xmalloc((size_t)T * Vp * sizeof(real));
         for (int t = 0; t < T; t++) memcpy(seq + (size_t)t * Vp, decoder_step_gpu(&dec, tok[t]), Vp * sizeof(real));
         double err = relerr_rr(seq, par, (size_t)T * Vp);
-        printf("  decode T=%d: err %.2e\n", T, err);
+        printf("  decode T=%d: err %.2e%s\n", T, err,
+               dec.R > 1 ? " (the memory split over clusters: MIRAS_MEM_SPLIT)" : "");
         if (err > worst || !(err == err)) {
             worst = err == err ? err : INFINITY;
             worst_T = T;

@@ -4,7 +4,8 @@
 //   v1   the kernels as of commit 40ecc0d (dev/cuda/memlab_v1.cuh, frozen): a warp per output of the small
 //        products, everything in global memory
 //   v2+  train_miras.cu's kernels as they are now (mem_forward_launch / mem_backward_launch), with the
-//        versions it offers (MemArgs.ver; see train_miras.cu section 3)
+//        versions it offers (MemArgs.ver; see train_miras.cu section 3); v19, v20 split each (sequence, head) over
+//        a cluster of -S CTAs (MemArgs.R, default 4), with chunk scratches carved for the slices
 // Checks: norm-relative error |gpu - cpu| / |cpu| of y, dq, dk, dv, the gate gradients, dP_0 (and the LN affine)
 // over the (sequence, head) pairs the CPU computes (-c; the first and the last by default); outputs are poisoned
 // with NaN before every run, and a NaN fails. Timing: one warm-up, the median of -r runs.
@@ -214,15 +215,15 @@ static double relerr(const real* g, const real* c, const std::vector<size_t>& id
 struct Result { const char* name; double fwd_ms, bwd_ms, err; };
 
 int main(int argc, char** argv) {
-    const char* preset = "titans"; int B = 4, H = 12, T = 4096, d = 64, E = 4, b = -1, R = 0, reps = 5, ncheck = 2, only = 0, xcond = 0, phase = 0;
+    const char* preset = "titans"; int B = 4, H = 12, T = 4096, d = 64, E = 4, b = -1, R = 0, reps = 5, ncheck = 2, only = 0, xcond = 0, phase = 0, split = 4;
     for (int i = 1; i + 1 < argc; i += 2) {
         const char* f = argv[i]; const char* v = argv[i + 1];
         if (!strcmp(f, "-p")) preset = v; else if (!strcmp(f, "-B")) B = atoi(v); else if (!strcmp(f, "-H")) H = atoi(v);
         else if (!strcmp(f, "-T")) T = atoi(v); else if (!strcmp(f, "-d")) d = atoi(v); else if (!strcmp(f, "-E")) E = atoi(v);
         else if (!strcmp(f, "-k")) b = atoi(v); else if (!strcmp(f, "-R")) R = atoi(v); else if (!strcmp(f, "-r")) reps = atoi(v);
         else if (!strcmp(f, "-c")) ncheck = atoi(v); else if (!strcmp(f, "-v")) only = atoi(v); else if (!strcmp(f, "-x")) xcond = atoi(v);
-        else if (!strcmp(f, "-P")) phase = atoi(v);
-        else { fprintf(stderr, "usage: memlab [-p preset] [-B -H -T -d -E -k chunk -R gate_rank] [-r reps] [-c pairs checked] [-v only this version] [-P 1 barrier timing (make memlab_phase)]\n"); return 1; }
+        else if (!strcmp(f, "-P")) phase = atoi(v); else if (!strcmp(f, "-S")) split = atoi(v);
+        else { fprintf(stderr, "usage: memlab [-p preset] [-B -H -T -d -E -k chunk -R gate_rank] [-r reps] [-c pairs checked] [-v only this version] [-P 1 barrier timing (make memlab_phase)] [-S CTAs per (sequence, head) of v19, v20: 2, 4, 8]\n"); return 1; }
     }
     Config cf; memset(&cf, 0, sizeof cf);
     if (!preset_config(&cf, preset)) { fprintf(stderr, "unknown preset %s (%s)\n", preset, PRESETS); return 1; }
@@ -371,11 +372,27 @@ int main(int argc, char** argv) {
         if (ver == 5) continue;   // retired: folded into 6 (its numbers: memlab_notes.md, run 3)
         MemArgs A = lab_args<MemArgs>(L, G); A.ver = ver; A.aux = G.aux; A.gpart = G.gpart;
         if (ver >= 9 && ver <= 12 && !mem_wy_ok(A)) { if (only) printf("v%d   skipped: the WY kernels take the b = 1 delta rule with scalar eta at d = %d (deltanet, gated_deltanet)\n", ver, TOK_D); continue; }
+        int R = ver >= 19 ? split : 1;   // v19, v20: the cluster split, -S CTAs per (sequence, head), each its chunk scratch
+        if (R > 1 && !mem_split_ok((const MemCfg*)&L.m, R)) { if (only) printf("v%d   skipped: the cluster split takes deep memories without retention, Muon or poly, dm %% %d == 0 (-S %d)\n", ver, 8 * R, R); continue; }
+        Dev GS = G;
+        if (R > 1) {
+            MemCfg ms = mem_split_cfg((const MemCfg*)&L.m, R); MemChunkGpu tmp; size_t per = memchunk_carve_model_gpu(&tmp, NULL, &ms, L.b);
+            GS.chunk_memory = (real*)dmalloc((size_t)nb * R * per * sizeof(real));
+            std::vector<MemChunkGpu> hc(nb * R);
+            for (int i = 0; i < nb * R; i++) memchunk_carve_model_gpu(&hc[i], GS.chunk_memory + (size_t)i * per, &ms, L.b);
+            GS.chunks = dmalloc((size_t)nb * R * sizeof(MemChunkGpu)); h2d(GS.chunks, hc.data(), (size_t)nb * R * sizeof(MemChunkGpu));
+            A.chunks = (MemChunkGpu*)GS.chunks; A.R = R; A.xn = mem_split_xn((const MemCfg*)&L.m, L.b);
+            size_t room = mem_smem_bytes(); int nt = mem_split_shape(nb, R, &room);
+            MemSmem f = mem_smem_plan(&ms, L.b, 1, room - 8 * A.xn), bw = mem_smem_plan(&ms, L.b, 0, room - 8 * A.xn);
+            printf("v%d   split: clusters of %d CTAs per (sequence, head), %d hidden units and %d threads each; shared memory per CTA: forward %.1f KB (%d arrays), backward %.1f KB (%d arrays), + %.1f KB exchange buffer\n",
+                   ver, R, ms.dm, nt, f.floats * 4 / 1024.0, f.n, bw.floats * 4 / 1024.0, bw.n, 8 * A.xn / 1024.0);
+        }
         char* name = (char*)malloc(8); snprintf(name, 8, "v%d", ver);
         run_version(name, [&]() { mem_forward_launch(A, nb); }, [&]() { mem_backward_launch(A, nb); });
+        if (R > 1) { dfree(GS.chunk_memory); dfree(GS.chunks); }
     }
     printf("\n%-8s %10s %10s %12s   (%s, B=%d H=%d T=%d d=%d dm=%d b=%d)\n", "version", "fwd ms", "bwd ms", "max rel err", preset, B, H, T, d, L.m.dm, L.b);
-    // tolerances: fp32 versions 1e-3; the TF32 ones (v7, v11-v13, v15, v17: MEM_VER_TC & 3 == 1; 10-bit mantissas, chained through the chunks) 5e-2
+    // tolerances: fp32 versions 1e-3; the TF32 ones (v7, v11-v13, v15, v17, v19: MEM_VER_TC & 3 == 1; 10-bit mantissas, chained through the chunks) 5e-2
     auto tol = [](const Result& r) { int v = atoi(r.name + 1); return v > 0 && v <= MEM_VERSIONS && (MEM_VER_TC[v] & 3) == 1 ? 5e-2 : 1e-3; };
     for (auto& r : res) printf("%-8s %10.3f %10.3f %12.2e%s\n", r.name, r.fwd_ms, r.bwd_ms, r.err, std::isfinite(r.err) && r.err < tol(r) ? "" : "  FAIL");
     int bad = 0; for (auto& r : res) bad += !(std::isfinite(r.err) && r.err < tol(r));

@@ -61,25 +61,33 @@ tail -n 7 "$LAB" | while read -r l; do say "  $l"; done
 say "t = $((SECONDS - S)) s"
 fi
 
-# 0. the lab versions under test (LAB_V, default "7 13 15 17") on the deep presets: checked against the CPU at T = 256,
-# timed at T = 4096; and version 7 of the carried build/memlab_base (device_prep.sh: memlab built from an earlier commit) as the same
-# run's baseline; then titans' whole step with MIRAS_MEM_TC=5, 13 and 29 (v13's, v15's, v17's products) beside part 4's
-# default (v7's)
+# 0. the lab versions under test (LAB_V, default "7 15 17 19") on the deep presets: checked against the CPU at T = 256,
+# timed at T = 4096; v19 (the cluster split, 4 CTAs per (sequence, head)) also with -S 2; version 7 of the carried
+# build/memlab_base (device_prep.sh: memlab built from an earlier commit) as the same run's baseline; then titans'
+# whole step with the split (MIRAS_MEM_SPLIT=4, 2; and 4 with v17's products) and with MIRAS_MEM_TC=13 and 29 (v15's,
+# v17's products) beside part 4's default (v7's)
 if part 0; then
     for p in titans ttt_mlp yaad moneta memora; do
         step 60 ./memlab -p $p -T 256 -r 1 -c 2 > "$W/lab0_check.log" 2>&1; say "memlab $p T=256, checked (rc $?):"
-        for v in ${LAB_V:-7 13 15 17}; do grep -E "^v$v " "$W/lab0_check.log" | tail -n 1 | while read -r l; do say "  $l"; done; done
+        for v in ${LAB_V:-7 15 17 19} 20; do grep -E "^v$v " "$W/lab0_check.log" | tail -n 1 | while read -r l; do say "  $l"; done; done
+        grep -E "^v19 +split:" "$W/lab0_check.log" | head -n 1 | while read -r l; do say "  $l"; done
         cat "$W/lab0_check.log" >> "$W/lab0.log"
-        for v in ${LAB_V:-7 13 15 17}; do
+        for v in ${LAB_V:-7 15 17 19}; do
             step 40 ./memlab -p $p -r 3 -c 0 -v $v >> "$W/lab0.log" 2>&1; say "memlab $p: $(tail -n 1 "$W/lab0.log")"; done
+        if [ "$p" = titans ]; then
+            step 40 ./memlab -p $p -r 3 -c 0 -v 19 -S 2 >> "$W/lab0.log" 2>&1; say "memlab $p -S 2: $(tail -n 1 "$W/lab0.log")"
+        fi
         if [ -x build/memlab_base ]; then
             step 40 build/memlab_base -p $p -r 3 -c 0 -v 7 >> "$W/lab0.log" 2>&1
             say "memlab_base $p: $(tail -n 1 "$W/lab0.log")"
         fi
     done
-    for tc in 5 13 29; do
-        r=$(MIRAS_MEM_TC=$tc PRESET=titans REF=0 step 60 bash dev/bench_gpu.sh 4 4096 4 2 2>&1 | tee -a "$W/bench.log" | grep -E "^train_miras_cu|failed")
-        say "titans MIRAS_MEM_TC=$tc: ${r:-no result (see bench.log)}"; done
+    for e in "MIRAS_MEM_SPLIT=4" "MIRAS_MEM_SPLIT=2" "MIRAS_MEM_SPLIT=4 MIRAS_MEM_TC=29" "MIRAS_MEM_TC=13" "MIRAS_MEM_TC=29"; do
+        r=$(export $e; PRESET=titans REF=0 step 60 bash dev/bench_gpu.sh 4 4096 4 2 2>&1 | tee -a "$W/bench.log" | grep -E "^train_miras_cu|failed")
+        say "titans $e: ${r:-no result (see bench.log)}"; done
+    for e in "MIRAS_MEM_SPLIT=4" "MIRAS_MEM_SPLIT=8"; do  # decode at B = 1 with the split (part 5: without)
+        (export $e; DECODE=1 REF=0 step 90 bash dev/bench_gpu.sh 1 64 2 2 > "$W/decode_split.log" 2>&1)
+        grep -E "^decode" "$W/decode_split.log" | while read -r l; do say "titans -f 2 $e: $l"; done; done
     say "t = $((SECONDS - S)) s"
 fi
 

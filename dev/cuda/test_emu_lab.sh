@@ -3,7 +3,8 @@
 # built for dev/cuda/emu, for the SIMT products (v4), the tensor-core TF32 products (v7) and 3xTF32 (v8), at shapes
 # with whole and partial 16 x 8 tiles; and the WY chunk kernels of the b = 1 delta rule (v9 the single kernels, v10 the
 # split ones, 3xTF32; v11 the split in TF32, v12 with T = (I + L)^-1) over two whole chunks of 64 tokens and a partial
-# one; v15, v16 (k in quads) at the first two shapes, v17, v18 (split K) at the first; v13-v18 at titans' width. One check per (shape, version): the norm-relative error of y and every
+# one; v15, v16 (k in quads) at the first two shapes, v17, v18 (split K) at the first; v13-v20 at titans' width; v19,
+# v20 (the cluster split) at 5 more shapes and settings. One check per (shape, version): the norm-relative error of y and every
 # gradient against the CPU's chunk functions within memlab's tolerance (1e-3; v7 5e-2); a NaN or an unwritten output
 # fails (memlab poisons the outputs). Then thread block clusters (dev/cuda/cluster_check.cu): the emulator's clusters
 # give the right sums through distributed shared memory at 4 shapes, and both planted mistakes fail (a missing
@@ -14,7 +15,7 @@ set -u
 cd "$(dirname "$0")/../.."
 pass=0; fail=0
 for t in g++ python3; do
-    command -v $t >/dev/null || { echo "# 37 check(s) skipped: no $t (the emulator build needs g++ and python3)"; echo "0 passed, 0 failed"; exit 0; }
+    command -v $t >/dev/null || { echo "# 46 check(s) skipped: no $t (the emulator build needs g++ and python3)"; echo "0 passed, 0 failed"; exit 0; }
 done
 configs=(
   "-p titans -d 16 -E 4 -k 16 -T 48"        # whole tiles: n = 16, d = 16, dm = 64
@@ -35,6 +36,31 @@ for r in "${runs[@]}"; do
         echo "ok - memlab on the emulator, $c, v$v: max rel err $(echo "$row" | awk '{print $4}')"; pass=$((pass + 1))
     else
         echo "not ok - memlab on the emulator, $c, v$v (exit $rc): ${row:-$(printf '%s\n' "$out" | tail -n 3)}"; fail=$((fail + 1))
+    fi
+done
+# v19, v20 (v17's, v18's products with the deep memory split over a cluster of CTAs per (sequence, head), each with a
+# slice of dm, partial sums added through distributed shared memory): within tolerance against the CPU, and the split
+# taken (memlab prints its shape; without that line these checks could pass on an unsplit path); whole and partial
+# tiles (dm / 4 = 16, 8 and 24, a partial last chunk; dm / 4 < d: mem_update_backward's gx rows are wider than the
+# slice), momentum, gd, Huber, 2 CTAs, 128 threads per CTA
+sruns=(
+  "19|4||${configs[0]}"
+  "20|4||${configs[0]}"
+  "20|4||-p titans -d 16 -E 2 -k 5 -T 23"
+  "20|4||-p titans -d 48 -E 2 -k 7 -T 19"
+  "20|4||-p yaad -d 16 -E 2 -k 5 -T 23"
+  "20|4||-p ttt_mlp -d 16 -E 2 -k 5 -T 23"
+  "20|2|MIRAS_MEM_THREADS=128|${configs[0]}"
+)
+for r in "${sruns[@]}"; do
+    IFS='|' read -r v S e c <<< "$r"
+    out=$(env $e bash dev/cuda/memlab_emu.sh $c -B 1 -H 2 -r 1 -v $v -S $S 2>&1); rc=$?
+    row=$(printf '%s\n' "$out" | grep -E "^v$v +[0-9.]+ +[0-9.]+ " | tail -n 1)
+    sp=$(printf '%s\n' "$out" | grep -E "^v$v +split: clusters of $S CTAs" | head -n 1)
+    if [ $rc -eq 0 ] && [ -n "$row" ] && ! printf '%s' "$row" | grep -q FAIL && [ -n "$sp" ]; then
+        echo "ok - memlab on the emulator, $c $e, v$v split: max rel err $(echo "$row" | awk '{print $4}'); ${sp#*split: }"; pass=$((pass + 1))
+    else
+        echo "not ok - memlab on the emulator, $c $e, v$v split over $S (exit $rc): ${row:-$(printf '%s\n' "$out" | tail -n 3)}; ${sp:-the split did not run}"; fail=$((fail + 1))
     fi
 done
 # v13-v18 (v7's and v8's products in 16 x 16 warp tiles, where a product has at least one per warp: titans' own
@@ -59,6 +85,14 @@ for pr in "13 7" "14 8" "15 -" "16 -" "17 -" "18 -"; do
         echo "not ok - memlab on the emulator, titans d=64 dm=256, v$1 (exit $rc): ${row:-no row}; ${eq:-outputs not equal to those of v$2}; ${cnt:-no wide-tile count}"
         fail=$((fail + 1))
     fi
+done
+# and v19, v20 (the split, 4 CTAs of 64 hidden units) at titans' width, from the same run
+for v in 19 20; do
+    row=$(printf '%s\n' "$out" | grep -E "^v$v +[0-9.]+ +[0-9.]+ " | tail -n 1)
+    sp=$(printf '%s\n' "$out" | grep -E "^v$v +split: clusters of 4 CTAs" | head -n 1)
+    if [ $rc -eq 0 ] && [ -n "$row" ] && ! printf '%s' "$row" | grep -q FAIL && [ -n "$sp" ]; then
+        echo "ok - memlab on the emulator, titans d=64 dm=256, v$v split: max rel err $(echo "$row" | awk '{print $4}'); ${sp#*split: }"; pass=$((pass + 1))
+    else echo "not ok - memlab on the emulator, titans d=64 dm=256, v$v split (exit $rc): ${row:-no row}; ${sp:-the split did not run}"; fail=$((fail + 1)); fi
 done
 # the barrier-timing build (memlab -P 1, which a GPU session runs): its table is there and names the chunk functions
 out=$(EMU_PHASE=1 bash dev/cuda/memlab_emu.sh -p titans -B 1 -H 1 -T 48 -d 16 -E 4 -r 1 -v 8 -c 1 -P 1 2>&1); rc=$?

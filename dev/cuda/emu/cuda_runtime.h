@@ -282,11 +282,11 @@ inline cudaError_t cudaMemGetInfo(size_t* fr, size_t* total) {
 inline cudaError_t cudaGetDeviceProperties(cudaDeviceProp* p, int) { snprintf(p->name, sizeof p->name, "CPU emulator (dev/cuda/emu)"); return cudaSuccess; }
 // dynamic shared memory: the launch's size is all there is (no per-kernel limit to raise)
 enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize = 8 };
-enum cudaDeviceAttr { cudaDevAttrMemoryClockRate = 36, cudaDevAttrGlobalMemoryBusWidth = 37, cudaDevAttrMaxSharedMemoryPerBlockOptin = 97 };
+enum cudaDeviceAttr { cudaDevAttrMultiProcessorCount = 16, cudaDevAttrMaxSharedMemoryPerMultiprocessor = 81, cudaDevAttrMemoryClockRate = 36, cudaDevAttrGlobalMemoryBusWidth = 37, cudaDevAttrMaxSharedMemoryPerBlockOptin = 97 };
 template <class F> inline cudaError_t cudaFuncSetAttribute(F, cudaFuncAttribute, int) { return cudaSuccess; }
 // an H100 SXM's values (memory clock in kHz, bus width in bits: 3.35 TB/s), so the trainer's arithmetic on them runs
 inline cudaError_t cudaDeviceGetAttribute(int* v, cudaDeviceAttr a, int) {
-    *v = a == cudaDevAttrMemoryClockRate ? 2619000 : a == cudaDevAttrGlobalMemoryBusWidth ? 5120 : 227 * 1024;
+    *v = a == cudaDevAttrMultiProcessorCount ? 132 : a == cudaDevAttrMaxSharedMemoryPerMultiprocessor ? 233472 : a == cudaDevAttrMemoryClockRate ? 2619000 : a == cudaDevAttrGlobalMemoryBusWidth ? 5120 : 227 * 1024;  // (an H100's or H200's SMs)
     return cudaSuccess;
 }
 // cudaLaunchKernelEx with a cluster dimension (the one launch attribute emulated): the kernel's CTAs in clusters
