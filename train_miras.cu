@@ -1051,6 +1051,7 @@ struct MemChunkGpu : MemChunk {
     // The cluster split (MemArgs.R > 1, section 3's "split"): this CTA's slice of the anchor P_0 (nP of the local
     // MemCfg); the exchange buffer in dynamic shared memory (two halves of xn floats, used in turn: cl_reduce)
     real *p0s, *xch;
+    real* rowv;  // (2 max(dm, d)): the split's per-row values (Memora's softmax over rows that span the slices)
     int R, xt, xn, pad_;  // CTAs per (sequence, head) (1: no split); the half in use; floats per half
 };
 // the rows of a chunk's scratch: b, plus omega's c-1 halo rows
@@ -1073,9 +1074,10 @@ static size_t memchunk_carve_in_gpu(MemChunkGpu* c, real* base, int b, int d, in
     size_t nc = carve_al(5 * (size_t)b);
     c->p0s = p ? p + 2 * nn + nm + nk + nb + nc : NULL;
     c->xch = NULL;
+    c->rowv = p ? p + 2 * nn + nm + nk + nb + nc + carve_al(nP) : NULL;
     c->R = 1;
     c->xt = c->xn = c->pad_ = 0;
-    return n + 2 * nn + nm + nk + nb + nc + carve_al(nP);
+    return n + 2 * nn + nm + nk + nb + nc + carve_al(nP) + carve_al(2 * (size_t)(dm > d ? dm : d));
 }
 static size_t __attribute__((unused)) memchunk_carve_gpu(MemChunkGpu* c, real* base, int b, int d, int dm, int nP) {
     return memchunk_carve_in_gpu(c, base, b, d, d, dm, nP);  // (dev/cuda/memlab.cu's)
@@ -1131,6 +1133,37 @@ MEMFN void cl_reduce(MemChunkGpu* c, const ClPart* p, int k) {
             for (int r = 0; r < R; r++) s += cl.map_shared_rank(x, r)[p[j].off + i];
             p[j].out[i] = (p[j].acc ? p[j].out[i] : 0) + s;
         }
+    __syncthreads();
+    if (threadIdx.x == 0) c->xt ^= 1;
+    __syncthreads();
+}
+// the cluster's sum of a double that every thread of every CTA holds (its CTA's partial), in rank order
+MEMFN double cl_sumd(MemChunkGpu* c, double v) {
+    cg::cluster_group cl = cg::this_cluster();
+    double* x = (double*)cl_buf(c);  // (16-byte aligned)
+    if (threadIdx.x == 0) *x = v;
+    cl.sync();
+    double s = 0;
+    for (int r = 0; r < c->R; r++) s += *cl.map_shared_rank(x, r);
+    __syncthreads();
+    if (threadIdx.x == 0) c->xt ^= 1;
+    __syncthreads();
+    return s;
+}
+// v[0..k) (this CTA's per-row partials, k <= xn) becomes the cluster's max (mx) or sum over the CTAs, in rank order
+MEMFN void cl_rows(MemChunkGpu* c, real* v, int k, int mx) {
+    cg::cluster_group cl = cg::this_cluster();
+    real* x = cl_buf(c);
+    FOR(i, k) x[i] = v[i];
+    cl.sync();
+    FOR(i, k) {
+        real s = mx ? -INFINITY : 0;
+        for (int r = 0; r < c->R; r++) {
+            real o = cl.map_shared_rank(x, r)[i];
+            s = mx ? fmaxf(s, o) : s + o;
+        }
+        v[i] = s;
+    }
     __syncthreads();
     if (threadIdx.x == 0) c->xt ^= 1;
     __syncthreads();
@@ -2552,8 +2585,8 @@ MEMFN int mem_matrices_gpu(const MemCfg* m, size_t* off, int* rows, int* cols) {
     return 3;
 }
 // Moneta: s = (|A|_4 + 1e-6)^2 per matrix; P_s = A / s; the reads' write terms scale by 1/s
-// (every thread gets the same cs: block_sumd adds the partials in a fixed order)
-MEMFN void lq_scales_gpu(const MemCfg* m, const real* A, real* P, real* cs) {
+// (every thread gets the same cs: block_sumd adds the partials in a fixed order; split, cl_sumd then adds the CTAs')
+MEMFN void lq_scales_gpu(const MemCfg* m, MemChunkGpu* c, const real* A, real* P, real* cs) {
     size_t off[2];
     int rows[2], cols[2], nm = mem_matrices_gpu(m, off, rows, cols);
     cs[0] = cs[1] = 1;
@@ -2565,6 +2598,7 @@ MEMFN void lq_scales_gpu(const MemCfg* m, const real* A, real* P, real* cs) {
             q4 += x * x * x * x;
         }
         q4 = block_sumd(q4);
+        if (c->R > 1) q4 = cl_sumd(c, q4);
         real s = (real)((pow(q4, 0.25) + 1e-6) * (pow(q4, 0.25) + 1e-6));
         FOR(i, n) P[off[k] + i] = A[off[k] + i] / s;
         cs[k] = 1 / s;
@@ -2572,7 +2606,8 @@ MEMFN void lq_scales_gpu(const MemCfg* m, const real* A, real* P, real* cs) {
     }
 }
 // dA += dP / s + ds ds/dA with ds = -(<dP, A> + dcs) / s^2 and ds/dA = 2 (|A|_4 + 1e-6) A^3 / |A|_4^3
-MEMFN void lq_scales_backward_gpu(const MemCfg* m, const real* A, const real* dP, const real* dcs, real* dA) {
+MEMFN void lq_scales_backward_gpu(const MemCfg* m, MemChunkGpu* c, const real* A, const real* dP, const real* dcs,
+                                  real* dA) {
     size_t off[2];
     int rows[2], cols[2], nm = mem_matrices_gpu(m, off, rows, cols);
     for (int k = 0; k < nm; k++) {
@@ -2585,6 +2620,10 @@ MEMFN void lq_scales_backward_gpu(const MemCfg* m, const real* A, const real* dP
         }
         q4 = block_sumd(q4);
         pa = block_sumd(pa);
+        if (c->R > 1) {
+            q4 = cl_sumd(c, q4);
+            pa = cl_sumd(c, pa);
+        }
         double nrm = pow(q4, 0.25), s = (nrm + 1e-6) * (nrm + 1e-6), ds = -(pa + dcs[k]) / (s * s);
         double f = nrm > 0 ? ds * 2 * (nrm + 1e-6) / (nrm * nrm * nrm) : 0;
         FOR(i, n) {
@@ -2595,35 +2634,81 @@ MEMFN void lq_scales_backward_gpu(const MemCfg* m, const real* A, const real* dP
     }
 }
 // Memora: W = softmax over each row of each matrix (a warp per row); backward dZ = W (dW - <dW, W>) per row
-// (accumulated)
-MEMFN void softmax_rows_gpu(const MemCfg* m, const real* Z, real* W) {
-    size_t off[2];
-    int rows[2], cols[2], nm = mem_matrices_gpu(m, off, rows, cols);
-    for (int k = 0; k < nm; k++) WARP_FOR(r, rows[k]) {
+// (accumulated). Split: W1's rows (d, dm) span the CTAs' slices, so their max, sum and <dW, W> are the cluster's
+// (cl_rows, in c->rowv: the rows' max, then sum); W2's and W3's rows (dm, din) are each in one CTA.
+MEMFN void softmax_rows_gpu(const MemCfg* m, MemChunkGpu* c, const real* Z, real* W) {
+    size_t off[3];
+    int rows[3], cols[3], nm = mem_matrices_gpu(m, off, rows, cols);
+    for (int k = 0; k < nm; k++) {
+        bool cl = k == 0 && nm > 1 && c->R > 1;  // (W1 of a deep memory, split)
+        real *vm = c->rowv, *vs = c->rowv + rows[k];
+        if (cl) {
+            WARP_FOR(r, rows[k]) {  // the rows' max over the cluster
+                const real* z = Z + off[k] + (size_t)r * cols[k];
+                real mx = -INFINITY;
+                for (int j = LANE; j < cols[k]; j += 32) mx = fmaxf(mx, z[j]);
+                mx = warp_max(mx);
+                if (LANE == 0) vm[r] = mx;
+            }
+            __syncthreads();
+            cl_rows(c, vm, rows[k], 1);
+        }
+        WARP_FOR(r, rows[k]) {
             const real* z = Z + off[k] + (size_t)r * cols[k];
             real* w = W + off[k] + (size_t)r * cols[k];
             real mx = -INFINITY, sum = 0;
-            for (int j = LANE; j < cols[k]; j += 32) mx = fmaxf(mx, z[j]);
-            mx = warp_max(mx);
+            if (cl)
+                mx = vm[r];
+            else {
+                for (int j = LANE; j < cols[k]; j += 32) mx = fmaxf(mx, z[j]);
+                mx = warp_max(mx);
+            }
             for (int j = LANE; j < cols[k]; j += 32) {
                 w[j] = expf(z[j] - mx);
                 sum += w[j];
             }
             sum = warp_sum(sum);
-            for (int j = LANE; j < cols[k]; j += 32) w[j] /= sum;
+            if (cl) {
+                if (LANE == 0) vs[r] = sum;
+            } else
+                for (int j = LANE; j < cols[k]; j += 32) w[j] /= sum;
         }
+        if (cl) {
+            __syncthreads();
+            cl_rows(c, vs, rows[k], 0);
+            WARP_FOR(r, rows[k]) {
+                real* w = W + off[k] + (size_t)r * cols[k];
+                for (int j = LANE; j < cols[k]; j += 32) w[j] /= vs[r];
+            }
+        }
+    }
     __syncthreads();
 }
-MEMFN void softmax_rows_backward_gpu(const MemCfg* m, const real* W, const real* dW, real* dZ) {
-    size_t off[2];
-    int rows[2], cols[2], nm = mem_matrices_gpu(m, off, rows, cols);
-    for (int k = 0; k < nm; k++) WARP_FOR(r, rows[k]) {
+MEMFN void softmax_rows_backward_gpu(const MemCfg* m, MemChunkGpu* c, const real* W, const real* dW, real* dZ) {
+    size_t off[3];
+    int rows[3], cols[3], nm = mem_matrices_gpu(m, off, rows, cols);
+    for (int k = 0; k < nm; k++) {
+        bool cl = k == 0 && nm > 1 && c->R > 1;  // (W1 of a deep memory, split: <dW, W> per row over the cluster)
+        real* vp = c->rowv;
+        WARP_FOR(r, rows[k]) {
             size_t o = off[k] + (size_t)r * cols[k];
             real p = 0;
             for (int j = LANE; j < cols[k]; j += 32) p += dW[o + j] * W[o + j];
             p = warp_sum(p);
-            for (int j = LANE; j < cols[k]; j += 32) dZ[o + j] += W[o + j] * (dW[o + j] - p);
+            if (cl) {
+                if (LANE == 0) vp[r] = p;
+            } else
+                for (int j = LANE; j < cols[k]; j += 32) dZ[o + j] += W[o + j] * (dW[o + j] - p);
         }
+        if (cl) {
+            __syncthreads();
+            cl_rows(c, vp, rows[k], 0);
+            WARP_FOR(r, rows[k]) {
+                size_t o = off[k] + (size_t)r * cols[k];
+                for (int j = LANE; j < cols[k]; j += 32) dZ[o + j] += W[o + j] * (dW[o + j] - vp[r]);
+            }
+        }
+    }
     __syncthreads();
 }
 // Memora's chunk: token 0 is the lag token, exact in logit space: Z_1 = a_0 Z_s - eta_0 g_0(W_s), W_1 = softmax(Z_1).
@@ -3083,14 +3168,14 @@ MEMFN void mem_step_forward_gpu(const MemCfg* m, MemChunkGpu* c, int n, const re
     }
     if (m->retention == RET_LQ) {
         real cs[2];
-        lq_scales_gpu(m, St, c->Wa, cs);
+        lq_scales_gpu(m, c, St, c->Wa, cs);
         mem_chunk_forward_gpu(m, c, n, c->Wa, NULL, Stn, NULL, lng, lnb, St, cs);
         return;
     }
     real* keep = c->keep;
-    softmax_rows_gpu(m, St, c->Wa);  // W_s
+    softmax_rows_gpu(m, c, St, c->Wa);  // W_s
     mem_chunk_forward_gpu(m, c, 1, c->Wa, NULL, c->Wb, NULL, lng, lnb, St, NULL);  // Z_1
-    softmax_rows_gpu(m, c->Wb, c->Wc);  // W_1
+    softmax_rows_gpu(m, c, c->Wb, c->Wc);  // W_1
     kl_gates_gpu(m, c, 1, keep);
     mem_chunk_forward_gpu(m, c, n, c->Wc, NULL, Stn, NULL, lng, lnb, c->Wb, NULL);
     kl_gates_gpu(m, c, 0, keep);
@@ -3116,16 +3201,16 @@ MEMFN void mem_step_backward_gpu(const MemCfg* m, MemChunkGpu* c, int n, const r
     }
     if (m->retention == RET_LQ) {
         real cs[2];
-        lq_scales_gpu(m, St, c->Wa, cs);
+        lq_scales_gpu(m, c, St, c->Wa, cs);
         mem_chunk_forward_gpu(m, c, n, c->Wa, NULL, NULL, NULL, lng, lnb, St, cs);
         mem_chunk_backward_gpu(m, c, n, dy, c->Wa, NULL, dStn, NULL, c->dWa, NULL, lng, St, dSt, cs);
-        lq_scales_backward_gpu(m, St, c->dWa, c->dcs, dSt);
+        lq_scales_backward_gpu(m, c, St, c->dWa, c->dcs, dSt);
         return;
     }
     real* keep = c->keep;
-    softmax_rows_gpu(m, St, c->Wa);
+    softmax_rows_gpu(m, c, St, c->Wa);
     mem_chunk_forward_gpu(m, c, 1, c->Wa, NULL, c->Wb, NULL, lng, lnb, St, NULL);
-    softmax_rows_gpu(m, c->Wb, c->Wc);
+    softmax_rows_gpu(m, c, c->Wb, c->Wc);
     kl_gates_gpu(m, c, 1, keep);
     mem_chunk_forward_gpu(m, c, n, c->Wc, NULL, NULL, NULL, lng, lnb, c->Wb, NULL);
     mem_chunk_backward_gpu(m, c, n, dy, c->Wc, NULL, dStn, NULL, c->dWa, NULL, lng, c->Wb, c->dWb, NULL);  // dW_1, dZ_1
@@ -3134,11 +3219,11 @@ MEMFN void mem_step_backward_gpu(const MemCfg* m, MemChunkGpu* c, int n, const r
     if (m->cw) FOR(i, m->d) c->detac[i] = 0;
     __syncthreads();
     block_copy(c->save, c->grad0, c->ngrad);
-    softmax_rows_backward_gpu(m, c->Wc, c->dWa, c->dWb);  // dZ_1 += through W_1 = softmax(Z_1)
+    softmax_rows_backward_gpu(m, c, c->Wc, c->dWa, c->dWb);  // dZ_1 += through W_1 = softmax(Z_1)
     mem_chunk_forward_gpu(m, c, 1, c->Wa, NULL, c->Wb, NULL, lng, lnb, St, NULL);
     mem_chunk_backward_gpu(m, c, 1, c->zero, c->Wa, NULL, c->dWb, NULL, c->dWa, NULL, lng, St, dSt,
                            NULL);  // dW_s, dZ_s
-    softmax_rows_backward_gpu(m, c->Wa, c->dWa, dSt);
+    softmax_rows_backward_gpu(m, c, c->Wa, c->dWa, dSt);
     for (size_t i = threadIdx.x; i < c->ngrad; i += blockDim.x) c->grad0[i] += c->save[i];
     __syncthreads();
 }
@@ -5452,12 +5537,12 @@ static int mem_tc_of(const MemArgs& A) {  // (version 0: A.tc)
 }
 static_assert(sizeof MEM_VER_TC / sizeof *MEM_VER_TC == MEM_VERSIONS + 1, "MEM_VER_TC: one entry per version");
 // The cluster split (MemArgs.R = R > 1): the deep memories whose chunk functions only contract over dm in the
-// products that cl_reduce completes: no retention (lq and kl normalise whole rows or the whole state), no Muon (NS5
-// of whole matrices), no poly (its din would outgrow the exchange buffer), not the phi*, Lattice or b = 1 kernels;
-// dm / R a multiple of 8 (whole 16-byte rows of the slices)
+// products that cl_reduce completes, or in the retentions' sums that cl_sumd (Moneta's 4-norms) and cl_rows (Memora's
+// softmax over W1's rows) complete: no Muon (NS5 of whole matrices), no poly (its din would outgrow the exchange
+// buffer), not the phi*, Lattice or b = 1 kernels; dm / R a multiple of 8 (whole 16-byte rows of the slices)
 static int mem_split_ok(const MemCfg* m, int R) {
-    return R > 1 && R <= 8 && m->depth == 2 && !m->muon && m->retention == RET_NONE && !m->poly && !m->phistar &&
-           !m->lattice && m->dm % (8 * R) == 0;
+    return R > 1 && R <= 8 && m->depth == 2 && !m->muon && !m->poly && !m->phistar && !m->lattice &&
+           m->dm % (8 * R) == 0;
 }
 static MemCfg mem_split_cfg(const MemCfg* m, int R) {  // the MemCfg a CTA of the split runs (R = 1: m itself)
     MemCfg s = *m;

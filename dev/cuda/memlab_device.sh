@@ -61,33 +61,31 @@ tail -n 7 "$LAB" | while read -r l; do say "  $l"; done
 say "t = $((SECONDS - S)) s"
 fi
 
-# 0. the lab versions under test (LAB_V, default "7 15 17 19") on the deep presets: checked against the CPU at T = 256,
-# timed at T = 4096; v19 (the cluster split, 4 CTAs per (sequence, head)) also with -S 2; version 7 of the carried
-# build/memlab_base (device_prep.sh: memlab built from an earlier commit) as the same run's baseline; then titans'
-# whole step with the split (MIRAS_MEM_SPLIT=4, 2; and 4 with v17's products) and with MIRAS_MEM_TC=13 and 29 (v15's,
-# v17's products) beside part 4's default (v7's)
+# 0. the versions under test, lean: first v19 and v20 (the cluster split) against the CPU at T = 256 on the five deep
+# presets; then titans at T = 4096 timed for v7 (the default's products), v17, v19 with 4 and 2 CTAs per (sequence,
+# head), v20, and v7 of the carried build/memlab_base (device_prep.sh: memlab from an earlier commit) as the same run's
+# baseline; then titans' whole step (B = 4, T = 4096, -f 2) with MIRAS_MEM_SPLIT=4, 2 and MIRAS_MEM_TC=29 beside
+# part 4's default; and decoding at B = 1 with MIRAS_MEM_SPLIT=4 (part 5: without)
 if part 0; then
     for p in titans ttt_mlp yaad moneta memora; do
-        step 60 ./memlab -p $p -T 256 -r 1 -c 2 > "$W/lab0_check.log" 2>&1; say "memlab $p T=256, checked (rc $?):"
-        for v in ${LAB_V:-7 15 17 19} 20; do grep -E "^v$v " "$W/lab0_check.log" | tail -n 1 | while read -r l; do say "  $l"; done; done
-        grep -E "^v19 +split:" "$W/lab0_check.log" | head -n 1 | while read -r l; do say "  $l"; done
-        cat "$W/lab0_check.log" >> "$W/lab0.log"
-        for v in ${LAB_V:-7 15 17 19}; do
-            step 40 ./memlab -p $p -r 3 -c 0 -v $v >> "$W/lab0.log" 2>&1; say "memlab $p: $(tail -n 1 "$W/lab0.log")"; done
-        if [ "$p" = titans ]; then
-            step 40 ./memlab -p $p -r 3 -c 0 -v 19 -S 2 >> "$W/lab0.log" 2>&1; say "memlab $p -S 2: $(tail -n 1 "$W/lab0.log")"
-        fi
-        if [ -x build/memlab_base ]; then
-            step 40 build/memlab_base -p $p -r 3 -c 0 -v 7 >> "$W/lab0.log" 2>&1
-            say "memlab_base $p: $(tail -n 1 "$W/lab0.log")"
-        fi
+        for v in 19 20; do
+            step 40 ./memlab -p $p -T 256 -r 1 -c 2 -v $v > "$W/lab0_check.log" 2>&1; rc=$?
+            cat "$W/lab0_check.log" >> "$W/lab0.log"
+            say "memlab $p T=256 v$v (rc $rc): $(grep -E "^v$v +[0-9.]+ +[0-9.]+ " "$W/lab0_check.log" | tail -n 1)"
+        done
     done
-    for e in "MIRAS_MEM_SPLIT=4" "MIRAS_MEM_SPLIT=2" "MIRAS_MEM_SPLIT=4 MIRAS_MEM_TC=29" "MIRAS_MEM_TC=13" "MIRAS_MEM_TC=29"; do
+    grep -E "^v19 +split:" "$W/lab0.log" | head -n 1 | while read -r l; do say "  $l"; done
+    for vs in "7" "17" "19 -S 4" "19 -S 2" "20 -S 4"; do
+        step 40 ./memlab -p titans -r 3 -c 0 -v $vs >> "$W/lab0.log" 2>&1; say "memlab titans -v $vs: $(tail -n 1 "$W/lab0.log")"; done
+    if [ -x build/memlab_base ]; then
+        step 40 build/memlab_base -p titans -r 3 -c 0 -v 7 >> "$W/lab0.log" 2>&1
+        say "memlab_base titans: $(tail -n 1 "$W/lab0.log")"
+    fi
+    for e in "MIRAS_MEM_SPLIT=4" "MIRAS_MEM_SPLIT=2" "MIRAS_MEM_TC=29"; do
         r=$(export $e; PRESET=titans REF=0 step 60 bash dev/bench_gpu.sh 4 4096 4 2 2>&1 | tee -a "$W/bench.log" | grep -E "^train_miras_cu|failed")
         say "titans $e: ${r:-no result (see bench.log)}"; done
-    for e in "MIRAS_MEM_SPLIT=4" "MIRAS_MEM_SPLIT=8"; do  # decode at B = 1 with the split (part 5: without)
-        (export $e; DECODE=1 REF=0 step 90 bash dev/bench_gpu.sh 1 64 2 2 > "$W/decode_split.log" 2>&1)
-        grep -E "^decode" "$W/decode_split.log" | while read -r l; do say "titans -f 2 $e: $l"; done; done
+    (export MIRAS_MEM_SPLIT=4; DECODE=1 REF=0 step 90 bash dev/bench_gpu.sh 1 64 2 2 > "$W/decode_split.log" 2>&1)
+    grep -E "^decode" "$W/decode_split.log" | while read -r l; do say "titans -f 2 MIRAS_MEM_SPLIT=4: $l"; done
     say "t = $((SECONDS - S)) s"
 fi
 
