@@ -15,7 +15,7 @@ set -u
 cd "$(dirname "$0")/../.."
 pass=0; fail=0
 for t in g++ python3; do
-    command -v $t >/dev/null || { echo "# 48 check(s) skipped: no $t (the emulator build needs g++ and python3)"; echo "0 passed, 0 failed"; exit 0; }
+    command -v $t >/dev/null || { echo "# 49 check(s) skipped: no $t (the emulator build needs g++ and python3)"; echo "0 passed, 0 failed"; exit 0; }
 done
 configs=(
   "-p titans -d 16 -E 4 -k 16 -T 48"        # whole tiles: n = 16, d = 16, dm = 64
@@ -42,7 +42,8 @@ done
 # slice of dm, partial sums added through distributed shared memory): within tolerance against the CPU, and the split
 # taken (memlab prints its shape; without that line these checks could pass on an unsplit path); whole and partial
 # tiles (dm / 4 = 16, 8 and 24, a partial last chunk; dm / 4 < d: mem_update_backward's gx rows are wider than the
-# slice), momentum, gd, Huber, Moneta's lq and Memora's kl retentions, 2 CTAs, 128 threads per CTA
+# slice), momentum, gd, Huber, Moneta's lq and Memora's kl retentions, 2 CTAs, 128 threads per CTA, the threads of a
+# cluster's CTAs run in a random order (a race on the exchange buffer's halves would show there)
 sruns=(
   "19|4||${configs[0]}"
   "20|4||${configs[0]}"
@@ -53,6 +54,7 @@ sruns=(
   "20|4||-p moneta -d 16 -E 2 -k 5 -T 23"
   "20|4||-p memora -d 16 -E 2 -k 5 -T 23"
   "20|2|MIRAS_MEM_THREADS=128|${configs[0]}"
+  "20|4|EMU_ORDER=rand:5|${configs[0]}"
 )
 for r in "${sruns[@]}"; do
     IFS='|' read -r v S e c <<< "$r"
