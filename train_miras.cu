@@ -3460,13 +3460,19 @@ __device__ int mem_load_chunk_gpu(MemChunkGpu* c, const MemArgs* A, int bb, int 
 // A block's setup (thread 0, before the first barrier): its chunk scratch, the MemCfg it runs, the products' mode.
 // Split (A.R > 1): CTA r of a (sequence, head)'s cluster runs the memory of its dm / R hidden units (m.dm, m.nP
 // its slice's), with its slice of the anchor P_0 (gathered by the kernel into c.p0s) and its exchange buffer.
+// where the split's exchange buffer starts in dynamic shared memory (floats), after a plan of smf floats; and the
+// dynamic shared memory of a launch: the plan, and split, the buffer's two halves of xn floats
+__host__ __device__ static inline int mem_xch_at(int smf) { return (smf + 3) & ~3; }
+__host__ __device__ static inline size_t mem_dyn_bytes(int smf, int R, int xn) {
+    return (R > 1 ? (size_t)mem_xch_at(smf) + 2 * (size_t)xn : (size_t)smf) * sizeof(real);
+}
 __device__ void mem_split_setup(MemChunkGpu* c, MemCfg* m, int R, int xn, int smf) {  // (R > 1; thread 0)
     m->dm /= R;
     m->nP /= R;
     c->R = R;
     c->xt = 0;
     c->xn = xn;
-    c->xch = mem_dyn_smem() + smf;  // (after the plan's smf floats)
+    c->xch = mem_dyn_smem() + mem_xch_at(smf);  // (after the plan's smf floats, 16-byte aligned: cl_sumd's doubles)
     if (m->anchor) c->p0 = c->p0s;  // (gathered by the kernel: cl_slice)
 }
 __device__ void mem_block_setup(MemChunkGpu* c, MemCfg* m, const MemArgs* A, int h) {
@@ -5602,6 +5608,24 @@ static void mem_kernel_launch(void (*k)(Args), const Args& A, int R, int nbh, si
     cfg.stream = g_stream;
     cfg.attrs = at;
     cfg.numAttrs = 1;
+    // the clusters that fit at once, asked once per shape: none is an error; fewer than the grid's, two waves (every
+    // (sequence, head) then waits for a whole one before it starts: slower, not wrong), said once
+    static void* last_k = NULL;
+    static size_t last_smem = 0;
+    static int last_nt = 0, last_R = 0, fit = 0, said = 0;
+    if ((void*)k != last_k || smem != last_smem || nt != last_nt || R != last_R) {
+        cudaCheck(cudaOccupancyMaxActiveClusters(&fit, k, &cfg));
+        last_k = (void*)k;
+        last_smem = smem;
+        last_nt = nt;
+        last_R = R;
+    }
+    if (fit < 1)
+        DIE("fewer CTAs per cluster, MIRAS_MEM_SPLIT=2 or 1; or fewer threads per CTA, MIRAS_MEM_THREADS=128",
+            "the memory's clusters of %d CTAs (%d threads, %zu bytes of shared memory each) do not fit on this GPU", R,
+            nt, smem);
+    if (fit < nbh && !said++ && g_rank == 0)
+        printf("memory: %d clusters of %d CTAs fit at once, the grid has %d: more than one wave\n", fit, R, nbh);
     cudaCheck(cudaLaunchKernelEx(&cfg, k, A));
 }
 static size_t mem_smem_bytes(void) {
@@ -5701,10 +5725,10 @@ static void mem_forward_launch(MemArgs A, int nbh) {
     size_t room = mem_smem_bytes();
     int nt = A.R > 1 ? mem_split_shape(nbh, A.R, &room) : MEM_THREADS;
     if (A.ver == 0 || A.ver >= 3)
-        A.sm = mem_smem_plan(&ms, A.b, 1, room > xb ? room - xb : 0);
+        A.sm = mem_smem_plan(&ms, A.b, 1, room > xb + 16 ? room - xb - 16 : 0);
     else
         A.sm.n = A.sm.floats = 0;
-    size_t sb = (size_t)A.sm.floats * sizeof(real) + xb;
+    size_t sb = mem_dyn_bytes(A.sm.floats, A.R, A.xn);
     cudaCheck(cudaFuncSetAttribute(memory_forward_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sb));
     mem_kernel_launch(memory_forward_kernel, A, A.R, nbh, sb, nt);
     KCHECK("memory_forward");
@@ -5744,10 +5768,10 @@ static void mem_backward_launch(MemArgs A, int nbh) {
     size_t room = mem_smem_bytes();
     int nt = A.R > 1 ? mem_split_shape(nbh, A.R, &room) : MEM_THREADS;
     if (A.ver == 0 || A.ver >= 3)
-        A.sm = mem_smem_plan(&ms, A.b, 0, room > xb ? room - xb : 0);
+        A.sm = mem_smem_plan(&ms, A.b, 0, room > xb + 16 ? room - xb - 16 : 0);
     else
         A.sm.n = A.sm.floats = 0;
-    size_t sb = (size_t)A.sm.floats * sizeof(real) + xb;
+    size_t sb = mem_dyn_bytes(A.sm.floats, A.R, A.xn);
     cudaCheck(cudaFuncSetAttribute(memory_backward_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sb));
     mem_kernel_launch(memory_backward_kernel, A, A.R, nbh, sb, nt);
     KCHECK("memory_backward");
@@ -6017,6 +6041,11 @@ static void model_alloc_acts_gpu(ModelGpu* M, int B, int T) {
     if (M->mem_R > 1 && !said_split++ && g_rank == 0)
         printf("memory: split over clusters of %d CTAs per (sequence, head), %d hidden units each (MIRAS_MEM_SPLIT)\n",
                M->mem_R, M->mem.dm / M->mem_R);
+    else if (g_mem_split > 1 && M->mem_R == 1 && !said_split++ && g_rank == 0)
+        printf(
+            "memory: not split (MIRAS_MEM_SPLIT=%d takes deep memories without Muon or poly, d_m a multiple of %d, "
+            "not MAC): one block per (sequence, head)\n",
+            g_mem_split, 8 * g_mem_split);
     int nb = B * c->H * M->mem_R;
     MemCfg ms = mem_split_cfg(&M->mem, M->mem_R);
     MemChunkGpu tmp;
@@ -7829,9 +7858,10 @@ static void decoder_init_gpu(DecoderGpu* dec, ModelGpu* M) {
         xb = 2 * (size_t)dec->xn * sizeof(real);
         dec->nt = mem_split_shape(c->H, dec->R, &room);
     }
-    dec->sm = mem_smem_plan(&ms, c->b, 1, room > xb ? room - xb : 0);  // decoder_memory_kernel's, as the forward's
+    dec->sm =
+        mem_smem_plan(&ms, c->b, 1, room > xb + 16 ? room - xb - 16 : 0);  // decoder_memory_kernel's, as the forward's
     cudaCheck(cudaFuncSetAttribute(decoder_memory_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                   dec->sm.floats * (int)sizeof(real) + (int)xb));
+                                   (int)mem_dyn_bytes(dec->sm.floats, dec->R, dec->xn)));
     if (c->lattice) {  // Lattice: S_0 = I per head of each memory layer
         real* I = (real*)calloc((size_t)c->H * m->nP, sizeof(real));
         for (int h = 0; h < c->H; h++) lattice_identity(I + (size_t)h * m->nP, m->d);
@@ -8073,7 +8103,7 @@ static void decoder_mixer_gpu(DecoderGpu* dec, int l, const real* u, int pos, re
         A.sm = dec->sm;
         A.R = dec->R;
         A.xn = dec->xn;
-        size_t sb = (size_t)A.sm.floats * sizeof(real) + (A.R > 1 ? 2 * (size_t)A.xn * sizeof(real) : 0);
+        size_t sb = mem_dyn_bytes(A.sm.floats, A.R, A.xn);
         mem_kernel_launch(decoder_memory_kernel, A, A.R, H, sb, dec->nt);
         KCHECK("decoder_memory");
     }

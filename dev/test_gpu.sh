@@ -87,6 +87,7 @@ synth=(
   "syn_gated_gd     -p omeganet -T 1 -V 256 -D 64 -L 2 -H 2 -E 2 -k 6 -b 2 -t 23"
   "syn_gated_cw     -p titans -T 1 -R 3 -V 256 -D 128 -L 2 -H 2 -E 2 -k 8 -b 2 -t 27"
   "syn_gated_yaad   -p yaad -T 1 -R 4 -V 256 -D 128 -L 1 -H 2 -E 2 -k 6 -b 2 -t 21"
+  "syn_split        -p titans -T 1 -V 256 -D 64 -L 1 -H 2 -E 2 -k 4 -b 2 -t 17"
   "syn_dt           -p deep_transformer -V 256 -D 128 -L 2 -H 2 -E 2 -k 8 -b 2 -t 29"
   "syn_dot          -p dot -V 256 -D 128 -L 1 -H 2 -E 2 -k 3 -b 2 -t 23"
   "syn_phi_gdn      -p gated_deltanet -I 2 -G 3 -V 256 -D 128 -L 2 -H 2 -k 4 -b 2 -t 19"

@@ -383,7 +383,7 @@ int main(int argc, char** argv) {
             GS.chunks = dmalloc((size_t)nb * R * sizeof(MemChunkGpu)); h2d(GS.chunks, hc.data(), (size_t)nb * R * sizeof(MemChunkGpu));
             A.chunks = (MemChunkGpu*)GS.chunks; A.R = R; A.xn = mem_split_xn((const MemCfg*)&L.m, L.b);
             size_t room = mem_smem_bytes(); int nt = mem_split_shape(nb, R, &room);
-            MemSmem f = mem_smem_plan(&ms, L.b, 1, room - 8 * A.xn), bw = mem_smem_plan(&ms, L.b, 0, room - 8 * A.xn);
+            MemSmem f = mem_smem_plan(&ms, L.b, 1, room - 8 * A.xn - 16), bw = mem_smem_plan(&ms, L.b, 0, room - 8 * A.xn - 16);
             printf("v%d   split: clusters of %d CTAs per (sequence, head), %d hidden units and %d threads each; shared memory per CTA: forward %.1f KB (%d arrays), backward %.1f KB (%d arrays), + %.1f KB exchange buffer\n",
                    ver, R, ms.dm, nt, f.floats * 4 / 1024.0, f.n, bw.floats * 4 / 1024.0, bw.n, 8 * A.xn / 1024.0);
         }

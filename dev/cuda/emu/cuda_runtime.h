@@ -308,6 +308,15 @@ template <class... P, class... A> inline cudaError_t cudaLaunchKernelEx(const cu
     emu::launch(c->gridDim, c->blockDim, emu::bind(k)(P(a)...), c->dynamicSmemBytes, c->stream, cs);
     return cudaSuccess;
 }
+// how many clusters of a launch configuration fit on the device at once: an H100's or H200's 132 SMs, one CTA each
+// (the emulator runs them one after another; this only lets the host code's check run)
+template <class K> inline cudaError_t cudaOccupancyMaxActiveClusters(int* n, K, const cudaLaunchConfig_t* c) {
+    int cs = 1;
+    for (unsigned i = 0; i < c->numAttrs; i++)
+        if (c->attrs[i].id == cudaLaunchAttributeClusterDimension) cs = (int)c->attrs[i].val.clusterDim.x;
+    *n = 132 / cs;
+    return cudaSuccess;
+}
 // __device__ variables (symbols) to and from the host
 template <class T> inline cudaError_t cudaMemcpyFromSymbol(void* dst, const T& sym, size_t n, size_t off = 0, cudaMemcpyKind = cudaMemcpyDeviceToHost) {
     emu::no_capture("cudaMemcpyFromSymbol"); memcpy(dst, (const char*)&sym + off, n); return cudaSuccess;
