@@ -1088,6 +1088,19 @@ static size_t memchunk_carve_model_gpu(MemChunkGpu* c, real* base, const MemCfg*
     size_t n = memchunk_carve_in_gpu(c, base, mem_rows(m, b), m->d, m->din, m->dm, m->nP);
     return n + muon_carve(c, base ? base + n : NULL, b, m);
 }
+// the chunk scratches of n blocks, one each, carved for the memory m (split: a CTA's slice, mem_split_cfg) from one
+// allocation (*memory); returns their MemChunkGpu array on the device
+static MemChunkGpu* mem_chunks_alloc(const MemCfg* m, int b, int n, real** memory) {
+    MemChunkGpu tmp;
+    size_t per = memchunk_carve_model_gpu(&tmp, NULL, m, b);
+    *memory = (real*)dmalloc((size_t)n * per * sizeof(real));
+    MemChunkGpu* hc = (MemChunkGpu*)xmalloc((size_t)n * sizeof(MemChunkGpu));
+    for (int i = 0; i < n; i++) memchunk_carve_model_gpu(&hc[i], *memory + (size_t)i * per, m, b);
+    MemChunkGpu* dc = (MemChunkGpu*)dmalloc((size_t)n * sizeof(MemChunkGpu));
+    h2d(dc, hc, (size_t)n * sizeof(MemChunkGpu));
+    free(hc);
+    return dc;
+}
 
 MEMFN void block_zero(real* p, size_t n) {
     if (al16(p)) {
@@ -1123,6 +1136,12 @@ struct ClPart {
 // sums. The two halves of the buffer alternate: a CTA that races ahead writes its next partials into the other
 // half while slower ones still read this one, and cannot reach this half again before all have passed the next
 // cluster.sync, i.e. finished reading it. (The kernel ends with a cluster.sync: no CTA exits while read.)
+// the end of a cluster reduction: every thread has read this half; the next one takes the other
+__device__ __forceinline__ void cl_done(MemChunkGpu* c) {
+    __syncthreads();
+    if (threadIdx.x == 0) c->xt ^= 1;
+    __syncthreads();
+}
 MEMFN void cl_reduce(MemChunkGpu* c, const ClPart* p, int k) {
     cg::cluster_group cl = cg::this_cluster();
     const real* x = cl_buf(c);
@@ -1133,9 +1152,7 @@ MEMFN void cl_reduce(MemChunkGpu* c, const ClPart* p, int k) {
             for (int r = 0; r < R; r++) s += cl.map_shared_rank(x, r)[p[j].off + i];
             p[j].out[i] = (p[j].acc ? p[j].out[i] : 0) + s;
         }
-    __syncthreads();
-    if (threadIdx.x == 0) c->xt ^= 1;
-    __syncthreads();
+    cl_done(c);
 }
 // the cluster's sum of a double that every thread of every CTA holds (its CTA's partial), in rank order
 MEMFN double cl_sumd(MemChunkGpu* c, double v) {
@@ -1145,28 +1162,20 @@ MEMFN double cl_sumd(MemChunkGpu* c, double v) {
     cl.sync();
     double s = 0;
     for (int r = 0; r < c->R; r++) s += *cl.map_shared_rank(x, r);
-    __syncthreads();
-    if (threadIdx.x == 0) c->xt ^= 1;
-    __syncthreads();
+    cl_done(c);
     return s;
 }
-// v[0..k) (this CTA's per-row partials, k <= xn) becomes the cluster's max (mx) or sum over the CTAs, in rank order
-MEMFN void cl_rows(MemChunkGpu* c, real* v, int k, int mx) {
+// v[0..k) = the cluster's max of the CTAs' cl_buf(c)[0..k) (each CTA's per-row maxima, k <= xn)
+MEMFN void cl_max(MemChunkGpu* c, real* v, int k) {
     cg::cluster_group cl = cg::this_cluster();
-    real* x = cl_buf(c);
-    FOR(i, k) x[i] = v[i];
+    const real* x = cl_buf(c);
     cl.sync();
     FOR(i, k) {
-        real s = mx ? -INFINITY : 0;
-        for (int r = 0; r < c->R; r++) {
-            real o = cl.map_shared_rank(x, r)[i];
-            s = mx ? fmaxf(s, o) : s + o;
-        }
+        real s = -INFINITY;
+        for (int r = 0; r < c->R; r++) s = fmaxf(s, cl.map_shared_rank(x, r)[i]);
         v[i] = s;
     }
-    __syncthreads();
-    if (threadIdx.x == 0) c->xt ^= 1;
-    __syncthreads();
+    cl_done(c);
 }
 // this CTA's slice of a whole state (train_miras.c's layout: W1 (d, dm), W2 (dm, din), W3 (dm, din)): gather
 // (to_slice) or scatter; m is the whole memory's MemCfg
@@ -2634,8 +2643,8 @@ MEMFN void lq_scales_backward_gpu(const MemCfg* m, MemChunkGpu* c, const real* A
     }
 }
 // Memora: W = softmax over each row of each matrix (a warp per row); backward dZ = W (dW - <dW, W>) per row
-// (accumulated). Split: W1's rows (d, dm) span the CTAs' slices, so their max, sum and <dW, W> are the cluster's
-// (cl_rows, in c->rowv: the rows' max, then sum); W2's and W3's rows (dm, din) are each in one CTA.
+// (accumulated). Split: W1's rows (d, dm) span the CTAs' slices, so their max (cl_max), sum and <dW, W> (cl_reduce)
+// are the cluster's, kept in c->rowv; W2's and W3's rows (dm, din) are each in one CTA.
 MEMFN void softmax_rows_gpu(const MemCfg* m, MemChunkGpu* c, const real* Z, real* W) {
     size_t off[3];
     int rows[3], cols[3], nm = mem_matrices_gpu(m, off, rows, cols);
@@ -2648,10 +2657,9 @@ MEMFN void softmax_rows_gpu(const MemCfg* m, MemChunkGpu* c, const real* Z, real
                 real mx = -INFINITY;
                 for (int j = LANE; j < cols[k]; j += 32) mx = fmaxf(mx, z[j]);
                 mx = warp_max(mx);
-                if (LANE == 0) vm[r] = mx;
+                if (LANE == 0) cl_buf(c)[r] = mx;
             }
-            __syncthreads();
-            cl_rows(c, vm, rows[k], 1);
+            cl_max(c, vm, rows[k]);
         }
         WARP_FOR(r, rows[k]) {
             const real* z = Z + off[k] + (size_t)r * cols[k];
@@ -2669,13 +2677,13 @@ MEMFN void softmax_rows_gpu(const MemCfg* m, MemChunkGpu* c, const real* Z, real
             }
             sum = warp_sum(sum);
             if (cl) {
-                if (LANE == 0) vs[r] = sum;
+                if (LANE == 0) cl_buf(c)[r] = sum;
             } else
                 for (int j = LANE; j < cols[k]; j += 32) w[j] /= sum;
         }
         if (cl) {
-            __syncthreads();
-            cl_rows(c, vs, rows[k], 0);
+            ClPart pt[1] = {{vs, 0, rows[k], 0}};
+            cl_reduce(c, pt, 1);
             WARP_FOR(r, rows[k]) {
                 real* w = W + off[k] + (size_t)r * cols[k];
                 for (int j = LANE; j < cols[k]; j += 32) w[j] /= vs[r];
@@ -2696,13 +2704,13 @@ MEMFN void softmax_rows_backward_gpu(const MemCfg* m, MemChunkGpu* c, const real
             for (int j = LANE; j < cols[k]; j += 32) p += dW[o + j] * W[o + j];
             p = warp_sum(p);
             if (cl) {
-                if (LANE == 0) vp[r] = p;
+                if (LANE == 0) cl_buf(c)[r] = p;
             } else
                 for (int j = LANE; j < cols[k]; j += 32) dZ[o + j] += W[o + j] * (dW[o + j] - p);
         }
         if (cl) {
-            __syncthreads();
-            cl_rows(c, vp, rows[k], 0);
+            ClPart pt[1] = {{vp, 0, rows[k], 0}};
+            cl_reduce(c, pt, 1);
             WARP_FOR(r, rows[k]) {
                 size_t o = off[k] + (size_t)r * cols[k];
                 for (int j = LANE; j < cols[k]; j += 32) dZ[o + j] += W[o + j] * (dW[o + j] - vp[r]);
@@ -5543,7 +5551,7 @@ static int mem_tc_of(const MemArgs& A) {  // (version 0: A.tc)
 }
 static_assert(sizeof MEM_VER_TC / sizeof *MEM_VER_TC == MEM_VERSIONS + 1, "MEM_VER_TC: one entry per version");
 // The cluster split (MemArgs.R = R > 1): the deep memories whose chunk functions only contract over dm in the
-// products that cl_reduce completes, or in the retentions' sums that cl_sumd (Moneta's 4-norms) and cl_rows (Memora's
+// products that cl_reduce completes, or in the retentions' sums that cl_sumd (Moneta's 4-norms) and cl_max with cl_reduce (Memora's
 // softmax over W1's rows) complete: no Muon (NS5 of whole matrices), no poly (its din would outgrow the exchange
 // buffer), not the phi*, Lattice or b = 1 kernels; dm / R a multiple of 8 (whole 16-byte rows of the slices)
 static int mem_split_ok(const MemCfg* m, int R) {
@@ -5587,6 +5595,10 @@ static int mem_split_shape(int nbh, int R, size_t* bytes) {
     per = per > 3072 ? per - 3072 : 0;
     if (per < *bytes) *bytes = per;
     return nt;
+}
+// the trainer's and the decoder's split of this model's memory: g_mem_split where it applies (MAC has its own kernels)
+static int mem_split_of(const MemCfg* m, const Config* c) {
+    return g_mem_split > 1 && c->arch != ARCH_MAC && mem_split_ok(m, g_mem_split) ? g_mem_split : 1;
 }
 // one launch of a generic memory kernel (or the decoder's) with nt threads per block: split (R > 1), as clusters of R
 template <class Args>
@@ -5694,6 +5706,16 @@ static void mem_wy_launch(const MemArgs& A, int nbh, int wy, int bwd) {
         KCHECK("wy_fwd_out");
     }
 }
+// The shared-memory plan of a generic memory kernel's chunk scratch (fwd: the forward's arrays; mem_smem_plan) over
+// nbh (sequence, head)s, split over R CTAs each (R = 1: none): the slice's arrays in the room that the exchange buffer
+// (2 xn floats, 16-byte aligned) leaves; returns the threads per block (mem_split_shape)
+static int mem_launch_plan(const MemCfg* m, int b, int fwd, int R, int xn, int nbh, MemSmem* sm) {
+    MemCfg ms = mem_split_cfg(m, R > 1 ? R : 1);
+    size_t room = mem_smem_bytes(), xb = R > 1 ? 2 * (size_t)xn * sizeof(real) + 16 : 0;
+    int nt = R > 1 ? mem_split_shape(nbh, R, &room) : MEM_THREADS;
+    *sm = mem_smem_plan(&ms, b, fwd, room > xb ? room - xb : 0);
+    return nt;
+}
 static void mem_forward_launch(MemArgs A, int nbh) {
     if (A.m.lattice) {
         lattice_forward_kernel<<<nbh, lat_threads(A.m.d), 0, g_stream>>>(A);
@@ -5720,14 +5742,8 @@ static void mem_forward_launch(MemArgs A, int nbh) {
         return;
     }
     A.tc = mem_tc_of(A);
-    MemCfg ms = mem_split_cfg(&A.m, A.R > 1 ? A.R : 1);  // (split: a CTA's slice)
-    size_t xb = A.R > 1 ? 2 * (size_t)A.xn * sizeof(real) : 0;  // (split: the exchange buffer after the plan's)
-    size_t room = mem_smem_bytes();
-    int nt = A.R > 1 ? mem_split_shape(nbh, A.R, &room) : MEM_THREADS;
-    if (A.ver == 0 || A.ver >= 3)
-        A.sm = mem_smem_plan(&ms, A.b, 1, room > xb + 16 ? room - xb - 16 : 0);
-    else
-        A.sm.n = A.sm.floats = 0;
+    int nt = mem_launch_plan(&A.m, A.b, 1, A.R, A.xn, nbh, &A.sm);
+    if (A.ver > 0 && A.ver < 3) A.sm.n = A.sm.floats = 0;  // (v2: the chunk scratch in global memory)
     size_t sb = mem_dyn_bytes(A.sm.floats, A.R, A.xn);
     cudaCheck(cudaFuncSetAttribute(memory_forward_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sb));
     mem_kernel_launch(memory_forward_kernel, A, A.R, nbh, sb, nt);
@@ -5763,14 +5779,8 @@ static void mem_backward_launch(MemArgs A, int nbh) {
         return;
     }
     A.tc = mem_tc_of(A);
-    MemCfg ms = mem_split_cfg(&A.m, A.R > 1 ? A.R : 1);  // (split: a CTA's slice)
-    size_t xb = A.R > 1 ? 2 * (size_t)A.xn * sizeof(real) : 0;  // (split: the exchange buffer after the plan's)
-    size_t room = mem_smem_bytes();
-    int nt = A.R > 1 ? mem_split_shape(nbh, A.R, &room) : MEM_THREADS;
-    if (A.ver == 0 || A.ver >= 3)
-        A.sm = mem_smem_plan(&ms, A.b, 0, room > xb + 16 ? room - xb - 16 : 0);
-    else
-        A.sm.n = A.sm.floats = 0;
+    int nt = mem_launch_plan(&A.m, A.b, 0, A.R, A.xn, nbh, &A.sm);
+    if (A.ver > 0 && A.ver < 3) A.sm.n = A.sm.floats = 0;  // (v2: the chunk scratch in global memory)
     size_t sb = mem_dyn_bytes(A.sm.floats, A.R, A.xn);
     cudaCheck(cudaFuncSetAttribute(memory_backward_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sb));
     mem_kernel_launch(memory_backward_kernel, A, A.R, nbh, sb, nt);
@@ -6036,7 +6046,7 @@ static void model_alloc_acts_gpu(ModelGpu* M, int B, int T) {
         M->mem_gpart = (real*)dmalloc(N * c->H * TOK_R * TOK_GP * sizeof(real));
     }
     // the chunk scratches, one per block: split, R per (sequence, head), each carved for its slice of dm
-    M->mem_R = g_mem_split > 1 && c->arch != ARCH_MAC && mem_split_ok(&M->mem, g_mem_split) ? g_mem_split : 1;
+    M->mem_R = mem_split_of(&M->mem, c);
     static int said_split = 0;
     if (M->mem_R > 1 && !said_split++ && g_rank == 0)
         printf("memory: split over clusters of %d CTAs per (sequence, head), %d hidden units each (MIRAS_MEM_SPLIT)\n",
@@ -6046,16 +6056,8 @@ static void model_alloc_acts_gpu(ModelGpu* M, int B, int T) {
             "memory: not split (MIRAS_MEM_SPLIT=%d takes deep memories without Muon or poly, d_m a multiple of %d, "
             "not MAC): one block per (sequence, head)\n",
             g_mem_split, 8 * g_mem_split);
-    int nb = B * c->H * M->mem_R;
     MemCfg ms = mem_split_cfg(&M->mem, M->mem_R);
-    MemChunkGpu tmp;
-    size_t per = memchunk_carve_model_gpu(&tmp, NULL, &ms, c->b);
-    M->chunk_memory = (real*)dmalloc((size_t)nb * per * sizeof(real));
-    MemChunkGpu* hc = (MemChunkGpu*)xmalloc((size_t)nb * sizeof(MemChunkGpu));
-    for (int i = 0; i < nb; i++) memchunk_carve_model_gpu(&hc[i], M->chunk_memory + (size_t)i * per, &ms, c->b);
-    M->chunks = (MemChunkGpu*)dmalloc((size_t)nb * sizeof(MemChunkGpu));
-    h2d(M->chunks, hc, (size_t)nb * sizeof(MemChunkGpu));
-    free(hc);
+    M->chunks = mem_chunks_alloc(&ms, c->b, B * c->H * M->mem_R, &M->chunk_memory);
     M->inputs = (int*)dmalloc(N * sizeof(int));
     M->targets = (int*)dmalloc(N * sizeof(int));
     M->h_inputs = (int*)xmalloc(N * sizeof(int));
@@ -7840,26 +7842,12 @@ static void decoder_init_gpu(DecoderGpu* dec, ModelGpu* M) {
     dec->Sn = (real*)dmalloc((size_t)c->H * m->nP * sizeof(real));
     dec->part = (real*)dmalloc(LH * mem_rows(m, c->b) * decoder_row_width(m) * sizeof(real));  // (omega: + the halo)
     // the chunk scratches: one per head, or R per head carved for the slices (split, as the parallel forward's)
-    dec->R = g_mem_split > 1 && c->arch != ARCH_MAC && mem_split_ok(m, g_mem_split) ? g_mem_split : 1;
+    dec->R = mem_split_of(m, c);
     MemCfg ms = mem_split_cfg(m, dec->R);
-    int nc = c->H * dec->R;
-    MemChunkGpu tmp;
-    size_t per = memchunk_carve_model_gpu(&tmp, NULL, &ms, c->b);
-    dec->chunk_memory = (real*)dmalloc((size_t)nc * per * sizeof(real));
-    MemChunkGpu* hc = (MemChunkGpu*)xmalloc((size_t)nc * sizeof(MemChunkGpu));
-    for (int i = 0; i < nc; i++) memchunk_carve_model_gpu(&hc[i], dec->chunk_memory + (size_t)i * per, &ms, c->b);
-    dec->chunks = (MemChunkGpu*)dmalloc((size_t)nc * sizeof(MemChunkGpu));
-    h2d(dec->chunks, hc, (size_t)nc * sizeof(MemChunkGpu));
-    free(hc);
-    size_t room = mem_smem_bytes(), xb = 0;
-    dec->nt = MEM_THREADS;
-    if (dec->R > 1) {
-        dec->xn = mem_split_xn(m, c->b);
-        xb = 2 * (size_t)dec->xn * sizeof(real);
-        dec->nt = mem_split_shape(c->H, dec->R, &room);
-    }
-    dec->sm =
-        mem_smem_plan(&ms, c->b, 1, room > xb + 16 ? room - xb - 16 : 0);  // decoder_memory_kernel's, as the forward's
+    dec->chunks = mem_chunks_alloc(&ms, c->b, c->H * dec->R, &dec->chunk_memory);
+    dec->xn = mem_split_xn(m, c->b);
+    dec->nt =
+        mem_launch_plan(m, c->b, 1, dec->R, dec->xn, c->H, &dec->sm);  // (decoder_memory_kernel's, as the forward's)
     cudaCheck(cudaFuncSetAttribute(decoder_memory_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                    (int)mem_dyn_bytes(dec->sm.floats, dec->R, dec->xn)));
     if (c->lattice) {  // Lattice: S_0 = I per head of each memory layer

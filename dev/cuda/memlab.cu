@@ -376,14 +376,10 @@ int main(int argc, char** argv) {
         if (R > 1 && !mem_split_ok((const MemCfg*)&L.m, R)) { if (only) printf("v%d   skipped: the cluster split takes deep memories without retention, Muon or poly, dm %% %d == 0 (-S %d)\n", ver, 8 * R, R); continue; }
         Dev GS = G;
         if (R > 1) {
-            MemCfg ms = mem_split_cfg((const MemCfg*)&L.m, R); MemChunkGpu tmp; size_t per = memchunk_carve_model_gpu(&tmp, NULL, &ms, L.b);
-            GS.chunk_memory = (real*)dmalloc((size_t)nb * R * per * sizeof(real));
-            std::vector<MemChunkGpu> hc(nb * R);
-            for (int i = 0; i < nb * R; i++) memchunk_carve_model_gpu(&hc[i], GS.chunk_memory + (size_t)i * per, &ms, L.b);
-            GS.chunks = dmalloc((size_t)nb * R * sizeof(MemChunkGpu)); h2d(GS.chunks, hc.data(), (size_t)nb * R * sizeof(MemChunkGpu));
+            MemCfg ms = mem_split_cfg((const MemCfg*)&L.m, R);
+            GS.chunks = mem_chunks_alloc(&ms, L.b, nb * R, &GS.chunk_memory);
             A.chunks = (MemChunkGpu*)GS.chunks; A.R = R; A.xn = mem_split_xn((const MemCfg*)&L.m, L.b);
-            size_t room = mem_smem_bytes(); int nt = mem_split_shape(nb, R, &room);
-            MemSmem f = mem_smem_plan(&ms, L.b, 1, room - 8 * A.xn - 16), bw = mem_smem_plan(&ms, L.b, 0, room - 8 * A.xn - 16);
+            MemSmem f, bw; int nt = mem_launch_plan((const MemCfg*)&L.m, L.b, 1, R, A.xn, nb, &f); mem_launch_plan((const MemCfg*)&L.m, L.b, 0, R, A.xn, nb, &bw);
             printf("v%d   split: clusters of %d CTAs per (sequence, head), %d hidden units and %d threads each; shared memory per CTA: forward %.1f KB (%d arrays), backward %.1f KB (%d arrays), + %.1f KB exchange buffer\n",
                    ver, R, ms.dm, nt, f.floats * 4 / 1024.0, f.n, bw.floats * 4 / 1024.0, bw.n, 8 * A.xn / 1024.0);
         }
