@@ -5108,7 +5108,10 @@ static void titans_layer_backward(Model* M, int l, real* dx, real* du) {
 // boundary, and the q, k, v and gates of the tokens of the current, partial chunk. A new token
 // is read by the same chunk function over the partial chunk (its last row is the new output);
 // when the chunk is full its end state becomes the new boundary state. Row for row this is the
-// computation of the parallel forward, so the logits agree to float precision.
+// computation of the parallel forward, so the logits agree to float precision. The memories
+// whose step is the plain recurrence (mem_decode_recurrent: titans, ttt_mlp, yaad, the gated and
+// linear ones) instead step a running state token by token (mem_decode_step): one row's work per
+// token, the same logits to rounding.
 // An attention layer keeps a KV cache of its keys (after RoPE) and values: every position for 'A' (grown
 // as needed), a ring of the last W positions for 'S' (position j in slot j mod W).
 
@@ -5120,6 +5123,7 @@ typedef struct {
     size_t act_sizes[NUM_ACT_TENSORS];  // one row (B = T = 1)
     real* conv_hist;  // (L, 3, K-1, D) inputs of the q, k, v convs at the previous K-1 positions
     real *P, *S, *Pn, *Sn;  // (L, H, nP) boundary state; chunk-end scratch (nP)
+    real* Pt;  // (L, H, nP) the running state of the recurrent step (mem_decode_step; S is then the running momentum)
     real*
         // (L, H, b + c-1, rw) q, k, v, a, theta, eta, delta (gamma) of the current chunk's tokens (decoder_row_width),
         part;
@@ -5136,6 +5140,11 @@ typedef struct {
     PhiScr ph_scr;
 } Decoder;
 
+// the memories the decoder steps token by token (mem_decode_step, section 5b's end): the plain recurrence, without
+// retention (lq, kl), muon, omega, poly, phi* or Lattice; the others re-run the partial chunk
+static int mem_decode_recurrent(const MemCfg* m) {
+    return m->retention == RET_NONE && !m->muon && m->omega == 1 && !m->poly && !m->phistar && !m->lattice;
+}
 static int decoder_row_width(const MemCfg* m) {
     return 3 * m->d + 2 + 2 * (m->cw ? m->d : 1) + (m->poly ? 2 * m->din : 0) + (m->omega > 1 ? m->omega : 0);
 }  // (+ poly's features, omega's gamma)
@@ -5166,10 +5175,14 @@ static void decoder_init(Decoder* dec, Model* M) {
     for (int l = 0; l < c->L; l++)
         if (M->mlayer[l] >= 0 && c->lattice)  // Lattice: S_0 = I per head
             for (int h = 0; h < c->H; h++) lattice_identity(dec->P + ((size_t)l * c->H + h) * m->nP, m->d);
+    if (!c->lattice && c->arch != ARCH_MAC && mem_decode_recurrent(m))
+        dec->Pt = (real*)xmalloc(LH * m->nP * sizeof(real));
     for (int l = 0; l < c->L; l++)
-        if (M->mlayer[l] >= 0 && !c->lattice)  // P_0 of each memory layer
-            memcpy(dec->P + (size_t)l * c->H * m->nP, M->params.mem_p0 + (size_t)M->mlayer[l] * c->H * m->nP,
-                   (size_t)c->H * m->nP * sizeof(real));
+        if (M->mlayer[l] >= 0 && !c->lattice) {  // P_0 of each memory layer
+            size_t o = (size_t)l * c->H * m->nP, sz = (size_t)c->H * m->nP * sizeof(real);
+            memcpy(dec->P + o, M->params.mem_p0 + (size_t)M->mlayer[l] * c->H * m->nP, sz);
+            if (dec->Pt) memcpy(dec->Pt + o, dec->P + o, sz);
+        }
     dec->kvcap = 64;
     for (int l = 0; l < c->L; l++)
         if (c->pattern[l] != 'M') {
@@ -5293,6 +5306,7 @@ static void decoder_free(Decoder* dec) {
     free(dec->S);
     free(dec->Pn);
     free(dec->Sn);
+    free(dec->Pt);
     free(dec->part);
     free(dec->chunk_memory);
     free(dec->lat_w);
@@ -5329,6 +5343,56 @@ static void conv_step(real* out, real* hist, const real* x, const real* w, int C
 // decoder_init feeds each layer's P rows through its memory (conv buffers, chunk state) and MAG's attention cache
 // first, and every token then continues the stream. The attention caches hold N_p + W rows: P pinned in slots
 // 0..N_p-1 (MAG; none for MAL), then a ring of the last W rows (stream row j >= N_p in slot N_p + (j - N_p) mod W).
+// The decoder's step of one head's memory, token by token: SPEC §5.1, §5.2 as written, rather than the chunk's dual
+// form over the partial chunk. The token's inner gradient g_t at the chunk-start state Ps (mem_grad_forward, one row),
+//   momentum:  S_t = theta_t S_{t-1} - eta_t g_t,   P_t = a_t P_{t-1} + S_t        [+ (1 - a_t) P_0, anchored]
+//   gd:        P_t = a_t P_{t-1} - eta_t g_t                                       [+ (1 - a_t) P_0, anchored]
+// (P_{t-1} the running state Pt, updated in place; S the running momentum), then the read after the write,
+// y_t = M(q_t; P_t). Unrolled over a chunk this is the dual form's P_t = alpha_t P_s + beta_t S_s - sum_i C[t][i] g_i,
+// so decoding equals the parallel forward to rounding, at one row's work per token instead of the partial chunk's.
+// For the memories mem_decode_recurrent takes. Row 0 of c holds the token (chunk_set_row).
+// one memory matrix (rows, cols) of the state at offset o: its gradient is the outer product dl xk^T
+static void mem_decode_update(const MemCfg* m, const MemChunk* c, real* Pt, real* S, size_t o, const real* dl,
+                              const real* xk, int rows, int cols) {
+    real a = c->a[0], th = c->theta[0], eta = c->eta[0];
+    for (int j = 0; j < rows; j++)
+        for (int q = 0; q < cols; q++) {
+            size_t e = o + (size_t)j * cols + q;
+            real g = dl[j] * xk[q];
+            if (m->momentum) {
+                S[e] = th * S[e] - eta * g;
+                Pt[e] = a * Pt[e] + S[e];
+            } else
+                Pt[e] = a * Pt[e] - eta * g;
+            if (m->anchor) Pt[e] += (1 - a) * c->p0[e];
+        }
+}
+static void mem_decode_step(const MemCfg* m, MemChunk* c, const real* Ps, real* Pt, real* S, const real* lng,
+                            const real* lnb) {
+    int d = m->d, dm = m->dm, din = m->din;
+    c->nh = 0;
+    c->wc = 1;
+    mem_grad_forward(m, c, 1, Ps, lng, lnb);  // g_t at P_s: linear r k^T; deep (g1 hk^T, g2 k^T (, g3 k^T))
+    if (m->depth == 1) {
+        mem_decode_update(m, c, Pt, S, 0, c->r, c->k, d, din);
+        mm_nt(c->y, c->q, Pt, 1, d, din, 1, 0);  // y = W_t q
+        return;
+    }
+    size_t o2 = (size_t)d * dm, o3 = o2 + (size_t)dm * din;
+    mem_decode_update(m, c, Pt, S, 0, c->g1, c->hk, d, dm);
+    mem_decode_update(m, c, Pt, S, o2, c->g2, c->k, dm, din);
+    if (m->gated) mem_decode_update(m, c, Pt, S, o3, c->g3, c->k, dm, din);
+    // the read: y = q + LN(W1_t GELU(W2_t q)) (gated: W1_t (GELU(W2_t q) * W3_t q))
+    mm_nt(c->zq, c->q, Pt + o2, 1, dm, din, 1, 0);
+    for (int j = 0; j < dm; j++) c->hq[j] = gelu(c->zq[j], gelu_tanh(c->zq[j]));
+    if (m->gated) {
+        mm_nt(c->zq3, c->q, Pt + o3, 1, dm, din, 1, 0);
+        for (int j = 0; j < dm; j++) c->hq[j] *= c->zq3[j];
+    }
+    mm_nt(c->nq, c->hq, Pt, 1, d, dm, 1, 0);
+    if (m->ln) ln_forward(c->nq, c->rq, 1, d);
+    mem_out_forward(c->y, c->qr, c->nq, lng, lnb, m, 1);
+}
 // One row of layer l's section-3 mixer at stream position pos (the model's position, or a Titans layer's stream row):
 // q, k, v, gates of this row, the memory's partial chunk (plus omega's halo rows), the read after the write, then
 // the head norm, the output gate and Wo into out (D). Lattice steps its state instead (one token, no chunk).
@@ -5390,6 +5454,20 @@ static void decoder_mixer(Decoder* dec, int l, const real* u, int pos, real* out
         }
         MemChunk* ch = &dec->c;
         int n = cnt + 1;
+        real* P = dec->P + lh * nP;
+        real* S = dec->S + lh * nP;
+        size_t mh = ml * H + h;  // in the memory-only parameter tensors
+        ch->p0 = m->anchor ? p->mem_p0 + mh * nP : NULL;
+        const real *lng = m->ln ? p->mem_ln_g + mh * d : NULL, *lnb = m->ln ? p->mem_ln_b + mh * d : NULL;
+        if (dec->Pt) {  // the recurrent step (mem_decode_step): P holds P_s, Pt the running state, S the momentum
+            real* Pt = dec->Pt + lh * nP;
+            chunk_set_row(m, ch, 0, row, row + d, row + 2 * d, row[3 * d], row[3 * d + 1], row + 3 * d + 2,
+                          row + 3 * d + 2 + ew);
+            mem_decode_step(m, ch, P, Pt, S, lng, lnb);
+            memcpy(a->y + h * d, ch->y, d * sizeof(real));
+            if (n == b) memcpy(P, Pt, nP * sizeof(real));  // the chunk's end: the next chunk's start state
+            continue;
+        }
         for (int t = 0; t < nh + n; t++) {
             const real* r = part + (size_t)t * rw;
             chunk_set_row(m, ch, t, r, r + d, r + 2 * d, r[3 * d], r[3 * d + 1], r + 3 * d + 2, r + 3 * d + 2 + ew);
@@ -5405,13 +5483,8 @@ static void decoder_mixer(Decoder* dec, int l, const real* u, int pos, real* out
             poly_rows(ch, m, nh + n, qf, kf);
         }
         if (w > 1) omega_halo(ch, m, nh);
-        real* P = dec->P + lh * nP;
-        real* S = dec->S + lh * nP;
         int full = n == b;
-        size_t mh = ml * H + h;  // in the memory-only parameter tensors
-        ch->p0 = m->anchor ? p->mem_p0 + mh * nP : NULL;
-        mem_step_forward(m, ch, nh + n, P, S, full ? dec->Pn : NULL, full ? dec->Sn : NULL,
-                         m->ln ? p->mem_ln_g + mh * d : NULL, m->ln ? p->mem_ln_b + mh * d : NULL);
+        mem_step_forward(m, ch, nh + n, P, S, full ? dec->Pn : NULL, full ? dec->Sn : NULL, lng, lnb);
         memcpy(a->y + h * d, ch->y + (size_t)(nh + n - 1) * d, d * sizeof(real));
         if (full) {
             memcpy(P, dec->Pn, nP * sizeof(real));

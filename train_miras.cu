@@ -7580,7 +7580,9 @@ static void model_free_gpu(ModelGpu* M) {
 // Per layer we keep the last K-1 rows before the conv, the memory state at the last chunk boundary, and the
 // q, k, v and gates of the tokens of the current, partial chunk. A new token is read by the same chunk function
 // over the partial chunk (its last row is the new output); when the chunk is full its end state becomes the new
-// boundary state. Row for row this is the computation of the parallel forward.
+// boundary state. Row for row this is the computation of the parallel forward. The memories whose step is the plain
+// recurrence (mem_decode_recurrent) instead step a running state token by token (decoder_recurrent_kernel), as the
+// CPU's decoder: one row's work per token; MIRAS_DECODE_CHUNK=1 keeps the chunk re-run for them too.
 
 typedef struct {
     ModelGpu* M;
@@ -7590,6 +7592,7 @@ typedef struct {
     size_t act_sizes[NUM_ACT_TENSORS];  // one row (B = T = 1), device
     real* conv_hist;  // (L, 3, K-1, D) inputs of the q, k, v convs at the previous K-1 positions
     real *P, *S, *Pn, *Sn;  // (L, H, nP) boundary state; (H, nP) chunk-end scratch, one per head
+    real* Pt;  // (L, H, nP) the running state of the recurrent step (decoder_recurrent_kernel), or NULL
     // (L, H, b + c-1, rw) q, k, v, a, theta, eta, delta (gamma) of the current chunk's tokens (decoder_row_width),
     // after omega's halo: the c-1 tokens before the chunk
     real* part;
@@ -7626,6 +7629,7 @@ typedef struct {
     int H, b, cnt, rw, nh;  // nh: omega's halo rows ahead of the partial chunk
     const real *q, *k, *v, *ga, *gth, *geta, *gdel, *ggam, *qf, *kf;  // this token's row of the layer's memory inputs
     real *y, *part, *P, *S, *Pn, *Sn;  // part, P, S: this layer's
+    real* Pt;  // decoder_recurrent_kernel: this layer's running state (P is then the chunk-start state)
     const real *lng, *lnb;
     MemChunkGpu* chunks;
     const real* p0;  // this layer's P_0 (H, nP): the anchored retention's anchor
@@ -7634,6 +7638,15 @@ typedef struct {
     int R, xn;  // the cluster split (MemArgs.R, .xn): R CTAs per head, each with its slice of P, S, Pn, Sn
 } DecArgs;
 
+// a decoder block's setup (thread 0): its chunk scratch (shared memory plan), MemCfg, anchor and the products' mode
+__device__ void dec_block_setup(MemChunkGpu* c, MemCfg* m, const DecArgs* A, int h) {
+    *c = A->chunks[blockIdx.x];
+    *m = A->m;
+    mem_smem_apply(c, &A->sm);
+    c->p0 = m->anchor ? A->p0 + (size_t)h * m->nP : NULL;
+    if (A->R > 1) mem_split_setup(c, m, A->R, A->xn, A->sm.floats);
+    mem_tc = A->tc;
+}
 // one block per head: append this token's row to the partial chunk, re-run the chunk, keep its last row. Split
 // (A.R > 1): a cluster of R CTAs per head, each with its slice of the state (as memory_forward_kernel's); the first
 // appends the row and writes y, every CTA reads the rows
@@ -7641,14 +7654,7 @@ __global__ void __launch_bounds__(MEM_THREADS) decoder_memory_kernel(DecArgs A) 
     __shared__ MemChunkGpu c;
     __shared__ MemCfg m;
     int R = A.R > 1 ? A.R : 1, r = blockIdx.x % R, h = blockIdx.x / R;  // r: the CTA's rank in its cluster
-    if (threadIdx.x == 0) {
-        c = A.chunks[blockIdx.x];
-        m = A.m;
-        mem_smem_apply(&c, &A.sm);
-        c.p0 = m.anchor ? A.p0 + (size_t)h * m.nP : NULL;
-        if (R > 1) mem_split_setup(&c, &m, R, A.xn, A.sm.floats);
-        mem_tc = A.tc;
-    }
+    if (threadIdx.x == 0) dec_block_setup(&c, &m, &A, h);
     __syncthreads();
     int d = m.d, nP = A.m.nP, nPr = m.nP, rw = A.rw, ew = m.cw ? d : 1, n = A.cnt + 1, w = m.omega, nh = A.nh,
         din = m.din, fo = rw - (w > 1 ? w : 0) - 2 * din;  // fo: poly's features' place in a row
@@ -7735,6 +7741,83 @@ __global__ void __launch_bounds__(MEM_THREADS) decoder_memory_kernel(DecArgs A) 
             __syncthreads();
         }
     }
+}
+// The recurrent step (train_miras.c's mem_decode_step, for the memories mem_decode_recurrent takes): the token's
+// inner gradient g_t at the chunk-start state P (mem_grad_forward_gpu, one row), then the running state Pt and
+// momentum S step in place,
+//   momentum:  S_t = theta_t S_{t-1} - eta_t g_t,   P_t = a_t P_{t-1} + S_t        [+ (1 - a_t) P_0, anchored]
+//   gd:        P_t = a_t P_{t-1} - eta_t g_t                                       [+ (1 - a_t) P_0, anchored]
+// and the read y_t = M(q_t; P_t); at the chunk's end Pt becomes P. One block per head; split (A.R > 1), a cluster
+// per head, each CTA stepping its slice (the slices' layout is a memory of d_m / R hidden units, so the update is
+// the same loop) and o = W1 h summed over the cluster (cl_reduce), as in mem_grad_forward_gpu.
+// one memory matrix (rows, cols) at offset o of the state: its gradient is the outer product dl xk^T
+__device__ void mem_decode_update_gpu(const MemCfg* m, const MemChunkGpu* c, real* Pt, real* S, size_t o,
+                                      const real* dl, const real* xk, int rows, int cols) {
+    real a = c->a[0], th = c->theta[0], eta = c->eta[0];
+    FOR(e, rows * cols) {
+        size_t i = o + e;
+        real g = dl[e / cols] * xk[e % cols], p = a * Pt[i];
+        if (m->momentum) {
+            real sn = th * S[i] - eta * g;
+            S[i] = sn;
+            p += sn;
+        } else
+            p -= eta * g;
+        Pt[i] = m->anchor ? p + (1 - a) * c->p0[i] : p;
+    }
+}
+__global__ void __launch_bounds__(MEM_THREADS) decoder_recurrent_kernel(DecArgs A) {
+    __shared__ MemChunkGpu c;
+    __shared__ MemCfg m;
+    int R = A.R > 1 ? A.R : 1, r = blockIdx.x % R, h = blockIdx.x / R;  // r: the CTA's rank in its cluster
+    if (threadIdx.x == 0) dec_block_setup(&c, &m, &A, h);
+    __syncthreads();
+    int d = m.d, dm = m.dm, din = m.din, nP = A.m.nP, nPr = m.nP, ew = m.cw ? d : 1;
+    if (R > 1 && m.anchor) cl_slice((real*)A.p0 + (size_t)h * nP, c.p0s, &A.m, R, r, 1);
+    FOR(i, d) {  // the token as row 0 (chunk_set_row)
+        c.qr[i] = A.q[h * d + i];
+        c.kr[i] = A.k[h * d + i];
+        c.v[i] = A.v[h * d + i];
+        if (m.cw) c.etac[i] = A.geta[h * d + i];
+        if (m.bias == BIAS_HUBER) c.delta[i] = A.gdel[h * ew + (m.cw ? i : 0)];
+    }
+    if (threadIdx.x == 0) {
+        c.a[0] = A.ga[h];
+        c.theta[0] = A.gth[h];
+        c.eta[0] = m.cw ? 1 : A.geta[h];
+    }
+    __syncthreads();
+    size_t so = (size_t)h * nP + (size_t)r * nPr;  // (split: CTA r's slice of head h's state)
+    real *P = A.P + so, *Pt = A.Pt + so, *S = A.S + so;
+    const real *lng = m.ln ? A.lng + (size_t)h * d : NULL, *lnb = m.ln ? A.lnb + (size_t)h * d : NULL;
+    mem_grad_forward_gpu(&m, &c, 1, P, lng, lnb);  // g_t at P_s: linear r k^T; deep (g1 hk^T, g2 k^T (, g3 k^T))
+    if (m.depth == 1) {
+        mem_decode_update_gpu(&m, &c, Pt, S, 0, c.r, c.k, d, din);
+        __syncthreads();
+        mm_nt_gpu(c.y, c.q, Pt, 1, d, din, 1, 0);  // y = W_t q
+    } else {
+        size_t o2 = (size_t)d * dm, o3 = o2 + (size_t)dm * din;
+        mem_decode_update_gpu(&m, &c, Pt, S, 0, c.g1, c.hk, d, dm);
+        mem_decode_update_gpu(&m, &c, Pt, S, o2, c.g2, c.k, dm, din);
+        if (m.gated) mem_decode_update_gpu(&m, &c, Pt, S, o3, c.g3, c.k, dm, din);
+        __syncthreads();
+        // the read: y = q + LN(W1_t GELU(W2_t q)) (gated: W1_t (GELU(W2_t q) * W3_t q))
+        mm_nt_gpu(c.zq, c.q, Pt + o2, 1, dm, din, 1, 0);
+        if (m.gated) mm_nt_gpu(c.zq3, c.q, Pt + o3, 1, dm, din, 1, 0);
+        FOR(j, dm) c.hq[j] = gelu_gpu(c.zq[j], gelu_tanh_gpu(c.zq[j])) * (m.gated ? c.zq3[j] : 1);
+        __syncthreads();
+        bool cl = cl_on(&c, SPLIT_P);  // (split: o's sum over dm spans the cluster)
+        mm_nt_gpu(cl ? cl_buf(&c) : c.nq, c.hq, Pt, 1, d, dm, 1, 0);
+        if (cl) {
+            ClPart pt[1] = {{c.nq, 0, d, 0}};
+            cl_reduce(&c, pt, 1);
+        }
+        if (m.ln) ln_forward_gpu(c.nq, c.rq, 1, d);
+        mem_out_forward_gpu(c.y, c.qr, c.nq, lng, lnb, &m, 1);
+    }
+    if (r == 0) FOR(i, d) A.y[h * d + i] = c.y[i];
+    if (A.cnt + 1 == A.b) block_copy(P, Pt, nPr);  // the chunk's end: the next chunk's start state
+    if (R > 1) cg::this_cluster().sync();  // (none exits while its exchange buffer may be read)
 }
 // CTA r's slices of each head's whole state (cl_slice), in place of (H, nP) whole states (the decoder's split P_0)
 __global__ void mem_slice_kernel(real* dst, const real* src, MemCfg m, int R) {
@@ -7850,6 +7933,8 @@ static void decoder_init_gpu(DecoderGpu* dec, ModelGpu* M) {
         mem_launch_plan(m, c->b, 1, dec->R, dec->xn, c->H, &dec->sm);  // (decoder_memory_kernel's, as the forward's)
     cudaCheck(cudaFuncSetAttribute(decoder_memory_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                    (int)mem_dyn_bytes(dec->sm.floats, dec->R, dec->xn)));
+    cudaCheck(cudaFuncSetAttribute(decoder_recurrent_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                   (int)mem_dyn_bytes(dec->sm.floats, dec->R, dec->xn)));
     if (c->lattice) {  // Lattice: S_0 = I per head of each memory layer
         real* I = (real*)calloc((size_t)c->H * m->nP, sizeof(real));
         for (int h = 0; h < c->H; h++) lattice_identity(I + (size_t)h * m->nP, m->d);
@@ -7866,6 +7951,13 @@ static void decoder_init_gpu(DecoderGpu* dec, ModelGpu* M) {
         } else if (M->hm->mlayer[l] >= 0 && !c->lattice)
             d2d(dec->P + (size_t)l * c->H * m->nP, M->params.mem_p0 + (size_t)M->hm->mlayer[l] * c->H * m->nP,
                 (size_t)c->H * m->nP * sizeof(real));
+    // the recurrent step (decoder_recurrent_kernel, as train_miras.c's decoder; MIRAS_DECODE_CHUNK=1 re-runs the
+    // partial chunk instead): the running state starts as P
+    const char* dch = getenv("MIRAS_DECODE_CHUNK");
+    if (!c->lattice && c->arch != ARCH_MAC && mem_decode_recurrent(m) && !(dch && atoi(dch))) {
+        dec->Pt = (real*)dmalloc(LH * m->nP * sizeof(real));
+        d2d(dec->Pt, dec->P, LH * m->nP * sizeof(real));
+    }
     dec->kvcap = 64;
     for (int l = 0; l < c->L; l++)
         if (c->pattern[l] != 'M') {
@@ -7996,6 +8088,7 @@ static void decoder_free_gpu(DecoderGpu* dec) {
     dfree(dec->S);
     dfree(dec->Pn);
     dfree(dec->Sn);
+    dfree(dec->Pt);
     dfree(dec->part);
     dfree(dec->chunk_memory);
     dfree(dec->chunks);
@@ -8092,8 +8185,14 @@ static void decoder_mixer_gpu(DecoderGpu* dec, int l, const real* u, int pos, re
         A.R = dec->R;
         A.xn = dec->xn;
         size_t sb = mem_dyn_bytes(A.sm.floats, A.R, A.xn);
-        mem_kernel_launch(decoder_memory_kernel, A, A.R, H, sb, dec->nt);
-        KCHECK("decoder_memory");
+        if (dec->Pt) {  // the recurrent step: P is the chunk-start state, Pt the running one
+            A.Pt = dec->Pt + (size_t)l * H * nP;
+            mem_kernel_launch(decoder_recurrent_kernel, A, A.R, H, sb, dec->nt);
+            KCHECK("decoder_recurrent");
+        } else {
+            mem_kernel_launch(decoder_memory_kernel, A, A.R, H, sb, dec->nt);
+            KCHECK("decoder_memory");
+        }
     }
     rmsnorm_forward_gpu(a->yn, a->yrstd, a->y, p->rmsh_w + ml * D, 1, H, d);
     matmul_forward_gpu(a->gp, u, p->wg + ml * D * D, NULL, 1, D, D);
@@ -8447,7 +8546,7 @@ static int decode_test(const char* in) {
         real* seq = (real*)xmalloc((size_t)T * Vp * sizeof(real));
         for (int t = 0; t < T; t++) memcpy(seq + (size_t)t * Vp, decoder_step_gpu(&dec, tok[t]), Vp * sizeof(real));
         double err = relerr_rr(seq, par, (size_t)T * Vp);
-        printf("  decode T=%d: err %.2e%s\n", T, err,
+        printf("  decode T=%d: err %.2e%s%s\n", T, err, dec.Pt ? " (the recurrent step)" : "",
                dec.R > 1 ? " (the memory split over clusters: MIRAS_MEM_SPLIT)" : "");
         if (err > worst || !(err == err)) {
             worst = err == err ? err : INFINITY;

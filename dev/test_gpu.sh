@@ -37,6 +37,10 @@ CKPT_ENVS=${CKPT_ENVS:-MIRAS_MEM_CKPT=3}
 # and =3, the split with T = (I + L)^-1): the same fp32 checks against the CPU dump (3xTF32 chunk products), and with
 # =1 bf16's (TF32) where BF16 matches
 WY=${WY:-'^(syn_deltanet|syn_gdn_t150)$'}
+# the inputs whose decoding is checked again with MIRAS_DECODE_CHUNK=1 (the partial chunk re-run for every token,
+# decoder_memory_kernel) beside the default recurrent step (decoder_recurrent_kernel): both against the parallel
+# forward, and each must say which it ran (else a failure: both checks could have run the same decoder)
+DECCHUNK=${DECCHUNK:-'^(titans|mal|syn_titans_d64|syn_split)$'}
 out=build/gpu_test
 mkdir -p "$out"
 echo "device: $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1 || true) (GPU binary: $GPU)"
@@ -139,6 +143,14 @@ check() {
         grep -q '^FAIL' "$out/dec_$name.txt" || echo "FAIL - $name: --decode-test failed: $(tail -n 1 "$out/dec_$name.txt")"
     fi
     grep -E '^(ok|FAIL)|error' "$out/dec_$name.txt" | sed -E "s#^(ok|FAIL) - $f#\1 - $name#"
+    if echo "$name" | grep -Eq -- "$DECCHUNK"; then
+        if ! grep -q '(the recurrent step)' "$out/dec_$name.txt"; then
+            echo "FAIL - $name: the decoder did not take the recurrent step"; fail=$((fail + 1))
+        elif MIRAS_DECODE_CHUNK=1 "$GPU" --decode-test "$f" >"$out/decc_$name.txt" 2>&1 &&
+            ! grep -q '(the recurrent step)' "$out/decc_$name.txt"; then
+            pass=$((pass + 1)); echo "ok - $name: MIRAS_DECODE_CHUNK=1 (the partial chunk re-run per token): $(grep -o 'worst err .*' "$out/decc_$name.txt")"
+        else fail=$((fail + 1)); echo "FAIL - $name: MIRAS_DECODE_CHUNK=1: $(tail -n 1 "$out/decc_$name.txt")"; fi
+    fi
     if echo "$name" | grep -Eq -- "$CKPT"; then   # fewer stored memory states: the same dump, byte for byte
         for e in $CKPT_ENVS; do
             if ! env "$e" "$GPU" -J "$f" -O "$out/gpu_ck_$name.bin" >"$out/gpu_ck_$name.out" 2>"$out/gpu_ck_$name.err"; then

@@ -13,7 +13,7 @@
 set -u
 cd "$(dirname "$0")/../.."
 for t in g++ python3; do
-    command -v $t >/dev/null || { echo "# 168 check(s) skipped: no $t (the emulator build needs g++ and python3)"; echo "0 passed, 0 failed"; exit 0; }
+    command -v $t >/dev/null || { echo "# 170 check(s) skipped: no $t (the emulator build needs g++ and python3)"; echo "0 passed, 0 failed"; exit 0; }
 done
 if ! bash dev/cuda/emu_build.sh >build/emu_build.log 2>&1; then
     echo "not ok - the emulator build of train_miras.cu failed: $(tail -n 3 build/emu_build.log)"; echo "0 passed, 1 failed"; exit 1
@@ -22,10 +22,11 @@ log=build/test_emu_gpu_1.log
 log2=build/test_emu_gpu_2.log
 # the cluster split of the deep memories (MIRAS_MEM_SPLIT=4; README "The cluster split") on syn_split, the gated
 # memory with momentum and the anchor, d = 32 and d_m / 4 = 16 < d (mem_update_backward's rows wider than the slice),
-# with the checkpointed states (5 checks, decoding included: decoder_memory_kernel splits alike); it must say that it
-# split, in training and in decoding (else one failure more: the checks would pass on the plain kernels). One input on
+# with the checkpointed states (6 checks, decoding included, by the recurrent step and by the chunk re-run: both
+# decoder kernels split alike); it must say that it split, in training and in both decodings (else one failure more:
+# the checks would pass on the plain kernels). One input on
 # one core: it runs beside the fixtures' checks below (which take the other cores), not after them
-rm -f build/gpu_test/{log,dec}_syn_split.txt
+rm -f build/gpu_test/{log,dec,decc}_syn_split.txt
 MIRAS_MEM_SPLIT=4 GPU_BIN=build/emu/train_miras_emu SYNTH=1 JOBS=1 OMP_NUM_THREADS=1 ONLY='^syn_split$' \
     BF16='^$' CKPT='^syn_split$' CKPT_ENVS="MIRAS_MEM_CKPT=2" bash dev/test_gpu.sh > $log2 2>&1 &
 split_pid=$!
@@ -36,7 +37,8 @@ GPU_BIN=build/emu/train_miras_emu SYNTH=0 JOBS=${JOBS:-$(nproc)} \
 wait $split_pid
 head -n -1 $log; head -n -1 $log2
 if grep -q "^memory: split over clusters of 4 CTAs" build/gpu_test/log_syn_split.txt 2>/dev/null &&
-    grep -q "(the memory split over clusters" build/gpu_test/dec_syn_split.txt 2>/dev/null; then
+    grep -q "(the memory split over clusters" build/gpu_test/dec_syn_split.txt 2>/dev/null &&
+    grep -q "(the memory split over clusters" build/gpu_test/decc_syn_split.txt 2>/dev/null; then
     echo "ok - MIRAS_MEM_SPLIT=4: syn_split trained and decoded split"; sp=1; sf=0
 else echo "FAIL - MIRAS_MEM_SPLIT=4: syn_split did not train and decode split"; sp=0; sf=1; fi
 cnt() { tail -n 1 "$1" | grep -oE "^[0-9]+ passed, [0-9]+ failed" | awk -v k=$2 '{print $k}'; }
