@@ -670,6 +670,51 @@ static void attn_model(Model* M, const char* pattern, int W, int b) {
         p->rms2_w[i] += (real)(0.1 * rng_normal(&r));
     }
 }
+// 4c. the recurrent decoder step (train_miras.c's mem_decode_step) over many chunks: the decoder steps a running state
+// token by token, the parallel forward takes the chunks' dual form, so their rounding differs and could drift apart
+// chunk after chunk. T = 400 at b = 4 (100 chunks) on models as model_init makes them (D 16, H 2, E 2) of the memories
+// it takes: titans (momentum) without the anchor, ttt_mlp (gd), yaad (Huber) and the gated memory anchored (their
+// presets' default), gated_deltanet (linear). (Not attn_model's O(1) scales: there titans and yaad without the anchor
+// are chaotic, any two roundings growing ~10x per 5 chunks, to 0.2 at T = 400 in fp64, the chunk re-run decoder's as
+// much as the recurrent step's, and MSA's decode check fails by T = 70 (1.6e-14 fp64); anchored, neither drifts. Yaad
+// without the anchor drifts mildly even as initialised: 1.6e-9 fp64, 1.9e-2 fp32 at T = 400, either decoder.)
+static void test_decode_long(void) {
+    const struct {
+        const char* p;
+        int gated, anchor;
+    } mods[] = {{"titans", 0, 0}, {"ttt_mlp", 0, 0}, {"yaad", 0, 1}, {"titans", 1, 1}, {"gated_deltanet", 0, 0}};
+    for (int i = 0; i < 5; i++) {
+        Config c;
+        memset(&c, 0, sizeof c);
+        preset_config(&c, mods[i].p);
+        c.gated = mods[i].gated;
+        c.anchor = mods[i].anchor;
+        c.V = 61;
+        c.Vp = 64;
+        c.D = 16;
+        c.H = 2;
+        c.E = 2;
+        c.F = 32;
+        c.K = 4;
+        c.b = 4;
+        c.L = 2;
+        snprintf(c.pattern, sizeof c.pattern, "MM");
+        Model M;
+        model_build(&M, &c);
+        model_init(&M, 7);
+        int T = 400, *tok = malloc(T * sizeof(int));
+        uint64_t r = 5;
+        for (int t = 0; t < T; t++) tok[t] = (int)(rng_f64(&r) * M.cfg.V);
+        int rec = mem_decode_recurrent(&M.mem);
+        double e = decode_err(&M, tok, T);
+        free(tok);
+        check(rec && e <= TOL_SELF,
+              "%s %s%s%s (b %d, %s): decode equals parallel forward at T = 400, 100 chunks: err %.2e", BUILD, mods[i].p,
+              mods[i].gated ? " gated" : "", mods[i].anchor ? " anchored" : "", M.cfg.b,
+              rec ? "the recurrent step" : "NOT the recurrent step", e);
+        model_free(&M);
+    }
+}
 static void test_attn_decode(const char* pattern, int W) {
     Model M;
     attn_model(&M, pattern, W, 4);
@@ -3926,6 +3971,7 @@ int main(int argc, char** argv) {
     test_online("anchored retention: Moneta (toward A_0)", 2, 1, 1, BIAS_LP, ALGO_GD, RET_LQ, 0, 1);
     test_online("anchored retention: gated delta rule", 1, 0, 0, BIAS_L2, ALGO_GD, RET_NONE, 0, 1);
     for (int i = 0; i < NFIX; i++) test_decode(dir, FIXTURES[i]);
+    test_decode_long();
     test_attn_decode("AA", 0);
     test_attn_decode("SMS", 5);
     test_attn_decode("ASM", 1);

@@ -65,7 +65,8 @@ fi
 # presets; then titans at T = 4096 timed for v7 (the default's products), v17, v19 with 4 and 2 CTAs per (sequence,
 # head), v20, and v7 of the carried build/memlab_base (device_prep.sh: memlab from an earlier commit) as the same run's
 # baseline; then titans' whole step (B = 4, T = 4096, -f 2) with MIRAS_MEM_SPLIT=4, 2 and MIRAS_MEM_TC=29 beside
-# part 4's default; and decoding at B = 1 with MIRAS_MEM_SPLIT=4 (part 5: without)
+# part 4's default; and decoding at B = 1 with MIRAS_MEM_SPLIT=4 and without (each by the recurrent step, with CUDA
+# graphs, and by the chunk re-run)
 if part 0; then
     for p in titans ttt_mlp yaad moneta memora; do
         for v in 19 20; do
@@ -86,6 +87,9 @@ if part 0; then
         say "titans $e: ${r:-no result (see bench.log)}"; done
     (export MIRAS_MEM_SPLIT=4; DECODE=1 REF=0 step 90 bash dev/bench_gpu.sh 1 64 2 2 > "$W/decode_split.log" 2>&1)
     grep -E "^decode" "$W/decode_split.log" | while read -r l; do say "titans -f 2 MIRAS_MEM_SPLIT=4: $l"; done
+    # (bench_gpu.sh decodes with the recurrent step, with it and CUDA graphs, and with the chunk re-run)
+    DECODE=1 REF=0 step 90 bash dev/bench_gpu.sh 1 64 2 2 > "$W/decode_plain.log" 2>&1
+    grep -E "^decode" "$W/decode_plain.log" | while read -r l; do say "titans -f 2: $l"; done
     say "t = $((SECONDS - S)) s"
 fi
 
