@@ -5140,10 +5140,11 @@ typedef struct {
     PhiScr ph_scr;
 } Decoder;
 
-// the memories the decoder steps token by token (mem_decode_step, section 5b's end): the plain recurrence, without
-// retention (lq, kl), muon, omega, poly, phi* or Lattice; the others re-run the partial chunk
+// the memories the decoder steps token by token (mem_decode_step, section 5b's end): the plain recurrence, and Moneta's
+// lq retention (gd, its reads scaled); not the kl retention, muon, omega, poly, phi* or Lattice, which re-run the
+// partial chunk
 static int mem_decode_recurrent(const MemCfg* m) {
-    return m->retention == RET_NONE && !m->muon && m->omega == 1 && !m->poly && !m->phistar && !m->lattice;
+    return m->retention != RET_KL && !m->muon && m->omega == 1 && !m->poly && !m->phistar && !m->lattice;
 }
 static int decoder_row_width(const MemCfg* m) {
     return 3 * m->d + 2 + 2 * (m->cw ? m->d : 1) + (m->poly ? 2 * m->din : 0) + (m->omega > 1 ? m->omega : 0);
@@ -5350,7 +5351,9 @@ static void conv_step(real* out, real* hist, const real* x, const real* w, int C
 // (P_{t-1} the running state Pt, updated in place; S the running momentum), then the read after the write,
 // y_t = M(q_t; P_t). Unrolled over a chunk this is the dual form's P_t = alpha_t P_s + beta_t S_s - sum_i C[t][i] g_i,
 // so decoding equals the parallel forward to rounding, at one row's work per token instead of the partial chunk's.
-// For the memories mem_decode_recurrent takes. Row 0 of c holds the token (chunk_set_row).
+// Moneta's lq retention (SPEC §5.3, gd): the state is A, the gradients are taken at W_s = A_s / s_s (lq_scales, per
+// matrix) and the reads go through A_t / s_s, s_s the chunk start's scale (the chunk's cs). For the memories
+// mem_decode_recurrent takes. Row 0 of c holds the token (chunk_set_row).
 // one memory matrix (rows, cols) of the state at offset o: its gradient is the outer product dl xk^T
 static void mem_decode_update(const MemCfg* m, const MemChunk* c, real* Pt, real* S, size_t o, const real* dl,
                               const real* xk, int rows, int cols) {
@@ -5372,10 +5375,16 @@ static void mem_decode_step(const MemCfg* m, MemChunk* c, const real* Ps, real* 
     int d = m->d, dm = m->dm, din = m->din;
     c->nh = 0;
     c->wc = 1;
-    mem_grad_forward(m, c, 1, Ps, lng, lnb);  // g_t at P_s: linear r k^T; deep (g1 hk^T, g2 k^T (, g3 k^T))
+    real cs[2] = {1, 1};  // the reads' scales (lq: 1 / s_s per matrix)
+    const real* Pg = Ps;
+    if (m->retention == RET_LQ) {
+        lq_scales(m, Ps, c->Wa, cs);
+        Pg = c->Wa;
+    }
+    mem_grad_forward(m, c, 1, Pg, lng, lnb);  // g_t at P_s: linear r k^T; deep (g1 hk^T, g2 k^T (, g3 k^T))
     if (m->depth == 1) {
         mem_decode_update(m, c, Pt, S, 0, c->r, c->k, d, din);
-        mm_nt(c->y, c->q, Pt, 1, d, din, 1, 0);  // y = W_t q
+        mm_nt(c->y, c->q, Pt, 1, d, din, cs[0], 0);  // y = W_t q
         return;
     }
     size_t o2 = (size_t)d * dm, o3 = o2 + (size_t)dm * din;
@@ -5383,13 +5392,13 @@ static void mem_decode_step(const MemCfg* m, MemChunk* c, const real* Ps, real* 
     mem_decode_update(m, c, Pt, S, o2, c->g2, c->k, dm, din);
     if (m->gated) mem_decode_update(m, c, Pt, S, o3, c->g3, c->k, dm, din);
     // the read: y = q + LN(W1_t GELU(W2_t q)) (gated: W1_t (GELU(W2_t q) * W3_t q))
-    mm_nt(c->zq, c->q, Pt + o2, 1, dm, din, 1, 0);
+    mm_nt(c->zq, c->q, Pt + o2, 1, dm, din, cs[1], 0);
     for (int j = 0; j < dm; j++) c->hq[j] = gelu(c->zq[j], gelu_tanh(c->zq[j]));
     if (m->gated) {
         mm_nt(c->zq3, c->q, Pt + o3, 1, dm, din, 1, 0);
         for (int j = 0; j < dm; j++) c->hq[j] *= c->zq3[j];
     }
-    mm_nt(c->nq, c->hq, Pt, 1, d, dm, 1, 0);
+    mm_nt(c->nq, c->hq, Pt, 1, d, dm, cs[0], 0);
     if (m->ln) ln_forward(c->nq, c->rq, 1, d);
     mem_out_forward(c->y, c->qr, c->nq, lng, lnb, m, 1);
 }

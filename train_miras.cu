@@ -7581,7 +7581,7 @@ static void model_free_gpu(ModelGpu* M) {
 // q, k, v and gates of the tokens of the current, partial chunk. A new token is read by the same chunk function
 // over the partial chunk (its last row is the new output); when the chunk is full its end state becomes the new
 // boundary state. Row for row this is the computation of the parallel forward. The memories whose step is the plain
-// recurrence (mem_decode_recurrent) instead step a running state token by token (decoder_recurrent_kernel), as the
+// recurrence, and Moneta's (mem_decode_recurrent), instead step a running state token by token (decoder_recurrent_kernel), as the
 // CPU's decoder: one row's work per token; MIRAS_DECODE_CHUNK=1 keeps the chunk re-run for them too.
 
 typedef struct {
@@ -7747,7 +7747,8 @@ __global__ void __launch_bounds__(MEM_THREADS) decoder_memory_kernel(DecArgs A) 
 // momentum S step in place,
 //   momentum:  S_t = theta_t S_{t-1} - eta_t g_t,   P_t = a_t P_{t-1} + S_t        [+ (1 - a_t) P_0, anchored]
 //   gd:        P_t = a_t P_{t-1} - eta_t g_t                                       [+ (1 - a_t) P_0, anchored]
-// and the read y_t = M(q_t; P_t); at the chunk's end Pt becomes P. One block per head; split (A.R > 1), a cluster
+// and the read y_t = M(q_t; P_t) (Moneta's lq: the gradients at W_s = P / s_s, the reads through Pt / s_s, as the
+// CPU's); at the chunk's end Pt becomes P. One block per head; split (A.R > 1), a cluster
 // per head, each CTA stepping its slice (the slices' layout is a memory of d_m / R hidden units, so the update is
 // the same loop) and o = W1 h summed over the cluster (cl_reduce), as in mem_grad_forward_gpu.
 // one memory matrix (rows, cols) at offset o of the state: its gradient is the outer product dl xk^T. Each thread
@@ -7828,11 +7829,17 @@ __global__ void __launch_bounds__(MEM_THREADS) decoder_recurrent_kernel(DecArgs 
     size_t so = (size_t)h * nP + (size_t)r * nPr;  // (split: CTA r's slice of head h's state)
     real *P = A.P + so, *Pt = A.Pt + so, *S = A.S + so;
     const real *lng = m.ln ? A.lng + (size_t)h * d : NULL, *lnb = m.ln ? A.lnb + (size_t)h * d : NULL;
-    mem_grad_forward_gpu(&m, &c, 1, P, lng, lnb);  // g_t at P_s: linear r k^T; deep (g1 hk^T, g2 k^T (, g3 k^T))
+    real cs[2] = {1, 1};  // the reads' scales (Moneta's lq: 1 / s_s per matrix, the gradients at W_s = A_s / s_s)
+    const real* Pg = P;
+    if (m.retention == RET_LQ) {
+        lq_scales_gpu(&m, &c, P, c.Wa, cs);
+        Pg = c.Wa;
+    }
+    mem_grad_forward_gpu(&m, &c, 1, Pg, lng, lnb);  // g_t at P_s: linear r k^T; deep (g1 hk^T, g2 k^T (, g3 k^T))
     if (m.depth == 1) {
         mem_decode_update_gpu(&m, &c, Pt, S, 0, c.r, c.k, d, din);
         __syncthreads();
-        mm_nt_gpu(c.y, c.q, Pt, 1, d, din, 1, 0);  // y = W_t q
+        mm_nt_gpu(c.y, c.q, Pt, 1, d, din, cs[0], 0);  // y = W_t q
     } else {
         size_t o2 = (size_t)d * dm, o3 = o2 + (size_t)dm * din;
         mem_decode_update_gpu(&m, &c, Pt, S, 0, c.g1, c.hk, d, dm);
@@ -7840,12 +7847,12 @@ __global__ void __launch_bounds__(MEM_THREADS) decoder_recurrent_kernel(DecArgs 
         if (m.gated) mem_decode_update_gpu(&m, &c, Pt, S, o3, c.g3, c.k, dm, din);
         __syncthreads();
         // the read: y = q + LN(W1_t GELU(W2_t q)) (gated: W1_t (GELU(W2_t q) * W3_t q))
-        mm_nt_gpu(c.zq, c.q, Pt + o2, 1, dm, din, 1, 0);
+        mm_nt_gpu(c.zq, c.q, Pt + o2, 1, dm, din, cs[1], 0);
         if (m.gated) mm_nt_gpu(c.zq3, c.q, Pt + o3, 1, dm, din, 1, 0);
         FOR(j, dm) c.hq[j] = gelu_gpu(c.zq[j], gelu_tanh_gpu(c.zq[j])) * (m.gated ? c.zq3[j] : 1);
         __syncthreads();
         bool cl = cl_on(&c, SPLIT_P);  // (split: o's sum over dm spans the cluster)
-        mm_nt_gpu(cl ? cl_buf(&c) : c.nq, c.hq, Pt, 1, d, dm, 1, 0);
+        mm_nt_gpu(cl ? cl_buf(&c) : c.nq, c.hq, Pt, 1, d, dm, cs[0], 0);
         if (cl) {
             ClPart pt[1] = {{c.nq, 0, d, 0}};
             cl_reduce(&c, pt, 1);
