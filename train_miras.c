@@ -5344,16 +5344,6 @@ static void conv_step(real* out, real* hist, const real* x, const real* w, int C
 // decoder_init feeds each layer's P rows through its memory (conv buffers, chunk state) and MAG's attention cache
 // first, and every token then continues the stream. The attention caches hold N_p + W rows: P pinned in slots
 // 0..N_p-1 (MAG; none for MAL), then a ring of the last W rows (stream row j >= N_p in slot N_p + (j - N_p) mod W).
-// The decoder's step of one head's memory, token by token: SPEC §5.1, §5.2 as written, rather than the chunk's dual
-// form over the partial chunk. The token's inner gradient g_t at the chunk-start state Ps (mem_grad_forward, one row),
-//   momentum:  S_t = theta_t S_{t-1} - eta_t g_t,   P_t = a_t P_{t-1} + S_t        [+ (1 - a_t) P_0, anchored]
-//   gd:        P_t = a_t P_{t-1} - eta_t g_t                                       [+ (1 - a_t) P_0, anchored]
-// (P_{t-1} the running state Pt, updated in place; S the running momentum), then the read after the write,
-// y_t = M(q_t; P_t). Unrolled over a chunk this is the dual form's P_t = alpha_t P_s + beta_t S_s - sum_i C[t][i] g_i,
-// so decoding equals the parallel forward to rounding, at one row's work per token instead of the partial chunk's.
-// Moneta's lq retention (SPEC §5.3, gd): the state is A, the gradients are taken at W_s = A_s / s_s (lq_scales, per
-// matrix) and the reads go through A_t / s_s, s_s the chunk start's scale (the chunk's cs). For the memories
-// mem_decode_recurrent takes. Row 0 of c holds the token (chunk_set_row).
 // one memory matrix (rows, cols) of the state at offset o: its gradient is the outer product dl xk^T
 static void mem_decode_update(const MemCfg* m, const MemChunk* c, real* Pt, real* S, size_t o, const real* dl,
                               const real* xk, int rows, int cols) {
@@ -5370,6 +5360,16 @@ static void mem_decode_update(const MemCfg* m, const MemChunk* c, real* Pt, real
             if (m->anchor) Pt[e] += (1 - a) * c->p0[e];
         }
 }
+// The decoder's step of one head's memory, token by token: SPEC §5.1, §5.2 as written, rather than the chunk's dual
+// form over the partial chunk. The token's inner gradient g_t at the chunk-start state Ps (mem_grad_forward, one row),
+//   momentum:  S_t = theta_t S_{t-1} - eta_t g_t,   P_t = a_t P_{t-1} + S_t        [+ (1 - a_t) P_0, anchored]
+//   gd:        P_t = a_t P_{t-1} - eta_t g_t                                       [+ (1 - a_t) P_0, anchored]
+// (P_{t-1} the running state Pt, updated in place; S the running momentum), then the read after the write,
+// y_t = M(q_t; P_t). Unrolled over a chunk this is the dual form's P_t = alpha_t P_s + beta_t S_s - sum_i C[t][i] g_i,
+// so decoding equals the parallel forward to rounding, at one row's work per token instead of the partial chunk's.
+// Moneta's lq retention (SPEC §5.3, gd): the state is A, the gradients are taken at W_s = A_s / s_s (lq_scales, per
+// matrix) and the reads go through A_t / s_s, s_s the chunk start's scale (the chunk's cs). For the memories
+// mem_decode_recurrent takes. Row 0 of c holds the token (chunk_set_row).
 static void mem_decode_step(const MemCfg* m, MemChunk* c, const real* Ps, real* Pt, real* S, const real* lng,
                             const real* lnb) {
     int d = m->d, dm = m->dm, din = m->din;

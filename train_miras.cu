@@ -7742,15 +7742,6 @@ __global__ void __launch_bounds__(MEM_THREADS) decoder_memory_kernel(DecArgs A) 
         }
     }
 }
-// The recurrent step (train_miras.c's mem_decode_step, for the memories mem_decode_recurrent takes): the token's
-// inner gradient g_t at the chunk-start state P (mem_grad_forward_gpu, one row), then the running state Pt and
-// momentum S step in place,
-//   momentum:  S_t = theta_t S_{t-1} - eta_t g_t,   P_t = a_t P_{t-1} + S_t        [+ (1 - a_t) P_0, anchored]
-//   gd:        P_t = a_t P_{t-1} - eta_t g_t                                       [+ (1 - a_t) P_0, anchored]
-// and the read y_t = M(q_t; P_t) (Moneta's lq: the gradients at W_s = P / s_s, the reads through Pt / s_s, as the
-// CPU's); at the chunk's end Pt becomes P. One block per head; split (A.R > 1), a cluster
-// per head, each CTA stepping its slice (the slices' layout is a memory of d_m / R hidden units, so the update is
-// the same loop) and o = W1 h summed over the cluster (cl_reduce), as in mem_grad_forward_gpu.
 // one memory matrix (rows, cols) at offset o of the state: its gradient is the outer product dl xk^T. Each thread
 // steps 4 adjacent elements of a row at a time (16-byte accesses where aligned) and loads DEC_U such groups before
 // it writes any: the loads are in flight together (as MM_U's in the products), not one round trip per element.
@@ -7805,11 +7796,23 @@ __device__ void mem_decode_update_gpu(const MemCfg* m, const MemChunkGpu* c, rea
         if (m->momentum) Sm[e] = sv;
     }
 }
+// The recurrent step (train_miras.c's mem_decode_step, for the memories mem_decode_recurrent takes): the token's
+// inner gradient g_t at the chunk-start state P (mem_grad_forward_gpu, one row), then the running state Pt and
+// momentum S step in place,
+//   momentum:  S_t = theta_t S_{t-1} - eta_t g_t,   P_t = a_t P_{t-1} + S_t        [+ (1 - a_t) P_0, anchored]
+//   gd:        P_t = a_t P_{t-1} - eta_t g_t                                       [+ (1 - a_t) P_0, anchored]
+// and the read y_t = M(q_t; P_t) (Moneta's lq: the gradients at W_s = P / s_s, the reads through Pt / s_s, as the
+// CPU's); at the chunk's end Pt becomes P. One block per head; split (A.R > 1), a cluster
+// per head, each CTA stepping its slice (the slices' layout is a memory of d_m / R hidden units, so the update is
+// the same loop) and o = W1 h summed over the cluster (cl_reduce), as in mem_grad_forward_gpu.
 __global__ void __launch_bounds__(MEM_THREADS) decoder_recurrent_kernel(DecArgs A) {
     __shared__ MemChunkGpu c;
     __shared__ MemCfg m;
     int R = A.R > 1 ? A.R : 1, r = blockIdx.x % R, h = blockIdx.x / R;  // r: the CTA's rank in its cluster
-    if (threadIdx.x == 0) dec_block_setup(&c, &m, &A, h);
+    if (threadIdx.x == 0) {
+        dec_block_setup(&c, &m, &A, h);
+        mem_tc = 0;  // one row: the SIMT products (their state loads batched, MM_U), not 16-row tensor-core tiles of
+    }  // which 15 rows would be padding and whose k-steps wait on their loads in turn
     __syncthreads();
     int d = m.d, dm = m.dm, din = m.din, nP = A.m.nP, nPr = m.nP, ew = m.cw ? d : 1;
     if (R > 1 && m.anchor) cl_slice((real*)A.p0 + (size_t)h * nP, c.p0s, &A.m, R, r, 1);
