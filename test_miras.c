@@ -674,7 +674,7 @@ static void attn_model(Model* M, const char* pattern, int W, int b) {
 // token by token, the parallel forward takes the chunks' dual form, so their rounding differs and could drift apart
 // chunk after chunk. T = 400 at b = 4 (100 chunks) on models as model_init makes them (D 16, H 2, E 2) of the memories
 // it takes: titans (momentum) without the anchor, ttt_mlp (gd), yaad (Huber), the gated memory and moneta (lq) anchored
-// (their presets' default), gated_deltanet (linear). (Not attn_model's O(1) scales: there titans and yaad without the anchor
+// (their presets' default), gated_deltanet (linear), memora (kl). (Not attn_model's O(1) scales: there titans and yaad without the anchor
 // are chaotic, any two roundings growing ~10x per 5 chunks, to 0.2 at T = 400 in fp64, the chunk re-run decoder's as
 // much as the recurrent step's, and MSA's decode check fails by T = 70 (1.6e-14 fp64); anchored, neither drifts. Yaad
 // without the anchor drifts mildly even as initialised: 1.6e-9 fp64, 1.9e-2 fp32 at T = 400, either decoder.)
@@ -682,9 +682,9 @@ static void test_decode_long(void) {
     const struct {
         const char* p;
         int gated, anchor;
-    } mods[] = {{"titans", 0, 0}, {"ttt_mlp", 0, 0},        {"yaad", 0, 1},
-                {"titans", 1, 1}, {"gated_deltanet", 0, 0}, {"moneta", 0, 1}};
-    for (int i = 0; i < 6; i++) {
+    } mods[] = {{"titans", 0, 0},         {"ttt_mlp", 0, 0}, {"yaad", 0, 1},  {"titans", 1, 1},
+                {"gated_deltanet", 0, 0}, {"moneta", 0, 1},  {"memora", 0, 0}};
+    for (int i = 0; i < 7; i++) {
         Config c;
         memset(&c, 0, sizeof c);
         preset_config(&c, mods[i].p);

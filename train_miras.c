@@ -5140,11 +5140,10 @@ typedef struct {
     PhiScr ph_scr;
 } Decoder;
 
-// the memories the decoder steps token by token (mem_decode_step, section 5b's end): the plain recurrence, and Moneta's
-// lq retention (gd, its reads scaled); not the kl retention, muon, omega, poly, phi* or Lattice, which re-run the
-// partial chunk
+// the memories the decoder steps token by token (mem_decode_step, section 5's decoder_mixer): the plain recurrence,
+// and with Moneta's or Memora's retention; not muon, omega, poly, phi* or Lattice, which re-run the partial chunk
 static int mem_decode_recurrent(const MemCfg* m) {
-    return m->retention != RET_KL && !m->muon && m->omega == 1 && !m->poly && !m->phistar && !m->lattice;
+    return !m->muon && m->omega == 1 && !m->poly && !m->phistar && !m->lattice;
 }
 static int decoder_row_width(const MemCfg* m) {
     return 3 * m->d + 2 + 2 * (m->cw ? m->d : 1) + (m->poly ? 2 * m->din : 0) + (m->omega > 1 ? m->omega : 0);
@@ -5360,6 +5359,38 @@ static void mem_decode_update(const MemCfg* m, const MemChunk* c, real* Pt, real
             if (m->anchor) Pt[e] += (1 - a) * c->p0[e];
         }
 }
+// the write: every memory matrix of the state Pt (and momentum S) stepped with the token's inner gradient (c's row 0)
+static void mem_decode_write(const MemCfg* m, const MemChunk* c, real* Pt, real* S) {
+    int d = m->d, dm = m->dm, din = m->din;
+    if (m->depth == 1) {  // g = r k^T
+        mem_decode_update(m, c, Pt, S, 0, c->r, c->k, d, din);
+        return;
+    }
+    size_t o2 = (size_t)d * dm, o3 = o2 + (size_t)dm * din;  // g = (g1 hk^T, g2 k^T (, g3 k^T))
+    mem_decode_update(m, c, Pt, S, 0, c->g1, c->hk, d, dm);
+    mem_decode_update(m, c, Pt, S, o2, c->g2, c->k, dm, din);
+    if (m->gated) mem_decode_update(m, c, Pt, S, o3, c->g3, c->k, dm, din);
+}
+// the read y = M(q; P), the reads of W1 (or W) and W2 scaled by cs[0], cs[1]: y = q + LN(W1 GELU(W2 q)) (gated:
+// W1 (GELU(W2 q) * W3 q)); linear y = W q
+static void mem_decode_read(const MemCfg* m, MemChunk* c, const real* P, const real* cs, const real* lng,
+                            const real* lnb) {
+    int d = m->d, dm = m->dm, din = m->din;
+    if (m->depth == 1) {
+        mm_nt(c->y, c->q, P, 1, d, din, cs[0], 0);
+        return;
+    }
+    size_t o2 = (size_t)d * dm, o3 = o2 + (size_t)dm * din;
+    mm_nt(c->zq, c->q, P + o2, 1, dm, din, cs[1], 0);
+    for (int j = 0; j < dm; j++) c->hq[j] = gelu(c->zq[j], gelu_tanh(c->zq[j]));
+    if (m->gated) {
+        mm_nt(c->zq3, c->q, P + o3, 1, dm, din, 1, 0);
+        for (int j = 0; j < dm; j++) c->hq[j] *= c->zq3[j];
+    }
+    mm_nt(c->nq, c->hq, P, 1, d, dm, cs[0], 0);
+    if (m->ln) ln_forward(c->nq, c->rq, 1, d);
+    mem_out_forward(c->y, c->qr, c->nq, lng, lnb, m, 1);
+}
 // The decoder's step of one head's memory, token by token: SPEC §5.1, §5.2 as written, rather than the chunk's dual
 // form over the partial chunk. The token's inner gradient g_t at the chunk-start state Ps (mem_grad_forward, one row),
 //   momentum:  S_t = theta_t S_{t-1} - eta_t g_t,   P_t = a_t P_{t-1} + S_t        [+ (1 - a_t) P_0, anchored]
@@ -5367,40 +5398,39 @@ static void mem_decode_update(const MemCfg* m, const MemChunk* c, real* Pt, real
 // (P_{t-1} the running state Pt, updated in place; S the running momentum), then the read after the write,
 // y_t = M(q_t; P_t). Unrolled over a chunk this is the dual form's P_t = alpha_t P_s + beta_t S_s - sum_i C[t][i] g_i,
 // so decoding equals the parallel forward to rounding, at one row's work per token instead of the partial chunk's.
-// Moneta's lq retention (SPEC §5.3, gd): the state is A, the gradients are taken at W_s = A_s / s_s (lq_scales, per
-// matrix) and the reads go through A_t / s_s, s_s the chunk start's scale (the chunk's cs). For the memories
-// mem_decode_recurrent takes. Row 0 of c holds the token (chunk_set_row).
-static void mem_decode_step(const MemCfg* m, MemChunk* c, const real* Ps, real* Pt, real* S, const real* lng,
+// The retentions (gd only), as their chunks (mem_step_forward) take them:
+// - Moneta's lq (SPEC §5.3): the state is A; the gradients at W_s = A_s / s_s (lq_scales, per matrix), the reads
+//   through A_t / s_s, s_s the chunk start's scale;
+// - Memora's kl (SPEC §5.4): Ps holds the running logits Z, S the chunk's W_1, Pt the read state R. The chunk's first
+//   token (first) steps the logits from W_s = softmax(Z_s), Z_1 = a_0 Z_s - eta_0 g_0(W_s), and is read at W_1 =
+//   softmax(Z_1) = R_0; every later token takes its gradient at W_1 and steps both, Z_t = a_t Z_{t-1} - eta_t g_t,
+//   R_t = a_t R_{t-1} - eta_t g_t (the chunk's carry on Z_1, and its read from W_1); Z at the chunk's end is the next
+//   chunk's Z_s, so nothing is copied there.
+// For the memories mem_decode_recurrent takes. Row 0 of c holds the token (chunk_set_row).
+static void mem_decode_step(const MemCfg* m, MemChunk* c, real* Ps, real* Pt, real* S, int first, const real* lng,
                             const real* lnb) {
-    int d = m->d, dm = m->dm, din = m->din;
     c->nh = 0;
     c->wc = 1;
     real cs[2] = {1, 1};  // the reads' scales (lq: 1 / s_s per matrix)
-    const real* Pg = Ps;
+    const real* Pg = Ps;  // where the gradient is taken
     if (m->retention == RET_LQ) {
         lq_scales(m, Ps, c->Wa, cs);
         Pg = c->Wa;
+    } else if (m->retention == RET_KL) {
+        if (first) softmax_rows(m, Ps, c->Wa);  // W_s
+        Pg = first ? c->Wa : S;
     }
-    mem_grad_forward(m, c, 1, Pg, lng, lnb);  // g_t at P_s: linear r k^T; deep (g1 hk^T, g2 k^T (, g3 k^T))
-    if (m->depth == 1) {
-        mem_decode_update(m, c, Pt, S, 0, c->r, c->k, d, din);
-        mm_nt(c->y, c->q, Pt, 1, d, din, cs[0], 0);  // y = W_t q
-        return;
-    }
-    size_t o2 = (size_t)d * dm, o3 = o2 + (size_t)dm * din;
-    mem_decode_update(m, c, Pt, S, 0, c->g1, c->hk, d, dm);
-    mem_decode_update(m, c, Pt, S, o2, c->g2, c->k, dm, din);
-    if (m->gated) mem_decode_update(m, c, Pt, S, o3, c->g3, c->k, dm, din);
-    // the read: y = q + LN(W1_t GELU(W2_t q)) (gated: W1_t (GELU(W2_t q) * W3_t q))
-    mm_nt(c->zq, c->q, Pt + o2, 1, dm, din, cs[1], 0);
-    for (int j = 0; j < dm; j++) c->hq[j] = gelu(c->zq[j], gelu_tanh(c->zq[j]));
-    if (m->gated) {
-        mm_nt(c->zq3, c->q, Pt + o3, 1, dm, din, 1, 0);
-        for (int j = 0; j < dm; j++) c->hq[j] *= c->zq3[j];
-    }
-    mm_nt(c->nq, c->hq, Pt, 1, d, dm, cs[0], 0);
-    if (m->ln) ln_forward(c->nq, c->rq, 1, d);
-    mem_out_forward(c->y, c->qr, c->nq, lng, lnb, m, 1);
+    mem_grad_forward(m, c, 1, Pg, lng, lnb);
+    if (m->retention == RET_KL) {
+        mem_decode_write(m, c, Ps, NULL);  // Z_t
+        if (first) {  // W_1 = softmax(Z_1), the chunk's gradient point and token 0's read
+            softmax_rows(m, Ps, S);
+            memcpy(Pt, S, m->nP * sizeof(real));
+        } else
+            mem_decode_write(m, c, Pt, NULL);  // R_t
+    } else
+        mem_decode_write(m, c, Pt, S);
+    mem_decode_read(m, c, Pt, cs, lng, lnb);
 }
 // One row of layer l's section-3 mixer at stream position pos (the model's position, or a Titans layer's stream row):
 // q, k, v, gates of this row, the memory's partial chunk (plus omega's halo rows), the read after the write, then
@@ -5469,12 +5499,14 @@ static void decoder_mixer(Decoder* dec, int l, const real* u, int pos, real* out
         ch->p0 = m->anchor ? p->mem_p0 + mh * nP : NULL;
         const real *lng = m->ln ? p->mem_ln_g + mh * d : NULL, *lnb = m->ln ? p->mem_ln_b + mh * d : NULL;
         if (dec->Pt) {  // the recurrent step (mem_decode_step): P holds P_s, Pt the running state, S the momentum
+            // (Memora: P the running logits, Pt the read state, S the chunk's W_1)
             real* Pt = dec->Pt + lh * nP;
             chunk_set_row(m, ch, 0, row, row + d, row + 2 * d, row[3 * d], row[3 * d + 1], row + 3 * d + 2,
                           row + 3 * d + 2 + ew);
-            mem_decode_step(m, ch, P, Pt, S, lng, lnb);
+            mem_decode_step(m, ch, P, Pt, S, cnt == 0, lng, lnb);
             memcpy(a->y + h * d, ch->y, d * sizeof(real));
-            if (n == b) memcpy(P, Pt, nP * sizeof(real));  // the chunk's end: the next chunk's start state
+            if (n == b && m->retention != RET_KL)
+                memcpy(P, Pt, nP * sizeof(real));  // the chunk's end: the next chunk's start state (Memora's: already)
             continue;
         }
         for (int t = 0; t < nh + n; t++) {

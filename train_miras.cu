@@ -7796,13 +7796,49 @@ __device__ void mem_decode_update_gpu(const MemCfg* m, const MemChunkGpu* c, rea
         if (m->momentum) Sm[e] = sv;
     }
 }
+// the write (train_miras.c's mem_decode_write): every memory matrix of Pt (and momentum S) stepped with c's row 0
+__device__ void mem_decode_write_gpu(const MemCfg* m, const MemChunkGpu* c, real* Pt, real* S) {
+    int d = m->d, dm = m->dm, din = m->din;
+    if (m->depth == 1)  // g = r k^T
+        mem_decode_update_gpu(m, c, Pt, S, 0, c->r, c->k, d, din);
+    else {
+        size_t o2 = (size_t)d * dm, o3 = o2 + (size_t)dm * din;  // g = (g1 hk^T, g2 k^T (, g3 k^T))
+        mem_decode_update_gpu(m, c, Pt, S, 0, c->g1, c->hk, d, dm);
+        mem_decode_update_gpu(m, c, Pt, S, o2, c->g2, c->k, dm, din);
+        if (m->gated) mem_decode_update_gpu(m, c, Pt, S, o3, c->g3, c->k, dm, din);
+    }
+    __syncthreads();
+}
+// the read y = M(q; P) (train_miras.c's mem_decode_read), the reads of W1 (or W) and W2 scaled by cs[0], cs[1]; split,
+// o = W1 h summed over the cluster (cl_reduce), as in mem_grad_forward_gpu
+__device__ void mem_decode_read_gpu(const MemCfg* m, MemChunkGpu* c, const real* P, const real* cs, const real* lng,
+                                    const real* lnb) {
+    int d = m->d, dm = m->dm, din = m->din;
+    if (m->depth == 1) {
+        mm_nt_gpu(c->y, c->q, P, 1, d, din, cs[0], 0);  // y = W q
+        return;
+    }
+    size_t o2 = (size_t)d * dm, o3 = o2 + (size_t)dm * din;  // y = q + LN(W1 GELU(W2 q)) (gated: (..) * W3 q)
+    mm_nt_gpu(c->zq, c->q, P + o2, 1, dm, din, cs[1], 0);
+    if (m->gated) mm_nt_gpu(c->zq3, c->q, P + o3, 1, dm, din, 1, 0);
+    FOR(j, dm) c->hq[j] = gelu_gpu(c->zq[j], gelu_tanh_gpu(c->zq[j])) * (m->gated ? c->zq3[j] : 1);
+    __syncthreads();
+    bool cl = cl_on(c, SPLIT_P);
+    mm_nt_gpu(cl ? cl_buf(c) : c->nq, c->hq, P, 1, d, dm, cs[0], 0);
+    if (cl) {
+        ClPart pt[1] = {{c->nq, 0, d, 0}};
+        cl_reduce(c, pt, 1);
+    }
+    if (m->ln) ln_forward_gpu(c->nq, c->rq, 1, d);
+    mem_out_forward_gpu(c->y, c->qr, c->nq, lng, lnb, m, 1);
+}
 // The recurrent step (train_miras.c's mem_decode_step, for the memories mem_decode_recurrent takes): the token's
 // inner gradient g_t at the chunk-start state P (mem_grad_forward_gpu, one row), then the running state Pt and
 // momentum S step in place,
 //   momentum:  S_t = theta_t S_{t-1} - eta_t g_t,   P_t = a_t P_{t-1} + S_t        [+ (1 - a_t) P_0, anchored]
 //   gd:        P_t = a_t P_{t-1} - eta_t g_t                                       [+ (1 - a_t) P_0, anchored]
-// and the read y_t = M(q_t; P_t) (Moneta's lq: the gradients at W_s = P / s_s, the reads through Pt / s_s, as the
-// CPU's); at the chunk's end Pt becomes P. One block per head; split (A.R > 1), a cluster
+// and the read y_t = M(q_t; P_t) (Moneta's lq: the gradients at W_s = P / s_s, the reads through Pt / s_s; Memora's
+// kl: P the running logits, S the chunk's W_1, Pt the read state; as the CPU's); at the chunk's end Pt becomes P. One block per head; split (A.R > 1), a cluster
 // per head, each CTA stepping its slice (the slices' layout is a memory of d_m / R hidden units, so the update is
 // the same loop) and o = W1 h summed over the cluster (cl_reduce), as in mem_grad_forward_gpu.
 __global__ void __launch_bounds__(MEM_THREADS) decoder_recurrent_kernel(DecArgs A) {
@@ -7814,7 +7850,7 @@ __global__ void __launch_bounds__(MEM_THREADS) decoder_recurrent_kernel(DecArgs 
         mem_tc = 0;  // one row: the SIMT products (their state loads batched, MM_U), not 16-row tensor-core tiles of
     }  // which 15 rows would be padding and whose k-steps wait on their loads in turn
     __syncthreads();
-    int d = m.d, dm = m.dm, din = m.din, nP = A.m.nP, nPr = m.nP, ew = m.cw ? d : 1;
+    int d = m.d, nP = A.m.nP, nPr = m.nP, ew = m.cw ? d : 1;
     if (R > 1 && m.anchor) cl_slice((real*)A.p0 + (size_t)h * nP, c.p0s, &A.m, R, r, 1);
     FOR(i, d) {  // the token as row 0 (chunk_set_row)
         c.qr[i] = A.q[h * d + i];
@@ -7832,39 +7868,30 @@ __global__ void __launch_bounds__(MEM_THREADS) decoder_recurrent_kernel(DecArgs 
     size_t so = (size_t)h * nP + (size_t)r * nPr;  // (split: CTA r's slice of head h's state)
     real *P = A.P + so, *Pt = A.Pt + so, *S = A.S + so;
     const real *lng = m.ln ? A.lng + (size_t)h * d : NULL, *lnb = m.ln ? A.lnb + (size_t)h * d : NULL;
-    real cs[2] = {1, 1};  // the reads' scales (Moneta's lq: 1 / s_s per matrix, the gradients at W_s = A_s / s_s)
-    const real* Pg = P;
-    if (m.retention == RET_LQ) {
+    real cs[2] = {1, 1};  // the reads' scales (Moneta's lq: 1 / s_s per matrix)
+    const real* Pg = P;  // where the gradient is taken
+    int first = A.cnt == 0;
+    if (m.retention == RET_LQ) {  // W_s = A_s / s_s
         lq_scales_gpu(&m, &c, P, c.Wa, cs);
         Pg = c.Wa;
+    } else if (m.retention == RET_KL) {  // Memora: W_s = softmax(Z_s) at the chunk's first token, else W_1
+        if (first) softmax_rows_gpu(&m, &c, P, c.Wa);
+        Pg = first ? c.Wa : S;
     }
-    mem_grad_forward_gpu(&m, &c, 1, Pg, lng, lnb);  // g_t at P_s: linear r k^T; deep (g1 hk^T, g2 k^T (, g3 k^T))
-    if (m.depth == 1) {
-        mem_decode_update_gpu(&m, &c, Pt, S, 0, c.r, c.k, d, din);
-        __syncthreads();
-        mm_nt_gpu(c.y, c.q, Pt, 1, d, din, cs[0], 0);  // y = W_t q
-    } else {
-        size_t o2 = (size_t)d * dm, o3 = o2 + (size_t)dm * din;
-        mem_decode_update_gpu(&m, &c, Pt, S, 0, c.g1, c.hk, d, dm);
-        mem_decode_update_gpu(&m, &c, Pt, S, o2, c.g2, c.k, dm, din);
-        if (m.gated) mem_decode_update_gpu(&m, &c, Pt, S, o3, c.g3, c.k, dm, din);
-        __syncthreads();
-        // the read: y = q + LN(W1_t GELU(W2_t q)) (gated: W1_t (GELU(W2_t q) * W3_t q))
-        mm_nt_gpu(c.zq, c.q, Pt + o2, 1, dm, din, cs[1], 0);
-        if (m.gated) mm_nt_gpu(c.zq3, c.q, Pt + o3, 1, dm, din, 1, 0);
-        FOR(j, dm) c.hq[j] = gelu_gpu(c.zq[j], gelu_tanh_gpu(c.zq[j])) * (m.gated ? c.zq3[j] : 1);
-        __syncthreads();
-        bool cl = cl_on(&c, SPLIT_P);  // (split: o's sum over dm spans the cluster)
-        mm_nt_gpu(cl ? cl_buf(&c) : c.nq, c.hq, Pt, 1, d, dm, cs[0], 0);
-        if (cl) {
-            ClPart pt[1] = {{c.nq, 0, d, 0}};
-            cl_reduce(&c, pt, 1);
-        }
-        if (m.ln) ln_forward_gpu(c.nq, c.rq, 1, d);
-        mem_out_forward_gpu(c.y, c.qr, c.nq, lng, lnb, &m, 1);
-    }
+    mem_grad_forward_gpu(&m, &c, 1, Pg, lng, lnb);  // g_t: linear r k^T; deep (g1 hk^T, g2 k^T (, g3 k^T))
+    if (m.retention == RET_KL) {
+        mem_decode_write_gpu(&m, &c, P, NULL);  // Z_t
+        if (first) {  // W_1 = softmax(Z_1), the chunk's gradient point and token 0's read
+            softmax_rows_gpu(&m, &c, P, S);
+            block_copy(Pt, S, nPr);
+        } else
+            mem_decode_write_gpu(&m, &c, Pt, NULL);  // R_t
+    } else
+        mem_decode_write_gpu(&m, &c, Pt, S);
+    mem_decode_read_gpu(&m, &c, Pt, cs, lng, lnb);
     if (r == 0) FOR(i, d) A.y[h * d + i] = c.y[i];
-    if (A.cnt + 1 == A.b) block_copy(P, Pt, nPr);  // the chunk's end: the next chunk's start state
+    if (A.cnt + 1 == A.b && m.retention != RET_KL)
+        block_copy(P, Pt, nPr);  // the chunk's end: the next chunk's start state (Memora's P: already)
     if (R > 1) cg::this_cluster().sync();  // (none exits while its exchange buffer may be read)
 }
 // CTA r's slices of each head's whole state (cl_slice), in place of (H, nP) whole states (the decoder's split P_0)

@@ -3,8 +3,8 @@
 # dev/test_gpu.sh on the fixtures of the layers written after the H100 run of 2026-11-23 (they have passed on an H200
 # since, 2026-11-28; here they keep CI's check of train_miras.cu on machines without a GPU) (the Titans layers MAL, MAG, MAC,
 # and attention, whose bf16 mode is also new; the ATLAS family's omega window, poly features, muon and the phi*
-# memory; the gated memory with gd, momentum and chunk-level muon; moneta, for the recurrent decoder step with the lq
-# retention, decoded both ways, DECCHUNK): dumps against the CPU, GPU decoding against the
+# memory; the gated memory with gd, momentum and chunk-level muon; moneta and memora, for the recurrent decoder step
+# with the lq and kl retentions, decoded both ways, DECCHUNK): dumps against the CPU, GPU decoding against the
 # GPU forward, and bf16 for transformer, mag, omeganet and gated_mom; the checkpointed memory states (one kept in 2,
 # and as few as an emulated device with no free memory makes the trainer keep) giving the same dumps for omega_mom,
 # omeganet and gated_mom. Part of `make ci` (a few minutes); the
@@ -14,7 +14,7 @@
 set -u
 cd "$(dirname "$0")/../.."
 for t in g++ python3; do
-    command -v $t >/dev/null || { echo "# 175 check(s) skipped: no $t (the emulator build needs g++ and python3)"; echo "0 passed, 0 failed"; exit 0; }
+    command -v $t >/dev/null || { echo "# 180 check(s) skipped: no $t (the emulator build needs g++ and python3)"; echo "0 passed, 0 failed"; exit 0; }
 done
 if ! bash dev/cuda/emu_build.sh >build/emu_build.log 2>&1; then
     echo "not ok - the emulator build of train_miras.cu failed: $(tail -n 3 build/emu_build.log)"; echo "0 passed, 1 failed"; exit 1
@@ -32,7 +32,7 @@ MIRAS_MEM_SPLIT=4 GPU_BIN=build/emu/train_miras_emu SYNTH=1 JOBS=1 OMP_NUM_THREA
     BF16='^$' CKPT='^syn_split$' CKPT_ENVS="MIRAS_MEM_CKPT=2" bash dev/test_gpu.sh > $log2 2>&1 &
 split_pid=$!
 GPU_BIN=build/emu/train_miras_emu SYNTH=0 JOBS=${JOBS:-$(nproc)} \
-    ONLY='^(moneta|mal|mag|mag_gdn|mac|mac_moneta|mac_memora_cw|mac_yaad_cw|mac_muon_gated|mac_muonc|mac_omeganet|mac_omega_lin|mac_lattice|mac_dot|mac_dot_lin|mal_omeganet|mal_lattice|mag_lattice_sim|mal_dot|mag_dt|transformer|omega_gd|omega_mom|omega_linear|poly_linear|poly_mom|omeganet|muon_linear|muonc_linear|gated_gd|gated_mom|gated_chunk|deep_transformer|dot|dot_linear|dot_bound|dt_bound)$' \
+    ONLY='^(moneta|memora|mal|mag|mag_gdn|mac|mac_moneta|mac_memora_cw|mac_yaad_cw|mac_muon_gated|mac_muonc|mac_omeganet|mac_omega_lin|mac_lattice|mac_dot|mac_dot_lin|mal_omeganet|mal_lattice|mag_lattice_sim|mal_dot|mag_dt|transformer|omega_gd|omega_mom|omega_linear|poly_linear|poly_mom|omeganet|muon_linear|muonc_linear|gated_gd|gated_mom|gated_chunk|deep_transformer|dot|dot_linear|dot_bound|dt_bound)$' \
     BF16='^(transformer|mag|omeganet|gated_mom)$' CKPT='^(omega_mom|omeganet|gated_mom)$' CKPT_ENVS="MIRAS_MEM_CKPT=2 EMU_MEM_FREE=1" \
     bash dev/test_gpu.sh > $log 2>&1
 wait $split_pid
