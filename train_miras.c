@@ -5175,7 +5175,7 @@ static void decoder_init(Decoder* dec, Model* M) {
     for (int l = 0; l < c->L; l++)
         if (M->mlayer[l] >= 0 && c->lattice)  // Lattice: S_0 = I per head
             for (int h = 0; h < c->H; h++) lattice_identity(dec->P + ((size_t)l * c->H + h) * m->nP, m->d);
-    if (!c->lattice && c->arch != ARCH_MAC && mem_decode_recurrent(m))
+    if (!c->lattice && c->arch != ARCH_MAC && memory_layers(c) > 0 && mem_decode_recurrent(m))
         dec->Pt = (real*)xmalloc(LH * m->nP * sizeof(real));
     for (int l = 0; l < c->L; l++)
         if (M->mlayer[l] >= 0 && !c->lattice) {  // P_0 of each memory layer

@@ -8029,7 +8029,7 @@ static void decoder_init_gpu(DecoderGpu* dec, ModelGpu* M) {
     // the recurrent step (decoder_recurrent_kernel, as train_miras.c's decoder; MIRAS_DECODE_CHUNK=1 re-runs the
     // partial chunk instead): the running state starts as P
     const char* dch = getenv("MIRAS_DECODE_CHUNK");
-    if (!c->lattice && c->arch != ARCH_MAC && mem_decode_recurrent(m) && !(dch && atoi(dch))) {
+    if (!c->lattice && c->arch != ARCH_MAC && memory_layers(c) > 0 && mem_decode_recurrent(m) && !(dch && atoi(dch))) {
         dec->Pt = (real*)dmalloc(LH * m->nP * sizeof(real));
         d2d(dec->Pt, dec->P, LH * m->nP * sizeof(real));
     }
