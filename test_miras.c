@@ -626,10 +626,12 @@ static void test_decode(const char* dir, const char* name) {
 // ring of W) equals the parallel forward at prompt lengths within and across the window and past the 'A' cache's first
 // growth (64 rows); in the double build also finite differences of every tensor. Params: model_init, then wq, wk
 // scaled up so that the softmax is far from uniform (at the init's std 0.02 the scores are all ~0).
-static void attn_model(Model* M, const char* pattern, int W, int b) {
+// a small model of a preset (V 61, D 16, H 2, E 2, F 32, K 4) with layer pattern, window W and chunk b, as model_init
+// makes it
+static Config small_config(const char* preset, const char* pattern, int W, int b) {
     Config c;
     memset(&c, 0, sizeof c);
-    preset_config(&c, "titans");
+    preset_config(&c, preset);
     c.V = 61;
     c.Vp = 64;
     c.D = 16;
@@ -641,6 +643,10 @@ static void attn_model(Model* M, const char* pattern, int W, int b) {
     c.L = (int)strlen(pattern);
     c.window = W;
     snprintf(c.pattern, sizeof c.pattern, "%s", pattern);
+    return c;
+}
+static void attn_model(Model* M, const char* pattern, int W, int b) {
+    Config c = small_config("titans", pattern, W, b);
     model_build(M, &c);
     model_init(M, 7);
     // every tensor of O(1) effect (as dev/reference.py's init does), so that no gradient is so small that the finite
@@ -672,12 +678,13 @@ static void attn_model(Model* M, const char* pattern, int W, int b) {
 }
 // 4c. the recurrent decoder step (train_miras.c's mem_decode_step) over many chunks: the decoder steps a running state
 // token by token, the parallel forward takes the chunks' dual form, so their rounding differs and could drift apart
-// chunk after chunk. T = 400 at b = 4 (100 chunks) on models as model_init makes them (D 16, H 2, E 2) of the memories
-// it takes: titans (momentum) without the anchor, ttt_mlp (gd), yaad (Huber), the gated memory and moneta (lq) anchored
-// (their presets' default), gated_deltanet (linear), memora (kl). (Not attn_model's O(1) scales: there titans and yaad without the anchor
-// are chaotic, any two roundings growing ~10x per 5 chunks, to 0.2 at T = 400 in fp64, the chunk re-run decoder's as
-// much as the recurrent step's, and MSA's decode check fails by T = 70 (1.6e-14 fp64); anchored, neither drifts. Yaad
-// without the anchor drifts mildly even as initialised: 1.6e-9 fp64, 1.9e-2 fp32 at T = 400, either decoder.)
+// chunk after chunk. T = 400 at b = 4 (100 chunks) on small_config's models as model_init makes them, of the memories
+// it takes: titans (momentum) without the anchor, ttt_mlp (gd), yaad (Huber), the gated memory and moneta (lq)
+// anchored (their presets' default), gated_deltanet (linear), memora (kl). (Not attn_model's O(1) scales: there titans
+// and yaad without the anchor are chaotic, any two roundings growing ~10x per 5 chunks, to 0.2 at T = 400 in fp64, the
+// chunk re-run decoder's as much as the recurrent step's, and MSA's decode check fails by T = 70 (1.6e-14 fp64);
+// anchored, neither drifts. Yaad without the anchor drifts mildly even as initialised: 1.6e-9 fp64, 1.9e-2 fp32 at
+// T = 400, either decoder.)
 static void test_decode_long(void) {
     const struct {
         const char* p;
@@ -685,21 +692,9 @@ static void test_decode_long(void) {
     } mods[] = {{"titans", 0, 0},         {"ttt_mlp", 0, 0}, {"yaad", 0, 1},  {"titans", 1, 1},
                 {"gated_deltanet", 0, 0}, {"moneta", 0, 1},  {"memora", 0, 0}};
     for (int i = 0; i < 7; i++) {
-        Config c;
-        memset(&c, 0, sizeof c);
-        preset_config(&c, mods[i].p);
+        Config c = small_config(mods[i].p, "MM", 0, 4);
         c.gated = mods[i].gated;
         c.anchor = mods[i].anchor;
-        c.V = 61;
-        c.Vp = 64;
-        c.D = 16;
-        c.H = 2;
-        c.E = 2;
-        c.F = 32;
-        c.K = 4;
-        c.b = 4;
-        c.L = 2;
-        snprintf(c.pattern, sizeof c.pattern, "MM");
         Model M;
         model_build(&M, &c);
         model_init(&M, 7);

@@ -5109,9 +5109,8 @@ static void titans_layer_backward(Model* M, int l, real* dx, real* du) {
 // is read by the same chunk function over the partial chunk (its last row is the new output);
 // when the chunk is full its end state becomes the new boundary state. Row for row this is the
 // computation of the parallel forward, so the logits agree to float precision. The memories
-// whose step is the plain recurrence (mem_decode_recurrent: titans, ttt_mlp, yaad, the gated and
-// linear ones) instead step a running state token by token (mem_decode_step): one row's work per
-// token, the same logits to rounding.
+// without muon, omega, poly, phi* or Lattice (mem_decode_recurrent) instead step a running state
+// token by token (mem_decode_step): one row's work per token, the same logits to rounding.
 // An attention layer keeps a KV cache of its keys (after RoPE) and values: every position for 'A' (grown
 // as needed), a ring of the last W positions for 'S' (position j in slot j mod W).
 
@@ -5339,10 +5338,6 @@ static void conv_step(real* out, real* hist, const real* x, const real* w, int C
     }
 }
 
-// ---- 5b. decoding Titans layers (section 4b). Sequence token pos is stream row N_p + pos of its layer's memory:
-// decoder_init feeds each layer's P rows through its memory (conv buffers, chunk state) and MAG's attention cache
-// first, and every token then continues the stream. The attention caches hold N_p + W rows: P pinned in slots
-// 0..N_p-1 (MAG; none for MAL), then a ring of the last W rows (stream row j >= N_p in slot N_p + (j - N_p) mod W).
 // one memory matrix (rows, cols) of the state at offset o: its gradient is the outer product dl xk^T
 static void mem_decode_update(const MemCfg* m, const MemChunk* c, real* Pt, real* S, size_t o, const real* dl,
                               const real* xk, int rows, int cols) {
@@ -5432,6 +5427,11 @@ static void mem_decode_step(const MemCfg* m, MemChunk* c, real* Ps, real* Pt, re
         mem_decode_write(m, c, Pt, S);
     mem_decode_read(m, c, Pt, cs, lng, lnb);
 }
+
+// ---- 5b. decoding Titans layers (section 4b). Sequence token pos is stream row N_p + pos of its layer's memory:
+// decoder_init feeds each layer's P rows through its memory (conv buffers, chunk state) and MAG's attention cache
+// first, and every token then continues the stream. The attention caches hold N_p + W rows: P pinned in slots
+// 0..N_p-1 (MAG; none for MAL), then a ring of the last W rows (stream row j >= N_p in slot N_p + (j - N_p) mod W).
 // One row of layer l's section-3 mixer at stream position pos (the model's position, or a Titans layer's stream row):
 // q, k, v, gates of this row, the memory's partial chunk (plus omega's halo rows), the read after the write, then
 // the head norm, the output gate and Wo into out (D). Lattice steps its state instead (one token, no chunk).

@@ -7580,9 +7580,10 @@ static void model_free_gpu(ModelGpu* M) {
 // Per layer we keep the last K-1 rows before the conv, the memory state at the last chunk boundary, and the
 // q, k, v and gates of the tokens of the current, partial chunk. A new token is read by the same chunk function
 // over the partial chunk (its last row is the new output); when the chunk is full its end state becomes the new
-// boundary state. Row for row this is the computation of the parallel forward. The memories whose step is the plain
-// recurrence, and Moneta's (mem_decode_recurrent), instead step a running state token by token (decoder_recurrent_kernel), as the
-// CPU's decoder: one row's work per token; MIRAS_DECODE_CHUNK=1 keeps the chunk re-run for them too.
+// boundary state. Row for row this is the computation of the parallel forward. The memories without muon, omega,
+// poly, phi* or Lattice (mem_decode_recurrent) instead step a running state token by token
+// (decoder_recurrent_kernel), as the CPU's decoder: one row's work per token; MIRAS_DECODE_CHUNK=1 keeps the chunk
+// re-run for them too.
 
 typedef struct {
     ModelGpu* M;
@@ -7746,8 +7747,8 @@ __global__ void __launch_bounds__(MEM_THREADS) decoder_memory_kernel(DecArgs A) 
 // steps 4 adjacent elements of a row at a time (16-byte accesses where aligned) and loads DEC_U such groups before
 // it writes any: the loads are in flight together (as MM_U's in the products), not one round trip per element.
 #define DEC_U 4
-__device__ __forceinline__ float dec_step1(const MemCfg* m, real a, real th, real eta, real g, real p, real& s,
-                                           real z) {  // one element: the momentum s in place, the state returned
+__device__ __forceinline__ real dec_step1(const MemCfg* m, real a, real th, real eta, real g, real p, real& s,
+                                          real z) {  // one element: the momentum s in place, the state returned
     p = a * p;
     if (m->momentum) {
         s = th * s - eta * g;
