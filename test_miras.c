@@ -680,7 +680,10 @@ static void attn_model(Model* M, const char* pattern, int W, int b) {
 // token by token, the parallel forward takes the chunks' dual form, so their rounding differs and could drift apart
 // chunk after chunk. T = 400 at b = 4 (100 chunks) on small_config's models as model_init makes them, of the memories
 // it takes: titans (momentum) without the anchor, ttt_mlp (gd), yaad (Huber), the gated memory and moneta (lq)
-// anchored (their presets' default), gated_deltanet (linear), memora (kl). (Not attn_model's O(1) scales: there titans
+// anchored (their presets' default), gated_deltanet (linear), memora (kl); the ATLAS family anchored as its presets
+// are: omeganet (omega c = 8 over chunks of 4: the halo spans two chunks, re-taken at every chunk start; poly), atlas
+// (token-level muon: one NS5 per token), atlas_chunk (the carry's NS5 at each chunk end), atlas_pp (gated), and
+// titans' momentum with omega c = 3. (Not attn_model's O(1) scales: there titans
 // and yaad without the anchor are chaotic, any two roundings growing ~10x per 5 chunks, to 0.2 at T = 400 in fp64, the
 // chunk re-run decoder's as much as the recurrent step's, and MSA's decode check fails by T = 70 (1.6e-14 fp64);
 // anchored, neither drifts. Yaad without the anchor drifts mildly even as initialised: 1.6e-9 fp64, 1.9e-2 fp32 at
@@ -688,13 +691,15 @@ static void attn_model(Model* M, const char* pattern, int W, int b) {
 static void test_decode_long(void) {
     const struct {
         const char* p;
-        int gated, anchor;
-    } mods[] = {{"titans", 0, 0},         {"ttt_mlp", 0, 0}, {"yaad", 0, 1},  {"titans", 1, 1},
-                {"gated_deltanet", 0, 0}, {"moneta", 0, 1},  {"memora", 0, 0}};
-    for (int i = 0; i < 7; i++) {
+        int gated, anchor, omega;  // (omega 0: the preset's)
+    } mods[] = {{"titans", 0, 0, 0},         {"ttt_mlp", 0, 0, 0},     {"yaad", 0, 1, 0},     {"titans", 1, 1, 0},
+                {"gated_deltanet", 0, 0, 0}, {"moneta", 0, 1, 0},      {"memora", 0, 0, 0},   {"omeganet", 0, 1, 0},
+                {"atlas", 0, 1, 0},          {"atlas_chunk", 0, 1, 0}, {"atlas_pp", 1, 1, 0}, {"titans", 0, 1, 3}};
+    for (int i = 0; i < (int)(sizeof mods / sizeof mods[0]); i++) {
         Config c = small_config(mods[i].p, "MM", 0, 4);
         c.gated = mods[i].gated;
         c.anchor = mods[i].anchor;
+        if (mods[i].omega) c.omega = mods[i].omega;
         Model M;
         model_build(&M, &c);
         model_init(&M, 7);
@@ -705,9 +710,9 @@ static void test_decode_long(void) {
         double e = decode_err(&M, tok, T);
         free(tok);
         check(rec && e <= TOL_SELF,
-              "%s %s%s%s (b %d, %s): decode equals parallel forward at T = 400, 100 chunks: err %.2e", BUILD, mods[i].p,
-              mods[i].gated ? " gated" : "", mods[i].anchor ? " anchored" : "", M.cfg.b,
-              rec ? "the recurrent step" : "NOT the recurrent step", e);
+              "%s %s%s%s%s (b %d, %s): decode equals parallel forward at T = 400, 100 chunks: err %.2e", BUILD,
+              mods[i].p, mods[i].gated ? " gated" : "", mods[i].anchor ? " anchored" : "",
+              mods[i].omega ? " omega 3" : "", M.cfg.b, rec ? "the recurrent step" : "NOT the recurrent step", e);
         model_free(&M);
     }
 }

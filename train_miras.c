@@ -5123,6 +5123,7 @@ typedef struct {
     real* conv_hist;  // (L, 3, K-1, D) inputs of the q, k, v convs at the previous K-1 positions
     real *P, *S, *Pn, *Sn;  // (L, H, nP) boundary state; chunk-end scratch (nP)
     real* Pt;  // (L, H, nP) the running state of the recurrent step (mem_decode_step; S is then the running momentum)
+    real *win, *pa;  // with Pt: (L, H, c, dec_fac_width) the window's gradient factors; (L, H) atlas_chunk's prod a
     real*
         // (L, H, b + c-1, rw) q, k, v, a, theta, eta, delta (gamma) of the current chunk's tokens (decoder_row_width),
         part;
@@ -5140,13 +5141,16 @@ typedef struct {
 } Decoder;
 
 // the memories the decoder steps token by token (mem_decode_step, section 5's decoder_mixer): the plain recurrence,
-// and with Moneta's or Memora's retention; not muon, omega, poly, phi* or Lattice, which re-run the partial chunk
-static int mem_decode_recurrent(const MemCfg* m) {
-    return !m->muon && m->omega == 1 && !m->poly && !m->phistar && !m->lattice;
-}
+// with Moneta's or Memora's retention, the ATLAS family's omega, poly and muon; not phi* or Lattice (Lattice steps its
+// own state; phi* re-runs the partial chunk)
+static int mem_decode_recurrent(const MemCfg* m) { return !m->phistar && !m->lattice; }
 static int decoder_row_width(const MemCfg* m) {
     return 3 * m->d + 2 + 2 * (m->cw ? m->d : 1) + (m->poly ? 2 * m->din : 0) + (m->omega > 1 ? m->omega : 0);
 }  // (+ poly's features, omega's gamma)
+// a slot of the recurrent step's window: one token's inner gradient factors (section 5's DecTerms)
+static int dec_fac_width(const MemCfg* m) {
+    return m->depth == 1 ? m->d + m->din : m->d + (2 + (m->gated ? 1 : 0)) * m->dm + m->din;
+}
 static void titans_dec_init(Decoder* dec);  // section 5b
 static void decoder_init(Decoder* dec, Model* M) {
     const Config* c = &M->cfg;
@@ -5174,8 +5178,11 @@ static void decoder_init(Decoder* dec, Model* M) {
     for (int l = 0; l < c->L; l++)
         if (M->mlayer[l] >= 0 && c->lattice)  // Lattice: S_0 = I per head
             for (int h = 0; h < c->H; h++) lattice_identity(dec->P + ((size_t)l * c->H + h) * m->nP, m->d);
-    if (!c->lattice && c->arch != ARCH_MAC && memory_layers(c) > 0 && mem_decode_recurrent(m))
+    if (!c->lattice && c->arch != ARCH_MAC && memory_layers(c) > 0 && mem_decode_recurrent(m)) {
         dec->Pt = (real*)xmalloc(LH * m->nP * sizeof(real));
+        dec->win = (real*)xmalloc(LH * m->omega * dec_fac_width(m) * sizeof(real));
+        dec->pa = (real*)xmalloc(LH * sizeof(real));
+    }
     for (int l = 0; l < c->L; l++)
         if (M->mlayer[l] >= 0 && !c->lattice) {  // P_0 of each memory layer
             size_t o = (size_t)l * c->H * m->nP, sz = (size_t)c->H * m->nP * sizeof(real);
@@ -5306,6 +5313,8 @@ static void decoder_free(Decoder* dec) {
     free(dec->Pn);
     free(dec->Sn);
     free(dec->Pt);
+    free(dec->win);
+    free(dec->pa);
     free(dec->part);
     free(dec->chunk_memory);
     free(dec->lat_w);
@@ -5338,33 +5347,85 @@ static void conv_step(real* out, real* hist, const real* x, const real* w, int C
     }
 }
 
-// one memory matrix (rows, cols) of the state at offset o: its gradient is the outer product dl xk^T
-static void mem_decode_update(const MemCfg* m, const MemChunk* c, real* Pt, real* S, size_t o, const real* dl,
-                              const real* xk, int rows, int cols) {
-    real a = c->a[0], th = c->theta[0], eta = c->eta[0];
-    for (int j = 0; j < rows; j++)
-        for (int q = 0; q < cols; q++) {
-            size_t e = o + (size_t)j * cols + q;
-            real g = dl[j] * xk[q];
-            if (m->momentum) {
-                S[e] = th * S[e] - eta * g;
-                Pt[e] = a * Pt[e] + S[e];
-            } else
-                Pt[e] = a * Pt[e] - eta * g;
-            if (m->anchor) Pt[e] += (1 - a) * c->p0[e];
-        }
-}
-// the write: every memory matrix of the state Pt (and momentum S) stepped with the token's inner gradient (c's row 0)
-static void mem_decode_write(const MemCfg* m, const MemChunk* c, real* Pt, real* S) {
+// The decoder's window of inner gradients (omega's G_t = sum_{o<c} gamma_t[o] g_{t-o}, SPEC §5.5; one term with
+// gamma 1 without omega). Every g_i is rank one per memory matrix, g = dl xk^T, so a token's gradient is kept as its
+// factors, a slot of dec_fac_width values: linear [r (d), k (din)]; deep [g1 (d), hk (dm), g2 (dm), (g3 (dm),)
+// k (din)] (the gradient of W1 is g1 hk^T, of W2 g2 k^T, of W3 g3 k^T; k the features with poly).
+typedef struct {
+    int n;  // terms o = 0..n-1: G_t = sum_o w[o] g(f[o])
+    real w[64];
+    const real* f[64];
+} DecTerms;
+static void dec_fac_store(const MemCfg* m, const MemChunk* c, int i, real* f) {  // row i of c's gradients into f
     int d = m->d, dm = m->dm, din = m->din;
-    if (m->depth == 1) {  // g = r k^T
-        mem_decode_update(m, c, Pt, S, 0, c->r, c->k, d, din);
+    if (m->depth == 1) {
+        memcpy(f, c->r + (size_t)i * d, d * sizeof(real));
+        memcpy(f + d, c->k + (size_t)i * din, din * sizeof(real));
         return;
     }
-    size_t o2 = (size_t)d * dm, o3 = o2 + (size_t)dm * din;  // g = (g1 hk^T, g2 k^T (, g3 k^T))
-    mem_decode_update(m, c, Pt, S, 0, c->g1, c->hk, d, dm);
-    mem_decode_update(m, c, Pt, S, o2, c->g2, c->k, dm, din);
-    if (m->gated) mem_decode_update(m, c, Pt, S, o3, c->g3, c->k, dm, din);
+    memcpy(f, c->g1 + (size_t)i * d, d * sizeof(real));
+    memcpy(f + d, c->hk + (size_t)i * dm, dm * sizeof(real));
+    memcpy(f + d + dm, c->g2 + (size_t)i * dm, dm * sizeof(real));
+    if (m->gated) memcpy(f + d + 2 * dm, c->g3 + (size_t)i * dm, dm * sizeof(real));
+    memcpy(f + d + (2 + (m->gated ? 1 : 0)) * dm, c->k + (size_t)i * din, din * sizeof(real));
+}
+// memory matrix k's factors in slot f: its gradient is dl xk^T
+static void dec_fac_mat(const MemCfg* m, const real* f, int k, const real** dl, const real** xk) {
+    int d = m->d, dm = m->dm;
+    const real* kk = f + (m->depth == 1 ? d : d + (2 + (m->gated ? 1 : 0)) * dm);
+    *dl = k == 0 ? f : f + d + (size_t)k * dm;
+    *xk = k == 0 && m->depth == 2 ? f + d : kk;
+}
+// One memory matrix k (rows, cols, at offset o) of the state stepped with G = sum_o w_o dl_o xk_o^T, as the rule
+// takes it (the token's a, theta, eta in c's row 0):
+//   momentum:  S = theta S - eta G,  P = a P + S       gd:  P = a P - eta G       (+ (1 - a) P_0 if anchored)
+//   muon (token level, SPEC §5.7): S = theta S + G only (the caller steps P with NS5(S) after every matrix's S)
+//   muon, chunk level: S = theta S + G and the reads' gd step P = a P - eta G (+ (1 - a) P_0)
+static void mem_decode_update(const MemCfg* m, const MemChunk* c, real* Pt, real* S, size_t o, const DecTerms* T, int k,
+                              int rows, int cols) {
+    real a = c->a[0], th = c->theta[0], eta = c->eta[0];
+    const real *dl[64], *xk[64];
+    for (int t = 0; t < T->n; t++) dec_fac_mat(m, T->f[t], k, &dl[t], &xk[t]);
+#pragma omp parallel for if ((size_t)rows * cols * T->n >= 65536)
+    for (int j = 0; j < rows; j++) {
+        real wd[64], g[256];  // the terms' row factors w_o dl_o[j]; G's row j, 256 columns at a time
+        for (int t = 0; t < T->n; t++) wd[t] = T->w[t] * dl[t][j];
+        for (int q0 = 0; q0 < cols; q0 += 256) {
+            int nq = cols - q0 < 256 ? cols - q0 : 256;
+            for (int q = 0; q < nq; q++) g[q] = wd[0] * xk[0][q0 + q];
+            for (int t = 1; t < T->n; t++)
+                for (int q = 0; q < nq; q++) g[q] += wd[t] * xk[t][q0 + q];
+            real *P = Pt + o + (size_t)j * cols + q0, *Sm = S ? S + o + (size_t)j * cols + q0 : NULL;
+            const real* z = m->anchor ? c->p0 + o + (size_t)j * cols + q0 : NULL;
+            if (m->muon == 1)
+                for (int q = 0; q < nq; q++) Sm[q] = th * Sm[q] + g[q];
+            else if (m->muon == 2)
+                for (int q = 0; q < nq; q++) {
+                    Sm[q] = th * Sm[q] + g[q];
+                    P[q] = a * P[q] - eta * g[q];
+                }
+            else if (m->momentum)
+                for (int q = 0; q < nq; q++) {
+                    Sm[q] = th * Sm[q] - eta * g[q];
+                    P[q] = a * P[q] + Sm[q];
+                }
+            else
+                for (int q = 0; q < nq; q++) P[q] = a * P[q] - eta * g[q];
+            if (z && m->muon != 1)
+                for (int q = 0; q < nq; q++) P[q] += (1 - a) * z[q];
+        }
+    }
+}
+// the write: every memory matrix of the state Pt (and momentum S) stepped with G_t; muon's token-level rule then
+// P = a P [+ (1 - a) P_0] - eta NS5(S) per matrix (NS5's scratch: c's muon arrays)
+static void mem_decode_write(const MemCfg* m, MemChunk* c, real* Pt, real* S, const DecTerms* T) {
+    size_t off[3];
+    int rows[3], cols[3], nm = mem_matrices(m, off, rows, cols);
+    for (int k = 0; k < nm; k++) mem_decode_update(m, c, Pt, S, off[k], T, k, rows[k], cols[k]);
+    if (m->muon != 1) return;
+    real a = c->a[0], eta = c->eta[0], *X = c->mX;
+    for (int k = 0; k < nm; k++) ns5_forward(X + off[k], c->msv, c->mtmp, S + off[k], rows[k], cols[k]);
+    for (size_t e = 0; e < m->nP; e++) Pt[e] = a * Pt[e] + (c->p0 ? (1 - a) * c->p0[e] : 0) - eta * X[e];
 }
 // the read y = M(q; P), the reads of W1 (or W) and W2 scaled by cs[0], cs[1]: y = q + LN(W1 GELU(W2 q)) (gated:
 // W1 (GELU(W2 q) * W3 q)); linear y = W q
@@ -5386,14 +5447,21 @@ static void mem_decode_read(const MemCfg* m, MemChunk* c, const real* P, const r
     if (m->ln) ln_forward(c->nq, c->rq, 1, d);
     mem_out_forward(c->y, c->qr, c->nq, lng, lnb, m, 1);
 }
-// The decoder's step of one head's memory, token by token: SPEC §5.1, §5.2 as written, rather than the chunk's dual
-// form over the partial chunk. The token's inner gradient g_t at the chunk-start state Ps (mem_grad_forward, one row),
-//   momentum:  S_t = theta_t S_{t-1} - eta_t g_t,   P_t = a_t P_{t-1} + S_t        [+ (1 - a_t) P_0, anchored]
-//   gd:        P_t = a_t P_{t-1} - eta_t g_t                                       [+ (1 - a_t) P_0, anchored]
+// The decoder's step of one head's memory, token by token: SPEC §5 as written, rather than the chunk's dual form
+// over the partial chunk. The token's inner gradient g_t at the chunk-start state Ps (mem_grad_forward, one row) goes
+// into its slot of the window win (token i in slot i mod c), and with G_t = sum_{o<c} gamma_t[o] g_{t-o} (omega; G_t =
+// g_t without it; the c-1 tokens before the chunk, its halo, were re-taken at Ps by the caller at the chunk's start):
+//   momentum:  S_t = theta_t S_{t-1} - eta_t G_t,   P_t = a_t P_{t-1} + S_t        [+ (1 - a_t) P_0, anchored]
+//   gd:        P_t = a_t P_{t-1} - eta_t G_t                                       [+ (1 - a_t) P_0, anchored]
+//   muon:      S_t = theta_t S_{t-1} + G_t,         P_t = a_t P_{t-1} [+ (1 - a_t) P_0] - eta_t NS5(S_t)
+//   muon, chunk level (atlas_chunk): the reads' P_t as gd, S_t as muon; at the chunk's end the carry
+//              P_end = A P_s [+ (1 - A) P_0] - eta_last NS5(S_end), A = prod a (pa: the product so far)
 // (P_{t-1} the running state Pt, updated in place; S the running momentum), then the read after the write,
-// y_t = M(q_t; P_t). Unrolled over a chunk this is the dual form's P_t = alpha_t P_s + beta_t S_s - sum_i C[t][i] g_i,
-// so decoding equals the parallel forward to rounding, at one row's work per token instead of the partial chunk's.
-// The retentions (gd only), as their chunks (mem_step_forward) take them:
+// y_t = M(q_t; P_t). Unrolled over a chunk this is the dual form's P_t = alpha_t P_s + beta_t S_s - sum_i C[t][i] g_i
+// (muon: the chunk's token-by-token scan), so decoding equals the parallel forward to rounding, at one row's work per
+// token (and one NS5 per matrix for muon) instead of the partial chunk's. At the chunk's end the running state
+// becomes the next chunk's start state Ps (atlas_chunk: the carry becomes both).
+// The retentions (gd only, no omega), as their chunks (mem_step_forward) take them:
 // - Moneta's lq (SPEC §5.3): the state is A; the gradients at W_s = A_s / s_s (lq_scales, per matrix), the reads
 //   through A_t / s_s, s_s the chunk start's scale;
 // - Memora's kl (SPEC §5.4): Ps holds the running logits Z, S the chunk's W_1, Pt the read state R. The chunk's first
@@ -5401,9 +5469,11 @@ static void mem_decode_read(const MemCfg* m, MemChunk* c, const real* P, const r
 //   softmax(Z_1) = R_0; every later token takes its gradient at W_1 and steps both, Z_t = a_t Z_{t-1} - eta_t g_t,
 //   R_t = a_t R_{t-1} - eta_t g_t (the chunk's carry on Z_1, and its read from W_1); Z at the chunk's end is the next
 //   chunk's Z_s, so nothing is copied there.
-// For the memories mem_decode_recurrent takes. Row 0 of c holds the token (chunk_set_row).
-static void mem_decode_step(const MemCfg* m, MemChunk* c, real* Ps, real* Pt, real* S, int first, const real* lng,
-                            const real* lnb) {
+// For the memories mem_decode_recurrent takes. Row 0 of c holds the token (chunk_set_row; poly: its features), gam
+// its omega gates (NULL without omega); pos its position in the memory's stream, b the chunk length.
+static void mem_decode_step(const MemCfg* m, MemChunk* c, real* Ps, real* Pt, real* S, real* win, real* pa, int pos,
+                            int b, const real* gam, const real* lng, const real* lnb) {
+    int first = pos % b == 0, last = pos % b == b - 1, w = m->omega, fw = dec_fac_width(m);
     c->nh = 0;
     c->wc = 1;
     real cs[2] = {1, 1};  // the reads' scales (lq: 1 / s_s per matrix)
@@ -5416,16 +5486,34 @@ static void mem_decode_step(const MemCfg* m, MemChunk* c, real* Ps, real* Pt, re
         Pg = first ? c->Wa : S;
     }
     mem_grad_forward(m, c, 1, Pg, lng, lnb);
+    dec_fac_store(m, c, 0, win + (size_t)(pos % w) * fw);
+    DecTerms T;  // G_t's terms: g_{pos-o}, o < c, positions >= 0
+    T.n = pos + 1 < w ? pos + 1 : w;
+    for (int o = 0; o < T.n; o++) {
+        T.w[o] = w > 1 ? gam[o] : 1;
+        T.f[o] = win + (size_t)((pos - o) % w) * fw;
+    }
     if (m->retention == RET_KL) {
-        mem_decode_write(m, c, Ps, NULL);  // Z_t
+        mem_decode_write(m, c, Ps, NULL, &T);  // Z_t
         if (first) {  // W_1 = softmax(Z_1), the chunk's gradient point and token 0's read
             softmax_rows(m, Ps, S);
             memcpy(Pt, S, m->nP * sizeof(real));
         } else
-            mem_decode_write(m, c, Pt, NULL);  // R_t
+            mem_decode_write(m, c, Pt, NULL, &T);  // R_t
     } else
-        mem_decode_write(m, c, Pt, S);
+        mem_decode_write(m, c, Pt, S, &T);
+    if (m->muon == 2) *pa = (first ? 1 : *pa) * c->a[0];
     mem_decode_read(m, c, Pt, cs, lng, lnb);
+    if (!last || m->retention == RET_KL) return;
+    if (m->muon == 2) {  // atlas_chunk's carry from S_end
+        size_t off[3];
+        int rows[3], cols[3], nm = mem_matrices(m, off, rows, cols);
+        real A = *pa, eta = c->eta[0], *X = c->mX;
+        for (int k = 0; k < nm; k++) ns5_forward(X + off[k], c->msv, c->mtmp, S + off[k], rows[k], cols[k]);
+        for (size_t e = 0; e < m->nP; e++) Ps[e] = A * Ps[e] + (c->p0 ? (1 - A) * c->p0[e] : 0) - eta * X[e];
+        memcpy(Pt, Ps, m->nP * sizeof(real));
+    } else
+        memcpy(Ps, Pt, m->nP * sizeof(real));
 }
 
 // ---- 5b. decoding Titans layers (section 4b). Sequence token pos is stream row N_p + pos of its layer's memory:
@@ -5498,38 +5586,54 @@ static void decoder_mixer(Decoder* dec, int l, const real* u, int pos, real* out
         size_t mh = ml * H + h;  // in the memory-only parameter tensors
         ch->p0 = m->anchor ? p->mem_p0 + mh * nP : NULL;
         const real *lng = m->ln ? p->mem_ln_g + mh * d : NULL, *lnb = m->ln ? p->mem_ln_b + mh * d : NULL;
+        int full = n == b;
         if (dec->Pt) {  // the recurrent step (mem_decode_step): P holds P_s, Pt the running state, S the momentum
             // (Memora: P the running logits, Pt the read state, S the chunk's W_1)
-            real* Pt = dec->Pt + lh * nP;
+            real *Pt = dec->Pt + lh * nP, *win = dec->win + lh * w * dec_fac_width(m);
+            const real* qf[64];
+            const real* kf[64];
+            if (cnt == 0 && nh > 0) {  // omega: the halo's gradients (the chunk's c-1 tokens before) at the new P_s
+                for (int t = 0; t < nh; t++) {
+                    const real* r = part + (size_t)t * rw;
+                    chunk_set_row(m, ch, t, r, r + d, r + 2 * d, r[3 * d], r[3 * d + 1], r + 3 * d + 2,
+                                  r + 3 * d + 2 + ew);
+                    qf[t] = r + fo;
+                    kf[t] = r + fo + din;
+                }
+                if (m->poly) poly_rows(ch, m, nh, qf, kf);
+                mem_grad_forward(m, ch, nh, P, lng, lnb);
+                for (int t = 0; t < nh; t++)
+                    dec_fac_store(m, ch, t, win + (size_t)((pos - nh + t) % w) * dec_fac_width(m));
+            }
             chunk_set_row(m, ch, 0, row, row + d, row + 2 * d, row[3 * d], row[3 * d + 1], row + 3 * d + 2,
                           row + 3 * d + 2 + ew);
-            mem_decode_step(m, ch, P, Pt, S, cnt == 0, lng, lnb);
+            qf[0] = row + fo;
+            kf[0] = row + fo + din;
+            if (m->poly) poly_rows(ch, m, 1, qf, kf);
+            mem_decode_step(m, ch, P, Pt, S, win, dec->pa + lh, pos, b, w > 1 ? row + rw - w : NULL, lng, lnb);
             memcpy(a->y + h * d, ch->y, d * sizeof(real));
-            if (n == b && m->retention != RET_KL)
-                memcpy(P, Pt, nP * sizeof(real));  // the chunk's end: the next chunk's start state (Memora's: already)
-            continue;
-        }
-        for (int t = 0; t < nh + n; t++) {
-            const real* r = part + (size_t)t * rw;
-            chunk_set_row(m, ch, t, r, r + d, r + 2 * d, r[3 * d], r[3 * d + 1], r + 3 * d + 2, r + 3 * d + 2 + ew);
-            if (w > 1) memcpy(ch->gam + (size_t)t * w, r + rw - w, w * sizeof(real));
-        }
-        if (m->poly) {
-            const real* qf[1024 + 64];
-            const real* kf[1024 + 64];
+        } else {
             for (int t = 0; t < nh + n; t++) {
-                qf[t] = part + (size_t)t * rw + fo;
-                kf[t] = qf[t] + din;
+                const real* r = part + (size_t)t * rw;
+                chunk_set_row(m, ch, t, r, r + d, r + 2 * d, r[3 * d], r[3 * d + 1], r + 3 * d + 2, r + 3 * d + 2 + ew);
+                if (w > 1) memcpy(ch->gam + (size_t)t * w, r + rw - w, w * sizeof(real));
             }
-            poly_rows(ch, m, nh + n, qf, kf);
-        }
-        if (w > 1) omega_halo(ch, m, nh);
-        int full = n == b;
-        mem_step_forward(m, ch, nh + n, P, S, full ? dec->Pn : NULL, full ? dec->Sn : NULL, lng, lnb);
-        memcpy(a->y + h * d, ch->y + (size_t)(nh + n - 1) * d, d * sizeof(real));
-        if (full) {
-            memcpy(P, dec->Pn, nP * sizeof(real));
-            if (mem_carries_S(m)) memcpy(S, dec->Sn, nP * sizeof(real));
+            if (m->poly) {
+                const real* qf[1024 + 64];
+                const real* kf[1024 + 64];
+                for (int t = 0; t < nh + n; t++) {
+                    qf[t] = part + (size_t)t * rw + fo;
+                    kf[t] = qf[t] + din;
+                }
+                poly_rows(ch, m, nh + n, qf, kf);
+            }
+            if (w > 1) omega_halo(ch, m, nh);
+            mem_step_forward(m, ch, nh + n, P, S, full ? dec->Pn : NULL, full ? dec->Sn : NULL, lng, lnb);
+            memcpy(a->y + h * d, ch->y + (size_t)(nh + n - 1) * d, d * sizeof(real));
+            if (full) {
+                memcpy(P, dec->Pn, nP * sizeof(real));
+                if (mem_carries_S(m)) memcpy(S, dec->Sn, nP * sizeof(real));
+            }
         }
         if (full && w > 1) {  // omega: the chunk's last c-1 rows are the next chunk's halo
             int keep = nh + n < w - 1 ? nh + n : w - 1;

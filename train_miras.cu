@@ -7581,9 +7581,12 @@ static void model_free_gpu(ModelGpu* M) {
 // q, k, v and gates of the tokens of the current, partial chunk. A new token is read by the same chunk function
 // over the partial chunk (its last row is the new output); when the chunk is full its end state becomes the new
 // boundary state. Row for row this is the computation of the parallel forward. The memories without muon, omega,
-// poly, phi* or Lattice (mem_decode_recurrent) instead step a running state token by token
+// poly, phi* or Lattice (mem_decode_recurrent_gpu) instead step a running state token by token
 // (decoder_recurrent_kernel), as the CPU's decoder: one row's work per token; MIRAS_DECODE_CHUNK=1 keeps the chunk
-// re-run for them too.
+// re-run for them too. (The CPU's decoder steps the ATLAS family's too; this one not yet.)
+static int mem_decode_recurrent_gpu(const MemCfg* m) {
+    return mem_decode_recurrent(m) && !m->muon && m->omega == 1 && !m->poly;
+}
 
 typedef struct {
     ModelGpu* M;
@@ -8030,7 +8033,8 @@ static void decoder_init_gpu(DecoderGpu* dec, ModelGpu* M) {
     // the recurrent step (decoder_recurrent_kernel, as train_miras.c's decoder; MIRAS_DECODE_CHUNK=1 re-runs the
     // partial chunk instead): the running state starts as P
     const char* dch = getenv("MIRAS_DECODE_CHUNK");
-    if (!c->lattice && c->arch != ARCH_MAC && memory_layers(c) > 0 && mem_decode_recurrent(m) && !(dch && atoi(dch))) {
+    if (!c->lattice && c->arch != ARCH_MAC && memory_layers(c) > 0 && mem_decode_recurrent_gpu(m) &&
+        !(dch && atoi(dch))) {
         dec->Pt = (real*)dmalloc(LH * m->nP * sizeof(real));
         d2d(dec->Pt, dec->P, LH * m->nP * sizeof(real));
     }
