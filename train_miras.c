@@ -5123,7 +5123,8 @@ typedef struct {
     real* conv_hist;  // (L, 3, K-1, D) inputs of the q, k, v convs at the previous K-1 positions
     real *P, *S, *Pn, *Sn;  // (L, H, nP) boundary state; chunk-end scratch (nP)
     real* Pt;  // (L, H, nP) the running state of the recurrent step (mem_decode_step; S is then the running momentum)
-    real *win, *pa;  // with Pt: (L, H, c, dec_fac_width) the window's gradient factors; (L, H) atlas_chunk's prod a
+    real *win,
+        *pa;  // with Pt: (L, H, dec_win_rows, dec_fac_width) the window's gradient factors; (L, H) atlas_chunk's prod a
     real*
         // (L, H, b + c-1, rw) q, k, v, a, theta, eta, delta (gamma) of the current chunk's tokens (decoder_row_width),
         part;
@@ -5151,6 +5152,8 @@ static int decoder_row_width(const MemCfg* m) {
 static int dec_fac_width(const MemCfg* m) {
     return m->depth == 1 ? m->d + m->din : m->d + (2 + (m->gated ? 1 : 0)) * m->dm + m->din;
 }
+// the window's slots: omega's, one per row of the chunk with its halo (as part's rows); without omega one
+static int dec_win_rows(const MemCfg* m, int b) { return m->omega > 1 ? b + m->omega - 1 : 1; }
 static void titans_dec_init(Decoder* dec);  // section 5b
 static void decoder_init(Decoder* dec, Model* M) {
     const Config* c = &M->cfg;
@@ -5180,7 +5183,7 @@ static void decoder_init(Decoder* dec, Model* M) {
             for (int h = 0; h < c->H; h++) lattice_identity(dec->P + ((size_t)l * c->H + h) * m->nP, m->d);
     if (!c->lattice && c->arch != ARCH_MAC && memory_layers(c) > 0 && mem_decode_recurrent(m)) {
         dec->Pt = (real*)xmalloc(LH * m->nP * sizeof(real));
-        dec->win = (real*)xmalloc(LH * m->omega * dec_fac_width(m) * sizeof(real));
+        dec->win = (real*)xmalloc(LH * dec_win_rows(m, c->b) * dec_fac_width(m) * sizeof(real));
         dec->pa = (real*)xmalloc(LH * sizeof(real));
     }
     for (int l = 0; l < c->L; l++)
@@ -5449,7 +5452,7 @@ static void mem_decode_read(const MemCfg* m, MemChunk* c, const real* P, const r
 }
 // The decoder's step of one head's memory, token by token: SPEC §5 as written, rather than the chunk's dual form
 // over the partial chunk. The token's inner gradient g_t at the chunk-start state Ps (mem_grad_forward, one row) goes
-// into its slot of the window win (token i in slot i mod c), and with G_t = sum_{o<c} gamma_t[o] g_{t-o} (omega; G_t =
+// into its slot of the window win (the chunk's rows after its halo, as the chunk lays them out), and with G_t = sum_{o<c} gamma_t[o] g_{t-o} (omega; G_t =
 // g_t without it; the c-1 tokens before the chunk, its halo, were re-taken at Ps by the caller at the chunk's start):
 //   momentum:  S_t = theta_t S_{t-1} - eta_t G_t,   P_t = a_t P_{t-1} + S_t        [+ (1 - a_t) P_0, anchored]
 //   gd:        P_t = a_t P_{t-1} - eta_t G_t                                       [+ (1 - a_t) P_0, anchored]
@@ -5470,10 +5473,11 @@ static void mem_decode_read(const MemCfg* m, MemChunk* c, const real* P, const r
 //   R_t = a_t R_{t-1} - eta_t g_t (the chunk's carry on Z_1, and its read from W_1); Z at the chunk's end is the next
 //   chunk's Z_s, so nothing is copied there.
 // For the memories mem_decode_recurrent takes. Row 0 of c holds the token (chunk_set_row; poly: its features), gam
-// its omega gates (NULL without omega); pos its position in the memory's stream, b the chunk length.
-static void mem_decode_step(const MemCfg* m, MemChunk* c, real* Ps, real* Pt, real* S, real* win, real* pa, int pos,
-                            int b, const real* gam, const real* lng, const real* lnb) {
-    int first = pos % b == 0, last = pos % b == b - 1, w = m->omega, fw = dec_fac_width(m);
+// its omega gates (NULL without omega); cnt its row in the chunk of b rows, s its slot in win (omega: its row after
+// the chunk's halo, whose slots 0..s-cnt-1 the caller filled; else 0).
+static void mem_decode_step(const MemCfg* m, MemChunk* c, real* Ps, real* Pt, real* S, real* win, int s, real* pa,
+                            int cnt, int b, const real* gam, const real* lng, const real* lnb) {
+    int first = cnt == 0, last = cnt == b - 1, w = m->omega, fw = dec_fac_width(m);
     c->nh = 0;
     c->wc = 1;
     real cs[2] = {1, 1};  // the reads' scales (lq: 1 / s_s per matrix)
@@ -5486,12 +5490,12 @@ static void mem_decode_step(const MemCfg* m, MemChunk* c, real* Ps, real* Pt, re
         Pg = first ? c->Wa : S;
     }
     mem_grad_forward(m, c, 1, Pg, lng, lnb);
-    dec_fac_store(m, c, 0, win + (size_t)(pos % w) * fw);
-    DecTerms T;  // G_t's terms: g_{pos-o}, o < c, positions >= 0
-    T.n = pos + 1 < w ? pos + 1 : w;
+    dec_fac_store(m, c, 0, win + (size_t)s * fw);
+    DecTerms T;  // G_t's terms: g_{t-o} in slot s - o, o < c, positions >= 0 (the slots there are)
+    T.n = s + 1 < w ? s + 1 : w;
     for (int o = 0; o < T.n; o++) {
         T.w[o] = w > 1 ? gam[o] : 1;
-        T.f[o] = win + (size_t)((pos - o) % w) * fw;
+        T.f[o] = win + (size_t)(s - o) * fw;
     }
     if (m->retention == RET_KL) {
         mem_decode_write(m, c, Ps, NULL, &T);  // Z_t
@@ -5589,7 +5593,8 @@ static void decoder_mixer(Decoder* dec, int l, const real* u, int pos, real* out
         int full = n == b;
         if (dec->Pt) {  // the recurrent step (mem_decode_step): P holds P_s, Pt the running state, S the momentum
             // (Memora: P the running logits, Pt the read state, S the chunk's W_1)
-            real *Pt = dec->Pt + lh * nP, *win = dec->win + lh * w * dec_fac_width(m);
+            int fw = dec_fac_width(m);
+            real *Pt = dec->Pt + lh * nP, *win = dec->win + lh * dec_win_rows(m, b) * fw;
             const real* qf[64];
             const real* kf[64];
             if (cnt == 0 && nh > 0) {  // omega: the halo's gradients (the chunk's c-1 tokens before) at the new P_s
@@ -5602,15 +5607,15 @@ static void decoder_mixer(Decoder* dec, int l, const real* u, int pos, real* out
                 }
                 if (m->poly) poly_rows(ch, m, nh, qf, kf);
                 mem_grad_forward(m, ch, nh, P, lng, lnb);
-                for (int t = 0; t < nh; t++)
-                    dec_fac_store(m, ch, t, win + (size_t)((pos - nh + t) % w) * dec_fac_width(m));
+                for (int t = 0; t < nh; t++) dec_fac_store(m, ch, t, win + (size_t)t * fw);
             }
             chunk_set_row(m, ch, 0, row, row + d, row + 2 * d, row[3 * d], row[3 * d + 1], row + 3 * d + 2,
                           row + 3 * d + 2 + ew);
             qf[0] = row + fo;
             kf[0] = row + fo + din;
             if (m->poly) poly_rows(ch, m, 1, qf, kf);
-            mem_decode_step(m, ch, P, Pt, S, win, dec->pa + lh, pos, b, w > 1 ? row + rw - w : NULL, lng, lnb);
+            mem_decode_step(m, ch, P, Pt, S, win, w > 1 ? nh + cnt : 0, dec->pa + lh, cnt, b,
+                            w > 1 ? row + rw - w : NULL, lng, lnb);
             memcpy(a->y + h * d, ch->y, d * sizeof(real));
         } else {
             for (int t = 0; t < nh + n; t++) {

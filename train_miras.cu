@@ -7583,10 +7583,9 @@ static void model_free_gpu(ModelGpu* M) {
 // boundary state. Row for row this is the computation of the parallel forward. The memories without muon, omega,
 // poly, phi* or Lattice (mem_decode_recurrent_gpu) instead step a running state token by token
 // (decoder_recurrent_kernel), as the CPU's decoder: one row's work per token; MIRAS_DECODE_CHUNK=1 keeps the chunk
-// re-run for them too. (The CPU's decoder steps the ATLAS family's too; this one not yet.)
-static int mem_decode_recurrent_gpu(const MemCfg* m) {
-    return mem_decode_recurrent(m) && !m->muon && m->omega == 1 && !m->poly;
-}
+// re-run for them too. The ATLAS family's omega and poly are stepped as the CPU steps them; muon (the CPU's decoder
+// steps it, one NS5 per token) re-runs the partial chunk here.
+static int mem_decode_recurrent_gpu(const MemCfg* m) { return mem_decode_recurrent(m) && !m->muon; }
 
 typedef struct {
     ModelGpu* M;
@@ -7597,6 +7596,8 @@ typedef struct {
     real* conv_hist;  // (L, 3, K-1, D) inputs of the q, k, v convs at the previous K-1 positions
     real *P, *S, *Pn, *Sn;  // (L, H, nP) boundary state; (H, nP) chunk-end scratch, one per head
     real* Pt;  // (L, H, nP) the running state of the recurrent step (decoder_recurrent_kernel), or NULL
+    real*
+        win;  // with Pt: (L, H R, dec_win_rows, dec_fac_width of a slice) the window's gradient factors (train_miras.c's)
     // (L, H, b + c-1, rw) q, k, v, a, theta, eta, delta (gamma) of the current chunk's tokens (decoder_row_width),
     // after omega's halo: the c-1 tokens before the chunk
     real* part;
@@ -7634,6 +7635,8 @@ typedef struct {
     const real *q, *k, *v, *ga, *gth, *geta, *gdel, *ggam, *qf, *kf;  // this token's row of the layer's memory inputs
     real *y, *part, *P, *S, *Pn, *Sn;  // part, P, S: this layer's
     real* Pt;  // decoder_recurrent_kernel: this layer's running state (P is then the chunk-start state)
+    real* win;  // and its window of gradient factors (H R, dec_win_rows, dec_fac_width of a slice): the token's in slot
+    // nh + cnt (omega; else 0), the halo's before it (so a CUDA graph of a chunk phase replays the same slots)
     const real *lng, *lnb;
     MemChunkGpu* chunks;
     const real* p0;  // this layer's P_0 (H, nP): the anchored retention's anchor
@@ -7651,6 +7654,63 @@ __device__ void dec_block_setup(MemChunkGpu* c, MemCfg* m, const DecArgs* A, int
     if (A->R > 1) mem_split_setup(c, m, A->R, A->xn, A->sm.floats);
     mem_tc = A->tc;
 }
+// the token's row of head h into row (the decoder's partial chunk): q, k, v, a, theta, eta, delta (poly's features of
+// q, k; omega's gamma), decoder_row_width floats
+__device__ void dec_put_row(const DecArgs* A, const MemCfg* m, int h, real* row) {
+    int d = m->d, rw = A->rw, ew = m->cw ? d : 1, w = m->omega, din = m->din, fo = rw - (w > 1 ? w : 0) - 2 * din;
+    FOR(i, d) {
+        row[i] = A->q[h * d + i];
+        row[d + i] = A->k[h * d + i];
+        row[2 * d + i] = A->v[h * d + i];
+    }
+    if (threadIdx.x == 0) {
+        row[3 * d] = A->ga[h];
+        row[3 * d + 1] = A->gth[h];
+    }
+    FOR(i, ew) {
+        row[3 * d + 2 + i] = A->geta[h * ew + i];
+        if (m->bias == BIAS_HUBER) row[3 * d + 2 + ew + i] = A->gdel[h * ew + i];
+    }
+    if (w > 1) FOR(o, w) row[rw - w + o] = A->ggam[h * w + o];
+    if (m->poly) FOR(i, din) {
+            row[fo + i] = A->qf[(size_t)h * din + i];
+            row[fo + din + i] = A->kf[(size_t)h * din + i];
+        }
+}
+// chunk_set_row of the partial chunk's rows 0..n-1 into c (omega: the halo's, then the chunk's; poly: the raw q, k in
+// qr, kr, the features in q, k)
+__device__ void dec_load_rows(const MemCfg* m, MemChunkGpu* c, const real* part, int rw, int n) {
+    int d = m->d, ew = m->cw ? d : 1, din = m->din, fo = rw - (m->omega > 1 ? m->omega : 0) - 2 * din;
+    FOR(e, n * d) {
+        int t = e / d, i = e % d;
+        const real* r = part + (size_t)t * rw;
+        c->qr[e] = r[i];
+        c->kr[e] = r[d + i];
+        c->v[e] = r[2 * d + i];
+        if (m->cw) c->etac[e] = r[3 * d + 2 + i];
+        if (m->bias == BIAS_HUBER) c->delta[e] = r[3 * d + 2 + ew + (m->cw ? i : 0)];
+    }
+    FOR(t, n) {
+        const real* r = part + (size_t)t * rw;
+        c->a[t] = r[3 * d];
+        c->theta[t] = r[3 * d + 1];
+        c->eta[t] = m->cw ? 1 : r[3 * d + 2];
+    }
+    if (m->poly) FOR(e, (size_t)n * din) {  // poly_rows: q, k are the features
+            const real* r = part + (e / din) * rw + fo;
+            c->q[e] = r[e % din];
+            c->k[e] = r[din + e % din];
+        }
+}
+// omega, at a full chunk's end (n rows with the halo): its last c-1 rows become the next chunk's halo (row by row,
+// upwards: a row's source is below every row written before it)
+__device__ void dec_keep_halo(real* part, int rw, int n, int w) {
+    int keep = n < w - 1 ? n : w - 1;
+    for (int j = 0; j < keep; j++) {
+        FOR(i, rw) part[(size_t)j * rw + i] = part[(size_t)(n - keep + j) * rw + i];
+        __syncthreads();
+    }
+}
 // one block per head: append this token's row to the partial chunk, re-run the chunk, keep its last row. Split
 // (A.R > 1): a cluster of R CTAs per head, each with its slice of the state (as memory_forward_kernel's); the first
 // appends the row and writes y, every CTA reads the rows
@@ -7660,57 +7720,18 @@ __global__ void __launch_bounds__(MEM_THREADS) decoder_memory_kernel(DecArgs A) 
     int R = A.R > 1 ? A.R : 1, r = blockIdx.x % R, h = blockIdx.x / R;  // r: the CTA's rank in its cluster
     if (threadIdx.x == 0) dec_block_setup(&c, &m, &A, h);
     __syncthreads();
-    int d = m.d, nP = A.m.nP, nPr = m.nP, rw = A.rw, ew = m.cw ? d : 1, n = A.cnt + 1, w = m.omega, nh = A.nh,
-        din = m.din, fo = rw - (w > 1 ? w : 0) - 2 * din;  // fo: poly's features' place in a row
+    int d = m.d, nP = A.m.nP, nPr = m.nP, rw = A.rw, n = A.cnt + 1, w = m.omega, nh = A.nh;
     if (R > 1 && m.anchor) cl_slice((real*)A.p0 + (size_t)h * nP, c.p0s, &A.m, R, r, 1);
     // this token's row (after the nh halo rows): q, k, v, a, theta, eta, delta (poly's features of q, k; gamma)
     real* part = A.part + (size_t)h * mem_rows(&m, A.b) * rw;
     real* row = part + (size_t)(nh + A.cnt) * rw;
-    if (r == 0) {
-        FOR(i, d) {
-            row[i] = A.q[h * d + i];
-            row[d + i] = A.k[h * d + i];
-            row[2 * d + i] = A.v[h * d + i];
-        }
-        if (threadIdx.x == 0) {
-            row[3 * d] = A.ga[h];
-            row[3 * d + 1] = A.gth[h];
-        }
-        FOR(i, ew) {
-            row[3 * d + 2 + i] = A.geta[h * ew + i];
-            if (m.bias == BIAS_HUBER) row[3 * d + 2 + ew + i] = A.gdel[h * ew + i];
-        }
-        if (w > 1) FOR(o, w) row[rw - w + o] = A.ggam[h * w + o];
-        if (m.poly) FOR(i, din) {
-                row[fo + i] = A.qf[(size_t)h * din + i];
-                row[fo + din + i] = A.kf[(size_t)h * din + i];
-            }
-    }
+    if (r == 0) dec_put_row(&A, &m, h, row);
     if (R > 1)
         cg::this_cluster().sync();  // (the row written: every CTA of the cluster reads it)
     else
         __syncthreads();
     n += nh;
-    FOR(e, n * d) {  // chunk_set_row of rows 0..n-1 (omega: the halo's, then the chunk's; poly: the raw q, k in qr, kr)
-        int t = e / d, i = e % d;
-        const real* r = part + (size_t)t * rw;
-        c.qr[e] = r[i];
-        c.kr[e] = r[d + i];
-        c.v[e] = r[2 * d + i];
-        if (m.cw) c.etac[e] = r[3 * d + 2 + i];
-        if (m.bias == BIAS_HUBER) c.delta[e] = r[3 * d + 2 + ew + (m.cw ? i : 0)];
-    }
-    FOR(t, n) {
-        const real* r = part + (size_t)t * rw;
-        c.a[t] = r[3 * d];
-        c.theta[t] = r[3 * d + 1];
-        c.eta[t] = m.cw ? 1 : r[3 * d + 2];
-    }
-    if (m.poly) FOR(e, (size_t)n * din) {  // poly_rows: q, k are the features
-            const real* r = part + (e / din) * rw + fo;
-            c.q[e] = r[e % din];
-            c.k[e] = r[din + e % din];
-        }
+    dec_load_rows(&m, &c, part, rw, n);
     if (w > 1) {  // omega_halo: the halo rows take no step; the chunk's gates gamma
         FOR(e, n * w) c.gam[e] = part[(size_t)(e / w) * rw + rw - w + e % w];
         FOR(t, nh) {
@@ -7738,13 +7759,7 @@ __global__ void __launch_bounds__(MEM_THREADS) decoder_memory_kernel(DecArgs A) 
         if (mem_carries_S_gpu(&m)) block_copy(S, Sn, nPr);
     }
     if (R > 1) cg::this_cluster().sync();  // (every CTA has read the rows; none exits while its buffer may be read)
-    if (full && w > 1 && r == 0) {  // omega: the chunk's last c-1 rows become the next chunk's halo (row by row,
-        int keep = n < w - 1 ? n : w - 1;  // upwards: a row's source is below every row written before it)
-        for (int j = 0; j < keep; j++) {
-            FOR(i, rw) part[(size_t)j * rw + i] = part[(size_t)(n - keep + j) * rw + i];
-            __syncthreads();
-        }
-    }
+    if (full && w > 1 && r == 0) dec_keep_halo(part, rw, n, w);
 }
 // one memory matrix (rows, cols) at offset o of the state: its gradient is the outer product dl xk^T. Each thread
 // steps 4 adjacent elements of a row at a time (16-byte accesses where aligned) and loads DEC_U such groups before
@@ -7760,18 +7775,39 @@ __device__ __forceinline__ real dec_step1(const MemCfg* m, real a, real th, real
         p -= eta * g;
     return m->anchor ? p + (1 - a) * z : p;
 }
+// the window (train_miras.c's DecTerms): a slot's width, memory matrix k's factors in slot f (its gradient dl xk^T)
+__device__ int dec_fac_width_gpu(const MemCfg* m) {
+    return m->depth == 1 ? m->d + m->din : m->d + (2 + (m->gated ? 1 : 0)) * m->dm + m->din;
+}
+__device__ void dec_fac_mat_gpu(const MemCfg* m, const real* f, int k, const real** dl, const real** xk) {
+    int d = m->d, dm = m->dm;
+    const real* kk = f + (m->depth == 1 ? d : d + (2 + (m->gated ? 1 : 0)) * dm);
+    *dl = k == 0 ? f : f + d + (size_t)k * dm;
+    *xk = k == 0 && m->depth == 2 ? f + d : kk;
+}
+// G's element (j, q) from the terms' factors (wd[t] = w_t dl_t[j] of row j): sum_t wd[t] xk_t[q]
+__device__ __forceinline__ real dec_g(const real* wd, const real* const* xk, int n, int q) {
+    real g = wd[0] * xk[0][q];
+    for (int t = 1; t < n; t++) g += wd[t] * xk[t][q];
+    return g;
+}
+// (WIN: omega's window of up to 64 terms; else the one term g_t, its factors in registers)
+template <bool WIN>
 __device__ void mem_decode_update_gpu(const MemCfg* m, const MemChunkGpu* c, real* Pt, real* S, size_t o,
-                                      const real* dl, const real* xk, int rows, int cols) {
+                                      const DecTerms* T, int k, int rows, int cols) {
     real a = c->a[0], th = c->theta[0], eta = c->eta[0];
     real *P = Pt + o, *Sm = S + o;
     const real* z = m->anchor ? c->p0 + o : NULL;
+    const real *dl[WIN ? 64 : 1], *xk[WIN ? 64 : 1];
+    const int nt = WIN ? T->n : 1;
+    for (int t = 0; t < nt; t++) dec_fac_mat_gpu(m, T->f[t], k, &dl[t], &xk[t]);
     if (cols % 4 == 0 && al16(P) && (!m->momentum || al16(Sm)) && (!z || al16(z))) {
-        int n4 = rows * cols / 4, c4 = cols / 4, nt = blockDim.x;
-        for (int e0 = threadIdx.x; e0 < n4; e0 += DEC_U * nt) {
+        int n4 = rows * cols / 4, c4 = cols / 4, nth = blockDim.x;
+        for (int e0 = threadIdx.x; e0 < n4; e0 += DEC_U * nth) {
             float4 p[DEC_U], sv[DEC_U], zv[DEC_U];
 #pragma unroll
             for (int u = 0; u < DEC_U; u++) {  // the loads first
-                int e4 = e0 + u * nt;
+                int e4 = e0 + u * nth;
                 if (e4 >= n4) continue;
                 p[u] = ld4(P + 4 * (size_t)e4);
                 sv[u] = m->momentum ? ld4(Sm + 4 * (size_t)e4) : make_float4(0, 0, 0, 0);
@@ -7779,15 +7815,16 @@ __device__ void mem_decode_update_gpu(const MemCfg* m, const MemChunkGpu* c, rea
             }
 #pragma unroll
             for (int u = 0; u < DEC_U; u++) {
-                int e4 = e0 + u * nt;
+                int e4 = e0 + u * nth;
                 if (e4 >= n4) continue;
                 int j = e4 / c4, q = 4 * (e4 % c4);
-                real dj = dl[j];
+                real wd[WIN ? 64 : 1];
+                for (int t = 0; t < nt; t++) wd[t] = T->w[t] * dl[t][j];
                 float4 r;
-                r.x = dec_step1(m, a, th, eta, dj * xk[q], p[u].x, sv[u].x, zv[u].x);
-                r.y = dec_step1(m, a, th, eta, dj * xk[q + 1], p[u].y, sv[u].y, zv[u].y);
-                r.z = dec_step1(m, a, th, eta, dj * xk[q + 2], p[u].z, sv[u].z, zv[u].z);
-                r.w = dec_step1(m, a, th, eta, dj * xk[q + 3], p[u].w, sv[u].w, zv[u].w);
+                r.x = dec_step1(m, a, th, eta, dec_g(wd, xk, nt, q), p[u].x, sv[u].x, zv[u].x);
+                r.y = dec_step1(m, a, th, eta, dec_g(wd, xk, nt, q + 1), p[u].y, sv[u].y, zv[u].y);
+                r.z = dec_step1(m, a, th, eta, dec_g(wd, xk, nt, q + 2), p[u].z, sv[u].z, zv[u].z);
+                r.w = dec_step1(m, a, th, eta, dec_g(wd, xk, nt, q + 3), p[u].w, sv[u].w, zv[u].w);
                 st4(P + 4 * (size_t)e4, r);
                 if (m->momentum) st4(Sm + 4 * (size_t)e4, sv[u]);
             }
@@ -7795,23 +7832,40 @@ __device__ void mem_decode_update_gpu(const MemCfg* m, const MemChunkGpu* c, rea
         return;
     }
     FOR(e, rows * cols) {
-        real sv = m->momentum ? Sm[e] : 0;
-        P[e] = dec_step1(m, a, th, eta, dl[e / cols] * xk[e % cols], P[e], sv, z ? z[e] : 0);
+        real sv = m->momentum ? Sm[e] : 0, wd[WIN ? 64 : 1];
+        int j = e / cols;
+        for (int t = 0; t < nt; t++) wd[t] = T->w[t] * dl[t][j];
+        P[e] = dec_step1(m, a, th, eta, dec_g(wd, xk, nt, e % cols), P[e], sv, z ? z[e] : 0);
         if (m->momentum) Sm[e] = sv;
     }
 }
-// the write (train_miras.c's mem_decode_write): every memory matrix of Pt (and momentum S) stepped with c's row 0
-__device__ void mem_decode_write_gpu(const MemCfg* m, const MemChunkGpu* c, real* Pt, real* S) {
-    int d = m->d, dm = m->dm, din = m->din;
-    if (m->depth == 1)  // g = r k^T
-        mem_decode_update_gpu(m, c, Pt, S, 0, c->r, c->k, d, din);
-    else {
-        size_t o2 = (size_t)d * dm, o3 = o2 + (size_t)dm * din;  // g = (g1 hk^T, g2 k^T (, g3 k^T))
-        mem_decode_update_gpu(m, c, Pt, S, 0, c->g1, c->hk, d, dm);
-        mem_decode_update_gpu(m, c, Pt, S, o2, c->g2, c->k, dm, din);
-        if (m->gated) mem_decode_update_gpu(m, c, Pt, S, o3, c->g3, c->k, dm, din);
-    }
+// the write (train_miras.c's mem_decode_write, no muon): every memory matrix of Pt (and momentum S) stepped with G_t
+__device__ void mem_decode_write_gpu(const MemCfg* m, const MemChunkGpu* c, real* Pt, real* S, const DecTerms* T) {
+    size_t off[3];
+    int rows[3], cols[3], nm = mem_matrices_gpu(m, off, rows, cols);
+    for (int k = 0; k < nm; k++)
+        if (T->n > 1)
+            mem_decode_update_gpu<true>(m, c, Pt, S, off[k], T, k, rows[k], cols[k]);
+        else
+            mem_decode_update_gpu<false>(m, c, Pt, S, off[k], T, k, rows[k], cols[k]);
     __syncthreads();
+}
+// row i of c's inner gradients into the window slot f (train_miras.c's dec_fac_store; split: the slice's widths)
+__device__ void dec_fac_store_gpu(const MemCfg* m, const MemChunkGpu* c, int i, real* f) {
+    int d = m->d, dm = m->dm, din = m->din;
+    if (m->depth == 1) {
+        FOR(e, d) f[e] = c->r[(size_t)i * d + e];
+        FOR(e, din) f[d + e] = c->k[(size_t)i * din + e];
+        return;
+    }
+    int g = m->gated ? 1 : 0;
+    FOR(e, d) f[e] = c->g1[(size_t)i * d + e];
+    FOR(e, dm) {
+        f[d + e] = c->hk[(size_t)i * dm + e];
+        f[d + dm + e] = c->g2[(size_t)i * dm + e];
+        if (g) f[d + 2 * dm + e] = c->g3[(size_t)i * dm + e];
+    }
+    FOR(e, din) f[d + (2 + g) * dm + e] = c->k[(size_t)i * din + e];
 }
 // the read y = M(q; P) (train_miras.c's mem_decode_read), the reads of W1 (or W) and W2 scaled by cs[0], cs[1]; split,
 // o = W1 h summed over the cluster (cl_reduce), as in mem_grad_forward_gpu
@@ -7836,42 +7890,66 @@ __device__ void mem_decode_read_gpu(const MemCfg* m, MemChunkGpu* c, const real*
     if (m->ln) ln_forward_gpu(c->nq, c->rq, 1, d);
     mem_out_forward_gpu(c->y, c->qr, c->nq, lng, lnb, m, 1);
 }
-// The recurrent step (train_miras.c's mem_decode_step, for the memories mem_decode_recurrent takes): the token's
-// inner gradient g_t at the chunk-start state P (mem_grad_forward_gpu, one row), then the running state Pt and
-// momentum S step in place,
-//   momentum:  S_t = theta_t S_{t-1} - eta_t g_t,   P_t = a_t P_{t-1} + S_t        [+ (1 - a_t) P_0, anchored]
-//   gd:        P_t = a_t P_{t-1} - eta_t g_t                                       [+ (1 - a_t) P_0, anchored]
-// and the read y_t = M(q_t; P_t) (Moneta's lq: the gradients at W_s = P / s_s, the reads through Pt / s_s; Memora's
-// kl: P the running logits, S the chunk's W_1, Pt the read state; as the CPU's); at the chunk's end Pt becomes P. One block per head; split (A.R > 1), a cluster
-// per head, each CTA stepping its slice (the slices' layout is a memory of d_m / R hidden units, so the update is
-// the same loop) and o = W1 h summed over the cluster (cl_reduce), as in mem_grad_forward_gpu.
+// The recurrent step (train_miras.c's mem_decode_step, for the memories mem_decode_recurrent_gpu takes): the token's
+// inner gradient g_t at the chunk-start state P (mem_grad_forward_gpu, one row) into its slot of the window (omega's
+// c - 1 tokens before the chunk re-taken at P at the chunk's first token), then with G_t = sum_o gamma_t[o] g_{t-o}
+// (G_t = g_t without omega) the running state Pt and momentum S step in place,
+//   momentum:  S_t = theta_t S_{t-1} - eta_t G_t,   P_t = a_t P_{t-1} + S_t        [+ (1 - a_t) P_0, anchored]
+//   gd:        P_t = a_t P_{t-1} - eta_t G_t                                       [+ (1 - a_t) P_0, anchored]
+// and the read y_t = M(q_t; P_t) (poly: q, k are the features; Moneta's lq: the gradients at W_s = P / s_s, the reads
+// through Pt / s_s; Memora's kl: P the running logits, S the chunk's W_1, Pt the read state; as the CPU's); at the
+// chunk's end Pt becomes P. One block per head; split (A.R > 1), a cluster per head, each CTA stepping its slice (the
+// slices' layout is a memory of d_m / R hidden units, so the update is the same loop, and its window holds the slice's
+// factors) and o = W1 h summed over the cluster (cl_reduce), as in mem_grad_forward_gpu.
 __global__ void __launch_bounds__(MEM_THREADS) decoder_recurrent_kernel(DecArgs A) {
     __shared__ MemChunkGpu c;
     __shared__ MemCfg m;
+    __shared__ DecTerms T;
     int R = A.R > 1 ? A.R : 1, r = blockIdx.x % R, h = blockIdx.x / R;  // r: the CTA's rank in its cluster
     if (threadIdx.x == 0) {
         dec_block_setup(&c, &m, &A, h);
         mem_tc = 0;  // one row: the SIMT products (their state loads batched, MM_U), not 16-row tensor-core tiles of
     }  // which 15 rows would be padding and whose k-steps wait on their loads in turn
     __syncthreads();
-    int d = m.d, nP = A.m.nP, nPr = m.nP, ew = m.cw ? d : 1;
+    int d = m.d, nP = A.m.nP, nPr = m.nP, ew = m.cw ? d : 1, w = m.omega, nh = A.nh, din = m.din, rw = A.rw,
+        fw = dec_fac_width_gpu(&m);
     if (R > 1 && m.anchor) cl_slice((real*)A.p0 + (size_t)h * nP, c.p0s, &A.m, R, r, 1);
-    FOR(i, d) {  // the token as row 0 (chunk_set_row)
+    size_t so = (size_t)h * nP + (size_t)r * nPr;  // (split: CTA r's slice of head h's state)
+    int s = w > 1 ? nh + A.cnt : 0;  // the token's slot
+    real *P = A.P + so, *Pt = A.Pt + so, *S = A.S + so;
+    real* win = A.win + ((size_t)h * R + r) * (w > 1 ? A.b + w - 1 : 1) * fw;  // (dec_win_rows)
+    real* part = A.part + (size_t)h * mem_rows(&m, A.b) * rw;
+    const real *lng = m.ln ? A.lng + (size_t)h * d : NULL, *lnb = m.ln ? A.lnb + (size_t)h * d : NULL;
+    if (w > 1 && r == 0) dec_put_row(&A, &m, h, part + (size_t)(nh + A.cnt) * rw);  // (omega: the later halos)
+    if (w > 1 && A.cnt == 0 && nh > 0) {  // the halo's gradients (the c-1 tokens before the chunk) at the new P_s
+        dec_load_rows(&m, &c, part, rw, nh);
+        __syncthreads();
+        mem_grad_forward_gpu(&m, &c, nh, P, lng, lnb);
+        for (int t = 0; t < nh; t++) dec_fac_store_gpu(&m, &c, t, win + (size_t)t * fw);
+        __syncthreads();
+    }
+    FOR(i, d) {  // the token as row 0 (chunk_set_row; poly_rows: the features in q, k)
         c.qr[i] = A.q[h * d + i];
         c.kr[i] = A.k[h * d + i];
         c.v[i] = A.v[h * d + i];
         if (m.cw) c.etac[i] = A.geta[h * d + i];
         if (m.bias == BIAS_HUBER) c.delta[i] = A.gdel[h * ew + (m.cw ? i : 0)];
     }
+    if (m.poly) FOR(i, din) {
+            c.q[i] = A.qf[(size_t)h * din + i];
+            c.k[i] = A.kf[(size_t)h * din + i];
+        }
     if (threadIdx.x == 0) {
         c.a[0] = A.ga[h];
         c.theta[0] = A.gth[h];
         c.eta[0] = m.cw ? 1 : A.geta[h];
+        T.n = s + 1 < w ? s + 1 : w;  // G_t's terms: g_{t-o} in slot s - o, o < c, positions >= 0
+        for (int o = 0; o < T.n; o++) {
+            T.w[o] = w > 1 ? A.ggam[h * w + o] : 1;
+            T.f[o] = win + (size_t)(s - o) * fw;
+        }
     }
     __syncthreads();
-    size_t so = (size_t)h * nP + (size_t)r * nPr;  // (split: CTA r's slice of head h's state)
-    real *P = A.P + so, *Pt = A.Pt + so, *S = A.S + so;
-    const real *lng = m.ln ? A.lng + (size_t)h * d : NULL, *lnb = m.ln ? A.lnb + (size_t)h * d : NULL;
     real cs[2] = {1, 1};  // the reads' scales (Moneta's lq: 1 / s_s per matrix)
     const real* Pg = P;  // where the gradient is taken
     int first = A.cnt == 0;
@@ -7883,20 +7961,24 @@ __global__ void __launch_bounds__(MEM_THREADS) decoder_recurrent_kernel(DecArgs 
         Pg = first ? c.Wa : S;
     }
     mem_grad_forward_gpu(&m, &c, 1, Pg, lng, lnb);  // g_t: linear r k^T; deep (g1 hk^T, g2 k^T (, g3 k^T))
+    dec_fac_store_gpu(&m, &c, 0, win + (size_t)s * fw);
+    __syncthreads();
     if (m.retention == RET_KL) {
-        mem_decode_write_gpu(&m, &c, P, NULL);  // Z_t
+        mem_decode_write_gpu(&m, &c, P, NULL, &T);  // Z_t
         if (first) {  // W_1 = softmax(Z_1), the chunk's gradient point and token 0's read
             softmax_rows_gpu(&m, &c, P, S);
             block_copy(Pt, S, nPr);
         } else
-            mem_decode_write_gpu(&m, &c, Pt, NULL);  // R_t
+            mem_decode_write_gpu(&m, &c, Pt, NULL, &T);  // R_t
     } else
-        mem_decode_write_gpu(&m, &c, Pt, S);
+        mem_decode_write_gpu(&m, &c, Pt, S, &T);
     mem_decode_read_gpu(&m, &c, Pt, cs, lng, lnb);
     if (r == 0) FOR(i, d) A.y[h * d + i] = c.y[i];
-    if (A.cnt + 1 == A.b && m.retention != RET_KL)
+    int full = A.cnt + 1 == A.b;
+    if (full && m.retention != RET_KL)
         block_copy(P, Pt, nPr);  // the chunk's end: the next chunk's start state (Memora's P: already)
-    if (R > 1) cg::this_cluster().sync();  // (none exits while its exchange buffer may be read)
+    if (R > 1) cg::this_cluster().sync();  // (every CTA has read the halo; none exits while its buffer may be read)
+    if (full && w > 1 && r == 0) dec_keep_halo(part, rw, nh + A.cnt + 1, w);
 }
 // CTA r's slices of each head's whole state (cl_slice), in place of (H, nP) whole states (the decoder's split P_0)
 __global__ void mem_slice_kernel(real* dst, const real* src, MemCfg m, int R) {
@@ -8037,6 +8119,8 @@ static void decoder_init_gpu(DecoderGpu* dec, ModelGpu* M) {
         !(dch && atoi(dch))) {
         dec->Pt = (real*)dmalloc(LH * m->nP * sizeof(real));
         d2d(dec->Pt, dec->P, LH * m->nP * sizeof(real));
+        dec->win =
+            (real*)dmalloc(LH * dec->R * dec_win_rows(m, c->b) * dec_fac_width(&ms) * sizeof(real));  // (slices')
     }
     dec->kvcap = 64;
     for (int l = 0; l < c->L; l++)
@@ -8169,6 +8253,7 @@ static void decoder_free_gpu(DecoderGpu* dec) {
     dfree(dec->Pn);
     dfree(dec->Sn);
     dfree(dec->Pt);
+    dfree(dec->win);
     dfree(dec->part);
     dfree(dec->chunk_memory);
     dfree(dec->chunks);
@@ -8267,6 +8352,8 @@ static void decoder_mixer_gpu(DecoderGpu* dec, int l, const real* u, int pos, re
         size_t sb = mem_dyn_bytes(A.sm.floats, A.R, A.xn);
         if (dec->Pt) {  // the recurrent step: P is the chunk-start state, Pt the running one
             A.Pt = dec->Pt + (size_t)l * H * nP;
+            MemCfg ms = mem_split_cfg(m, dec->R);  // (a slice's factors per CTA)
+            A.win = dec->win + (size_t)l * H * dec->R * dec_win_rows(m, b) * dec_fac_width(&ms);
             mem_kernel_launch(decoder_recurrent_kernel, A, A.R, H, sb, dec->nt);
             KCHECK("decoder_recurrent");
         } else {

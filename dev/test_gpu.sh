@@ -40,7 +40,7 @@ WY=${WY:-'^(syn_deltanet|syn_gdn_t150)$'}
 # the inputs whose decoding is checked again with MIRAS_DECODE_CHUNK=1 (the partial chunk re-run for every token,
 # decoder_memory_kernel) beside the default recurrent step (decoder_recurrent_kernel): both against the parallel
 # forward, and each must say which it ran (else a failure: both checks could have run the same decoder)
-DECCHUNK=${DECCHUNK:-'^(titans|moneta|memora|mal|syn_titans_d64|syn_split)$'}
+DECCHUNK=${DECCHUNK:-'^(titans|moneta|memora|mal|omeganet|syn_titans_d64|syn_split|syn_split_omega|syn_omeganet|syn_omega_mom)$'}
 out=build/gpu_test
 mkdir -p "$out"
 echo "device: $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1 || true) (GPU binary: $GPU)"
@@ -92,6 +92,7 @@ synth=(
   "syn_gated_cw     -p titans -T 1 -R 3 -V 256 -D 128 -L 2 -H 2 -E 2 -k 8 -b 2 -t 27"
   "syn_gated_yaad   -p yaad -T 1 -R 4 -V 256 -D 128 -L 1 -H 2 -E 2 -k 6 -b 2 -t 21"
   "syn_split        -p titans -T 1 -V 256 -D 64 -L 1 -H 2 -E 2 -k 4 -b 2 -t 17"
+  "syn_split_omega  -p titans -G 6 -V 256 -D 64 -L 1 -H 2 -E 2 -k 4 -b 2 -t 17"
   "syn_dt           -p deep_transformer -V 256 -D 128 -L 2 -H 2 -E 2 -k 8 -b 2 -t 29"
   "syn_dot          -p dot -V 256 -D 128 -L 1 -H 2 -E 2 -k 3 -b 2 -t 23"
   "syn_phi_gdn      -p gated_deltanet -I 2 -G 3 -V 256 -D 128 -L 2 -H 2 -k 4 -b 2 -t 19"

@@ -14,7 +14,7 @@
 set -u
 cd "$(dirname "$0")/../.."
 for t in g++ python3; do
-    command -v $t >/dev/null || { echo "# 180 check(s) skipped: no $t (the emulator build needs g++ and python3)"; echo "0 passed, 0 failed"; exit 0; }
+    command -v $t >/dev/null || { echo "# 186 check(s) skipped: no $t (the emulator build needs g++ and python3)"; echo "0 passed, 0 failed"; exit 0; }
 done
 if ! bash dev/cuda/emu_build.sh >build/emu_build.log 2>&1; then
     echo "not ok - the emulator build of train_miras.cu failed: $(tail -n 3 build/emu_build.log)"; echo "0 passed, 1 failed"; exit 1
@@ -25,10 +25,12 @@ log2=build/test_emu_gpu_2.log
 # memory with momentum and the anchor, d = 32 and d_m / 4 = 16 < d (mem_update_backward's rows wider than the slice),
 # with the checkpointed states (6 checks, decoding included, by the recurrent step and by the chunk re-run: both
 # decoder kernels split alike); it must say that it split, in training and in both decodings (else one failure more:
-# the checks would pass on the plain kernels). One input on
-# one core: it runs beside the fixtures' checks below (which take the other cores), not after them
-rm -f build/gpu_test/{log,dec,decc}_syn_split.txt
-MIRAS_MEM_SPLIT=4 GPU_BIN=build/emu/train_miras_emu SYNTH=1 JOBS=1 OMP_NUM_THREADS=1 ONLY='^syn_split$' \
+# the checks would pass on the plain kernels); and syn_split_omega, titans with the omega window (c = 6 over chunks
+# of 4: the halo spans two chunks) split alike, whose recurrent step re-takes the halo's gradients per CTA slice (5
+# checks). Two small inputs on one core: they run beside the fixtures' checks below (which take the other cores), not
+# after them
+rm -f build/gpu_test/{log,dec,decc}_syn_split{,_omega}.txt
+MIRAS_MEM_SPLIT=4 GPU_BIN=build/emu/train_miras_emu SYNTH=1 JOBS=1 OMP_NUM_THREADS=1 ONLY='^(syn_split|syn_split_omega)$' \
     BF16='^$' CKPT='^syn_split$' CKPT_ENVS="MIRAS_MEM_CKPT=2" bash dev/test_gpu.sh > $log2 2>&1 &
 split_pid=$!
 GPU_BIN=build/emu/train_miras_emu SYNTH=0 JOBS=${JOBS:-$(nproc)} \
@@ -37,11 +39,14 @@ GPU_BIN=build/emu/train_miras_emu SYNTH=0 JOBS=${JOBS:-$(nproc)} \
     bash dev/test_gpu.sh > $log 2>&1
 wait $split_pid
 head -n -1 $log; head -n -1 $log2
-if grep -q "^memory: split over clusters of 4 CTAs" build/gpu_test/log_syn_split.txt 2>/dev/null &&
-    grep -q "(the memory split over clusters" build/gpu_test/dec_syn_split.txt 2>/dev/null &&
-    grep -q "(the memory split over clusters" build/gpu_test/decc_syn_split.txt 2>/dev/null; then
-    echo "ok - MIRAS_MEM_SPLIT=4: syn_split trained and decoded split"; sp=1; sf=0
-else echo "FAIL - MIRAS_MEM_SPLIT=4: syn_split did not train and decode split"; sp=0; sf=1; fi
+split_ok() {
+    grep -q "^memory: split over clusters of 4 CTAs" build/gpu_test/log_$1.txt 2>/dev/null &&
+        grep -q "(the memory split over clusters" build/gpu_test/dec_$1.txt 2>/dev/null &&
+        grep -q "(the memory split over clusters" build/gpu_test/decc_$1.txt 2>/dev/null
+}
+if split_ok syn_split && split_ok syn_split_omega; then
+    echo "ok - MIRAS_MEM_SPLIT=4: syn_split and syn_split_omega trained and decoded split"; sp=1; sf=0
+else echo "FAIL - MIRAS_MEM_SPLIT=4: syn_split or syn_split_omega did not train and decode split"; sp=0; sf=1; fi
 cnt() { tail -n 1 "$1" | grep -oE "^[0-9]+ passed, [0-9]+ failed" | awk -v k=$2 '{print $k}'; }
 p1=$(cnt $log 1); f1=$(cnt $log 3); p2=$(cnt $log2 1); f2=$(cnt $log2 3)
 [ -n "$p1" ] || { echo "FAIL - the fixtures' run printed no summary"; p1=0; f1=1; }
