@@ -7580,12 +7580,10 @@ static void model_free_gpu(ModelGpu* M) {
 // Per layer we keep the last K-1 rows before the conv, the memory state at the last chunk boundary, and the
 // q, k, v and gates of the tokens of the current, partial chunk. A new token is read by the same chunk function
 // over the partial chunk (its last row is the new output); when the chunk is full its end state becomes the new
-// boundary state. Row for row this is the computation of the parallel forward. The memories without muon, omega,
-// poly, phi* or Lattice (mem_decode_recurrent_gpu) instead step a running state token by token
-// (decoder_recurrent_kernel), as the CPU's decoder: one row's work per token; MIRAS_DECODE_CHUNK=1 keeps the chunk
-// re-run for them too. The ATLAS family's omega and poly are stepped as the CPU steps them; muon (the CPU's decoder
-// steps it, one NS5 per token) re-runs the partial chunk here.
-static int mem_decode_recurrent_gpu(const MemCfg* m) { return mem_decode_recurrent(m) && !m->muon; }
+// boundary state. Row for row this is the computation of the parallel forward. The memories without phi* or Lattice
+// (mem_decode_recurrent, as the CPU's decoder: titans, ttt_mlp, yaad, moneta, memora, the linear memories, the ATLAS
+// family's omega, poly and muon) instead step a running state token by token (decoder_recurrent_kernel): one row's
+// work per token (and muon's NS5 per matrix); MIRAS_DECODE_CHUNK=1 keeps the chunk re-run for them too.
 
 typedef struct {
     ModelGpu* M;
@@ -7596,8 +7594,8 @@ typedef struct {
     real* conv_hist;  // (L, 3, K-1, D) inputs of the q, k, v convs at the previous K-1 positions
     real *P, *S, *Pn, *Sn;  // (L, H, nP) boundary state; (H, nP) chunk-end scratch, one per head
     real* Pt;  // (L, H, nP) the running state of the recurrent step (decoder_recurrent_kernel), or NULL
-    real*
-        win;  // with Pt: (L, H R, dec_win_rows, dec_fac_width of a slice) the window's gradient factors (train_miras.c's)
+    real* win;  // with Pt: (L, H R, dec_win_rows, dec_fac_width of a slice) the window's gradient factors
+    real* pa;  // with Pt: (L, H) atlas_chunk's prod a
     // (L, H, b + c-1, rw) q, k, v, a, theta, eta, delta (gamma) of the current chunk's tokens (decoder_row_width),
     // after omega's halo: the c-1 tokens before the chunk
     real* part;
@@ -7635,6 +7633,7 @@ typedef struct {
     const real *q, *k, *v, *ga, *gth, *geta, *gdel, *ggam, *qf, *kf;  // this token's row of the layer's memory inputs
     real *y, *part, *P, *S, *Pn, *Sn;  // part, P, S: this layer's
     real* Pt;  // decoder_recurrent_kernel: this layer's running state (P is then the chunk-start state)
+    real* pa;  // atlas_chunk: prod a over the chunk so far, per head
     real* win;  // and its window of gradient factors (H R, dec_win_rows, dec_fac_width of a slice): the token's in slot
     // nh + cnt (omega; else 0), the halo's before it (so a CUDA graph of a chunk phase replays the same slots)
     const real *lng, *lnb;
@@ -7767,6 +7766,12 @@ __global__ void __launch_bounds__(MEM_THREADS) decoder_memory_kernel(DecArgs A) 
 #define DEC_U 4
 __device__ __forceinline__ real dec_step1(const MemCfg* m, real a, real th, real eta, real g, real p, real& s,
                                           real z) {  // one element: the momentum s in place, the state returned
+    if (m->muon) {  // S = theta S + G; token level: P after NS5(S); chunk level: the reads' gd step
+        s = th * s + g;
+        if (m->muon == 1) return p;
+        p = a * p - eta * g;
+        return m->anchor ? p + (1 - a) * z : p;
+    }
     p = a * p;
     if (m->momentum) {
         s = th * s - eta * g;
@@ -7801,7 +7806,8 @@ __device__ void mem_decode_update_gpu(const MemCfg* m, const MemChunkGpu* c, rea
     const real *dl[WIN ? 64 : 1], *xk[WIN ? 64 : 1];
     const int nt = WIN ? T->n : 1;
     for (int t = 0; t < nt; t++) dec_fac_mat_gpu(m, T->f[t], k, &dl[t], &xk[t]);
-    if (cols % 4 == 0 && al16(P) && (!m->momentum || al16(Sm)) && (!z || al16(z))) {
+    int hs = mem_carries_S_gpu(m);  // (momentum or muon: S stepped too)
+    if (cols % 4 == 0 && al16(P) && (!hs || al16(Sm)) && (!z || al16(z))) {
         int n4 = rows * cols / 4, c4 = cols / 4, nth = blockDim.x;
         for (int e0 = threadIdx.x; e0 < n4; e0 += DEC_U * nth) {
             float4 p[DEC_U], sv[DEC_U], zv[DEC_U];
@@ -7810,7 +7816,7 @@ __device__ void mem_decode_update_gpu(const MemCfg* m, const MemChunkGpu* c, rea
                 int e4 = e0 + u * nth;
                 if (e4 >= n4) continue;
                 p[u] = ld4(P + 4 * (size_t)e4);
-                sv[u] = m->momentum ? ld4(Sm + 4 * (size_t)e4) : make_float4(0, 0, 0, 0);
+                sv[u] = hs ? ld4(Sm + 4 * (size_t)e4) : make_float4(0, 0, 0, 0);
                 zv[u] = z ? ld4(z + 4 * (size_t)e4) : make_float4(0, 0, 0, 0);
             }
 #pragma unroll
@@ -7826,28 +7832,34 @@ __device__ void mem_decode_update_gpu(const MemCfg* m, const MemChunkGpu* c, rea
                 r.z = dec_step1(m, a, th, eta, dec_g(wd, xk, nt, q + 2), p[u].z, sv[u].z, zv[u].z);
                 r.w = dec_step1(m, a, th, eta, dec_g(wd, xk, nt, q + 3), p[u].w, sv[u].w, zv[u].w);
                 st4(P + 4 * (size_t)e4, r);
-                if (m->momentum) st4(Sm + 4 * (size_t)e4, sv[u]);
+                if (hs) st4(Sm + 4 * (size_t)e4, sv[u]);
             }
         }
         return;
     }
     FOR(e, rows * cols) {
-        real sv = m->momentum ? Sm[e] : 0, wd[WIN ? 64 : 1];
+        real sv = hs ? Sm[e] : 0, wd[WIN ? 64 : 1];
         int j = e / cols;
         for (int t = 0; t < nt; t++) wd[t] = T->w[t] * dl[t][j];
         P[e] = dec_step1(m, a, th, eta, dec_g(wd, xk, nt, e % cols), P[e], sv, z ? z[e] : 0);
-        if (m->momentum) Sm[e] = sv;
+        if (hs) Sm[e] = sv;
     }
 }
-// the write (train_miras.c's mem_decode_write, no muon): every memory matrix of Pt (and momentum S) stepped with G_t
+// the write (train_miras.c's mem_decode_write): every memory matrix of Pt (and momentum S) stepped with G_t; muon's
+// token-level rule then P = a P [+ (1 - a) P_0] - eta NS5(S) per matrix (NS5's scratch: c's muon arrays)
 __device__ void mem_decode_write_gpu(const MemCfg* m, const MemChunkGpu* c, real* Pt, real* S, const DecTerms* T) {
-    size_t off[3];
-    int rows[3], cols[3], nm = mem_matrices_gpu(m, off, rows, cols);
+    size_t off[3], svo[3];
+    int rows[3], cols[3], nm = muon_layout_gpu(m, off, rows, cols, svo);
     for (int k = 0; k < nm; k++)
         if (T->n > 1)
             mem_decode_update_gpu<true>(m, c, Pt, S, off[k], T, k, rows[k], cols[k]);
         else
             mem_decode_update_gpu<false>(m, c, Pt, S, off[k], T, k, rows[k], cols[k]);
+    __syncthreads();
+    if (m->muon != 1) return;
+    real a = c->a[0], eta = c->eta[0], *X = c->mX;
+    for (int k = 0; k < nm; k++) ns5_forward_gpu(X + off[k], c->msv + svo[k], c->mtmp, S + off[k], rows[k], cols[k]);
+    FOR(e, m->nP) Pt[e] = a * Pt[e] + (c->p0 ? (1 - a) * c->p0[e] : 0) - eta * X[e];
     __syncthreads();
 }
 // row i of c's inner gradients into the window slot f (train_miras.c's dec_fac_store; split: the slice's widths)
@@ -7890,7 +7902,7 @@ __device__ void mem_decode_read_gpu(const MemCfg* m, MemChunkGpu* c, const real*
     if (m->ln) ln_forward_gpu(c->nq, c->rq, 1, d);
     mem_out_forward_gpu(c->y, c->qr, c->nq, lng, lnb, m, 1);
 }
-// The recurrent step (train_miras.c's mem_decode_step, for the memories mem_decode_recurrent_gpu takes): the token's
+// The recurrent step (train_miras.c's mem_decode_step, for the memories mem_decode_recurrent takes): the token's
 // inner gradient g_t at the chunk-start state P (mem_grad_forward_gpu, one row) into its slot of the window (omega's
 // c - 1 tokens before the chunk re-taken at P at the chunk's first token), then with G_t = sum_o gamma_t[o] g_{t-o}
 // (G_t = g_t without omega) the running state Pt and momentum S step in place,
@@ -7975,7 +7987,21 @@ __global__ void __launch_bounds__(MEM_THREADS) decoder_recurrent_kernel(DecArgs 
     mem_decode_read_gpu(&m, &c, Pt, cs, lng, lnb);
     if (r == 0) FOR(i, d) A.y[h * d + i] = c.y[i];
     int full = A.cnt + 1 == A.b;
-    if (full && m.retention != RET_KL)
+    if (m.muon == 2) {  // atlas_chunk: A = prod a so far; at the chunk's end the carry P_end = A P_s [+ (1 - A) P_0] -
+        real pa = (first ? 1 : A.pa[h]) * c.a[0];  // eta_last NS5(S_end), the next chunk's start and running state
+        __syncthreads();
+        if (threadIdx.x == 0) A.pa[h] = pa;
+        if (full) {
+            size_t off[3], svo[3];
+            int rows[3], cols[3], nm = muon_layout_gpu(&m, off, rows, cols, svo);
+            real eta = c.eta[0], *X = c.mX;
+            for (int k = 0; k < nm; k++)
+                ns5_forward_gpu(X + off[k], c.msv + svo[k], c.mtmp, S + off[k], rows[k], cols[k]);
+            FOR(e, nPr) P[e] = pa * P[e] + (c.p0 ? (1 - pa) * c.p0[e] : 0) - eta * X[e];
+            __syncthreads();
+            block_copy(Pt, P, nPr);
+        }
+    } else if (full && m.retention != RET_KL)
         block_copy(P, Pt, nPr);  // the chunk's end: the next chunk's start state (Memora's P: already)
     if (R > 1) cg::this_cluster().sync();  // (every CTA has read the halo; none exits while its buffer may be read)
     if (full && w > 1 && r == 0) dec_keep_halo(part, rw, nh + A.cnt + 1, w);
@@ -8115,12 +8141,11 @@ static void decoder_init_gpu(DecoderGpu* dec, ModelGpu* M) {
     // the recurrent step (decoder_recurrent_kernel, as train_miras.c's decoder; MIRAS_DECODE_CHUNK=1 re-runs the
     // partial chunk instead): the running state starts as P
     const char* dch = getenv("MIRAS_DECODE_CHUNK");
-    if (!c->lattice && c->arch != ARCH_MAC && memory_layers(c) > 0 && mem_decode_recurrent_gpu(m) &&
-        !(dch && atoi(dch))) {
+    if (!c->lattice && c->arch != ARCH_MAC && memory_layers(c) > 0 && mem_decode_recurrent(m) && !(dch && atoi(dch))) {
         dec->Pt = (real*)dmalloc(LH * m->nP * sizeof(real));
         d2d(dec->Pt, dec->P, LH * m->nP * sizeof(real));
-        dec->win =
-            (real*)dmalloc(LH * dec->R * dec_win_rows(m, c->b) * dec_fac_width(&ms) * sizeof(real));  // (slices')
+        dec->win = (real*)dmalloc(LH * dec->R * dec_win_rows(m, c->b) * dec_fac_width(&ms) * sizeof(real));
+        dec->pa = (real*)dmalloc(LH * sizeof(real));
     }
     dec->kvcap = 64;
     for (int l = 0; l < c->L; l++)
@@ -8254,6 +8279,7 @@ static void decoder_free_gpu(DecoderGpu* dec) {
     dfree(dec->Sn);
     dfree(dec->Pt);
     dfree(dec->win);
+    dfree(dec->pa);
     dfree(dec->part);
     dfree(dec->chunk_memory);
     dfree(dec->chunks);
@@ -8354,6 +8380,7 @@ static void decoder_mixer_gpu(DecoderGpu* dec, int l, const real* u, int pos, re
             A.Pt = dec->Pt + (size_t)l * H * nP;
             MemCfg ms = mem_split_cfg(m, dec->R);  // (a slice's factors per CTA)
             A.win = dec->win + (size_t)l * H * dec->R * dec_win_rows(m, b) * dec_fac_width(&ms);
+            A.pa = dec->pa + (size_t)l * H;
             mem_kernel_launch(decoder_recurrent_kernel, A, A.R, H, sb, dec->nt);
             KCHECK("decoder_recurrent");
         } else {

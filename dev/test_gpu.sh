@@ -40,7 +40,7 @@ WY=${WY:-'^(syn_deltanet|syn_gdn_t150)$'}
 # the inputs whose decoding is checked again with MIRAS_DECODE_CHUNK=1 (the partial chunk re-run for every token,
 # decoder_memory_kernel) beside the default recurrent step (decoder_recurrent_kernel): both against the parallel
 # forward, and each must say which it ran (else a failure: both checks could have run the same decoder)
-DECCHUNK=${DECCHUNK:-'^(titans|moneta|memora|mal|omeganet|syn_titans_d64|syn_split|syn_split_omega|syn_omeganet|syn_omega_mom)$'}
+DECCHUNK=${DECCHUNK:-'^(titans|moneta|memora|mal|omeganet|atlas|atlas_chunk|muonc_linear|syn_titans_d64|syn_split|syn_split_omega|syn_omeganet|syn_omega_mom)$'}
 out=build/gpu_test
 mkdir -p "$out"
 echo "device: $(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1 || true) (GPU binary: $GPU)"
