@@ -5108,9 +5108,10 @@ static void titans_layer_backward(Model* M, int l, real* dx, real* du) {
 // boundary, and the q, k, v and gates of the tokens of the current, partial chunk. A new token
 // is read by the same chunk function over the partial chunk (its last row is the new output);
 // when the chunk is full its end state becomes the new boundary state. Row for row this is the
-// computation of the parallel forward, so the logits agree to float precision. The memories
-// without muon, omega, poly, phi* or Lattice (mem_decode_recurrent) instead step a running state
-// token by token (mem_decode_step): one row's work per token, the same logits to rounding.
+// computation of the parallel forward, so the logits agree to float precision. Every memory but
+// phi* and Lattice (mem_decode_recurrent) instead steps a running state token by token
+// (mem_decode_step; omega with a window of the tokens' gradient factors): one row's work per
+// token, the same logits to rounding. Lattice steps its own state (no chunks).
 // An attention layer keeps a KV cache of its keys (after RoPE) and values: every position for 'A' (grown
 // as needed), a ring of the last W positions for 'S' (position j in slot j mod W).
 
