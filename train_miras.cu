@@ -8092,6 +8092,40 @@ static void conv_step_gpu(real* out, real* hist, const real* x, const real* w, i
     conv_step_kernel<<<nblocks(C), NT, 0, g_stream>>>(out, hist, x, w, C, K);
     KCHECK("conv_step");
 }
+// A memory layer's q, k, v for one token in one launch (the eight of conv_step, silu_forward and l2norm_forward for
+// q, k and v: at B = 1 each is microseconds of launch for a few hundred floats): per channel the conv from the K-1
+// rows of history (shifted), SiLU, then q and k divided by their head's norm. One warp per head; each lane takes
+// the channels those kernels' threads and lanes took, in their order, so the outputs (qc..vc, qs, ks, q, k, v, qrn,
+// krn) are theirs bit for bit. hist: the layer's (3, K-1, D); x: qp, kp, vp; w: conv_q, conv_k, conv_v (D, K) each.
+typedef struct {
+    const real *x[3], *w[3];
+    real *c[3], *s[3], *y[3], *rn[2];  // conv out, SiLU out (v's is y), l2-normed (q, k), 1/norm per head (q, k)
+} DecQkv;
+__global__ void dec_qkv_kernel(DecQkv A, real* hist, int D, int d, int K) {
+    int h = blockIdx.x;
+    for (int t = 0; t < 3; t++) {  // q, k, v
+        real *hs = hist + (size_t)t * (K - 1) * D, ss = 0;
+        const real *x = A.x[t], *w = A.w[t];
+        for (int j = LANE; j < d; j += 32) {
+            int i = h * d + j;
+            real c = w[i * K + K - 1] * x[i];  // (conv_step_kernel)
+            for (int r = 0; r < K - 1; r++) c += w[i * K + r] * hs[(size_t)r * D + i];
+            A.c[t][i] = c;
+            if (K > 1) {
+                for (int r = 0; r < K - 2; r++) hs[(size_t)r * D + i] = hs[(size_t)(r + 1) * D + i];
+                hs[(size_t)(K - 2) * D + i] = x[i];
+            }
+            real y = silur_gpu(c);  // (silu_forward_kernel)
+            A.s[t][i] = y;
+            ss += y * y;
+        }
+        if (t == 2) break;
+        ss = warp_sum(ss);  // (l2norm_forward_kernel)
+        real sc = (real)(1 / sqrt((double)ss + 1e-6));
+        for (int j = LANE; j < d; j += 32) A.y[t][h * d + j] = A.s[t][h * d + j] * sc;
+        if (LANE == 0) A.rn[t][h] = sc;
+    }
+}
 
 static void titans_dec_init_gpu(DecoderGpu* dec);  // section 5b
 static void decoder_init_gpu(DecoderGpu* dec, ModelGpu* M) {
@@ -8312,14 +8346,11 @@ static void decoder_mixer_gpu(DecoderGpu* dec, int l, const real* u, int pos, re
     matmul_forward_gpu(a->qp, u, p->wq + (size_t)l * D * D, NULL, 1, D, D);
     matmul_forward_gpu(a->kp, u, p->wk + (size_t)l * D * D, NULL, 1, D, D);
     matmul_forward_gpu(a->vp, u, p->wv + (size_t)l * D * D, NULL, 1, D, D);
-    conv_step_gpu(a->qc, hist, a->qp, p->conv_q + ml * D * K, D, K);
-    conv_step_gpu(a->kc, hist + (size_t)(K - 1) * D, a->kp, p->conv_k + ml * D * K, D, K);
-    conv_step_gpu(a->vc, hist + (size_t)2 * (K - 1) * D, a->vp, p->conv_v + ml * D * K, D, K);
-    silu_forward_gpu(a->qs, a->qc, D);
-    silu_forward_gpu(a->ks, a->kc, D);
-    silu_forward_gpu(a->v, a->vc, D);
-    l2norm_forward_gpu(a->q, a->qrn, a->qs, 1, H, d);
-    l2norm_forward_gpu(a->k, a->krn, a->ks, 1, H, d);
+    DecQkv Q = {{a->qp, a->kp, a->vp}, {p->conv_q + ml * D * K, p->conv_k + ml * D * K, p->conv_v + ml * D * K},
+                {a->qc, a->kc, a->vc}, {a->qs, a->ks, a->v},
+                {a->q, a->k, a->v},    {a->qrn, a->krn}};
+    dec_qkv_kernel<<<H, 32, 0, g_stream>>>(Q, hist, D, d, K);  // conv, SiLU, l2 norm of q, k, v
+    KCHECK("dec_qkv");
     gates_forward_gpu(M, l, u, NULL, 1, a->ga, a->geta, a->gth, a->gdel, a->geta_lr, a->gdel_lr);
     int w = m->omega;
     if (w > 1) omega_gates_forward_gpu(M, l, u, NULL, 1, a->ggam);
