@@ -5521,6 +5521,22 @@ static void mem_decode_step(const MemCfg* m, MemChunk* c, real* Ps, real* Pt, re
         memcpy(Ps, Pt, m->nP * sizeof(real));
 }
 
+// chunk_set_row of the decoder's n rows (decoder_row_width rw each: q, k, v, a, theta, eta, delta, poly's features of
+// q and k, omega's gamma) into c's rows 0..n-1 (poly_rows: the features as q, k)
+static void dec_load_rows(const MemCfg* m, MemChunk* c, const real* rows, int rw, int n) {
+    int d = m->d, ew = m->cw ? d : 1, w = m->omega, din = m->din, fo = rw - (w > 1 ? w : 0) - 2 * din;
+    const real* qf[1024 + 64];
+    const real* kf[1024 + 64];
+    for (int t = 0; t < n; t++) {
+        const real* r = rows + (size_t)t * rw;
+        chunk_set_row(m, c, t, r, r + d, r + 2 * d, r[3 * d], r[3 * d + 1], r + 3 * d + 2, r + 3 * d + 2 + ew);
+        if (w > 1) memcpy(c->gam + (size_t)t * w, r + rw - w, w * sizeof(real));
+        qf[t] = r + fo;
+        kf[t] = r + fo + din;
+    }
+    if (m->poly) poly_rows(c, m, n, qf, kf);
+}
+
 // ---- 5b. decoding Titans layers (section 4b). Sequence token pos is stream row N_p + pos of its layer's memory:
 // decoder_init feeds each layer's P rows through its memory (conv buffers, chunk state) and MAG's attention cache
 // first, and every token then continues the stream. The attention caches hold N_p + W rows: P pinned in slots
@@ -5596,43 +5612,17 @@ static void decoder_mixer(Decoder* dec, int l, const real* u, int pos, real* out
             // (Memora: P the running logits, Pt the read state, S the chunk's W_1)
             int fw = dec_fac_width(m);
             real *Pt = dec->Pt + lh * nP, *win = dec->win + lh * dec_win_rows(m, b) * fw;
-            const real* qf[64];
-            const real* kf[64];
             if (cnt == 0 && nh > 0) {  // omega: the halo's gradients (the chunk's c-1 tokens before) at the new P_s
-                for (int t = 0; t < nh; t++) {
-                    const real* r = part + (size_t)t * rw;
-                    chunk_set_row(m, ch, t, r, r + d, r + 2 * d, r[3 * d], r[3 * d + 1], r + 3 * d + 2,
-                                  r + 3 * d + 2 + ew);
-                    qf[t] = r + fo;
-                    kf[t] = r + fo + din;
-                }
-                if (m->poly) poly_rows(ch, m, nh, qf, kf);
+                dec_load_rows(m, ch, part, rw, nh);
                 mem_grad_forward(m, ch, nh, P, lng, lnb);
                 for (int t = 0; t < nh; t++) dec_fac_store(m, ch, t, win + (size_t)t * fw);
             }
-            chunk_set_row(m, ch, 0, row, row + d, row + 2 * d, row[3 * d], row[3 * d + 1], row + 3 * d + 2,
-                          row + 3 * d + 2 + ew);
-            qf[0] = row + fo;
-            kf[0] = row + fo + din;
-            if (m->poly) poly_rows(ch, m, 1, qf, kf);
+            dec_load_rows(m, ch, row, rw, 1);  // the token as row 0
             mem_decode_step(m, ch, P, Pt, S, win, w > 1 ? nh + cnt : 0, dec->pa + lh, cnt, b,
                             w > 1 ? row + rw - w : NULL, lng, lnb);
             memcpy(a->y + h * d, ch->y, d * sizeof(real));
         } else {
-            for (int t = 0; t < nh + n; t++) {
-                const real* r = part + (size_t)t * rw;
-                chunk_set_row(m, ch, t, r, r + d, r + 2 * d, r[3 * d], r[3 * d + 1], r + 3 * d + 2, r + 3 * d + 2 + ew);
-                if (w > 1) memcpy(ch->gam + (size_t)t * w, r + rw - w, w * sizeof(real));
-            }
-            if (m->poly) {
-                const real* qf[1024 + 64];
-                const real* kf[1024 + 64];
-                for (int t = 0; t < nh + n; t++) {
-                    qf[t] = part + (size_t)t * rw + fo;
-                    kf[t] = qf[t] + din;
-                }
-                poly_rows(ch, m, nh + n, qf, kf);
-            }
+            dec_load_rows(m, ch, part, rw, nh + n);
             if (w > 1) omega_halo(ch, m, nh);
             mem_step_forward(m, ch, nh + n, P, S, full ? dec->Pn : NULL, full ? dec->Sn : NULL, lng, lnb);
             memcpy(a->y + h * d, ch->y + (size_t)(nh + n - 1) * d, d * sizeof(real));
