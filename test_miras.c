@@ -706,7 +706,7 @@ static void test_decode_long(void) {
         int T = 400, *tok = malloc(T * sizeof(int));
         uint64_t r = 5;
         for (int t = 0; t < T; t++) tok[t] = (int)(rng_f64(&r) * M.cfg.V);
-        int rec = mem_decode_recurrent(&M.mem);
+        int rec = mem_decode_recurrent(&M.cfg, &M.mem);
         double e = decode_err(&M, tok, T);
         free(tok);
         check(rec && e <= TOL_SELF,

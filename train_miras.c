@@ -5142,10 +5142,13 @@ typedef struct {
     PhiScr ph_scr;
 } Decoder;
 
-// the memories the decoder steps token by token (mem_decode_step, section 5's decoder_mixer): the plain recurrence,
-// with Moneta's or Memora's retention, the ATLAS family's omega, poly and muon; not phi* or Lattice (Lattice steps its
-// own state; phi* re-runs the partial chunk)
-static int mem_decode_recurrent(const MemCfg* m) { return !m->phistar && !m->lattice; }
+// does the decoder step the memory token by token (mem_decode_step, section 5's decoder_mixer; train_miras.cu's
+// decoder_recurrent_kernel)? The plain recurrence, with Moneta's or Memora's retention, the ATLAS family's omega, poly
+// and muon; not phi* (it re-runs the partial chunk), Lattice (it steps its own state) or MAC (its segments), and only
+// with memory layers
+static int mem_decode_recurrent(const Config* c, const MemCfg* m) {
+    return !m->phistar && !c->lattice && c->arch != ARCH_MAC && memory_layers(c) > 0;
+}
 static int decoder_row_width(const MemCfg* m) {
     return 3 * m->d + 2 + 2 * (m->cw ? m->d : 1) + (m->poly ? 2 * m->din : 0) + (m->omega > 1 ? m->omega : 0);
 }  // (+ poly's features, omega's gamma)
@@ -5182,7 +5185,7 @@ static void decoder_init(Decoder* dec, Model* M) {
     for (int l = 0; l < c->L; l++)
         if (M->mlayer[l] >= 0 && c->lattice)  // Lattice: S_0 = I per head
             for (int h = 0; h < c->H; h++) lattice_identity(dec->P + ((size_t)l * c->H + h) * m->nP, m->d);
-    if (!c->lattice && c->arch != ARCH_MAC && memory_layers(c) > 0 && mem_decode_recurrent(m)) {
+    if (mem_decode_recurrent(c, m)) {
         dec->Pt = (real*)xmalloc(LH * m->nP * sizeof(real));
         dec->win = (real*)xmalloc(LH * dec_win_rows(m, c->b) * dec_fac_width(m) * sizeof(real));
         dec->pa = (real*)xmalloc(LH * sizeof(real));
@@ -5420,16 +5423,21 @@ static void mem_decode_update(const MemCfg* m, const MemChunk* c, real* Pt, real
         }
     }
 }
+// muon's step of the state from S (SPEC §5.7): X = NS5(S) per matrix (c's muon scratch), P = a P [+ (1 - a) P_0] - eta X
+static void dec_ns5_step(const MemCfg* m, MemChunk* c, real* P, const real* S, real a, real eta) {
+    size_t off[3];
+    int rows[3], cols[3], nm = mem_matrices(m, off, rows, cols);
+    real* X = c->mX;
+    for (int k = 0; k < nm; k++) ns5_forward(X + off[k], c->msv, c->mtmp, S + off[k], rows[k], cols[k]);
+    for (size_t e = 0; e < m->nP; e++) P[e] = a * P[e] + (c->p0 ? (1 - a) * c->p0[e] : 0) - eta * X[e];
+}
 // the write: every memory matrix of the state Pt (and momentum S) stepped with G_t; muon's token-level rule then
 // P = a P [+ (1 - a) P_0] - eta NS5(S) per matrix (NS5's scratch: c's muon arrays)
 static void mem_decode_write(const MemCfg* m, MemChunk* c, real* Pt, real* S, const DecTerms* T) {
     size_t off[3];
     int rows[3], cols[3], nm = mem_matrices(m, off, rows, cols);
     for (int k = 0; k < nm; k++) mem_decode_update(m, c, Pt, S, off[k], T, k, rows[k], cols[k]);
-    if (m->muon != 1) return;
-    real a = c->a[0], eta = c->eta[0], *X = c->mX;
-    for (int k = 0; k < nm; k++) ns5_forward(X + off[k], c->msv, c->mtmp, S + off[k], rows[k], cols[k]);
-    for (size_t e = 0; e < m->nP; e++) Pt[e] = a * Pt[e] + (c->p0 ? (1 - a) * c->p0[e] : 0) - eta * X[e];
+    if (m->muon == 1) dec_ns5_step(m, c, Pt, S, c->a[0], c->eta[0]);
 }
 // the read y = M(q; P), the reads of W1 (or W) and W2 scaled by cs[0], cs[1]: y = q + LN(W1 GELU(W2 q)) (gated:
 // W1 (GELU(W2 q) * W3 q)); linear y = W q
@@ -5511,11 +5519,7 @@ static void mem_decode_step(const MemCfg* m, MemChunk* c, real* Ps, real* Pt, re
     mem_decode_read(m, c, Pt, cs, lng, lnb);
     if (!last || m->retention == RET_KL) return;
     if (m->muon == 2) {  // atlas_chunk's carry from S_end
-        size_t off[3];
-        int rows[3], cols[3], nm = mem_matrices(m, off, rows, cols);
-        real A = *pa, eta = c->eta[0], *X = c->mX;
-        for (int k = 0; k < nm; k++) ns5_forward(X + off[k], c->msv, c->mtmp, S + off[k], rows[k], cols[k]);
-        for (size_t e = 0; e < m->nP; e++) Ps[e] = A * Ps[e] + (c->p0 ? (1 - A) * c->p0[e] : 0) - eta * X[e];
+        dec_ns5_step(m, c, Ps, S, *pa, c->eta[0]);
         memcpy(Pt, Ps, m->nP * sizeof(real));
     } else
         memcpy(Ps, Pt, m->nP * sizeof(real));

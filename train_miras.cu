@@ -7845,22 +7845,27 @@ __device__ void mem_decode_update_gpu(const MemCfg* m, const MemChunkGpu* c, rea
         if (hs) Sm[e] = sv;
     }
 }
+// muon's step of the state from S (train_miras.c's dec_ns5_step): X = NS5(S) per matrix, P = a P [+ (1 - a) P_0] - eta X
+__device__ void dec_ns5_step_gpu(const MemCfg* m, const MemChunkGpu* c, real* P, const real* S, real a, real eta) {
+    size_t off[3], svo[3];
+    int rows[3], cols[3], nm = muon_layout_gpu(m, off, rows, cols, svo);
+    real* X = c->mX;
+    for (int k = 0; k < nm; k++) ns5_forward_gpu(X + off[k], c->msv + svo[k], c->mtmp, S + off[k], rows[k], cols[k]);
+    FOR(e, m->nP) P[e] = a * P[e] + (c->p0 ? (1 - a) * c->p0[e] : 0) - eta * X[e];
+    __syncthreads();
+}
 // the write (train_miras.c's mem_decode_write): every memory matrix of Pt (and momentum S) stepped with G_t; muon's
 // token-level rule then P = a P [+ (1 - a) P_0] - eta NS5(S) per matrix (NS5's scratch: c's muon arrays)
 __device__ void mem_decode_write_gpu(const MemCfg* m, const MemChunkGpu* c, real* Pt, real* S, const DecTerms* T) {
-    size_t off[3], svo[3];
-    int rows[3], cols[3], nm = muon_layout_gpu(m, off, rows, cols, svo);
+    size_t off[3];
+    int rows[3], cols[3], nm = mem_matrices_gpu(m, off, rows, cols);
     for (int k = 0; k < nm; k++)
         if (T->n > 1)
             mem_decode_update_gpu<true>(m, c, Pt, S, off[k], T, k, rows[k], cols[k]);
         else
             mem_decode_update_gpu<false>(m, c, Pt, S, off[k], T, k, rows[k], cols[k]);
     __syncthreads();
-    if (m->muon != 1) return;
-    real a = c->a[0], eta = c->eta[0], *X = c->mX;
-    for (int k = 0; k < nm; k++) ns5_forward_gpu(X + off[k], c->msv + svo[k], c->mtmp, S + off[k], rows[k], cols[k]);
-    FOR(e, m->nP) Pt[e] = a * Pt[e] + (c->p0 ? (1 - a) * c->p0[e] : 0) - eta * X[e];
-    __syncthreads();
+    if (m->muon == 1) dec_ns5_step_gpu(m, c, Pt, S, c->a[0], c->eta[0]);
 }
 // row i of c's inner gradients into the window slot f (train_miras.c's dec_fac_store; split: the slice's widths)
 __device__ void dec_fac_store_gpu(const MemCfg* m, const MemChunkGpu* c, int i, real* f) {
@@ -7992,13 +7997,7 @@ __global__ void __launch_bounds__(MEM_THREADS) decoder_recurrent_kernel(DecArgs 
         __syncthreads();
         if (threadIdx.x == 0) A.pa[h] = pa;
         if (full) {
-            size_t off[3], svo[3];
-            int rows[3], cols[3], nm = muon_layout_gpu(&m, off, rows, cols, svo);
-            real eta = c.eta[0], *X = c.mX;
-            for (int k = 0; k < nm; k++)
-                ns5_forward_gpu(X + off[k], c.msv + svo[k], c.mtmp, S + off[k], rows[k], cols[k]);
-            FOR(e, nPr) P[e] = pa * P[e] + (c.p0 ? (1 - pa) * c.p0[e] : 0) - eta * X[e];
-            __syncthreads();
+            dec_ns5_step_gpu(&m, &c, P, S, pa, c.eta[0]);
             block_copy(Pt, P, nPr);
         }
     } else if (full && m.retention != RET_KL)
@@ -8175,7 +8174,7 @@ static void decoder_init_gpu(DecoderGpu* dec, ModelGpu* M) {
     // the recurrent step (decoder_recurrent_kernel, as train_miras.c's decoder; MIRAS_DECODE_CHUNK=1 re-runs the
     // partial chunk instead): the running state starts as P
     const char* dch = getenv("MIRAS_DECODE_CHUNK");
-    if (!c->lattice && c->arch != ARCH_MAC && memory_layers(c) > 0 && mem_decode_recurrent(m) && !(dch && atoi(dch))) {
+    if (mem_decode_recurrent(c, m) && !(dch && atoi(dch))) {
         dec->Pt = (real*)dmalloc(LH * m->nP * sizeof(real));
         d2d(dec->Pt, dec->P, LH * m->nP * sizeof(real));
         dec->win = (real*)dmalloc(LH * dec->R * dec_win_rows(m, c->b) * dec_fac_width(&ms) * sizeof(real));
