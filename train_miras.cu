@@ -83,16 +83,18 @@ static cudaStream_t g_stream = 0;
 //     the softmax and the loss stay fp32.
 enum { PREC_FP32 = 0, PREC_TF32 = 1, PREC_BF16 = 2 };
 static int g_prec = PREC_FP32;
-// the memory's chunk products (section 3, MemArgs.tc): 3 = 3xTF32 tensor cores (fp32-accurate) with -f 0, 1 = TF32
-// tensor cores with -f 1 and -f 2 (v8, v7); MIRAS_MEM_TC=0 (the SIMT fp32 products), 1, 3, 5 or 7 (1, 3 with 16 x 16
-// warp tiles where they fit: v13, v14), 13 or 15 (and k in quads: v15, v16), 29 or 31 (and split K: v17, v18)
-// overrides (v13-v18: not yet run on a GPU)
-static int g_mem_tc = 3;
+// the memory's chunk products (section 3, MemArgs.tc): 31 = 3xTF32 tensor cores (fp32-accurate) with -f 0, 29 = TF32
+// tensor cores with -f 1 and -f 2, each with 16 x 16 warp tiles where they fit, k in quads and split K (v18, v17: the
+// fastest on the H200 in run 7, dev/cuda/memlab_notes.md); MIRAS_MEM_TC=0 (the SIMT fp32 products), 1 or 3 (8 x 8
+// warp tiles: v7, v8), 5 or 7 (16 x 16 tiles: v13, v14), 13 or 15 (and k in quads: v15, v16), 29 or 31 overrides
+static int g_mem_tc = 31;
 // the chunk products (mem_tc) of memlab's versions 1-20 (dev/cuda/memlab.cu; mem_tc_of); 0: not on the tensor cores
 static const int MEM_VER_TC[21] = {0, 0, 0, 0, 0, 0, 0, 1, 3, 0, 3, 1, 1, 5, 7, 13, 15, 29, 31, 29, 31};
-// the cluster split of the deep memories (section 3's "split"; MemArgs.R): MIRAS_MEM_SPLIT=2, 4 or 8 CTAs per
-// (sequence, head), where mem_split_ok; 1 (none) by default until a GPU has timed it (memlab v19, v20)
-static int g_mem_split = 1;
+// the cluster split of the deep memories (section 3's "split"; MemArgs.R): 2 CTAs per (sequence, head) where
+// mem_split_ok (the fastest on the H200 in run 7: titans' step 1.82 s -> 1.24 s at B 4, T 4096); MIRAS_MEM_SPLIT=1
+// (none), 4 or 8 overrides
+static int g_mem_split = 2;
+static int g_mem_split_asked = 0;  // (MIRAS_MEM_SPLIT set: say when a model cannot take it)
 static int g_mem_wy = 0;  // MIRAS_MEM_WY=1 / 2 / 3: the b = 1 delta rule in WY chunks (mem_wy_use; v9-v12)
 typedef __nv_bfloat16 bf16;
 static real* g_ones;
@@ -144,7 +146,7 @@ static void gpu_init(int prec) {
     g_partials = (double*)dmalloc(NORM_BLOCKS * sizeof(double));
     const char* s = getenv("MIRAS_SYNC");
     g_sync = s && atoi(s) > 0;
-    g_mem_tc = prec == PREC_FP32 ? 3 : 1;  // (v8's, v7's products, until v13-v18's are timed on a GPU)
+    g_mem_tc = prec == PREC_FP32 ? 31 : 29;  // (v18's, v17's products)
     if ((s = getenv("MIRAS_MEM_WY"))) {
         g_mem_wy = atoi(s);
         if (g_mem_wy < 0 || g_mem_wy > 3)
@@ -162,6 +164,7 @@ static void gpu_init(int prec) {
     }
     if ((s = getenv("MIRAS_MEM_SPLIT"))) {
         g_mem_split = atoi(s);
+        g_mem_split_asked = 1;
         if (g_mem_split != 1 && g_mem_split != 2 && g_mem_split != 4 && g_mem_split != 8)
             DIE("MIRAS_MEM_SPLIT=1 (none), 2, 4 or 8 CTAs per (sequence, head)", "unknown MIRAS_MEM_SPLIT=%s", s);
     }
@@ -6051,7 +6054,7 @@ static void model_alloc_acts_gpu(ModelGpu* M, int B, int T) {
     if (M->mem_R > 1 && !said_split++ && g_rank == 0)
         printf("memory: split over clusters of %d CTAs per (sequence, head), %d hidden units each (MIRAS_MEM_SPLIT)\n",
                M->mem_R, M->mem.dm / M->mem_R);
-    else if (g_mem_split > 1 && M->mem_R == 1 && !said_split++ && g_rank == 0)
+    else if (g_mem_split_asked && g_mem_split > 1 && M->mem_R == 1 && !said_split++ && g_rank == 0)
         printf(
             "memory: not split (MIRAS_MEM_SPLIT=%d takes deep memories without Muon or poly, d_m a multiple of %d, "
             "not MAC): one block per (sequence, head)\n",
@@ -8871,7 +8874,7 @@ static void generate_gpu(ModelGpu* M, const Tokenizer* tk, const int* prompt, in
     DecoderGpu dec;
     decoder_init_gpu(&dec, M);
     const char* env = getenv("MIRAS_DECODE_GRAPH");
-    if (env && atoi(env) == 1) decoder_use_graphs(&dec);  // (not yet the default: never run on a GPU)
+    if (env && atoi(env) == 1) decoder_use_graphs(&dec);  // (not the default: 4% faster on the H200, run 7)
     const real* logits = NULL;
     for (int i = 0; i < np; i++) {
         logits = decoder_step_gpu(&dec, prompt[i]);

@@ -7,7 +7,9 @@
 # with the lq and kl retentions, decoded both ways, DECCHUNK): dumps against the CPU, GPU decoding against the
 # GPU forward, and bf16 for transformer, mag, omeganet and gated_mom; the checkpointed memory states (one kept in 2,
 # and as few as an emulated device with no free memory makes the trainer keep) giving the same dumps for omega_mom,
-# omeganet and gated_mom. Part of `make ci` (a few minutes); the
+# omeganet and gated_mom. The trainer's defaults apply (since run 7 on the H200: v17's / v18's chunk products, and the
+# split over 2 CTAs where it applies: here moneta, memora, mal, mag, omega_gd, omega_mom, gated_gd; gated_mom and
+# omeganet run unsplit). Part of `make ci` (a few minutes); the
 # last line is "N passed, N failed". (Not mag_atlas_pp and mal_atlas: their token-level muon made each a third of this
 # script's time, 272 s and 199 s of one core on the 2-core machine; MAG's and MAL's streams, the gated memory, poly and
 # muon each have their inputs here, and `make test_gpu_emu` and `make test_gpu` check every fixture, those included.)
