@@ -30,6 +30,7 @@ differently; the tests compare norm-relative errors).
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <cooperative_groups.h>
+#include <cuda_profiler_api.h>
 #include <vector>
 #ifdef USE_MPI
 #include <nccl.h>  // data parallel (make train_miras_cu USE_MPI=1): ncclAllReduce of the gradients, MPI launches
@@ -430,11 +431,60 @@ static void gemm(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k
     else
         cublasCheck(cublasSgemm(g_blas, ta, tb, m, n, k, &one, A, lda, B, ldb, &beta, C, ldc));
 }
+// One row (N = 1: the decoder's products, a token at a time): out (OC) = W x + bias, a warp per output, its lanes
+// over C 16 bytes at a time, the lanes' sums added by shuffles (warp_sum). cuBLAS's GEMM at N = 1 runs its usual
+// tiles, OC / 128 or so blocks each reading 128 rows of W: a few SMs stream the whole matrix; here OC / 8 blocks do.
+// bf16 mode: W's bf16 copy times x rounded to bf16 (the GEMM's operands: each product exact in fp32), fp32 sums;
+// fp32 mode: fp32 products and sums. The same products as the GEMM's, summed in another order (decode_test's
+// tolerance; the parallel forward keeps cuBLAS).
+#define GEMV_WARPS 8
+__global__ void __launch_bounds__(32 * GEMV_WARPS)
+    gemv_row_kernel(real* out, const real* x, const real* W, const bf16* Wb, const real* bias, int C, int OC) {
+    int o = blockIdx.x * GEMV_WARPS + (threadIdx.x >> 5), lane = threadIdx.x & 31;
+    if (o >= OC) return;  // (whole warps)
+    real s = 0;
+    if (Wb) {
+        const bf16* w = Wb + (size_t)o * C;
+        if (C % 8 == 0 && al16(w) && al16(x))
+            for (int c = 8 * lane; c < C; c += 8 * 32) {  // 8 weights (16 bytes) and their 8 inputs per step
+                float4 wv = ld4((const real*)(w + c)), x0 = ld4(x + c), x1 = ld4(x + c + 4);
+                const bf16* wp = (const bf16*)&wv;
+                real xs[8] = {x0.x, x0.y, x0.z, x0.w, x1.x, x1.y, x1.z, x1.w};
+#pragma unroll
+                for (int j = 0; j < 8; j++) s += __bfloat162float(wp[j]) * __bfloat162float(__float2bfloat16(xs[j]));
+            }
+        else
+            for (int c = lane; c < C; c += 32) s += __bfloat162float(w[c]) * __bfloat162float(__float2bfloat16(x[c]));
+    } else {
+        const real* w = W + (size_t)o * C;
+        if (C % 4 == 0 && al16(w) && al16(x))
+            for (int c = 4 * lane; c < C; c += 4 * 32) {
+                float4 wv = ld4(w + c), xv = ld4(x + c);
+                s += wv.x * xv.x;
+                s += wv.y * xv.y;
+                s += wv.z * xv.z;
+                s += wv.w * xv.w;
+            }
+        else
+            for (int c = lane; c < C; c += 32) s += w[c] * x[c];
+    }
+    s = warp_sum(s);
+    if (lane == 0) out[o] = bias ? s + bias[o] : s;
+}
 // out (N, OC) = x (N, C) W^T + bias, W (OC, C). Row-major x is column-major x^T (C, N), so cuBLAS computes
 // out^T (OC, N) = op(W) x^T with W read as the column-major (C, OC) matrix W^T, transposed.
 // xb: x's bf16 copy where its producer wrote one (bf16 mode); NULL: x is rounded here, into a scratch.
+// N = 1 (decoding) with fp32 or bf16 products: gemv_row_kernel, bias included (TF32 keeps cuBLAS: the parallel
+// forward's products are TF32 there).
 static void matmul_forward_gpu(real* out, const real* x, const real* W, const real* bias, int N, int C, int OC,
                                const bf16* xb = NULL) {
+    if (N == 1 && g_prec != PREC_TF32) {
+        const bf16* Wb = g_prec == PREC_BF16 ? weight_bf16(W) : NULL;  // (NULL: the fp32 products)
+        gemv_row_kernel<<<(OC + GEMV_WARPS - 1) / GEMV_WARPS, 32 * GEMV_WARPS, 0, g_stream>>>(out, x, W, Wb, bias, C,
+                                                                                              OC);
+        KCHECK("gemv_row");
+        return;
+    }
     const bf16* Wb = NULL;
     if (g_prec == PREC_BF16) {
         Wb = weight_bf16(W);
@@ -8882,15 +8932,21 @@ static void generate_gpu(ModelGpu* M, const Tokenizer* tk, const int* prompt, in
     }
     // per-token latency of the generated tokens (B = 1): the whole loop, and the decoder step alone (one token through
     // the model, ending with its logits on the host: synchronous), without the host's sampling and printing
+    // MIRAS_DECODE_PROFILE=n: the decoder steps of generated tokens 16 .. 16 + n - 1 between cudaProfilerStart and
+    // cudaProfilerStop, for `ncu --profile-from-start off` (dev/cuda/memlab_device.sh part 9: every kernel's duration)
+    env = getenv("MIRAS_DECODE_PROFILE");
+    int prof_n = env ? atoi(env) : 0, prof_at = 16;
     double t0 = now_s(), tstep = 0;
     for (int i = 0; i < ngen; i++) {
         int t = sample_token(logits, M->cfg.V, 1.0, rng);
         print_token(tk, t, M->cfg.V);
         fflush(stdout);
         if (i + 1 < ngen) {
+            if (prof_n > 0 && i == prof_at) cudaCheck(cudaProfilerStart());
             double ts = now_s();
             logits = decoder_step_gpu(&dec, t);
             tstep += now_s() - ts;
+            if (prof_n > 0 && i == prof_at + prof_n - 1) cudaCheck(cudaProfilerStop());
         }
     }
     printf("\n");

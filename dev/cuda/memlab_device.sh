@@ -23,7 +23,7 @@ trap finish EXIT
 left() { echo $((BUDGET - (SECONDS - S))); }
 step() { local t=$1; shift; local l; l=$(left); [ "$l" -gt 5 ] || { say "skipped (no time): $*"; return 1; }; [ "$t" -lt "$l" ] || t=$l; timeout "$t" "$@"; }
 export DECODE=0  # bench_gpu.sh's decode latency: once, for titans, below
-PARTS=" ${PARTS:-1 2 3 4 5 6 7} "  # the numbered parts below to run (e.g. PARTS="1 3 6"; part 0 only when named)
+PARTS=" ${PARTS:-1 2 3 4 5 6 7} "  # the numbered parts below to run (e.g. PARTS="1 3 6"; parts 0, 8 and 9 only when named)
 part() { case "$PARTS" in *" $1 "*) return 0;; *) return 1;; esac; }
 say "$(nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader) | $(nvcc --version | tail -n 1)"
 
@@ -109,14 +109,18 @@ fi
 
 # 5. titans, 100M: -f 0 (3xTF32 memory products), B = 8 (the chunk-start states checkpointed: the trainer prints the
 # ck it chose) and B = 4 with ck = 8 forced; then decode at B = 1 next to its floor
-if part 5; then
-python3 - build/rand_train_000000.bin $((6 * 8 * 4096 + 1)) <<'PY'
+# random GPT-2 tokens as an llm.c shard (build/rand_train_000000.bin, N tokens) for parts 5, 7 and 9
+rand_shard() {
+python3 - build/rand_train_000000.bin "$1" <<'PY'
 import random, struct, sys
 path, n = sys.argv[1], int(sys.argv[2]); random.seed(0)
 h = [0] * 256; h[0], h[1], h[2] = 20240520, 1, n
 with open(path, "wb") as f:
     f.write(struct.pack("<256i", *h)); f.write(struct.pack("<%dH" % n, *[random.randrange(50257) for _ in range(n)]))
 PY
+}
+if part 5; then
+rand_shard $((6 * 8 * 4096 + 1))
 for cfg in "0 4 auto" "2 8 auto" "2 4 8"; do set -- $cfg
     ckenv=""; [ "$3" = auto ] || ckenv="MIRAS_MEM_CKPT=$3"
     step 90 env $ckenv ./train_miras_cu -p titans -V 50257 -D 768 -L 8 -H 12 -E 4 -b $2 -t 4096 -x 4 -u 1 -v 0 -g 0 \
@@ -135,6 +139,7 @@ fi
 # chunks at T = 256, and the warp-state samples of the SASS per function and per instruction; run 5 put 55% of the
 # backward's time on global loads, place unknown)
 if part 6; then
+LAB="$W/memlab.log"
 step 40 ./memlab_phase -p titans -T 1024 -c 0 -r 1 -v 7 -P 1 > "$W/phase_v7.txt" 2>&1
 grep -A 6 -E "^v7 (forward|backward)" "$W/phase_v7.txt" | while read -r l; do say "  $l"; done
 OUT=$W step 200 bash dev/cuda/memlab_profile.sh ${PROF_V:-7} titans > "$W/profile.out" 2>&1
@@ -143,6 +148,40 @@ grep -hE "lts__t_bytes|dram__bytes|Duration|No Eligible" "$W/details_bac.txt" "$
 head -n 40 "$W/prof_bac.txt" 2>/dev/null | while read -r l; do say "  $l"; done
 for p in ttt_mlp yaad moneta memora; do
     step 40 ./memlab -p $p -r 3 -c 0 -v 7 >> "$LAB" 2>&1; say "memlab $p (rc $?): $(tail -n 1 "$LAB")"; done
+fi
+
+# 8. (run 8, after run 7 made the split and v17/v18's products the defaults) the whole steps of titans and
+# gated_deltanet, fla's GDN model from the Triton cache run 7 returned (.anchors/triton_cache.tgz, if carried), then
+# the other deep presets, each under the defaults (B = 4, T = 4096, -f 2)
+if part 8; then
+for p in titans gated_deltanet; do
+    r=$(PRESET=$p REF=0 step 60 bash dev/bench_gpu.sh 4 4096 4 2 2>&1 | tee -a "$W/bench.log" | grep -E "^train_miras_cu|failed")
+    say "$p: ${r:-no result (see bench.log)}"; done
+if [ -f .anchors/run_anchors.sh ]; then
+    OUT=$W step 100 bash .anchors/run_anchors.sh --only fla_gdn_bf16 --budget 95 > "$W/anchors.out" 2>&1
+    say "anchors (rc $?):"; grep -E "^\| fla|restored" "$W/anchors.out" | while read -r l; do say "  $l"; done
+fi
+for p in ttt_mlp yaad moneta memora mal mag lattice; do
+    r=$(PRESET=$p REF=0 step 60 bash dev/bench_gpu.sh 4 4096 4 2 2>&1 | tee -a "$W/bench.log" | grep -E "^train_miras_cu|failed")
+    say "$p: ${r:-no result (see bench.log)}"; done
+fi
+
+# 9. where a decoder step's time goes (run 7: 2.1 ms for the 103M titans at B = 1, 270 us per layer, against a floor
+# of 0.05 ms): the decode lines of bench_gpu.sh (since run 7: the one-row products by gemv_row_kernel), then ncu's duration of every kernel of 4 decoder steps (MIRAS_DECODE_PROFILE: generated tokens 16-19, the
+# profiler off before them), summed per kernel name (dev/cuda/ncu_kernels.py); the steps' wall time less the kernels'
+# is the launch gaps. ncu serialises the kernels, so the sum is the kernels' own time
+if part 9; then
+DECODE=1 REF=0 step 90 bash dev/bench_gpu.sh 1 64 2 2 > "$W/decode_plain.log" 2>&1
+grep -E "^decode" "$W/decode_plain.log" | while read -r l; do say "titans -f 2: $l"; done
+[ -f build/rand_train_000000.bin ] || rand_shard $((8 * 4096 + 1))
+for e in "MIRAS_DECODE_CHUNK=0" "MIRAS_DECODE_CHUNK=1"; do
+    (export $e MIRAS_DECODE_PROFILE=4; step 150 ncu --clock-control none --profile-from-start off --metrics gpu__time_duration.sum \
+        --csv --page raw --log-file "$W/ncu_decode_$e.csv" ./train_miras_cu -p titans -V 50257 -D 768 -L 8 -H 12 -E 4 \
+        -b 1 -t 64 -x 1 -u 1 -v 0 -g 40 -n 0 -f 2 -i "build/rand_train_*.bin" -j none -z none -o build/dec_prof \
+        > "$W/decode_prof_$e.log" 2>&1)
+    say "decode kernels, titans 103M, -f 2, $e (rc $?):"
+    python3 dev/cuda/ncu_kernels.py "$W/ncu_decode_$e.csv" 4 2>&1 | head -n 16 | while read -r l; do say "  $l"; done
+done
 fi
 
 # 7. data parallel (issue 14): world size 1 through NCCL must give the plain build's losses (needs mpirun, nccl.h)
