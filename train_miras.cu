@@ -1339,16 +1339,19 @@ __device__ __forceinline__ void mma_step(float* c, const float* af, const float*
     mma_tf32(c, ah, bh);
 }
 // out (M, N) = sum_k fa(i, k) fb(k, j) over k < K, warp tiles of 16 x 8 WN dealt to the warps in turn (WN = 2, v13
-// and v14: the A fragment, loaded once per k-step, serves both 8-column halves); fc(i, j, c_ij, c_ij+1, add) stores
-// two adjacent outputs of a row (i < M checked here, j + 1 < N by fc), or with add = 1 (SK's second half) adds them
-// to what is there. fa, fb return 0 out of range; fa4, fb4 (KQ) 4 consecutive k at once.
+// and v14: the A fragment, loaded once per k-step, serves both 8-column halves); fc(i, j, c_ij, c_ij+1, add, pre)
+// stores two adjacent outputs of a row (i < M checked here, j + 1 < N by fc), or with add = 1 (SK's second half) adds
+// them to what is there. fa, fb return 0 out of range; fa4, fb4 (KQ) 4 consecutive k at once. fp(i, j) is what the
+// store adds the sums to, loaded before the tile's k-loop (i < M): the old outputs of an `acc` product, the update's
+// retention terms; without it the store phase waited on those loads after the last mma, one round trip per tile
+// (run 6's and run 7's hottest FFMAs of the backward). The same sums in the same order as loading them in fc.
 // Each output has one owner lane and a fixed k order: deterministic (and the same sums for WN = 1 and 2).
 #ifndef TC_UNROLL
 #define TC_UNROLL 2  // k-steps unrolled (8 measured no faster on the H100, run 4 of dev/cuda/memlab_notes.md)
 #endif
 static constexpr int tc_unroll = TC_UNROLL;  // (#pragma unroll takes a constant, not a macro)
-template <int P, int WN, int KQ, int SK, class FA, class FB, class FA4, class FB4, class FC>
-__device__ __forceinline__ void tc_product(int M, int N, int K, FA fa, FB fb, FA4 fa4, FB4 fb4, FC fc) {
+template <int P, int WN, int KQ, int SK, class FA, class FB, class FA4, class FB4, class FP, class FC>
+__device__ __forceinline__ void tc_product(int M, int N, int K, FA fa, FB fb, FA4 fa4, FB4 fb4, FP fp, FC fc) {
     int g = LANE >> 2, tg = LANE & 3, tn = (N + 8 * WN - 1) / (8 * WN), tiles = (M + 15) / 16 * tn;
     // the sums of the tile at (i0, j0) over k in [kb, ke), into c
     auto sums = [&](int i0, int j0, int kb, int ke, float(&c)[WN][4]) {
@@ -1383,12 +1386,20 @@ __device__ __forceinline__ void tc_product(int M, int N, int K, FA fa, FB fb, FA
             }
         }
     };
-    // the tile's outputs: stored (add = 0), or added to what is there (add = 1: the second half of a split K)
-    auto store = [&](int i0, int j0, float(&c)[WN][4], int add) {
+    // what the tile's outputs add to (fp), loaded before its k-loop; then the outputs: stored (add = 0), or added to
+    // what is there (add = 1: the second half of a split K)
+    auto pref = [&](int i0, int j0, float2(&pre)[WN][2]) {
 #pragma unroll
         for (int h = 0; h < WN; h++) {
-            if (i0 + g < M) fc(i0 + g, j0 + 8 * h + 2 * tg, c[h][0], c[h][1], add);
-            if (i0 + g + 8 < M) fc(i0 + g + 8, j0 + 8 * h + 2 * tg, c[h][2], c[h][3], add);
+            pre[h][0] = i0 + g < M ? fp(i0 + g, j0 + 8 * h + 2 * tg) : make_float2(0, 0);
+            pre[h][1] = i0 + g + 8 < M ? fp(i0 + g + 8, j0 + 8 * h + 2 * tg) : make_float2(0, 0);
+        }
+    };
+    auto store = [&](int i0, int j0, float(&c)[WN][4], int add, float2(&pre)[WN][2]) {
+#pragma unroll
+        for (int h = 0; h < WN; h++) {
+            if (i0 + g < M) fc(i0 + g, j0 + 8 * h + 2 * tg, c[h][0], c[h][1], add, pre[h][0]);
+            if (i0 + g + 8 < M) fc(i0 + g + 8, j0 + 8 * h + 2 * tg, c[h][2], c[h][3], add, pre[h][1]);
         }
     };
     if (SK) {
@@ -1398,17 +1409,21 @@ __device__ __forceinline__ void tc_product(int M, int N, int K, FA fa, FB fb, FA
         // deterministic; a closing barrier, since the next product may touch these outputs (even with sync = 0).
         int w = threadIdx.x >> 5, tile = w % tiles, half = w / tiles, i0 = tile / tn * 16, j0 = tile % tn * 8 * WN;
         float c[WN][4] = {};
+        float2 pre[WN][2] = {};
+        if (half == 0) pref(i0, j0, pre);
         if (half < 2) sums(i0, j0, half * (K / 2), (half + 1) * (K / 2), c);
-        if (half == 0) store(i0, j0, c, 0);
+        if (half == 0) store(i0, j0, c, 0, pre);
         __syncthreads();
-        if (half == 1) store(i0, j0, c, 1);
+        if (half == 1) store(i0, j0, c, 1, pre);
         __syncthreads();
     } else
         for (int tile = threadIdx.x >> 5; tile < tiles; tile += blockDim.x >> 5) {  // (the same trip count in a warp)
             int i0 = tile / tn * 16, j0 = tile % tn * 8 * WN;
             float c[WN][4] = {};
+            float2 pre[WN][2];
+            pref(i0, j0, pre);
             sums(i0, j0, 0, K, c);
-            store(i0, j0, c, 0);
+            store(i0, j0, c, 0, pre);
         }
 }
 // (the quad accessors of a product without them)
@@ -1418,22 +1433,24 @@ __device__ __forceinline__ void tc_product(int M, int N, int K, FA fa, FB fb, FA
 template <int P, int WN, int KQ, int SK, class FA, class FB, class FA4, class FB4>
 __device__ __forceinline__ void tc_mm(real* out, int M, int N, int K, FA fa, FB fb, FA4 fa4, FB4 fb4, const real* rs,
                                       real s, int acc) {
-    tc_product<P, WN, KQ, SK>(M, N, K, fa, fb, fa4, fb4, [&](int i, int j, float v0, float v1, int add) {
-        real f = s * (rs ? rs[i] : 1);
-        int e = i * N + j;
-        if (SK && add) {  // (whole tiles)
-            out[e] += f * v0;
-            out[e + 1] += f * v1;
-            return;
-        }
-        if (WN == 2) {
-            float2 o = acc ? ld2(out + e) : make_float2(0, 0);
-            st2(out + e, make_float2(o.x + f * v0, o.y + f * v1));
-            return;
-        }
-        if (j < N) out[e] = acc ? out[e] + f * v0 : f * v0;
-        if (j + 1 < N) out[e + 1] = acc ? out[e + 1] + f * v1 : f * v1;
-    });
+    tc_product<P, WN, KQ, SK>(
+        M, N, K, fa, fb, fa4, fb4,
+        [&](int i, int j) { return WN == 2 && acc ? ld2(out + i * N + j) : make_float2(0, 0); },  // (the old outputs)
+        [&](int i, int j, float v0, float v1, int add, float2 o) {
+            real f = s * (rs ? rs[i] : 1);
+            int e = i * N + j;
+            if (SK && add) {  // (whole tiles)
+                out[e] += f * v0;
+                out[e + 1] += f * v1;
+                return;
+            }
+            if (WN == 2) {
+                st2(out + e, make_float2(o.x + f * v0, o.y + f * v1));
+                return;
+            }
+            if (j < N) out[e] = acc ? out[e] + f * v0 : f * v0;
+            if (j + 1 < N) out[e + 1] = acc ? out[e + 1] + f * v1 : f * v1;
+        });
 }
 // the three shapes: out = A B^T (B (N, K)), A B (B (K, N)), A^T B (A (K, M)); mm_tn's rs scales term k.
 // WT (whole tiles: M % 16 == N % 8 == K % 8 == 0, as at every full chunk of the presets) skips the range checks.
@@ -2049,13 +2066,18 @@ __device__ __noinline__ void tc_update(real* Wn, const real* W, real ca, const r
     tc_product<P, WN, 0, 0>(
         m, p, n, [&](int j, int i) { return TC_IN(WT, j, i, m, n, -cv[i] * dl[i * m + j]); },
         [&](int i, int q) { return TC_IN(WT, i, q, n, p, xk[i * p + q]); }, TC_NO4, TC_NO4,
-        [&](int j, int q, float v0, float v1, int) {  // the retention terms, then the rank-n sum
+        [&](int j, int q) {  // the retention terms (8-byte accesses: TC_DISPATCH checked the four pointers)
+            if (WN != 2) return make_float2(0, 0);
             int e = j * p + q;
-            if (WN == 2) {  // (8-byte accesses: TC_DISPATCH checked the four pointers)
-                float2 w = ld2(W + e), a = W0 ? ld2(W0 + e) : make_float2(0, 0), t = S ? ld2(S + e) : make_float2(0, 0);
-                st2(Wn + e, make_float2(ca * w.x + (W0 ? (1 - ca) * a.x : 0) + (S ? cb * t.x : 0) + v0,
-                                        ca * w.y + (W0 ? (1 - ca) * a.y : 0) + (S ? cb * t.y : 0) + v1));
-            } else
+            float2 w = ld2(W + e), a = W0 ? ld2(W0 + e) : make_float2(0, 0), t = S ? ld2(S + e) : make_float2(0, 0);
+            return make_float2(ca * w.x + (W0 ? (1 - ca) * a.x : 0) + (S ? cb * t.x : 0),
+                               ca * w.y + (W0 ? (1 - ca) * a.y : 0) + (S ? cb * t.y : 0));
+        },
+        [&](int j, int q, float v0, float v1, int, float2 r) {  // the retention terms r, then the rank-n sum
+            int e = j * p + q;
+            if (WN == 2)
+                st2(Wn + e, make_float2(r.x + v0, r.y + v1));
+            else
                 for (int u = 0; u < 2 && q + u < p; u++)
                     Wn[e + u] =
                         ca * W[e + u] + (W0 ? (1 - ca) * W0[e + u] : 0) + (S ? cb * S[e + u] : 0) + (u ? v1 : v0);
