@@ -72,11 +72,11 @@ echo "train_miras_cu: $tps tok/s ($ms ms/step, median of steps 2..$steps, incl. 
 # decode latency (DECODE=0 skips): the same model at B = 1 after one training step at T = 64, 256 sampled tokens;
 # train_miras_cu times the decoder step alone (one token through every layer, its logits on the host) and prints
 # its floor: the bytes of the weights (as the products read them: fp32, bf16 with prec 2) and memory states one token
-# reads, over the card's peak memory bandwidth; once with plain launches, once with CUDA graphs (MIRAS_DECODE_GRAPH=1),
-# once with the partial chunk re-run per token instead of the recurrent step (MIRAS_DECODE_CHUNK=1; the same for
-# the presets the recurrent step does not take)
+# reads, over the card's peak memory bandwidth; once with plain launches, once with CUDA graphs (MIRAS_DECODE_GRAPH=1,
+# the sampler's default), once with the partial chunk re-run per token instead of the recurrent step, plain launches
+# (MIRAS_DECODE_CHUNK=1; the same for the presets the recurrent step does not take)
 if [ "${DECODE:-1}" = 1 ]; then
-    for e in "MIRAS_DECODE_GRAPH=0" "MIRAS_DECODE_GRAPH=1" "MIRAS_DECODE_CHUNK=1"; do
+    for e in "MIRAS_DECODE_GRAPH=0" "MIRAS_DECODE_GRAPH=1" "MIRAS_DECODE_GRAPH=0 MIRAS_DECODE_CHUNK=1"; do
         if env $e ./train_miras_cu -p $PRESET -V $V -D $D -L $L -H $H -E $E -b 1 -t 64 -x 1 -u 1 -v 0 \
                -g 257 -n 0 -f $prec -i "$out/rand_train_*.bin" -j none -z none -o $out/decode >$out/decode.txt 2>&1; then
             echo "decode, B=1, $plabel, $e: $(grep -m1 '^decode:' $out/decode.txt | sed 's/^decode: //')"
