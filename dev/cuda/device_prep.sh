@@ -19,7 +19,10 @@ tar cJf build/carry.tar.xz $BINS $BASE build/carry.md5 build/use_mpi  # (use_mpi
 echo "build/carry.tar.xz: $(du -h build/carry.tar.xz | cut -f1) ($BINS)"
 if [ -d ../shared/anchors ]; then
     rm -rf .anchors && cp -r ../shared/anchors .anchors && chmod -R u+w .anchors
-    echo ".anchors: $(du -sh .anchors | cut -f1) (../shared/anchors)"
+    # a Triton cache an earlier run returned (run_anchors.sh writes $OUT/triton_cache.tgz; keep it as
+    # build/triton_cache.tgz): fla's kernels then need not compile again within the anchor's time limit
+    [ -f build/triton_cache.tgz ] && cp build/triton_cache.tgz .anchors/
+    echo ".anchors: $(du -sh .anchors | cut -f1) (../shared/anchors$([ -f .anchors/triton_cache.tgz ] && echo ", with build/triton_cache.tgz"))"
 else
     echo "no ../shared/anchors: the device run will time no peers"
 fi
