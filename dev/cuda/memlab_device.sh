@@ -158,7 +158,7 @@ for p in titans gated_deltanet; do
     r=$(PRESET=$p REF=0 step 60 bash dev/bench_gpu.sh 4 4096 4 2 2>&1 | tee -a "$W/bench.log" | grep -E "^train_miras_cu|failed")
     say "$p: ${r:-no result (see bench.log)}"; done
 if [ -f .anchors/run_anchors.sh ]; then
-    OUT=$W step 100 bash .anchors/run_anchors.sh --only fla_gdn_bf16 --budget 95 > "$W/anchors.out" 2>&1
+    OUT=$W step 130 bash .anchors/run_anchors.sh --only fla_gdn_bf16 --budget 95 > "$W/anchors.out" 2>&1  # (30 s to pack the cache)
     say "anchors (rc $?):"; grep -E "^\| fla|restored" "$W/anchors.out" | while read -r l; do say "  $l"; done
 fi
 for p in ttt_mlp yaad moneta memora mal mag lattice; do
