@@ -438,13 +438,22 @@ static void gemm(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k
 // fp32 mode: fp32 products and sums. The same products as the GEMM's, summed in another order (decode_test's
 // tolerance; the parallel forward keeps cuBLAS).
 #define GEMV_WARPS 8
-__global__ void __launch_bounds__(32 * GEMV_WARPS)
-    gemv_row_kernel(real* out, const real* x, const real* W, const bf16* Wb, const real* bias, int C, int OC) {
-    int o = blockIdx.x * GEMV_WARPS + (threadIdx.x >> 5), lane = threadIdx.x & 31;
-    if (o >= OC) return;  // (whole warps)
+#define GEMV_MAX 4  // products of one row in one launch (the decoder's q, k, v and gate; the MLP's two branches)
+typedef struct {
+    real* out[GEMV_MAX];
+    const real* W[GEMV_MAX];
+    const bf16* Wb[GEMV_MAX];  // (bf16 mode: W's bf16 copy; NULL: the fp32 products)
+    const real* bias[GEMV_MAX];
+    int OC[GEMV_MAX], blk[GEMV_MAX + 1], n;  // blk: the first block of each product (blk[n]: the grid)
+} GemvSet;
+__global__ void __launch_bounds__(32 * GEMV_WARPS) gemv_row_kernel(GemvSet G, const real* x, int C) {
+    int p = 0;
+    while (p + 1 < G.n && (int)blockIdx.x >= G.blk[p + 1]) p++;  // (the block's product)
+    int o = ((int)blockIdx.x - G.blk[p]) * GEMV_WARPS + (threadIdx.x >> 5), lane = threadIdx.x & 31;
+    if (o >= G.OC[p]) return;  // (whole warps)
     real s = 0;
-    if (Wb) {
-        const bf16* w = Wb + (size_t)o * C;
+    if (G.Wb[p]) {
+        const bf16* w = G.Wb[p] + (size_t)o * C;
         if (C % 8 == 0 && al16(w) && al16(x))
             for (int c = 8 * lane; c < C; c += 8 * 32) {  // 8 weights (16 bytes) and their 8 inputs per step
                 float4 wv = ld4((const real*)(w + c)), x0 = ld4(x + c), x1 = ld4(x + c + 4);
@@ -456,7 +465,7 @@ __global__ void __launch_bounds__(32 * GEMV_WARPS)
         else
             for (int c = lane; c < C; c += 32) s += __bfloat162float(w[c]) * __bfloat162float(__float2bfloat16(x[c]));
     } else {
-        const real* w = W + (size_t)o * C;
+        const real* w = G.W[p] + (size_t)o * C;
         if (C % 4 == 0 && al16(w) && al16(x))
             for (int c = 4 * lane; c < C; c += 4 * 32) {
                 float4 wv = ld4(w + c), xv = ld4(x + c);
@@ -469,7 +478,24 @@ __global__ void __launch_bounds__(32 * GEMV_WARPS)
             for (int c = lane; c < C; c += 32) s += w[c] * x[c];
     }
     s = warp_sum(s);
-    if (lane == 0) out[o] = bias ? s + bias[o] : s;
+    if (lane == 0) G.out[p][o] = G.bias[p] ? s + G.bias[p][o] : s;
+}
+// out[i] (OC[i]) = W[i] x + bias[i] for i < n, W[i] (OC[i], C), x one row: one launch (fp32 or bf16 mode)
+static void matmul_rows_gpu(int n, real* const* out, const real* x, const real* const* W, const real* const* bias,
+                            int C, const int* OC) {
+    GemvSet G;
+    memset(&G, 0, sizeof G);
+    G.n = n;
+    for (int i = 0; i < n; i++) {
+        G.out[i] = out[i];
+        G.W[i] = W[i];
+        G.Wb[i] = g_prec == PREC_BF16 ? weight_bf16(W[i]) : NULL;
+        G.bias[i] = bias ? bias[i] : NULL;
+        G.OC[i] = OC[i];
+        G.blk[i + 1] = G.blk[i] + (OC[i] + GEMV_WARPS - 1) / GEMV_WARPS;
+    }
+    gemv_row_kernel<<<G.blk[n], 32 * GEMV_WARPS, 0, g_stream>>>(G, x, C);
+    KCHECK("gemv_row");
 }
 // out (N, OC) = x (N, C) W^T + bias, W (OC, C). Row-major x is column-major x^T (C, N), so cuBLAS computes
 // out^T (OC, N) = op(W) x^T with W read as the column-major (C, OC) matrix W^T, transposed.
@@ -479,10 +505,7 @@ __global__ void __launch_bounds__(32 * GEMV_WARPS)
 static void matmul_forward_gpu(real* out, const real* x, const real* W, const real* bias, int N, int C, int OC,
                                const bf16* xb = NULL) {
     if (N == 1 && g_prec != PREC_TF32) {
-        const bf16* Wb = g_prec == PREC_BF16 ? weight_bf16(W) : NULL;  // (NULL: the fp32 products)
-        gemv_row_kernel<<<(OC + GEMV_WARPS - 1) / GEMV_WARPS, 32 * GEMV_WARPS, 0, g_stream>>>(out, x, W, Wb, bias, C,
-                                                                                              OC);
-        KCHECK("gemv_row");
+        matmul_rows_gpu(1, &out, x, &W, &bias, C, &OC);
         return;
     }
     const bf16* Wb = NULL;
@@ -495,6 +518,15 @@ static void matmul_forward_gpu(real* out, const real* x, const real* W, const re
         add_bias_kernel<<<nblocks((size_t)N * OC), NT, 0, g_stream>>>(out, bias, N, OC);
         KCHECK("add_bias");
     }
+}
+// one row through several weights (the decoder: q, k, v, gate from u; the MLP's two branches): one launch where
+// matmul_forward_gpu takes gemv_row_kernel (fp32, bf16), else one product after another
+static void matmul_rows_forward_gpu(int n, real* const* out, const real* x, const real* const* W, int C,
+                                    const int* OC) {
+    if (g_prec != PREC_TF32)
+        matmul_rows_gpu(n, out, x, W, NULL, C, OC);
+    else
+        for (int i = 0; i < n; i++) matmul_forward_gpu(out[i], x, W[i], NULL, 1, C, OC[i]);
 }
 // dx += dout W ; dW += dout^T x ; dbias += sum dout (fp32: the column sum reads the fp32 dout)
 // bf16 mode: xb as in matmul_forward; doutb: dout's bf16 copy if the caller has one (dlogits), else dout is
@@ -8417,9 +8449,13 @@ static void decoder_mixer_gpu(DecoderGpu* dec, int l, const real* u, int pos, re
     int cnt = pos % b, rw = decoder_row_width(m);  // rows already in the partial chunk; floats per row
     real* hist = dec->conv_hist + (size_t)l * 3 * (K - 1) * D;
     size_t ml = M->hm->mlayer[l];
-    matmul_forward_gpu(a->qp, u, p->wq + (size_t)l * D * D, NULL, 1, D, D);
-    matmul_forward_gpu(a->kp, u, p->wk + (size_t)l * D * D, NULL, 1, D, D);
-    matmul_forward_gpu(a->vp, u, p->wv + (size_t)l * D * D, NULL, 1, D, D);
+    {  // q, k, v and the output gate's projections of u: one launch
+        real* outs[4] = {a->qp, a->kp, a->vp, a->gp};
+        const real* Ws[4] = {p->wq + (size_t)l * D * D, p->wk + (size_t)l * D * D, p->wv + (size_t)l * D * D,
+                             p->wg + ml * D * D};
+        int OCs[4] = {D, D, D, D};
+        matmul_rows_forward_gpu(4, outs, u, Ws, D, OCs);
+    }
     DecQkv Q = {{a->qp, a->kp, a->vp}, {p->conv_q + ml * D * K, p->conv_k + ml * D * K, p->conv_v + ml * D * K},
                 {a->qc, a->kc, a->vc}, {a->qs, a->ks, a->v},
                 {a->q, a->k, a->v},    {a->qrn, a->krn}};
@@ -8494,8 +8530,7 @@ static void decoder_mixer_gpu(DecoderGpu* dec, int l, const real* u, int pos, re
         }
     }
     rmsnorm_forward_gpu(a->yn, a->yrstd, a->y, p->rmsh_w + ml * D, 1, H, d);
-    matmul_forward_gpu(a->gp, u, p->wg + ml * D * D, NULL, 1, D, D);
-    gate_mul_forward_gpu(a->z, a->yn, a->gp, D);
+    gate_mul_forward_gpu(a->z, a->yn, a->gp, D);  // (gp: with q, k, v above)
     matmul_forward_gpu(out, a->z, p->wo + (size_t)l * D * D, NULL, 1, D, D);
 }
 
@@ -8682,8 +8717,12 @@ static void decoder_forward_gpu(DecoderGpu* dec) {
             decoder_mixer_gpu(dec, l, u, dec->pos, a->mo);  // 'M'
         residual_forward_gpu(a->res2, x, a->mo, D);
         rmsnorm_forward_gpu(a->ln2, a->ln2_rstd, a->res2, p->rms2_w + (size_t)l * D, 1, 1, D);
-        matmul_forward_gpu(a->h1, a->ln2, p->mlp_w1 + (size_t)l * F * D, NULL, 1, D, F);
-        matmul_forward_gpu(a->h3, a->ln2, p->mlp_w3 + (size_t)l * F * D, NULL, 1, D, F);
+        {  // the SwiGLU branches: one launch
+            real* outs[2] = {a->h1, a->h3};
+            const real* Ws[2] = {p->mlp_w1 + (size_t)l * F * D, p->mlp_w3 + (size_t)l * F * D};
+            int OCs[2] = {F, F};
+            matmul_rows_forward_gpu(2, outs, a->ln2, Ws, D, OCs);
+        }
         swiglu_forward_gpu(a->hg, a->h1, a->h3, F);
         matmul_forward_gpu(a->mlpo, a->hg, p->mlp_w2 + (size_t)l * D * F, NULL, 1, F, D);
         residual_forward_gpu(a->res3, a->res2, a->mlpo, D);
