@@ -10,8 +10,15 @@ steps = int(sys.argv[2]) if len(sys.argv) > 2 else 1
 with open(path, errors="replace") as f:
     lines = [l for l in f if l.startswith('"')]  # (ncu's own messages start with ==PROF==)
 rows = list(csv.reader(lines))
+at = next((i for i, r in enumerate(rows) if "gpu__time_duration.sum" in r), None)  # the header row
+if at is None:
+    sys.exit(f"{path}: no gpu__time_duration.sum column (ncu's output is in the file as it came)")
+rows = rows[at:]
 head = rows[0]
-name_col, dur_col = head.index("Kernel Name"), head.index("gpu__time_duration.sum")
+names = [c for c in ("Kernel Name", "Function Name", "Demangled Name", "Name") if c in head]
+if not names:
+    sys.exit(f"{path}: no kernel name column in {head}")
+name_col, dur_col = head.index(names[0]), head.index("gpu__time_duration.sum")
 unit = rows[1][dur_col] if len(rows) > 1 and not rows[1][dur_col].replace(".", "").replace(",", "").isdigit() else "ns"
 scale = {"ns": 1e-3, "usecond": 1.0, "us": 1.0, "msecond": 1e3, "ms": 1e3, "nsecond": 1e-3}.get(unit, 1e-3)
 total, count = defaultdict(float), defaultdict(int)
