@@ -8733,8 +8733,8 @@ static void decoder_forward_gpu(DecoderGpu* dec) {
     matmul_forward_gpu(a->logits, a->lnf, p->wte, NULL, 1, D, c->Vp);
 }
 
-// Decoding with CUDA graphs (the sampler's default, MIRAS_DECODE_GRAPH=0 turns it off; --decode-test checks it). A step launches a few dozen
-// small kernels and cuBLAS calls per layer, each costing a launch (several us) for microseconds of work at B = 1;
+// Decoding with CUDA graphs (the sampler's default, MIRAS_DECODE_GRAPH=0 turns it off; --decode-test checks it). A
+// step launches a few dozen small kernels per layer, each costing a launch (several us) for microseconds of work at B = 1;
 // a graph replays the whole step as one launch. The step's launch arguments depend on the position only through the
 // chunk phase cnt = pos % b and omega's halo rows (constant once a chunk has c - 1 tokens before it), so one graph per
 // phase serves every later chunk: captured the first time the phase comes after the first b + c tokens (which run as

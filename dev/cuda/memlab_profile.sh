@@ -48,3 +48,6 @@ for r in sorted(body, key=lambda r: -num(r[ci]))[:15]:
 PY
     echo "== $k: top functions"; head -n 22 "$OUT/prof_${k:0:3}.txt"
 done
+# the stall reasons, accesses and hottest instructions per function of both kernels (what run 7's
+# stalls_by_function.txt was made from by hand)
+python3 dev/cuda/sass_stalls.py "$OUT"/sass_bac.csv.gz "$OUT"/sass_for.csv.gz > "$OUT/stalls_by_function.txt" 2>&1
