@@ -97,6 +97,12 @@ static const int MEM_VER_TC[21] = {0, 0, 0, 0, 0, 0, 0, 1, 3, 0, 3, 1, 1, 5, 7, 
 static int g_mem_split = 2;
 static int g_mem_split_asked = 0;  // (MIRAS_MEM_SPLIT set: say when a model cannot take it)
 static int g_mem_wy = 0;  // MIRAS_MEM_WY=1 / 2 / 3: the b = 1 delta rule in WY chunks (mem_wy_use; v9-v12)
+// MIRAS_MEM_PAR=1: the generic memory kernels' reads apart from the chain (memory_reads_kernel: every chunk's reads,
+// and their part of the backward, at once; mem_par_cfg). Off until timed on a GPU (dev/cuda/memlab_notes.md, "The
+// reads apart from the chain")
+static int g_mem_par = 0;
+static int g_mem_par_ctas =
+    2;  // MIRAS_MEM_PAR_CTAS=1, 2, 4: memory_reads_kernel's blocks per SM (MEM_THREADS / that each)
 typedef __nv_bfloat16 bf16;
 static real* g_ones;
 static size_t g_ones_n;  // a vector of ones: column sums as cuBLAS gemv
@@ -153,6 +159,16 @@ static void gpu_init(int prec) {
         if (g_mem_wy < 0 || g_mem_wy > 3)
             DIE("MIRAS_MEM_WY=0 (v6), 1 (the split WY kernels), 2 (single) or 3 (split with T)",
                 "unknown MIRAS_MEM_WY=%s", s);
+    }
+    if ((s = getenv("MIRAS_MEM_PAR"))) {
+        g_mem_par = atoi(s);
+        if (g_mem_par != 0 && g_mem_par != 1)
+            DIE("MIRAS_MEM_PAR=1 (the memory's reads apart from the chain) or 0", "unknown MIRAS_MEM_PAR=%s", s);
+    }
+    if ((s = getenv("MIRAS_MEM_PAR_CTAS"))) {
+        g_mem_par_ctas = atoi(s);
+        if (g_mem_par_ctas != 1 && g_mem_par_ctas != 2 && g_mem_par_ctas != 4)
+            DIE("MIRAS_MEM_PAR_CTAS=1, 2 or 4 blocks per SM", "unknown MIRAS_MEM_PAR_CTAS=%s", s);
     }
     if ((s = getenv("MIRAS_MEM_TC"))) {
         g_mem_tc = atoi(s);
@@ -1137,7 +1153,8 @@ struct MemChunkGpu : MemChunk {
     // MemCfg); the exchange buffer in dynamic shared memory (two halves of xn floats, used in turn: cl_reduce)
     real *p0s, *xch;
     real* rowv;  // (2 max(dm, d)): the split's per-row values (Memora's softmax over rows that span the slices)
-    int R, xt, xn, pad_;  // CTAs per (sequence, head) (1: no split); the half in use; floats per half
+    int R, xt, xn;  // CTAs per (sequence, head) (1: no split); the half in use; floats per half
+    int noread;  // the chain with the reads apart (MemArgs.pG, pdP): the reads and their backward are skipped
 };
 // the rows of a chunk's scratch: b, plus omega's c-1 halo rows
 __host__ __device__ static inline int mem_rows(const MemCfg* m, int b) { return b + (m->omega > 1 ? m->omega - 1 : 0); }
@@ -1161,7 +1178,7 @@ static size_t memchunk_carve_in_gpu(MemChunkGpu* c, real* base, int b, int d, in
     c->xch = NULL;
     c->rowv = p ? p + 2 * nn + nm + nk + nb + nc + carve_al(nP) : NULL;
     c->R = 1;
-    c->xt = c->xn = c->pad_ = 0;
+    c->xt = c->xn = c->noread = 0;
     return n + 2 * nn + nm + nk + nb + nc + carve_al(nP) + carve_al(2 * (size_t)(dm > d ? dm : d));
 }
 static size_t __attribute__((unused)) memchunk_carve_gpu(MemChunkGpu* c, real* base, int b, int d, int dm, int nP) {
@@ -1264,12 +1281,13 @@ MEMFN void cl_max(MemChunkGpu* c, real* v, int k) {
 }
 // this CTA's slice of a whole state (train_miras.c's layout: W1 (d, dm), W2 (dm, din), W3 (dm, din)): gather
 // (to_slice) or scatter; m is the whole memory's MemCfg
+// (to_slice: 1 whole -> slice, 2 slice += whole, 0 slice -> whole)
 MEMFN void cl_slice(real* whole, real* slice, const MemCfg* m, int R, int r, int to_slice) {
     int d = m->d, dm = m->dm, din = m->din, dr = dm / R, nw = 1 + (m->gated ? 2 : 1);
     FOR(e, (size_t)d * dr) {  // W1 (d, dm): columns r dr .. r dr + dr - 1
         size_t i = e / dr, j = e % dr, w = i * dm + (size_t)r * dr + j;
         if (to_slice)
-            slice[e] = whole[w];
+            slice[e] = to_slice == 2 ? slice[e] + whole[w] : whole[w];
         else
             whole[w] = slice[e];
     }
@@ -1278,7 +1296,7 @@ MEMFN void cl_slice(real* whole, real* slice, const MemCfg* m, int R, int r, int
                os = (size_t)d * dr + (size_t)(k - 1) * dr * din;
         FOR(e, (size_t)dr * din) {
             if (to_slice)
-                slice[os + e] = whole[ow + e];
+                slice[os + e] = to_slice == 2 ? slice[os + e] + whole[ow + e] : whole[ow + e];
             else
                 whole[ow + e] = slice[os + e];
         }
@@ -2550,7 +2568,9 @@ MEMFN void mem_chunk_forward_gpu(const MemCfg* m, MemChunkGpu* c, int n, const r
     const real* srow = c->s + (size_t)(n - 1) * n;
     mem_grad_forward_gpu(m, c, n, P, lng, lnb);
     if (m->depth == 1) {  // linear memory M(x) = W x, g_i = r_i k_i^T
-        mem_read_forward_gpu(c->y, c->xw1, c->xs1, c->xx1, c->xa2, c->q, c->k, c->r, P, Sx, c->p0, cs0, c, n, d, din);
+        if (!c->noread)
+            mem_read_forward_gpu(c->y, c->xw1, c->xs1, c->xx1, c->xa2, c->q, c->k, c->r, P, Sx, c->p0, cs0, c, n, d,
+                                 din);
         if (Pn) mem_update_forward_gpu(Pn, B0, c->alpha[n - 1], c->p0, Sx, c->beta[n - 1], c->r, c->k, crow, n, d, din);
         if (Pn && Sx) mem_update_forward_gpu(Sn, Sx, c->sigma[n - 1], NULL, NULL, 0, c->r, c->k, srow, n, d, din);
         return;
@@ -2560,26 +2580,28 @@ MEMFN void mem_chunk_forward_gpu(const MemCfg* m, MemChunkGpu* c, int n, const r
     const real *W1 = P, *W2 = P + o2, *W3 = P + o3, *S1 = Sx, *S2 = Sx ? Sx + o2 : NULL, *S3 = Sx ? Sx + o3 : NULL;
     const real *A1 = c->p0, *A2 = c->p0 ? c->p0 + o2 : NULL, *A3 = c->p0 ? c->p0 + o3 : NULL;  // the anchor (or NULL)
     // reads, after the write: y_t = q_t + LN(W1_t GELU(W2_t q_t))   (gated: LN(W1_t (GELU(W2_t q_t) * W3_t q_t)))
-    mem_read_forward_gpu(c->zq, c->xw1, c->xs1, c->xx1, c->xa1, c->q, c->k, c->g2, W2, S2, A2, cs1, c, n, dm, din,
-                         SPLIT_M);
-    FOR(e, n * dm) {
-        c->tq[e] = gelu_tanh_gpu(c->zq[e]);
-        c->hq[e] = gelu_gpu(c->zq[e], c->tq[e]);
-    }
-    __syncthreads();
-    if (m->gated) {  // zq3 = W3_t q_t (W2's q.k products, xx1), hq = GELU(zq) * zq3 (GELU(zq) kept in hq2)
-        mem_read_forward_gpu(c->zq3, c->xw3, c->xs3, c->xx1, c->xa3, c->q, NULL, c->g3, W3, S3, A3, cs1, c, n, dm, din,
+    if (!c->noread) {  // (MIRAS_MEM_PAR: memory_reads_kernel reads, apart from the chain)
+        mem_read_forward_gpu(c->zq, c->xw1, c->xs1, c->xx1, c->xa1, c->q, c->k, c->g2, W2, S2, A2, cs1, c, n, dm, din,
                              SPLIT_M);
         FOR(e, n * dm) {
-            c->hq2[e] = c->hq[e];
-            c->hq[e] = c->hq2[e] * c->zq3[e];
+            c->tq[e] = gelu_tanh_gpu(c->zq[e]);
+            c->hq[e] = gelu_gpu(c->zq[e], c->tq[e]);
         }
         __syncthreads();
+        if (m->gated) {  // zq3 = W3_t q_t (W2's q.k products, xx1), hq = GELU(zq) * zq3 (GELU(zq) kept in hq2)
+            mem_read_forward_gpu(c->zq3, c->xw3, c->xs3, c->xx1, c->xa3, c->q, NULL, c->g3, W3, S3, A3, cs1, c, n, dm,
+                                 din, SPLIT_M);
+            FOR(e, n * dm) {
+                c->hq2[e] = c->hq[e];
+                c->hq[e] = c->hq2[e] * c->zq3[e];
+            }
+            __syncthreads();
+        }
+        mem_read_forward_gpu(c->nq, c->xw2, c->xs2, c->xx2, c->xa2, c->hq, c->hk, c->g1, W1, S1, A1, cs0, c, n, d, dm,
+                             SPLIT_P);
+        if (m->ln) ln_forward_gpu(c->nq, c->rq, n, d);
+        mem_out_forward_gpu(c->y, c->qr, c->nq, lng, lnb, m, n);
     }
-    mem_read_forward_gpu(c->nq, c->xw2, c->xs2, c->xx2, c->xa2, c->hq, c->hk, c->g1, W1, S1, A1, cs0, c, n, d, dm,
-                         SPLIT_P);
-    if (m->ln) ln_forward_gpu(c->nq, c->rq, n, d);
-    mem_out_forward_gpu(c->y, c->qr, c->nq, lng, lnb, m, n);
     if (Pn) {  // (the updates are independent: one barrier)
         mem_update_forward_gpu(Pn, B0, c->alpha[n - 1], A1, S1, c->beta[n - 1], c->g1, c->hk, crow, n, d, dm, 0);
         mem_update_forward_gpu(Pn + o2, B0 + o2, c->alpha[n - 1], A2, S2, c->beta[n - 1], c->g2, c->k, crow, n, dm, din,
@@ -2623,8 +2645,9 @@ MEMFN void mem_chunk_backward_gpu(const MemCfg* m, MemChunkGpu* c, int n, const 
         if (dPn && Sx)
             mem_update_backward_gpu(dSs, NULL, NULL, c->dsig, NULL, c->dr, c->dk, c->ds, dSn, Sx, c->sigma[n - 1], NULL,
                                     NULL, 0, c->r, c->k, srow, n, d, din, c);
-        mem_read_backward_gpu(c->dq, c->dk, c->dr, dPs, dSx, c->dp0, &c->dcs[0], c, dy, c->q, c->k, c->r, P, Sx, c->p0,
-                              cs0, c->xw1, c->xs1, c->xx1, c->xa2, n, d, din);
+        if (!c->noread)
+            mem_read_backward_gpu(c->dq, c->dk, c->dr, dPs, dSx, c->dp0, &c->dcs[0], c, dy, c->q, c->k, c->r, P, Sx,
+                                  c->p0, cs0, c->xw1, c->xs1, c->xx1, c->xa2, n, d, din);
         mem_grad_backward_gpu(m, c, n, P, dPs, lng);
         mem_coef_backward_gpu(c, n, m->momentum);
         return;
@@ -2657,28 +2680,30 @@ MEMFN void mem_chunk_backward_gpu(const MemCfg* m, MemChunkGpu* c, int n, const 
                                     NULL, NULL, 0, c->g3, c->k, srow, n, dm, din, c, SPLIT_M);
     }
     // reads: y = q + LN(o_q) g + beta, o_q = read(W1, hq), hq = GELU(zq) (gated: * zq3, zq3 = read(W3, q)), zq = read(W2, q)
-    mem_out_backward_gpu(c->dqr, c->doq, c->dlng, c->dlnb, dy, c->nq, lng, m, n);  // (dqr is dq without poly)
-    if (m->ln) {
-        block_copy(c->dnk, c->doq, nd);
-        block_zero(c->doq, nd);
-        ln_backward_gpu(c->doq, c->dnk, NULL, c->nq, c->rq, n, d);
-        block_zero(c->dnk, nd);
-    }
-    mem_read_backward_gpu(c->dhq, c->dhk, c->dg1, dW1, dS1, dA1, &c->dcs[0], c, c->doq, c->hq, c->hk, c->g1, W1, S1, A1,
-                          cs0, c->xw2, c->xs2, c->xx2, c->xa2, n, d, dm, SPLIT_P);
-    if (m->gated) {  // hq = hq2 zq3: dzq3 = dhq hq2, and dL/dGELU(zq) = dhq zq3 (in place)
-        FOR(e, nm) {
-            c->dzq3[e] = c->dhq[e] * c->hq2[e];
-            c->dhq[e] *= c->zq3[e];
+    if (!c->noread) {
+        mem_out_backward_gpu(c->dqr, c->doq, c->dlng, c->dlnb, dy, c->nq, lng, m, n);  // (dqr is dq without poly)
+        if (m->ln) {
+            block_copy(c->dnk, c->doq, nd);
+            block_zero(c->doq, nd);
+            ln_backward_gpu(c->doq, c->dnk, NULL, c->nq, c->rq, n, d);
+            block_zero(c->dnk, nd);
         }
+        mem_read_backward_gpu(c->dhq, c->dhk, c->dg1, dW1, dS1, dA1, &c->dcs[0], c, c->doq, c->hq, c->hk, c->g1, W1, S1,
+                              A1, cs0, c->xw2, c->xs2, c->xx2, c->xa2, n, d, dm, SPLIT_P);
+        if (m->gated) {  // hq = hq2 zq3: dzq3 = dhq hq2, and dL/dGELU(zq) = dhq zq3 (in place)
+            FOR(e, nm) {
+                c->dzq3[e] = c->dhq[e] * c->hq2[e];
+                c->dhq[e] *= c->zq3[e];
+            }
+            __syncthreads();
+            mem_read_backward_gpu(c->dq, c->dk, c->dg3, dW3, dS3, dA3, &c->dcs[1], c, c->dzq3, c->q, c->k, c->g3, W3,
+                                  S3, A3, cs1, c->xw3, c->xs3, c->xx1, c->xa3, n, dm, din, SPLIT_M);
+        }
+        FOR(e, nm) c->dzq[e] = c->dhq[e] * gelu_d1_gpu(c->zq[e], c->tq[e]);
         __syncthreads();
-        mem_read_backward_gpu(c->dq, c->dk, c->dg3, dW3, dS3, dA3, &c->dcs[1], c, c->dzq3, c->q, c->k, c->g3, W3, S3,
-                              A3, cs1, c->xw3, c->xs3, c->xx1, c->xa3, n, dm, din, SPLIT_M);
+        mem_read_backward_gpu(c->dq, c->dk, c->dg2, dW2, dS2, dA2, &c->dcs[1], c, c->dzq, c->q, c->k, c->g2, W2, S2, A2,
+                              cs1, c->xw1, c->xs1, c->xx1, c->xa1, n, dm, din, SPLIT_M);
     }
-    FOR(e, nm) c->dzq[e] = c->dhq[e] * gelu_d1_gpu(c->zq[e], c->tq[e]);
-    __syncthreads();
-    mem_read_backward_gpu(c->dq, c->dk, c->dg2, dW2, dS2, dA2, &c->dcs[1], c, c->dzq, c->q, c->k, c->g2, W2, S2, A2,
-                          cs1, c->xw1, c->xs1, c->xx1, c->xa1, n, dm, din, SPLIT_M);
     mem_grad_backward_gpu(m, c, n, P, dPs, lng);
     mem_coef_backward_gpu(c, n, m->momentum);
 }
@@ -3411,6 +3436,18 @@ typedef struct {
     real *phav, *phlo, *phLA;
     int* phetok;
     int phne;
+    // the reads apart from the chain (MIRAS_MEM_PAR=1, mem_par_cfg; pG = 0: not). The forward kernel makes the
+    // states only, memory_reads_kernel the reads of every chunk at once. Each chunk's backward is linear in
+    // (dy, dL/dP_{s+1}), so it is the sum of two: memory_reads_kernel takes dy with dL/dP_{s+1} = 0, for all chunks at
+    // once (pG work units per (sequence, head), ranges of chunks, each block on its own chunk scratch of pchunks):
+    // dL/dP_s through the reads into pdP (pdS: momentum) (B, H, nch, nP), the rows' gradients into dq, ..., and per
+    // unit the anchor's and LN affine's sums into pparts (B, H, pG, nP + 2d); memory_backward_kernel then runs the
+    // chain with dy = 0 and without the reads (MemChunkGpu.noread), adds pdP's chunk to each dL/dP_s and its rows'
+    // gradients to those stored, and memory_dbh_reduce_kernel adds pparts.
+    real *pdP, *pdS, *pparts;
+    MemChunkGpu* pchunks;
+    int pG, pblocks, pR;  // pR: the forward's split (its stored states are in the slices' layout, cl_slice)
+    int pcps;  // memory_reads_kernel's blocks per SM (MIRAS_MEM_PAR_CTAS)
 } MemArgs;
 
 // copy rows [t0, t0+n) of head h of sequence bb from a (B, T, G*w) tensor into dst (n, w), and back
@@ -3451,27 +3488,30 @@ __device__ void load_chunk_inputs_gpu(MemChunkGpu* c, const MemArgs* A, int bb, 
     __syncthreads();
 }
 // and the gradients of those rows back (chunk_get_row_grads; a per-head delta gets the sum over the head's channels)
-__device__ void store_chunk_grads_gpu(const MemChunkGpu* c, const MemArgs* A, int bb, int h, int t0, int n) {
+// (acc: added to what is there, the chain after memory_reads_kernel's part; else written)
+__device__ void store_chunk_grads_gpu(const MemChunkGpu* c, const MemArgs* A, int bb, int h, int t0, int n,
+                                      int acc = 0) {
     const MemCfg* m = &A->m;
     int d = m->d, H = A->H, D = A->D, ew = m->cw ? d : 1, Ge = m->cw ? D : H;
+    auto put = [acc](real* p, real x) { *p = acc ? *p + x : x; };
     FOR(e, n * d) {
         int t = e / d, i = e % d;
         size_t r = (size_t)bb * A->T + t0 + t;
-        A->dq[r * D + h * d + i] = c->dq[e];
-        A->dk[r * D + h * d + i] = c->dk[e];
-        A->dv[r * D + h * d + i] = c->dv[e];
-        if (m->cw) A->dgeta[r * Ge + h * ew + i] = c->detac[e];
-        if (m->bias == BIAS_HUBER && m->cw) A->dgdel[r * Ge + h * ew + i] = c->ddelta[e];
+        put(&A->dq[r * D + h * d + i], c->dq[e]);
+        put(&A->dk[r * D + h * d + i], c->dk[e]);
+        put(&A->dv[r * D + h * d + i], c->dv[e]);
+        if (m->cw) put(&A->dgeta[r * Ge + h * ew + i], c->detac[e]);
+        if (m->bias == BIAS_HUBER && m->cw) put(&A->dgdel[r * Ge + h * ew + i], c->ddelta[e]);
     }
     FOR(t, n) {
         size_t r = (size_t)bb * A->T + t0 + t;
-        A->dga[r * H + h] = c->da[t];
-        A->dgth[r * H + h] = c->dtheta[t];
-        if (!m->cw) A->dgeta[r * Ge + h * ew] = c->deta[t];
+        put(&A->dga[r * H + h], c->da[t]);
+        put(&A->dgth[r * H + h], c->dtheta[t]);
+        if (!m->cw) put(&A->dgeta[r * Ge + h * ew], c->deta[t]);
         if (m->bias == BIAS_HUBER && !m->cw) {
             real s = 0;
             for (int i = 0; i < d; i++) s += c->ddelta[(size_t)t * d + i];
-            A->dgdel[r * Ge + h * ew] = s;
+            put(&A->dgdel[r * Ge + h * ew], s);
         }
     }
     __syncthreads();
@@ -3606,7 +3646,11 @@ __global__ void __launch_bounds__(MEM_THREADS) memory_forward_kernel(MemArgs A) 
     __shared__ MemCfg m;
     int R = A.R > 1 ? A.R : 1, r = blockIdx.x % R, bh = blockIdx.x / R;  // r: the CTA's rank in its cluster
     int bb = bh / A.H, h = bh % A.H, nch = A.nch, nP = A.m.nP, b = A.b, T = A.T;
-    if (threadIdx.x == 0) mem_block_setup(&c, &m, &A, h);
+    int par = A.pG > 0;  // the states only (the reads: memory_reads_kernel after this one)
+    if (threadIdx.x == 0) {
+        mem_block_setup(&c, &m, &A, h);
+        c.noread = par;
+    }
     __syncthreads();
     int ck = A.ck > 1 ? A.ck : 1, ns = (nch + ck - 1) / ck, nPr = m.nP;
     size_t base = ((size_t)bh * ns) * nP + (size_t)r * nPr, wbase = (size_t)bh * (ck - 1) * nP + (size_t)r * nPr;
@@ -3621,13 +3665,14 @@ __global__ void __launch_bounds__(MEM_THREADS) memory_forward_kernel(MemArgs A) 
     if (S) block_zero(S, nPr);
     const real* lng = m.ln ? A.lng + (size_t)h * m.d : NULL;
     const real* lnb = m.ln ? A.lnb + (size_t)h * m.d : NULL;
-    for (int ch = 0; ch < nch; ch++) {
+    for (int ch = 0; ch < nch - par; ch++) {  // (without its reads the last chunk has nothing to do)
         int t0 = ch * b, n = T - t0 < b ? T - t0 : b, last = ch == nch - 1;
         int nh = mem_load_chunk_gpu(&c, &A, bb, h, t0, n);  // omega's halo rows
         mem_step_forward_gpu(&m, &c, nh + n, mem_state_gpu(P, Pw, ch, ck, nP), mem_state_gpu(S, Sw, ch, ck, nP),
                              last ? NULL : mem_state_gpu(P, Pw, ch + 1, ck, nP),
                              last ? NULL : mem_state_gpu(S, Sw, ch + 1, ck, nP), lng, lnb);
-        if (r == 0) scatter_rows_gpu(A.y, c.y + (size_t)nh * m.d, bb, h, t0, n, T, A.H, m.d);  // (every CTA has y)
+        if (r == 0 && !par)
+            scatter_rows_gpu(A.y, c.y + (size_t)nh * m.d, bb, h, t0, n, T, A.H, m.d);  // (every CTA has y)
     }
     if (R > 1) cg::this_cluster().sync();  // no CTA exits while another may still read its exchange buffer
 }
@@ -3640,7 +3685,11 @@ __global__ void __launch_bounds__(MEM_THREADS) memory_backward_kernel(MemArgs A)
     __shared__ MemCfg m;
     int R = A.R > 1 ? A.R : 1, r = blockIdx.x % R, bh = blockIdx.x / R;  // r: the CTA's rank in its cluster
     int bb = bh / A.H, h = bh % A.H, nch = A.nch, nP = A.m.nP, b = A.b, T = A.T, d = A.m.d;
-    if (threadIdx.x == 0) mem_block_setup(&c, &m, &A, h);
+    int par = A.pdP != NULL;  // the chain without the reads (MemArgs.pdP: their part is done, memory_reads_kernel)
+    if (threadIdx.x == 0) {
+        mem_block_setup(&c, &m, &A, h);
+        c.noread = par;
+    }
     __syncthreads();
     int ck = A.ck > 1 ? A.ck : 1, ns = (nch + ck - 1) / ck, nPr = m.nP;
     size_t base = ((size_t)bh * ns) * nP + (size_t)r * nPr, wbase = (size_t)bh * (ck - 1) * nP + (size_t)r * nPr;
@@ -3670,13 +3719,30 @@ __global__ void __launch_bounds__(MEM_THREADS) memory_backward_kernel(MemArgs A)
             if (Sc) prefetch_l2(mem_state_gpu(S, Sw, ch - ck, ck, nP), nPr);
         }
         int nh = mem_load_chunk_gpu(&c, &A, bb, h, t0, n);  // omega's halo rows (their dy is 0)
-        if (m.omega > 1 || m.poly) block_zero(c.dy, (size_t)nh * d);
-        gather_rows_gpu(c.dy + (size_t)nh * d, A.dy, bb, h, t0, n, T, A.H, d);
+        if (par)
+            block_zero(c.dy, (size_t)(nh + n) * d);
+        else {
+            if (m.omega > 1 || m.poly) block_zero(c.dy, (size_t)nh * d);
+            gather_rows_gpu(c.dy + (size_t)nh * d, A.dy, bb, h, t0, n, T, A.H, d);
+        }
         mem_step_backward_gpu(&m, &c, nh + n, c.dy, Pc, Sc, dPn, dSn, dPs, dSs, lng, lnb);
+        if (par) {  // dL/dP_s (dL/dS_s) += the reads' part, memory_reads_kernel's (this CTA's slice)
+            size_t slot = ((size_t)bh * nch + ch) * nP;
+            for (int k = 0; k < 1 + (S != NULL); k++) {
+                const real* add = (k ? A.pdS : A.pdP) + slot;
+                real* to = k ? dSs : dPs;
+                if (R > 1)
+                    cl_slice((real*)add, to, &A.m, R, r, 2);
+                else {
+                    FOR(i, nP) to[i] += add[i];
+                    __syncthreads();
+                }
+            }
+        }
         if (r == 0 && (m.omega > 1 || m.poly))  // (split: every CTA has the rows' gradients; the first stores them)
             omega_store_chunk_grads_gpu(&c, &A, bb, h, t0, n);
         else if (r == 0)
-            store_chunk_grads_gpu(&c, &A, bb, h, t0, n);
+            store_chunk_grads_gpu(&c, &A, bb, h, t0, n, par);
         dPn = dPs;
         dSn = dSs;  // this chunk's start is the previous chunk's end
         dPs = dPs == c.Pa ? c.Pb : c.Pa;
@@ -3700,6 +3766,70 @@ __global__ void __launch_bounds__(MEM_THREADS) memory_backward_kernel(MemArgs A)
         block_copy(out + nP + d, c.dlnb, d);
     }
     if (R > 1) cg::this_cluster().sync();  // no CTA exits while another may still read its exchange buffer
+}
+// The reads of every chunk at once (MIRAS_MEM_PAR=1, mem_par_cfg; MemArgs.pG > 0): once the chunk-start states are
+// known (all kept: ck = 1), each chunk's reads depend on nothing else, so after the sequential kernels that leave
+// them out (MemChunkGpu.noread) these kernels do them for all chunks: work unit (sequence, head, range j of pG
+// chunks) on a persistent grid of pblocks, each block with its own unsplit chunk scratch (A.chunks = pchunks).
+// Forward (bwd = 0): y. Backward (bwd = 1): each chunk's backward is linear in (dy, dL/dP_{s+1}), so it is the sum
+// of the part with dL/dP_{s+1} = 0 (here: the recomputed forward, the reads' backward, the inner gradients' backward
+// of their dg) and the part with dy = 0 (memory_backward_kernel's chain): dL/dP_s (dL/dS_s) into pdP (pdS), the rows'
+// gradients (written; poly: added), and the unit's sums of dL/dP_0 through the anchor and of the LN affine into pparts.
+__global__ void __launch_bounds__(MEM_THREADS) memory_reads_kernel(MemArgs A, int bwd) {
+    __shared__ MemChunkGpu c;
+    __shared__ MemCfg m;
+    int nch = A.nch, nP = A.m.nP, b = A.b, T = A.T, d = A.m.d, G = A.pG, nu = A.B * A.H * G;
+    if (threadIdx.x == 0) mem_block_setup(&c, &m, &A, 0);
+    for (int w = blockIdx.x; w < nu; w += gridDim.x) {
+        int bh = w / G, j = w % G, bb = bh / A.H, h = bh % A.H;
+        int c0 = (int)((long long)nch * j / G), c1 = (int)((long long)nch * (j + 1) / G);
+        __syncthreads();  // (every thread is done with the last unit's anchor)
+        if (threadIdx.x == 0) c.p0 = m.anchor ? A.p0 + (size_t)h * nP : NULL;
+        __syncthreads();
+        if (bwd) {
+            block_zero(c.dlng, d);
+            block_zero(c.dlnb, d);
+            if (m.anchor) block_zero(c.dp0, nP);
+        }
+        real* P = A.P + (size_t)bh * nch * nP;  // (ck = 1: every chunk's start state)
+        real* S = mem_carries_S_gpu(&m) ? A.S + (size_t)bh * nch * nP : NULL;
+        int R = A.pR > 1 ? A.pR : 1;  // (a split forward stored each state as its R slices: whole again in Pa, Sa)
+        const real* lng = m.ln ? A.lng + (size_t)h * d : NULL;
+        const real* lnb = m.ln ? A.lnb + (size_t)h * d : NULL;
+        for (int ch = c1 - 1; ch >= c0; ch--) {
+            int t0 = ch * b, n = T - t0 < b ? T - t0 : b;
+            int nh = mem_load_chunk_gpu(&c, &A, bb, h, t0, n);  // (no omega here: nh = 0)
+            real *Pc = P + (size_t)ch * nP, *Sc = S ? S + (size_t)ch * nP : NULL;
+            if (R > 1) {
+                for (int k = 0; k < 1 + (S != NULL); k++)
+                    for (int q = 0; q < R; q++)
+                        cl_slice(k ? c.Sa : c.Pa, (k ? Sc : Pc) + (size_t)q * (nP / R), &m, R, q, 0);
+                Pc = c.Pa;
+                Sc = S ? c.Sa : NULL;
+            }
+            if (!bwd) {
+                mem_step_forward_gpu(&m, &c, nh + n, Pc, Sc, NULL, NULL, lng, lnb);
+                scatter_rows_gpu(A.y, c.y + (size_t)nh * d, bb, h, t0, n, T, A.H, d);
+                continue;
+            }
+            gather_rows_gpu(c.dy + (size_t)nh * d, A.dy, bb, h, t0, n, T, A.H, d);
+            size_t slot = ((size_t)bh * nch + ch) * nP;
+            mem_step_backward_gpu(&m, &c, nh + n, c.dy, Pc, Sc, NULL, NULL, A.pdP + slot, S ? A.pdS + slot : c.Sb, lng,
+                                  lnb);
+            if (m.poly)
+                omega_store_chunk_grads_gpu(&c, &A, bb, h, t0, n);
+            else
+                store_chunk_grads_gpu(&c, &A, bb, h, t0, n);
+        }
+        if (!bwd) continue;
+        real* out = A.pparts + (size_t)w * (nP + 2 * d);
+        if (m.anchor)
+            block_copy(out, c.dp0, nP);
+        else
+            block_zero(out, nP);
+        block_copy(out + nP, c.dlng, d);
+        block_copy(out + nP + d, c.dlnb, d);
+    }
 }
 // ---- b = 1 linear memories (deltanet, gated_deltanet): one token per chunk, so the chunk functions above reduce
 // to a few row-local operations and the generic kernels spend their time in barriers. These kernels run the same
@@ -5554,8 +5684,33 @@ static int mem_ckpt_choose(const MemCfg* m, const Config* c, int B, int T) {
     // bytes of the states (all layers) and of the blocks' segment buffers (one layer at a time) at ck
     double st = (double)m->nP * sizeof(real) * (1 + mem_carries_S(m)), bh = (double)B * c->H;
     double room = (double)fr - 2e9 - 0.1 * (double)total;
+    if (g_mem_par) room -= st * bh * nch;  // (memory_reads_kernel's per-chunk dL/dP_s, one layer at a time)
     while (ck < nch && st * bh * ((double)c->L * ((nch + ck - 1) / ck) + (ck - 1)) > room) ck *= 2;
     return ck < nch ? ck : nch;
+}
+// the reads apart (MIRAS_MEM_PAR=1, MemArgs.pG, pdP) take the generic kernels' memories with every chunk-start state
+// kept (ck = 1), no omega window (whose halo rows' gradients cross chunks) and no token-level Muon (whose reads are
+// inside its per-token recurrence: nothing to take out); memory_reads_kernel runs
+// (sequence, head) units of pG chunk ranges over a persistent grid (*blocks: the SMs, or fewer units), pG the
+// count that balances the waves best
+static int mem_par_cfg(const MemCfg* m, const Config* c, int ck, int B, int T, int* G, int* blocks) {
+    if (!g_mem_par || ck != 1 || c->arch == ARCH_MAC || m->lattice || m->phistar || m->omega > 1 || m->muon == 1 ||
+        mem_token6_cfg(m, c->b))
+        return 0;
+    int nsm = 0, nch = (T + c->b - 1) / c->b, nbh = B * c->H;
+    cudaCheck(cudaDeviceGetAttribute(&nsm, cudaDevAttrMultiProcessorCount, g_device));
+    nsm *= g_mem_par_ctas;  // (the blocks that run at once)
+    long long best = -1;
+    for (int g = 1; g <= nch && g <= 64; g++) {
+        long long u = (long long)nbh * g, waves = (u + nsm - 1) / nsm, t = waves * ((nch + g - 1) / g);
+        if (best < 0 || t < best) {
+            best = t;
+            *G = g;
+        }
+    }
+    long long u = (long long)nbh * *G;
+    *blocks = (int)(u < nsm ? u : nsm);
+    return 1;
 }
 static int mem_token6_ok(const MemArgs& A) {
     return mem_token6_cfg(&A.m, A.b) && A.H * TOK_D == A.D && A.aux && A.gpart;
@@ -5578,10 +5733,10 @@ static MemSmem mem_smem_plan(const MemCfg* m, int b, int fwd, size_t bytes) {
     size_t total = memchunk_carve_model_gpu(&c, base, m, b);
     real** slot = (real**)&c;
     int ns = (int)(sizeof(MemChunkGpu) / sizeof(real*)), ig = (int)((real**)&c.ngrad - slot);
-    // the slots that hold no array pointer: the sizes ngrad, nsv, the ints nh, wc (one slot) and R, xt, xn (two)
+    // the slots that hold no array pointer: the sizes ngrad, nsv, the ints nh, wc (one slot) and R, xt, xn, noread (two)
     int in = (int)((real**)&c.nsv - slot), ih = (int)((real**)&c.nh - slot), ir = (int)((real**)&c.R - slot);
     if ((char*)&c.R != (char*)(slot + ns - 2))
-        DIE("train_miras.cu: R, xt, xn, pad_ must fill MemChunkGpu's last two pointer slots", "mem_smem_plan");
+        DIE("train_miras.cu: R, xt, xn, noread must fill MemChunkGpu's last two pointer slots", "mem_smem_plan");
     auto data = [&](int t) { return t != ig && t != in && t != ih && t != ir && t != ir + 1; };
     auto size_of = [&](real* p) {
         size_t o = p - base, nx = total;
@@ -5823,6 +5978,23 @@ static int mem_launch_plan(const MemCfg* m, int b, int fwd, int R, int xn, int n
     *sm = mem_smem_plan(&ms, b, fwd, room > xb ? room - xb : 0);
     return nt;
 }
+// memory_reads_kernel of one direction (the reads of every chunk at once: MemArgs.pG), unsplit, on the first-pass
+// scratches
+static void mem_reads_launch(MemArgs A, int bwd) {
+    A.pR = A.R;
+    A.R = 1;
+    A.chunks = A.pchunks;
+    static int smem = 0;  // shared memory per SM
+    if (!smem) cudaCheck(cudaDeviceGetAttribute(&smem, cudaDevAttrMaxSharedMemoryPerMultiprocessor, g_device));
+    int cps = A.pcps > 1 ? A.pcps : 1, nt = MEM_THREADS / cps;
+    size_t room = mem_smem_bytes(), per = (size_t)smem / cps;  // (less 3 KB per block, as mem_split_shape)
+    per = per > 3072 ? per - 3072 : 0;
+    A.sm = mem_smem_plan(&A.m, A.b, !bwd, room < per ? room : per);
+    size_t sb = mem_dyn_bytes(A.sm.floats, 1, 0);
+    cudaCheck(cudaFuncSetAttribute(memory_reads_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sb));
+    memory_reads_kernel<<<A.pblocks, nt, sb, g_stream>>>(A, bwd);
+    KCHECK("memory_reads");
+}
 static void mem_forward_launch(MemArgs A, int nbh) {
     if (A.m.lattice) {
         lattice_forward_kernel<<<nbh, lat_threads(A.m.d), 0, g_stream>>>(A);
@@ -5849,27 +6021,30 @@ static void mem_forward_launch(MemArgs A, int nbh) {
         return;
     }
     A.tc = mem_tc_of(A);
+    if (A.ver > 0 && A.ver < 3) A.pG = 0;  // (the reads apart: with the scratch plan of v3 and later)
     int nt = mem_launch_plan(&A.m, A.b, 1, A.R, A.xn, nbh, &A.sm);
     if (A.ver > 0 && A.ver < 3) A.sm.n = A.sm.floats = 0;  // (v2: the chunk scratch in global memory)
     size_t sb = mem_dyn_bytes(A.sm.floats, A.R, A.xn);
     cudaCheck(cudaFuncSetAttribute(memory_forward_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sb));
     mem_kernel_launch(memory_forward_kernel, A, A.R, nbh, sb, nt);
     KCHECK("memory_forward");
+    if (A.pG) mem_reads_launch(A, 0);  // the reads of every chunk, from the states just made
 }
-static void mem_backward_launch(MemArgs A, int nbh) {
+// (returns 1 when it ran with the reads apart: their pparts then go into memory_dbh_reduce_kernel's sums)
+static int mem_backward_launch(MemArgs A, int nbh) {
     if (A.m.lattice) {
         lattice_backward_kernel<<<nbh, lat_threads(A.m.d), 0, g_stream>>>(A);
         KCHECK("lattice_backward");
-        return;
+        return 0;
     }
     if (A.m.phistar) {
         phi_memory_backward_kernel<<<nbh, MEM_THREADS, 0, g_stream>>>(A, 0, A.nch, NULL, A.dbh);
         KCHECK("phi_memory_backward");
-        return;
+        return 0;
     }
     if (int wy = mem_wy_use(&A)) {
         mem_wy_launch(A, nbh, wy, 1);
-        return;
+        return 0;
     }
     if ((A.ver == 0 || A.ver >= 6) && mem_token6_ok(A)) {
         cudaCheck(cudaFuncSetAttribute(mem_token_backward_v6_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -5878,24 +6053,28 @@ static void mem_backward_launch(MemArgs A, int nbh) {
         KCHECK("mem_token_backward_v6");
         mem_token_reduce_v6_kernel<<<nblocks((size_t)A.B * A.T * A.D), NT, 0, g_stream>>>(A);
         KCHECK("mem_token_reduce_v6");
-        return;
+        return 0;
     }
     if ((A.ver == 0 || A.ver >= 4) && mem_token_ok(A)) {
         mem_token_backward_kernel<<<nbh, TOK_THREADS, 0, g_stream>>>(A);
         KCHECK("mem_token_backward");
-        return;
+        return 0;
     }
     A.tc = mem_tc_of(A);
+    if (A.ver > 0 && A.ver < 3) A.pdP = NULL, A.pG = 0;  // (the reads apart: with v3+'s scratch plan)
+    if (A.pdP) mem_reads_launch(A, 1);  // its first pass: the reads' part of every chunk
     int nt = mem_launch_plan(&A.m, A.b, 0, A.R, A.xn, nbh, &A.sm);
     if (A.ver > 0 && A.ver < 3) A.sm.n = A.sm.floats = 0;  // (v2: the chunk scratch in global memory)
     size_t sb = mem_dyn_bytes(A.sm.floats, A.R, A.xn);
     cudaCheck(cudaFuncSetAttribute(memory_backward_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sb));
     mem_kernel_launch(memory_backward_kernel, A, A.R, nbh, sb, nt);
     KCHECK("memory_backward");
+    return A.pdP != NULL;
 }
 // sum over the batch in a fixed order (a thread per element of P_0 and the LN affine)
+// (parts: memory_reads_kernel's G unit sums per sequence and head, (B, H, G, nP + 2d), added after each sequence's)
 __global__ void memory_dbh_reduce_kernel(real* dp0, real* dlng, real* dlnb, const real* dbh, int B, int H, int nP,
-                                         int d, int ln) {
+                                         int d, int ln, const real* parts, int G) {
     GRID_FOR(e, (size_t)H * (nP + 2 * d)) {
         int h = (int)(e / (nP + 2 * d)), i = (int)(e % (nP + 2 * d));
         real* dst = i < nP ? dp0 + (size_t)h * nP + i
@@ -5904,7 +6083,10 @@ __global__ void memory_dbh_reduce_kernel(real* dp0, real* dlng, real* dlnb, cons
                                            : dlnb + (size_t)h * d + (i - nP - d));
         if (!dst) continue;
         real acc = *dst;
-        for (int bb = 0; bb < B; bb++) acc += dbh[((size_t)bb * H + h) * (nP + 2 * d) + i];
+        for (int bb = 0; bb < B; bb++) {
+            acc += dbh[((size_t)bb * H + h) * (nP + 2 * d) + i];
+            for (int j = 0; j < G; j++) acc += parts[(((size_t)bb * H + h) * G + j) * (nP + 2 * d) + i];
+        }
         *dst = acc;
     }
 }
@@ -5934,6 +6116,11 @@ typedef struct {
     int mem_ck;
     int mem_R;  // the memory kernels' cluster split (MemArgs.R; g_mem_split where mem_split_ok, else 1)
     real *mem_Pw, *mem_Sw;
+    // the reads apart (mem_par_cfg; else NULL): per chunk dL/dP_s (dL/dS_s) through the reads, (B, H, nch, nP)
+    // each; the units' anchor and LN sums (B, H, mem_pG, nP + 2d); the first pass's chunk scratches (unsplit)
+    real *mem_pdP, *mem_pdS, *mem_pparts, *pchunk_memory;
+    MemChunkGpu* pchunks;
+    int mem_pG, mem_pblocks;
     real* mem_dbh;  // (B, H, nP + 2d) per-sequence gradients of P_0 and the memory LN, summed over B after
     // (L, B, H, T, TOK_AUX) the b = 1 token kernels' forward values for the backward, or NULL
     real* mem_aux;
@@ -6039,6 +6226,13 @@ static void model_free_acts(ModelGpu* M) {
     dfree(M->mem_Sw);
     M->mem_Pw = M->mem_Sw = NULL;
     dfree(M->mem_dbh);
+    dfree(M->mem_pdP);
+    dfree(M->mem_pdS);
+    dfree(M->mem_pparts);
+    dfree(M->pchunk_memory);
+    dfree(M->pchunks);
+    M->mem_pdP = M->mem_pdS = M->mem_pparts = M->pchunk_memory = NULL;
+    M->pchunks = NULL;
     dfree(M->mem_aux);
     dfree(M->mem_gpart);
     dfree(M->lat_scratch);
@@ -6165,6 +6359,19 @@ static void model_alloc_acts_gpu(ModelGpu* M, int B, int T) {
             g_mem_split, 8 * g_mem_split);
     MemCfg ms = mem_split_cfg(&M->mem, M->mem_R);
     M->chunks = mem_chunks_alloc(&ms, c->b, B * c->H * M->mem_R, &M->chunk_memory);
+    if (mem_par_cfg(&M->mem, c, ck, B, T, &M->mem_pG, &M->mem_pblocks)) {
+        size_t ns = (size_t)B * c->H * nchunks_gpu(M, T) * M->mem.nP;
+        M->mem_pdP = (real*)dmalloc(ns * sizeof(real));
+        if (mem_carries_S(&M->mem)) M->mem_pdS = (real*)dmalloc(ns * sizeof(real));
+        M->mem_pparts = (real*)dmalloc((size_t)B * c->H * M->mem_pG * (M->mem.nP + 2 * M->mem.d) * sizeof(real));
+        M->pchunks = mem_chunks_alloc(&M->mem, c->b, M->mem_pblocks, &M->pchunk_memory);
+        static int said_par = 0;
+        if (!said_par++ && g_rank == 0)
+            printf(
+                "memory: the reads of every chunk apart from the chain, on %d blocks of %d threads (%d ranges of "
+                "chunks per (sequence, head); MIRAS_MEM_PAR=1)\n",
+                M->mem_pblocks, MEM_THREADS / g_mem_par_ctas, M->mem_pG);
+    }
     M->inputs = (int*)dmalloc(N * sizeof(int));
     M->targets = (int*)dmalloc(N * sizeof(int));
     M->h_inputs = (int*)xmalloc(N * sizeof(int));
@@ -6271,6 +6478,13 @@ static MemArgs mem_args(ModelGpu* M, int l) {
     A.dgeta = g->geta + oG;
     A.dgdel = g->gdel + oG;
     A.dbh = M->mem_dbh;
+    A.pdP = M->mem_pdP;
+    A.pdS = M->mem_pdS;
+    A.pparts = M->mem_pparts;
+    A.pchunks = M->pchunks;
+    A.pG = M->mem_pG;
+    A.pblocks = M->mem_pblocks;
+    A.pcps = g_mem_par_ctas;
     A.aux = M->mem_aux ? M->mem_aux + (size_t)l * N * H * TOK_AUX : NULL;
     A.gpart = M->mem_gpart;
     A.lat = M->lat_scratch;
@@ -6307,12 +6521,13 @@ static void memory_backward_gpu(ModelGpu* M, int l) {
     MemArgs A = mem_args(M, l);
     const Config* c = &M->cfg;
     int H = c->H, d = M->mem.d, nP = M->mem.nP;
-    mem_backward_launch(A, M->B * H);
+    int par = mem_backward_launch(A, M->B * H);
     if (M->mem.lattice) return;  // Lattice: S_0 = I is fixed (no P_0, no LN)
     size_t ml = M->hm->mlayer[l];  // in the memory-only parameter tensors
     memory_dbh_reduce_kernel<<<nblocks((size_t)H * (nP + 2 * d)), NT, 0, g_stream>>>(
         M->grads.mem_p0 + ml * H * nP, M->mem.ln ? M->grads.mem_ln_g + ml * H * d : NULL,
-        M->mem.ln ? M->grads.mem_ln_b + ml * H * d : NULL, M->mem_dbh, M->B, H, nP, d, M->mem.ln);
+        M->mem.ln ? M->grads.mem_ln_b + ml * H * d : NULL, M->mem_dbh, M->B, H, nP, d, M->mem.ln,
+        par ? M->mem_pparts : NULL, par ? M->mem_pG : 0);
     KCHECK("memory_dbh_reduce");
 }
 
@@ -7345,7 +7560,7 @@ static void mac_layer_backward_gpu(ModelGpu* M, int l) {
         KCHECK("mac_carry_add");
         memory_dbh_reduce_kernel<<<nblocks((size_t)H * (nP + 2 * d)), NT, 0, g_stream>>>(
             dp->mem_p0 + (size_t)l * H * nP, A.m.ln ? dp->mem_ln_g + (size_t)l * H * d : NULL,
-            A.m.ln ? dp->mem_ln_b + (size_t)l * H * d : NULL, M->mem_dbh, B, H, nP, d, A.m.ln);
+            A.m.ln ? dp->mem_ln_b + (size_t)l * H * d : NULL, M->mem_dbh, B, H, nP, d, A.m.ln, NULL, 0);
         KCHECK("memory_dbh_reduce");
     }
     // the u sequence: the attention's q, k, v; the memory's q for h; P's keys and values

@@ -69,6 +69,7 @@ mfu=$(awk -v p="$params" -v t="$tps" -v pk="$peak" -v d=$d -v dm=$dm -v H=$H -v 
 echo "device: $dev"
 echo "model: $PRESET V=$V D=$D L=$L H=$H E=$E $params params; B=$B T=$T, $plabel dense products"
 echo "train_miras_cu: $tps tok/s ($ms ms/step, median of steps 2..$steps, incl. AdamW), MFU $mfu"
+grep -E "^memory" $log | sort -u   # (how the memory kernels ran: the split, the reads apart, the kept states)
 # decode latency (DECODE=0 skips): the same model at B = 1 after one training step at T = 64, 256 sampled tokens;
 # train_miras_cu times the decoder step alone (one token through every layer, its logits on the host) and prints
 # its floor: the bytes of the weights (as the products read them: fp32, bf16 with prec 2) and memory states one token

@@ -23,7 +23,7 @@ trap finish EXIT
 left() { echo $((BUDGET - (SECONDS - S))); }
 step() { local t=$1; shift; local l; l=$(left); [ "$l" -gt 5 ] || { say "skipped (no time): $*"; return 1; }; [ "$t" -lt "$l" ] || t=$l; timeout "$t" "$@"; }
 export DECODE=0  # bench_gpu.sh's decode latency: once, for titans, below
-PARTS=" ${PARTS:-1 2 3 4 5 6 7} "  # the numbered parts below to run (e.g. PARTS="1 3 6"; parts 0, 8 and 9 only when named)
+PARTS=" ${PARTS:-1 2 3 4 5 6 7} "  # the numbered parts below to run (e.g. PARTS="1 3 6"; parts 0, 8, 9, 10 only when named)
 part() { case "$PARTS" in *" $1 "*) return 0;; *) return 1;; esac; }
 say "$(nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader) | $(nvcc --version | tail -n 1)"
 
@@ -43,6 +43,21 @@ if part 1; then
 JOBS=8 step 200 bash dev/test_gpu.sh > "$W/test_gpu.log" 2>&1
 say "make test_gpu (rc $?): $(tail -n 1 "$W/test_gpu.log")"
 grep -E "^FAIL" "$W/test_gpu.log" | head -n 12 | while read -r l; do say "  $l"; done
+fi
+
+# 10. (prepared 2026-11-28, emulator only) the reads of every chunk apart from the chain (MIRAS_MEM_PAR=1: the
+# forward's reads and the backward's reads part in memory_reads_kernel over all chunks at once, the sequential
+# kernels without them): titans' whole step with 1, 2 and 4 of its blocks per SM, beside the default; then the other
+# deep presets with 2 (memlab_notes "The reads apart from the chain")
+if part 10; then
+r=$(PRESET=titans REF=0 step 60 bash dev/bench_gpu.sh 4 4096 4 2 2>&1 | tee -a "$W/bench_par.log" | grep -E "^train_miras_cu|failed")
+say "titans (one pass): ${r:-no result (see bench_par.log)}"
+for c in 1 2 4; do
+    r=$(export MIRAS_MEM_PAR=1 MIRAS_MEM_PAR_CTAS=$c; PRESET=titans REF=0 step 60 bash dev/bench_gpu.sh 4 4096 4 2 2>&1 | tee -a "$W/bench_par.log" | grep -E "^train_miras_cu|^memory: the reads|failed")
+    say "titans MIRAS_MEM_PAR=1 MIRAS_MEM_PAR_CTAS=$c: $(echo ${r:-no result (see bench_par.log)})"; done
+for p in ttt_mlp yaad moneta memora; do
+    r=$(export MIRAS_MEM_PAR=1; PRESET=$p REF=0 step 60 bash dev/bench_gpu.sh 4 4096 4 2 2>&1 | tee -a "$W/bench_par.log" | grep -E "^train_miras_cu|failed")
+    say "$p MIRAS_MEM_PAR=1: ${r:-no result (see bench_par.log)}"; done
 fi
 
 # 2. thread block clusters: the emulator's model of them (dev/cuda/cluster_check.cu) against the GPU

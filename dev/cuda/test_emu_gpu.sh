@@ -17,7 +17,7 @@
 set -u
 cd "$(dirname "$0")/../.."
 for t in g++ python3; do
-    command -v $t >/dev/null || { echo "# 187 check(s) skipped: no $t (the emulator build needs g++ and python3)"; echo "0 passed, 0 failed"; exit 0; }
+    command -v $t >/dev/null || { echo "# 193 check(s) skipped: no $t (the emulator build needs g++ and python3)"; echo "0 passed, 0 failed"; exit 0; }
 done
 if ! bash dev/cuda/emu_build.sh >build/emu_build.log 2>&1; then
     echo "not ok - the emulator build of train_miras.cu failed: $(tail -n 3 build/emu_build.log)"; echo "0 passed, 1 failed"; exit 1
@@ -30,15 +30,16 @@ log2=build/test_emu_gpu_2.log
 # decoder kernels split alike); it must say that it split, in training and in both decodings (else one failure more:
 # the checks would pass on the plain kernels); and syn_split_omega, titans with the omega window (c = 6 over chunks
 # of 4: the halo spans two chunks) split alike, whose recurrent step re-takes the halo's gradients per CTA slice (5
-# checks). Two small inputs on one core: they run beside the fixtures' checks below (which take the other cores), not
-# after them
+# checks), syn_split also with the reads apart from the chain (MIRAS_MEM_PAR=1 at 4 CTAs: 3 checks; moneta, in the
+# fixtures' run, unsplit: 3). Two small inputs on one core: they run beside the fixtures' checks below (which take the
+# other cores), not after them
 rm -f build/gpu_test/{log,dec,decc}_syn_split{,_omega}.txt
 MIRAS_MEM_SPLIT=4 GPU_BIN=build/emu/train_miras_emu SYNTH=1 JOBS=1 OMP_NUM_THREADS=1 ONLY='^(syn_split|syn_split_omega)$' \
-    BF16='^$' CKPT='^syn_split$' CKPT_ENVS="MIRAS_MEM_CKPT=2" bash dev/test_gpu.sh > $log2 2>&1 &
+    BF16='^$' CKPT='^syn_split$' CKPT_ENVS="MIRAS_MEM_CKPT=2" PAR='^syn_split$' bash dev/test_gpu.sh > $log2 2>&1 &
 split_pid=$!
 MIRAS_MEM_SPLIT=1 GPU_BIN=build/emu/train_miras_emu SYNTH=0 JOBS=${JOBS:-$(nproc)} \
     ONLY='^(moneta|memora|mal|mag|mag_gdn|mac|mac_moneta|mac_memora_cw|mac_yaad_cw|mac_muon_gated|mac_muonc|mac_omeganet|mac_omega_lin|mac_lattice|mac_dot|mac_dot_lin|mal_omeganet|mal_lattice|mag_lattice_sim|mal_dot|mag_dt|transformer|omega_gd|omega_mom|omega_linear|poly_linear|poly_mom|omeganet|muon_linear|muonc_linear|gated_gd|gated_mom|gated_chunk|deep_transformer|dot|dot_linear|dot_bound|dt_bound)$' \
-    BF16='^(transformer|mag|omeganet|gated_mom)$' CKPT='^(omega_mom|omeganet|gated_mom)$' CKPT_ENVS="MIRAS_MEM_CKPT=2 EMU_MEM_FREE=1" \
+    BF16='^(transformer|mag|omeganet|gated_mom)$' CKPT='^(omega_mom|omeganet|gated_mom)$' CKPT_ENVS="MIRAS_MEM_CKPT=2 EMU_MEM_FREE=1" PAR='^moneta$' \
     bash dev/test_gpu.sh > $log 2>&1
 wait $split_pid
 head -n -1 $log; head -n -1 $log2
