@@ -39,8 +39,9 @@ CKPT_ENVS=${CKPT_ENVS:-MIRAS_MEM_CKPT=3}
 WY=${WY:-'^(syn_deltanet|syn_gdn_t150)$'}
 # the inputs also run with the reads of every chunk apart from the chain (MIRAS_MEM_PAR=1: the forward's reads and
 # the backward's reads part for all chunks at once, the chains without them): the same fp32 checks against the CPU
-# dump, and it must say that it ran so (else 3 failures: the checks would pass on the one-pass kernels)
-PAR=${PAR:-'^(titans|titans_anchor|ttt_mlp|yaad|moneta_anchor|memora|memora_cw|gated_mom|gated_chunk|poly_mom|deep_noln|syn_titans_d64|syn_split|syn_memora|syn_gated_cw|syn_yaad_cw)$'}
+# dump, and bf16's where BF16 matches, and it must say that it ran so (else 3 failures: the checks would pass on the
+# one-pass kernels)
+PAR=${PAR:-'^(titans|titans_anchor|titans_H|ttt_mlp|yaad|yaad_cw|moneta_anchor|moneta_cw|memora|memora_cw|gated_mom|poly_mom|deep_noln|mal|mag|hybrid_asm|gated_deltanet|syn_titans_d64|syn_split|syn_memora|syn_moneta_cw|syn_gated_cw|syn_yaad_cw)$'}
 # the inputs whose decoding is checked again with MIRAS_DECODE_CHUNK=1 (the partial chunk re-run for every token,
 # decoder_memory_kernel) beside the default recurrent step (decoder_recurrent_kernel): both against the parallel
 # forward, and each must say which it ran (else a failure: both checks could have run the same decoder)
@@ -189,18 +190,23 @@ check() {
             else pass=$((pass + $(echo "$last" | awk '{print $1}'))); fail=$((fail + $(echo "$last" | awk '{print $3}'))); fi
         done
     fi
-    if echo "$name" | grep -Eq -- "$PAR"; then   # the reads apart from the chain (3 checks)
-        if ! MIRAS_MEM_PAR=1 "$GPU" -J "$f" -O "$out/gpu_par_$name.bin" >"$out/gpu_par_$name.out" 2>"$out/gpu_par_$name.err"; then
-            echo "FAIL - $name: MIRAS_MEM_PAR=1: $GPU -J failed: $(head -n 1 "$out/gpu_par_$name.err")"; fail=$((fail + 3))
-        elif ! grep -q "^memory: the reads of every chunk apart from the chain" "$out/gpu_par_$name.out"; then   # (not vacuous)
-            echo "FAIL - $name: MIRAS_MEM_PAR=1 did not take the reads apart"; fail=$((fail + 3))
-        else
-            res=$(./test_miras --compare "$name (reads apart)" "$out/cpu_$name.bin" "$out/gpu_par_$name.bin" "$f" 2>&1)
+    if echo "$name" | grep -Eq -- "$PAR"; then   # the reads apart from the chain (3 checks; bf16 3 more where BF16 matches)
+        for prec in fp32 bf16; do
+            fl=""; [ "$prec" = bf16 ] && fl="-f 2"
+            [ -n "$fl" ] && { echo "$name" | grep -Eq -- "$BF16" && ! echo "$name" | grep -Eq -- "$NOBF16" || continue; }
+            if ! MIRAS_MEM_PAR=1 "$GPU" $fl -J "$f" -O "$out/gpu_par_$name.bin" >"$out/gpu_par_$name.out" 2>"$out/gpu_par_$name.err"; then
+                echo "FAIL - $name: MIRAS_MEM_PAR=1 $fl: $GPU -J failed: $(head -n 1 "$out/gpu_par_$name.err")"; fail=$((fail + 3)); continue
+            fi
+            if ! grep -q "^memory: the reads of every chunk apart from the chain" "$out/gpu_par_$name.out"; then   # (not vacuous)
+                echo "FAIL - $name: MIRAS_MEM_PAR=1 $fl did not take the reads apart"; fail=$((fail + 3)); continue
+            fi
+            if [ -z "$fl" ]; then res=$(./test_miras --compare "$name (reads apart)" "$out/cpu_$name.bin" "$out/gpu_par_$name.bin" "$f" 2>&1)
+            else res=$(./test_miras --compare-bf16 "$name (reads apart)" "$f" "$out/cpu_$name.bin" "$out/gpu_par_$name.bin" 2>&1); fi
             printf '%s\n' "$res" | grep -E '^(ok|FAIL)|^    .* FAIL$'
             last=$(printf '%s\n' "$res" | grep -E '^[0-9]+ passed, [0-9]+ failed' | tail -n 1)
             if [ -z "$last" ]; then echo "FAIL - $name: test_miras (reads apart) printed no summary"; fail=$((fail + 1))
             else pass=$((pass + $(echo "$last" | awk '{print $1}'))); fail=$((fail + $(echo "$last" | awk '{print $3}'))); fi
-        fi
+        done
     fi
     if echo "$name" | grep -Eq -- "$BF16" && ! echo "$name" | grep -Eq -- "$NOBF16"; then
         if ! "$GPU" -f 2 -J "$f" -O "$out/gpu_bf16_$name.bin" 2>"$out/gpu_bf16_$name.err"; then

@@ -45,21 +45,6 @@ say "make test_gpu (rc $?): $(tail -n 1 "$W/test_gpu.log")"
 grep -E "^FAIL" "$W/test_gpu.log" | head -n 12 | while read -r l; do say "  $l"; done
 fi
 
-# 10. (prepared 2026-11-28, emulator only) the reads of every chunk apart from the chain (MIRAS_MEM_PAR=1: the
-# forward's reads and the backward's reads part in memory_reads_kernel over all chunks at once, the sequential
-# kernels without them): titans' whole step with 1, 2 and 4 of its blocks per SM, beside the default; then the other
-# deep presets with 2 (memlab_notes "The reads apart from the chain")
-if part 10; then
-r=$(PRESET=titans REF=0 step 60 bash dev/bench_gpu.sh 4 4096 4 2 2>&1 | tee -a "$W/bench_par.log" | grep -E "^train_miras_cu|failed")
-say "titans (one pass): ${r:-no result (see bench_par.log)}"
-for c in 1 2 4; do
-    r=$(export MIRAS_MEM_PAR=1 MIRAS_MEM_PAR_CTAS=$c; PRESET=titans REF=0 step 60 bash dev/bench_gpu.sh 4 4096 4 2 2>&1 | tee -a "$W/bench_par.log" | grep -E "^train_miras_cu|^memory: the reads|failed")
-    say "titans MIRAS_MEM_PAR=1 MIRAS_MEM_PAR_CTAS=$c: $(echo ${r:-no result (see bench_par.log)})"; done
-for p in ttt_mlp yaad moneta memora; do
-    r=$(export MIRAS_MEM_PAR=1; PRESET=$p REF=0 step 60 bash dev/bench_gpu.sh 4 4096 4 2 2>&1 | tee -a "$W/bench_par.log" | grep -E "^train_miras_cu|failed")
-    say "$p MIRAS_MEM_PAR=1: ${r:-no result (see bench_par.log)}"; done
-fi
-
 # 2. thread block clusters: the emulator's model of them (dev/cuda/cluster_check.cu) against the GPU
 if part 2; then
 for a in "-C 4 -n 300 -g 3" "-C 2 -n 33 -g 2" "-C 8 -n 5 -g 1" "-C 4 -n 4096 -g 132"; do
@@ -122,8 +107,6 @@ for p in titans gated_deltanet deltanet linear_attn ttt_mlp yaad moneta memora l
 say "t = $((SECONDS - S)) s"
 fi
 
-# 5. titans, 100M: -f 0 (3xTF32 memory products), B = 8 (the chunk-start states checkpointed: the trainer prints the
-# ck it chose) and B = 4 with ck = 8 forced; then decode at B = 1 next to its floor
 # random GPT-2 tokens as an llm.c shard (build/rand_train_000000.bin, N tokens) for parts 5, 7 and 9
 rand_shard() {
 python3 - build/rand_train_000000.bin "$1" <<'PY'
@@ -134,6 +117,35 @@ with open(path, "wb") as f:
     f.write(struct.pack("<256i", *h)); f.write(struct.pack("<%dH" % n, *[random.randrange(50257) for _ in range(n)]))
 PY
 }
+
+# 10. (prepared 2026-11-28, emulator only) the reads of every chunk apart from the chain (MIRAS_MEM_PAR=1: the
+# forward's reads and the backward's reads part in memory_reads_kernel over all chunks at once, the sequential
+# kernels without them): titans' whole step with 1, 2 and 4 of its blocks per SM, beside the default; ncu's duration
+# of each memory kernel launch of one step (8 layers' forward, then the backward of layer 7), one pass and with it;
+# then the other deep presets with it (memlab_notes "The reads apart from the chain")
+if part 10; then
+r=$(PRESET=titans REF=0 step 60 bash dev/bench_gpu.sh 4 4096 4 2 2>&1 | tee -a "$W/bench_par.log" | grep -E "^train_miras_cu|failed")
+say "titans (one pass): ${r:-no result (see bench_par.log)}"
+for c in 1 2 4; do
+    r=$(export MIRAS_MEM_PAR=1 MIRAS_MEM_PAR_CTAS=$c; PRESET=titans REF=0 step 60 bash dev/bench_gpu.sh 4 4096 4 2 2>&1 | tee -a "$W/bench_par.log" | grep -E "^train_miras_cu|^memory: the reads|failed")
+    say "titans MIRAS_MEM_PAR=1 MIRAS_MEM_PAR_CTAS=$c: $(echo ${r:-no result (see bench_par.log)})"; done
+[ -f build/rand_train_000000.bin ] || rand_shard $((8 * 4096 + 1))
+for e in "MIRAS_MEM_PAR=0 x=10" "MIRAS_MEM_PAR=1 x=18"; do
+    n=${e##*x=}
+    (export ${e% x=*}; step 90 ncu --clock-control none --metrics gpu__time_duration.sum --csv --page raw -k "regex:memory_(forward|reads|backward)_kernel" \
+        --launch-count $n --log-file "$W/ncu_par_$n.csv" ./train_miras_cu -p titans -V 50257 -D 768 -L 8 -H 12 -E 4 \
+        -b 4 -t 4096 -x 1 -u 1 -v 0 -g 0 -n 0 -f 2 -i "build/rand_train_*.bin" -j none -z none -o build/par_prof \
+        > "$W/ncu_par_$n.log" 2>&1)
+    say "memory kernels of one titans step, ${e% x=*} (rc $?; ms per launch, in order):"
+    python3 dev/cuda/ncu_kernels.py "$W/ncu_par_$n.csv" 1 --each 2>&1 | tail -n $((n + 1)) | while read -r l; do say "  $l"; done
+done
+for p in ttt_mlp yaad moneta memora; do
+    r=$(export MIRAS_MEM_PAR=1; PRESET=$p REF=0 step 60 bash dev/bench_gpu.sh 4 4096 4 2 2>&1 | tee -a "$W/bench_par.log" | grep -E "^train_miras_cu|failed")
+    say "$p MIRAS_MEM_PAR=1: ${r:-no result (see bench_par.log)}"; done
+fi
+
+# 5. titans, 100M: -f 0 (3xTF32 memory products), B = 8 (the chunk-start states checkpointed: the trainer prints the
+# ck it chose) and B = 4 with ck = 8 forced; then decode at B = 1 next to its floor
 if part 5; then
 rand_shard $((6 * 8 * 4096 + 1))
 for cfg in "0 4 auto" "2 8 auto" "2 4 8"; do set -- $cfg
