@@ -31,6 +31,7 @@ differently; the tests compare norm-relative errors).
 #include <cuda_bf16.h>
 #include <cooperative_groups.h>
 #include <cuda_profiler_api.h>
+#include <algorithm>
 #include <vector>
 #ifdef USE_MPI
 #include <nccl.h>  // data parallel (make train_miras_cu USE_MPI=1): ncclAllReduce of the gradients, MPI launches
@@ -101,8 +102,9 @@ static int g_mem_wy = 0;  // MIRAS_MEM_WY=1 / 2 / 3: the b = 1 delta rule in WY 
 // and their part of the backward, at once; mem_par_cfg). Off until timed on a GPU (dev/cuda/memlab_notes.md, "The
 // reads apart from the chain")
 static int g_mem_par = 0;
-static int g_mem_par_ctas =
-    2;  // MIRAS_MEM_PAR_CTAS=1, 2, 4: memory_reads_kernel's blocks per SM (MEM_THREADS / that each)
+// MIRAS_MEM_PAR_CTAS=1, 2, 4: memory_reads_kernel's blocks per SM (MEM_THREADS / that many threads each)
+static int g_mem_par_ctas = 2;
+static int g_mem_par_state = 1;  // MIRAS_MEM_PAR_STATE=0: the chains' chunk-start state stays in global memory
 typedef __nv_bfloat16 bf16;
 static real* g_ones;
 static size_t g_ones_n;  // a vector of ones: column sums as cuBLAS gemv
@@ -165,6 +167,7 @@ static void gpu_init(int prec) {
         if (g_mem_par != 0 && g_mem_par != 1)
             DIE("MIRAS_MEM_PAR=1 (the memory's reads apart from the chain) or 0", "unknown MIRAS_MEM_PAR=%s", s);
     }
+    if ((s = getenv("MIRAS_MEM_PAR_STATE"))) g_mem_par_state = atoi(s) != 0;
     if ((s = getenv("MIRAS_MEM_PAR_CTAS"))) {
         g_mem_par_ctas = atoi(s);
         if (g_mem_par_ctas != 1 && g_mem_par_ctas != 2 && g_mem_par_ctas != 4)
@@ -1153,6 +1156,7 @@ struct MemChunkGpu : MemChunk {
     // MemCfg); the exchange buffer in dynamic shared memory (two halves of xn floats, used in turn: cl_reduce)
     real *p0s, *xch;
     real* rowv;  // (2 max(dm, d)): the split's per-row values (Memora's softmax over rows that span the slices)
+    real* Ps;  // (nP): the chains' copy of the chunk-start state, in shared memory where it fits (MemSmem.ps)
     int R, xt, xn;  // CTAs per (sequence, head) (1: no split); the half in use; floats per half
     int noread;  // the chain with the reads apart (MemArgs.pG, pdP): the reads and their backward are skipped
 };
@@ -1177,9 +1181,11 @@ static size_t memchunk_carve_in_gpu(MemChunkGpu* c, real* base, int b, int d, in
     c->p0s = p ? p + 2 * nn + nm + nk + nb + nc : NULL;
     c->xch = NULL;
     c->rowv = p ? p + 2 * nn + nm + nk + nb + nc + carve_al(nP) : NULL;
+    size_t nr = carve_al(2 * (size_t)(dm > d ? dm : d));
+    c->Ps = p ? p + 2 * nn + nm + nk + nb + nc + carve_al(nP) + nr : NULL;
     c->R = 1;
     c->xt = c->xn = c->noread = 0;
-    return n + 2 * nn + nm + nk + nb + nc + carve_al(nP) + carve_al(2 * (size_t)(dm > d ? dm : d));
+    return n + 2 * nn + nm + nk + nb + nc + 2 * carve_al(nP) + nr;
 }
 static size_t __attribute__((unused)) memchunk_carve_gpu(MemChunkGpu* c, real* base, int b, int d, int dm, int nP) {
     return memchunk_carve_in_gpu(c, base, b, d, d, dm, nP);  // (dev/cuda/memlab.cu's)
@@ -3379,6 +3385,7 @@ MEMFN void mem_step_backward_gpu(const MemCfg* m, MemChunkGpu* c, int n, const r
 #define MEM_SMEM_SLOTS 72
 struct MemSmem {
     int n, floats;
+    int ps;  // the plan holds MemChunkGpu.Ps (the chains with the reads apart copy their chunk-start state there)
     short slot[MEM_SMEM_SLOTS];
     int off[MEM_SMEM_SLOTS];
 };
@@ -3668,7 +3675,12 @@ __global__ void __launch_bounds__(MEM_THREADS) memory_forward_kernel(MemArgs A) 
     for (int ch = 0; ch < nch - par; ch++) {  // (without its reads the last chunk has nothing to do)
         int t0 = ch * b, n = T - t0 < b ? T - t0 : b, last = ch == nch - 1;
         int nh = mem_load_chunk_gpu(&c, &A, bb, h, t0, n);  // omega's halo rows
-        mem_step_forward_gpu(&m, &c, nh + n, mem_state_gpu(P, Pw, ch, ck, nP), mem_state_gpu(S, Sw, ch, ck, nP),
+        real* Pc = mem_state_gpu(P, Pw, ch, ck, nP);
+        if (A.sm.ps) {  // (the reads apart: the state's copy in shared memory, for the chunk's products)
+            block_copy(c.Ps, Pc, nPr);
+            Pc = c.Ps;
+        }
+        mem_step_forward_gpu(&m, &c, nh + n, Pc, mem_state_gpu(S, Sw, ch, ck, nP),
                              last ? NULL : mem_state_gpu(P, Pw, ch + 1, ck, nP),
                              last ? NULL : mem_state_gpu(S, Sw, ch + 1, ck, nP), lng, lnb);
         if (r == 0 && !par)
@@ -3724,6 +3736,10 @@ __global__ void __launch_bounds__(MEM_THREADS) memory_backward_kernel(MemArgs A)
         else {
             if (m.omega > 1 || m.poly) block_zero(c.dy, (size_t)nh * d);
             gather_rows_gpu(c.dy + (size_t)nh * d, A.dy, bb, h, t0, n, T, A.H, d);
+        }
+        if (A.sm.ps) {  // (the reads apart: the state's copy in shared memory, for the chunk's products)
+            block_copy(c.Ps, Pc, nPr);
+            Pc = c.Ps;
         }
         mem_step_backward_gpu(&m, &c, nh + n, c.dy, Pc, Sc, dPn, dSn, dPs, dSs, lng, lnb);
         if (par) {  // dL/dP_s (dL/dS_s) += the reads' part, memory_reads_kernel's (this CTA's slice)
@@ -5726,7 +5742,9 @@ static int mem_token_ok(const MemArgs& A) {
 // saved as one range, grad0..grad0+ngrad).
 static_assert(offsetof(MemChunk, nh) % sizeof(real*) == 0 && offsetof(MemChunk, wc) < offsetof(MemChunk, nh) + 8,
               "mem_smem_plan: nh and wc share one pointer slot");
-static MemSmem mem_smem_plan(const MemCfg* m, int b, int fwd, size_t bytes) {
+// (noread: the plan of a chain with the reads apart (MemChunkGpu.noread): without the arrays only the reads use,
+// and with Ps, the copy of the chunk-start state, last, where it still fits)
+static MemSmem mem_smem_plan(const MemCfg* m, int b, int fwd, size_t bytes, int noread = 0) {
     MemChunkGpu c;
     memset(&c, 0, sizeof c);  // (the slots the carve does not set, e.g. muon's, are NULL)
     real* base = (real*)(uintptr_t)4096;  // a stand-in base address: only offsets matter
@@ -5762,6 +5780,16 @@ static MemSmem mem_smem_plan(const MemCfg* m, int b, int fwd, size_t bytes) {
     for (int f : {SL(zk), SL(hk), SL(g2), SL(gk), SL(tk), SL(zq), SL(hq), SL(tq), SL(xw1), SL(xs1)}) order.push_back(f);
     if (m->anchor) order.push_back(SL(xa1));
     if (!fwd) order.push_back(SL(nm1));
+    if (noread) {  // (an array left out stays in the chunk's global scratch: the same results, only slower)
+        int rd[] = {SL(rq),  SL(xx1), SL(xx2), SL(xw2), SL(xs2), SL(nq),  SL(y),
+                    SL(xa2), SL(zq),  SL(hq),  SL(tq),  SL(xw1), SL(xs1), SL(xa1)};
+        std::vector<int> keep;
+        for (int f : order)
+            if (std::find(std::begin(rd), std::end(rd), f) == std::end(rd)) keep.push_back(f);
+        order = keep;
+        if (g_mem_par_state) order.push_back(SL(Ps));
+    }
+    int ips = SL(Ps);
 #undef SL
     MemSmem sm;
     memset(&sm, 0, sizeof sm);
@@ -5795,6 +5823,7 @@ static MemSmem mem_smem_plan(const MemCfg* m, int b, int fwd, size_t bytes) {
         used = at + need;
     }
     sm.floats = (int)used;
+    for (int i = 0; i < sm.n; i++) sm.ps |= sm.slot[i] == ips;
     return sm;
 }
 // The launches (the trainer's and the kernel lab's). Versions: 2 register-tiled products, chunk scratch in
@@ -5971,12 +6000,18 @@ static void mem_wy_launch(const MemArgs& A, int nbh, int wy, int bwd) {
 // The shared-memory plan of a generic memory kernel's chunk scratch (fwd: the forward's arrays; mem_smem_plan) over
 // nbh (sequence, head)s, split over R CTAs each (R = 1: none): the slice's arrays in the room that the exchange buffer
 // (2 xn floats, 16-byte aligned) leaves; returns the threads per block (mem_split_shape)
-static int mem_launch_plan(const MemCfg* m, int b, int fwd, int R, int xn, int nbh, MemSmem* sm) {
+static int mem_launch_plan(const MemCfg* m, int b, int fwd, int R, int xn, int nbh, MemSmem* sm, int noread = 0) {
     MemCfg ms = mem_split_cfg(m, R > 1 ? R : 1);
     size_t room = mem_smem_bytes(), xb = R > 1 ? 2 * (size_t)xn * sizeof(real) + 16 : 0;
     int nt = R > 1 ? mem_split_shape(nbh, R, &room) : MEM_THREADS;
-    *sm = mem_smem_plan(&ms, b, fwd, room > xb ? room - xb : 0);
+    *sm = mem_smem_plan(&ms, b, fwd, room > xb ? room - xb : 0, noread);
     return nt;
+}
+static void mem_say_ps(const MemSmem& sm, const char* dir) {  // (once per direction)
+    static int said[2];
+    int k = dir[0] == 'b';
+    if (sm.ps && !said[k]++ && g_rank == 0)
+        printf("memory: the %s chain's chunk-start state in shared memory (MIRAS_MEM_PAR_STATE=0: not)\n", dir);
 }
 // memory_reads_kernel of one direction (the reads of every chunk at once: MemArgs.pG), unsplit, on the first-pass
 // scratches
@@ -6022,7 +6057,8 @@ static void mem_forward_launch(MemArgs A, int nbh) {
     }
     A.tc = mem_tc_of(A);
     if (A.ver > 0 && A.ver < 3) A.pG = 0;  // (the reads apart: with the scratch plan of v3 and later)
-    int nt = mem_launch_plan(&A.m, A.b, 1, A.R, A.xn, nbh, &A.sm);
+    int nt = mem_launch_plan(&A.m, A.b, 1, A.R, A.xn, nbh, &A.sm, A.pG > 0);
+    mem_say_ps(A.sm, "forward");
     if (A.ver > 0 && A.ver < 3) A.sm.n = A.sm.floats = 0;  // (v2: the chunk scratch in global memory)
     size_t sb = mem_dyn_bytes(A.sm.floats, A.R, A.xn);
     cudaCheck(cudaFuncSetAttribute(memory_forward_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sb));
@@ -6063,7 +6099,8 @@ static int mem_backward_launch(MemArgs A, int nbh) {
     A.tc = mem_tc_of(A);
     if (A.ver > 0 && A.ver < 3) A.pdP = NULL, A.pG = 0;  // (the reads apart: with v3+'s scratch plan)
     if (A.pdP) mem_reads_launch(A, 1);  // its first pass: the reads' part of every chunk
-    int nt = mem_launch_plan(&A.m, A.b, 0, A.R, A.xn, nbh, &A.sm);
+    int nt = mem_launch_plan(&A.m, A.b, 0, A.R, A.xn, nbh, &A.sm, A.pdP != NULL);
+    mem_say_ps(A.sm, "backward");
     if (A.ver > 0 && A.ver < 3) A.sm.n = A.sm.floats = 0;  // (v2: the chunk scratch in global memory)
     size_t sb = mem_dyn_bytes(A.sm.floats, A.R, A.xn);
     cudaCheck(cudaFuncSetAttribute(memory_backward_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sb));
