@@ -5865,12 +5865,17 @@ static int mem_split_xn(const MemCfg* m, int b) {
 // wave. With nbh R CTAs on nsm SMs that takes c = ceil(nbh R / nsm) CTAs per SM (1, 2 or 4), each of MEM_THREADS / c
 // threads (at most 128 registers each: a CTA of 512 fills an SM's registers) and 1/c of the SM's shared memory
 // (*bytes: the dynamic part). MIRAS_MEM_THREADS=N overrides the threads (for the emulator's checks of 128 and 256).
+// The dynamic shared memory of each of c CTAs on one SM: its share, less 3 KB for the 1 KB reserved per CTA and its
+// static shared memory (MemChunkGpu, MemCfg)
+static size_t mem_smem_per_cta(int c) {
+    static int smem = 0;  // shared memory per SM (H100, H200: 228 KB)
+    if (!smem) cudaCheck(cudaDeviceGetAttribute(&smem, cudaDevAttrMaxSharedMemoryPerMultiprocessor, g_device));
+    size_t per = (size_t)smem / c;
+    return per > 3072 ? per - 3072 : 0;
+}
 static int mem_split_shape(int nbh, int R, size_t* bytes) {
-    static int nsm = 0, smem = 0;  // SMs; shared memory per SM (H100, H200: 228 KB)
-    if (!nsm) {
-        cudaCheck(cudaDeviceGetAttribute(&nsm, cudaDevAttrMultiProcessorCount, g_device));
-        cudaCheck(cudaDeviceGetAttribute(&smem, cudaDevAttrMaxSharedMemoryPerMultiprocessor, g_device));
-    }
+    static int nsm = 0;  // SMs
+    if (!nsm) cudaCheck(cudaDeviceGetAttribute(&nsm, cudaDevAttrMultiProcessorCount, g_device));
     int c = 1;
     while (c < 4 && (size_t)nbh * R > (size_t)c * nsm) c *= 2;
     int nt = MEM_THREADS / c;
@@ -5882,8 +5887,7 @@ static int mem_split_shape(int nbh, int R, size_t* bytes) {
                 "bad MIRAS_MEM_THREADS=%s", s);
         c = MEM_THREADS / nt;
     }
-    size_t per = (size_t)smem / c;  // less 1 KB reserved per CTA and its static shared memory (MemChunkGpu, MemCfg)
-    per = per > 3072 ? per - 3072 : 0;
+    size_t per = mem_smem_per_cta(c);
     if (per < *bytes) *bytes = per;
     return nt;
 }
@@ -6019,11 +6023,8 @@ static void mem_reads_launch(MemArgs A, int bwd) {
     A.pR = A.R;
     A.R = 1;
     A.chunks = A.pchunks;
-    static int smem = 0;  // shared memory per SM
-    if (!smem) cudaCheck(cudaDeviceGetAttribute(&smem, cudaDevAttrMaxSharedMemoryPerMultiprocessor, g_device));
     int cps = A.pcps > 1 ? A.pcps : 1, nt = MEM_THREADS / cps;
-    size_t room = mem_smem_bytes(), per = (size_t)smem / cps;  // (less 3 KB per block, as mem_split_shape)
-    per = per > 3072 ? per - 3072 : 0;
+    size_t room = mem_smem_bytes(), per = mem_smem_per_cta(cps);
     A.sm = mem_smem_plan(&A.m, A.b, !bwd, room < per ? room : per);
     size_t sb = mem_dyn_bytes(A.sm.floats, 1, 0);
     cudaCheck(cudaFuncSetAttribute(memory_reads_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sb));

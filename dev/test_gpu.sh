@@ -122,6 +122,25 @@ fi
 
 # one input's checks; its lines go to $out/log_NAME.txt and its counts ("passed failed") to $out/cnt_NAME.txt, so
 # that JOBS inputs can run at once (the emulator is one thread per process; on a GPU, processes share the card)
+# One variant of the GPU trainer on check()'s input (its $f, $name, $pass, $fail): the dump with the environment
+# settings "$@" (and -f 2 when $4 says so) against the CPU's (3 checks: fp32's, or bf16's with -f 2); the run must
+# print a line matching $3, else it did not take the variant and the checks would be vacuous (3 failures).
+# $1: the label in the check lines, $2: the dump's file tag
+variant() {
+    local label=$1 tag=$2 says=$3 fl=$4 res last; shift 4
+    if ! env "$@" "$GPU" $fl -J "$f" -O "$out/gpu_${tag}_$name.bin" >"$out/gpu_${tag}_$name.out" 2>"$out/gpu_${tag}_$name.err"; then
+        echo "FAIL - $name: $*${fl:+ $fl}: $GPU -J failed: $(head -n 1 "$out/gpu_${tag}_$name.err")"; fail=$((fail + 3)); return
+    fi
+    if ! grep -q "$says" "$out/gpu_${tag}_$name.out"; then   # (not vacuous)
+        echo "FAIL - $name: $*${fl:+ $fl} did not take the $label variant (no line /$says/)"; fail=$((fail + 3)); return
+    fi
+    if [ -z "$fl" ]; then res=$(./test_miras --compare "$name ($label)" "$out/cpu_$name.bin" "$out/gpu_${tag}_$name.bin" "$f" 2>&1)
+    else res=$(./test_miras --compare-bf16 "$name ($label)" "$f" "$out/cpu_$name.bin" "$out/gpu_${tag}_$name.bin" 2>&1); fi
+    printf '%s\n' "$res" | grep -E '^(ok|FAIL)|^    .* FAIL$'
+    last=$(printf '%s\n' "$res" | grep -E '^[0-9]+ passed, [0-9]+ failed' | tail -n 1)
+    if [ -z "$last" ]; then echo "FAIL - $name: test_miras ($label) printed no summary"; fail=$((fail + 1))
+    else pass=$((pass + $(echo "$last" | awk '{print $1}'))); fail=$((fail + $(echo "$last" | awk '{print $3}'))); fi
+}
 check() {
     local f=$1 name res last pass=0 fail=0
     name=$(basename "$f" .bin)
@@ -176,36 +195,13 @@ check() {
         for run in "1 fp32" "3 fp32" "1 bf16"; do
             read -r wy prec <<<"$run"; fl=""; [ "$prec" = bf16 ] && fl="-f 2"
             [ -n "$fl" ] && { echo "$name" | grep -Eq -- "$BF16" || continue; }
-            if ! MIRAS_MEM_WY=$wy "$GPU" $fl -J "$f" -O "$out/gpu_wy_$name.bin" >"$out/gpu_wy_$name.out" 2>"$out/gpu_wy_$name.err"; then
-                echo "FAIL - $name: MIRAS_MEM_WY=$wy $fl: $GPU -J failed: $(head -n 1 "$out/gpu_wy_$name.err")"; fail=$((fail + 3)); continue
-            fi
-            if ! grep -q "^memory: the b = 1 delta rule in WY chunks.*MIRAS_MEM_WY=$wy" "$out/gpu_wy_$name.out"; then   # (not vacuous)
-                echo "FAIL - $name: MIRAS_MEM_WY=$wy did not take the WY kernels"; fail=$((fail + 3)); continue
-            fi
-            if [ -z "$fl" ]; then res=$(./test_miras --compare "$name (WY $wy)" "$out/cpu_$name.bin" "$out/gpu_wy_$name.bin" "$f" 2>&1)
-            else res=$(./test_miras --compare-bf16 "$name (WY $wy)" "$f" "$out/cpu_$name.bin" "$out/gpu_wy_$name.bin" 2>&1); fi
-            printf '%s\n' "$res" | grep -E '^(ok|FAIL)|^    .* FAIL$'
-            last=$(printf '%s\n' "$res" | grep -E '^[0-9]+ passed, [0-9]+ failed' | tail -n 1)
-            if [ -z "$last" ]; then echo "FAIL - $name: test_miras (WY) printed no summary"; fail=$((fail + 1))
-            else pass=$((pass + $(echo "$last" | awk '{print $1}'))); fail=$((fail + $(echo "$last" | awk '{print $3}'))); fi
+            variant "WY $wy" wy "^memory: the b = 1 delta rule in WY chunks.*MIRAS_MEM_WY=$wy" "$fl" MIRAS_MEM_WY=$wy
         done
     fi
     if echo "$name" | grep -Eq -- "$PAR"; then   # the reads apart from the chain (3 checks; bf16 3 more where BF16 matches)
-        for prec in fp32 bf16; do
-            fl=""; [ "$prec" = bf16 ] && fl="-f 2"
+        for fl in "" "-f 2"; do
             [ -n "$fl" ] && { echo "$name" | grep -Eq -- "$BF16" && ! echo "$name" | grep -Eq -- "$NOBF16" || continue; }
-            if ! MIRAS_MEM_PAR=1 "$GPU" $fl -J "$f" -O "$out/gpu_par_$name.bin" >"$out/gpu_par_$name.out" 2>"$out/gpu_par_$name.err"; then
-                echo "FAIL - $name: MIRAS_MEM_PAR=1 $fl: $GPU -J failed: $(head -n 1 "$out/gpu_par_$name.err")"; fail=$((fail + 3)); continue
-            fi
-            if ! grep -q "^memory: the reads of every chunk apart from the chain" "$out/gpu_par_$name.out"; then   # (not vacuous)
-                echo "FAIL - $name: MIRAS_MEM_PAR=1 $fl did not take the reads apart"; fail=$((fail + 3)); continue
-            fi
-            if [ -z "$fl" ]; then res=$(./test_miras --compare "$name (reads apart)" "$out/cpu_$name.bin" "$out/gpu_par_$name.bin" "$f" 2>&1)
-            else res=$(./test_miras --compare-bf16 "$name (reads apart)" "$f" "$out/cpu_$name.bin" "$out/gpu_par_$name.bin" 2>&1); fi
-            printf '%s\n' "$res" | grep -E '^(ok|FAIL)|^    .* FAIL$'
-            last=$(printf '%s\n' "$res" | grep -E '^[0-9]+ passed, [0-9]+ failed' | tail -n 1)
-            if [ -z "$last" ]; then echo "FAIL - $name: test_miras (reads apart) printed no summary"; fail=$((fail + 1))
-            else pass=$((pass + $(echo "$last" | awk '{print $1}'))); fail=$((fail + $(echo "$last" | awk '{print $3}'))); fi
+            variant "reads apart" par "^memory: the reads of every chunk apart from the chain" "$fl" MIRAS_MEM_PAR=1
         done
     fi
     if echo "$name" | grep -Eq -- "$BF16" && ! echo "$name" | grep -Eq -- "$NOBF16"; then
