@@ -2266,10 +2266,25 @@ MEMFN void mem_update_backward_gpu(real* dW, real* dS, real* dW0, real* dca, rea
     real sa, sb, s0 = 0, unused;
     mem_update_backward_ew(dW, dS, &sa, &sb, dWn, W, ca, S, cb, m * p);
     if (W0) mem_update_backward_ew(dW0, NULL, &s0, &unused, dWn, W0, 1 - ca, NULL, 0, m * p);
-    sa = block_sum(sa - s0);
-    if (S) sb = block_sum(sb);
-    if (threadIdx.x == 0) {
-        if (cl) {
+    // the dots' block sums (block_sum's, bit for bit) without barriers of their own: each warp's sum into ws, which
+    // thread 0 adds in warp order after the product's closing barrier below
+    __shared__ real ws[2][32];
+    sa = warp_sum(sa - s0);
+    sb = warp_sum(sb);
+    if (LANE == 0) {
+        ws[0][threadIdx.x >> 5] = sa;
+        ws[1][threadIdx.x >> 5] = sb;
+    }
+    real* gl = c->nm1;  // gx, then dl[i][j] gx[i][j] (summed over j below)
+    mm_nt_gpu(cl && sp == SPLIT_P ? xb + 4 : gl, xk, dWn, n, m, p, 1, 0);
+    if (threadIdx.x == 0) {  // (read before the next barrier; the next call writes ws after two more)
+        sa = ws[0][0];
+        sb = ws[1][0];
+        for (int w = 1; w < (int)(blockDim.x >> 5); w++) {
+            sa += ws[0][w];
+            sb += ws[1][w];
+        }
+        if (cl) {  // (before cl_reduce's cluster barrier)
             xb[0] = sa;
             xb[1] = sb;
         } else {
@@ -2277,8 +2292,6 @@ MEMFN void mem_update_backward_gpu(real* dW, real* dS, real* dW0, real* dca, rea
             if (S) *dcb += sb;
         }
     }
-    real* gl = c->nm1;  // gx, then dl[i][j] gx[i][j] (summed over j below)
-    mm_nt_gpu(cl && sp == SPLIT_P ? xb + 4 : gl, xk, dWn, n, m, p, 1, 0);
     if (cl && sp == SPLIT_P) {
         ClPart pt[3] = {{gl, 4, n * m, 0}, {dca, 0, 1, 1}, {dcb, 1, 1, 1}};
         cl_reduce(c, pt, S ? 3 : 2);

@@ -10,7 +10,10 @@ struct thread_block {
 };
 inline thread_block this_thread_block() { return {}; }
 struct cluster_group {
-    void sync() const { emu::wait(emu::AT_CLUSTER); }  // every thread of every CTA of the cluster
+    __attribute__((noinline)) void sync() const {  // every thread of every CTA of the cluster
+        if (threadIdx.x == 0) emu::site(1);
+        emu::wait(emu::AT_CLUSTER);
+    }
     unsigned block_rank() const { return (unsigned)emu::cta(); }
     unsigned num_blocks() const { return (unsigned)emu::S().csize; }
     unsigned thread_rank() const { return block_rank() * blockDim.x + threadIdx.x; }

@@ -28,6 +28,9 @@
 #include <vector>
 #include <algorithm>
 #include <ucontext.h>
+#include <dlfcn.h>
+#include <execinfo.h>
+#include <map>
 #include <setjmp.h>
 #include <time.h>
 
@@ -51,6 +54,41 @@ inline uint3 threadIdx, blockIdx; inline dim3 blockDim, gridDim;   // the runnin
 
 namespace emu {
 inline long barriers;  // __syncthreads reached by thread 0 (EMU_BARRIERS=1 prints the count per launch)
+// EMU_BARRIER_SITES=FILE: every barrier thread 0 of a CTA reaches (__syncthreads, cluster.sync), counted by kernel
+// and call stack (up to 8 frames), written at exit as "kernel-offset count kind frame-offsets..." lines (offsets in
+// the binary; dev/cuda/emu_sites.py names them with addr2line)
+inline void* kernel;  // the running kernel (set by Bind's thread function)
+struct Sites {
+    std::map<std::vector<void*>, long> n[2];  // 0 __syncthreads, 1 cluster.sync
+    const char* out = getenv("EMU_BARRIER_SITES");
+    static long off(void* p) {
+        Dl_info di;
+        return dladdr(p, &di) ? (long)((char*)p - (char*)di.dli_fbase) : 0;
+    }
+    ~Sites() {
+        if (!out) return;
+        FILE* f = fopen(out, "w");
+        if (!f) return;
+        for (int k = 0; k < 2; k++)
+            for (auto& e : n[k]) {
+                fprintf(f, "%lx %ld %s", off(e.first[0]), e.second, k ? "cluster" : "block");
+                for (size_t i = 1; i < e.first.size(); i++) fprintf(f, " %lx", off(e.first[i]) - 1);  // (in the call)
+                fprintf(f, "\n");
+            }
+        fclose(f);
+    }
+};
+inline Sites sites;
+__attribute__((noinline)) inline void site(int k) {
+    if (!sites.out) return;
+    void* fr[10];
+    int nf = backtrace(fr, 10);  // [0] site(), [1] the barrier function, [2] its caller, ...
+    std::vector<void*> key{kernel};
+    for (int i = 2; i < nf; i++) {
+        key.push_back(fr[i]);  // (emu_sites.py cuts the stack at the kernel's frame)
+    }
+    sites.n[k][key]++;
+}
 enum { RUN, AT_BLOCK, AT_WARP, AT_CLUSTER, DONE };
 static const int MAXC = 8;  // CTAs per cluster (the portable maximum)
 struct Thread { ucontext_t ctx; jmp_buf jb; int state, started; char* stack; };  // entered by swapcontext once, then by _longjmp (no syscalls)
@@ -156,7 +194,7 @@ inline void run_launch(dim3 grid, dim3 block, const std::function<void()>& fn, s
 // arguments it was given (as a CUDA graph's kernel node), not with what its variables hold at the replay
 template <class... P> struct Bind {
     void (*k)(P...);
-    std::function<void()> operator()(P... p) const { auto kk = k; auto t = std::make_tuple(p...); return [kk, t]() { std::apply(kk, t); }; }
+    std::function<void()> operator()(P... p) const { auto kk = k; auto t = std::make_tuple(p...); return [kk, t]() { kernel = (void*)kk; std::apply(kk, t); }; }
 };
 template <class... P> inline Bind<P...> bind(void (*k)(P...)) { return Bind<P...>{k}; }
 } // namespace emu
@@ -212,7 +250,10 @@ inline void mma_m16n8k8_tf32(float* c, const uint32_t* a, const uint32_t* b);
 } // namespace emu
 #define EMU_CUDA 1
 
-inline void __syncthreads() { if (threadIdx.x == 0) emu::barriers++; emu::wait(emu::AT_BLOCK); }
+__attribute__((noinline)) inline void __syncthreads() {  // (noinline: EMU_BARRIER_SITES's return address is the site)
+    if (threadIdx.x == 0) { emu::barriers++; emu::site(0); }
+    emu::wait(emu::AT_BLOCK);
+}
 inline void __syncwarp(unsigned = 0xffffffffu) { emu::wait(emu::AT_WARP); }  // the warp's barrier
 template <class T> inline T __shfl_xor_sync(unsigned, T v, int o) {
     emu::State& s = emu::S(); int lane = threadIdx.x & 31, w = s.cur >> 5;
