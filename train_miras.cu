@@ -105,6 +105,7 @@ static int g_mem_par = 0;
 // MIRAS_MEM_PAR_CTAS=1, 2, 4: memory_reads_kernel's blocks per SM (MEM_THREADS / that many threads each)
 static int g_mem_par_ctas = 2;
 static int g_mem_par_state = 1;  // MIRAS_MEM_PAR_STATE=0: the chains' chunk-start state stays in global memory
+static int g_mem_par_fw = 1;  // MIRAS_MEM_PAR_FW=0: the backward chain recomputes each chunk's forward (mem_fw_ok)
 typedef __nv_bfloat16 bf16;
 static real* g_ones;
 static size_t g_ones_n;  // a vector of ones: column sums as cuBLAS gemv
@@ -168,6 +169,7 @@ static void gpu_init(int prec) {
             DIE("MIRAS_MEM_PAR=1 (the memory's reads apart from the chain) or 0", "unknown MIRAS_MEM_PAR=%s", s);
     }
     if ((s = getenv("MIRAS_MEM_PAR_STATE"))) g_mem_par_state = atoi(s) != 0;
+    if ((s = getenv("MIRAS_MEM_PAR_FW"))) g_mem_par_fw = atoi(s) != 0;
     if ((s = getenv("MIRAS_MEM_PAR_CTAS"))) {
         g_mem_par_ctas = atoi(s);
         if (g_mem_par_ctas != 1 && g_mem_par_ctas != 2 && g_mem_par_ctas != 4)
@@ -1147,7 +1149,9 @@ static void attention_backward_gpu(real* dq, real* dk, real* dv, real* Dscratch,
 // A chunk's rows (the CPU's MemChunk, carved the same way) plus the GPU's own scratch rows after them.
 struct MemChunkGpu : MemChunk {
     real *nn1, *nn2;  // (b, b) each: per-(t, i) terms of mem_coef_backward and mem_read_backward
-    real* nm1;  // (b, max(dm, d)): per-(i, j) terms of mem_update_backward (m = d or dm; split, dm / R may be < d)
+    real*
+        nm1;  // 2 x (b, max(dm, d)): per-(i, j) terms of mem_update_backward2's updates (m = d or dm; split, dm / R may
+    // be < d)
     real* keep;  // (2 + d): kl_gates' saved gates (the CPU keeps them on its stack)
     // (b): (1 - alpha_t) cs, the row scales of the anchored retention's products in mem_read_backward
     real* oma;
@@ -1168,7 +1172,7 @@ __device__ static inline int mem_carries_S_gpu(const MemCfg* m) { return m->mome
 static size_t memchunk_carve_in_gpu(MemChunkGpu* c, real* base, int b, int d, int din, int dm, int nP) {
     size_t n = memchunk_carve_in(c, base, b, d, din, dm, nP);
     // (each array 16-byte aligned, as the carve's: carve_al)
-    size_t nn = carve_al((size_t)b * b), nm = carve_al((size_t)b * (dm > d ? dm : d)), nk = carve_al(2 + (size_t)d),
+    size_t nn = carve_al((size_t)b * b), nm = 2 * carve_al((size_t)b * (dm > d ? dm : d)), nk = carve_al(2 + (size_t)d),
            nb = carve_al(b);
     real* p = base ? base + n : NULL;
     c->nn1 = p;
@@ -1210,14 +1214,14 @@ static MemChunkGpu* mem_chunks_alloc(const MemCfg* m, int b, int n, real** memor
     return dc;
 }
 
-MEMFN void block_zero(real* p, size_t n) {
+MEMFN void block_zero(real* p, size_t n, int sync = 1) {  // (sync = 0: the caller's next zeroing or barrier follows)
     if (al16(p)) {
         size_t n4 = n / 4;
         for (size_t i = threadIdx.x; i < n4; i += blockDim.x) st4(p + 4 * i, make_float4(0, 0, 0, 0));
         for (size_t i = 4 * n4 + threadIdx.x; i < n; i += blockDim.x) p[i] = 0;
     } else
         for (size_t i = threadIdx.x; i < n; i += blockDim.x) p[i] = 0;
-    __syncthreads();
+    if (sync) __syncthreads();
 }
 MEMFN void block_copy(real* dst, const real* src, size_t n) {
     for (size_t i = threadIdx.x; i < n; i += blockDim.x) dst[i] = src[i];
@@ -1288,7 +1292,7 @@ MEMFN void cl_max(MemChunkGpu* c, real* v, int k) {
 // this CTA's slice of a whole state (train_miras.c's layout: W1 (d, dm), W2 (dm, din), W3 (dm, din)): gather
 // (to_slice) or scatter; m is the whole memory's MemCfg
 // (to_slice: 1 whole -> slice, 2 slice += whole, 0 slice -> whole)
-MEMFN void cl_slice(real* whole, real* slice, const MemCfg* m, int R, int r, int to_slice) {
+MEMFN void cl_slice(real* whole, real* slice, const MemCfg* m, int R, int r, int to_slice, int sync = 1) {
     int d = m->d, dm = m->dm, din = m->din, dr = dm / R, nw = 1 + (m->gated ? 2 : 1);
     FOR(e, (size_t)d * dr) {  // W1 (d, dm): columns r dr .. r dr + dr - 1
         size_t i = e / dr, j = e % dr, w = i * dm + (size_t)r * dr + j;
@@ -1307,7 +1311,7 @@ MEMFN void cl_slice(real* whole, real* slice, const MemCfg* m, int R, int r, int
                 whole[ow + e] = slice[os + e];
         }
     }
-    __syncthreads();
+    if (sync) __syncthreads();
 }
 
 // Small dense products used inside a memory chunk. out = (acc ? out : 0) + s * op. In every product of a chunk
@@ -2207,12 +2211,18 @@ MEMFN void mem_update_forward_gpu(real* Wn, const real* W, real ca, const real* 
     if (sync) __syncthreads();  // (sync = 0: the caller's next update is independent)
 }
 // the elementwise part of mem_update_backward: dW += ca dWn; dS += cb dWn; this thread's terms of <dWn, W>, <dWn, S>
+// (v4: the 16-byte path, mem_update_backward_v4; two calls that write the same array take the same path, so that
+// each element has the same owner thread in both)
+__device__ __forceinline__ bool mem_update_backward_v4(const real* dW, const real* dS, const real* dWn, const real* W,
+                                                       const real* S, int mp) {
+    return mp % 4 == 0 && al16(dW) && al16(dWn) && al16(W) && (!S || (al16(dS) && al16(S)));
+}
 MEMFN void mem_update_backward_ew(real* __restrict__ dW, real* __restrict__ dS, real* psa, real* psb,
                                   const real* __restrict__ dWn, const real* __restrict__ W, real ca,
-                                  const real* __restrict__ S, real cb, int mp) {
+                                  const real* __restrict__ S, real cb, int mp, bool v4) {
     // (restrict: the unrolled iterations' loads may go before the stores)
     real sa = 0, sb = 0;
-    if (mp % 4 == 0 && al16(dW) && al16(dWn) && al16(W) && (!S || (al16(dS) && al16(S)))) {
+    if (v4) {
 #pragma unroll 4
         FOR(e4, mp / 4) {
             size_t e = 4 * (size_t)e4;
@@ -2251,75 +2261,115 @@ MEMFN void mem_update_backward_ew(real* __restrict__ dW, real* __restrict__ dS, 
     *psa = sa;
     *psb = sb;
 }
-// dW += ca dWn; dS += cb dWn; dca += <dWn, W>; dcb += <dWn, S>; with the anchor W0: dW0 += (1 - ca) dWn, dca -= <dWn,
-// W0>;
-// with gx[i][j] = dWn_j . xk_i:  ddl[i][j] -= c_i gx[i][j];  dc_i -= sum_j dl[i][j] gx[i][j];  dxk_i -= c_i dl_i^T dWn
+// One update's backward: dW += ca dWn; dS += cb dWn; dca += <dWn, W>; dcb += <dWn, S>; with the anchor W0:
+// dW0 += (1 - ca) dWn, dca -= <dWn, W0>; with gx[i][j] = dWn_j . xk_i:  ddl[i][j] -= c_i gx[i][j];
+// dc_i -= sum_j dl[i][j] gx[i][j];  dxk_i -= c_i dl_i^T dWn   (ddl, dxk, dl, xk: mem_update_backward_gpu's arguments)
+struct UpdBwd {
+    real *dW, *dS, *dW0, *dca, *dcb, *dcv;
+    const real *dWn, *W, *W0, *S, *cv;
+    real ca, cb;
+};
+// The backward of nu = 1 or 2 updates of one matrix from the same rows (dl, xk; the state's and the momentum's:
+// Pn = ca P + cb S - sum_i c_i dl_i xk_i^T and Sn = sigma S - sum_i s_i dl_i xk_i^T), phase by phase: the two share
+// each phase's barrier and cluster reduction, and every output both add to (dS, ddl, dxk) gets u[0]'s terms, then
+// u[1]'s, as from two calls one after the other.
 // Split: sp = SPLIT_P (W1's update, p the slice of dm): the dots and gx are partial sums over p; sp = SPLIT_M (W2's,
 // W3's, m the slice): the dots, dxk's products and dcv's sums over j < m are. Each is added over the cluster.
-MEMFN void mem_update_backward_gpu(real* dW, real* dS, real* dW0, real* dca, real* dcb, real* ddl, real* dxk, real* dcv,
-                                   const real* dWn, const real* W, real ca, const real* W0, const real* S, real cb,
-                                   const real* dl, const real* xk, const real* cv, int n, int m, int p, MemChunkGpu* c,
-                                   int sp = SPLIT_NONE) {
-    bool cl = cl_on(c, sp);
-    int n4 = cl_al(n);
-    real* xb = cl ? cl_buf(c) : NULL;  // the partials: the dots (4); P: gx (n, m); M: dcv's sums (n4), dxk (n, p)
-    real sa, sb, s0 = 0, unused;
-    mem_update_backward_ew(dW, dS, &sa, &sb, dWn, W, ca, S, cb, m * p);
-    if (W0) mem_update_backward_ew(dW0, NULL, &s0, &unused, dWn, W0, 1 - ca, NULL, 0, m * p);
-    // the dots' block sums (block_sum's, bit for bit) without barriers of their own: each warp's sum into ws, which
-    // thread 0 adds in warp order after the product's closing barrier below
-    __shared__ real ws[2][32];
-    sa = warp_sum(sa - s0);
-    sb = warp_sum(sb);
-    if (LANE == 0) {
-        ws[0][threadIdx.x >> 5] = sa;
-        ws[1][threadIdx.x >> 5] = sb;
-    }
-    real* gl = c->nm1;  // gx, then dl[i][j] gx[i][j] (summed over j below)
-    mm_nt_gpu(cl && sp == SPLIT_P ? xb + 4 : gl, xk, dWn, n, m, p, 1, 0);
-    if (threadIdx.x == 0) {  // (read before the next barrier; the next call writes ws after two more)
-        sa = ws[0][0];
-        sb = ws[1][0];
-        for (int w = 1; w < (int)(blockDim.x >> 5); w++) {
-            sa += ws[0][w];
-            sb += ws[1][w];
-        }
-        if (cl) {  // (before cl_reduce's cluster barrier)
-            xb[0] = sa;
-            xb[1] = sb;
-        } else {
-            *dca += sa;
-            if (S) *dcb += sb;
+MEMFN void mem_update_backward2_gpu(const UpdBwd* u, int nu, real* ddl, real* dxk, const real* dl, const real* xk,
+                                    int n, int m, int p, MemChunkGpu* c, int sp) {
+    bool cl = cl_on(c, sp), cp = cl && sp == SPLIT_P, cm = cl && sp == SPLIT_M;
+    // the exchange buffer's partials: the dots (xb[2 k], xb[2 k + 1]); P: gx (n, m) of update k at 4 + k ng;
+    // M: at 4 + k (n4 + nx) dcv's sums (n4), then dxk (n, p)
+    int n4 = cl_al(n), ng = cl_al((size_t)n * m), nx = cl_al((size_t)n * p);
+    real* xb = cl ? cl_buf(c) : NULL;
+    real* gl[2] = {c->nm1, c->nm1 + ng};  // gx, then dl[i][j] gx[i][j] (summed over j below); nm1 holds two
+    bool v4 = true;
+    for (int k = 0; k < nu; k++) v4 = v4 && mem_update_backward_v4(u[k].dW, u[k].dS, u[k].dWn, u[k].W, u[k].S, m * p);
+    // the dots' block sums (block_sum's, bit for bit) without barriers of their own: each warp's sums into ws, which
+    // thread 0 adds in warp order after the products' closing barrier below
+    __shared__ real ws[2][2][32];
+    for (int k = 0; k < nu; k++) {
+        real sa, sb, s0 = 0, unused;
+        mem_update_backward_ew(u[k].dW, u[k].dS, &sa, &sb, u[k].dWn, u[k].W, u[k].ca, u[k].S, u[k].cb, m * p, v4);
+        if (u[k].W0)
+            mem_update_backward_ew(u[k].dW0, NULL, &s0, &unused, u[k].dWn, u[k].W0, 1 - u[k].ca, NULL, 0, m * p,
+                                   mem_update_backward_v4(u[k].dW0, NULL, u[k].dWn, u[k].W0, NULL, m * p));
+        sa = warp_sum(sa - s0);
+        sb = warp_sum(sb);
+        if (LANE == 0) {
+            ws[k][0][threadIdx.x >> 5] = sa;
+            ws[k][1][threadIdx.x >> 5] = sb;
         }
     }
-    if (cl && sp == SPLIT_P) {
-        ClPart pt[3] = {{gl, 4, n * m, 0}, {dca, 0, 1, 1}, {dcb, 1, 1, 1}};
-        cl_reduce(c, pt, S ? 3 : 2);
+    for (int k = 0; k < nu; k++)  // (one closing barrier: the products write apart)
+        mm_nt_rs(cp ? xb + 4 + k * ng : gl[k], xk, u[k].dWn, NULL, n, m, p, 1, 0, k == nu - 1);
+    if (threadIdx.x == 0)  // (read before the next barrier; the next call writes ws after two more)
+        for (int k = 0; k < nu; k++) {
+            real sa = ws[k][0][0], sb = ws[k][1][0];
+            for (int w = 1; w < (int)(blockDim.x >> 5); w++) {
+                sa += ws[k][0][w];
+                sb += ws[k][1][w];
+            }
+            if (cl) {  // (before cl_reduce's cluster barrier)
+                xb[2 * k] = sa;
+                xb[2 * k + 1] = sb;
+            } else {
+                *u[k].dca += sa;
+                if (u[k].S) *u[k].dcb += sb;
+            }
+        }
+    ClPart pt[8];
+    int np = 0;
+    if (cp) {
+        for (int k = 0; k < nu; k++) pt[np++] = {gl[k], 4 + k * ng, n * m, 0};
+        for (int k = 0; k < nu; k++) {
+            pt[np++] = {u[k].dca, 2 * k, 1, 1};
+            if (u[k].S) pt[np++] = {u[k].dcb, 2 * k + 1, 1, 1};
+        }
+        cl_reduce(c, pt, np);
     }
     FOR(e, n * m) {
         int i = e / m;
-        real gx = gl[e];
-        ddl[e] -= cv[i] * gx;
-        gl[e] = dl[e] * gx;
+        for (int k = 0; k < nu; k++) {
+            real gx = gl[k][e];
+            ddl[e] -= u[k].cv[i] * gx;
+            gl[k][e] = dl[e] * gx;
+        }
     }
-    bool cm = cl && sp == SPLIT_M;
-    mm_nn_rs(cm ? xb + 4 + n4 : dxk, dl, dWn, cv, n, p, m, -1, !cm);  // (its barrier publishes gl)
+    for (int k = 0; k < nu; k++)  // (u[1]'s adds to dxk's elements from the threads of u[0]'s: the same shape)
+        mm_nn_rs(cm ? xb + 4 + k * (n4 + nx) + n4 : dxk, dl, u[k].dWn, u[k].cv, n, p, m, -1, !cm,
+                 k == nu - 1);  // (its barrier publishes gl)
     WARP_FOR(i, n) {
-        real s = 0;
-        for (int j = LANE; j < m; j += 32) s += gl[(size_t)i * m + j];
-        s = warp_sum(s);
-        if (LANE == 0) {
-            if (cm)
-                xb[4 + i] = -s;
-            else
-                dcv[i] -= s;
+        for (int k = 0; k < nu; k++) {
+            real s = 0;
+            for (int j = LANE; j < m; j += 32) s += gl[k][(size_t)i * m + j];
+            s = warp_sum(s);
+            if (LANE == 0) {
+                if (cm)
+                    xb[4 + k * (n4 + nx) + i] = -s;
+                else
+                    u[k].dcv[i] -= s;
+            }
         }
     }
     __syncthreads();
     if (cm) {
-        ClPart pt[4] = {{dxk, 4 + n4, n * p, 1}, {dcv, 4, n, 1}, {dca, 0, 1, 1}, {dcb, 1, 1, 1}};
-        cl_reduce(c, pt, S ? 4 : 3);
+        for (int k = 0; k < nu; k++) pt[np++] = {dxk, 4 + k * (n4 + nx) + n4, n * p, 1};
+        for (int k = 0; k < nu; k++) pt[np++] = {u[k].dcv, 4 + k * (n4 + nx), n, 1};
+        for (int k = 0; k < nu; k++) {
+            pt[np++] = {u[k].dca, 2 * k, 1, 1};
+            if (u[k].S) pt[np++] = {u[k].dcb, 2 * k + 1, 1, 1};
+        }
+        cl_reduce(c, pt, np);
     }
+}
+// one update's backward (UpdBwd's fields as arguments)
+MEMFN void mem_update_backward_gpu(real* dW, real* dS, real* dW0, real* dca, real* dcb, real* ddl, real* dxk, real* dcv,
+                                   const real* dWn, const real* W, real ca, const real* W0, const real* S, real cb,
+                                   const real* dl, const real* xk, const real* cv, int n, int m, int p, MemChunkGpu* c,
+                                   int sp = SPLIT_NONE) {
+    UpdBwd u = {dW, dS, dW0, dca, dcb, dcv, dWn, W, W0, S, cv, ca, cb};
+    mem_update_backward2_gpu(&u, 1, ddl, dxk, dl, xk, n, m, p, c, sp);
 }
 
 // LayerNorm of the deep memory, without its affine (applied by the caller), rows of d:
@@ -2507,7 +2557,7 @@ MEMFN void mem_grad_backward_gpu(const MemCfg* m, MemChunkGpu* c, int n, const r
     size_t nd = (size_t)n * d, nm = (size_t)n * dm;
     if (m->depth == 1) {
         mem_bias_backward_gpu(m, c, n);  // r -> M(k_i) = W k_i
-        mm_nn_gpu(c->dk, c->dmk, P, n, din, d, 1, 1);
+        mm_nn_rs(c->dk, c->dmk, P, NULL, n, din, d, 1, 1, 0);  // (writes apart from what the next reads)
         mm_tn_gpu(dP, c->dmk, c->k, d, din, n, 1, 1);
         return;
     }
@@ -2526,7 +2576,8 @@ MEMFN void mem_grad_backward_gpu(const MemCfg* m, MemChunkGpu* c, int n, const r
     }
     __syncthreads();
     bool cl = cl_on(c, SPLIT_P);  // (split: dg1's and dk's sums over dm span the cluster)
-    mm_nt_gpu(cl ? cl_buf(c) : c->dg1, c->dgk, W1, n, d, dm, 1, !cl);
+    // (each product pair below writes apart from what the other reads: one closing barrier)
+    mm_nt_rs(cl ? cl_buf(c) : c->dg1, c->dgk, W1, NULL, n, d, dm, 1, !cl, 0);
     mm_tn_gpu(dW1, c->g1, c->dgk, d, dm, n, 1, 1);
     if (cl) {
         ClPart pt[1] = {{c->dg1, 0, n * d, 1}};
@@ -2550,7 +2601,7 @@ MEMFN void mem_grad_backward_gpu(const MemCfg* m, MemChunkGpu* c, int n, const r
         ln_backward_gpu(c->dok, c->dnk, c->drk, c->nk, c->rk, n, d);
     else
         block_copy(c->dok, c->dnk, nd);
-    mm_nn_gpu(c->dhk, c->dok, W1, n, dm, d, 1, 1);  // o = W1 hk
+    mm_nn_rs(c->dhk, c->dok, W1, NULL, n, dm, d, 1, 1, 0);  // o = W1 hk
     mm_tn_gpu(dW1, c->dok, c->hk, d, dm, n, 1, 1);
     FOR(e, nm) {
         if (m->gated) {  // h = h2 z3
@@ -2561,7 +2612,7 @@ MEMFN void mem_grad_backward_gpu(const MemCfg* m, MemChunkGpu* c, int n, const r
     }
     __syncthreads();
     real* xk = cl ? cl_buf(c) : c->dk;
-    mm_nn_gpu(xk, c->dzk, W2, n, din, dm, 1, !cl);  // zk = W2 k
+    mm_nn_rs(xk, c->dzk, W2, NULL, n, din, dm, 1, !cl, 0);  // zk = W2 k
     mm_tn_gpu(dW2, c->dzk, c->k, dm, din, n, 1, 1);
     if (m->gated) {  // z3 = W3 k
         mm_nn_gpu(xk, c->dzk3, W3, n, din, dm, 1, 1);
@@ -2652,18 +2703,19 @@ MEMFN void mem_chunk_backward_gpu(const MemCfg* m, MemChunkGpu* c, int n, const 
     const real* crow = c->C + (size_t)(n - 1) * n;
     const real* srow = c->s + (size_t)(n - 1) * n;
     real* dcrow = c->dC + (size_t)(n - 1) * n;
-    block_zero(c->grad0, c->ngrad);
-    block_zero(dPs, m->nP);
-    if (dBase != dPs) block_zero(dBase, m->nP);
-    if (Sx) block_zero(dSs, m->nP);
+    block_zero(c->grad0, c->ngrad, 0);  // (apart: one barrier)
+    block_zero(dPs, m->nP, 0);
+    if (dBase != dPs) block_zero(dBase, m->nP, 0);
+    if (Sx) block_zero(dSs, m->nP, 0);
+    __syncthreads();
     real* dSx = Sx ? dSs : NULL;
     if (m->depth == 1) {
-        if (dPn)
-            mem_update_backward_gpu(dBase, dSx, c->dp0, &c->dalpha[n - 1], &c->dbeta[n - 1], c->dr, c->dk, dcrow, dPn,
-                                    B0, c->alpha[n - 1], c->p0, Sx, c->beta[n - 1], c->r, c->k, crow, n, d, din, c);
-        if (dPn && Sx)
-            mem_update_backward_gpu(dSs, NULL, NULL, c->dsig, NULL, c->dr, c->dk, c->ds, dSn, Sx, c->sigma[n - 1], NULL,
-                                    NULL, 0, c->r, c->k, srow, n, d, din, c);
+        if (dPn) {  // (Pn's update and (momentum) Sn's, as a pair)
+            UpdBwd u[2] = {{dBase, dSx, c->dp0, &c->dalpha[n - 1], &c->dbeta[n - 1], dcrow, dPn, B0, c->p0, Sx, crow,
+                            c->alpha[n - 1], c->beta[n - 1]},
+                           {dSs, NULL, NULL, c->dsig, NULL, c->ds, dSn, Sx, NULL, NULL, srow, c->sigma[n - 1], 0}};
+            mem_update_backward2_gpu(u, Sx ? 2 : 1, c->dr, c->dk, c->r, c->k, n, d, din, c, SPLIT_NONE);
+        }
         if (!c->noread)
             mem_read_backward_gpu(c->dq, c->dk, c->dr, dPs, dSx, c->dp0, &c->dcs[0], c, dy, c->q, c->k, c->r, P, Sx,
                                   c->p0, cs0, c->xw1, c->xs1, c->xx1, c->xa2, n, d, din);
@@ -2677,26 +2729,22 @@ MEMFN void mem_chunk_backward_gpu(const MemCfg* m, MemChunkGpu* c, int n, const 
          *dS3 = dSx ? dSx + o3 : NULL;
     const real *A1 = c->p0, *A2 = c->p0 ? c->p0 + o2 : NULL, *A3 = c->p0 ? c->p0 + o3 : NULL;  // the anchor (or NULL)
     real *dA1 = c->dp0, *dA2 = c->dp0 + o2, *dA3 = c->dp0 + o3;  // and its gradient
-    // chunk-end state
+    // chunk-end state: per matrix, the backward of Pn's update and (momentum) of Sn's, as a pair (their phases
+    // together: mem_update_backward2_gpu)
     if (dPn) {
-        mem_update_backward_gpu(dBase, dS1, dA1, &c->dalpha[n - 1], &c->dbeta[n - 1], c->dg1, c->dhk, dcrow, dPn, B0,
-                                c->alpha[n - 1], A1, S1, c->beta[n - 1], c->g1, c->hk, crow, n, d, dm, c, SPLIT_P);
-        mem_update_backward_gpu(dBase + o2, dS2, dA2, &c->dalpha[n - 1], &c->dbeta[n - 1], c->dg2, c->dk, dcrow,
-                                dPn + o2, B0 + o2, c->alpha[n - 1], A2, S2, c->beta[n - 1], c->g2, c->k, crow, n, dm,
-                                din, c, SPLIT_M);
-        if (m->gated)
-            mem_update_backward_gpu(dBase + o3, dS3, dA3, &c->dalpha[n - 1], &c->dbeta[n - 1], c->dg3, c->dk, dcrow,
-                                    dPn + o3, B0 + o3, c->alpha[n - 1], A3, S3, c->beta[n - 1], c->g3, c->k, crow, n,
-                                    dm, din, c, SPLIT_M);
-    }
-    if (dPn && Sx) {
-        mem_update_backward_gpu(dS1, NULL, NULL, c->dsig, NULL, c->dg1, c->dhk, c->ds, dSn, S1, c->sigma[n - 1], NULL,
-                                NULL, 0, c->g1, c->hk, srow, n, d, dm, c, SPLIT_P);
-        mem_update_backward_gpu(dS2, NULL, NULL, c->dsig, NULL, c->dg2, c->dk, c->ds, dSn + o2, S2, c->sigma[n - 1],
-                                NULL, NULL, 0, c->g2, c->k, srow, n, dm, din, c, SPLIT_M);
-        if (m->gated)
-            mem_update_backward_gpu(dS3, NULL, NULL, c->dsig, NULL, c->dg3, c->dk, c->ds, dSn + o3, S3, c->sigma[n - 1],
-                                    NULL, NULL, 0, c->g3, c->k, srow, n, dm, din, c, SPLIT_M);
+        size_t o[3] = {0, o2, o3};
+        real *dS[3] = {dS1, dS2, dS3}, *dA[3] = {dA1, dA2, dA3}, *ddl[3] = {c->dg1, c->dg2, c->dg3},
+             *dxk[3] = {c->dhk, c->dk, c->dk};
+        const real *A[3] = {A1, A2, A3}, *Sm[3] = {S1, S2, S3}, *dl[3] = {c->g1, c->g2, c->g3},
+                   *xk[3] = {c->hk, c->k, c->k};
+        for (int j = 0; j < (m->gated ? 3 : 2); j++) {
+            UpdBwd u[2] = {{dBase + o[j], dS[j], dA[j], &c->dalpha[n - 1], &c->dbeta[n - 1], dcrow, dPn + o[j],
+                            B0 + o[j], A[j], Sm[j], crow, c->alpha[n - 1], c->beta[n - 1]},
+                           {dS[j], NULL, NULL, c->dsig, NULL, c->ds, Sx ? dSn + o[j] : NULL, Sm[j], NULL, NULL, srow,
+                            c->sigma[n - 1], 0}};
+            mem_update_backward2_gpu(u, Sx ? 2 : 1, ddl[j], dxk[j], dl[j], xk[j], n, j ? dm : d, j ? din : dm, c,
+                                     j ? SPLIT_M : SPLIT_P);
+        }
     }
     // reads: y = q + LN(o_q) g + beta, o_q = read(W1, hq), hq = GELU(zq) (gated: * zq3, zq3 = read(W3, q)), zq = read(W2, q)
     if (!c->noread) {
@@ -3354,7 +3402,8 @@ MEMFN void mem_step_backward_gpu(const MemCfg* m, MemChunkGpu* c, int n, const r
         return;
     }
     if (m->retention == RET_NONE) {
-        mem_chunk_forward_gpu(m, c, n, St, S, NULL, NULL, lng, lnb, NULL, NULL);
+        if (c->noread != 2)  // (2: the chunk's forward values are loaded, mem_fw_io)
+            mem_chunk_forward_gpu(m, c, n, St, S, NULL, NULL, lng, lnb, NULL, NULL);
         mem_chunk_backward_gpu(m, c, n, dy, St, S, dStn, dSn, dSt, dSs, lng, NULL, dSt, NULL);
         return;
     }
@@ -3468,6 +3517,10 @@ typedef struct {
     MemChunkGpu* pchunks;
     int pG, pblocks, pR;  // pR: the forward's split (its stored states are in the slices' layout, cl_slice)
     int pcps;  // memory_reads_kernel's blocks per SM (MIRAS_MEM_PAR_CTAS)
+    // and, where mem_fw_ok, every chunk's forward values for the backward chain (mem_fw_io), pfwn floats per chunk
+    // (B, H, nch, pfwn); else NULL
+    real* pfw;
+    size_t pfwn;
 } MemArgs;
 
 // copy rows [t0, t0+n) of head h of sequence bb from a (B, T, G*w) tensor into dst (n, w), and back
@@ -3705,6 +3758,59 @@ __global__ void __launch_bounds__(MEM_THREADS) memory_forward_kernel(MemArgs A) 
 // (each chunk's intermediates are recomputed from its start state; with A.ck > 1, entering a segment of ck chunks
 // from its end first recomputes the segment's start states from its stored one, bit for bit the forward's: the
 // same step on the same inputs).
+// The chunk's forward values that the chain's backward reads, with the reads apart (MemArgs.pfw; mem_fw_ok: no
+// retention, no Muon): the coefficients (alpha, beta, sigma, s, C) and the inner gradients' forward at P_s (r, e, psi;
+// deep: nk, g1 (u, rk with the LN), zk, tk, hk, gk, g2 (gated: zk3, hk2, g3)), which memory_reads_kernel(A, 1)
+// computes for every chunk at once anyway. It saves them (save = 1: unsplit, m the whole memory) and the chain
+// loads them (m its slice's MemCfg, r its rank) in place of recomputing them (MemChunkGpu.noread = 2), ~a fifth of
+// its barriers per chunk. Each array at a fixed offset of the chunk's pfwn floats (mem_fw_floats); an (n, dm) one
+// as R blocks of (b, dm / R), CTA r's slice in block r. Counts per kind: n, n n, n d, n dm (the whole dm).
+__host__ __device__ static inline void mem_fw_kinds(const MemCfg* m, int* k) {
+    k[0] = 3 + (m->depth > 1 && m->ln);  // alpha, beta, sigma (rk)
+    k[1] = 2;  // s, C
+    k[2] = 3 + (m->depth > 1 ? 2 + m->ln : 0);  // r, e, psi (nk, g1 (u))
+    k[3] = m->depth > 1 ? 5 + 3 * m->gated : 0;  // zk, tk, hk, gk, g2 (zk3, hk2, g3)
+}
+static size_t mem_fw_floats(const MemCfg* m, int b) {  // (m: the whole memory)
+    int k[4];
+    mem_fw_kinds(m, k);
+    return k[0] * carve_al(b) + k[1] * carve_al((size_t)b * b) + k[2] * carve_al((size_t)b * m->d) +
+           k[3] * carve_al((size_t)b * m->dm);
+}
+// (the memories whose chain takes them: mem_step_backward_gpu's RET_NONE path; MIRAS_MEM_PAR_FW=0: none)
+static int mem_fw_ok(const MemCfg* m) {
+    return g_mem_par_fw && m->retention == RET_NONE && !m->muon && !m->phistar && !m->lattice;
+}
+MEMFN void mem_fw_io(const MemCfg* m, MemChunkGpu* c, int n, int b, real* buf, int R, int r, int save) {
+    int d = m->d, dmf = save ? m->dm : m->dm * R, dr = dmf / R, k[4];
+    mem_fw_kinds(m, k);
+    real* a0[] = {c->alpha, c->beta, c->sigma, c->rk};
+    real* a1[] = {c->s, c->C};
+    real* a2[] = {c->r, c->e, c->psi, c->nk, c->g1, c->u};
+    real* a3[] = {c->zk, c->tk, c->hk, c->gk, c->g2, c->zk3, c->hk2, c->g3};
+    real** arr[4] = {a0, a1, a2, a3};
+    size_t rows[3] = {1, (size_t)n, (size_t)n}, cols[3] = {(size_t)n, (size_t)n, (size_t)d},
+           stride[4] = {carve_al(b), carve_al((size_t)b * b), carve_al((size_t)b * d), carve_al((size_t)b * dmf)};
+    size_t off = 0;
+    for (int kind = 0; kind < 4; kind++)
+        for (int j = 0; j < k[kind]; j++, off += stride[kind]) {
+            real *x = arr[kind][j], *y = buf + off;
+            if (kind < 3) FOR(e, rows[kind] * cols[kind]) {
+                    if (save)
+                        y[e] = x[e];
+                    else
+                        x[e] = y[e];
+                }
+            else if (save)  // the whole (n, dm) row-major array into R blocks of (b, dr)
+                FOR(e, (size_t)n * dmf) {
+                    size_t i = e / dmf, jj = e % dmf, q = jj / dr;
+                    y[q * b * dr + i * dr + jj % dr] = x[e];
+                }
+            else  // CTA r's (n, dr) from block r
+                FOR(e, (size_t)n * dr) x[e] = y[(size_t)r * b * dr + e];
+        }
+    __syncthreads();
+}
 __global__ void __launch_bounds__(MEM_THREADS) memory_backward_kernel(MemArgs A) {
     __shared__ MemChunkGpu c;
     __shared__ MemCfg m;
@@ -3713,7 +3819,7 @@ __global__ void __launch_bounds__(MEM_THREADS) memory_backward_kernel(MemArgs A)
     int par = A.pdP != NULL;  // the chain without the reads (MemArgs.pdP: their part is done, memory_reads_kernel)
     if (threadIdx.x == 0) {
         mem_block_setup(&c, &m, &A, h);
-        c.noread = par;
+        c.noread = par ? (A.pfw ? 2 : 1) : 0;  // (2: with the chunks' forward values, mem_fw_io)
     }
     __syncthreads();
     int ck = A.ck > 1 ? A.ck : 1, ns = (nch + ck - 1) / ck, nPr = m.nP;
@@ -3744,9 +3850,10 @@ __global__ void __launch_bounds__(MEM_THREADS) memory_backward_kernel(MemArgs A)
             if (Sc) prefetch_l2(mem_state_gpu(S, Sw, ch - ck, ck, nP), nPr);
         }
         int nh = mem_load_chunk_gpu(&c, &A, bb, h, t0, n);  // omega's halo rows (their dy is 0)
-        if (par)
-            block_zero(c.dy, (size_t)(nh + n) * d);
-        else {
+        if (par) {
+            if (ch == nch - 1)
+                block_zero(c.dy, (size_t)mem_rows(&m, b) * d);  // (dy = 0 for all chunks: none writes it)
+        } else {
             if (m.omega > 1 || m.poly) block_zero(c.dy, (size_t)nh * d);
             gather_rows_gpu(c.dy + (size_t)nh * d, A.dy, bb, h, t0, n, T, A.H, d);
         }
@@ -3754,19 +3861,20 @@ __global__ void __launch_bounds__(MEM_THREADS) memory_backward_kernel(MemArgs A)
             block_copy(c.Ps, Pc, nPr);
             Pc = c.Ps;
         }
+        if (par && A.pfw)  // (the reads apart: the chunk's forward values, saved by memory_reads_kernel)
+            mem_fw_io(&m, &c, nh + n, b, A.pfw + ((size_t)bh * nch + ch) * A.pfwn, R, r, 0);
         mem_step_backward_gpu(&m, &c, nh + n, c.dy, Pc, Sc, dPn, dSn, dPs, dSs, lng, lnb);
         if (par) {  // dL/dP_s (dL/dS_s) += the reads' part, memory_reads_kernel's (this CTA's slice)
             size_t slot = ((size_t)bh * nch + ch) * nP;
-            for (int k = 0; k < 1 + (S != NULL); k++) {
+            for (int k = 0; k < 1 + (S != NULL); k++) {  // (P's and S's apart: one barrier)
                 const real* add = (k ? A.pdS : A.pdP) + slot;
                 real* to = k ? dSs : dPs;
                 if (R > 1)
-                    cl_slice((real*)add, to, &A.m, R, r, 2);
-                else {
+                    cl_slice((real*)add, to, &A.m, R, r, 2, 0);
+                else
                     FOR(i, nP) to[i] += add[i];
-                    __syncthreads();
-                }
             }
+            __syncthreads();
         }
         if (r == 0 && (m.omega > 1 || m.poly))  // (split: every CTA has the rows' gradients; the first stores them)
             omega_store_chunk_grads_gpu(&c, &A, bb, h, t0, n);
@@ -3845,6 +3953,8 @@ __global__ void __launch_bounds__(MEM_THREADS) memory_reads_kernel(MemArgs A, in
             size_t slot = ((size_t)bh * nch + ch) * nP;
             mem_step_backward_gpu(&m, &c, nh + n, c.dy, Pc, Sc, NULL, NULL, A.pdP + slot, S ? A.pdS + slot : c.Sb, lng,
                                   lnb);
+            if (A.pfw)  // (the chunk's forward values, for the chain: in the chain's slices)
+                mem_fw_io(&m, &c, nh + n, b, A.pfw + ((size_t)bh * nch + ch) * A.pfwn, R, 0, 1);
             if (m.poly)
                 omega_store_chunk_grads_gpu(&c, &A, bb, h, t0, n);
             else
@@ -5713,7 +5823,10 @@ static int mem_ckpt_choose(const MemCfg* m, const Config* c, int B, int T) {
     // bytes of the states (all layers) and of the blocks' segment buffers (one layer at a time) at ck
     double st = (double)m->nP * sizeof(real) * (1 + mem_carries_S(m)), bh = (double)B * c->H;
     double room = (double)fr - 2e9 - 0.1 * (double)total;
-    if (g_mem_par) room -= st * bh * nch;  // (memory_reads_kernel's per-chunk dL/dP_s, one layer at a time)
+    if (g_mem_par) {  // (memory_reads_kernel's per-chunk dL/dP_s and forward values, one layer at a time)
+        room -= st * bh * nch;
+        if (mem_fw_ok(m)) room -= (double)mem_fw_floats(m, c->b) * sizeof(real) * bh * nch;
+    }
     while (ck < nch && st * bh * ((double)c->L * ((nch + ck - 1) / ck) + (ck - 1)) > room) ck *= 2;
     return ck < nch ? ck : nch;
 }
@@ -6170,6 +6283,8 @@ typedef struct {
     // the reads apart (mem_par_cfg; else NULL): per chunk dL/dP_s (dL/dS_s) through the reads, (B, H, nch, nP)
     // each; the units' anchor and LN sums (B, H, mem_pG, nP + 2d); the first pass's chunk scratches (unsplit)
     real *mem_pdP, *mem_pdS, *mem_pparts, *pchunk_memory;
+    real* mem_pfw;  // and (mem_fw_ok) every chunk's forward values for the backward chain, (B, H, nch, mem_pfwn)
+    size_t mem_pfwn;
     MemChunkGpu* pchunks;
     int mem_pG, mem_pblocks;
     real* mem_dbh;  // (B, H, nP + 2d) per-sequence gradients of P_0 and the memory LN, summed over B after
@@ -6282,7 +6397,8 @@ static void model_free_acts(ModelGpu* M) {
     dfree(M->mem_pparts);
     dfree(M->pchunk_memory);
     dfree(M->pchunks);
-    M->mem_pdP = M->mem_pdS = M->mem_pparts = M->pchunk_memory = NULL;
+    dfree(M->mem_pfw);
+    M->mem_pdP = M->mem_pdS = M->mem_pparts = M->pchunk_memory = M->mem_pfw = NULL;
     M->pchunks = NULL;
     dfree(M->mem_aux);
     dfree(M->mem_gpart);
@@ -6415,6 +6531,15 @@ static void model_alloc_acts_gpu(ModelGpu* M, int B, int T) {
         M->mem_pdP = (real*)dmalloc(ns * sizeof(real));
         if (mem_carries_S(&M->mem)) M->mem_pdS = (real*)dmalloc(ns * sizeof(real));
         M->mem_pparts = (real*)dmalloc((size_t)B * c->H * M->mem_pG * (M->mem.nP + 2 * M->mem.d) * sizeof(real));
+        if (mem_fw_ok(&M->mem)) {
+            M->mem_pfwn = mem_fw_floats(&M->mem, c->b);
+            M->mem_pfw = (real*)dmalloc((size_t)B * c->H * nchunks_gpu(M, T) * M->mem_pfwn * sizeof(real));
+        }
+        static int said_fw = 0;
+        if (M->mem_pfw && !said_fw++ && g_rank == 0)
+            printf(
+                "memory: the backward chain loads each chunk's forward values, saved by the reads' pass "
+                "(MIRAS_MEM_PAR_FW=0: recomputes them)\n");
         M->pchunks = mem_chunks_alloc(&M->mem, c->b, M->mem_pblocks, &M->pchunk_memory);
         static int said_par = 0;
         if (!said_par++ && g_rank == 0)
@@ -6536,6 +6661,8 @@ static MemArgs mem_args(ModelGpu* M, int l) {
     A.pG = M->mem_pG;
     A.pblocks = M->mem_pblocks;
     A.pcps = g_mem_par_ctas;
+    A.pfw = M->mem_pfw;
+    A.pfwn = M->mem_pfwn;
     A.aux = M->mem_aux ? M->mem_aux + (size_t)l * N * H * TOK_AUX : NULL;
     A.gpart = M->mem_gpart;
     A.lat = M->lat_scratch;

@@ -129,7 +129,7 @@ PY
 if part 10; then
 r=$(PRESET=titans REF=0 step 60 bash dev/bench_gpu.sh 4 4096 4 2 2>&1 | tee -a "$W/bench_par.log" | grep -E "^train_miras_cu|failed")
 say "titans (one pass): ${r:-no result (see bench_par.log)}"
-for e in "MIRAS_MEM_PAR_CTAS=1" "MIRAS_MEM_PAR_CTAS=2" "MIRAS_MEM_PAR_CTAS=4" "MIRAS_MEM_SPLIT=4" "MIRAS_MEM_PAR_STATE=0"; do
+for e in "MIRAS_MEM_PAR_CTAS=1" "MIRAS_MEM_PAR_CTAS=2" "MIRAS_MEM_PAR_CTAS=4" "MIRAS_MEM_SPLIT=4" "MIRAS_MEM_PAR_STATE=0" "MIRAS_MEM_PAR_FW=0"; do
     r=$(export MIRAS_MEM_PAR=1 $e; PRESET=titans REF=0 step 60 bash dev/bench_gpu.sh 4 4096 4 2 2>&1 | tee -a "$W/bench_par.log" | grep -E "^train_miras_cu|^memory: the reads|failed")
     say "titans MIRAS_MEM_PAR=1 $e: $(echo ${r:-no result (see bench_par.log)})"; done
 [ -f build/rand_train_000000.bin ] || rand_shard $((8 * 4096 + 1))
