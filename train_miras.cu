@@ -3765,6 +3765,7 @@ __global__ void __launch_bounds__(MEM_THREADS) memory_forward_kernel(MemArgs A) 
 // loads them (m its slice's MemCfg, r its rank) in place of recomputing them (MemChunkGpu.noread = 2), ~a fifth of
 // its barriers per chunk. Each array at a fixed offset of the chunk's pfwn floats (mem_fw_floats); an (n, dm) one
 // as R blocks of (b, dm / R), CTA r's slice in block r. Counts per kind: n, n n, n d, n dm (the whole dm).
+__host__ __device__ static inline size_t mem_fw_al(size_t n) { return (n + 3) & ~(size_t)3; }  // (carve_al's)
 __host__ __device__ static inline void mem_fw_kinds(const MemCfg* m, int* k) {
     k[0] = 3 + (m->depth > 1 && m->ln);  // alpha, beta, sigma (rk)
     k[1] = 2;  // s, C
@@ -3774,8 +3775,8 @@ __host__ __device__ static inline void mem_fw_kinds(const MemCfg* m, int* k) {
 static size_t mem_fw_floats(const MemCfg* m, int b) {  // (m: the whole memory)
     int k[4];
     mem_fw_kinds(m, k);
-    return k[0] * carve_al(b) + k[1] * carve_al((size_t)b * b) + k[2] * carve_al((size_t)b * m->d) +
-           k[3] * carve_al((size_t)b * m->dm);
+    return k[0] * mem_fw_al(b) + k[1] * mem_fw_al((size_t)b * b) + k[2] * mem_fw_al((size_t)b * m->d) +
+           k[3] * mem_fw_al((size_t)b * m->dm);
 }
 // (the memories whose chain takes them: mem_step_backward_gpu's RET_NONE path; MIRAS_MEM_PAR_FW=0: none)
 static int mem_fw_ok(const MemCfg* m) {
@@ -3790,7 +3791,7 @@ MEMFN void mem_fw_io(const MemCfg* m, MemChunkGpu* c, int n, int b, real* buf, i
     real* a3[] = {c->zk, c->tk, c->hk, c->gk, c->g2, c->zk3, c->hk2, c->g3};
     real** arr[4] = {a0, a1, a2, a3};
     size_t rows[3] = {1, (size_t)n, (size_t)n}, cols[3] = {(size_t)n, (size_t)n, (size_t)d},
-           stride[4] = {carve_al(b), carve_al((size_t)b * b), carve_al((size_t)b * d), carve_al((size_t)b * dmf)};
+           stride[4] = {mem_fw_al(b), mem_fw_al((size_t)b * b), mem_fw_al((size_t)b * d), mem_fw_al((size_t)b * dmf)};
     size_t off = 0;
     for (int kind = 0; kind < 4; kind++)
         for (int j = 0; j < k[kind]; j++, off += stride[kind]) {
