@@ -8095,6 +8095,7 @@ typedef struct {
     real* conv_hist;  // (L, 3, K-1, D) inputs of the q, k, v convs at the previous K-1 positions
     real *P, *S, *Pn, *Sn;  // (L, H, nP) boundary state; (H, nP) chunk-end scratch, one per head
     real* Pt;  // (L, H, nP) the running state of the recurrent step (decoder_recurrent_kernel), or NULL
+    real* p0s;  // split and anchored: (L, H, nP) each memory layer's P_0 as its CTAs' slices (cl_slice), else NULL
     real* win;  // with Pt: (L, H R, dec_win_rows, dec_fac_width of a slice) the window's gradient factors
     real* pa;  // with Pt: (L, H) atlas_chunk's prod a
     // (L, H, b + c-1, rw) q, k, v, a, theta, eta, delta (gamma) of the current chunk's tokens (decoder_row_width),
@@ -8140,6 +8141,7 @@ typedef struct {
     const real *lng, *lnb;
     MemChunkGpu* chunks;
     const real* p0;  // this layer's P_0 (H, nP): the anchored retention's anchor
+    const real* p0s;  // split and anchored: P_0 as its CTAs' slices (mem_slice_kernel, once per decoder), else NULL
     MemSmem sm;  // the chunk scratch in shared memory and the products' precision, as memory_forward_kernel's
     int tc;
     int R, xn;  // the cluster split (MemArgs.R, .xn): R CTAs per head, each with its slice of P, S, Pn, Sn
@@ -8152,6 +8154,8 @@ __device__ void dec_block_setup(MemChunkGpu* c, MemCfg* m, const DecArgs* A, int
     mem_smem_apply(c, &A->sm);
     c->p0 = m->anchor ? A->p0 + (size_t)h * m->nP : NULL;
     if (A->R > 1) mem_split_setup(c, m, A->R, A->xn, A->sm.floats);
+    if (A->R > 1 && m->anchor && A->p0s)  // (the slice made once, not gathered per token)
+        c->p0 = (real*)A->p0s + (size_t)h * A->m.nP + (size_t)(blockIdx.x % A->R) * m->nP;
     mem_tc = A->tc;
 }
 // the token's row of head h into row (the decoder's partial chunk): q, k, v, a, theta, eta, delta (poly's features of
@@ -8221,7 +8225,7 @@ __global__ void __launch_bounds__(MEM_THREADS) decoder_memory_kernel(DecArgs A) 
     if (threadIdx.x == 0) dec_block_setup(&c, &m, &A, h);
     __syncthreads();
     int d = m.d, nP = A.m.nP, nPr = m.nP, rw = A.rw, n = A.cnt + 1, w = m.omega, nh = A.nh;
-    if (R > 1 && m.anchor) cl_slice((real*)A.p0 + (size_t)h * nP, c.p0s, &A.m, R, r, 1);
+    if (R > 1 && m.anchor && !A.p0s) cl_slice((real*)A.p0 + (size_t)h * nP, c.p0s, &A.m, R, r, 1);
     // this token's row (after the nh halo rows): q, k, v, a, theta, eta, delta (poly's features of q, k; gamma)
     real* part = A.part + (size_t)h * mem_rows(&m, A.b) * rw;
     real* row = part + (size_t)(nh + A.cnt) * rw;
@@ -8431,7 +8435,7 @@ __global__ void __launch_bounds__(MEM_THREADS) decoder_recurrent_kernel(DecArgs 
     __syncthreads();
     int d = m.d, nP = A.m.nP, nPr = m.nP, ew = m.cw ? d : 1, w = m.omega, nh = A.nh, din = m.din, rw = A.rw,
         fw = dec_fac_width_gpu(&m);
-    if (R > 1 && m.anchor) cl_slice((real*)A.p0 + (size_t)h * nP, c.p0s, &A.m, R, r, 1);
+    if (R > 1 && m.anchor && !A.p0s) cl_slice((real*)A.p0 + (size_t)h * nP, c.p0s, &A.m, R, r, 1);
     size_t so = (size_t)h * nP + (size_t)r * nPr;  // (split: CTA r's slice of head h's state)
     int s = w > 1 ? nh + A.cnt : 0;  // the token's slot
     real *P = A.P + so, *Pt = A.Pt + so, *S = A.S + so;
@@ -8663,6 +8667,16 @@ static void decoder_init_gpu(DecoderGpu* dec, ModelGpu* M) {
             if (M->hm->mlayer[l] >= 0) h2d(dec->P + (size_t)l * c->H * m->nP, I, (size_t)c->H * m->nP * sizeof(real));
         free(I);
     }
+    if (dec->R > 1 && m->anchor && !c->lattice) {  // the anchor's slices, for every token (DecArgs.p0s)
+        dec->p0s = (real*)dmalloc(LH * m->nP * sizeof(real));
+        for (int l = 0; l < c->L; l++)
+            if (M->hm->mlayer[l] >= 0) {
+                mem_slice_kernel<<<c->H * dec->R, 256, 0, g_stream>>>(
+                    dec->p0s + (size_t)l * c->H * m->nP, M->params.mem_p0 + (size_t)M->hm->mlayer[l] * c->H * m->nP, *m,
+                    dec->R);
+                KCHECK("mem_slice");
+            }
+    }
     for (int l = 0; l < c->L; l++)
         if (M->hm->mlayer[l] >= 0 && !c->lattice && dec->R > 1) {  // P_0 of each memory layer (split: sliced)
             mem_slice_kernel<<<c->H * dec->R, 256, 0, g_stream>>>(
@@ -8812,6 +8826,7 @@ static void decoder_free_gpu(DecoderGpu* dec) {
     dfree(dec->Pn);
     dfree(dec->Sn);
     dfree(dec->Pt);
+    dfree(dec->p0s);
     dfree(dec->win);
     dfree(dec->pa);
     dfree(dec->part);
@@ -8906,6 +8921,7 @@ static void decoder_mixer_gpu(DecoderGpu* dec, int l, const real* u, int pos, re
         A.lnb = m->ln ? p->mem_ln_b + ml * H * d : NULL;
         A.chunks = dec->chunks;
         A.p0 = p->mem_p0 + ml * H * nP;
+        A.p0s = dec->p0s ? dec->p0s + (size_t)l * H * nP : NULL;
         A.tc = g_mem_tc;  // (the parallel forward's: the same chunk products, on the tensor cores)
         A.sm = dec->sm;
         A.R = dec->R;
