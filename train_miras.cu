@@ -1223,9 +1223,9 @@ MEMFN void block_zero(real* p, size_t n, int sync = 1) {  // (sync = 0: the call
         for (size_t i = threadIdx.x; i < n; i += blockDim.x) p[i] = 0;
     if (sync) __syncthreads();
 }
-MEMFN void block_copy(real* dst, const real* src, size_t n) {
+MEMFN void block_copy(real* dst, const real* src, size_t n, int sync = 1) {
     for (size_t i = threadIdx.x; i < n; i += blockDim.x) dst[i] = src[i];
-    __syncthreads();
+    if (sync) __syncthreads();
 }
 
 // ---- The cluster split (MemArgs.R > 1): a (sequence, head) runs on a cluster of R CTAs, each holding a slice of the
@@ -1248,17 +1248,19 @@ struct ClPart {
 // sums. The two halves of the buffer alternate: a CTA that races ahead writes its next partials into the other
 // half while slower ones still read this one, and cannot reach this half again before all have passed the next
 // cluster.sync, i.e. finished reading it. (The kernel ends with a cluster.sync: no CTA exits while read.)
-// the end of a cluster reduction: every thread has read this half; the next one takes the other
-__device__ __forceinline__ void cl_done(MemChunkGpu* c) {
-    __syncthreads();
+// The turn of the halves, right after the cluster barrier: every thread of this CTA took its pointer to this half
+// (cl_buf) before it, so thread 0 may point the next reduction to the other half at once
+__device__ __forceinline__ void cl_turn(MemChunkGpu* c) {
     if (threadIdx.x == 0) c->xt ^= 1;
-    __syncthreads();
 }
+// the end of a cluster reduction: its sums published to the CTA's threads (and the turn, cl_turn)
+__device__ __forceinline__ void cl_done(MemChunkGpu*) { __syncthreads(); }
 MEMFN void cl_reduce(MemChunkGpu* c, const ClPart* p, int k) {
     cg::cluster_group cl = cg::this_cluster();
     const real* x = cl_buf(c);
     int R = c->R;
     cl.sync();
+    cl_turn(c);
     for (int j = 0; j < k; j++) FOR(i, p[j].cnt) {
             real s = 0;
             for (int r = 0; r < R; r++) s += cl.map_shared_rank(x, r)[p[j].off + i];
@@ -1272,6 +1274,7 @@ MEMFN double cl_sumd(MemChunkGpu* c, double v) {
     double* x = (double*)cl_buf(c);  // (16-byte aligned)
     if (threadIdx.x == 0) *x = v;
     cl.sync();
+    cl_turn(c);
     double s = 0;
     for (int r = 0; r < c->R; r++) s += *cl.map_shared_rank(x, r);
     cl_done(c);
@@ -1282,6 +1285,7 @@ MEMFN void cl_max(MemChunkGpu* c, real* v, int k) {
     cg::cluster_group cl = cg::this_cluster();
     const real* x = cl_buf(c);
     cl.sync();
+    cl_turn(c);
     FOR(i, k) {
         real s = -INFINITY;
         for (int r = 0; r < c->R; r++) s = fmaxf(s, cl.map_shared_rank(x, r)[i]);
@@ -3740,12 +3744,12 @@ __global__ void __launch_bounds__(MEM_THREADS) memory_forward_kernel(MemArgs A) 
     const real* lnb = m.ln ? A.lnb + (size_t)h * m.d : NULL;
     for (int ch = 0; ch < nch - par; ch++) {  // (without its reads the last chunk has nothing to do)
         int t0 = ch * b, n = T - t0 < b ? T - t0 : b, last = ch == nch - 1;
-        int nh = mem_load_chunk_gpu(&c, &A, bb, h, t0, n);  // omega's halo rows
         real* Pc = mem_state_gpu(P, Pw, ch, ck, nP);
-        if (A.sm.ps) {  // (the reads apart: the state's copy in shared memory, for the chunk's products)
-            block_copy(c.Ps, Pc, nPr);
+        if (A.sm.ps) {  // (the reads apart: the state's copy in shared memory, for the chunk's products; the load's
+            block_copy(c.Ps, Pc, nPr, 0);  // barrier publishes it)
             Pc = c.Ps;
         }
+        int nh = mem_load_chunk_gpu(&c, &A, bb, h, t0, n);  // omega's halo rows
         mem_step_forward_gpu(&m, &c, nh + n, Pc, mem_state_gpu(S, Sw, ch, ck, nP),
                              last ? NULL : mem_state_gpu(P, Pw, ch + 1, ck, nP),
                              last ? NULL : mem_state_gpu(S, Sw, ch + 1, ck, nP), lng, lnb);
@@ -3754,10 +3758,6 @@ __global__ void __launch_bounds__(MEM_THREADS) memory_forward_kernel(MemArgs A) 
     }
     if (R > 1) cg::this_cluster().sync();  // no CTA exits while another may still read its exchange buffer
 }
-// Backward through all chunks in reverse, carrying dL/dP and dL/dS across chunk boundaries
-// (each chunk's intermediates are recomputed from its start state; with A.ck > 1, entering a segment of ck chunks
-// from its end first recomputes the segment's start states from its stored one, bit for bit the forward's: the
-// same step on the same inputs).
 // The chunk's forward values that the chain's backward reads, with the reads apart (MemArgs.pfw; mem_fw_ok: no
 // retention, no Muon): the coefficients (alpha, beta, sigma, s, C) and the inner gradients' forward at P_s (r, e, psi;
 // deep: nk, g1 (u, rk with the LN), zk, tk, hk, gk, g2 (gated: zk3, hk2, g3)), which memory_reads_kernel(A, 1)
@@ -3782,7 +3782,7 @@ static size_t mem_fw_floats(const MemCfg* m, int b) {  // (m: the whole memory)
 static int mem_fw_ok(const MemCfg* m) {
     return g_mem_par_fw && m->retention == RET_NONE && !m->muon && !m->phistar && !m->lattice;
 }
-MEMFN void mem_fw_io(const MemCfg* m, MemChunkGpu* c, int n, int b, real* buf, int R, int r, int save) {
+MEMFN void mem_fw_io(const MemCfg* m, MemChunkGpu* c, int n, int b, real* buf, int R, int r, int save, int sync = 1) {
     int d = m->d, dmf = save ? m->dm : m->dm * R, dr = dmf / R, k[4];
     mem_fw_kinds(m, k);
     real* a0[] = {c->alpha, c->beta, c->sigma, c->rk};
@@ -3810,8 +3810,12 @@ MEMFN void mem_fw_io(const MemCfg* m, MemChunkGpu* c, int n, int b, real* buf, i
             else  // CTA r's (n, dr) from block r
                 FOR(e, (size_t)n * dr) x[e] = y[(size_t)r * b * dr + e];
         }
-    __syncthreads();
+    if (sync) __syncthreads();
 }
+// Backward through all chunks in reverse, carrying dL/dP and dL/dS across chunk boundaries
+// (each chunk's intermediates are recomputed from its start state; with A.ck > 1, entering a segment of ck chunks
+// from its end first recomputes the segment's start states from its stored one, bit for bit the forward's: the
+// same step on the same inputs).
 __global__ void __launch_bounds__(MEM_THREADS) memory_backward_kernel(MemArgs A) {
     __shared__ MemChunkGpu c;
     __shared__ MemCfg m;
@@ -3850,20 +3854,20 @@ __global__ void __launch_bounds__(MEM_THREADS) memory_backward_kernel(MemArgs A)
             prefetch_l2(mem_state_gpu(P, Pw, ch - ck, ck, nP), nPr);
             if (Sc) prefetch_l2(mem_state_gpu(S, Sw, ch - ck, ck, nP), nPr);
         }
-        int nh = mem_load_chunk_gpu(&c, &A, bb, h, t0, n);  // omega's halo rows (their dy is 0)
-        if (par) {
+        if (A.sm.ps) {  // (the reads apart: the state's copy in shared memory, for the chunk's products)
+            block_copy(c.Ps, Pc, nPr, 0);
+            Pc = c.Ps;
+        }
+        if (par && A.pfw)  // (and the chunk's forward values, saved by memory_reads_kernel; no omega: no halo rows)
+            mem_fw_io(&m, &c, n, b, A.pfw + ((size_t)bh * nch + ch) * A.pfwn, R, r, 0, 0);
+        int nh = mem_load_chunk_gpu(&c, &A, bb, h, t0, n);  // omega's halo rows (their dy is 0); its barrier
+        if (par) {  // publishes the copies above too
             if (ch == nch - 1)
                 block_zero(c.dy, (size_t)mem_rows(&m, b) * d);  // (dy = 0 for all chunks: none writes it)
         } else {
             if (m.omega > 1 || m.poly) block_zero(c.dy, (size_t)nh * d);
             gather_rows_gpu(c.dy + (size_t)nh * d, A.dy, bb, h, t0, n, T, A.H, d);
         }
-        if (A.sm.ps) {  // (the reads apart: the state's copy in shared memory, for the chunk's products)
-            block_copy(c.Ps, Pc, nPr);
-            Pc = c.Ps;
-        }
-        if (par && A.pfw)  // (the reads apart: the chunk's forward values, saved by memory_reads_kernel)
-            mem_fw_io(&m, &c, nh + n, b, A.pfw + ((size_t)bh * nch + ch) * A.pfwn, R, r, 0);
         mem_step_backward_gpu(&m, &c, nh + n, c.dy, Pc, Sc, dPn, dSn, dPs, dSs, lng, lnb);
         if (par) {  // dL/dP_s (dL/dS_s) += the reads' part, memory_reads_kernel's (this CTA's slice)
             size_t slot = ((size_t)bh * nch + ch) * nP;
