@@ -6545,6 +6545,8 @@ static void model_alloc_acts_gpu(ModelGpu* M, int B, int T) {
             printf(
                 "memory: the backward chain loads each chunk's forward values, saved by the reads' pass "
                 "(MIRAS_MEM_PAR_FW=0: recomputes them)\n");
+        else if (!g_mem_par_fw && M->mem.retention == RET_NONE && !M->mem.muon && !said_fw++ && g_rank == 0)
+            printf("memory: the backward chain recomputes each chunk's forward values (MIRAS_MEM_PAR_FW=0)\n");
         M->pchunks = mem_chunks_alloc(&M->mem, c->b, M->mem_pblocks, &M->pchunk_memory);
         static int said_par = 0;
         if (!said_par++ && g_rank == 0)

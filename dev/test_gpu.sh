@@ -42,6 +42,9 @@ WY=${WY:-'^(syn_deltanet|syn_gdn_t150)$'}
 # dump, and bf16's where BF16 matches, and it must say that it ran so (else 3 failures: the checks would pass on the
 # one-pass kernels)
 PAR=${PAR:-'^(titans|titans_anchor|titans_H|ttt_mlp|yaad|yaad_cw|moneta_anchor|moneta_cw|memora|memora_cw|gated_mom|poly_mom|deep_noln|mal|mag|hybrid_asm|gated_deltanet|syn_titans_d64|syn_split|syn_memora|syn_moneta_cw|syn_gated_cw|syn_yaad_cw)$'}
+# of those, the inputs whose backward chain also runs recomputing each chunk's forward values (MIRAS_MEM_PAR_FW=0; by
+# default it loads those the reads' pass saved): the same fp32 checks, and the line that says it recomputed
+PARFW=${PARFW:-'^(titans|syn_titans_d64)$'}
 # the inputs whose decoding is checked again with MIRAS_DECODE_CHUNK=1 (the partial chunk re-run for every token,
 # decoder_memory_kernel) beside the default recurrent step (decoder_recurrent_kernel): both against the parallel
 # forward, and each must say which it ran (else a failure: both checks could have run the same decoder)
@@ -203,6 +206,10 @@ check() {
             [ -n "$fl" ] && { echo "$name" | grep -Eq -- "$BF16" && ! echo "$name" | grep -Eq -- "$NOBF16" || continue; }
             variant "reads apart" par "^memory: the reads of every chunk apart from the chain" "$fl" MIRAS_MEM_PAR=1
         done
+        if echo "$name" | grep -Eq -- "$PARFW"; then
+            variant "reads apart, forward recomputed" parfw "^memory: the backward chain recomputes" "" MIRAS_MEM_PAR=1 \
+                MIRAS_MEM_PAR_FW=0
+        fi
     fi
     if echo "$name" | grep -Eq -- "$BF16" && ! echo "$name" | grep -Eq -- "$NOBF16"; then
         if ! "$GPU" -f 2 -J "$f" -O "$out/gpu_bf16_$name.bin" 2>"$out/gpu_bf16_$name.err"; then
