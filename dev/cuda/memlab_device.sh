@@ -123,13 +123,15 @@ PY
 # kernels without them): titans' whole step with 1, 2 and 4 of its blocks per SM, and with the chain split over 4 CTAs
 # (it has less to do per chunk now: more of its time may be the phases' latency, which the split shortens), and
 # with the chains' chunk-start state left in global memory (MIRAS_MEM_PAR_STATE=0; by default the chains copy it
-# into shared memory where the plan without the reads' arrays has room), beside the default; ncu's duration
+# into shared memory where the plan without the reads' arrays has room), and (2026-11-29) with the backward chain
+# recomputing each chunk's forward values instead of loading those the reads' pass saved (MIRAS_MEM_PAR_FW=0), beside
+# the default (first, then the saved values off: the two that matter most if the budget runs short); ncu's duration
 # of each memory kernel launch of one step (8 layers' forward, then the backward of layer 7), one pass and with it;
 # then the other deep presets with it (memlab_notes "The reads apart from the chain")
 if part 10; then
 r=$(PRESET=titans REF=0 step 60 bash dev/bench_gpu.sh 4 4096 4 2 2>&1 | tee -a "$W/bench_par.log" | grep -E "^train_miras_cu|failed")
 say "titans (one pass): ${r:-no result (see bench_par.log)}"
-for e in "MIRAS_MEM_PAR_CTAS=1" "MIRAS_MEM_PAR_CTAS=2" "MIRAS_MEM_PAR_CTAS=4" "MIRAS_MEM_SPLIT=4" "MIRAS_MEM_PAR_STATE=0" "MIRAS_MEM_PAR_FW=0"; do
+for e in "MIRAS_MEM_PAR_CTAS=2" "MIRAS_MEM_PAR_FW=0" "MIRAS_MEM_SPLIT=4" "MIRAS_MEM_PAR_CTAS=4" "MIRAS_MEM_PAR_CTAS=1" "MIRAS_MEM_PAR_STATE=0"; do
     r=$(export MIRAS_MEM_PAR=1 $e; PRESET=titans REF=0 step 60 bash dev/bench_gpu.sh 4 4096 4 2 2>&1 | tee -a "$W/bench_par.log" | grep -E "^train_miras_cu|^memory: the reads|failed")
     say "titans MIRAS_MEM_PAR=1 $e: $(echo ${r:-no result (see bench_par.log)})"; done
 [ -f build/rand_train_000000.bin ] || rand_shard $((8 * 4096 + 1))
