@@ -2478,8 +2478,11 @@ MEMFN void mem_bias_forward_gpu(const MemCfg* m, MemChunkGpu* c, int n, int sync
     if (sync) __syncthreads();
 }
 // from dr to dmk = dloss/dM(k) (overwritten), and dv, detac, ddelta (accumulated)
-MEMFN void mem_bias_backward_gpu(const MemCfg* m, MemChunkGpu* c, int n) {
-    FOR(j, n * m->d) {
+// (a thread per channel, as mem_out_backward_gpu and the LN backward's dr loop: with sync = 0 those need no barrier
+// between them)
+MEMFN void mem_bias_backward_gpu(const MemCfg* m, MemChunkGpu* c, int n, int sync = 1) {
+    FOR(i, m->d) for (int t = 0; t < n; t++) {
+        size_t j = (size_t)t * m->d + i;
         real dps = m->cw ? c->dr[j] * c->etac[j] : c->dr[j], de = 0, e = c->e[j];
         if (m->cw) c->detac[j] += c->dr[j] * c->psi[j];
         switch (m->bias) {
@@ -2495,7 +2498,7 @@ MEMFN void mem_bias_backward_gpu(const MemCfg* m, MemChunkGpu* c, int n) {
         c->dmk[j] = de;
         c->dv[j] -= de;
     }
-    __syncthreads();
+    if (sync) __syncthreads();
 }
 
 // The inner gradients at the state P (SPEC §4) of the chunk's n key rows, g_i = dloss(M(k_i; P), v_i)/dP by backprop
@@ -2594,12 +2597,10 @@ MEMFN void mem_grad_backward_gpu(const MemCfg* m, MemChunkGpu* c, int n, const r
             c->dr[e] += c->du[e] * lng[i];
             c->dlng[i] += c->du[e] * c->r[e];
         }
-        __syncthreads();
-    } else {
-        FOR(e, nd) c->dr[e] += c->dg1[e];
-        __syncthreads();
-    }
-    mem_bias_backward_gpu(m, c, n);  // r -> M(k)
+    } else
+        FOR(i, d) for (int t = 0; t < n; t++) c->dr[(size_t)t * d + i] += c->dg1[(size_t)t * d + i];
+    // (this loop, the bias's and the output's backward: a thread per channel each, so no barrier until the last's)
+    mem_bias_backward_gpu(m, c, n, 0);  // r -> M(k)
     mem_out_backward_gpu(c->dkr, c->dnk, c->dlng, c->dlnb, c->dmk, c->nk, lng, m, n);
     if (m->ln)
         ln_backward_gpu(c->dok, c->dnk, c->drk, c->nk, c->rk, n, d);
