@@ -2291,7 +2291,7 @@ MEMFN void mem_update_backward2_gpu(const UpdBwd* u, int nu, real* ddl, real* dx
     for (int k = 0; k < nu; k++) v4 = v4 && mem_update_backward_v4(u[k].dW, u[k].dS, u[k].dWn, u[k].W, u[k].S, m * p);
     // the dots' block sums (block_sum's, bit for bit) without barriers of their own: each warp's sums into ws, which
     // thread 0 adds in warp order after the products' closing barrier below
-    __shared__ real ws[2][2][32];
+    __shared__ real ws[2][2][MEM_THREADS / 32];  // (static shared memory is scarce: the blocks' at most MEM_THREADS)
     for (int k = 0; k < nu; k++) {
         real sa, sb, s0 = 0, unused;
         mem_update_backward_ew(u[k].dW, u[k].dS, &sa, &sb, u[k].dWn, u[k].W, u[k].ca, u[k].S, u[k].cb, m * p, v4);
@@ -5997,13 +5997,13 @@ static int mem_split_xn(const MemCfg* m, int b) {
 // wave. With nbh R CTAs on nsm SMs that takes c = ceil(nbh R / nsm) CTAs per SM (1, 2 or 4), each of MEM_THREADS / c
 // threads (at most 128 registers each: a CTA of 512 fills an SM's registers) and 1/c of the SM's shared memory
 // (*bytes: the dynamic part). MIRAS_MEM_THREADS=N overrides the threads (for the emulator's checks of 128 and 256).
-// The dynamic shared memory of each of c CTAs on one SM: its share, less 3 KB for the 1 KB reserved per CTA and its
+// The dynamic shared memory of each of c CTAs on one SM: its share, less 4 KB for the 1 KB reserved per CTA and its
 // static shared memory (MemChunkGpu, MemCfg)
 static size_t mem_smem_per_cta(int c) {
     static int smem = 0;  // shared memory per SM (H100, H200: 228 KB)
     if (!smem) cudaCheck(cudaDeviceGetAttribute(&smem, cudaDevAttrMaxSharedMemoryPerMultiprocessor, g_device));
     size_t per = (size_t)smem / c;
-    return per > 3072 ? per - 3072 : 0;
+    return per > 4096 ? per - 4096 : 0;
 }
 static int mem_split_shape(int nbh, int R, size_t* bytes) {
     static int nsm = 0;  // SMs
@@ -6071,8 +6071,8 @@ static size_t mem_smem_bytes(void) {
     static int optin = -1;
     if (optin < 0) {
         cudaCheck(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0));
-        optin -= 2048;
-    }  // room for the static shared memory
+        optin -= 3072;
+    }  // room for the static shared memory (ptxas -v: up to ~2.1 KB per memory kernel)
     return optin > 0 ? (size_t)optin : 0;
 }
 // 9-12: the b = 1 delta rule (l2 bias, scalar eta: mem_wy_cfg) in WY chunks: 9 the single kernel per direction
