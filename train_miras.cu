@@ -1135,7 +1135,8 @@ static void attention_backward_gpu(real* dq, real* dk, real* dv, real* Dscratch,
 //
 // The chunk scratch is the CPU's MemChunk (carved by memchunk_carve, in global memory, one per block) plus a
 // few GPU-only buffers for the parallel reductions. Every function below has the CPU's name and arguments
-// (mem_update_backward takes the chunk as one more argument, for its scratch) and the CPU's comment; the
+// (mem_update_backward2_gpu takes the state's and the momentum's updates of a matrix as a pair, and the chunk for its
+// scratch) and the CPU's comment; the
 // loops are split so that each output element has one owner thread. MEM_THREADS must be a multiple of 32.
 #ifndef MEM_THREADS
 // threads per (sequence, head) block, a multiple of 32 (at most 128 registers either way); make NVCC="nvcc
@@ -1149,9 +1150,8 @@ static void attention_backward_gpu(real* dq, real* dk, real* dv, real* Dscratch,
 // A chunk's rows (the CPU's MemChunk, carved the same way) plus the GPU's own scratch rows after them.
 struct MemChunkGpu : MemChunk {
     real *nn1, *nn2;  // (b, b) each: per-(t, i) terms of mem_coef_backward and mem_read_backward
-    real*
-        nm1;  // 2 x (b, max(dm, d)): per-(i, j) terms of mem_update_backward2's updates (m = d or dm; split, dm / R may
-    // be < d)
+    // 2 x (b, max(dm, d)): per-(i, j) terms of mem_update_backward2's two updates (m = d or dm; split, dm / R may be < d)
+    real* nm1;
     real* keep;  // (2 + d): kl_gates' saved gates (the CPU keeps them on its stack)
     // (b): (1 - alpha_t) cs, the row scales of the anchored retention's products in mem_read_backward
     real* oma;
@@ -1239,7 +1239,7 @@ namespace cg = cooperative_groups;
 enum { SPLIT_NONE = 0, SPLIT_P = 1, SPLIT_M = 2 };  // which side of an (m, p) memory matrix is the split dm
 __device__ __forceinline__ bool cl_on(const MemChunkGpu* c, int sp) { return sp != SPLIT_NONE && c->R > 1; }
 __device__ __forceinline__ real* cl_buf(const MemChunkGpu* c) { return c->xch + (c->xt ? c->xn : 0); }
-__device__ __forceinline__ int cl_al(size_t n) { return (int)((n + 3) & ~(size_t)3); }  // (carve_al: 16-byte parts)
+__host__ __device__ __forceinline__ int cl_al(size_t n) { return (int)((n + 3) & ~(size_t)3); }  // (carve_al's parts)
 struct ClPart {
     real* out;  // the sums go to out[0..cnt): out = (acc ? out : 0) + sum_r x_r[off..off+cnt)
     int off, cnt, acc;
@@ -2267,7 +2267,7 @@ MEMFN void mem_update_backward_ew(real* __restrict__ dW, real* __restrict__ dS, 
 }
 // One update's backward: dW += ca dWn; dS += cb dWn; dca += <dWn, W>; dcb += <dWn, S>; with the anchor W0:
 // dW0 += (1 - ca) dWn, dca -= <dWn, W0>; with gx[i][j] = dWn_j . xk_i:  ddl[i][j] -= c_i gx[i][j];
-// dc_i -= sum_j dl[i][j] gx[i][j];  dxk_i -= c_i dl_i^T dWn   (ddl, dxk, dl, xk: mem_update_backward_gpu's arguments)
+// dc_i -= sum_j dl[i][j] gx[i][j];  dxk_i -= c_i dl_i^T dWn   (ddl, dxk, dl, xk: mem_update_backward2_gpu's arguments)
 struct UpdBwd {
     real *dW, *dS, *dW0, *dca, *dcb, *dcv;
     const real *dWn, *W, *W0, *S, *cv;
@@ -2366,14 +2366,6 @@ MEMFN void mem_update_backward2_gpu(const UpdBwd* u, int nu, real* ddl, real* dx
         }
         cl_reduce(c, pt, np);
     }
-}
-// one update's backward (UpdBwd's fields as arguments)
-MEMFN void mem_update_backward_gpu(real* dW, real* dS, real* dW0, real* dca, real* dcb, real* ddl, real* dxk, real* dcv,
-                                   const real* dWn, const real* W, real ca, const real* W0, const real* S, real cb,
-                                   const real* dl, const real* xk, const real* cv, int n, int m, int p, MemChunkGpu* c,
-                                   int sp = SPLIT_NONE) {
-    UpdBwd u = {dW, dS, dW0, dca, dcb, dcv, dWn, W, W0, S, cv, ca, cb};
-    mem_update_backward2_gpu(&u, 1, ddl, dxk, dl, xk, n, m, p, c, sp);
 }
 
 // LayerNorm of the deep memory, without its affine (applied by the caller), rows of d:
@@ -3766,7 +3758,6 @@ __global__ void __launch_bounds__(MEM_THREADS) memory_forward_kernel(MemArgs A) 
 // loads them (m its slice's MemCfg, r its rank) in place of recomputing them (MemChunkGpu.noread = 2), ~a fifth of
 // its barriers per chunk. Each array at a fixed offset of the chunk's pfwn floats (mem_fw_floats); an (n, dm) one
 // as R blocks of (b, dm / R), CTA r's slice in block r. Counts per kind: n, n n, n d, n dm (the whole dm).
-__host__ __device__ static inline size_t mem_fw_al(size_t n) { return (n + 3) & ~(size_t)3; }  // (carve_al's)
 __host__ __device__ static inline void mem_fw_kinds(const MemCfg* m, int* k) {
     k[0] = 3 + (m->depth > 1 && m->ln);  // alpha, beta, sigma (rk)
     k[1] = 2;  // s, C
@@ -3776,13 +3767,12 @@ __host__ __device__ static inline void mem_fw_kinds(const MemCfg* m, int* k) {
 static size_t mem_fw_floats(const MemCfg* m, int b) {  // (m: the whole memory)
     int k[4];
     mem_fw_kinds(m, k);
-    return k[0] * mem_fw_al(b) + k[1] * mem_fw_al((size_t)b * b) + k[2] * mem_fw_al((size_t)b * m->d) +
-           k[3] * mem_fw_al((size_t)b * m->dm);
+    return k[0] * cl_al(b) + k[1] * cl_al((size_t)b * b) + k[2] * cl_al((size_t)b * m->d) +
+           k[3] * cl_al((size_t)b * m->dm);
 }
-// (the memories whose chain takes them: mem_step_backward_gpu's RET_NONE path; MIRAS_MEM_PAR_FW=0: none)
-static int mem_fw_ok(const MemCfg* m) {
-    return g_mem_par_fw && m->retention == RET_NONE && !m->muon && !m->phistar && !m->lattice;
-}
+// (the memories whose chain can take them: mem_step_backward_gpu's RET_NONE path; mem_fw_ok: unless MIRAS_MEM_PAR_FW=0)
+static int mem_fw_cfg(const MemCfg* m) { return m->retention == RET_NONE && !m->muon; }
+static int mem_fw_ok(const MemCfg* m) { return g_mem_par_fw && mem_fw_cfg(m); }
 MEMFN void mem_fw_io(const MemCfg* m, MemChunkGpu* c, int n, int b, real* buf, int R, int r, int save, int sync = 1) {
     int d = m->d, dmf = save ? m->dm : m->dm * R, dr = dmf / R, k[4];
     mem_fw_kinds(m, k);
@@ -3791,8 +3781,8 @@ MEMFN void mem_fw_io(const MemCfg* m, MemChunkGpu* c, int n, int b, real* buf, i
     real* a2[] = {c->r, c->e, c->psi, c->nk, c->g1, c->u};
     real* a3[] = {c->zk, c->tk, c->hk, c->gk, c->g2, c->zk3, c->hk2, c->g3};
     real** arr[4] = {a0, a1, a2, a3};
-    size_t rows[3] = {1, (size_t)n, (size_t)n}, cols[3] = {(size_t)n, (size_t)n, (size_t)d},
-           stride[4] = {mem_fw_al(b), mem_fw_al((size_t)b * b), mem_fw_al((size_t)b * d), mem_fw_al((size_t)b * dmf)};
+    size_t rows[3] = {1, (size_t)n, (size_t)n}, cols[3] = {(size_t)n, (size_t)n, (size_t)d};
+    int stride[4] = {cl_al(b), cl_al((size_t)b * b), cl_al((size_t)b * d), cl_al((size_t)b * dmf)};
     size_t off = 0;
     for (int kind = 0; kind < 4; kind++)
         for (int j = 0; j < k[kind]; j++, off += stride[kind]) {
@@ -6546,7 +6536,7 @@ static void model_alloc_acts_gpu(ModelGpu* M, int B, int T) {
             printf(
                 "memory: the backward chain loads each chunk's forward values, saved by the reads' pass "
                 "(MIRAS_MEM_PAR_FW=0: recomputes them)\n");
-        else if (!g_mem_par_fw && M->mem.retention == RET_NONE && !M->mem.muon && !said_fw++ && g_rank == 0)
+        else if (mem_fw_cfg(&M->mem) && !said_fw++ && g_rank == 0)
             printf("memory: the backward chain recomputes each chunk's forward values (MIRAS_MEM_PAR_FW=0)\n");
         M->pchunks = mem_chunks_alloc(&M->mem, c->b, M->mem_pblocks, &M->pchunk_memory);
         static int said_par = 0;
@@ -8148,7 +8138,7 @@ typedef struct {
     const real *lng, *lnb;
     MemChunkGpu* chunks;
     const real* p0;  // this layer's P_0 (H, nP): the anchored retention's anchor
-    const real* p0s;  // split and anchored: P_0 as its CTAs' slices (mem_slice_kernel, once per decoder), else NULL
+    const real* p0s;  // split and anchored: this layer's P_0 as its CTAs' slices (made once per decoder), else NULL
     MemSmem sm;  // the chunk scratch in shared memory and the products' precision, as memory_forward_kernel's
     int tc;
     int R, xn;  // the cluster split (MemArgs.R, .xn): R CTAs per head, each with its slice of P, S, Pn, Sn
@@ -8161,7 +8151,7 @@ __device__ void dec_block_setup(MemChunkGpu* c, MemCfg* m, const DecArgs* A, int
     mem_smem_apply(c, &A->sm);
     c->p0 = m->anchor ? A->p0 + (size_t)h * m->nP : NULL;
     if (A->R > 1) mem_split_setup(c, m, A->R, A->xn, A->sm.floats);
-    if (A->R > 1 && m->anchor && A->p0s)  // (the slice made once, not gathered per token)
+    if (A->R > 1 && m->anchor)  // (its slice, made once per decoder: DecArgs.p0s)
         c->p0 = (real*)A->p0s + (size_t)h * A->m.nP + (size_t)(blockIdx.x % A->R) * m->nP;
     mem_tc = A->tc;
 }
@@ -8232,7 +8222,6 @@ __global__ void __launch_bounds__(MEM_THREADS) decoder_memory_kernel(DecArgs A) 
     if (threadIdx.x == 0) dec_block_setup(&c, &m, &A, h);
     __syncthreads();
     int d = m.d, nP = A.m.nP, nPr = m.nP, rw = A.rw, n = A.cnt + 1, w = m.omega, nh = A.nh;
-    if (R > 1 && m.anchor && !A.p0s) cl_slice((real*)A.p0 + (size_t)h * nP, c.p0s, &A.m, R, r, 1);
     // this token's row (after the nh halo rows): q, k, v, a, theta, eta, delta (poly's features of q, k; gamma)
     real* part = A.part + (size_t)h * mem_rows(&m, A.b) * rw;
     real* row = part + (size_t)(nh + A.cnt) * rw;
@@ -8442,7 +8431,6 @@ __global__ void __launch_bounds__(MEM_THREADS) decoder_recurrent_kernel(DecArgs 
     __syncthreads();
     int d = m.d, nP = A.m.nP, nPr = m.nP, ew = m.cw ? d : 1, w = m.omega, nh = A.nh, din = m.din, rw = A.rw,
         fw = dec_fac_width_gpu(&m);
-    if (R > 1 && m.anchor && !A.p0s) cl_slice((real*)A.p0 + (size_t)h * nP, c.p0s, &A.m, R, r, 1);
     size_t so = (size_t)h * nP + (size_t)r * nPr;  // (split: CTA r's slice of head h's state)
     int s = w > 1 ? nh + A.cnt : 0;  // the token's slot
     real *P = A.P + so, *Pt = A.Pt + so, *S = A.S + so;
@@ -8674,16 +8662,6 @@ static void decoder_init_gpu(DecoderGpu* dec, ModelGpu* M) {
             if (M->hm->mlayer[l] >= 0) h2d(dec->P + (size_t)l * c->H * m->nP, I, (size_t)c->H * m->nP * sizeof(real));
         free(I);
     }
-    if (dec->R > 1 && m->anchor && !c->lattice) {  // the anchor's slices, for every token (DecArgs.p0s)
-        dec->p0s = (real*)dmalloc(LH * m->nP * sizeof(real));
-        for (int l = 0; l < c->L; l++)
-            if (M->hm->mlayer[l] >= 0) {
-                mem_slice_kernel<<<c->H * dec->R, 256, 0, g_stream>>>(
-                    dec->p0s + (size_t)l * c->H * m->nP, M->params.mem_p0 + (size_t)M->hm->mlayer[l] * c->H * m->nP, *m,
-                    dec->R);
-                KCHECK("mem_slice");
-            }
-    }
     for (int l = 0; l < c->L; l++)
         if (M->hm->mlayer[l] >= 0 && !c->lattice && dec->R > 1) {  // P_0 of each memory layer (split: sliced)
             mem_slice_kernel<<<c->H * dec->R, 256, 0, g_stream>>>(
@@ -8693,6 +8671,10 @@ static void decoder_init_gpu(DecoderGpu* dec, ModelGpu* M) {
         } else if (M->hm->mlayer[l] >= 0 && !c->lattice)
             d2d(dec->P + (size_t)l * c->H * m->nP, M->params.mem_p0 + (size_t)M->hm->mlayer[l] * c->H * m->nP,
                 (size_t)c->H * m->nP * sizeof(real));
+    if (dec->R > 1 && m->anchor && !c->lattice) {  // the anchor's slices for every token (DecArgs.p0s): P as it starts
+        dec->p0s = (real*)dmalloc(LH * m->nP * sizeof(real));
+        d2d(dec->p0s, dec->P, LH * m->nP * sizeof(real));
+    }
     // the recurrent step (decoder_recurrent_kernel, as train_miras.c's decoder; MIRAS_DECODE_CHUNK=1 re-runs the
     // partial chunk instead): the running state starts as P
     const char* dch = getenv("MIRAS_DECODE_CHUNK");
