@@ -10,6 +10,6 @@ mkdir -p build/emu
 name=train_miras_emu; cxx=g++; defs=""
 if [ "${EMU_MPI:-0}" = 1 ]; then name=train_miras_emu_mpi; cxx=mpicxx; defs=-DUSE_MPI; fi
 python3 dev/cuda/emu_launch.py train_miras.cu build/emu/$name.cpp
-$cxx -std=c++17 -O1 -g -I. -Idev/cuda/emu -include dev/cuda/emu/cuda_runtime.h $defs -Wno-unknown-pragmas -U_FORTIFY_SOURCE -fopenmp "$@" -o build/emu/$name.new build/emu/$name.cpp -lm
+$cxx -std=c++17 -O${EMU_OPT:-1} -g -I. -Idev/cuda/emu -include dev/cuda/emu/cuda_runtime.h $defs -Wno-unknown-pragmas -U_FORTIFY_SOURCE -fopenmp "$@" -o build/emu/$name.new build/emu/$name.cpp -lm
 mv build/emu/$name.new build/emu/$name   # (atomic: a running check keeps its binary)
 echo "built build/emu/$name"

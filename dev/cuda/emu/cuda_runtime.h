@@ -91,12 +91,45 @@ __attribute__((noinline)) inline void site(int k) {
 }
 enum { RUN, AT_BLOCK, AT_WARP, AT_CLUSTER, DONE };
 static const int MAXC = 8;  // CTAs per cluster (the portable maximum)
-struct Thread { ucontext_t ctx; jmp_buf jb; int state, started; char* stack; };  // entered by swapcontext once, then by _longjmp (no syscalls)
+// A switch between threads. On x86-64 (without ASan, whose stack bookkeeping wants the library's calls) it is
+// emu_ctx_switch: push the callee-saved registers on the stack being left, save its stack pointer, load the other's,
+// pop, return (the SSE and x87 control words are not switched: nothing here changes them): ten instructions, where glibc's _longjmp also walks the
+// cancellation handlers (half of the emulator's time went to switching before, 2026-11-29). Elsewhere (or built with
+// -DEMU_UCONTEXT) a thread is entered by swapcontext once, then by _setjmp / _longjmp. The order of the threads is
+// the same either way.
+#if defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__) && !defined(EMU_UCONTEXT)
+#define EMU_ASM_SWITCH 1
+}  // namespace emu
+extern "C" void emu_ctx_switch(void** save_sp, void* load_sp);
+asm(".text\n.weak emu_ctx_switch\n.type emu_ctx_switch,@function\nemu_ctx_switch:\n"
+    "pushq %rbp\npushq %rbx\npushq %r12\npushq %r13\npushq %r14\npushq %r15\n"
+    "movq %rsp, (%rdi)\nmovq %rsi, %rsp\n"
+    "popq %r15\npopq %r14\npopq %r13\npopq %r12\npopq %rbx\npopq %rbp\nret\n"
+    ".size emu_ctx_switch, .-emu_ctx_switch\n");
+namespace emu {
+struct Thread { void* sp; char* stack; };
+#else
+struct Thread { ucontext_t ctx; jmp_buf jb; int started; char* stack; };
+#endif
 struct State {
-    std::vector<Thread> th; ucontext_t sched; jmp_buf sjb; int cur = -1; const std::function<void()>* fn = nullptr;
+    std::vector<Thread> th; int cur = -1; const std::function<void()>* fn = nullptr;
+    std::vector<unsigned char> st;  // each thread's state (RUN, AT_..., DONE): apart from th, so the scans stay in cache
+    // how many threads wait at each barrier (or are done), kept as they arrive, so that a round finds the barriers to
+    // open without a scan of every thread: per warp (of the cluster), per CTA, the cluster's; the threads a round
+    // releases, in ascending order (the next round's threads in the asc and desc orders)
+    std::vector<int> wat, wdone, cat, cdone, runq; int nclu = 0, ndone = 0;
+#ifdef EMU_ASM_SWITCH
+    void* sched_sp = nullptr;
+#else
+    ucontext_t sched; jmp_buf sjb;
+#endif
     std::vector<int> order; uint64_t rng = 0; int mode = 0;  // 0 asc, 1 desc, 2 random
-    uint64_t xbuf[MAXC * 32][32];  // shuffles: warp of the cluster, lane
-    uint32_t fbuf[MAXC * 32][32][6];  // mma fragments: warp, lane, a0..a3 b0 b1
+    // a warp-level operation: each lane posts its value, waits for the warp, reads the others'. Two buffers taken in
+    // turn (each lane's parity), so one wait suffices: a lane posts into a buffer again two operations later, after
+    // the next operation's wait, which every lane reaches only after its reads of this one
+    uint64_t xbuf[2][MAXC * 32][32];  // shuffles: parity, warp of the cluster, lane
+    uint32_t fbuf[2][MAXC * 32][32][6];  // mma fragments: parity, warp, lane, a0..a3 b0 b1
+    unsigned char xpar[MAXC * 32 * 32], fpar[MAXC * 32 * 32];  // each thread's parity (reset per cluster)
     long launches = 0, switches = 0;
     int nt = 1, csize = 1; unsigned base = 0;  // threads per CTA, CTAs per cluster, the cluster's first blockIdx.x
     std::vector<float> dyn[MAXC];  // each CTA's dynamic shared memory (clusters run one after another)
@@ -113,13 +146,25 @@ template <class T, int ID> inline T& cta_static() {
     return store[cta()];
 }
 static const size_t STACK = 256 * 1024;
-inline void trampoline() {
-    State& s = S(); (*s.fn)(); s.th[s.cur].state = DONE;
+inline void trampoline() {  // a thread's whole life: the kernel, then back to the scheduler for good
+    State& s = S(); (*s.fn)(); s.st[s.cur] = DONE;
+    s.wdone[s.cur >> 5]++; s.cdone[s.cur / s.nt]++; s.ndone++;
+#ifdef EMU_ASM_SWITCH
+    void* gone; emu_ctx_switch(&gone, s.sched_sp);
+#else
     _longjmp(s.sjb, 1);
+#endif
 }
 inline void wait(int st) {  // park the current thread at a barrier, back to the scheduler
-    State& s = S(); s.th[s.cur].state = st;
+    State& s = S(); s.st[s.cur] = (unsigned char)st;
+    if (st == AT_WARP) s.wat[s.cur >> 5]++;
+    else if (st == AT_BLOCK) s.cat[s.cur / s.nt]++;
+    else s.nclu++;
+#ifdef EMU_ASM_SWITCH
+    emu_ctx_switch(&s.th[s.cur].sp, s.sched_sp);
+#else
     if (!_setjmp(s.th[s.cur].jb)) _longjmp(s.sjb, 1);
+#endif
 }
 inline void init_order() {
     State& s = S(); if (s.launches++) return;
@@ -133,46 +178,73 @@ inline uint64_t rnd() { State& s = S(); s.rng ^= s.rng << 13; s.rng ^= s.rng >> 
 inline void run_block(int nt1) {  // one cluster of s.csize CTAs of nt1 threads (one CTA without clusters)
     State& s = S(); s.nt = nt1; int nt = nt1 * s.csize;
     if ((int)s.th.size() < nt) { size_t o = s.th.size(); s.th.resize(nt); for (size_t i = o; i < (size_t)nt; i++) s.th[i].stack = (char*)malloc(STACK); }
+    s.st.assign(nt, RUN);
+    int nw = nt / 32;  // (a CTA is whole warps: run_launch checks)
+    s.wat.assign(nw, 0); s.wdone.assign(nw, 0); s.cat.assign(s.csize, 0); s.cdone.assign(s.csize, 0); s.nclu = s.ndone = 0;
+    s.runq.resize(nt); for (int i = 0; i < nt; i++) s.runq[i] = i;
+    if (nt <= 0 || nt > MAXC * 32 * 32) { fprintf(stderr, "emu: a cluster of %d threads (at most %d)\n", nt, MAXC * 32 * 32); abort(); }
+    memset(s.xpar, 0, (size_t)nt); memset(s.fpar, 0, (size_t)nt);
+#ifdef EMU_ASM_SWITCH
+    for (int i = 0; i < nt; i++) {  // a stack that emu_ctx_switch "returns" into trampoline from
+        void** p = (void**)(((uintptr_t)(s.th[i].stack + STACK)) & ~(uintptr_t)15);
+        *--p = nullptr;  // trampoline's return address (it never returns): its entry sees rsp = 8 mod 16, as after a call
+        *--p = (void*)&trampoline;
+        for (int k = 0; k < 6; k++) *--p = nullptr;  // rbp rbx r12 r13 r14 r15
+        s.th[i].sp = p;
+    }
+#else
     for (int i = 0; i < nt; i++) {
         Thread& t = s.th[i]; getcontext(&t.ctx); t.ctx.uc_stack.ss_sp = t.stack; t.ctx.uc_stack.ss_size = STACK; t.ctx.uc_link = NULL;
-        makecontext(&t.ctx, trampoline, 0); t.state = RUN; t.started = 0;
+        makecontext(&t.ctx, trampoline, 0); t.started = 0;
     }
+#endif
+    unsigned char* st = s.st.data();
     s.order.resize(nt); for (int i = 0; i < nt; i++) s.order[i] = s.mode == 1 ? nt - 1 - i : i;
     auto step = [&](int i) {  // run thread i until it waits or ends
         s.cur = i; s.switches++; threadIdx.x = i % nt1; threadIdx.y = threadIdx.z = 0; blockIdx.x = s.base + i / nt1;
+#ifdef EMU_ASM_SWITCH
+        emu_ctx_switch(&s.sched_sp, s.th[i].sp);
+#else
         if (!_setjmp(s.sjb)) { if (!s.th[i].started) { s.th[i].started = 1; swapcontext(&s.sched, &s.th[i].ctx); } else _longjmp(s.th[i].jb, 1); }
+#endif
+    };
+    // a warp barrier opens when every lane of the warp is at it (or done), at least one at it
+    auto warp_open = [&](int w) {
+        if (!(s.wat[w] && s.wat[w] + s.wdone[w] == 32)) return 0;
+        for (int i = w * 32; i < w * 32 + 32; i++) if (st[i] == AT_WARP) { st[i] = RUN; s.runq.push_back(i); }
+        s.wat[w] = 0;
+        return 1;
     };
     for (;;) {
-        if (s.mode == 2) for (int i = nt - 1; i > 0; i--) std::swap(s.order[i], s.order[rnd() % (i + 1)]);
-        if (s.mode >= 3) {  // warp by warp (ascending or descending): a warp runs on through its shuffles and mma
-            int nw = (nt + 31) / 32;  // to its next __syncthreads before the next warp starts, so that a write after
-            for (int k = 0; k < nw; k++) {  // a warp-level operation lands before other warps' reads of the same phase
-                int w = s.mode == 3 ? k : nw - 1 - k, lanes = std::min(32, nt - w * 32);
-                for (;;) {
-                    for (int l = 0; l < lanes; l++) if (s.th[w * 32 + l].state == RUN) step(w * 32 + l);
-                    int at = 0, fin = 0;
-                    for (int l = 0; l < lanes; l++) { int st = s.th[w * 32 + l].state; at += st == AT_WARP; fin += st == DONE; }
-                    if (!(at && at + fin == lanes)) break;
-                    for (int l = 0; l < lanes; l++) if (s.th[w * 32 + l].state == AT_WARP) s.th[w * 32 + l].state = RUN;
-                }
+        // a round: every thread that may run runs until it waits or ends (none may run after it)
+        if (s.mode == 2) {
+            for (int i = nt - 1; i > 0; i--) std::swap(s.order[i], s.order[rnd() % (i + 1)]);
+            for (int k = 0; k < nt; k++) { int i = s.order[k]; if (st[i] == RUN) step(i); }
+        } else if (s.mode >= 3) {  // warp by warp (ascending or descending): a warp runs on through its shuffles and
+            for (int k = 0; k < nw; k++) {  // mma to its next __syncthreads before the next warp starts, so that a
+                int w = s.mode == 3 ? k : nw - 1 - k;  // write after a warp-level operation lands before other warps'
+                do                                     // reads of the same phase
+                    for (int l = 0; l < 32; l++) if (st[w * 32 + l] == RUN) step(w * 32 + l);
+                while (warp_open(w));
             }
-        } else
-            for (int k = 0; k < nt; k++) { int i = s.order[k]; if (s.th[i].state == RUN) step(i); }
-        int done = 0, at_cluster = 0, released = 0;
-        for (int i = 0; i < nt; i++) { done += s.th[i].state == DONE; at_cluster += s.th[i].state == AT_CLUSTER; }
-        if (done == nt) break;
-        for (int w = 0; w * 32 < nt; w++) {  // a warp barrier opens when every lane of the warp is at it (or done)
-            int lanes = std::min(32, nt - w * 32), at = 0, fin = 0;
-            for (int l = 0; l < lanes; l++) { int st = s.th[w * 32 + l].state; at += st == AT_WARP; fin += st == DONE; }
-            if (at && at + fin == lanes) { for (int l = 0; l < lanes; l++) if (s.th[w * 32 + l].state == AT_WARP) s.th[w * 32 + l].state = RUN; released = 1; }
-        }
+        } else if (s.mode == 0)  // ascending: the threads the last round released (in ascending order)
+            for (int i : s.runq) step(i);
+        else
+            for (int k = (int)s.runq.size() - 1; k >= 0; k--) step(s.runq[k]);
+        s.runq.clear();
+        if (s.ndone == nt) break;
+        int released = 0;
+        for (int w = 0; w < nw; w++) released |= warp_open(w);
         if (!released)  // a CTA's __syncthreads opens when all its threads are at it (or done)
-            for (int c = 0; c < s.csize; c++) {
-                int at = 0, fin = 0;
-                for (int i = c * nt1; i < (c + 1) * nt1; i++) { at += s.th[i].state == AT_BLOCK; fin += s.th[i].state == DONE; }
-                if (at && at + fin == nt1) { for (int i = c * nt1; i < (c + 1) * nt1; i++) if (s.th[i].state == AT_BLOCK) s.th[i].state = RUN; released = 1; }
-            }
-        if (!released && at_cluster && at_cluster + done == nt) { for (int i = 0; i < nt; i++) if (s.th[i].state == AT_CLUSTER) s.th[i].state = RUN; released = 1; }
+            for (int c = 0; c < s.csize; c++)
+                if (s.cat[c] && s.cat[c] + s.cdone[c] == nt1) {
+                    for (int i = c * nt1; i < (c + 1) * nt1; i++) if (st[i] == AT_BLOCK) { st[i] = RUN; s.runq.push_back(i); }
+                    s.cat[c] = 0; released = 1;
+                }
+        if (!released && s.nclu && s.nclu + s.ndone == nt) {
+            for (int i = 0; i < nt; i++) if (st[i] == AT_CLUSTER) { st[i] = RUN; s.runq.push_back(i); }
+            s.nclu = 0; released = 1;
+        }
         if (!released) { fprintf(stderr, "emu: deadlock in block %u: threads wait at different barriers (divergent __syncthreads, cluster.sync or shuffle)\n", s.base); abort(); }
     }
 }
@@ -227,7 +299,7 @@ inline void* map_shared(const void* p, unsigned r) {
     State& s = S(); int me = cta(); const char* c = (const char*)p;
     if ((int)r >= s.csize) { fprintf(stderr, "emu: map_shared_rank to CTA %u of a cluster of %d\n", r, s.csize); abort(); }
     int fin = 0;
-    for (int i = r * s.nt; i < ((int)r + 1) * s.nt; i++) fin += s.th[i].state == DONE;
+    for (int i = r * s.nt; i < ((int)r + 1) * s.nt; i++) fin += s.st[i] == DONE;
     if (fin == s.nt) { fprintf(stderr, "emu: map_shared_rank to CTA %u, which has exited (block %u)\n", r, blockIdx.x); abort(); }
     const char* b = (const char*)s.dyn[me].data();
     if (c >= b && c < b + s.dyn[me].size() * sizeof(float)) return (char*)s.dyn[r].data() + (c - b);
@@ -256,12 +328,11 @@ __attribute__((noinline)) inline void __syncthreads() {  // (noinline: EMU_BARRI
 }
 inline void __syncwarp(unsigned = 0xffffffffu) { emu::wait(emu::AT_WARP); }  // the warp's barrier
 template <class T> inline T __shfl_xor_sync(unsigned, T v, int o) {
-    emu::State& s = emu::S(); int lane = threadIdx.x & 31, w = s.cur >> 5;
+    emu::State& s = emu::S(); int lane = threadIdx.x & 31, w = s.cur >> 5, p = s.xpar[s.cur]; s.xpar[s.cur] ^= 1;
     static_assert(sizeof(T) <= 8, "shuffle of a type wider than 8 bytes");
-    memcpy(&s.xbuf[w][lane], &v, sizeof v);
+    memcpy(&s.xbuf[p][w][lane], &v, sizeof v);
     emu::wait(emu::AT_WARP);
-    T r; memcpy(&r, &s.xbuf[w][lane ^ o], sizeof r);
-    emu::wait(emu::AT_WARP);
+    T r; memcpy(&r, &s.xbuf[p][w][lane ^ o], sizeof r);
     return r;
 }
 
@@ -379,20 +450,24 @@ inline const char* cudaGetErrorName(cudaError_t e) { return e ? "cudaErrorMemory
 inline float __uint_as_float(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
 inline uint32_t __float_as_uint(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
 inline void emu::mma_m16n8k8_tf32(float* c, const uint32_t* a, const uint32_t* b) {
-    emu::State& s = emu::S(); int lane = threadIdx.x & 31, w = s.cur >> 5, g = lane >> 2, tg = lane & 3;
-    uint32_t (*f)[6] = s.fbuf[w];
+    emu::State& s = emu::S(); int lane = threadIdx.x & 31, w = s.cur >> 5, g = lane >> 2, tg = lane & 3, p = s.fpar[s.cur];
+    s.fpar[s.cur] ^= 1;
+    uint32_t (*f)[6] = s.fbuf[p][w];
     for (int i = 0; i < 4; i++) f[lane][i] = a[i];
     f[lane][4] = b[0]; f[lane][5] = b[1];
     emu::wait(emu::AT_WARP);
-    // the tensor core reads a TF32 operand's top 19 bits: the 13 low mantissa bits are dropped (truncation)
-    auto A = [&](int r, int k) { return __uint_as_float(f[(r & 7) * 4 + (k & 3)][(r >= 8) + 2 * (k >= 4)] & 0xffffe000u); };
-    auto B = [&](int k, int n) { return __uint_as_float(f[n * 4 + (k & 3)][4 + (k >= 4)] & 0xffffe000u); };
-    float out[4];
+    // the tensor core reads a TF32 operand's top 19 bits: the 13 low mantissa bits are dropped (truncation).
+    // A(r, k) is lane (r % 8) * 4 + k % 4's register (r >= 8) + 2 (k >= 4); B(k, n) lane n * 4 + k % 4's 4 + (k >= 4).
+    // This lane's outputs: rows g, g + 8, columns 2 tg, 2 tg + 1 (c[q]: row g + 8 (q / 2), column 2 tg + q % 2)
+    float A[2][8], B[2][8];
+    for (int k = 0; k < 8; k++)
+        for (int h = 0; h < 2; h++) {
+            A[h][k] = __uint_as_float(f[g * 4 + (k & 3)][h + 2 * (k >= 4)] & 0xffffe000u);
+            B[h][k] = __uint_as_float(f[(2 * tg + h) * 4 + (k & 3)][4 + (k >= 4)] & 0xffffe000u);
+        }
     for (int q = 0; q < 4; q++) {
-        int r = g + 8 * (q >> 1), n = 2 * tg + (q & 1); float acc = c[q];
-        for (int k = 0; k < 8; k++) acc += A(r, k) * B(k, n);
-        out[q] = acc;
+        float acc = c[q];
+        for (int k = 0; k < 8; k++) acc += A[q >> 1][k] * B[q & 1][k];
+        c[q] = acc;
     }
-    emu::wait(emu::AT_WARP);
-    for (int q = 0; q < 4; q++) c[q] = out[q];
 }
