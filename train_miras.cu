@@ -1255,9 +1255,22 @@ __device__ __forceinline__ void cl_turn(MemChunkGpu* c) {
 }
 // the end of a cluster reduction: its sums published to the CTA's threads (and the turn, cl_turn)
 __device__ __forceinline__ void cl_done(MemChunkGpu*) { __syncthreads(); }
+#ifdef EMU_CUDA  // the emulator checks that a reduction's partials lie in the half of the exchange buffer
+#define CL_CHECK(c, end)                                                                                    \
+    do {                                                                                                    \
+        if ((size_t)(end) > (size_t)(c)->xn) {                                                              \
+            fprintf(stderr, "emu: a cluster reduction reads %zu floats of an exchange buffer half of %d\n", \
+                    (size_t)(end), (c)->xn);                                                                \
+            abort();                                                                                        \
+        }                                                                                                   \
+    } while (0)
+#else
+#define CL_CHECK(c, end) ((void)0)
+#endif
 MEMFN void cl_reduce(MemChunkGpu* c, const ClPart* p, int k) {
     cg::cluster_group cl = cg::this_cluster();
     const real* x = cl_buf(c);
+    for (int j = 0; j < k; j++) CL_CHECK(c, p[j].off + p[j].cnt);
     int R = c->R;
     cl.sync();
     cl_turn(c);
@@ -1272,6 +1285,7 @@ MEMFN void cl_reduce(MemChunkGpu* c, const ClPart* p, int k) {
 MEMFN double cl_sumd(MemChunkGpu* c, double v) {
     cg::cluster_group cl = cg::this_cluster();
     double* x = (double*)cl_buf(c);  // (16-byte aligned)
+    CL_CHECK(c, 2);
     if (threadIdx.x == 0) *x = v;
     cl.sync();
     cl_turn(c);
@@ -1284,6 +1298,7 @@ MEMFN double cl_sumd(MemChunkGpu* c, double v) {
 MEMFN void cl_max(MemChunkGpu* c, real* v, int k) {
     cg::cluster_group cl = cg::this_cluster();
     const real* x = cl_buf(c);
+    CL_CHECK(c, k);
     cl.sync();
     cl_turn(c);
     FOR(i, k) {
@@ -5978,10 +5993,17 @@ static MemCfg mem_split_cfg(const MemCfg* m, int R) {  // the MemCfg a CTA of th
     return s;
 }
 // floats in each half of the exchange buffer: the largest set of partials of one cl_reduce (mem_read_forward_gpu's
-// three (n, d) products and x xk^T; n up to mem_rows)
-static int mem_split_xn(const MemCfg* m, int b) {
+// three (n, d) products and x xk^T; n up to mem_rows). chain: a chain with the reads apart (MemChunkGpu.noread),
+// which reduces no reads: its largest is mem_update_backward2_gpu's pair, W1's (the dots, two gx (n, d)) or W2's /
+// W3's (the dots, two dcv (n) and dxk (n, din)); then mem_grad_forward's / _backward's (n, d), (n, din), Memora's
+// d row values and cl_sumd's double (at titans' shape 2,092 floats against 3,336: 10 KB of shared memory per CTA
+// for the chain's state copy)
+static int mem_split_xn(const MemCfg* m, int b, int chain = 0) {
     size_t n = mem_rows(m, b);
-    return (int)(3 * carve_al(n * m->d) + carve_al(n * n) + 8);
+    if (!chain) return (int)(3 * carve_al(n * m->d) + carve_al(n * n) + 8);
+    size_t x = 4 + 2 * carve_al(n * m->d), w = 4 + 2 * (carve_al(n) + carve_al(n * m->din));
+    for (size_t y : {w, carve_al(n * m->d), carve_al(n * m->din), carve_al(m->d), (size_t)4}) x = y > x ? y : x;
+    return (int)(x + 8);
 }
 // The split's CTAs: each (sequence, head) runs through all its chunks in one go, so the grid must fit the GPU in one
 // wave. With nbh R CTAs on nsm SMs that takes c = ceil(nbh R / nsm) CTAs per SM (1, 2 or 4), each of MEM_THREADS / c
@@ -6180,6 +6202,7 @@ static void mem_forward_launch(MemArgs A, int nbh) {
     }
     A.tc = mem_tc_of(A);
     if (A.ver > 0 && A.ver < 3) A.pG = 0;  // (the reads apart: with the scratch plan of v3 and later)
+    if (A.pG) A.xn = mem_split_xn(&A.m, A.b, 1);  // (the chain's exchange buffer: no reads to reduce)
     int nt = mem_launch_plan(&A.m, A.b, 1, A.R, A.xn, nbh, &A.sm, A.pG > 0);
     mem_say_ps(A.sm, "forward");
     if (A.ver > 0 && A.ver < 3) A.sm.n = A.sm.floats = 0;  // (v2: the chunk scratch in global memory)
@@ -6222,6 +6245,7 @@ static int mem_backward_launch(MemArgs A, int nbh) {
     A.tc = mem_tc_of(A);
     if (A.ver > 0 && A.ver < 3) A.pdP = NULL, A.pG = 0;  // (the reads apart: with v3+'s scratch plan)
     if (A.pdP) mem_reads_launch(A, 1);  // its first pass: the reads' part of every chunk
+    if (A.pdP) A.xn = mem_split_xn(&A.m, A.b, 1);  // (the chain's exchange buffer: no reads to reduce)
     int nt = mem_launch_plan(&A.m, A.b, 0, A.R, A.xn, nbh, &A.sm, A.pdP != NULL);
     mem_say_ps(A.sm, "backward");
     if (A.ver > 0 && A.ver < 3) A.sm.n = A.sm.floats = 0;  // (v2: the chunk scratch in global memory)
