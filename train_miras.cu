@@ -1429,8 +1429,11 @@ __device__ __forceinline__ void mma_step(float* c, const float* af, const float*
 #define TC_UNROLL 2  // k-steps unrolled (8 measured no faster on the H100, run 4 of dev/cuda/memlab_notes.md)
 #endif
 static constexpr int tc_unroll = TC_UNROLL;  // (#pragma unroll takes a constant, not a macro)
+// wg (a pair of independent products run at once, TC_DISPATCH's WG): 0 every warp, 1 the first half of the block's
+// warps, 2 the second half (each product's tiles dealt to its half; never split K)
 template <int P, int WN, int KQ, int SK, class FA, class FB, class FA4, class FB4, class FP, class FC>
-__device__ __forceinline__ void tc_product(int M, int N, int K, FA fa, FB fb, FA4 fa4, FB4 fb4, FP fp, FC fc) {
+__device__ __forceinline__ void tc_product(int M, int N, int K, FA fa, FB fb, FA4 fa4, FB4 fb4, FP fp, FC fc,
+                                           int wg = 0) {
     int g = LANE >> 2, tg = LANE & 3, tn = (N + 8 * WN - 1) / (8 * WN), tiles = (M + 15) / 16 * tn;
     // the sums of the tile at (i0, j0) over k in [kb, ke), into c
     auto sums = [&](int i0, int j0, int kb, int ke, float(&c)[WN][4]) {
@@ -1495,8 +1498,14 @@ __device__ __forceinline__ void tc_product(int M, int N, int K, FA fa, FB fb, FA
         __syncthreads();
         if (half == 1) store(i0, j0, c, 1, pre);
         __syncthreads();
-    } else
-        for (int tile = threadIdx.x >> 5; tile < tiles; tile += blockDim.x >> 5) {  // (the same trip count in a warp)
+    } else {
+        int w = threadIdx.x >> 5, nw = blockDim.x >> 5;
+        if (wg) {  // (the group's warps: w in [0, nw / 2) of its half; an odd last warp idles)
+            nw /= 2;
+            w -= (wg - 1) * nw;
+            if (w >= nw) w = -1;
+        }
+        for (int tile = w < 0 ? tiles : w; tile < tiles; tile += nw) {  // (the same trip count in a warp)
             int i0 = tile / tn * 16, j0 = tile % tn * 8 * WN;
             float c[WN][4] = {};
             float2 pre[WN][2];
@@ -1504,6 +1513,7 @@ __device__ __forceinline__ void tc_product(int M, int N, int K, FA fa, FB fb, FA
             sums(i0, j0, 0, K, c);
             store(i0, j0, c, 0, pre);
         }
+    }
 }
 // (the quad accessors of a product without them)
 #define TC_NO4 [](int, int) { return make_float4(0, 0, 0, 0); }
@@ -1511,7 +1521,7 @@ __device__ __forceinline__ void tc_product(int M, int N, int K, FA fa, FB fb, FA
 // N even, out 8-byte aligned: TC_DISPATCH) reads and writes the two adjacent outputs as one 8-byte access
 template <int P, int WN, int KQ, int SK, class FA, class FB, class FA4, class FB4>
 __device__ __forceinline__ void tc_mm(real* out, int M, int N, int K, FA fa, FB fb, FA4 fa4, FB4 fb4, const real* rs,
-                                      real s, int acc) {
+                                      real s, int acc, int wg = 0) {
     tc_product<P, WN, KQ, SK>(
         M, N, K, fa, fb, fa4, fb4,
         [&](int i, int j) { return WN == 2 && acc ? ld2(out + i * N + j) : make_float2(0, 0); },  // (the old outputs)
@@ -1529,7 +1539,8 @@ __device__ __forceinline__ void tc_mm(real* out, int M, int N, int K, FA fa, FB 
             }
             if (j < N) out[e] = acc ? out[e] + f * v0 : f * v0;
             if (j + 1 < N) out[e + 1] = acc ? out[e + 1] + f * v1 : f * v1;
-        });
+        },
+        wg);
 }
 // the three shapes: out = A B^T (B (N, K)), A B (B (K, N)), A^T B (A (K, M)); mm_tn's rs scales term k.
 // WT (whole tiles: M % 16 == N % 8 == K % 8 == 0, as at every full chunk of the presets) skips the range checks.
@@ -1538,20 +1549,20 @@ __device__ __forceinline__ void tc_mm(real* out, int M, int N, int K, FA fa, FB 
 #define TC_IN(WT, i, k, I, KK, v) ((WT) || ((i) < (I) && (k) < (KK)) ? (v) : 0.f)
 template <int P, bool WT, int WN, bool Q, bool SK>
 __device__ __noinline__ void tc_nt(real* out, const real* A, const real* Bm, const real* rs, int M, int N, int K,
-                                   real s, int acc) {
+                                   real s, int acc, int wg) {
     tc_mm<P, WN, Q ? 2 : 0, SK>(
         out, M, N, K, [&](int i, int k) { return TC_IN(WT, i, k, M, K, A[i * K + k]); },
         [&](int k, int j) { return TC_IN(WT, k, j, K, N, Bm[j * K + k]); },
-        [&](int i, int k) { return ld4(A + i * K + k); }, [&](int k, int j) { return ld4(Bm + j * K + k); }, rs, s,
-        acc);
+        [&](int i, int k) { return ld4(A + i * K + k); }, [&](int k, int j) { return ld4(Bm + j * K + k); }, rs, s, acc,
+        wg);
 }
 template <int P, bool WT, int WN, bool Q, bool SK>
 __device__ __noinline__ void tc_nn(real* out, const real* A, const real* Bm, const real* rs, int M, int N, int K,
-                                   real s, int acc) {
+                                   real s, int acc, int wg) {
     tc_mm<P, WN, Q ? 1 : 0, SK>(
         out, M, N, K, [&](int i, int k) { return TC_IN(WT, i, k, M, K, A[i * K + k]); },
         [&](int k, int j) { return TC_IN(WT, k, j, K, N, Bm[k * N + j]); },
-        [&](int i, int k) { return ld4(A + i * K + k); }, TC_NO4, rs, s, acc);
+        [&](int i, int k) { return ld4(A + i * K + k); }, TC_NO4, rs, s, acc, wg);
 }
 template <int P, bool WT, int WN, bool Q, bool SK>
 __device__ __noinline__ void tc_tn(real* out, const real* A, const real* Bm, const real* rs, int M, int N, int K,
@@ -1593,14 +1604,14 @@ __device__ __forceinline__ void tc_pick(F f, bool x, bool sk, bool w) {  // (f: 
     else
         f(p(), std::false_type(), one(), std::false_type(), std::false_type());
 }
-#define TC_DISPATCH(f, QF, SF, q, o, M, N, K, ...)                                                                \
+#define TC_DISPATCH(f, QF, SF, q, o, M, N, K, WG, ...)                                                            \
     do {                                                                                                          \
         bool w_ = (M) % 16 == 0 && (N) % 8 == 0 && (K) % 8 == 0;                                                  \
-        int nw_ = (int)(blockDim.x >> 5);                                                                         \
+        int nw_ = (int)(blockDim.x >> 5) / ((WG) ? 2 : 1);                                                        \
         bool x_ = (mem_tc & 4) && w_ && (N) % 16 == 0 && (M) / 16 * ((N) / 16) >= nw_ && ((uintptr_t)(o)&7) == 0; \
         bool q_ = (QF) && (mem_tc & 8) && w_ && (K) % 16 == 0 && ((uintptr_t)(q)&15) == 0;                        \
-        bool s_ =                                                                                                 \
-            (SF) && (mem_tc & 16) && w_ && !x_ && 2 * ((M) / 16) * ((N) / 8) <= nw_ && (K) % (q_ ? 32 : 16) == 0; \
+        bool s_ = (SF) && !(WG) && (mem_tc & 16) && w_ && !x_ && 2 * ((M) / 16) * ((N) / 8) <= nw_ &&             \
+                  (K) % (q_ ? 32 : 16) == 0;                                                                      \
         if (x_) TC_WIDE_COUNT();                                                                                  \
         if (q_) TC_QUAD_COUNT();                                                                                  \
         if (s_) TC_SPLIT_COUNT();                                                                                 \
@@ -1662,11 +1673,13 @@ __device__ __forceinline__ void mm_nt_cols(real* r, const real* A, const real* B
             }
     }
 }
+// (wg: 1 or 2, one of a pair of independent products that write apart, run at once on the two halves of the warps
+// with the tensor cores: TC_DISPATCH; the SIMT products run it on every thread, as wg = 0)
 MEMFN void mm_nt_rs(real* out, const real* A, const real* Bm, const real* rs, int M, int N, int K, real s, int acc,
-                    int sync = 1) {
+                    int sync = 1, int wg = 0) {
     if (mem_tc) {
-        TC_DISPATCH(tc_nt, true, true, (uintptr_t)A | (uintptr_t)Bm | (K * 4), out, M, N, K, out, A, Bm, rs, M, N, K, s,
-                    acc);
+        TC_DISPATCH(tc_nt, true, true, (uintptr_t)A | (uintptr_t)Bm | (K * 4), out, M, N, K, wg, out, A, Bm, rs, M, N,
+                    K, s, acc, wg);
         if (sync) __syncthreads();
         return;
     }
@@ -1752,9 +1765,9 @@ __device__ __forceinline__ void mm_nn_cols(real* r, const real* A, const real* B
     }
 }
 MEMFN void mm_nn_rs(real* out, const real* A, const real* Bm, const real* rs, int M, int N, int K, real s, int acc,
-                    int sync = 1) {
+                    int sync = 1, int wg = 0) {  // (wg: mm_nt_rs's)
     if (mem_tc) {
-        TC_DISPATCH(tc_nn, true, true, (uintptr_t)A | (K * 4), out, M, N, K, out, A, Bm, rs, M, N, K, s, acc);
+        TC_DISPATCH(tc_nn, true, true, (uintptr_t)A | (K * 4), out, M, N, K, wg, out, A, Bm, rs, M, N, K, s, acc, wg);
         if (sync) __syncthreads();
         return;
     }
@@ -1832,7 +1845,7 @@ __device__ __forceinline__ void mm_tn_vec(real* out, const real* A, const real* 
 MEMFN void mm_tn_rs(real* out, const real* A, const real* Bm, const real* rs, int M, int N, int K, real s, int acc,
                     int sync = 1) {
     if (mem_tc) {
-        TC_DISPATCH(tc_tn, false, false, 0, out, M, N, K, out, A, Bm, rs, M, N, K, s, acc);
+        TC_DISPATCH(tc_tn, false, false, 0, out, M, N, K, 0, out, A, Bm, rs, M, N, K, s, acc);
         if (sync) __syncthreads();
         return;
     }
@@ -2165,7 +2178,7 @@ __device__ __noinline__ void tc_update(real* Wn, const real* W, real ca, const r
 MEMFN void mem_update_forward_gpu(real* Wn, const real* W, real ca, const real* W0, const real* S, real cb,
                                   const real* dl, const real* xk, const real* cv, int n, int m, int p, int sync = 1) {
     if (mem_tc) {
-        TC_DISPATCH(tc_update, false, false, 0, (uintptr_t)Wn | (uintptr_t)W | (uintptr_t)W0 | (uintptr_t)S, m, p, n,
+        TC_DISPATCH(tc_update, false, false, 0, (uintptr_t)Wn | (uintptr_t)W | (uintptr_t)W0 | (uintptr_t)S, m, p, n, 0,
                     Wn, W, ca, W0, S, cb, dl, xk, cv, n, m, p);
         if (sync) __syncthreads();
         return;
@@ -2320,8 +2333,11 @@ MEMFN void mem_update_backward2_gpu(const UpdBwd* u, int nu, real* ddl, real* dx
             ws[k][1][threadIdx.x >> 5] = sb;
         }
     }
+    // a pair on the tensor cores with split K (v17, v18) runs at once, each on half the warps (mm_nt_rs's wg), not
+    // K-split one after the other: 1 barrier instead of 5 (each split product takes 2 of its own)
+    int pair = nu == 2 && (mem_tc & 16) && blockDim.x >= 64;
     for (int k = 0; k < nu; k++)  // (one closing barrier: the products write apart)
-        mm_nt_rs(cp ? xb + 4 + k * ng : gl[k], xk, u[k].dWn, NULL, n, m, p, 1, 0, k == nu - 1);
+        mm_nt_rs(cp ? xb + 4 + k * ng : gl[k], xk, u[k].dWn, NULL, n, m, p, 1, 0, k == nu - 1, pair ? k + 1 : 0);
     if (threadIdx.x == 0)  // (read before the next barrier; the next call writes ws after two more)
         for (int k = 0; k < nu; k++) {
             real sa = ws[k][0][0], sb = ws[k][1][0];
@@ -2355,9 +2371,11 @@ MEMFN void mem_update_backward2_gpu(const UpdBwd* u, int nu, real* ddl, real* dx
             gl[k][e] = dl[e] * gx;
         }
     }
-    for (int k = 0; k < nu; k++)  // (u[1]'s adds to dxk's elements from the threads of u[0]'s: the same shape)
-        mm_nn_rs(cm ? xb + 4 + k * (n4 + nx) + n4 : dxk, dl, u[k].dWn, u[k].cv, n, p, m, -1, !cm,
-                 k == nu - 1);  // (its barrier publishes gl)
+    // (u[1]'s adds to dxk's elements from the threads of u[0]'s: the same shape; split over M, each its own partials,
+    // so a pair there runs at once as above)
+    for (int k = 0; k < nu; k++)
+        mm_nn_rs(cm ? xb + 4 + k * (n4 + nx) + n4 : dxk, dl, u[k].dWn, u[k].cv, n, p, m, -1, !cm, k == nu - 1,
+                 pair && cm ? k + 1 : 0);  // (its barrier publishes gl)
     WARP_FOR(i, n) {
         for (int k = 0; k < nu; k++) {
             real s = 0;
