@@ -1566,10 +1566,10 @@ __device__ __noinline__ void tc_nn(real* out, const real* A, const real* Bm, con
 }
 template <int P, bool WT, int WN, bool Q, bool SK>
 __device__ __noinline__ void tc_tn(real* out, const real* A, const real* Bm, const real* rs, int M, int N, int K,
-                                   real s, int acc) {
+                                   real s, int acc, int wg) {
     tc_mm<P, WN, 0, 0>(
         out, M, N, K, [&](int i, int k) { return TC_IN(WT, i, k, M, K, A[k * M + i] * (rs ? rs[k] : 1)); },
-        [&](int k, int j) { return TC_IN(WT, k, j, K, N, Bm[k * N + j]); }, TC_NO4, TC_NO4, NULL, s, acc);
+        [&](int k, int j) { return TC_IN(WT, k, j, K, N, Bm[k * N + j]); }, TC_NO4, TC_NO4, NULL, s, acc, wg);
 }
 #ifdef EMU_CUDA  // the emulator counts the wide, quad and split products (memlab prints them: v13-v18 take them)
 #include <atomic>
@@ -1843,9 +1843,9 @@ __device__ __forceinline__ void mm_tn_vec(real* out, const real* A, const real* 
     }
 }
 MEMFN void mm_tn_rs(real* out, const real* A, const real* Bm, const real* rs, int M, int N, int K, real s, int acc,
-                    int sync = 1) {
+                    int sync = 1, int wg = 0) {  // (wg: mm_nt_rs's)
     if (mem_tc) {
-        TC_DISPATCH(tc_tn, false, false, 0, out, M, N, K, 0, out, A, Bm, rs, M, N, K, s, acc);
+        TC_DISPATCH(tc_tn, false, false, 0, out, M, N, K, wg, out, A, Bm, rs, M, N, K, s, acc, wg);
         if (sync) __syncthreads();
         return;
     }
@@ -1871,6 +1871,14 @@ MEMFN void mm_nn_gpu(real* out, const real* A, const real* Bm, int M, int N, int
 }
 MEMFN void mm_tn_gpu(real* out, const real* A, const real* Bm, int M, int N, int K, real s, int acc) {
     mm_tn_rs(out, A, Bm, NULL, M, N, K, s, acc);
+}
+// would mm_nt_rs / mm_nn_rs split an (M, N, K) product's K on the tensor cores (v17, v18: TC_DISPATCH's s_, with K in
+// whole steps of the quads' 32, so that a yes holds whatever the operands' alignment)? Such a product and an
+// independent one beside it (a pair that writes apart) then run at once on the two halves of the warps (wg 1, 2):
+// one barrier for the pair, not the split's two plus the pair's closing one
+MEMFN bool tc_splits_k(int M, int N, int K) {
+    int nw = (int)(blockDim.x >> 5);
+    return (mem_tc & 16) && nw >= 2 && M % 16 == 0 && N % 8 == 0 && K % 32 == 0 && 2 * (M / 16) * (N / 8) <= nw;
 }
 
 // ---- omega (SPEC §5.5): the sliding-window coefficient mask (train_miras.c's omega_coef_forward, whose comment
@@ -2609,8 +2617,9 @@ MEMFN void mem_grad_backward_gpu(const MemCfg* m, MemChunkGpu* c, int n, const r
     __syncthreads();
     bool cl = cl_on(c, SPLIT_P);  // (split: dg1's and dk's sums over dm span the cluster)
     // (each product pair below writes apart from what the other reads: one closing barrier)
-    mm_nt_rs(cl ? cl_buf(c) : c->dg1, c->dgk, W1, NULL, n, d, dm, 1, !cl, 0);
-    mm_tn_gpu(dW1, c->g1, c->dgk, d, dm, n, 1, 1);
+    int pg = tc_splits_k(n, d, dm);  // (the pair at once: tc_splits_k)
+    mm_nt_rs(cl ? cl_buf(c) : c->dg1, c->dgk, W1, NULL, n, d, dm, 1, !cl, 0, pg);
+    mm_tn_rs(dW1, c->g1, c->dgk, NULL, d, dm, n, 1, 1, 1, 2 * pg);
     if (cl) {
         ClPart pt[1] = {{c->dg1, 0, n * d, 1}};
         cl_reduce(c, pt, 1);
@@ -2642,11 +2651,12 @@ MEMFN void mem_grad_backward_gpu(const MemCfg* m, MemChunkGpu* c, int n, const r
     }
     __syncthreads();
     real* xk = cl ? cl_buf(c) : c->dk;
-    mm_nn_rs(xk, c->dzk, W2, NULL, n, din, dm, 1, !cl, 0);  // zk = W2 k
-    mm_tn_gpu(dW2, c->dzk, c->k, dm, din, n, 1, 1);
+    int pz = tc_splits_k(n, din, dm);  // (each pair at once: tc_splits_k; W3's adds to xk after W2's pair)
+    mm_nn_rs(xk, c->dzk, W2, NULL, n, din, dm, 1, !cl, 0, pz);  // zk = W2 k
+    mm_tn_rs(dW2, c->dzk, c->k, NULL, dm, din, n, 1, 1, 1, 2 * pz);
     if (m->gated) {  // z3 = W3 k
-        mm_nn_gpu(xk, c->dzk3, W3, n, din, dm, 1, 1);
-        mm_tn_gpu(dW3, c->dzk3, c->k, dm, din, n, 1, 1);
+        mm_nn_rs(xk, c->dzk3, W3, NULL, n, din, dm, 1, 1, 0, pz);
+        mm_tn_rs(dW3, c->dzk3, c->k, NULL, dm, din, n, 1, 1, 1, 2 * pz);
     }
     if (cl) {
         ClPart pt[1] = {{c->dk, 0, n * din, 1}};
