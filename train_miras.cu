@@ -6025,7 +6025,7 @@ static MemCfg mem_split_cfg(const MemCfg* m, int R) {  // the MemCfg a CTA of th
 // which reduces no reads: its largest is mem_update_backward2_gpu's pair, W1's (the dots, two gx (n, d)) or W2's /
 // W3's (the dots, two dcv (n) and dxk (n, din)); then mem_grad_forward's / _backward's (n, d), (n, din), Memora's
 // d row values and cl_sumd's double (at titans' shape 2,092 floats against 3,336: 10 KB of shared memory per CTA
-// for the chain's state copy)
+// more for the chain's plan)
 static int mem_split_xn(const MemCfg* m, int b, int chain = 0) {
     size_t n = mem_rows(m, b);
     if (!chain) return (int)(3 * carve_al(n * m->d) + carve_al(n * n) + 8);
