@@ -2342,7 +2342,9 @@ MEMFN void mem_update_backward2_gpu(const UpdBwd* u, int nu, real* ddl, real* dx
         }
     }
     // a pair on the tensor cores with split K (v17, v18) runs at once, each on half the warps (mm_nt_rs's wg), not
-    // K-split one after the other: 1 barrier instead of 5 (each split product takes 2 of its own)
+    // K-split one after the other: 1 barrier instead of 5 (each split product takes 2 of its own). Taken for every
+    // pair there, also where tc_splits_k says no (the fixtures' partial tiles, W2's gx at titans' shape): no barrier
+    // saved then, the tiles only dealt to the halves
     int pair = nu == 2 && (mem_tc & 16) && blockDim.x >= 64;
     for (int k = 0; k < nu; k++)  // (one closing barrier: the products write apart)
         mm_nt_rs(cp ? xb + 4 + k * ng : gl[k], xk, u[k].dWn, NULL, n, m, p, 1, 0, k == nu - 1, pair ? k + 1 : 0);

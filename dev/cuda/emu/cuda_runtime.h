@@ -177,12 +177,12 @@ inline void init_order() {
 inline uint64_t rnd() { State& s = S(); s.rng ^= s.rng << 13; s.rng ^= s.rng >> 7; s.rng ^= s.rng << 17; return s.rng; }
 inline void run_block(int nt1) {  // one cluster of s.csize CTAs of nt1 threads (one CTA without clusters)
     State& s = S(); s.nt = nt1; int nt = nt1 * s.csize;
+    if (nt <= 0 || nt > MAXC * 32 * 32) { fprintf(stderr, "emu: a cluster of %d threads (at most %d)\n", nt, MAXC * 32 * 32); abort(); }
     if ((int)s.th.size() < nt) { size_t o = s.th.size(); s.th.resize(nt); for (size_t i = o; i < (size_t)nt; i++) s.th[i].stack = (char*)malloc(STACK); }
     s.st.assign(nt, RUN);
     int nw = nt / 32;  // (a CTA is whole warps: run_launch checks)
     s.wat.assign(nw, 0); s.wdone.assign(nw, 0); s.cat.assign(s.csize, 0); s.cdone.assign(s.csize, 0); s.nclu = s.ndone = 0;
     s.runq.resize(nt); for (int i = 0; i < nt; i++) s.runq[i] = i;
-    if (nt <= 0 || nt > MAXC * 32 * 32) { fprintf(stderr, "emu: a cluster of %d threads (at most %d)\n", nt, MAXC * 32 * 32); abort(); }
     memset(s.xpar, 0, (size_t)nt); memset(s.fpar, 0, (size_t)nt);
 #ifdef EMU_ASM_SWITCH
     for (int i = 0; i < nt; i++) {  // a stack that emu_ctx_switch "returns" into trampoline from
