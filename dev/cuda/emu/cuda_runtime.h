@@ -471,3 +471,29 @@ inline void emu::mma_m16n8k8_tf32(float* c, const uint32_t* a, const uint32_t* b
         c[q] = acc;
     }
 }
+
+// EMU_CALLS=FILE, in a build with -DEMU_CALLS -finstrument-functions (dev/cuda/emu_calls.sh): every function entry of
+// thread 0 of block 0 during a launch, counted by kernel and function, written at exit as "kernel-offset
+// function-offset count" lines. On the GPU each call of a __noinline__ function costs its arguments and the caller's
+// live values a round trip through local memory (dev/cuda/sass_local.py counts those per function), so calls per
+// chunk times that is the chain's local-memory traffic.
+#ifdef EMU_CALLS
+namespace emu {
+struct Calls {
+    std::map<std::pair<void*, void*>, long> n;
+    const char* out = getenv("EMU_CALLS");
+    ~Calls() {
+        FILE* f = out ? fopen(out, "w") : NULL;
+        if (!f) return;
+        for (auto& e : n) fprintf(f, "%lx %lx %ld\n", Sites::off(e.first.first), Sites::off(e.first.second), e.second);
+        fclose(f);
+    }
+};
+inline Calls calls;
+}  // namespace emu
+extern "C" __attribute__((no_instrument_function)) void __cyg_profile_func_enter(void* fn, void*) {
+    if (emu::calls.out && emu::S().cur >= 0 && threadIdx.x == 0 && blockIdx.x == 0 && blockIdx.y == 0)
+        emu::calls.n[{emu::kernel, fn}]++;
+}
+extern "C" __attribute__((no_instrument_function)) void __cyg_profile_func_exit(void*, void*) {}
+#endif
