@@ -1425,10 +1425,21 @@ __device__ __forceinline__ void mma_step(float* c, const float* af, const float*
 // retention terms; without it the store phase waited on those loads after the last mma, one round trip per tile
 // (run 6's and run 7's hottest FFMAs of the backward). The same sums in the same order as loading them in fc.
 // Each output has one owner lane and a fixed k order: deterministic (and the same sums for WN = 1 and 2).
-#ifndef TC_UNROLL
-#define TC_UNROLL 2  // k-steps unrolled (8 measured no faster on the H100, run 4 of dev/cuda/memlab_notes.md)
+// The k-loop loads its operands in batches: every load of TC_BATCH k-steps (of 16 k with the quads, of 8 without)
+// is issued before the batch's first mma. A warp issues in order and stops at the first instruction whose operand
+// is still in flight, so a load placed after an mma waits for that mma's loads before it even starts. The SASS of
+// the old loop (nvcc 13.0, sm_90; dev/cuda/sass_local.py's notes, 2026-12-02) had ptxas's unroll of 2 interleaving
+// them (5 loads, an mma, 3 loads, 7 mma: about one L2 round trip per k-step), and so had an unroll of 4, which is why
+// TC_UNROLL = 8 had measured no faster (run 4). Batched, a batch costs one round trip. The same mma in the same order as one k-step at a time: the same sums, bit for bit.
+// TC_BATCH k-steps of 16 with the quads, twice as many steps of 8 without (mm_tn and the updates, whose K is the
+// chunk's n: 16 at the presets, one batch): the same registers as the old unroll of 2 (8 16-byte loads per lane at
+// WN = 2). At 4 (sm_90, nvcc 13.0) mm_nn and tc_update spilled inside the loop, and the products' larger register
+// footprint made their callers keep ~35% more values on the stack across each call (dev/cuda/emu_calls.sh's count:
+// ~2,800 -> ~3,770 LDL / STL per chunk and thread in the backward), so 2 until a GPU says otherwise.
+#ifndef TC_BATCH
+#define TC_BATCH 2
 #endif
-static constexpr int tc_unroll = TC_UNROLL;  // (#pragma unroll takes a constant, not a macro)
+static constexpr int tc_bq = TC_BATCH, tc_bk = 2 * TC_BATCH;
 // wg (a pair of independent products run at once, TC_DISPATCH's WG): 0 every warp, 1 the first half of the block's
 // warps, 2 the second half (each product's tiles dealt to its half; never split K)
 template <int P, int WN, int KQ, int SK, class FA, class FB, class FA4, class FB4, class FP, class FC>
@@ -1442,28 +1453,58 @@ __device__ __forceinline__ void tc_product(int M, int N, int K, FA fa, FB fb, FA
             // (fa4) and the two k-steps of 8 take k = k0 + 4 tg + {0, 1} and k0 + 4 tg + {2, 3} in the fragment slots
             // tg and tg + 4. A permutation of k, the same in A and B, so the same product; a quarter of the loads.
             // KQ = 2: B's k is contiguous too (mm_nt's B[j][k]: fb4, 16 bytes); KQ = 1: B by scalar loads (fb).
-#pragma unroll(tc_unroll)
-            for (int k0 = kb; k0 < ke; k0 += 16) {
-                float4 a0 = fa4(i0 + g, k0 + 4 * tg), a1 = fa4(i0 + g + 8, k0 + 4 * tg);
-                float af0[4] = {a0.x, a1.x, a0.y, a1.y}, af1[4] = {a0.z, a1.z, a0.w, a1.w};
+            constexpr int BQ = tc_bq;
+            for (int kq = kb; kq < ke; kq += 16 * BQ) {
+                float4 a0[BQ], a1[BQ], b[BQ][WN];
 #pragma unroll
-                for (int h = 0; h < WN; h++) {
-                    int j = j0 + 8 * h + g, k = k0 + 4 * tg;
-                    float4 b = KQ == 2 ? fb4(k, j) : make_float4(fb(k, j), fb(k + 1, j), fb(k + 2, j), fb(k + 3, j));
-                    float bf0[2] = {b.x, b.y}, bf1[2] = {b.z, b.w};
-                    mma_step<P>(c[h], af0, bf0);
-                    mma_step<P>(c[h], af1, bf1);
+                for (int u = 0; u < BQ; u++) {  // the batch's loads (a step past ke: zeros, not used)
+                    int k0 = kq + 16 * u, k = k0 + 4 * tg;
+                    bool in = k0 < ke;
+                    float4 z = make_float4(0, 0, 0, 0);
+                    a0[u] = in ? fa4(i0 + g, k) : z;
+                    a1[u] = in ? fa4(i0 + g + 8, k) : z;
+#pragma unroll
+                    for (int h = 0; h < WN; h++) {
+                        int j = j0 + 8 * h + g;
+                        b[u][h] = !in       ? z
+                                  : KQ == 2 ? fb4(k, j)
+                                            : make_float4(fb(k, j), fb(k + 1, j), fb(k + 2, j), fb(k + 3, j));
+                    }
+                }
+#pragma unroll
+                for (int u = 0; u < BQ; u++) {  // then its mma, k-step by k-step
+                    if (kq + 16 * u >= ke) break;
+                    float af0[4] = {a0[u].x, a1[u].x, a0[u].y, a1[u].y}, af1[4] = {a0[u].z, a1[u].z, a0[u].w, a1[u].w};
+#pragma unroll
+                    for (int h = 0; h < WN; h++) {
+                        float bf0[2] = {b[u][h].x, b[u][h].y}, bf1[2] = {b[u][h].z, b[u][h].w};
+                        mma_step<P>(c[h], af0, bf0);
+                        mma_step<P>(c[h], af1, bf1);
+                    }
                 }
             }
         } else {
-#pragma unroll(tc_unroll)
-            for (int k0 = kb; k0 < ke; k0 += 8) {
-                float af[4] = {fa(i0 + g, k0 + tg), fa(i0 + g + 8, k0 + tg), fa(i0 + g, k0 + tg + 4),
-                               fa(i0 + g + 8, k0 + tg + 4)};
+            for (int kq = kb; kq < ke; kq += 8 * tc_bk) {
+                float af[tc_bk][4], bf[tc_bk][WN][2];
 #pragma unroll
-                for (int h = 0; h < WN; h++) {
-                    float bf[2] = {fb(k0 + tg, j0 + 8 * h + g), fb(k0 + tg + 4, j0 + 8 * h + g)};
-                    mma_step<P>(c[h], af, bf);
+                for (int u = 0; u < tc_bk; u++) {  // the batch's loads (fa, fb give 0 past K; a step past ke: zeros)
+                    int k0 = kq + 8 * u;
+                    bool in = k0 < ke;
+                    af[u][0] = in ? fa(i0 + g, k0 + tg) : 0.f;
+                    af[u][1] = in ? fa(i0 + g + 8, k0 + tg) : 0.f;
+                    af[u][2] = in ? fa(i0 + g, k0 + tg + 4) : 0.f;
+                    af[u][3] = in ? fa(i0 + g + 8, k0 + tg + 4) : 0.f;
+#pragma unroll
+                    for (int h = 0; h < WN; h++) {
+                        bf[u][h][0] = in ? fb(k0 + tg, j0 + 8 * h + g) : 0.f;
+                        bf[u][h][1] = in ? fb(k0 + tg + 4, j0 + 8 * h + g) : 0.f;
+                    }
+                }
+#pragma unroll
+                for (int u = 0; u < tc_bk; u++) {
+                    if (kq + 8 * u >= ke) break;
+#pragma unroll
+                    for (int h = 0; h < WN; h++) mma_step<P>(c[h], af[u], bf[u][h]);
                 }
             }
         }

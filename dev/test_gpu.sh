@@ -58,12 +58,15 @@ done
 pass=0; fail=0
 
 # synthetic inputs: name and flags (model and batch); written by the GPU binary's host code (--make-input).
-# (syn_titans_n2048: enough rows, 2048, for the multi-segment reductions, e.g. conv_backward's weight gradient.)
+# (syn_titans_n2048: enough rows, 2048, for the multi-segment reductions, e.g. conv_backward's weight gradient.
+# syn_titans_d48w: d 48 in whole 16-row chunks, so the tensor-core products take k in quads with K = 48, whose last
+# batch of loads (tc_product's TC_BATCH) is partial.)
 # Each is well conditioned in float: the float CPU trainer is within ~1e-6 (logits) and ~1e-5 (gradients) of its
 # fp64 build on it. (Memora at some shapes is not: with -D 64 -E 4 -k 4 the float CPU's gradients are 3e-4 from
 # fp64, and any two float implementations then differ by that much.)
 synth=(
   "syn_titans_d64   -p titans -V 256 -D 128 -L 2 -H 2 -E 4 -k 16 -b 2 -t 40"
+  "syn_titans_d48w  -p titans -V 256 -D 96 -L 1 -H 2 -E 4 -k 16 -b 2 -t 40"
   "syn_titans_d48   -p titans -V 300 -D 96 -L 3 -H 2 -E 2 -k 7 -b 3 -t 19"
   "syn_ttt_d96      -p ttt_mlp -V 256 -D 96 -L 1 -H 1 -E 3 -k 5 -b 2 -t 23"
   "syn_moneta_cw    -p moneta -R 4 -V 256 -D 128 -L 2 -H 2 -E 2 -k 8 -b 2 -t 27"

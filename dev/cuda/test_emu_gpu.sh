@@ -17,7 +17,7 @@
 set -u
 cd "$(dirname "$0")/../.."
 for t in g++ python3; do
-    command -v $t >/dev/null || { echo "# 198 check(s) skipped: no $t (the emulator build needs g++ and python3)"; echo "0 passed, 0 failed"; exit 0; }
+    command -v $t >/dev/null || { echo "# 202 check(s) skipped: no $t (the emulator build needs g++ and python3)"; echo "0 passed, 0 failed"; exit 0; }
 done
 if ! bash dev/cuda/emu_build.sh >build/emu_build.log 2>&1; then
     echo "not ok - the emulator build of train_miras.cu failed: $(tail -n 3 build/emu_build.log)"; echo "0 passed, 1 failed"; exit 1
@@ -33,11 +33,13 @@ log2=build/test_emu_gpu_2.log
 # checks), syn_split also with the reads apart from the chain (MIRAS_MEM_PAR=1 at 4 CTAs: 3 checks; moneta, in the
 # fixtures' run, unsplit: 3); and syn_titans_d64 (titans at its real head shape, d 64, d_m 256, b 16: the only
 # input here whose products are whole 16-row tiles, so the only one where the K-split products and their pairs run
-# at once on the two halves of the warps (mm_*_rs's wg, tc_splits_k) are taken: dumps and both decodings). Small
+# at once on the two halves of the warps (mm_*_rs's wg, tc_splits_k) are taken: dumps and both decodings), and
+# syn_titans_d48w (d 48 in whole 16-row chunks: the products' k in quads over K = 48, the last batch of loads partial:
+# dumps and the recurrent decoding). Small
 # inputs on one core: they run beside the fixtures' checks below (which take the
 # other cores), not after them
 rm -f build/gpu_test/{log,dec,decc}_syn_split{,_omega}.txt
-MIRAS_MEM_SPLIT=4 GPU_BIN=build/emu/train_miras_emu SYNTH=1 JOBS=1 OMP_NUM_THREADS=1 ONLY='^(syn_split|syn_split_omega|syn_titans_d64)$' \
+MIRAS_MEM_SPLIT=4 GPU_BIN=build/emu/train_miras_emu SYNTH=1 JOBS=1 OMP_NUM_THREADS=1 ONLY='^(syn_split|syn_split_omega|syn_titans_d64|syn_titans_d48w)$' \
     BF16='^$' CKPT='^syn_split$' CKPT_ENVS="MIRAS_MEM_CKPT=2" PAR='^syn_split$' bash dev/test_gpu.sh > $log2 2>&1 &
 split_pid=$!
 MIRAS_MEM_SPLIT=1 GPU_BIN=build/emu/train_miras_emu SYNTH=0 JOBS=${JOBS:-$(nproc)} \
