@@ -3,7 +3,8 @@
 # reference on the same model (dev/reference.py bench --device cuda).
 # usage: [PRESET=titans] [REF=1] dev/bench_gpu.sh [B=4] [T=4096] [steps=6] [prec=0] [REF_T=256] [REF_B=1]
 # PRESET: any preset at the same sizes (the README's GPU table: every preset with prec 2); REF=0 skips the reference,
-# DECODE=0 the decode latency (B = 1, next to its floor)
+# DECODE=0 the decode latency (B = 1, next to its floor); CU=PATH times another build of the GPU trainer (e.g.
+# build/train_miras_cu_base, an earlier commit's: dev/cuda/device_prep.sh's CU_BASE) in place of ./train_miras_cu
 # prec: the -f of train_miras_cu, the precision of the dense products: 0 fp32, 1 TF32, 2 bf16 (fp32 master weights)
 # (B=4 needs about 64 GB; if that run fails, B=2 (about 33 GB) is tried.)
 #
@@ -34,7 +35,8 @@ cd "$(dirname "$0")/.."
 B=${1:-4}; T=${2:-4096}; steps=${3:-6}; prec=${4:-0}; REF_T=${5:-256}; REF_B=${6:-1}
 case "$prec" in 0|1|2) ;; *) echo "prec must be 0 (fp32), 1 (TF32) or 2 (bf16)"; exit 1 ;; esac
 V=50257; D=768; L=8; H=12; E=4
-make -s train_miras_cu >/dev/null
+CU=${CU:-./train_miras_cu}
+[ "$CU" != ./train_miras_cu ] || make -s train_miras_cu >/dev/null
 dev=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1 || echo unknown)
 out=build/bench_gpu; mkdir -p $out
 # random GPT-2-vocabulary shards (llm.c format), enough for the run
@@ -47,7 +49,7 @@ with open(path, "wb") as f:
 EOF
 log=$out/train.txt
 PRESET=${PRESET:-titans}
-run() { ./train_miras_cu -p $PRESET -V $V -D $D -L $L -H $H -E $E -b $1 -t $T -x $steps -u 1 -v 0 -g 0 -n 0 -f $prec \
+run() { $CU -p $PRESET -V $V -D $D -L $L -H $H -E $E -b $1 -t $T -x $steps -u 1 -v 0 -g 0 -n 0 -f $prec \
             -i "$out/rand_train_*.bin" -j none -z none -o $out >$log 2>&1; }
 if ! run $B; then
     echo "B=$B failed: $(grep -m1 error $log)"; [ "$B" -gt 2 ] || { cat $log; exit 1; }
@@ -78,7 +80,7 @@ grep -E "^memory" $log | sort -u   # (how the memory kernels ran: the split, the
 # (MIRAS_DECODE_CHUNK=1; the same for the presets the recurrent step does not take)
 if [ "${DECODE:-1}" = 1 ]; then
     for e in "MIRAS_DECODE_GRAPH=0" "MIRAS_DECODE_GRAPH=1" "MIRAS_DECODE_GRAPH=0 MIRAS_DECODE_CHUNK=1"; do
-        if env $e ./train_miras_cu -p $PRESET -V $V -D $D -L $L -H $H -E $E -b 1 -t 64 -x 1 -u 1 -v 0 \
+        if env $e $CU -p $PRESET -V $V -D $D -L $L -H $H -E $E -b 1 -t 64 -x 1 -u 1 -v 0 \
                -g 257 -n 0 -f $prec -i "$out/rand_train_*.bin" -j none -z none -o $out/decode >$out/decode.txt 2>&1; then
             echo "decode, B=1, $plabel, $e: $(grep -m1 '^decode:' $out/decode.txt | sed 's/^decode: //')"
         else echo "decode ($e): failed: $(tail -n 1 $out/decode.txt)"; fi

@@ -15,6 +15,16 @@ md5sum $SRCS > build/carry.md5
 # build/memlab_base, if there: memlab built from an earlier commit (e.g. `git worktree add /tmp/base REV` and make
 # memlab there), the same run's baseline of memlab_device.sh's part 0
 BASE=""; [ -x build/memlab_base ] && BASE=build/memlab_base
+# CU_BASE=REV: also the GPU trainer of commit REV, built in a worktree (~5 min here), as build/train_miras_cu_base:
+# memlab_device.sh's part 10 times titans' whole step with it beside the tree's (the same run's baseline of a change)
+if [ -n "${CU_BASE:-}" ]; then
+    wt=build/cu_base_src; rm -rf "$wt"; git worktree prune
+    git worktree add -q --detach "$wt" "$CU_BASE"
+    (cd "$wt" && make -s train_miras_cu) && cp "$wt/train_miras_cu" build/train_miras_cu_base
+    git worktree remove --force "$wt"
+    echo "build/train_miras_cu_base: train_miras_cu at $(git rev-parse --short "$CU_BASE")"
+fi
+[ -x build/train_miras_cu_base ] && BASE="$BASE build/train_miras_cu_base"
 tar cJf build/carry.tar.xz $BINS $BASE build/carry.md5 build/use_mpi  # (use_mpi: make's stamp, else it rebuilds)
 echo "build/carry.tar.xz: $(du -h build/carry.tar.xz | cut -f1) ($BINS)"
 if [ -d ../shared/anchors ]; then
