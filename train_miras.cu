@@ -1430,7 +1430,8 @@ __device__ __forceinline__ void mma_step(float* c, const float* af, const float*
 // is still in flight, so a load placed after an mma waits for that mma's loads before it even starts. The SASS of
 // the old loop (nvcc 13.0, sm_90; dev/cuda/sass_local.py's notes, 2026-12-02) had ptxas's unroll of 2 interleaving
 // them (5 loads, an mma, 3 loads, 7 mma: about one L2 round trip per k-step), and so had an unroll of 4, which is why
-// TC_UNROLL = 8 had measured no faster (run 4). Batched, a batch costs one round trip. The same mma in the same order as one k-step at a time: the same sums, bit for bit.
+// TC_UNROLL = 8 had measured no faster (run 4). Batched, a batch costs one round trip. The same mma in the same
+// order as one k-step at a time: the same sums, bit for bit.
 // TC_BATCH k-steps of 16 with the quads, twice as many steps of 8 without (mm_tn and the updates, whose K is the
 // chunk's n: 16 at the presets, one batch): the same registers as the old unroll of 2 (8 16-byte loads per lane at
 // WN = 2). At 4 (sm_90, nvcc 13.0) mm_nn and tc_update spilled inside the loop, and the products' larger register
