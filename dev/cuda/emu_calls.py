@@ -10,8 +10,11 @@ kernel are shown with SASS (the rest are inlined on the GPU). With SASS (dev/cud
 function's local-memory instructions per call (LDL, STL: a __noinline__ call's arguments beyond the registers and
 the caller's values live across it; every one a round trip to L1, and past its few KB to L2) times its calls: an
 estimate of the local-memory instructions per chunk and thread (loops inside a function counted once, so a floor)."""
-import re, subprocess, sys
+import os, subprocess, sys
 from collections import defaultdict
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from emu_sites import short  # (the same names as the barrier sites')
 
 
 def read(path):
@@ -23,17 +26,11 @@ def read(path):
 
 
 def name(binary, off, cache={}):
+    """the function at an offset of the emulator's binary, as emu_sites.short writes it"""
     if off not in cache:
         out = subprocess.run(["addr2line", "-f", "-C", "-e", binary, "0x" + off], capture_output=True,
                              text=True).stdout.splitlines()
-        fn = out[0] if out else "?"
-        while True:  # template arguments and argument lists out
-            t = re.sub(r"<[^<>]*>", "", fn)
-            if t == fn:
-                break
-            fn = t
-        fn = re.sub(r"\([^()]*\)", "", fn).split(" ")[-1]
-        cache[off] = fn
+        cache[off] = short(out[0]) if out else "?"
     return cache[off]
 
 

@@ -63,4 +63,5 @@ def main():
             print("  %6d %-7s %s" % (n, t, s))
 
 
-main()
+if __name__ == "__main__":
+    main()

@@ -11,18 +11,15 @@ with the shared memory taking nearly all of the L1 (the plan's ~224 KB of 256 KB
 Per function: its LDL / STL, how many sit inside a loop (a backward branch's range: executed per iteration), its
 CALLs, and its instructions. --per-call prints "kernel function local" lines for dev/cuda/emu_calls.py instead (for
 the kernel's own body, under the kernel's name: those inside its loops, i.e. its chunk loop's, once per chunk)."""
-import re, subprocess, sys
+import os, re, subprocess, sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from emu_sites import short
 
 
-def short(mangled):
-    out = subprocess.run(["c++filt", mangled], capture_output=True, text=True).stdout.strip()
-    fn = out
-    while True:
-        t = re.sub(r"<[^<>]*>", "", fn)
-        if t == fn:
-            break
-        fn = t
-    return re.sub(r"\([^()]*\)", "", fn).split(" ")[-1]
+def demangled(mangled):
+    """c++filt's name, as emu_sites.short writes it (so that dev/cuda/emu_calls.py's names match)"""
+    return short(subprocess.run(["c++filt", mangled], capture_output=True, text=True).stdout)
 
 
 def parse(path):
@@ -74,13 +71,13 @@ def main():
     ks = parse(args[0])
     pat = re.compile(args[1] if len(args) > 1 else r"memory_(forward|backward|reads)_kernel|decoder_recurrent_kernel")
     for kern in sorted(ks):
-        kn = short(kern)
+        kn = demangled(kern)
         if not pat.search(kn):
             continue
         rows = []
         for fn, body in ks[kern].items():
             s = stats(body)
-            rows.append((s, "(kernel body)" if fn == kern else short(fn)))
+            rows.append((s, "(kernel body)" if fn == kern else demangled(fn)))
         # the same function under several template arguments: the largest one's count (the emulator counts by name)
         if per_call:
             best = {}
