@@ -10,10 +10,8 @@ set -eu
 cd "$(dirname "$0")/../.."
 mkdir -p build/emu build/emu/calls
 B=build/emu/train_miras_emu_calls
-python3 dev/cuda/emu_launch.py train_miras.cu $B.cpp
-g++ -std=c++17 -O1 -g -I. -Idev/cuda/emu -include dev/cuda/emu/cuda_runtime.h -DEMU_CALLS -finstrument-functions \
-    -finstrument-functions-exclude-file-list=dev/cuda/emu,/usr/ -Wno-unknown-pragmas -U_FORTIFY_SOURCE -fopenmp \
-    -o $B $B.cpp -lm
+EMU_NAME=train_miras_emu_calls bash dev/cuda/emu_build.sh -DEMU_CALLS -finstrument-functions \
+    -finstrument-functions-exclude-file-list=dev/cuda/emu,/usr/ > /dev/null
 W=build/emu/calls
 for t in 16 64; do
     $B --make-input $W/t$t.bin -p titans -V 256 -D 64 -L 1 -H 1 -E 4 -k 16 -b 1 -t $t -y 7 > /dev/null
