@@ -708,7 +708,15 @@ typedef struct {
 // so the GPU's 16-byte vector paths take them (an odd-sized array such as dsig (1) shifted all after it off 16 bytes,
 // and mem_update_backward_ew's scalar fallback was 19% of titans' backward on the H200, run 6)
 static inline size_t carve_al(size_t n) { return (n + 3) & ~(size_t)3; }
-static size_t memchunk_carve_in(MemChunk* c, real* base, int b, int d, int din, int dm, int nP) {
+// The optional parts of the gradient block (memchunk_carve_in's opt): a memory without one gets those arrays carved
+// after the block, so that the block zeroed per chunk (grad0, ngrad) holds only gradients the memory writes. The GPU
+// keeps the block in shared memory as one piece: at titans' shape (split over 2 CTAs) the unused gated, channel-wise
+// and Huber gradients took 40 KB there, five (n, dm) arrays' room (dev/cuda/memlab_notes.md, "The gradient block").
+enum { CARVE_GATED = 1, CARVE_CW = 2, CARVE_HUBER = 4, CARVE_ALL = 7 };
+static inline int mem_carve_opt(const MemCfg* m) {
+    return (m->gated ? CARVE_GATED : 0) | (m->cw ? CARVE_CW : 0) | (m->bias == BIAS_HUBER ? CARVE_HUBER : 0);
+}
+static size_t memchunk_carve_in(MemChunk* c, real* base, int b, int d, int din, int dm, int nP, int opt) {
     size_t off = 0, nd = (size_t)b * d, nm = (size_t)b * dm, nn = (size_t)b * b,
            ni = (size_t)b * din;  // (offsets: no arithmetic on a NULL base)
 // clang-format off
@@ -723,10 +731,16 @@ static size_t memchunk_carve_in(MemChunk* c, real* base, int b, int d, int din, 
     TAKE(dalpha, b); TAKE(dbeta, b); TAKE(dC, nn); TAKE(ds, b); TAKE(dsig, 1);
     TAKE(dzk, nm); TAKE(dhk, nm); TAKE(dnk, nd); TAKE(drk, b); TAKE(dr, nd); TAKE(du, nd); TAKE(dg1, nd);
     TAKE(dgk, nm); TAKE(dg2, nm); TAKE(dzq, nm); TAKE(dhq, nm); TAKE(doq, nd); TAKE(dok, nd);
-    TAKE(detac, nd); TAKE(ddelta, nd); TAKE(dmk, nd); TAKE(dcs, 2);
-    TAKE(dg3, nm); TAKE(dzk3, nm); TAKE(dhk2, nm); TAKE(dzq3, nm);   // gated memory
+    TAKE(dmk, nd); TAKE(dcs, 2);
+    if (opt & CARVE_CW) TAKE(detac, nd);
+    if (opt & CARVE_HUBER) TAKE(ddelta, nd);
+    if (opt & CARVE_GATED) { TAKE(dg3, nm); TAKE(dzk3, nm); TAKE(dhk2, nm); TAKE(dzq3, nm); }   // gated memory
     if (din != d) { TAKE(dqr, nd); TAKE(dkr, nd); } else { c->dqr = c->dq; c->dkr = c->dk; }   // poly: the raw rows' gradients
     c->grad0 = base ? base + g0 : NULL; c->ngrad = off - g0;
+    // (the optional gradients this memory never writes: outside the block, never zeroed)
+    if (!(opt & CARVE_CW)) TAKE(detac, nd);
+    if (!(opt & CARVE_HUBER)) TAKE(ddelta, nd);
+    if (!(opt & CARVE_GATED)) { TAKE(dg3, nm); TAKE(dzk3, nm); TAKE(dhk2, nm); TAKE(dzq3, nm); }
     TAKE(Pa, nP); TAKE(Pb, nP); TAKE(Sa, nP); TAKE(Sb, nP); TAKE(dlng, d); TAKE(dlnb, d);
     TAKE(Wa, nP); TAKE(Wb, nP); TAKE(Wc, nP); TAKE(dWa, nP); TAKE(dWb, nP); TAKE(save, c->ngrad); TAKE(zero, nd);
     TAKE(xa1, nm); TAKE(xa2, nd); TAKE(dp0, nP); c->p0 = NULL;
@@ -738,7 +752,7 @@ static size_t memchunk_carve_in(MemChunk* c, real* base, int b, int d, int din, 
     return off;
 }
 static size_t memchunk_carve(MemChunk* c, real* base, int b, int d, int dm, int nP) {
-    return memchunk_carve_in(c, base, b, d, d, dm, nP);
+    return memchunk_carve_in(c, base, b, d, d, dm, nP, CARVE_ALL);
 }
 
 // ---- omega (SPEC §5.5): the sliding-window coefficient mask
@@ -3873,8 +3887,9 @@ static double model_act_floats(const Config* c, int B, int T) {
                   (double)max_threads() * phi_scr_carve(&ps, NULL, &m, c->b, (size_t)ne);
     }
     return 2 * n + nstate * (1 + mem_carries_S(&m)) + (double)B * c->H * (m.nP + 2 * m.d) +
-           (double)max_threads() * (memchunk_carve_in(&tmp, NULL, c->b + m.omega - 1, m.d, m.din, m.dm, m.nP) +
-                                    muon_carve(&tmp, NULL, c->b, &m)) +
+           (double)max_threads() *
+               (memchunk_carve_in(&tmp, NULL, c->b + m.omega - 1, m.d, m.din, m.dm, m.nP, mem_carve_opt(&m)) +
+                muon_carve(&tmp, NULL, c->b, &m)) +
            2.0 * B * T;
 }
 // Frees what model_alloc_acts allocates (every buffer whose size depends on B and T) and sets the pointers to NULL:
@@ -3925,14 +3940,14 @@ static void model_alloc_acts(Model* M, int B, int T) {
     M->mem_dbh = (real*)xmalloc((size_t)B * M->cfg.H * (M->mem.nP + 2 * M->mem.d) * sizeof(real));
     int nt = max_threads();
     MemChunk tmp;
-    size_t per1 = memchunk_carve_in(&tmp, NULL, M->cfg.b + M->mem.omega - 1, M->mem.d, M->mem.din, M->mem.dm,
-                                    M->mem.nP);  // (omega: + halo)
+    size_t per1 = memchunk_carve_in(&tmp, NULL, M->cfg.b + M->mem.omega - 1, M->mem.d, M->mem.din, M->mem.dm, M->mem.nP,
+                                    mem_carve_opt(&M->mem));  // (omega: + halo)
     size_t per = per1 + muon_carve(&tmp, NULL, M->cfg.b, &M->mem);
     M->chunk_memory = (real*)xmalloc((size_t)nt * per * sizeof(real));
     M->chunks = (MemChunk*)xmalloc((size_t)nt * sizeof(MemChunk));
     for (int i = 0; i < nt; i++) {
         memchunk_carve_in(&M->chunks[i], M->chunk_memory + (size_t)i * per, M->cfg.b + M->mem.omega - 1, M->mem.d,
-                          M->mem.din, M->mem.dm, M->mem.nP);
+                          M->mem.din, M->mem.dm, M->mem.nP, mem_carve_opt(&M->mem));
         muon_carve(&M->chunks[i], M->chunk_memory + (size_t)i * per + per1, M->cfg.b, &M->mem);
     }
     if (M->mem.phistar) {  // section 3c: the entries of every (layer, sequence, head) and a scratch per thread
@@ -5177,9 +5192,9 @@ static void decoder_init(Decoder* dec, Model* M) {
     dec->Sn = (real*)xmalloc(m->nP * sizeof(real));
     int rows = c->b + m->omega - 1;  // (omega: + the halo)
     dec->part = (real*)xmalloc(LH * rows * decoder_row_width(m) * sizeof(real));
-    size_t per1 = memchunk_carve_in(&dec->c, NULL, rows, m->d, m->din, m->dm, m->nP);
+    size_t per1 = memchunk_carve_in(&dec->c, NULL, rows, m->d, m->din, m->dm, m->nP, mem_carve_opt(m));
     dec->chunk_memory = (real*)xmalloc((per1 + muon_carve(&dec->c, NULL, c->b, m)) * sizeof(real));
-    memchunk_carve_in(&dec->c, dec->chunk_memory, rows, m->d, m->din, m->dm, m->nP);
+    memchunk_carve_in(&dec->c, dec->chunk_memory, rows, m->d, m->din, m->dm, m->nP, mem_carve_opt(m));
     muon_carve(&dec->c, dec->chunk_memory + per1, c->b, m);
     dec->lat_w = (real*)xmalloc((size_t)LAT_NVEC * m->d * sizeof(real));
     for (int l = 0; l < c->L; l++)

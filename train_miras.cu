@@ -1169,8 +1169,8 @@ __host__ __device__ static inline int mem_rows(const MemCfg* m, int b) { return 
 // does the algorithm carry S (momentum, both muons)? (train_miras.c's mem_carries_S, for the kernels)
 __device__ static inline int mem_carries_S_gpu(const MemCfg* m) { return m->momentum || m->muon; }
 // (din: the keys' and queries' width, D_phi with poly, else d)
-static size_t memchunk_carve_in_gpu(MemChunkGpu* c, real* base, int b, int d, int din, int dm, int nP) {
-    size_t n = memchunk_carve_in(c, base, b, d, din, dm, nP);
+static size_t memchunk_carve_in_gpu(MemChunkGpu* c, real* base, int b, int d, int din, int dm, int nP, int opt) {
+    size_t n = memchunk_carve_in(c, base, b, d, din, dm, nP, opt);
     // (each array 16-byte aligned, as the carve's: carve_al)
     size_t nn = carve_al((size_t)b * b), nm = 2 * carve_al((size_t)b * (dm > d ? dm : d)), nk = carve_al(2 + (size_t)d),
            nb = carve_al(b);
@@ -1192,12 +1192,12 @@ static size_t memchunk_carve_in_gpu(MemChunkGpu* c, real* base, int b, int d, in
     return n + 2 * nn + nm + nk + nb + nc + 2 * carve_al(nP) + nr;
 }
 static size_t __attribute__((unused)) memchunk_carve_gpu(MemChunkGpu* c, real* base, int b, int d, int dm, int nP) {
-    return memchunk_carve_in_gpu(c, base, b, d, d, dm, nP);  // (dev/cuda/memlab.cu's)
+    return memchunk_carve_in_gpu(c, base, b, d, d, dm, nP, CARVE_ALL);  // (dev/cuda/memlab.cu's)
 }
 // the trainer's chunk scratch for b-token chunks of the memory m: the rows with omega's halo, poly's width, and muon's
 // per-row states and NS5 records after them (train_miras.c's muon_carve)
 static size_t memchunk_carve_model_gpu(MemChunkGpu* c, real* base, const MemCfg* m, int b) {
-    size_t n = memchunk_carve_in_gpu(c, base, mem_rows(m, b), m->d, m->din, m->dm, m->nP);
+    size_t n = memchunk_carve_in_gpu(c, base, mem_rows(m, b), m->d, m->din, m->dm, m->nP, mem_carve_opt(m));
     return n + muon_carve(c, base ? base + n : NULL, b, m);
 }
 // the chunk scratches of n blocks, one each, carved for the memory m (split: a CTA's slice, mem_split_cfg) from one
