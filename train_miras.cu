@@ -3527,8 +3527,10 @@ MEMFN void mem_step_backward_gpu(const MemCfg* m, MemChunkGpu* c, int n, const r
 // dynamic shared memory: the MemChunk's pointers are simply re-pointed there (they are generic pointers; the
 // functions do not change). A plan lists the moved pointer slots (MemChunk seen as an array of pointers) and their
 // offsets; it is made on the host by mem_smem_plan, per kernel (the forward needs no gradient arrays). Arrays
-// that do not fit, and the state-sized ones, stay in the chunk's global scratch.
-#define MEM_SMEM_SLOTS 72
+// that do not fit, and the state-sized ones, stay in the chunk's global scratch. (Room for every slot: until
+// 2026-12-02 a plan held at most 72, and at titans' shape the arrays past that stayed in global memory, however much
+// shared memory was left: xs1, xa1 and nm1 at a split of 4.)
+#define MEM_SMEM_SLOTS (int)(sizeof(MemChunkGpu) / sizeof(real*))
 struct MemSmem {
     int n, floats;
     int ps;  // the plan holds MemChunkGpu.Ps (the chains with the reads apart copy their chunk-start state there)
@@ -3606,6 +3608,7 @@ typedef struct {
     real* pfw;
     size_t pfwn;
 } MemArgs;
+static_assert(sizeof(MemArgs) <= 4096, "MemArgs: a kernel's parameters, at most 4 KB");
 
 // copy rows [t0, t0+n) of head h of sequence bb from a (B, T, G*w) tensor into dst (n, w), and back
 __device__ void gather_rows_gpu(real* dst, const real* src, int bb, int h, int t0, int n, int T, int G, int w) {
