@@ -135,10 +135,20 @@ if [ -x build/train_miras_cu_base ]; then  # (device_prep.sh's CU_BASE: the same
     r=$(CU=build/train_miras_cu_base PRESET=titans REF=0 step 60 bash dev/bench_gpu.sh 4 4096 4 2 2>&1 | tee -a "$W/bench_par.log" | grep -E "^train_miras_cu|failed")
     say "titans (one pass), build/train_miras_cu_base: ${r:-no result (see bench_par.log)}"
 fi
+[ -f build/rand_train_000000.bin ] || rand_shard $((8 * 4096 + 1))
+# (2026-12-02, memlab_notes "Local memory") the local-memory traffic of the trainer's chains: ncu's memory workload
+# and warp-state sections of one backward launch (the first: layer 7's) at the one-pass default (right after the
+# two steps: it measures the next lever, and the budget may not reach the end of this part)
+step 90 ncu --clock-control none --section MemoryWorkloadAnalysis --section WarpStateStats --section LaunchStats \
+    -k "regex:memory_backward_kernel" --launch-count 1 ./train_miras_cu -p titans -V 50257 -D 768 -L 8 -H 12 -E 4 \
+    -b 4 -t 4096 -x 1 -u 1 -v 0 -g 0 -n 0 -f 2 -i "build/rand_train_*.bin" -j none -z none -o build/par_prof \
+    > "$W/ncu_local.txt" 2>&1
+say "titans backward launch, local memory (rc $?):"
+grep -E "Local Memory Spilling|L1/TEX Hit|Stack Size|Registers Per|Stall Long Scoreboard|Warp Cycles Per Issued" "$W/ncu_local.txt" |
+    while read -r l; do say "  $l"; done
 for e in "MIRAS_MEM_PAR_CTAS=2" "MIRAS_MEM_PAR_FW=0" "MIRAS_MEM_SPLIT=4" "MIRAS_MEM_PAR_CTAS=4" "MIRAS_MEM_PAR_CTAS=1" "MIRAS_MEM_PAR_STATE=0"; do
     r=$(export MIRAS_MEM_PAR=1 $e; PRESET=titans REF=0 step 60 bash dev/bench_gpu.sh 4 4096 4 2 2>&1 | tee -a "$W/bench_par.log" | grep -E "^train_miras_cu|^memory: the reads|failed")
     say "titans MIRAS_MEM_PAR=1 $e: $(echo ${r:-no result (see bench_par.log)})"; done
-[ -f build/rand_train_000000.bin ] || rand_shard $((8 * 4096 + 1))
 for e in "MIRAS_MEM_PAR=0 x=10" "MIRAS_MEM_PAR=1 x=18"; do
     n=${e##*x=}
     (export ${e% x=*}; step 90 ncu --clock-control none --metrics gpu__time_duration.sum --csv --page raw -k "regex:memory_(forward|reads|backward)_kernel" \
@@ -151,15 +161,6 @@ done
 for p in ttt_mlp yaad moneta memora; do
     r=$(export MIRAS_MEM_PAR=1; PRESET=$p REF=0 step 60 bash dev/bench_gpu.sh 4 4096 4 2 2>&1 | tee -a "$W/bench_par.log" | grep -E "^train_miras_cu|failed")
     say "$p MIRAS_MEM_PAR=1: ${r:-no result (see bench_par.log)}"; done
-# (2026-12-02, memlab_notes "Local memory") the local-memory traffic of the trainer's chains: ncu's memory workload
-# and warp-state sections of one backward launch (the first: layer 7's) at the one-pass default
-step 90 ncu --clock-control none --section MemoryWorkloadAnalysis --section WarpStateStats --section LaunchStats \
-    -k "regex:memory_backward_kernel" --launch-count 1 ./train_miras_cu -p titans -V 50257 -D 768 -L 8 -H 12 -E 4 \
-    -b 4 -t 4096 -x 1 -u 1 -v 0 -g 0 -n 0 -f 2 -i "build/rand_train_*.bin" -j none -z none -o build/par_prof \
-    > "$W/ncu_local.txt" 2>&1
-say "titans backward launch, local memory (rc $?):"
-grep -E "Local Memory Spilling|L1/TEX Hit|Stack Size|Registers Per|Stall Long Scoreboard|Warp Cycles Per Issued" "$W/ncu_local.txt" |
-    while read -r l; do say "  $l"; done
 fi
 
 # 5. titans, 100M: -f 0 (3xTF32 memory products), B = 8 (the chunk-start states checkpointed: the trainer prints the
