@@ -104,7 +104,12 @@ static int g_mem_wy = 0;  // MIRAS_MEM_WY=1 / 2 / 3: the b = 1 delta rule in WY 
 static int g_mem_par = 0;
 // MIRAS_MEM_PAR_CTAS=1, 2, 4: memory_reads_kernel's blocks per SM (MEM_THREADS / that many threads each)
 static int g_mem_par_ctas = 2;
-static int g_mem_par_state = 1;  // MIRAS_MEM_PAR_STATE=0: the chains' chunk-start state stays in global memory
+// MIRAS_MEM_STATE: the chains' copy of the chunk-start state in shared memory (MemChunkGpu.Ps, mem_smem_plan): 0 none
+// (the state read from global memory); 1 in the chains with the reads apart, where room is left (the default); 2 in
+// every chain, where room is left; 3 in every chain, ahead of the rows' (n, d_m) arrays (those then left out stay in
+// global memory). The same values read from another place: the same bits. 2 and 3 untimed (memlab_notes, "The state
+// copy in every chain")
+static int g_mem_state = 1;
 static int g_mem_par_fw = 1;  // MIRAS_MEM_PAR_FW=0: the backward chain recomputes each chunk's forward (mem_fw_ok)
 typedef __nv_bfloat16 bf16;
 static real* g_ones;
@@ -168,7 +173,13 @@ static void gpu_init(int prec) {
         if (g_mem_par != 0 && g_mem_par != 1)
             DIE("MIRAS_MEM_PAR=1 (the memory's reads apart from the chain) or 0", "unknown MIRAS_MEM_PAR=%s", s);
     }
-    if ((s = getenv("MIRAS_MEM_PAR_STATE"))) g_mem_par_state = atoi(s) != 0;
+    if ((s = getenv("MIRAS_MEM_STATE"))) {
+        char* e;
+        g_mem_state = (int)strtol(s, &e, 10);
+        if (e == s || *e || g_mem_state < 0 || g_mem_state > 3)
+            DIE("MIRAS_MEM_STATE=0 (no state copy), 1 (with the reads apart), 2 (every chain) or 3 (every chain, first)",
+                "unknown MIRAS_MEM_STATE=%s", s);
+    }
     if ((s = getenv("MIRAS_MEM_PAR_FW"))) g_mem_par_fw = atoi(s) != 0;
     if ((s = getenv("MIRAS_MEM_PAR_CTAS"))) {
         g_mem_par_ctas = atoi(s);
@@ -3828,7 +3839,7 @@ __global__ void __launch_bounds__(MEM_THREADS) memory_forward_kernel(MemArgs A) 
     for (int ch = 0; ch < nch - par; ch++) {  // (without its reads the last chunk has nothing to do)
         int t0 = ch * b, n = T - t0 < b ? T - t0 : b, last = ch == nch - 1;
         real* Pc = mem_state_gpu(P, Pw, ch, ck, nP);
-        if (A.sm.ps) {  // (the reads apart: the state's copy in shared memory, for the chunk's products; the load's
+        if (A.sm.ps) {  // (the state's copy in shared memory, for the chunk's products, g_mem_state; the load's
             block_copy(c.Ps, Pc, nPr, 0);  // barrier publishes it)
             Pc = c.Ps;
         }
@@ -3935,7 +3946,7 @@ __global__ void __launch_bounds__(MEM_THREADS) memory_backward_kernel(MemArgs A)
             prefetch_l2(mem_state_gpu(P, Pw, ch - ck, ck, nP), nPr);
             if (Sc) prefetch_l2(mem_state_gpu(S, Sw, ch - ck, ck, nP), nPr);
         }
-        if (A.sm.ps) {  // (the reads apart: the state's copy in shared memory, for the chunk's products)
+        if (A.sm.ps) {  // (the state's copy in shared memory, for the chunk's products: g_mem_state)
             block_copy(c.Ps, Pc, nPr, 0);
             Pc = c.Ps;
         }
@@ -5954,9 +5965,10 @@ static int mem_token_ok(const MemArgs& A) {
 // saved as one range, grad0..grad0+ngrad).
 static_assert(offsetof(MemChunk, nh) % sizeof(real*) == 0 && offsetof(MemChunk, wc) < offsetof(MemChunk, nh) + 8,
               "mem_smem_plan: nh and wc share one pointer slot");
-// (noread: the plan of a chain with the reads apart (MemChunkGpu.noread): without the arrays only the reads use,
-// and with Ps, the copy of the chunk-start state, last, where it still fits)
-static MemSmem mem_smem_plan(const MemCfg* m, int b, int fwd, size_t bytes, int noread = 0) {
+// (noread: the plan of a chain with the reads apart (MemChunkGpu.noread): without the arrays only the reads use.
+// state: 1 with Ps, the copy of the chunk-start state, last, where it still fits; 2 with it ahead of the rows' (n, dm)
+// arrays, the group from zk on)
+static MemSmem mem_smem_plan(const MemCfg* m, int b, int fwd, size_t bytes, int noread = 0, int state = 0) {
     MemChunkGpu c;
     memset(&c, 0, sizeof c);  // (the slots the carve does not set, e.g. muon's, are NULL)
     real* base = (real*)(uintptr_t)4096;  // a stand-in base address: only offsets matter
@@ -5999,8 +6011,9 @@ static MemSmem mem_smem_plan(const MemCfg* m, int b, int fwd, size_t bytes, int 
         for (int f : order)
             if (std::find(std::begin(rd), std::end(rd), f) == std::end(rd)) keep.push_back(f);
         order = keep;
-        if (g_mem_par_state) order.push_back(SL(Ps));
     }
+    if (state == 1) order.push_back(SL(Ps));
+    if (state == 2) order.insert(std::find(order.begin(), order.end(), SL(zk)), SL(Ps));
     int ips = SL(Ps);
 #undef SL
     MemSmem sm;
@@ -6223,18 +6236,22 @@ static void mem_wy_launch(const MemArgs& A, int nbh, int wy, int bwd) {
 // The shared-memory plan of a generic memory kernel's chunk scratch (fwd: the forward's arrays; mem_smem_plan) over
 // nbh (sequence, head)s, split over R CTAs each (R = 1: none): the slice's arrays in the room that the exchange buffer
 // (2 xn floats, 16-byte aligned) leaves; returns the threads per block (mem_split_shape)
-static int mem_launch_plan(const MemCfg* m, int b, int fwd, int R, int xn, int nbh, MemSmem* sm, int noread = 0) {
+// (chain: memory_forward_kernel's or memory_backward_kernel's, which copy the chunk-start state where the plan has
+// room for it: g_mem_state)
+static int mem_launch_plan(const MemCfg* m, int b, int fwd, int R, int xn, int nbh, MemSmem* sm, int noread = 0,
+                           int chain = 0) {
     MemCfg ms = mem_split_cfg(m, R > 1 ? R : 1);
     size_t room = mem_smem_bytes(), xb = R > 1 ? 2 * (size_t)xn * sizeof(real) + 16 : 0;
     int nt = R > 1 ? mem_split_shape(nbh, R, &room) : MEM_THREADS;
-    *sm = mem_smem_plan(&ms, b, fwd, room > xb ? room - xb : 0, noread);
+    int state = !chain ? 0 : g_mem_state == 3 ? 2 : g_mem_state == 2 || (g_mem_state == 1 && noread) ? 1 : 0;
+    *sm = mem_smem_plan(&ms, b, fwd, room > xb ? room - xb : 0, noread, state);
     return nt;
 }
 static void mem_say_ps(const MemSmem& sm, const char* dir) {  // (once per direction)
     static int said[2];
     int k = dir[0] == 'b';
     if (sm.ps && !said[k]++ && g_rank == 0)
-        printf("memory: the %s chain's chunk-start state in shared memory (MIRAS_MEM_PAR_STATE=0: not)\n", dir);
+        printf("memory: the %s chain's chunk-start state in shared memory (MIRAS_MEM_STATE=0: not)\n", dir);
 }
 // memory_reads_kernel of one direction (the reads of every chunk at once: MemArgs.pG), unsplit, on the first-pass
 // scratches
@@ -6278,9 +6295,9 @@ static void mem_forward_launch(MemArgs A, int nbh) {
     A.tc = mem_tc_of(A);
     if (A.ver > 0 && A.ver < 3) A.pG = 0;  // (the reads apart: with the scratch plan of v3 and later)
     if (A.pG) A.xn = mem_split_xn(&A.m, A.b, 1);  // (the chain's exchange buffer: no reads to reduce)
-    int nt = mem_launch_plan(&A.m, A.b, 1, A.R, A.xn, nbh, &A.sm, A.pG > 0);
+    int nt = mem_launch_plan(&A.m, A.b, 1, A.R, A.xn, nbh, &A.sm, A.pG > 0, 1);
+    if (A.ver > 0 && A.ver < 3) A.sm.n = A.sm.floats = A.sm.ps = 0;  // (v2: the chunk scratch in global memory)
     mem_say_ps(A.sm, "forward");
-    if (A.ver > 0 && A.ver < 3) A.sm.n = A.sm.floats = 0;  // (v2: the chunk scratch in global memory)
     size_t sb = mem_dyn_bytes(A.sm.floats, A.R, A.xn);
     cudaCheck(cudaFuncSetAttribute(memory_forward_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sb));
     mem_kernel_launch(memory_forward_kernel, A, A.R, nbh, sb, nt);
@@ -6321,9 +6338,9 @@ static int mem_backward_launch(MemArgs A, int nbh) {
     if (A.ver > 0 && A.ver < 3) A.pdP = NULL, A.pG = 0;  // (the reads apart: with v3+'s scratch plan)
     if (A.pdP) mem_reads_launch(A, 1);  // its first pass: the reads' part of every chunk
     if (A.pdP) A.xn = mem_split_xn(&A.m, A.b, 1);  // (the chain's exchange buffer: no reads to reduce)
-    int nt = mem_launch_plan(&A.m, A.b, 0, A.R, A.xn, nbh, &A.sm, A.pdP != NULL);
+    int nt = mem_launch_plan(&A.m, A.b, 0, A.R, A.xn, nbh, &A.sm, A.pdP != NULL, 1);
+    if (A.ver > 0 && A.ver < 3) A.sm.n = A.sm.floats = A.sm.ps = 0;  // (v2: the chunk scratch in global memory)
     mem_say_ps(A.sm, "backward");
-    if (A.ver > 0 && A.ver < 3) A.sm.n = A.sm.floats = 0;  // (v2: the chunk scratch in global memory)
     size_t sb = mem_dyn_bytes(A.sm.floats, A.R, A.xn);
     cudaCheck(cudaFuncSetAttribute(memory_backward_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sb));
     mem_kernel_launch(memory_backward_kernel, A, A.R, nbh, sb, nt);

@@ -45,6 +45,10 @@ PAR=${PAR:-'^(titans|titans_anchor|titans_H|ttt_mlp|yaad|yaad_cw|moneta_anchor|m
 # of those, the inputs whose backward chain also runs recomputing each chunk's forward values (MIRAS_MEM_PAR_FW=0; by
 # default it loads those the reads' pass saved): the same fp32 checks, and the line that says it recomputed
 PARFW=${PARFW:-'^(titans|syn_titans_d64)$'}
+# the inputs that also run with the chunk-start state copied into shared memory in every chain, ahead of the rows'
+# (n, d_m) arrays (MIRAS_MEM_STATE=3; by default only the chains with the reads apart copy it): the same fp32 checks,
+# and the line that says a chain copied it (else 3 failures: the checks would pass on the state in global memory)
+STATE=${STATE:-'^(titans|titans_anchor|gated_mom|omega_mom|muon_deep|syn_titans_d64)$'}
 # the inputs whose decoding is checked again with MIRAS_DECODE_CHUNK=1 (the partial chunk re-run for every token,
 # decoder_memory_kernel) beside the default recurrent step (decoder_recurrent_kernel): both against the parallel
 # forward, and each must say which it ran (else a failure: both checks could have run the same decoder)
@@ -213,6 +217,9 @@ check() {
             variant "reads apart, forward recomputed" parfw "^memory: the backward chain recomputes" "" MIRAS_MEM_PAR=1 \
                 MIRAS_MEM_PAR_FW=0
         fi
+    fi
+    if echo "$name" | grep -Eq -- "$STATE"; then   # the state copy in every chain (3 checks)
+        variant "state copy" state "^memory: the .* chain's chunk-start state in shared memory" "" MIRAS_MEM_STATE=3
     fi
     if echo "$name" | grep -Eq -- "$BF16" && ! echo "$name" | grep -Eq -- "$NOBF16"; then
         if ! "$GPU" -f 2 -J "$f" -O "$out/gpu_bf16_$name.bin" 2>"$out/gpu_bf16_$name.err"; then

@@ -122,7 +122,7 @@ PY
 # forward's reads and the backward's reads part in memory_reads_kernel over all chunks at once, the sequential
 # kernels without them): titans' whole step with 1, 2 and 4 of its blocks per SM, and with the chain split over 4 CTAs
 # (it has less to do per chunk now: more of its time may be the phases' latency, which the split shortens), and
-# with the chains' chunk-start state left in global memory (MIRAS_MEM_PAR_STATE=0; by default the chains copy it
+# with the chains' chunk-start state left in global memory (MIRAS_MEM_STATE=0; by default the chains copy it
 # into shared memory where the plan without the reads' arrays has room), and (2026-11-29) with the backward chain
 # recomputing each chunk's forward values instead of loading those the reads' pass saved (MIRAS_MEM_PAR_FW=0), beside
 # the default (first, then the saved values off: the two that matter most if the budget runs short); ncu's duration
@@ -135,6 +135,12 @@ if [ -x build/train_miras_cu_base ]; then  # (device_prep.sh's CU_BASE: the same
     r=$(CU=build/train_miras_cu_base PRESET=titans REF=0 step 60 bash dev/bench_gpu.sh 4 4096 4 2 2>&1 | tee -a "$W/bench_par.log" | grep -E "^train_miras_cu|failed")
     say "titans (one pass), build/train_miras_cu_base: ${r:-no result (see bench_par.log)}"
 fi
+# (2026-12-02, memlab_notes "The gradient block; the plan's slots") one pass split over 4, and the chunk-start state
+# copied into shared memory in every chain (MIRAS_MEM_STATE=2: where room is left, split 4: the forward's; 3: ahead
+# of the rows' arrays, split 4: both chains', split 2: the forward's)
+for e in "MIRAS_MEM_SPLIT=4" "MIRAS_MEM_SPLIT=4 MIRAS_MEM_STATE=2" "MIRAS_MEM_SPLIT=4 MIRAS_MEM_STATE=3" "MIRAS_MEM_STATE=3"; do
+    r=$(export $e; PRESET=titans REF=0 step 60 bash dev/bench_gpu.sh 4 4096 4 2 2>&1 | tee -a "$W/bench_par.log" | grep -E "^train_miras_cu|chunk-start state|failed")
+    say "titans (one pass) $e: $(echo ${r:-no result (see bench_par.log)})"; done
 [ -f build/rand_train_000000.bin ] || rand_shard $((8 * 4096 + 1))
 # (2026-12-02, memlab_notes "Local memory") the local-memory traffic of the trainer's chains: ncu's memory workload
 # and warp-state sections of one backward launch (the first: layer 7's) at the one-pass default (right after the
@@ -146,7 +152,7 @@ step 90 ncu --clock-control none --section MemoryWorkloadAnalysis --section Warp
 say "titans backward launch, local memory (rc $?):"
 grep -E "Local Memory Spilling|L1/TEX Hit|Stack Size|Registers Per|Stall Long Scoreboard|Warp Cycles Per Issued" "$W/ncu_local.txt" |
     while read -r l; do say "  $l"; done
-for e in "MIRAS_MEM_PAR_CTAS=2" "MIRAS_MEM_PAR_FW=0" "MIRAS_MEM_SPLIT=4" "MIRAS_MEM_PAR_CTAS=4" "MIRAS_MEM_PAR_CTAS=1" "MIRAS_MEM_PAR_STATE=0"; do
+for e in "MIRAS_MEM_PAR_CTAS=2" "MIRAS_MEM_PAR_FW=0" "MIRAS_MEM_SPLIT=4" "MIRAS_MEM_PAR_CTAS=4" "MIRAS_MEM_PAR_CTAS=1" "MIRAS_MEM_STATE=0"; do
     r=$(export MIRAS_MEM_PAR=1 $e; PRESET=titans REF=0 step 60 bash dev/bench_gpu.sh 4 4096 4 2 2>&1 | tee -a "$W/bench_par.log" | grep -E "^train_miras_cu|^memory: the reads|failed")
     say "titans MIRAS_MEM_PAR=1 $e: $(echo ${r:-no result (see bench_par.log)})"; done
 for e in "MIRAS_MEM_PAR=0 x=10" "MIRAS_MEM_PAR=1 x=18"; do

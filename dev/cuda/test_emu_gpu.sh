@@ -17,7 +17,7 @@
 set -u
 cd "$(dirname "$0")/../.."
 for t in g++ python3; do
-    command -v $t >/dev/null || { echo "# 202 check(s) skipped: no $t (the emulator build needs g++ and python3)"; echo "0 passed, 0 failed"; exit 0; }
+    command -v $t >/dev/null || { echo "# 211 check(s) skipped: no $t (the emulator build needs g++ and python3)"; echo "0 passed, 0 failed"; exit 0; }
 done
 if ! bash dev/cuda/emu_build.sh >build/emu_build.log 2>&1; then
     echo "not ok - the emulator build of train_miras.cu failed: $(tail -n 3 build/emu_build.log)"; echo "0 passed, 1 failed"; exit 1
@@ -35,16 +35,19 @@ log2=build/test_emu_gpu_2.log
 # input here whose products are whole 16-row tiles, so the only one where the K-split products and their pairs run
 # at once on the two halves of the warps (mm_*_rs's wg, tc_splits_k) are taken: dumps and both decodings), and
 # syn_titans_d48w (d 48 in whole 16-row chunks: the products' k in quads over K = 48, the last batch of loads partial:
-# dumps and the recurrent decoding). Small
+# dumps and the recurrent decoding), syn_titans_d64 also with the chunk-start state copied into shared memory in
+# both chains (MIRAS_MEM_STATE=3: 3 checks; gated_mom and omega_mom, in the fixtures' run, unsplit: 6). Small
 # inputs on one core: they run beside the fixtures' checks below (which take the
 # other cores), not after them
 rm -f build/gpu_test/{log,dec,decc}_syn_split{,_omega}.txt
 MIRAS_MEM_SPLIT=4 GPU_BIN=build/emu/train_miras_emu SYNTH=1 JOBS=1 OMP_NUM_THREADS=1 ONLY='^(syn_split|syn_split_omega|syn_titans_d64|syn_titans_d48w)$' \
-    BF16='^$' CKPT='^syn_split$' CKPT_ENVS="MIRAS_MEM_CKPT=2" PAR='^syn_split$' bash dev/test_gpu.sh > $log2 2>&1 &
+    BF16='^$' CKPT='^syn_split$' CKPT_ENVS="MIRAS_MEM_CKPT=2" PAR='^syn_split$' STATE='^syn_titans_d64$' \
+    bash dev/test_gpu.sh > $log2 2>&1 &
 split_pid=$!
 MIRAS_MEM_SPLIT=1 GPU_BIN=build/emu/train_miras_emu SYNTH=0 JOBS=${JOBS:-$(nproc)} \
     ONLY='^(moneta|memora|mal|mag|mag_gdn|mac|mac_moneta|mac_memora_cw|mac_yaad_cw|mac_muon_gated|mac_muonc|mac_omeganet|mac_omega_lin|mac_lattice|mac_dot|mac_dot_lin|mal_omeganet|mal_lattice|mag_lattice_sim|mal_dot|mag_dt|transformer|omega_gd|omega_mom|omega_linear|poly_linear|poly_mom|omeganet|muon_linear|muonc_linear|gated_gd|gated_mom|gated_chunk|deep_transformer|dot|dot_linear|dot_bound|dt_bound)$' \
     BF16='^(transformer|mag|omeganet|gated_mom)$' CKPT='^(omega_mom|omeganet|gated_mom)$' CKPT_ENVS="MIRAS_MEM_CKPT=2 EMU_MEM_FREE=1" PAR='^moneta$' \
+    STATE='^(gated_mom|omega_mom)$' \
     bash dev/test_gpu.sh > $log 2>&1
 wait $split_pid
 head -n -1 $log; head -n -1 $log2
