@@ -135,6 +135,10 @@ if [ -x build/train_miras_cu_base ]; then  # (device_prep.sh's CU_BASE: the same
     r=$(CU=build/train_miras_cu_base PRESET=titans REF=0 step 60 bash dev/bench_gpu.sh 4 4096 4 2 2>&1 | tee -a "$W/bench_par.log" | grep -E "^train_miras_cu|failed")
     say "titans (one pass), build/train_miras_cu_base: ${r:-no result (see bench_par.log)}"
 fi
+# the reads apart at their defaults first (lever 1 of memlab_notes' plan, the largest predicted gain), the rest of
+# their variants after the local-memory sections below
+r=$(export MIRAS_MEM_PAR=1; PRESET=titans REF=0 step 60 bash dev/bench_gpu.sh 4 4096 4 2 2>&1 | tee -a "$W/bench_par.log" | grep -E "^train_miras_cu|^memory: the reads|failed")
+say "titans MIRAS_MEM_PAR=1: $(echo ${r:-no result (see bench_par.log)})"
 # (2026-12-02, memlab_notes "The gradient block; the plan's slots") one pass split over 4, and the chunk-start state
 # copied into shared memory in every chain (MIRAS_MEM_STATE=2: where room is left, split 4: the forward's; 3: ahead
 # of the rows' arrays, split 4: both chains', split 2: the forward's)
@@ -152,7 +156,7 @@ step 90 ncu --clock-control none --section MemoryWorkloadAnalysis --section Warp
 say "titans backward launch, local memory (rc $?):"
 grep -E "Local Memory Spilling|L1/TEX Hit|Stack Size|Registers Per|Stall Long Scoreboard|Warp Cycles Per Issued" "$W/ncu_local.txt" |
     while read -r l; do say "  $l"; done
-for e in "MIRAS_MEM_PAR_CTAS=2" "MIRAS_MEM_PAR_FW=0" "MIRAS_MEM_SPLIT=4" "MIRAS_MEM_PAR_CTAS=4" "MIRAS_MEM_PAR_CTAS=1" "MIRAS_MEM_STATE=0"; do
+for e in "MIRAS_MEM_PAR_FW=0" "MIRAS_MEM_SPLIT=4" "MIRAS_MEM_PAR_CTAS=4" "MIRAS_MEM_PAR_CTAS=1" "MIRAS_MEM_STATE=0"; do
     r=$(export MIRAS_MEM_PAR=1 $e; PRESET=titans REF=0 step 60 bash dev/bench_gpu.sh 4 4096 4 2 2>&1 | tee -a "$W/bench_par.log" | grep -E "^train_miras_cu|^memory: the reads|failed")
     say "titans MIRAS_MEM_PAR=1 $e: $(echo ${r:-no result (see bench_par.log)})"; done
 for e in "MIRAS_MEM_PAR=0 x=10" "MIRAS_MEM_PAR=1 x=18"; do
