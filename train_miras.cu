@@ -3544,7 +3544,7 @@ MEMFN void mem_step_backward_gpu(const MemCfg* m, MemChunkGpu* c, int n, const r
 #define MEM_SMEM_SLOTS (int)(sizeof(MemChunkGpu) / sizeof(real*))
 struct MemSmem {
     int n, floats;
-    int ps;  // the plan holds MemChunkGpu.Ps (the chains with the reads apart copy their chunk-start state there)
+    int ps;  // the plan holds MemChunkGpu.Ps (the chains copy their chunk-start state there: g_mem_state)
     short slot[MEM_SMEM_SLOTS];
     int off[MEM_SMEM_SLOTS];
 };
