@@ -1202,9 +1202,6 @@ static size_t memchunk_carve_in_gpu(MemChunkGpu* c, real* base, int b, int d, in
     c->xt = c->xn = c->noread = 0;
     return n + 2 * nn + nm + nk + nb + nc + 2 * carve_al(nP) + nr;
 }
-static size_t __attribute__((unused)) memchunk_carve_gpu(MemChunkGpu* c, real* base, int b, int d, int dm, int nP) {
-    return memchunk_carve_in_gpu(c, base, b, d, d, dm, nP, CARVE_ALL);  // (dev/cuda/memlab.cu's)
-}
 // the trainer's chunk scratch for b-token chunks of the memory m: the rows with omega's halo, poly's width, and muon's
 // per-row states and NS5 records after them (train_miras.c's muon_carve)
 static size_t memchunk_carve_model_gpu(MemChunkGpu* c, real* base, const MemCfg* m, int b) {

@@ -360,10 +360,11 @@ int main(int argc, char** argv) {
         run_version("v1", [&]() { gpu::v1::mem_forward_launch(A, nb); }, [&]() { gpu::v1::mem_backward_launch(A, nb); });
         dfree(G.chunk_memory); dfree(G.chunks);
     }
-    lab_chunks<MemChunkGpu>(L, G, memchunk_carve_gpu);
+    // (the trainer's carve of the chunks, mem_chunks_alloc: the layout its shared-memory plans are made for)
+    G.chunks = mem_chunks_alloc((const MemCfg*)&L.m, L.b, L.B * L.H, &G.chunk_memory);
     {
         MemSmem f = mem_smem_plan((const MemCfg*)&L.m, L.b, 1, mem_smem_bytes()), bw = mem_smem_plan((const MemCfg*)&L.m, L.b, 0, mem_smem_bytes());
-        MemChunk tmp; size_t per = ::memchunk_carve(&tmp, NULL, L.b, d, L.m.dm, L.m.nP);
+        MemChunkGpu tmp; size_t per = memchunk_carve_model_gpu(&tmp, NULL, (const MemCfg*)&L.m, L.b);
         printf("v3 chunk scratch in shared memory: forward %.1f KB (%d arrays), backward %.1f KB (%d arrays); the global scratch is %.1f KB\n",
                f.floats * 4 / 1024.0, f.n, bw.floats * 4 / 1024.0, bw.n, per * 4 / 1024.0);
     }
