@@ -257,8 +257,11 @@ static void test_fixture(const char* dir, const char* name) {
     grad_errs(&M, M.grads_memory, fx.grads, err);
     Table tb = tensor_table(M.param_sizes, PARAM_NAMES, NUM_PARAM_TENSORS, err, TOL_GRADS * sl, 1);
     check_table(&tb, TOL_GRADS * sl, "%s %s: gradients", BUILD, name);
+    // under the sanitizers the first 3 steps of the fixture's 10 (each step runs the same code: the rest is time,
+    // ~2.5 minutes of CI's ASan runs, most of it the muon memories' per-token NS5); every plain build checks all 10
+    int ns = getenv("MIRAS_SANITIZED") && fx.nsteps > 3 ? 3 : fx.nsteps;
     real* losses = malloc(fx.nsteps * sizeof(real));
-    for (int s = 0; s < fx.nsteps; s++) {
+    for (int s = 0; s < ns; s++) {
         model_forward(&M, in, tg, fx.B, fx.T);
         losses[s] = M.mean_loss;
         model_zero_grad(&M);
@@ -266,9 +269,9 @@ static void test_fixture(const char* dir, const char* name) {
         grad_clip(&M, grad_norm(&M), fx.clip);
         model_update(&M, fx.lr, fx.beta1, fx.beta2, fx.eps, fx.wd);
     }
-    double es = relerr(losses, fx.losses, fx.nsteps);
-    check(es <= TOL_STEPS * sl, "%s %s: %d AdamW step losses err %.2e (%.4f -> %.4f) (tol %.0e)", BUILD, name,
-          fx.nsteps, es, (double)losses[0], (double)losses[fx.nsteps - 1], TOL_STEPS * sl);
+    double es = relerr(losses, fx.losses, ns);
+    check(es <= TOL_STEPS * sl, "%s %s: %d of %d AdamW step losses err %.2e (%.4f -> %.4f) (tol %.0e)", BUILD, name, ns,
+          fx.nsteps, es, (double)losses[0], (double)losses[ns - 1], TOL_STEPS * sl);
     free(losses);
     free(lg);
     free(in);
