@@ -21,8 +21,8 @@ endif
 LDLIBS = -lm
 NVCC ?= nvcc
 GPU_COMPUTE_CAPABILITY ?= 90
-# the device code nvcc makes: SASS for that GPU (and its PTX). CI's compile checks of the kernel lab and the NCCL build
-# take PTX alone (NVCC_ARCH="-arch=compute_90 -code=compute_90"): no ptxas, ~2 minutes of one core less each
+# the device code nvcc makes: SASS for that GPU (and its PTX). CI's compile checks of the kernel lab, the cluster check
+# and the NCCL build take PTX alone (NVCC_ARCH="-arch=compute_90 -code=compute_90"): no ptxas, ~2 minutes of one core less each
 NVCC_ARCH ?= -arch=sm_$(GPU_COMPUTE_CAPABILITY)
 # Data parallel (README "Data parallel"): USE_MPI=1 builds train_miras with mpicc and -DUSE_MPI. The value is kept
 # in build/use_mpi (rewritten only when it changes), so switching USE_MPI rebuilds the trainers.
