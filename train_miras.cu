@@ -8,7 +8,8 @@ the CPU trainer's own code. This file adds the device side, in fp32 except for t
   2. backbone kernels (embedding, RMSNorm, causal conv, SiLU, l2 norm, gates, SwiGLU, cross-entropy, AdamW)
      and their host wrappers; every matrix product goes through cuBLAS (fp32; TF32 with -f 1; bf16 with -f 2)
   3. the memory: the chunk functions of train_miras.c section 3 as block-cooperative device functions with
-     the same names plus _gpu, arguments and comments, one thread block per (sequence, head)
+     the same names plus _gpu, arguments and comments, one thread block per (sequence, head), or a cluster of
+     R blocks that split the memory's hidden width (MIRAS_MEM_SPLIT, default 2; README "The cluster split")
   4. the GPU model: parameters, activations (the CPU's layouts), forward, backward, AdamW
   5. token-by-token decoding on the GPU
   6. dump mode, the decode test, evaluation, sampling
