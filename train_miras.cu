@@ -62,6 +62,17 @@ static void cublas_check(cublasStatus_t s, const char* file, int line) {
         DIE("is the CUDA toolkit's cuBLAS usable on this GPU?", "cuBLAS error %d at %s:%d", (int)s, file, line);
 }
 #define cublasCheck(x) cublas_check((x), __FILE__, __LINE__)
+// A MIRAS_* switch of the GPU trainer: unset, def; set, a whole number in [lo, hi], else one error line with the
+// hint, so that a typo (MIRAS_MEM_TC=abc, MIRAS_MEM_SPLIT=2x) stops the run instead of quietly choosing another kernel
+static int env_int(const char* name, int def, int lo, int hi, const char* hint) {
+    const char* s = getenv(name);
+    if (!s) return def;
+    char* e;
+    errno = 0;
+    long x = strtol(s, &e, 10);
+    if (e == s || *e || errno || x < lo || x > hi) DIE(hint, "unknown %s=%s", name, s);
+    return (int)x;
+}
 
 static cublasHandle_t g_blas;
 // the stream every kernel, cuBLAS call and device-to-device copy goes to: the legacy default stream (0), except while
@@ -160,48 +171,28 @@ static void gpu_init(int prec) {
     // TF32 only for -f 1; with -f 2 the GEMMs are cublasGemmEx on bf16 operands, the rest (gemv) stays fp32
     cublasCheck(cublasSetMathMode(g_blas, prec == PREC_TF32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
     g_partials = (double*)dmalloc(NORM_BLOCKS * sizeof(double));
-    const char* s = getenv("MIRAS_SYNC");
-    g_sync = s && atoi(s) > 0;
-    g_mem_tc = prec == PREC_FP32 ? 31 : 29;  // (v18's, v17's products)
-    if ((s = getenv("MIRAS_MEM_WY"))) {
-        g_mem_wy = atoi(s);
-        if (g_mem_wy < 0 || g_mem_wy > 3)
-            DIE("MIRAS_MEM_WY=0 (v6), 1 (the split WY kernels), 2 (single) or 3 (split with T)",
-                "unknown MIRAS_MEM_WY=%s", s);
-    }
-    if ((s = getenv("MIRAS_MEM_PAR"))) {
-        g_mem_par = atoi(s);
-        if (g_mem_par != 0 && g_mem_par != 1)
-            DIE("MIRAS_MEM_PAR=1 (the memory's reads apart from the chain) or 0", "unknown MIRAS_MEM_PAR=%s", s);
-    }
-    if ((s = getenv("MIRAS_MEM_STATE"))) {
-        char* e;
-        g_mem_state = (int)strtol(s, &e, 10);
-        if (e == s || *e || g_mem_state < 0 || g_mem_state > 3)
-            DIE("MIRAS_MEM_STATE=0 (no state copy), 1 (with the reads apart), 2 (every chain) or 3 (every chain, first)",
-                "unknown MIRAS_MEM_STATE=%s", s);
-    }
-    if ((s = getenv("MIRAS_MEM_PAR_FW"))) g_mem_par_fw = atoi(s) != 0;
-    if ((s = getenv("MIRAS_MEM_PAR_CTAS"))) {
-        g_mem_par_ctas = atoi(s);
-        if (g_mem_par_ctas != 1 && g_mem_par_ctas != 2 && g_mem_par_ctas != 4)
-            DIE("MIRAS_MEM_PAR_CTAS=1, 2 or 4 blocks per SM", "unknown MIRAS_MEM_PAR_CTAS=%s", s);
-    }
-    if ((s = getenv("MIRAS_MEM_TC"))) {
-        g_mem_tc = atoi(s);
-        int ok = g_mem_tc == 0;
-        for (int v = 1; v < (int)(sizeof MEM_VER_TC / sizeof *MEM_VER_TC); v++) ok |= g_mem_tc == MEM_VER_TC[v];
-        if (!ok)
-            DIE("MIRAS_MEM_TC=0 (SIMT fp32), 1 (TF32), 3 (3xTF32), + 4 (16 x 16 warp tiles), + 12 (and k in quads), "
-                "+ 28 (and split K)",
-                "unknown MIRAS_MEM_TC=%s", s);
-    }
-    if ((s = getenv("MIRAS_MEM_SPLIT"))) {
-        g_mem_split = atoi(s);
-        g_mem_split_asked = 1;
-        if (g_mem_split != 1 && g_mem_split != 2 && g_mem_split != 4 && g_mem_split != 8)
-            DIE("MIRAS_MEM_SPLIT=1 (none), 2, 4 or 8 CTAs per (sequence, head)", "unknown MIRAS_MEM_SPLIT=%s", s);
-    }
+    g_sync = env_int("MIRAS_SYNC", 0, 0, 1, "MIRAS_SYNC=1 synchronises after every kernel, 0 not");
+    g_mem_wy = env_int("MIRAS_MEM_WY", 0, 0, 3,
+                       "MIRAS_MEM_WY=0 (v6), 1 (the split WY kernels), 2 (single) or 3 (split with T)");
+    g_mem_par = env_int("MIRAS_MEM_PAR", 0, 0, 1, "MIRAS_MEM_PAR=1 (the memory's reads apart from the chain) or 0");
+    g_mem_state = env_int("MIRAS_MEM_STATE", g_mem_state, 0, 3,
+                          "MIRAS_MEM_STATE=0 (no state copy), 1 (with the reads apart), 2 (every chain) or 3 (every "
+                          "chain, first)");
+    g_mem_par_fw = env_int("MIRAS_MEM_PAR_FW", 1, 0, 1, "MIRAS_MEM_PAR_FW=0 (the backward chain recomputes) or 1");
+    const char* hint = "MIRAS_MEM_PAR_CTAS=1, 2 or 4 blocks per SM";
+    g_mem_par_ctas = env_int("MIRAS_MEM_PAR_CTAS", g_mem_par_ctas, 1, 4, hint);
+    if (g_mem_par_ctas == 3) DIE(hint, "unknown MIRAS_MEM_PAR_CTAS=3");
+    hint =
+        "MIRAS_MEM_TC=0 (SIMT fp32), 1 (TF32), 3 (3xTF32), + 4 (16 x 16 warp tiles), + 12 (and k in quads), + 28 (and "
+        "split K)";
+    g_mem_tc = env_int("MIRAS_MEM_TC", prec == PREC_FP32 ? 31 : 29, 0, INT_MAX, hint);  // (v18's, v17's products)
+    int ok = g_mem_tc == 0;
+    for (int v = 1; v < (int)(sizeof MEM_VER_TC / sizeof *MEM_VER_TC); v++) ok |= g_mem_tc == MEM_VER_TC[v];
+    if (!ok) DIE(hint, "unknown MIRAS_MEM_TC=%d", g_mem_tc);
+    hint = "MIRAS_MEM_SPLIT=1 (none), 2, 4 or 8 CTAs per (sequence, head)";
+    g_mem_split_asked = getenv("MIRAS_MEM_SPLIT") != NULL;
+    g_mem_split = env_int("MIRAS_MEM_SPLIT", g_mem_split, 1, 8, hint);
+    if (g_mem_split & (g_mem_split - 1)) DIE(hint, "unknown MIRAS_MEM_SPLIT=%d", g_mem_split);
 }
 static const char* gpu_name(void) {
     static cudaDeviceProp p;
@@ -5907,10 +5898,8 @@ static int mem_state_slots(const MemCfg* m, int b, int T, int all = 0, int ck = 
 static int mem_ckpt_choose(const MemCfg* m, const Config* c, int B, int T) {
     if (m->lattice || m->phistar || mem_token6_cfg(m, c->b) || c->arch == ARCH_MAC) return 1;  // their own layouts
     int nch = (T + c->b - 1) / c->b, ck = 1;
-    const char* s = getenv("MIRAS_MEM_CKPT");
-    if (s) {
-        ck = atoi(s);
-        if (ck < 1) DIE("MIRAS_MEM_CKPT=k keeps every k-th chunk-start state, k >= 1", "bad MIRAS_MEM_CKPT=%s", s);
+    if (getenv("MIRAS_MEM_CKPT")) {
+        ck = env_int("MIRAS_MEM_CKPT", 1, 1, INT_MAX, "MIRAS_MEM_CKPT=k keeps every k-th chunk-start state, k >= 1");
         return ck < nch ? ck : nch;
     }
     size_t fr = 0, total = 0;
@@ -6109,12 +6098,11 @@ static int mem_split_shape(int nbh, int R, size_t* bytes) {
     int c = 1;
     while (c < 4 && (size_t)nbh * R > (size_t)c * nsm) c *= 2;
     int nt = MEM_THREADS / c;
-    const char* s = getenv("MIRAS_MEM_THREADS");
-    if (s) {
-        nt = atoi(s);
-        if (nt < 64 || nt > MEM_THREADS || nt % 32)
-            DIE("MIRAS_MEM_THREADS=N threads per CTA of the split memory kernels, a multiple of 32 in 64..512",
-                "bad MIRAS_MEM_THREADS=%s", s);
+    if (getenv("MIRAS_MEM_THREADS")) {
+        const char* hint =
+            "MIRAS_MEM_THREADS=N threads per CTA of the split memory kernels, a multiple of 32 in 64..512";
+        nt = env_int("MIRAS_MEM_THREADS", nt, 64, MEM_THREADS, hint);
+        if (nt % 32) DIE(hint, "unknown MIRAS_MEM_THREADS=%d", nt);
         c = MEM_THREADS / nt;
     }
     size_t per = mem_smem_per_cta(c);
@@ -8791,8 +8779,9 @@ static void decoder_init_gpu(DecoderGpu* dec, ModelGpu* M) {
     }
     // the recurrent step (decoder_recurrent_kernel, as train_miras.c's decoder; MIRAS_DECODE_CHUNK=1 re-runs the
     // partial chunk instead): the running state starts as P
-    const char* dch = getenv("MIRAS_DECODE_CHUNK");
-    if (mem_decode_recurrent(c, m) && !(dch && atoi(dch))) {
+    int rerun =
+        env_int("MIRAS_DECODE_CHUNK", 0, 0, 1, "MIRAS_DECODE_CHUNK=1 re-runs the partial chunk per token, 0 not");
+    if (mem_decode_recurrent(c, m) && !rerun) {
         dec->Pt = (real*)dmalloc(LH * m->nP * sizeof(real));
         d2d(dec->Pt, dec->P, LH * m->nP * sizeof(real));
         dec->win = (real*)dmalloc(LH * dec->R * dec_win_rows(m, c->b) * dec_fac_width(&ms) * sizeof(real));
@@ -9497,8 +9486,9 @@ static double decode_floor_ms(const ModelGpu* M) {
 static void generate_gpu(ModelGpu* M, const Tokenizer* tk, const int* prompt, int np, int ngen, uint64_t* rng) {
     DecoderGpu dec;
     decoder_init_gpu(&dec, M);
-    const char* env = getenv("MIRAS_DECODE_GRAPH");  // (on by default since run 7: faster on the H200 in runs 5 and 7,
-    if (!env || atoi(env) == 1) decoder_use_graphs(&dec);  // 2.59 -> 2.32 and 2.17 -> 2.09 ms; =0 turns it off)
+    // CUDA graphs: on by default since run 7 (faster on the H200 in runs 5 and 7, 2.59 -> 2.32 and 2.17 -> 2.09 ms)
+    if (env_int("MIRAS_DECODE_GRAPH", 1, 0, 1, "MIRAS_DECODE_GRAPH=0 decodes without CUDA graphs, 1 with"))
+        decoder_use_graphs(&dec);
     const real* logits = NULL;
     for (int i = 0; i < np; i++) {
         logits = decoder_step_gpu(&dec, prompt[i]);
@@ -9508,8 +9498,8 @@ static void generate_gpu(ModelGpu* M, const Tokenizer* tk, const int* prompt, in
     // the model, ending with its logits on the host: synchronous), without the host's sampling and printing
     // MIRAS_DECODE_PROFILE=n: the decoder steps of generated tokens 16 .. 16 + n - 1 between cudaProfilerStart and
     // cudaProfilerStop, for `ncu --profile-from-start off` (dev/cuda/memlab_device.sh part 9: every kernel's duration)
-    env = getenv("MIRAS_DECODE_PROFILE");
-    int prof_n = env ? atoi(env) : 0, prof_at = 16;
+    int prof_n = env_int("MIRAS_DECODE_PROFILE", 0, 0, INT_MAX, "MIRAS_DECODE_PROFILE=n profiles n decoder steps"),
+        prof_at = 16;
     double t0 = now_s(), tstep = 0;
     for (int i = 0; i < ngen; i++) {
         int t = sample_token(logits, M->cfg.V, 1.0, rng);

@@ -17,12 +17,23 @@
 set -u
 cd "$(dirname "$0")/../.."
 for t in g++ python3; do
-    command -v $t >/dev/null || { echo "# 211 check(s) skipped: no $t (the emulator build needs g++ and python3)"; echo "0 passed, 0 failed"; exit 0; }
+    command -v $t >/dev/null || { echo "# 217 check(s) skipped: no $t (the emulator build needs g++ and python3)"; echo "0 passed, 0 failed"; exit 0; }
 done
 if ! bash dev/cuda/emu_build.sh >build/emu_build.log 2>&1; then
     echo "not ok - the emulator build of train_miras.cu failed: $(tail -n 3 build/emu_build.log)"; echo "0 passed, 1 failed"; exit 1
 fi
 log=build/test_emu_gpu_1.log
+# the trainer's MIRAS_* switches take only their listed values, written as whole numbers: anything else is one error
+# line with a hint and exit 1 (until 2026-12-03 most were read with atoi, so MIRAS_MEM_TC=abc quietly ran the SIMT
+# products and MIRAS_MEM_SPLIT=2x split over 2); 6 checks, a few seconds
+ep=0; ef=0
+for e in MIRAS_MEM_TC=abc MIRAS_MEM_SPLIT=2x MIRAS_MEM_SPLIT=3 MIRAS_MEM_PAR_FW=no MIRAS_MEM_CKPT=0 MIRAS_DECODE_CHUNK=yes; do
+    mode=(-J dev/fixtures/titans.bin -O build/env_bad.bin); [ "${e%%=*}" = MIRAS_DECODE_CHUNK ] && mode=(--decode-test dev/fixtures/titans.bin)
+    env "$e" build/emu/train_miras_emu "${mode[@]}" >/dev/null 2>build/env_bad.err; rc=$?
+    if [ $rc -eq 1 ] && [ "$(wc -l <build/env_bad.err)" -eq 1 ] && grep -qF "error: unknown $e (hint: " build/env_bad.err; then
+        echo "ok - $e: one error line with a hint, exit 1"; ep=$((ep + 1))
+    else echo "FAIL - $e: exit $rc, $(head -c 300 build/env_bad.err)"; ef=$((ef + 1)); fi
+done
 log2=build/test_emu_gpu_2.log
 # the cluster split of the deep memories (MIRAS_MEM_SPLIT=4; README "The cluster split") on syn_split, the gated
 # memory with momentum and the anchor, d = 32 and d_m / 4 = 16 < d (mem_update_backward's rows wider than the slice),
@@ -63,4 +74,4 @@ cnt() { tail -n 1 "$1" | grep -oE "^[0-9]+ passed, [0-9]+ failed" | awk -v k=$2 
 p1=$(cnt $log 1); f1=$(cnt $log 3); p2=$(cnt $log2 1); f2=$(cnt $log2 3)
 [ -n "$p1" ] || { echo "FAIL - the fixtures' run printed no summary"; p1=0; f1=1; }
 [ -n "$p2" ] || { echo "FAIL - the split run printed no summary"; p2=0; f2=1; }
-echo "$((p1 + p2 + sp)) passed, $((f1 + f2 + sf)) failed"
+echo "$((p1 + p2 + sp + ep)) passed, $((f1 + f2 + sf + ef)) failed"
