@@ -171,14 +171,16 @@ static void gpu_init(int prec) {
     // TF32 only for -f 1; with -f 2 the GEMMs are cublasGemmEx on bf16 operands, the rest (gemv) stays fp32
     cublasCheck(cublasSetMathMode(g_blas, prec == PREC_TF32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
     g_partials = (double*)dmalloc(NORM_BLOCKS * sizeof(double));
-    g_sync = env_int("MIRAS_SYNC", 0, 0, 1, "MIRAS_SYNC=1 synchronises after every kernel, 0 not");
-    g_mem_wy = env_int("MIRAS_MEM_WY", 0, 0, 3,
+    g_sync = env_int("MIRAS_SYNC", g_sync, 0, 1, "MIRAS_SYNC=1 synchronises after every kernel, 0 not");
+    g_mem_wy = env_int("MIRAS_MEM_WY", g_mem_wy, 0, 3,
                        "MIRAS_MEM_WY=0 (v6), 1 (the split WY kernels), 2 (single) or 3 (split with T)");
-    g_mem_par = env_int("MIRAS_MEM_PAR", 0, 0, 1, "MIRAS_MEM_PAR=1 (the memory's reads apart from the chain) or 0");
+    g_mem_par =
+        env_int("MIRAS_MEM_PAR", g_mem_par, 0, 1, "MIRAS_MEM_PAR=1 (the memory's reads apart from the chain) or 0");
     g_mem_state = env_int("MIRAS_MEM_STATE", g_mem_state, 0, 3,
                           "MIRAS_MEM_STATE=0 (no state copy), 1 (with the reads apart), 2 (every chain) or 3 (every "
                           "chain, first)");
-    g_mem_par_fw = env_int("MIRAS_MEM_PAR_FW", 1, 0, 1, "MIRAS_MEM_PAR_FW=0 (the backward chain recomputes) or 1");
+    g_mem_par_fw =
+        env_int("MIRAS_MEM_PAR_FW", g_mem_par_fw, 0, 1, "MIRAS_MEM_PAR_FW=0 (the backward chain recomputes) or 1");
     const char* hint = "MIRAS_MEM_PAR_CTAS=1, 2 or 4 blocks per SM";
     g_mem_par_ctas = env_int("MIRAS_MEM_PAR_CTAS", g_mem_par_ctas, 1, 4, hint);
     if (g_mem_par_ctas == 3) DIE(hint, "unknown MIRAS_MEM_PAR_CTAS=3");
