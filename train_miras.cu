@@ -315,6 +315,7 @@ __device__ double block_sumd(double v) { return block_reduce(v, AddOp()); }
 __device__ real block_max(real v) { return block_reduce(v, MaxOp()); }
 __device__ __forceinline__ real sigmoidr_gpu(real x) { return (real)1 / (1 + expf(-x)); }
 __device__ __forceinline__ real silur_gpu(real x) { return x * sigmoidr_gpu(x); }
+__device__ __forceinline__ real softplusr_gpu(real x) { return x > 20 ? x : log1pf(expf(x)); }
 __device__ __forceinline__ real silu_grad_gpu(real x) {
     real s = sigmoidr_gpu(x);
     return s * (1 + x * (1 - s));
@@ -462,15 +463,20 @@ static void gemm(cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k
 // tiles, OC / 128 or so blocks each reading 128 rows of W: a few SMs stream the whole matrix; here OC / 8 blocks do.
 // bf16 mode: W's bf16 copy times x rounded to bf16 (the GEMM's operands: each product exact in fp32), fp32 sums;
 // fp32 mode: fp32 products and sums. The same products as the GEMM's, summed in another order (decode_test's
-// tolerance; the parallel forward keeps cuBLAS).
+// tolerance; the parallel forward keeps cuBLAS). A product may end in its gate's activation (GemvSet.act: the
+// decoder's gates, gates_forward_gpu), the formula of gate_act_forward_kernel / softplus_forward_kernel on the same
+// float, so the same bits as the separate launch.
 #define GEMV_WARPS 8
-#define GEMV_MAX 4  // products of one row in one launch (the decoder's q, k, v and gate; the MLP's two branches)
+#define GEMV_MAX 4  // products of one row in one launch (the decoder's q, k, v and gate; its gates; the MLP's branches)
+enum { GEMV_LINEAR = 0, GEMV_SIGMOID, GEMV_SOFTPLUS };  // out = W x + bias; scale sigmoid(that); softplus(that)
 typedef struct {
     real* out[GEMV_MAX];
     const real* W[GEMV_MAX];
     const bf16* Wb[GEMV_MAX];  // (bf16 mode: W's bf16 copy; NULL: the fp32 products)
     const real* bias[GEMV_MAX];
-    int OC[GEMV_MAX], blk[GEMV_MAX + 1], n;  // blk: the first block of each product (blk[n]: the grid)
+    real scale[GEMV_MAX];  // GEMV_SIGMOID's (eta_max for eta, else 1)
+    const real* res[GEMV_MAX];  // out = res + (the above), residual_forward's add (the decoder's Wo, MLP down); or NULL
+    int act[GEMV_MAX], OC[GEMV_MAX], blk[GEMV_MAX + 1], n;  // blk: the first block of each product (blk[n]: the grid)
 } GemvSet;
 __global__ void __launch_bounds__(32 * GEMV_WARPS) gemv_row_kernel(GemvSet G, const real* x, int C) {
     int p = 0;
@@ -504,11 +510,17 @@ __global__ void __launch_bounds__(32 * GEMV_WARPS) gemv_row_kernel(GemvSet G, co
             for (int c = lane; c < C; c += 32) s += w[c] * x[c];
     }
     s = warp_sum(s);
-    if (lane == 0) G.out[p][o] = G.bias[p] ? s + G.bias[p][o] : s;
+    if (lane == 0) {
+        real y = G.bias[p] ? s + G.bias[p][o] : s;
+        y = G.act[p] == GEMV_SIGMOID ? G.scale[p] * sigmoidr_gpu(y) : G.act[p] == GEMV_SOFTPLUS ? softplusr_gpu(y) : y;
+        G.out[p][o] = G.res[p] ? G.res[p][o] + y : y;
+    }
 }
-// out[i] (OC[i]) = W[i] x + bias[i] for i < n, W[i] (OC[i], C), x one row: one launch (fp32 or bf16 mode)
+// out[i] (OC[i]) = W[i] x + bias[i] for i < n, W[i] (OC[i], C), x one row: one launch (fp32 or bf16 mode);
+// act[i], scale[i] (act NULL: all linear): the activation applied to product i; res[i] (res NULL: none): added to it
 static void matmul_rows_gpu(int n, real* const* out, const real* x, const real* const* W, const real* const* bias,
-                            int C, const int* OC) {
+                            int C, const int* OC, const int* act = NULL, const real* scale = NULL,
+                            const real* const* res = NULL) {
     GemvSet G;
     memset(&G, 0, sizeof G);
     G.n = n;
@@ -517,6 +529,9 @@ static void matmul_rows_gpu(int n, real* const* out, const real* x, const real* 
         G.W[i] = W[i];
         G.Wb[i] = g_prec == PREC_BF16 ? weight_bf16(W[i]) : NULL;
         G.bias[i] = bias ? bias[i] : NULL;
+        G.act[i] = act ? act[i] : GEMV_LINEAR;
+        G.scale[i] = scale ? scale[i] : 1;
+        G.res[i] = res ? res[i] : NULL;
         G.OC[i] = OC[i];
         G.blk[i + 1] = G.blk[i] + (OC[i] + GEMV_WARPS - 1) / GEMV_WARPS;
     }
@@ -759,9 +774,7 @@ __global__ void gate_act_forward_kernel(real* g, size_t n, real scale) {
 __global__ void gate_act_backward_kernel(real* dpre, const real* dg, const real* g, size_t n, real scale) {
     GRID_FOR(i, n) dpre[i] = dg[i] * g[i] * (1 - g[i] / scale);
 }
-__global__ void softplus_forward_kernel(real* g, size_t n) {
-    GRID_FOR(i, n) g[i] = g[i] > 20 ? g[i] : log1pf(expf(g[i]));
-}
+__global__ void softplus_forward_kernel(real* g, size_t n) { GRID_FOR(i, n) g[i] = softplusr_gpu(g[i]); }
 __global__ void softplus_backward_kernel(real* dpre, const real* dg, const real* g, size_t n) {
     GRID_FOR(i, n) dpre[i] = dg[i] * (1 - expf(-g[i]));
 }
@@ -6839,6 +6852,25 @@ static void gates_forward_gpu(const ModelGpu* M, int l, const real* u, const bf1
     const ParameterTensors* p = &M->params;
     int D = c->D, H = c->H, R = c->gate_rank, Ge = R ? D : H;
     size_t gw = R ? (size_t)R * D : (size_t)H * D;
+    if (N == 1 && !R && g_prec != PREC_TF32) {  // decoding, gates per head: the learned ones in one launch with their
+        real* out[GEMV_MAX];  // activations (gemv_row_kernel), the constant ones filled
+        const real *W[GEMV_MAX], *bias[GEMV_MAX];
+        int OC[GEMV_MAX], act[GEMV_MAX], n = 0;
+        real scale[GEMV_MAX];
+        auto add = [&](real* o, const real* w, const real* bi, int ac, real sc) {
+            out[n] = o, W[n] = w + (size_t)l * H * D, bias[n] = bi + (size_t)l * H, OC[n] = H, act[n] = ac;
+            scale[n++] = sc;
+        };
+        if (c->gate_a) add(ga, p->gate_a_w, p->gate_a_b, GEMV_SIGMOID, 1);
+        if (c->gate_eta) add(geta, p->gate_eta_w, p->gate_eta_b, GEMV_SIGMOID, c->eta_max);
+        if (c->algo != ALGO_GD) add(gth, p->gate_theta_w, p->gate_theta_b, GEMV_SIGMOID, 1);
+        if (c->bias == BIAS_HUBER) add(gdel, p->gate_delta_w, p->gate_delta_b, GEMV_SOFTPLUS, 1);
+        if (n) matmul_rows_gpu(n, out, u, W, bias, D, OC, act, scale);
+        if (!c->gate_a) fill_const_gpu(ga, H, 1);
+        if (!c->gate_eta) fill_const_gpu(geta, H, 1);
+        if (c->algo == ALGO_GD) fill_const_gpu(gth, H, 0);
+        return;
+    }
     if (c->gate_a) {
         matmul_forward_gpu(ga, u, p->gate_a_w + (size_t)l * H * D, p->gate_a_b + (size_t)l * H, N, D, H, ub);
         gate_act_forward_gpu(ga, (size_t)N * H, 1);
@@ -8939,10 +8971,20 @@ static void decoder_free_gpu(DecoderGpu* dec) {
     free(dec->logits);
 }
 
+// out (OC) = res + W x for one row x (C), the residual add after the decoder's Wo and MLP down products: in the product's
+// launch (gemv_row_kernel's res), with TF32 the product into tmp and residual_forward (the same a + b either way)
+static void matmul_row_res_gpu(real* out, const real* res, const real* x, const real* W, int C, int OC, real* tmp) {
+    if (g_prec != PREC_TF32) {
+        matmul_rows_gpu(1, &out, x, &W, NULL, C, &OC, NULL, NULL, &res);
+        return;
+    }
+    matmul_forward_gpu(tmp, x, W, NULL, 1, C, OC);
+    residual_forward_gpu(out, res, tmp, OC);
+}
 // the memory mixer of layer l for one row u at stream position pos (SPEC §3, §7): its conv, gates, the chunk re-run over
 // the partial chunk (decoder_memory_kernel), and out = (RMSNorm_head(y) * SiLU(u Wg^T)) Wo^T (train_miras.c's
-// decoder_mixer)
-static void decoder_mixer_gpu(DecoderGpu* dec, int l, const real* u, int pos, real* out) {
+// decoder_mixer); res: out = res + that instead (the layer's residual, in Wo's launch)
+static void decoder_mixer_gpu(DecoderGpu* dec, int l, const real* u, int pos, real* out, const real* res = NULL) {
     ModelGpu* M = dec->M;
     const Config* c = &M->cfg;
     const MemCfg* m = &M->mem;
@@ -9035,7 +9077,10 @@ static void decoder_mixer_gpu(DecoderGpu* dec, int l, const real* u, int pos, re
     }
     rmsnorm_forward_gpu(a->yn, a->yrstd, a->y, p->rmsh_w + ml * D, 1, H, d);
     gate_mul_forward_gpu(a->z, a->yn, a->gp, D);  // (gp: with q, k, v above)
-    matmul_forward_gpu(out, a->z, p->wo + (size_t)l * D * D, NULL, 1, D, D);
+    if (res)
+        matmul_row_res_gpu(out, res, a->z, p->wo + (size_t)l * D * D, D, D, a->mo);
+    else
+        matmul_forward_gpu(out, a->z, p->wo + (size_t)l * D * D, NULL, 1, D, D);
 }
 
 // ---- 5b. Titans layers (MAL, MAG; MAC below) token by token (train_miras.c section 5b). Layer l's cache: MAG's N_p persistent
@@ -9212,14 +9257,14 @@ static void decoder_forward_gpu(DecoderGpu* dec) {
         // with one row, the layer-stacked activations of dec->a hold one layer; reuse them per layer
         real* u = a->ln1;
         rmsnorm_forward_gpu(u, a->ln1_rstd, x, p->rms1_w + (size_t)l * D, 1, 1, D);
-        if (c->arch)
+        if (c->arch) {
             titans_dec_layer_gpu(dec, l, x, u);  // MAL, MAG (section 5b)
-        else if (c->pattern[l] != 'M') {  // attention: this position's row against the KV cache, then Wo
+            residual_forward_gpu(a->res2, x, a->mo, D);
+        } else if (c->pattern[l] != 'M') {  // attention: this position's row against the KV cache, then Wo
             decoder_attention_gpu(dec, l, a->z, u);
-            matmul_forward_gpu(a->mo, a->z, p->wo + (size_t)l * D * D, NULL, 1, D, D);
+            matmul_row_res_gpu(a->res2, x, a->z, p->wo + (size_t)l * D * D, D, D, a->mo);  // res2 = x + z Wo^T
         } else
-            decoder_mixer_gpu(dec, l, u, dec->pos, a->mo);  // 'M'
-        residual_forward_gpu(a->res2, x, a->mo, D);
+            decoder_mixer_gpu(dec, l, u, dec->pos, a->res2, x);  // 'M': res2 = x + the mixer's output
         rmsnorm_forward_gpu(a->ln2, a->ln2_rstd, a->res2, p->rms2_w + (size_t)l * D, 1, 1, D);
         {  // the SwiGLU branches: one launch
             real* outs[2] = {a->h1, a->h3};
@@ -9228,10 +9273,8 @@ static void decoder_forward_gpu(DecoderGpu* dec) {
             matmul_rows_forward_gpu(2, outs, a->ln2, Ws, D, OCs);
         }
         swiglu_forward_gpu(a->hg, a->h1, a->h3, F);
-        matmul_forward_gpu(a->mlpo, a->hg, p->mlp_w2 + (size_t)l * D * F, NULL, 1, F, D);
-        residual_forward_gpu(a->res3, a->res2, a->mlpo, D);
-        d2d(a->encoded, a->res3, D * sizeof(real));
-        x = a->encoded;  // the next layer's input
+        // the next layer's input, in place: x = res2 + hg W2^T (this layer reads x no more)
+        matmul_row_res_gpu(x, a->res2, a->hg, p->mlp_w2 + (size_t)l * D * F, F, D, a->mlpo);
     }
     rmsnorm_forward_gpu(a->lnf, a->lnf_rstd, x, p->rmsf_w, 1, 1, D);
     matmul_forward_gpu(a->logits, a->lnf, p->wte, NULL, 1, D, c->Vp);
