@@ -6852,8 +6852,10 @@ static void gates_forward_gpu(const ModelGpu* M, int l, const real* u, const bf1
     const ParameterTensors* p = &M->params;
     int D = c->D, H = c->H, R = c->gate_rank, Ge = R ? D : H;
     size_t gw = R ? (size_t)R * D : (size_t)H * D;
-    if (N == 1 && !R && g_prec != PREC_TF32) {  // decoding, gates per head: the learned ones in one launch with their
-        real* out[GEMV_MAX];  // activations (gemv_row_kernel), the constant ones filled
+    // decoding (one row), gates per head: the learned ones in one launch with their activations (gemv_row_kernel),
+    // the constant ones filled
+    if (N == 1 && !R && g_prec != PREC_TF32) {
+        real* out[GEMV_MAX];
         const real *W[GEMV_MAX], *bias[GEMV_MAX];
         int OC[GEMV_MAX], act[GEMV_MAX], n = 0;
         real scale[GEMV_MAX];
@@ -8972,14 +8974,17 @@ static void decoder_free_gpu(DecoderGpu* dec) {
 }
 
 // out (OC) = res + W x for one row x (C), the residual add after the decoder's Wo and MLP down products: in the product's
-// launch (gemv_row_kernel's res), with TF32 the product into tmp and residual_forward (the same a + b either way)
+// launch (gemv_row_kernel's res), with TF32 the product into tmp and residual_forward (the same a + b either way);
+// res NULL: out = W x
 static void matmul_row_res_gpu(real* out, const real* res, const real* x, const real* W, int C, int OC, real* tmp) {
-    if (g_prec != PREC_TF32) {
+    if (g_prec != PREC_TF32)
         matmul_rows_gpu(1, &out, x, &W, NULL, C, &OC, NULL, NULL, &res);
-        return;
+    else if (!res)
+        matmul_forward_gpu(out, x, W, NULL, 1, C, OC);
+    else {
+        matmul_forward_gpu(tmp, x, W, NULL, 1, C, OC);
+        residual_forward_gpu(out, res, tmp, OC);
     }
-    matmul_forward_gpu(tmp, x, W, NULL, 1, C, OC);
-    residual_forward_gpu(out, res, tmp, OC);
 }
 // the memory mixer of layer l for one row u at stream position pos (SPEC §3, §7): its conv, gates, the chunk re-run over
 // the partial chunk (decoder_memory_kernel), and out = (RMSNorm_head(y) * SiLU(u Wg^T)) Wo^T (train_miras.c's
@@ -9077,10 +9082,7 @@ static void decoder_mixer_gpu(DecoderGpu* dec, int l, const real* u, int pos, re
     }
     rmsnorm_forward_gpu(a->yn, a->yrstd, a->y, p->rmsh_w + ml * D, 1, H, d);
     gate_mul_forward_gpu(a->z, a->yn, a->gp, D);  // (gp: with q, k, v above)
-    if (res)
-        matmul_row_res_gpu(out, res, a->z, p->wo + (size_t)l * D * D, D, D, a->mo);
-    else
-        matmul_forward_gpu(out, a->z, p->wo + (size_t)l * D * D, NULL, 1, D, D);
+    matmul_row_res_gpu(out, res, a->z, p->wo + (size_t)l * D * D, D, D, a->mo);
 }
 
 // ---- 5b. Titans layers (MAL, MAG; MAC below) token by token (train_miras.c section 5b). Layer l's cache: MAG's N_p persistent
