@@ -2372,8 +2372,12 @@ struct UpdBwd {
 // u[1]'s, as from two calls one after the other.
 // Split: sp = SPLIT_P (W1's update, p the slice of dm): the dots and gx are partial sums over p; sp = SPLIT_M (W2's,
 // W3's, m the slice): the dots, dxk's products and dcv's sums over j < m are. Each is added over the cluster.
-MEMFN void mem_update_backward2_gpu(const UpdBwd* u, int nu, real* ddl, real* dxk, const real* dl, const real* xk,
-                                    int n, int m, int p, MemChunkGpu* c, int sp) {
+// Inlined into mem_chunk_backward_gpu, its loops over the pair bounded by 2 (PAIR_FOR): each unrolls into straight
+// code, so u[k] and gl[k] are registers. As a call, every u[k].x was a load from the caller's stack (local memory,
+// L2 at this kernel's frame size: dev/cuda/memlab_notes.md, "Local memory") after each of its own calls.
+#define PAIR_FOR(k) _Pragma("unroll") for (int k = 0; k < 2 && k < nu; k++)
+__device__ __forceinline__ void mem_update_backward2_gpu(const UpdBwd* u, int nu, real* ddl, real* dxk, const real* dl,
+                                                         const real* xk, int n, int m, int p, MemChunkGpu* c, int sp) {
     bool cl = cl_on(c, sp), cp = cl && sp == SPLIT_P, cm = cl && sp == SPLIT_M;
     // the exchange buffer's partials: the dots (xb[2 k], xb[2 k + 1]); P: gx (n, m) of update k at 4 + k ng;
     // M: at 4 + k (n4 + nx) dcv's sums (n4), then dxk (n, p)
@@ -2381,11 +2385,11 @@ MEMFN void mem_update_backward2_gpu(const UpdBwd* u, int nu, real* ddl, real* dx
     real* xb = cl ? cl_buf(c) : NULL;
     real* gl[2] = {c->nm1, c->nm1 + ng};  // gx, then dl[i][j] gx[i][j] (summed over j below); nm1 holds two
     bool v4 = true;
-    for (int k = 0; k < nu; k++) v4 = v4 && mem_update_backward_v4(u[k].dW, u[k].dS, u[k].dWn, u[k].W, u[k].S, m * p);
+    PAIR_FOR(k) v4 = v4 && mem_update_backward_v4(u[k].dW, u[k].dS, u[k].dWn, u[k].W, u[k].S, m * p);
     // the dots' block sums (block_sum's, bit for bit) without barriers of their own: each warp's sums into ws, which
     // thread 0 adds in warp order after the products' closing barrier below
     __shared__ real ws[2][2][MEM_THREADS / 32];  // (static shared memory is scarce: the blocks' at most MEM_THREADS)
-    for (int k = 0; k < nu; k++) {
+    PAIR_FOR(k) {
         real sa, sb, s0 = 0, unused;
         mem_update_backward_ew(u[k].dW, u[k].dS, &sa, &sb, u[k].dWn, u[k].W, u[k].ca, u[k].S, u[k].cb, m * p, v4);
         if (u[k].W0)
@@ -2403,10 +2407,10 @@ MEMFN void mem_update_backward2_gpu(const UpdBwd* u, int nu, real* ddl, real* dx
     // pair there, also where tc_splits_k says no (the fixtures' partial tiles, W2's gx at titans' shape): no barrier
     // saved then, the tiles only dealt to the halves
     int pair = nu == 2 && (mem_tc & 16) && blockDim.x >= 64;
-    for (int k = 0; k < nu; k++)  // (one closing barrier: the products write apart)
-        mm_nt_rs(cp ? xb + 4 + k * ng : gl[k], xk, u[k].dWn, NULL, n, m, p, 1, 0, k == nu - 1, pair ? k + 1 : 0);
+    PAIR_FOR(k)  // (one closing barrier: the products write apart)
+    mm_nt_rs(cp ? xb + 4 + k * ng : gl[k], xk, u[k].dWn, NULL, n, m, p, 1, 0, k == nu - 1, pair ? k + 1 : 0);
     if (threadIdx.x == 0)  // (read before the next barrier; the next call writes ws after two more)
-        for (int k = 0; k < nu; k++) {
+        PAIR_FOR(k) {
             real sa = ws[k][0][0], sb = ws[k][1][0];
             for (int w = 1; w < (int)(blockDim.x >> 5); w++) {
                 sa += ws[k][0][w];
@@ -2423,8 +2427,8 @@ MEMFN void mem_update_backward2_gpu(const UpdBwd* u, int nu, real* ddl, real* dx
     ClPart pt[8];
     int np = 0;
     if (cp) {
-        for (int k = 0; k < nu; k++) pt[np++] = {gl[k], 4 + k * ng, n * m, 0};
-        for (int k = 0; k < nu; k++) {
+        PAIR_FOR(k) pt[np++] = {gl[k], 4 + k * ng, n * m, 0};
+        PAIR_FOR(k) {
             pt[np++] = {u[k].dca, 2 * k, 1, 1};
             if (u[k].S) pt[np++] = {u[k].dcb, 2 * k + 1, 1, 1};
         }
@@ -2432,7 +2436,7 @@ MEMFN void mem_update_backward2_gpu(const UpdBwd* u, int nu, real* ddl, real* dx
     }
     FOR(e, n * m) {
         int i = e / m;
-        for (int k = 0; k < nu; k++) {
+        PAIR_FOR(k) {
             real gx = gl[k][e];
             ddl[e] -= u[k].cv[i] * gx;
             gl[k][e] = dl[e] * gx;
@@ -2440,11 +2444,11 @@ MEMFN void mem_update_backward2_gpu(const UpdBwd* u, int nu, real* ddl, real* dx
     }
     // (u[1]'s adds to dxk's elements from the threads of u[0]'s: the same shape; split over M, each its own partials,
     // so a pair there runs at once as above)
-    for (int k = 0; k < nu; k++)
-        mm_nn_rs(cm ? xb + 4 + k * (n4 + nx) + n4 : dxk, dl, u[k].dWn, u[k].cv, n, p, m, -1, !cm, k == nu - 1,
-                 pair && cm ? k + 1 : 0);  // (its barrier publishes gl)
+    PAIR_FOR(k)
+    mm_nn_rs(cm ? xb + 4 + k * (n4 + nx) + n4 : dxk, dl, u[k].dWn, u[k].cv, n, p, m, -1, !cm, k == nu - 1,
+             pair && cm ? k + 1 : 0);  // (its barrier publishes gl)
     WARP_FOR(i, n) {
-        for (int k = 0; k < nu; k++) {
+        PAIR_FOR(k) {
             real s = 0;
             for (int j = LANE; j < m; j += 32) s += gl[k][(size_t)i * m + j];
             s = warp_sum(s);
@@ -2458,9 +2462,9 @@ MEMFN void mem_update_backward2_gpu(const UpdBwd* u, int nu, real* ddl, real* dx
     }
     __syncthreads();
     if (cm) {
-        for (int k = 0; k < nu; k++) pt[np++] = {dxk, 4 + k * (n4 + nx) + n4, n * p, 1};
-        for (int k = 0; k < nu; k++) pt[np++] = {u[k].dcv, 4 + k * (n4 + nx), n, 1};
-        for (int k = 0; k < nu; k++) {
+        PAIR_FOR(k) pt[np++] = {dxk, 4 + k * (n4 + nx) + n4, n * p, 1};
+        PAIR_FOR(k) pt[np++] = {u[k].dcv, 4 + k * (n4 + nx), n, 1};
+        PAIR_FOR(k) {
             pt[np++] = {u[k].dca, 2 * k, 1, 1};
             if (u[k].S) pt[np++] = {u[k].dcb, 2 * k + 1, 1, 1};
         }
@@ -2831,17 +2835,18 @@ MEMFN void mem_chunk_backward_gpu(const MemCfg* m, MemChunkGpu* c, int n, const 
     // chunk-end state: per matrix, the backward of Pn's update and (momentum) of Sn's, as a pair (their phases
     // together: mem_update_backward2_gpu)
     if (dPn) {
-        size_t o[3] = {0, o2, o3};
-        real *dS[3] = {dS1, dS2, dS3}, *dA[3] = {dA1, dA2, dA3}, *ddl[3] = {c->dg1, c->dg2, c->dg3},
-             *dxk[3] = {c->dhk, c->dk, c->dk};
-        const real *A[3] = {A1, A2, A3}, *Sm[3] = {S1, S2, S3}, *dl[3] = {c->g1, c->g2, c->g3},
-                   *xk[3] = {c->hk, c->k, c->k};
         for (int j = 0; j < (m->gated ? 3 : 2); j++) {
-            UpdBwd u[2] = {{dBase + o[j], dS[j], dA[j], &c->dalpha[n - 1], &c->dbeta[n - 1], dcrow, dPn + o[j],
-                            B0 + o[j], A[j], Sm[j], crow, c->alpha[n - 1], c->beta[n - 1]},
-                           {dS[j], NULL, NULL, c->dsig, NULL, c->ds, Sx ? dSn + o[j] : NULL, Sm[j], NULL, NULL, srow,
-                            c->sigma[n - 1], 0}};
-            mem_update_backward2_gpu(u, Sx ? 2 : 1, ddl[j], dxk[j], dl[j], xk[j], n, j ? dm : d, j ? din : dm, c,
+            // matrix j's operands (selected, not indexed: an array indexed by j would live in the stack frame)
+            auto of = [j](auto x1, auto x2, auto x3) { return j == 0 ? x1 : j == 1 ? x2 : x3; };
+            size_t o = of((size_t)0, o2, o3);
+            real* dS = of(dS1, dS2, dS3);
+            const real* Sm = of(S1, S2, S3);
+            UpdBwd u[2] = {
+                {dBase + o, dS, of(dA1, dA2, dA3), &c->dalpha[n - 1], &c->dbeta[n - 1], dcrow, dPn + o, B0 + o,
+                 of(A1, A2, A3), Sm, crow, c->alpha[n - 1], c->beta[n - 1]},
+                {dS, NULL, NULL, c->dsig, NULL, c->ds, Sx ? dSn + o : NULL, Sm, NULL, NULL, srow, c->sigma[n - 1], 0}};
+            mem_update_backward2_gpu(u, Sx ? 2 : 1, of(c->dg1, c->dg2, c->dg3), of(c->dhk, c->dk, c->dk),
+                                     of(c->g1, c->g2, c->g3), of(c->hk, c->k, c->k), n, j ? dm : d, j ? din : dm, c,
                                      j ? SPLIT_M : SPLIT_P);
         }
     }
@@ -3813,10 +3818,14 @@ __device__ void mem_block_setup(MemChunkGpu* c, MemCfg* m, const MemArgs* A, int
     if (A->R > 1) mem_split_setup(c, m, A->R, A->xn, A->sm.floats);
     mem_tc = A->tc;
 }
+// Every memory kernel takes its MemArgs (DecArgs) as `const __grid_constant__`: the functions above take its address,
+// and a plain parameter whose address is taken is copied into each thread's stack frame at launch (1,288 bytes: most
+// of memory_backward_kernel's 2.5 KB frame until 2026-12-03), every read of it then a local-memory load; a grid
+// constant is read where the launch put it (dev/cuda/memlab_notes.md, "The kernels' parameters in place").
 // The chunk-start states of a (sequence, head) are (slots, nP) with the whole nP; split, CTA r keeps its slice's
 // nP / R floats at r nP / R in each slot (its own layout: W1 (d, dm / R), W2 (dm / R, din)), so the slots' stride
 // stays the whole nP (mem_state_gpu's nP argument) while the chunk functions see the slice's.
-__global__ void __launch_bounds__(MEM_THREADS) memory_forward_kernel(MemArgs A) {
+__global__ void __launch_bounds__(MEM_THREADS) memory_forward_kernel(const __grid_constant__ MemArgs A) {
     __shared__ MemChunkGpu c;
     __shared__ MemCfg m;
     int R = A.R > 1 ? A.R : 1, r = blockIdx.x % R, bh = blockIdx.x / R;  // r: the CTA's rank in its cluster
@@ -3912,7 +3921,7 @@ MEMFN void mem_fw_io(const MemCfg* m, MemChunkGpu* c, int n, int b, real* buf, i
 // (each chunk's intermediates are recomputed from its start state; with A.ck > 1, entering a segment of ck chunks
 // from its end first recomputes the segment's start states from its stored one, bit for bit the forward's: the
 // same step on the same inputs).
-__global__ void __launch_bounds__(MEM_THREADS) memory_backward_kernel(MemArgs A) {
+__global__ void __launch_bounds__(MEM_THREADS) memory_backward_kernel(const __grid_constant__ MemArgs A) {
     __shared__ MemChunkGpu c;
     __shared__ MemCfg m;
     int R = A.R > 1 ? A.R : 1, r = blockIdx.x % R, bh = blockIdx.x / R;  // r: the CTA's rank in its cluster
@@ -4013,7 +4022,7 @@ __global__ void __launch_bounds__(MEM_THREADS) memory_backward_kernel(MemArgs A)
 // of the part with dL/dP_{s+1} = 0 (here: the recomputed forward, the reads' backward, the inner gradients' backward
 // of their dg) and the part with dy = 0 (memory_backward_kernel's chain): dL/dP_s (dL/dS_s) into pdP (pdS), the rows'
 // gradients (written; poly: added), and the unit's sums of dL/dP_0 through the anchor and of the LN affine into pparts.
-__global__ void __launch_bounds__(MEM_THREADS) memory_reads_kernel(MemArgs A, int bwd) {
+__global__ void __launch_bounds__(MEM_THREADS) memory_reads_kernel(const __grid_constant__ MemArgs A, int bwd) {
     __shared__ MemChunkGpu c;
     __shared__ MemCfg m;
     int nch = A.nch, nP = A.m.nP, b = A.b, T = A.T, d = A.m.d, G = A.pG, nu = A.B * A.H * G;
@@ -4144,7 +4153,7 @@ __device__ __forceinline__ TokFwd tok_forward(const real* w, const TokIn& x, int
     f.r = cw ? x.etac * f.psi : f.psi;
     return f;
 }
-__global__ void __launch_bounds__(TOK_THREADS) mem_token_forward_kernel(MemArgs A) {
+__global__ void __launch_bounds__(TOK_THREADS) mem_token_forward_kernel(const __grid_constant__ MemArgs A) {
     int bb = blockIdx.x / A.H, h = blockIdx.x % A.H, T = A.T, nP = A.m.nP, i = threadIdx.x >> 3, g = threadIdx.x & 7,
         cw = A.m.cw;
     // this thread's 8 values of every token's state
@@ -4190,7 +4199,7 @@ __global__ void __launch_bounds__(TOK_THREADS) mem_token_forward_kernel(MemArgs 
 //   bias:    (eta_c: detac = dr psi, dr *= eta_c) dmk = dr, dv = -dr; dk += W^T dmk; dW += dmk k^T
 //   gates:   da, deta = dC (per head), or detac (per channel)
 // The sums over rows (W^T x and the scalars) go warp by warp through shared memory: one barrier per token.
-__global__ void __launch_bounds__(TOK_THREADS) mem_token_backward_kernel(MemArgs A) {
+__global__ void __launch_bounds__(TOK_THREADS) mem_token_backward_kernel(const __grid_constant__ MemArgs A) {
     __shared__ real red[2][TOK_THREADS / 32][3 * TOK_D + 4];
     int bb = blockIdx.x / A.H, h = blockIdx.x % A.H, T = A.T, D = A.D, H = A.H, nP = A.m.nP, cw = A.m.cw;
     int i = threadIdx.x >> 3, g = threadIdx.x & 7, lane = LANE, wp = threadIdx.x >> 5, Ge = cw ? D : H;
@@ -4476,7 +4485,7 @@ __device__ __forceinline__ void tok_store_w(real* p, const real* w) {
     int bh = blockIdx.x / TOK_R, rs = blockIdx.x % TOK_R, bb = bh / A.H, h = bh % A.H, il = threadIdx.x >> 3, \
         i = rs * TOK6_ROWS + il, g = threadIdx.x & 7, T = A.T, nP = A.m.nP, cw = A.m.cw,                      \
         nseg = (T + TOK_SEG - 1) / TOK_SEG, dot = A.m.bias == BIAS_DOT
-__global__ void __launch_bounds__(TOK6_THREADS) mem_token_forward_v6_kernel(MemArgs A) {
+__global__ void __launch_bounds__(TOK6_THREADS) mem_token_forward_v6_kernel(const __grid_constant__ MemArgs A) {
     __shared__ TokStageF st[2];
     TOK6_IDS;
     // this thread's 8 values of every segment's start state
@@ -4542,7 +4551,7 @@ __global__ void __launch_bounds__(TOK6_THREADS) mem_token_forward_v6_kernel(MemA
 }
 // Dynamic shared memory: the warps' parts (TOK_SEG, TOK6_WARPS, TOK_PART).
 static const size_t TOK6_SMEM_BYTES = (size_t)TOK_SEG * TOK6_WARPS * TOK_PART * sizeof(real);
-__global__ void __launch_bounds__(TOK6_THREADS) mem_token_backward_v6_kernel(MemArgs A) {
+__global__ void __launch_bounds__(TOK6_THREADS) mem_token_backward_v6_kernel(const __grid_constant__ MemArgs A) {
     __shared__ TokStageB st[2];
     __shared__ real sc[TOK_SEG][4];
     TOK6_IDS;
@@ -4671,7 +4680,7 @@ __global__ void __launch_bounds__(TOK6_THREADS) mem_token_backward_v6_kernel(Mem
     if (rs == 0 && threadIdx.x < 2 * TOK_D) A.dbh[(size_t)bh * (nP + 2 * TOK_D) + nP + threadIdx.x] = 0;
 }
 // dq, dk and the gates of every token from the TOK_R partials: thread (row, head, column)
-__global__ void mem_token_reduce_v6_kernel(MemArgs A) {
+__global__ void mem_token_reduce_v6_kernel(const __grid_constant__ MemArgs A) {
     int T = A.T, H = A.H, D = A.D, cw = A.m.cw, Ge = cw ? D : H;
     GRID_FOR(e, (size_t)A.B * T * D) {
         int c = (int)(e % TOK_D), h = (int)(e / TOK_D % H);
@@ -4819,7 +4828,7 @@ __device__ void wy_chunk_e(const real* W0, const real* K, const real* Q, real* E
     wy_lmat(Lm, Kd, rt, C, n);
     wy_solve(E, Lm, n, d, 0);
 }
-__global__ void __launch_bounds__(MEM_THREADS) mem_wy_forward_kernel(MemArgs A) {
+__global__ void __launch_bounds__(MEM_THREADS) mem_wy_forward_kernel(const __grid_constant__ MemArgs A) {
     int bh = blockIdx.x, bb = bh / A.H, h = bh % A.H, T = A.T, d = A.m.d, nP = A.m.nP,
         nseg = (T + TOK_SEG - 1) / TOK_SEG;
     real* W = mem_dyn_smem();
@@ -4940,7 +4949,7 @@ __device__ void wy_chunk_grads(const MemArgs& A, int bb, int h, int t0, int n, c
         A.dgth[row * H + h] = 0;
     }
 }
-__global__ void __launch_bounds__(MEM_THREADS) mem_wy_backward_kernel(MemArgs A) {
+__global__ void __launch_bounds__(MEM_THREADS) mem_wy_backward_kernel(const __grid_constant__ MemArgs A) {
     int bh = blockIdx.x, bb = bh / A.H, h = bh % A.H, T = A.T, d = A.m.d, nP = A.m.nP, D = A.D,
         nseg = (T + TOK_SEG - 1) / TOK_SEG, nd = WY_C * d, nn = WY_C * WY_C, big = nd > nn ? nd : nn;
     real* dW = mem_dyn_smem();  // dL/dW at the end of the chunk being worked on (zero after the last)
@@ -5036,7 +5045,7 @@ __device__ void wy_rows_put(const real* src, const MemArgs& A, int bh, int t0, i
         nseg = (A.T + TOK_SEG - 1) / TOK_SEG
 // forward and backward: L, P_{t-1}, P_t, u of every chunk; with bwd also F = -M^T dY and G = (diag(P_t) dY)^T Q
 // (inv: T = (I + L)^{-1} in L's place, for the serial kernels' products in place of their substitutions)
-__global__ void __launch_bounds__(MEM_THREADS) wy_prep_kernel(MemArgs A, int bwd, int inv) {
+__global__ void __launch_bounds__(MEM_THREADS) wy_prep_kernel(const __grid_constant__ MemArgs A, int bwd, int inv) {
     WY_CHUNK_IDS;
     real* K = mem_dyn_smem();
     real *Q = K + WY_C * d, *dY = Q + WY_C * d, *Kd = dY + WY_C * d, *Qk = Kd + WY_C * WY_C, *rt = Qk + WY_C * WY_C,
@@ -5078,7 +5087,7 @@ __global__ void __launch_bounds__(MEM_THREADS) wy_prep_kernel(MemArgs A, int bwd
 }
 static_assert(TOK_D == WY_C, "the split WY kernels keep d-wide rows in WY_C-wide places");
 // the W recurrence: per chunk, W_0 into its slot, E = (I + L)^{-1} (diag(P_{t-1}) K W_0^T - V) into aux, W_n
-__global__ void __launch_bounds__(MEM_THREADS) wy_fwd_serial_kernel(MemArgs A, int inv) {
+__global__ void __launch_bounds__(MEM_THREADS) wy_fwd_serial_kernel(const __grid_constant__ MemArgs A, int inv) {
     int bh = blockIdx.x, bb = bh / A.H, h = bh % A.H, T = A.T, d = A.m.d, nP = A.m.nP,
         nseg = (T + TOK_SEG - 1) / TOK_SEG, nw = (T + WY_C - 1) / WY_C;
     real* W = mem_dyn_smem();
@@ -5106,7 +5115,7 @@ __global__ void __launch_bounds__(MEM_THREADS) wy_fwd_serial_kernel(MemArgs A, i
     }
 }
 // Y = diag(P_t) Q W_0^T - M E, every chunk at once
-__global__ void __launch_bounds__(MEM_THREADS) wy_fwd_out_kernel(MemArgs A) {
+__global__ void __launch_bounds__(MEM_THREADS) wy_fwd_out_kernel(const __grid_constant__ MemArgs A) {
     WY_CHUNK_IDS;
     real* Q = mem_dyn_smem();
     real *K = Q + WY_C * d, *E = K + WY_C * d, *Qk = E + WY_C * d, *rt = Qk + WY_C * WY_C, *a = rt + WY_C * WY_N1,
@@ -5128,7 +5137,7 @@ __global__ void __launch_bounds__(MEM_THREADS) wy_fwd_out_kernel(MemArgs A) {
 }
 // the dW recurrence, chunks in reverse: dW_n into its slot, X = K dW_n^T, du_s = -e_s . X_s, dE = -diag(u) X + F,
 // dR = (I + L)^{-T} dE into aux, dW_0 = P_{n-1} dW_n + G + (diag(P_{t-1}) dR)^T K
-__global__ void __launch_bounds__(MEM_THREADS) wy_bwd_serial_kernel(MemArgs A, int inv) {
+__global__ void __launch_bounds__(MEM_THREADS) wy_bwd_serial_kernel(const __grid_constant__ MemArgs A, int inv) {
     int bh = blockIdx.x, bb = bh / A.H, h = bh % A.H, T = A.T, d = A.m.d, nP = A.m.nP,
         nseg = (T + TOK_SEG - 1) / TOK_SEG, nw = (T + WY_C - 1) / WY_C;
     real* dW = mem_dyn_smem();
@@ -5170,7 +5179,7 @@ __global__ void __launch_bounds__(MEM_THREADS) wy_bwd_serial_kernel(MemArgs A, i
     FOR(e, 2 * d) A.dbh[(size_t)bh * (nP + 2 * d) + nP + e] = 0;
 }
 // every chunk's input gradients at once (wy_chunk_grads) from its W_0, dW_n, E, dR
-__global__ void __launch_bounds__(MEM_THREADS) wy_bwd_grads_kernel(MemArgs A) {
+__global__ void __launch_bounds__(MEM_THREADS) wy_bwd_grads_kernel(const __grid_constant__ MemArgs A) {
     WY_CHUNK_IDS;
     int T = A.T, D = A.D, nd = WY_C * d, nn = WY_C * WY_C;
     real* K = mem_dyn_smem();
@@ -5288,7 +5297,7 @@ __device__ void lat_rows_forward(const MemArgs* A, LatSh* s, int t0, int t1, rea
         lat_step(A->m, S, S, s, A->y + ((size_t)bb * A->T + t) * A->D + h * d);
     }
 }
-__global__ void lattice_forward_kernel(MemArgs A) {
+__global__ void lattice_forward_kernel(const __grid_constant__ MemArgs A) {
     __shared__ LatSh s;
     int d = A.m.d;
     size_t nP = A.m.nP;
@@ -5385,7 +5394,7 @@ __device__ void lat_rows_backward(const MemArgs* A, LatSh* s, int t0, int t1, co
         }
     }
 }
-__global__ void lattice_backward_kernel(MemArgs A) {
+__global__ void lattice_backward_kernel(const __grid_constant__ MemArgs A) {
     __shared__ LatSh s;
     int k = A.m.lat_k;
     size_t nP = A.m.nP;
@@ -5761,7 +5770,8 @@ __device__ void phi_block_setup(PhiScr* s, MemCfg* m, const PhiScr* scr, const M
 // The phi* memory of a layer (phi_memory_forward, phi_chunks_forward): each (sequence, head) its chunks [ch0, ch1) in
 // order (MAC: a segment's; the plain layer: all), each chunk-start W1 in A.P, the entries in A.phav, A.phlo, A.phetok
 // and the chunk-start LA in A.phLA; chunk 0 starts from W1_0 and LA = 0
-__global__ void __launch_bounds__(MEM_THREADS) phi_memory_forward_kernel(MemArgs A, int ch0, int ch1) {
+__global__ void __launch_bounds__(MEM_THREADS)
+    phi_memory_forward_kernel(const __grid_constant__ MemArgs A, int ch0, int ch1) {
     __shared__ PhiScr s;
     __shared__ MemCfg m;
     phi_block_setup(&s, &m, A.phs, &A.m);
@@ -5791,7 +5801,7 @@ __global__ void __launch_bounds__(MEM_THREADS) phi_memory_forward_kernel(MemArgs
 // sequence's end (ch1 = nch), and dL/dLA comes from and goes to gLAc[block] (MAC: tx g.phd; NULL: one launch for all
 // chunks). dbh (the plain layer: A.dbh; MAC: NULL, its h reads add more): dL/dW1_0 of the sequence, once ch0 = 0
 __global__ void __launch_bounds__(MEM_THREADS)
-    phi_memory_backward_kernel(MemArgs A, int ch0, int ch1, real* gLAc, real* dbh) {
+    phi_memory_backward_kernel(const __grid_constant__ MemArgs A, int ch0, int ch1, real* gLAc, real* dbh) {
     __shared__ PhiScr s;
     __shared__ MemCfg m;
     phi_block_setup(&s, &m, A.phs, &A.m);
@@ -5856,7 +5866,7 @@ MEMFN void phi_h_read_backward_gpu(const MemCfg* m, PhiScr* s, const PhiSeq* x, 
 }
 // h rows [s0, s1) (mac_phi_h_forward): uq, h (B*T, D) at layer l's rows
 __global__ void __launch_bounds__(MEM_THREADS)
-    mac_phi_read_kernel(MemArgs A, const real* uq, real* hout, int s0, int s1) {
+    mac_phi_read_kernel(const __grid_constant__ MemArgs A, const real* uq, real* hout, int s0, int s1) {
     __shared__ PhiScr s;
     __shared__ MemCfg m;
     phi_block_setup(&s, &m, A.phs, &A.m);
@@ -5873,7 +5883,8 @@ __global__ void __launch_bounds__(MEM_THREADS)
 // the h reads' backward of rows [s0, s1) (mac_phi_h_backward): duq written (accumulated into zeros), dL/dW1_(s) and the
 // entries' gradients into the block's accumulators; at the first segment dL/dW1_0 into carry (for mac_carry_add)
 __global__ void __launch_bounds__(MEM_THREADS)
-    mac_phi_read_backward_kernel(MemArgs A, const real* uq, const real* dh, real* duq, int s0, int s1, real* carry) {
+    mac_phi_read_backward_kernel(const __grid_constant__ MemArgs A, const real* uq, const real* dh, real* duq, int s0,
+                                 int s1, real* carry) {
     __shared__ PhiScr s;
     __shared__ MemCfg m;
     __shared__ real tmp[256];
@@ -6095,17 +6106,35 @@ static int mem_split_xn(const MemCfg* m, int b, int chain = 0) {
     for (size_t y : {w, carve_al(n * m->d), carve_al(n * m->din), carve_al(m->d), (size_t)4}) x = y > x ? y : x;
     return (int)(x + 8);
 }
+// The static shared memory the plans leave each generic memory kernel beside its dynamic part (the MemChunkGpu, the
+// MemCfg and the chunk functions' __shared__ arrays; ptxas -v on sm_90: at most 2,128 bytes, decoder_recurrent_kernel's).
+// (Until 2026-12-03 the plans left 3 KB, a guess nothing checked.) mem_static_check holds each kernel to it at its first
+// launch: one that outgrows it stops with a hint instead of failing the launch.
+#define MEM_STATIC_SMEM 2304
+static void mem_static_check(const void* k, const char* name) {
+    static const void* seen[16];
+    static int ns = 0;
+    for (int i = 0; i < ns; i++)
+        if (seen[i] == k) return;
+    cudaFuncAttributes fa;
+    cudaCheck(cudaFuncGetAttributes(&fa, k));
+    if (fa.sharedSizeBytes > MEM_STATIC_SMEM)
+        DIE("raise MEM_STATIC_SMEM in train_miras.cu to at least this size",
+            "%s has %zu bytes of static shared memory, the plans leave it %d", name, fa.sharedSizeBytes,
+            MEM_STATIC_SMEM);
+    if (ns < 16) seen[ns++] = k;
+}
 // The split's CTAs: each (sequence, head) runs through all its chunks in one go, so the grid must fit the GPU in one
 // wave. With nbh R CTAs on nsm SMs that takes c = ceil(nbh R / nsm) CTAs per SM (1, 2 or 4), each of MEM_THREADS / c
 // threads (at most 128 registers each: a CTA of 512 fills an SM's registers) and 1/c of the SM's shared memory
 // (*bytes: the dynamic part). MIRAS_MEM_THREADS=N overrides the threads (for the emulator's checks of 128 and 256).
-// The dynamic shared memory of each of c CTAs on one SM: its share, less 4 KB for the 1 KB reserved per CTA and its
-// static shared memory (MemChunkGpu, MemCfg)
+// The dynamic shared memory of each of c CTAs on one SM: its share, less the 1 KB reserved per CTA and its static
+// shared memory (MEM_STATIC_SMEM)
 static size_t mem_smem_per_cta(int c) {
     static int smem = 0;  // shared memory per SM (H100, H200: 228 KB)
     if (!smem) cudaCheck(cudaDeviceGetAttribute(&smem, cudaDevAttrMaxSharedMemoryPerMultiprocessor, g_device));
-    size_t per = (size_t)smem / c;
-    return per > 4096 ? per - 4096 : 0;
+    size_t per = (size_t)smem / c, less = 1024 + MEM_STATIC_SMEM;
+    return per > less ? per - less : 0;
 }
 static int mem_split_shape(int nbh, int R, size_t* bytes) {
     static int nsm = 0;  // SMs
@@ -6130,7 +6159,8 @@ static int mem_split_of(const MemCfg* m, const Config* c) {
 }
 // one launch of a generic memory kernel (or the decoder's) with nt threads per block: split (R > 1), as clusters of R
 template <class Args>
-static void mem_kernel_launch(void (*k)(Args), const Args& A, int R, int nbh, size_t smem, int nt) {
+static void mem_kernel_launch(void (*k)(Args), const char* name, const Args& A, int R, int nbh, size_t smem, int nt) {
+    mem_static_check((const void*)k, name);
     if (R <= 1) {
         k<<<nbh, nt, smem, g_stream>>>(A);
         return;
@@ -6168,12 +6198,12 @@ static void mem_kernel_launch(void (*k)(Args), const Args& A, int R, int nbh, si
         printf("memory: %d clusters of %d CTAs fit at once, the grid has %d: more than one wave\n", fit, R, nbh);
     cudaCheck(cudaLaunchKernelEx(&cfg, k, A));
 }
-static size_t mem_smem_bytes(void) {
+static size_t mem_smem_bytes(void) {  // a block's dynamic shared memory at most, beside MEM_STATIC_SMEM
     static int optin = -1;
     if (optin < 0) {
         cudaCheck(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0));
-        optin -= 3072;
-    }  // room for the static shared memory (ptxas -v: up to ~2.1 KB per memory kernel)
+        optin -= MEM_STATIC_SMEM;
+    }
     return optin > 0 ? (size_t)optin : 0;
 }
 // 9-12: the b = 1 delta rule (l2 bias, scalar eta: mem_wy_cfg) in WY chunks: 9 the single kernel per direction
@@ -6265,6 +6295,7 @@ static void mem_reads_launch(MemArgs A, int bwd) {
     A.sm = mem_smem_plan(&A.m, A.b, !bwd, room < per ? room : per);
     size_t sb = mem_dyn_bytes(A.sm.floats, 1, 0);
     cudaCheck(cudaFuncSetAttribute(memory_reads_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sb));
+    mem_static_check((const void*)memory_reads_kernel, "memory_reads_kernel");
     memory_reads_kernel<<<A.pblocks, nt, sb, g_stream>>>(A, bwd);
     KCHECK("memory_reads");
 }
@@ -6301,7 +6332,7 @@ static void mem_forward_launch(MemArgs A, int nbh) {
     mem_say_ps(A.sm, "forward");
     size_t sb = mem_dyn_bytes(A.sm.floats, A.R, A.xn);
     cudaCheck(cudaFuncSetAttribute(memory_forward_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sb));
-    mem_kernel_launch(memory_forward_kernel, A, A.R, nbh, sb, nt);
+    mem_kernel_launch(memory_forward_kernel, "memory_forward_kernel", A, A.R, nbh, sb, nt);
     KCHECK("memory_forward");
     if (A.pG) mem_reads_launch(A, 0);  // the reads of every chunk, from the states just made
 }
@@ -6344,7 +6375,7 @@ static int mem_backward_launch(MemArgs A, int nbh) {
     mem_say_ps(A.sm, "backward");
     size_t sb = mem_dyn_bytes(A.sm.floats, A.R, A.xn);
     cudaCheck(cudaFuncSetAttribute(memory_backward_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)sb));
-    mem_kernel_launch(memory_backward_kernel, A, A.R, nbh, sb, nt);
+    mem_kernel_launch(memory_backward_kernel, "memory_backward_kernel", A, A.R, nbh, sb, nt);
     KCHECK("memory_backward");
     return A.pdP != NULL;
 }
@@ -7252,7 +7283,8 @@ __device__ void mac_block_setup(MemChunkGpu* c, MemCfg* m, const MemArgs* A) {
     __syncthreads();
 }
 // the memory chunks [ch0, ch1) of the layer (mac_memory_forward): the start state of chunk ch0 is in A.P already
-__global__ void __launch_bounds__(MEM_THREADS) mac_memory_forward_kernel(MemArgs A, int ch0, int ch1) {
+__global__ void __launch_bounds__(MEM_THREADS)
+    mac_memory_forward_kernel(const __grid_constant__ MemArgs A, int ch0, int ch1) {
     __shared__ MemChunkGpu c;
     __shared__ MemCfg m;
     mac_block_setup(&c, &m, &A);
@@ -7274,7 +7306,8 @@ __global__ void __launch_bounds__(MEM_THREADS) mac_memory_forward_kernel(MemArgs
 // its backward over the chunks [ch0, ch1) in reverse, from the carried dL/dP, dL/dS (none after the last segment:
 // last = 1) to the carry at chunk ch0's start; dL/dP_0 (anchor) and the LN affine added to A.dbh
 __global__ void __launch_bounds__(MEM_THREADS)
-    mac_memory_backward_kernel(MemArgs A, int ch0, int ch1, int last, real* carryP, real* carryS) {
+    mac_memory_backward_kernel(const __grid_constant__ MemArgs A, int ch0, int ch1, int last, real* carryP,
+                               real* carryS) {
     __shared__ MemChunkGpu c;
     __shared__ MemCfg m;
     mac_block_setup(&c, &m, &A);
@@ -7351,7 +7384,8 @@ __device__ void mac_read_rows_gpu(MemChunkGpu* c, const MemArgs* A, const real* 
 }
 // h rows [s0, s1) = M(uq; P_(s)) at the segment-start state (chunk s0/b's), in pieces of <= b rows (mac_h_forward)
 __global__ void __launch_bounds__(MEM_THREADS)
-    mac_read_forward_kernel(MemArgs A, const real* uq, const real* uqf, real* hout, int s0, int s1) {
+    mac_read_forward_kernel(const __grid_constant__ MemArgs A, const real* uq, const real* uqf, real* hout, int s0,
+                            int s1) {
     __shared__ MemChunkGpu c;
     __shared__ MemCfg m;
     mac_block_setup(&c, &m, &A);
@@ -7368,8 +7402,8 @@ __global__ void __launch_bounds__(MEM_THREADS)
 // its backward: duq rows (written; poly: the raw rows', and the features' into duqf), dL/dP_(s), dL/dS_(s) added to
 // the carry, P_0 (anchor) and LN affine to A.dbh
 __global__ void __launch_bounds__(MEM_THREADS)
-    mac_read_backward_kernel(MemArgs A, const real* uq, const real* uqf, const real* dh, real* duq, real* duqf, int s0,
-                             int s1, real* carryP, real* carryS) {
+    mac_read_backward_kernel(const __grid_constant__ MemArgs A, const real* uq, const real* uqf, const real* dh,
+                             real* duq, real* duqf, int s0, int s1, real* carryP, real* carryS) {
     __shared__ MemChunkGpu c;
     __shared__ MemCfg m;
     mac_block_setup(&c, &m, &A);
@@ -7407,8 +7441,8 @@ __global__ void mac_lat_init_kernel(real* Sseg, int BH, int nsl, int d) {
     GRID_FOR(e, (size_t)BH * nP) Sseg[(e / nP) * nsl * nP + e % nP] = (e % nP) / d == (e % nP) % d ? 1 : 0;  // S_0 = I
 }
 // h rows [s0, s1) = S_(s) uq (Lattice's read, no update)
-__global__ void mac_lat_read_kernel(MemArgs A, const real* Sseg, int nsl, int s, const real* uq, real* hout, int s0,
-                                    int s1) {
+__global__ void mac_lat_read_kernel(const __grid_constant__ MemArgs A, const real* Sseg, int nsl, int s, const real* uq,
+                                    real* hout, int s0, int s1) {
     __shared__ real q[LAT_MAXD];
     int bb = blockIdx.x / A.H, h = blockIdx.x % A.H, d = A.m.d, j = threadIdx.x;
     const real* S = Sseg + ((size_t)blockIdx.x * nsl + s) * A.m.nP;
@@ -7425,8 +7459,8 @@ __global__ void mac_lat_read_kernel(MemArgs A, const real* Sseg, int nsl, int s,
     }
 }
 // its backward: duq = S_(s)^T dh (written), the carry G += dh uq^T (thread j: column j)
-__global__ void mac_lat_read_backward_kernel(MemArgs A, const real* Sseg, int nsl, int s, const real* uq,
-                                             const real* dh, real* duq, int s0, int s1, real* carry) {
+__global__ void mac_lat_read_backward_kernel(const __grid_constant__ MemArgs A, const real* Sseg, int nsl, int s,
+                                             const real* uq, const real* dh, real* duq, int s0, int s1, real* carry) {
     __shared__ real q[LAT_MAXD], dy[LAT_MAXD];
     int bb = blockIdx.x / A.H, h = blockIdx.x % A.H, d = A.m.d, j = threadIdx.x;
     const real* S = Sseg + ((size_t)blockIdx.x * nsl + s) * A.m.nP;
@@ -7447,7 +7481,7 @@ __global__ void mac_lat_read_backward_kernel(MemArgs A, const real* Sseg, int ns
 }
 // the memory's steps over rows [s0, s1) from S_(s): reads into A.y, checkpoints every lat_k-th token, the end state
 // into slot s + 1
-__global__ void mac_lat_forward_kernel(MemArgs A, real* Sseg, int nsl, int s, int s0, int s1) {
+__global__ void mac_lat_forward_kernel(const __grid_constant__ MemArgs A, real* Sseg, int nsl, int s, int s0, int s1) {
     __shared__ LatSh sh;
     size_t nP = A.m.nP;
     real* S = A.lat + (size_t)blockIdx.x * (A.m.lat_k + 2) * nP;
@@ -7458,7 +7492,8 @@ __global__ void mac_lat_forward_kernel(MemArgs A, real* Sseg, int nsl, int s, in
 }
 // its backward over rows [s0, s1) in reverse, carrying G = dL/dS (carry, (B, H, nP)) from s1 to s0
 // (lat_rows_backward; its first block, when it begins before s0, from S_(s))
-__global__ void mac_lat_backward_kernel(MemArgs A, const real* Sseg, int nsl, int s, int s0, int s1, real* carry) {
+__global__ void mac_lat_backward_kernel(const __grid_constant__ MemArgs A, const real* Sseg, int nsl, int s, int s0,
+                                        int s1, real* carry) {
     __shared__ LatSh sh;
     size_t nP = A.m.nP;
     lat_rows_backward(&A, &sh, s0, s1, Sseg + ((size_t)blockIdx.x * nsl + s) * nP,
@@ -8353,7 +8388,7 @@ __device__ void dec_keep_halo(real* part, int rw, int n, int w) {
 // one block per head: append this token's row to the partial chunk, re-run the chunk, keep its last row. Split
 // (A.R > 1): a cluster of R CTAs per head, each with its slice of the state (as memory_forward_kernel's); the first
 // appends the row and writes y, every CTA reads the rows
-__global__ void __launch_bounds__(MEM_THREADS) decoder_memory_kernel(DecArgs A) {
+__global__ void __launch_bounds__(MEM_THREADS) decoder_memory_kernel(const __grid_constant__ DecArgs A) {
     __shared__ MemChunkGpu c;
     __shared__ MemCfg m;
     int R = A.R > 1 ? A.R : 1, r = blockIdx.x % R, h = blockIdx.x / R;  // r: the CTA's rank in its cluster
@@ -8557,7 +8592,7 @@ __device__ void mem_decode_read_gpu(const MemCfg* m, MemChunkGpu* c, const real*
 // chunk's end Pt becomes P. One block per head; split (A.R > 1), a cluster per head, each CTA stepping its slice (the
 // slices' layout is a memory of d_m / R hidden units, so the update is the same loop, and its window holds the slice's
 // factors) and o = W1 h summed over the cluster (cl_reduce), as in mem_grad_forward_gpu.
-__global__ void __launch_bounds__(MEM_THREADS) decoder_recurrent_kernel(DecArgs A) {
+__global__ void __launch_bounds__(MEM_THREADS) decoder_recurrent_kernel(const __grid_constant__ DecArgs A) {
     __shared__ MemChunkGpu c;
     __shared__ MemCfg m;
     __shared__ DecTerms T;
@@ -9073,10 +9108,10 @@ static void decoder_mixer_gpu(DecoderGpu* dec, int l, const real* u, int pos, re
             MemCfg ms = mem_split_cfg(m, dec->R);  // (a slice's factors per CTA)
             A.win = dec->win + (size_t)l * H * dec->R * dec_win_rows(m, b) * dec_fac_width(&ms);
             A.pa = dec->pa + (size_t)l * H;
-            mem_kernel_launch(decoder_recurrent_kernel, A, A.R, H, sb, dec->nt);
+            mem_kernel_launch(decoder_recurrent_kernel, "decoder_recurrent_kernel", A, A.R, H, sb, dec->nt);
             KCHECK("decoder_recurrent");
         } else {
-            mem_kernel_launch(decoder_memory_kernel, A, A.R, H, sb, dec->nt);
+            mem_kernel_launch(decoder_memory_kernel, "decoder_memory_kernel", A, A.R, H, sb, dec->nt);
             KCHECK("decoder_memory");
         }
     }

@@ -17,7 +17,7 @@
 set -u
 cd "$(dirname "$0")/../.."
 for t in g++ python3; do
-    command -v $t >/dev/null || { echo "# 217 check(s) skipped: no $t (the emulator build needs g++ and python3)"; echo "0 passed, 0 failed"; exit 0; }
+    command -v $t >/dev/null || { echo "# 218 check(s) skipped: no $t (the emulator build needs g++ and python3)"; echo "0 passed, 0 failed"; exit 0; }
 done
 if ! bash dev/cuda/emu_build.sh >build/emu_build.log 2>&1; then
     echo "not ok - the emulator build of train_miras.cu failed: $(tail -n 3 build/emu_build.log)"; echo "0 passed, 1 failed"; exit 1
@@ -34,6 +34,12 @@ for e in MIRAS_MEM_TC=abc MIRAS_MEM_SPLIT=2x MIRAS_MEM_SPLIT=3 MIRAS_MEM_PAR_FW=
         echo "ok - $e: one error line with a hint, exit 1"; ep=$((ep + 1))
     else echo "FAIL - $e: exit $rc, $(head -c 300 build/env_bad.err)"; ef=$((ef + 1)); fi
 done
+# the plans' room for a kernel's static shared memory (MEM_STATIC_SMEM): a memory kernel with more stops at its first
+# launch with one error line and a hint, exit 1 (the emulator reports EMU_STATIC_SMEM bytes for every kernel); 1 check
+EMU_STATIC_SMEM=4000 build/emu/train_miras_emu -J dev/fixtures/titans.bin -O build/env_bad.bin >/dev/null 2>build/env_bad.err; rc=$?
+if [ $rc -eq 1 ] && [ "$(wc -l <build/env_bad.err)" -eq 1 ] && grep -q "^error: memory_forward_kernel has 4000 bytes of static shared memory.*(hint: raise MEM_STATIC_SMEM" build/env_bad.err; then
+    echo "ok - a memory kernel over MEM_STATIC_SMEM: one error line with a hint, exit 1"; ep=$((ep + 1))
+else echo "FAIL - a memory kernel over MEM_STATIC_SMEM: exit $rc, $(head -c 300 build/env_bad.err)"; ef=$((ef + 1)); fi
 log2=build/test_emu_gpu_2.log
 # the cluster split of the deep memories (MIRAS_MEM_SPLIT=4; README "The cluster split") on syn_split, the gated
 # memory with momentum and the anchor, d = 32 and d_m / 4 = 16 < d (mem_update_backward's rows wider than the slice),

@@ -42,6 +42,7 @@ using std::isfinite; using std::isnan; using std::isinf;  // nvcc puts these in 
 #define __noinline__ __attribute__((noinline))
 #define __launch_bounds__(x)
 #define __shared__ static
+#define __grid_constant__  // (kernel parameters read in place: no copy to elide here)
 
 struct dim3 { unsigned x, y, z; dim3(unsigned a = 1, unsigned b = 1, unsigned c = 1) : x(a), y(b), z(c) {} };
 struct uint3 { unsigned x, y, z; };
@@ -396,6 +397,14 @@ inline cudaError_t cudaGetDeviceProperties(cudaDeviceProp* p, int) { snprintf(p-
 enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize = 8 };
 enum cudaDeviceAttr { cudaDevAttrMultiProcessorCount = 16, cudaDevAttrMaxSharedMemoryPerMultiprocessor = 81, cudaDevAttrMemoryClockRate = 36, cudaDevAttrGlobalMemoryBusWidth = 37, cudaDevAttrMaxSharedMemoryPerBlockOptin = 97 };
 template <class F> inline cudaError_t cudaFuncSetAttribute(F, cudaFuncAttribute, int) { return cudaSuccess; }
+// a kernel's static shared memory is ptxas's layout, unknown here: 0, or EMU_STATIC_SMEM bytes (to check the trainer's
+// guard against a kernel that outgrows its plan's room, MEM_STATIC_SMEM)
+struct cudaFuncAttributes { size_t sharedSizeBytes; };
+template <class F> inline cudaError_t cudaFuncGetAttributes(cudaFuncAttributes* a, F) {
+    const char* s = getenv("EMU_STATIC_SMEM");
+    a->sharedSizeBytes = s ? (size_t)atol(s) : 0;
+    return cudaSuccess;
+}
 // an H100 SXM's values (memory clock in kHz, bus width in bits: 3.35 TB/s), so the trainer's arithmetic on them runs
 inline cudaError_t cudaDeviceGetAttribute(int* v, cudaDeviceAttr a, int) {
     *v = a == cudaDevAttrMultiProcessorCount ? 132 : a == cudaDevAttrMaxSharedMemoryPerMultiprocessor ? 233472 : a == cudaDevAttrMemoryClockRate ? 2619000 : a == cudaDevAttrGlobalMemoryBusWidth ? 5120 : 227 * 1024;  // (an H100's or H200's SMs)
