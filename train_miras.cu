@@ -2407,8 +2407,9 @@ __device__ __forceinline__ void mem_update_backward2_gpu(const UpdBwd* u, int nu
     // pair there, also where tc_splits_k says no (the fixtures' partial tiles, W2's gx at titans' shape): no barrier
     // saved then, the tiles only dealt to the halves
     int pair = nu == 2 && (mem_tc & 16) && blockDim.x >= 64;
-    PAIR_FOR(k)  // (one closing barrier: the products write apart)
-    mm_nt_rs(cp ? xb + 4 + k * ng : gl[k], xk, u[k].dWn, NULL, n, m, p, 1, 0, k == nu - 1, pair ? k + 1 : 0);
+    PAIR_FOR(k) {  // (one closing barrier: the products write apart)
+        mm_nt_rs(cp ? xb + 4 + k * ng : gl[k], xk, u[k].dWn, NULL, n, m, p, 1, 0, k == nu - 1, pair ? k + 1 : 0);
+    }
     if (threadIdx.x == 0)  // (read before the next barrier; the next call writes ws after two more)
         PAIR_FOR(k) {
             real sa = ws[k][0][0], sb = ws[k][1][0];
@@ -2444,9 +2445,10 @@ __device__ __forceinline__ void mem_update_backward2_gpu(const UpdBwd* u, int nu
     }
     // (u[1]'s adds to dxk's elements from the threads of u[0]'s: the same shape; split over M, each its own partials,
     // so a pair there runs at once as above)
-    PAIR_FOR(k)
-    mm_nn_rs(cm ? xb + 4 + k * (n4 + nx) + n4 : dxk, dl, u[k].dWn, u[k].cv, n, p, m, -1, !cm, k == nu - 1,
-             pair && cm ? k + 1 : 0);  // (its barrier publishes gl)
+    PAIR_FOR(k) {
+        mm_nn_rs(cm ? xb + 4 + k * (n4 + nx) + n4 : dxk, dl, u[k].dWn, u[k].cv, n, p, m, -1, !cm, k == nu - 1,
+                 pair && cm ? k + 1 : 0);  // (its barrier publishes gl)
+    }
     WARP_FOR(i, n) {
         PAIR_FOR(k) {
             real s = 0;
