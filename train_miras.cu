@@ -8460,28 +8460,36 @@ __device__ __forceinline__ real dec_step1(const MemCfg* m, real a, real th, real
 __device__ int dec_fac_width_gpu(const MemCfg* m) {
     return m->depth == 1 ? m->d + m->din : m->d + (2 + (m->gated ? 1 : 0)) * m->dm + m->din;
 }
-__device__ void dec_fac_mat_gpu(const MemCfg* m, const real* f, int k, const real** dl, const real** xk) {
-    int d = m->d, dm = m->dm;
-    const real* kk = f + (m->depth == 1 ? d : d + (2 + (m->gated ? 1 : 0)) * dm);
-    *dl = k == 0 ? f : f + d + (size_t)k * dm;
-    *xk = k == 0 && m->depth == 2 ? f + d : kk;
+// (train_miras.c's dec_fac_mat as offsets, the same in every slot: dl at f + dlo, xk at f + xko)
+__device__ void dec_fac_offs_gpu(const MemCfg* m, int k, int* dlo, int* xko) {
+    int d = m->d, dm = m->dm, kk = m->depth == 1 ? d : d + (2 + (m->gated ? 1 : 0)) * dm;
+    *dlo = k == 0 ? 0 : d + k * dm;
+    *xko = k == 0 && m->depth == 2 ? d : kk;
 }
-// G's element (j, q) from the terms' factors (wd[t] = w_t dl_t[j] of row j): sum_t wd[t] xk_t[q]
-__device__ __forceinline__ real dec_g(const real* wd, const real* const* xk, int n, int q) {
-    real g = wd[0] * xk[0][q];
-    for (int t = 1; t < n; t++) g += wd[t] * xk[t][q];
-    return g;
+// G's elements (j, q .. q + NQ-1): sum_t w_t dl_t[j] xk_t[q], the terms in order (train_miras.c's g[q] loops), each
+// term's slot read through T (shared memory): no per-thread tables of the window's pointers and row factors
+template <int NQ>
+__device__ __forceinline__ void dec_g_gpu(const DecTerms* T, int dlo, int xko, int j, int q, real* g) {
+    const real* f = T->f[0];
+    real wd = T->w[0] * f[dlo + j];
+#pragma unroll
+    for (int i = 0; i < NQ; i++) g[i] = wd * f[xko + q + i];
+    for (int t = 1; t < T->n; t++) {
+        f = T->f[t];
+        wd = T->w[t] * f[dlo + j];
+#pragma unroll
+        for (int i = 0; i < NQ; i++) g[i] += wd * f[xko + q + i];
+    }
 }
-// (WIN: omega's window of up to 64 terms; else the one term g_t, its factors in registers)
-template <bool WIN>
+// memory matrix k (rows, cols at offset o of the state) stepped with G = sum_t w_t dl_t xk_t^T (train_miras.c's
+// mem_decode_update; omega: the window's up to c terms, else the one term g_t)
 __device__ void mem_decode_update_gpu(const MemCfg* m, const MemChunkGpu* c, real* Pt, real* S, size_t o,
                                       const DecTerms* T, int k, int rows, int cols) {
     real a = c->a[0], th = c->theta[0], eta = c->eta[0];
     real *P = Pt + o, *Sm = S + o;
     const real* z = m->anchor ? c->p0 + o : NULL;
-    const real *dl[WIN ? 64 : 1], *xk[WIN ? 64 : 1];
-    const int nt = WIN ? T->n : 1;
-    for (int t = 0; t < nt; t++) dec_fac_mat_gpu(m, T->f[t], k, &dl[t], &xk[t]);
+    int dlo, xko;
+    dec_fac_offs_gpu(m, k, &dlo, &xko);
     int hs = mem_carries_S_gpu(m);  // (momentum or muon: S stepped too)
     if (cols % 4 == 0 && al16(P) && (!hs || al16(Sm)) && (!z || al16(z))) {
         int n4 = rows * cols / 4, c4 = cols / 4, nth = blockDim.x;
@@ -8499,14 +8507,13 @@ __device__ void mem_decode_update_gpu(const MemCfg* m, const MemChunkGpu* c, rea
             for (int u = 0; u < DEC_U; u++) {
                 int e4 = e0 + u * nth;
                 if (e4 >= n4) continue;
-                int j = e4 / c4, q = 4 * (e4 % c4);
-                real wd[WIN ? 64 : 1];
-                for (int t = 0; t < nt; t++) wd[t] = T->w[t] * dl[t][j];
+                real g[4];
+                dec_g_gpu<4>(T, dlo, xko, e4 / c4, 4 * (e4 % c4), g);
                 float4 r;
-                r.x = dec_step1(m, a, th, eta, dec_g(wd, xk, nt, q), p[u].x, sv[u].x, zv[u].x);
-                r.y = dec_step1(m, a, th, eta, dec_g(wd, xk, nt, q + 1), p[u].y, sv[u].y, zv[u].y);
-                r.z = dec_step1(m, a, th, eta, dec_g(wd, xk, nt, q + 2), p[u].z, sv[u].z, zv[u].z);
-                r.w = dec_step1(m, a, th, eta, dec_g(wd, xk, nt, q + 3), p[u].w, sv[u].w, zv[u].w);
+                r.x = dec_step1(m, a, th, eta, g[0], p[u].x, sv[u].x, zv[u].x);
+                r.y = dec_step1(m, a, th, eta, g[1], p[u].y, sv[u].y, zv[u].y);
+                r.z = dec_step1(m, a, th, eta, g[2], p[u].z, sv[u].z, zv[u].z);
+                r.w = dec_step1(m, a, th, eta, g[3], p[u].w, sv[u].w, zv[u].w);
                 st4(P + 4 * (size_t)e4, r);
                 if (hs) st4(Sm + 4 * (size_t)e4, sv[u]);
             }
@@ -8514,10 +8521,9 @@ __device__ void mem_decode_update_gpu(const MemCfg* m, const MemChunkGpu* c, rea
         return;
     }
     FOR(e, rows * cols) {
-        real sv = hs ? Sm[e] : 0, wd[WIN ? 64 : 1];
-        int j = e / cols;
-        for (int t = 0; t < nt; t++) wd[t] = T->w[t] * dl[t][j];
-        P[e] = dec_step1(m, a, th, eta, dec_g(wd, xk, nt, e % cols), P[e], sv, z ? z[e] : 0);
+        real sv = hs ? Sm[e] : 0, g;
+        dec_g_gpu<1>(T, dlo, xko, e / cols, e % cols, &g);
+        P[e] = dec_step1(m, a, th, eta, g, P[e], sv, z ? z[e] : 0);
         if (hs) Sm[e] = sv;
     }
 }
@@ -8535,11 +8541,7 @@ __device__ void dec_ns5_step_gpu(const MemCfg* m, const MemChunkGpu* c, real* P,
 __device__ void mem_decode_write_gpu(const MemCfg* m, const MemChunkGpu* c, real* Pt, real* S, const DecTerms* T) {
     size_t off[3];
     int rows[3], cols[3], nm = mem_matrices_gpu(m, off, rows, cols);
-    for (int k = 0; k < nm; k++)
-        if (T->n > 1)
-            mem_decode_update_gpu<true>(m, c, Pt, S, off[k], T, k, rows[k], cols[k]);
-        else
-            mem_decode_update_gpu<false>(m, c, Pt, S, off[k], T, k, rows[k], cols[k]);
+    for (int k = 0; k < nm; k++) mem_decode_update_gpu(m, c, Pt, S, off[k], T, k, rows[k], cols[k]);
     __syncthreads();
     if (m->muon == 1) dec_ns5_step_gpu(m, c, Pt, S, c->a[0], c->eta[0]);
 }
