@@ -8439,7 +8439,9 @@ __global__ void __launch_bounds__(MEM_THREADS) decoder_memory_kernel(const __gri
 // one memory matrix (rows, cols) at offset o of the state: its gradient is the outer product dl xk^T. Each thread
 // steps 4 adjacent elements of a row at a time (16-byte accesses where aligned) and loads DEC_U such groups before
 // it writes any: the loads are in flight together (as MM_U's in the products), not one round trip per element.
-#define DEC_U 4
+// (4 made ptxas spill each group's loaded P, S, P_0 right after its load, at the 128 registers of 512 threads: a
+// store that waits for the load, so the groups' loads went one after another; at 2, one spill per pair of groups)
+#define DEC_U 2
 __device__ __forceinline__ real dec_step1(const MemCfg* m, real a, real th, real eta, real g, real p, real& s,
                                           real z) {  // one element: the momentum s in place, the state returned
     if (m->muon) {  // S = theta S + G; token level: P after NS5(S); chunk level: the reads' gd step
