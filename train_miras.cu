@@ -364,19 +364,29 @@ __global__ void encoder_backward_kernel(real* dwte, const real* dout, const int*
 
 // RMSNorm over groups of C channels; a warp per (row, group). rstd as the CPU computes it (in double, rounded).
 // outb (bf16 mode, NULL otherwise): a bf16 copy of out, the operand of the GEMMs that read out
+// add, res (or NULL): the residual add before it in the same pass, res = x + add, out = RMSNorm(res); bonly: with
+// outb, only the bf16 copy (an output that only GEMMs read)
 __global__ void rmsnorm_forward_kernel(real* out, bf16* outb, real* rstd, const real* x, const real* w, int N, int G,
-                                       int C) {
+                                       int C, const real* add, real* res, int bonly) {
     WARP_ROWS_FOR(r, (size_t)N * G) {
         int g = (int)(r % G);
         const real* xr = x + r * C;
         real* o = out + r * C;
         real ss = 0;
-        for (int i = LANE; i < C; i += 32) ss += xr[i] * xr[i];
+        if (add)
+            for (int i = LANE; i < C; i += 32) {
+                real v = xr[i] + add[r * C + i];  // (residual_forward's sum)
+                res[r * C + i] = v;
+                ss += v * v;
+            }
+        else
+            for (int i = LANE; i < C; i += 32) ss += xr[i] * xr[i];
+        if (add) xr = res + r * C;  // (this lane's own writes)
         ss = warp_sum(ss);
         real rs = (real)(1 / sqrt((double)(ss / C) + 1e-6));
         for (int i = LANE; i < C; i += 32) {
             real y = xr[i] * rs * w[g * C + i];
-            o[i] = y;
+            if (!(outb && bonly)) o[i] = y;
             if (outb) outb[r * C + i] = __float2bfloat16(y);
         }
         if (LANE == 0) rstd[r] = rs;
@@ -384,22 +394,52 @@ __global__ void rmsnorm_forward_kernel(real* out, bf16* outb, real* rstd, const 
 }
 static void rmsnorm_forward_gpu(real* out, real* rstd, const real* x, const real* w, int N, int G, int C,
                                 bf16* outb = NULL) {
-    rmsnorm_forward_kernel<<<warp_blocks((size_t)N * G), NT, 0, g_stream>>>(out, outb, rstd, x, w, N, G, C);
+    rmsnorm_forward_kernel<<<warp_blocks((size_t)N * G), NT, 0, g_stream>>>(out, outb, rstd, x, w, N, G, C, NULL, NULL,
+                                                                            0);
     KCHECK("rmsnorm_forward");
 }
+// res = a + b (residual_forward), then out = RMSNorm(res) (rmsnorm_forward, one group of C): one pass, res not re-read;
+// bonly: with outb, out only as its bf16 copy (ln2, lnf: read by their GEMMs alone)
+static void residual_rmsnorm_forward_gpu(real* res, real* out, real* rstd, const real* a, const real* b, const real* w,
+                                         int N, int C, bf16* outb, bool bonly) {
+    rmsnorm_forward_kernel<<<warp_blocks((size_t)N), NT, 0, g_stream>>>(out, outb, rstd, a, w, N, 1, C, b, res, bonly);
+    KCHECK("residual_rmsnorm_forward");
+}
+// dwp: each row's dy x r (N G, C), or, with blk (G = 1), each block's sum of its rows' (gridDim.x, C): its warps
+// add their rows into shared memory (the dynamic (NT / 32, C) rms_dw), then the warps' sums in warp order
 __global__ void rmsnorm_backward_kernel(real* dx, real* dwp, const real* dout, const real* x, const real* w,
-                                        const real* rstd, int N, int G, int C) {
+                                        const real* rstd, const real* dres, bf16* dxb, int set, int N, int G, int C,
+                                        int blk) {
+    extern __shared__ real rms_dw[];
+    real* acc = rms_dw + (threadIdx.x >> 5) * C;  // (blk: this warp's)
+    if (blk)
+        for (int i = LANE; i < C; i += 32) acc[i] = 0;
     WARP_ROWS_FOR(r, (size_t)N * G) {
         int g = (int)(r % G);
         const real* xr = x + r * C;
         const real* dy = dout + r * C;
         real* dxr = dx + r * C;
+        const real* base = dres ? dres + r * C : set ? NULL : dxr;
         real rs = rstd[r], m = 0;
         for (int i = LANE; i < C; i += 32) m += xr[i] * w[g * C + i] * dy[i];
         m = warp_sum(m) / C;
         for (int i = LANE; i < C; i += 32) {
-            dxr[i] += rs * w[g * C + i] * dy[i] - xr[i] * rs * rs * rs * m;
-            dwp[r * C + i] = dy[i] * xr[i] * rs;  // summed over rows below
+            real v = (base ? base[i] : 0) + (rs * w[g * C + i] * dy[i] - xr[i] * rs * rs * rs * m);
+            dxr[i] = v;
+            if (dxb) dxb[r * C + i] = __float2bfloat16(v);
+            real dw = dy[i] * xr[i] * rs;  // summed over rows below
+            if (blk)
+                acc[i] += dw;  // (lane-owned entries)
+            else
+                dwp[r * C + i] = dw;
+        }
+    }
+    if (blk) {
+        __syncthreads();
+        for (int i = threadIdx.x; i < C; i += blockDim.x) {
+            real s = 0;
+            for (int q = 0; q < (int)blockDim.x / 32; q++) s += rms_dw[q * C + i];
+            dwp[(size_t)blockIdx.x * C + i] = s;
         }
     }
 }
@@ -408,12 +448,21 @@ static void colsum_add(real* out, const real* X, int N, int C, int incy) {
     const real one = 1;
     cublasCheck(cublasSgemv(g_blas, CUBLAS_OP_N, C, N, &one, X, C, g_ones, 1, &one, out, incy));
 }
-// dx = r w dy - x r^3 mean(x w dy);  dw += dy x r
+// dx += r w dy - x r^3 mean(x w dy);  dw += dy x r.  dres (or NULL): dx = dres + that instead, the residual
+// stream's gradient added in the same pass (model_backward_gpu: the CPU's dx = 0 + dres, then dx += that; the same
+// sum, one pass over (N, C) fewer). dxb (or NULL): also dx's bf16 copy, the operand of the GEMM that reads it next.
+// set (without dres): dx = 0 + that, dx's first writer (whose buffer then needs no zeroing)
 static void rmsnorm_backward_gpu(real* dx, real* dw, const real* dout, const real* x, const real* w, const real* rstd,
-                                 int N, int G, int C) {
-    rmsnorm_backward_kernel<<<warp_blocks((size_t)N * G), NT, 0, g_stream>>>(dx, g_scratch, dout, x, w, rstd, N, G, C);
+                                 int N, int G, int C, const real* dres = NULL, bf16* dxb = NULL, bool set = false) {
+    // one group (the model's norms): dw's rows summed per block first (the scratch 1 / 8 of (N, C)), where the warps'
+    // sums fit in the default 48 KB of shared memory; per head (G > 1, the memory's output norm): a row each
+    unsigned nb = warp_blocks((size_t)N * G);
+    size_t sm = (size_t)(NT / 32) * C * sizeof(real);
+    int blk = G == 1 && sm <= 48 * 1024;
+    rmsnorm_backward_kernel<<<nb, NT, blk ? sm : 0, g_stream>>>(dx, g_scratch, dout, x, w, rstd, dres, dxb, set, N, G,
+                                                                C, blk);
     KCHECK("rmsnorm_backward");
-    colsum_add(dw, g_scratch, N, G * C, 1);
+    colsum_add(dw, g_scratch, blk ? (int)nb : N, G * C, 1);
 }
 
 __global__ void add_bias_kernel(real* out, const real* bias, int N, int OC) {
@@ -545,7 +594,7 @@ static void matmul_rows_gpu(int n, real* const* out, const real* x, const real* 
 // forward's products are TF32 there).
 static void matmul_forward_gpu(real* out, const real* x, const real* W, const real* bias, int N, int C, int OC,
                                const bf16* xb = NULL) {
-    if (N == 1 && g_prec != PREC_TF32) {
+    if (N == 1 && g_prec != PREC_TF32 && !xb) {  // (with xb, the fp32 x may be unwritten: bf16-only producers)
         matmul_rows_gpu(1, &out, x, &W, &bias, C, &OC);
         return;
     }
@@ -572,8 +621,9 @@ static void matmul_rows_forward_gpu(int n, real* const* out, const real* x, cons
 // dx += dout W ; dW += dout^T x ; dbias += sum dout (fp32: the column sum reads the fp32 dout)
 // bf16 mode: xb as in matmul_forward; doutb: dout's bf16 copy if the caller has one (dlogits), else dout is
 // rounded here once for both GEMMs
+// dx_add false: dx = dout W (beta 0: dx's first writer, whose buffer then needs no zeroing; the same sums as 0 + them)
 static void matmul_backward_gpu(real* dx, real* dW, real* dbias, const real* dout, const real* x, const real* W, int N,
-                                int C, int OC, const bf16* xb = NULL, const bf16* doutb = NULL) {
+                                int C, int OC, const bf16* xb = NULL, const bf16* doutb = NULL, bool dx_add = true) {
     const bf16* Wb = NULL;
     if (g_prec == PREC_BF16) {
         Wb = weight_bf16(W);
@@ -581,7 +631,7 @@ static void matmul_backward_gpu(real* dx, real* dW, real* dbias, const real* dou
         if (!xb) xb = to_bf16(&g_xb, &g_xb_n, x, (size_t)N * C);
     }
     // dx^T (C, N) += W^T (C, OC) dout^T (OC, N)
-    gemm(CUBLAS_OP_N, CUBLAS_OP_N, C, N, OC, W, Wb, C, dout, doutb, OC, 1, dx, C);
+    gemm(CUBLAS_OP_N, CUBLAS_OP_N, C, N, OC, W, Wb, C, dout, doutb, OC, dx_add ? 1 : 0, dx, C);
     // dW^T (C, OC) += x^T (C, N) dout (N, OC)
     gemm(CUBLAS_OP_N, CUBLAS_OP_T, C, OC, N, x, xb, C, dout, doutb, OC, 1, dW, C);
     if (dbias) colsum_add(dbias, dout, N, OC, 1);
@@ -610,8 +660,47 @@ static void conv_forward_gpu(real* out, const real* x, const real* w, int B, int
     conv_forward_kernel<<<conv_grid(B, T, C), NT, 0, g_stream>>>(out, act, x, w, B, T, C, K);
     KCHECK("conv_forward");
 }
-// dx_tt[i] += sum_j w[i][j] dout_{tt+K-1-j}[i]  (a gather: each dx element owned by one thread)
-__global__ void conv_backward_dx_kernel(real* dx, const real* dout, const real* w, int B, int T, int C, int K) {
+// the mixer's q and k: c = conv(x) (out), then y = SiLU(c) / sqrt(|SiLU(c)|^2 + 1e-6) per group of d channels (a
+// head) and rn = that 1 / sqrt: conv_forward then l2norm_forward in one pass, a warp per (row, head), the SiLU (the
+// CPU's qs) never stored; each value by conv_forward_kernel's and l2norm_forward_kernel's formulas (the same bits)
+__global__ void conv_l2norm_forward_kernel(real* out, real* y, real* rn, const real* x, const real* w, int B, int T,
+                                           int C, int K, int d) {
+    int G = C / d;
+    WARP_ROWS_FOR(r, (size_t)B * T * G) {
+        size_t bt = r / G;
+        int t = (int)(bt % T), h = (int)(r % G);
+        real ss = 0;
+        for (int c = LANE; c < d; c += 32) {
+            int i = h * d + c;
+            size_t e = bt * C + i;
+            real s = 0;
+            for (int j = 0; j < K; j++) {
+                int tt = t - K + 1 + j;
+                if (tt >= 0) s += w[i * K + j] * x[e + (size_t)(tt - t) * C];
+            }
+            out[e] = s;
+            real a = silur_gpu(s);
+            ss += a * a;
+        }
+        ss = warp_sum(ss);
+        real sc = (real)(1 / sqrt((double)ss + 1e-6));
+        for (int c = LANE; c < d; c += 32) {
+            size_t e = bt * C + h * d + c;
+            y[e] = silur_gpu(out[e]) * sc;  // (this lane's own write)
+        }
+        if (LANE == 0) rn[r] = sc;
+    }
+}
+static void conv_l2norm_forward_gpu(real* out, real* y, real* rn, const real* x, const real* w, int B, int T, int C,
+                                    int K, int d) {
+    conv_l2norm_forward_kernel<<<warp_blocks((size_t)B * T * (C / d)), NT, 0, g_stream>>>(out, y, rn, x, w, B, T, C, K,
+                                                                                          d);
+    KCHECK("conv_l2norm_forward");
+}
+// dx_tt[i] += sum_j w[i][j] dout_{tt+K-1-j}[i]  (a gather: each dx element owned by one thread); dxb (bf16 mode,
+// the mixer's q, k, v projections, whose only writer this is): instead, only bf16(0 + that), the GEMMs' operand
+__global__ void conv_backward_dx_kernel(real* dx, bf16* dxb, const real* dout, const real* w, int B, int T, int C,
+                                        int K) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i < C) CONV_ROWS_FOR(bt, B * T) {
             int tt = bt % T;
@@ -621,7 +710,10 @@ __global__ void conv_backward_dx_kernel(real* dx, const real* dout, const real* 
                 int t = tt + K - 1 - j;
                 if (t < T) s += w[i * K + j] * dout[e + (size_t)(t - tt) * C];
             }
-            dx[e] += s;
+            if (dxb)
+                dxb[e] = __float2bfloat16(s);
+            else
+                dx[e] += s;
         }
 }
 // dw[i][j] += sum over the N = B T rows n (position t) of dout_n[i] x_{n-K+1+j}[i] (t-K+1+j >= 0), all K taps
@@ -665,8 +757,8 @@ __global__ void conv_dw_sum_kernel(real* dw, const real* part, int S, int C, int
     }
 }
 static void conv_backward_gpu(real* dx, real* dw, const real* dout, const real* x, const real* w, int B, int T, int C,
-                              int K) {
-    conv_backward_dx_kernel<<<conv_grid(B, T, C), NT, 0, g_stream>>>(dx, dout, w, B, T, C, K);
+                              int K, bf16* dxb = NULL) {
+    conv_backward_dx_kernel<<<conv_grid(B, T, C), NT, 0, g_stream>>>(dx, dxb, dout, w, B, T, C, K);
     KCHECK("conv_backward_dx");
     if (K > CONV_KMAX) DIE("the GPU trainer's causal conv has at most 8 taps", "conv width %d", K);
     // segments: ~1024 blocks in all, at least 64 rows each; S depends on the shapes only (deterministic)
@@ -719,52 +811,94 @@ static void l2norm_backward_gpu(real* dx, const real* dout, const real* y, const
     l2norm_backward_kernel<<<warp_blocks((size_t)N * G), NT, 0, g_stream>>>(dx, dout, y, rn, N, G, C);
     KCHECK("l2norm_backward");
 }
+// q's and k's way from the l2 norm back to the conv, l2norm_backward then silu_backward in one pass (the mixer's: the
+// only writer of dc, so written, and without the SiLU's gradient dqs in memory between): with y = SiLU(c) / |SiLU(c)|,
+//   dc = rn (dout - y <y, dout>) SiLU'(c)   (the two kernels' formulas on the same floats: the same bits)
+__global__ void l2norm_silu_backward_kernel(real* dc, const real* dout, const real* y, const real* rn, const real* c,
+                                            int N, int G, int C) {
+    WARP_ROWS_FOR(r, (size_t)N * G) {
+        real p = 0;
+        for (int i = LANE; i < C; i += 32) p += y[r * C + i] * dout[r * C + i];
+        p = warp_sum(p);
+        for (int i = LANE; i < C; i += 32) {
+            real ds = rn[r] * (dout[r * C + i] - y[r * C + i] * p);
+            dc[r * C + i] = ds * silu_grad_gpu(c[r * C + i]);
+        }
+    }
+}
+static void l2norm_silu_backward_gpu(real* dc, const real* dout, const real* y, const real* rn, const real* c, int N,
+                                     int G, int C) {
+    l2norm_silu_backward_kernel<<<warp_blocks((size_t)N * G), NT, 0, g_stream>>>(dc, dout, y, rn, c, N, G, C);
+    KCHECK("l2norm_silu_backward");
+}
 
-// out = SiLU(h1) h3; outb (bf16 mode, else NULL): its bf16 copy for the W2 GEMMs
+// out = SiLU(h1) h3; outb (bf16 mode, else NULL): instead, only its bf16 copy, the W2 GEMMs' operand (the fp32 values
+// are read by nothing else there)
 __global__ void swiglu_forward_kernel(real* out, bf16* outb, const real* h1, const real* h3, size_t n) {
     GRID_FOR(i, n) {
         real y = silur_gpu(h1[i]) * h3[i];
-        out[i] = y;
-        if (outb) outb[i] = __float2bfloat16(y);
+        if (outb)
+            outb[i] = __float2bfloat16(y);
+        else
+            out[i] = y;
     }
 }
-__global__ void swiglu_backward_kernel(real* dh1, real* dh3, const real* dout, const real* h1, const real* h3,
-                                       size_t n) {
+// dh1 = dout h3 SiLU'(h1), dh3 = dout SiLU(h1), written (not added: the CPU's +=, into the zeroed buffers it is the
+// only writer of); bf16 mode (dh1b, dh3b given): only their bf16 copies, the W1 / W3 GEMMs' operands, which nothing
+// else reads (the rounding to_bf16 would do after a write of the fp32 values: the same bits, 3 of 5 passes fewer)
+__global__ void swiglu_backward_kernel(real* dh1, real* dh3, bf16* dh1b, bf16* dh3b, const real* dout, const real* h1,
+                                       const real* h3, size_t n) {
     GRID_FOR(i, n) {
-        dh1[i] += dout[i] * h3[i] * silu_grad_gpu(h1[i]);
-        dh3[i] += dout[i] * silur_gpu(h1[i]);
+        real g1 = dout[i] * h3[i] * silu_grad_gpu(h1[i]), g3 = dout[i] * silur_gpu(h1[i]);
+        if (dh1b) {
+            dh1b[i] = __float2bfloat16(g1);
+            dh3b[i] = __float2bfloat16(g3);
+        } else {
+            dh1[i] = g1;
+            dh3[i] = g3;
+        }
     }
 }
 static void swiglu_forward_gpu(real* out, const real* h1, const real* h3, size_t n, bf16* outb = NULL) {
     swiglu_forward_kernel<<<nblocks(n), NT, 0, g_stream>>>(out, outb, h1, h3, n);
     KCHECK("swiglu_forward");
 }
-static void swiglu_backward_gpu(real* dh1, real* dh3, const real* dout, const real* h1, const real* h3, size_t n) {
-    swiglu_backward_kernel<<<nblocks(n), NT, 0, g_stream>>>(dh1, dh3, dout, h1, h3, n);
+static void swiglu_backward_gpu(real* dh1, real* dh3, const real* dout, const real* h1, const real* h3, size_t n,
+                                bf16* dh1b = NULL, bf16* dh3b = NULL) {
+    swiglu_backward_kernel<<<nblocks(n), NT, 0, g_stream>>>(dh1, dh3, dh1b, dh3b, dout, h1, h3, n);
     KCHECK("swiglu_backward");
 }
 
-// out = yn SiLU(gp); outb (bf16 mode, else NULL): its bf16 copy for the Wo GEMMs
+// out = yn SiLU(gp); outb (bf16 mode, else NULL): instead, only its bf16 copy, the Wo GEMMs' operand
 __global__ void gate_mul_forward_kernel(real* out, bf16* outb, const real* yn, const real* gp, size_t n) {
     GRID_FOR(i, n) {
         real y = yn[i] * silur_gpu(gp[i]);
-        out[i] = y;
-        if (outb) outb[i] = __float2bfloat16(y);
+        if (outb)
+            outb[i] = __float2bfloat16(y);
+        else
+            out[i] = y;
     }
 }
-__global__ void gate_mul_backward_kernel(real* dyn, real* dgp, const real* dout, const real* yn, const real* gp,
-                                         size_t n) {
+// dyn = dout SiLU(gp), dgp = dout yn SiLU'(gp), written (their only writer, as swiglu_backward); bf16 mode (dgpb
+// given): dgp only as its bf16 copy, the Wg GEMMs' operand
+__global__ void gate_mul_backward_kernel(real* dyn, real* dgp, bf16* dgpb, const real* dout, const real* yn,
+                                         const real* gp, size_t n) {
     GRID_FOR(i, n) {
-        dyn[i] += dout[i] * silur_gpu(gp[i]);
-        dgp[i] += dout[i] * yn[i] * silu_grad_gpu(gp[i]);
+        dyn[i] = dout[i] * silur_gpu(gp[i]);
+        real g = dout[i] * yn[i] * silu_grad_gpu(gp[i]);
+        if (dgpb)
+            dgpb[i] = __float2bfloat16(g);
+        else
+            dgp[i] = g;
     }
 }
 static void gate_mul_forward_gpu(real* out, const real* yn, const real* gp, size_t n, bf16* outb = NULL) {
     gate_mul_forward_kernel<<<nblocks(n), NT, 0, g_stream>>>(out, outb, yn, gp, n);
     KCHECK("gate_mul_forward");
 }
-static void gate_mul_backward_gpu(real* dyn, real* dgp, const real* dout, const real* yn, const real* gp, size_t n) {
-    gate_mul_backward_kernel<<<nblocks(n), NT, 0, g_stream>>>(dyn, dgp, dout, yn, gp, n);
+static void gate_mul_backward_gpu(real* dyn, real* dgp, const real* dout, const real* yn, const real* gp, size_t n,
+                                  bf16* dgpb = NULL) {
+    gate_mul_backward_kernel<<<nblocks(n), NT, 0, g_stream>>>(dyn, dgp, dgpb, dout, yn, gp, n);
     KCHECK("gate_mul_backward");
 }
 
@@ -7086,11 +7220,12 @@ static void mixer_forward_gpu(ModelGpu* M, int l, bf16* ub, bf16* zb) {
     matmul_forward_gpu(a->qp + oD, u, p->wq + (size_t)l * D * D, NULL, N, D, D, ub);
     matmul_forward_gpu(a->kp + oD, u, p->wk + (size_t)l * D * D, NULL, N, D, D, ub);
     matmul_forward_gpu(a->vp + oD, u, p->wv + (size_t)l * D * D, NULL, N, D, D, ub);
-    conv_forward_gpu(a->qc + oD, a->qp + oD, p->conv_q + ml * D * c->K, B, T, D, c->K, a->qs + oD);  // qs = SiLU(qc)
-    conv_forward_gpu(a->kc + oD, a->kp + oD, p->conv_k + ml * D * c->K, B, T, D, c->K, a->ks + oD);
+    // q = l2norm(SiLU(qc)) per head (the CPU's qs = SiLU(qc) in between: not stored here), k alike; v = SiLU(vc)
+    conv_l2norm_forward_gpu(a->qc + oD, a->q + oD, a->qrn + oH, a->qp + oD, p->conv_q + ml * D * c->K, B, T, D, c->K,
+                            d);
+    conv_l2norm_forward_gpu(a->kc + oD, a->k + oD, a->krn + oH, a->kp + oD, p->conv_k + ml * D * c->K, B, T, D, c->K,
+                            d);
     conv_forward_gpu(a->vc + oD, a->vp + oD, p->conv_v + ml * D * c->K, B, T, D, c->K, a->v + oD);
-    l2norm_forward_gpu(a->q + oD, a->qrn + oH, a->qs + oD, N, H, d);
-    l2norm_forward_gpu(a->k + oD, a->krn + oH, a->ks + oD, N, H, d);
     if (M->mem.poly) {  // poly features (SPEC §5.6) of the l2-normed q, k
         size_t oP = oH * M->mem.din;
         poly_forward_gpu(a->qf + oP, a->q + oD, p->poly_rho + ml * 3, N, H, d);
@@ -7107,7 +7242,10 @@ static void mixer_forward_gpu(ModelGpu* M, int l, bf16* ub, bf16* zb) {
     matmul_forward_gpu(a->mo + oD, a->z + oD, p->wo + (size_t)l * D * D, NULL, N, D, D, zb);
 }
 // its backward: from dmo = dL/d mo to M->grads_acts.ln1 (accumulated) and the parameters' gradients
-static void mixer_backward_gpu(ModelGpu* M, int l, const real* dmo, bf16* ub, bf16* zb) {
+// dmob: dmo's bf16 copy (bf16 mode; NULL: the Wo GEMM rounds dmo itself); du_first: nothing has added to du yet (the
+// model's own layers; not MAG's stream, whose attention has), so its first GEMM writes it (beta 0)
+static void mixer_backward_gpu(ModelGpu* M, int l, const real* dmo, bf16* ub, bf16* zb, const bf16* dmob = NULL,
+                               bool du_first = false) {
     const Config* c = &M->cfg;
     int B = M->B, T = M->T, D = c->D, H = c->H, d = M->mem.d;
     size_t N = (size_t)B * T, oD = (size_t)l * N * D, oH = (size_t)l * N * H;
@@ -7117,11 +7255,16 @@ static void mixer_backward_gpu(ModelGpu* M, int l, const real* dmo, bf16* ub, bf
     const real* u = a->ln1 + oD;
     real* du = g->ln1 + oD;
     matmul_backward_gpu(g->z + oD, dp->wo + (size_t)l * D * D, NULL, dmo, a->z + oD, p->wo + (size_t)l * D * D, N, D, D,
-                        zb);
-    gate_mul_backward_gpu(g->yn + oD, g->gp + oD, g->z + oD, a->yn + oD, a->gp + oD, N * D);
-    matmul_backward_gpu(du, dp->wg + ml * D * D, NULL, g->gp + oD, u, p->wg + ml * D * D, N, D, D, ub);
+                        zb, dmob, false);  // (dz's only writer)
+    // bf16 mode: the projections' gradients only as bf16 copies (their GEMMs' operands), each in its own fp32 storage
+    bool hb = g_prec == PREC_BF16;
+    bf16 *dgpb = hb ? (bf16*)(g->gp + oD) : NULL, *dqpb = hb ? (bf16*)(g->qp + oD) : NULL,
+         *dkpb = hb ? (bf16*)(g->kp + oD) : NULL, *dvpb = hb ? (bf16*)(g->vp + oD) : NULL;
+    gate_mul_backward_gpu(g->yn + oD, g->gp + oD, g->z + oD, a->yn + oD, a->gp + oD, N * D, dgpb);
+    matmul_backward_gpu(du, dp->wg + ml * D * D, NULL, g->gp + oD, u, p->wg + ml * D * D, N, D, D, ub, dgpb,
+                        !du_first);  // (du_first: its first writer; the gates' and q, k, v's GEMMs add)
     rmsnorm_backward_gpu(g->y + oD, dp->rmsh_w + ml * D, g->yn + oD, a->y + oD, p->rmsh_w + ml * D, a->yrstd + oH, N, H,
-                         d);
+                         d, NULL, NULL, true);  // (dy's first writer)
     memory_backward_gpu(M, l);
     gates_backward_gpu(M, l, du, u, ub, N, a, g, oH, (size_t)l * N * (c->gate_rank ? D : H),
                        (size_t)l * N * c->gate_rank);
@@ -7133,20 +7276,22 @@ static void mixer_backward_gpu(ModelGpu* M, int l, const real* dmo, bf16* ub, bf
         poly_backward_gpu(g->q + oD, dp->poly_rho + ml * 3, g->qf + oP, a->q + oD, rho, N, H, d, g_scratch);
         poly_backward_gpu(g->k + oD, dp->poly_rho + ml * 3, g->kf + oP, a->k + oD, rho, N, H, d, g_scratch);
     }
-    l2norm_backward_gpu(g->qs + oD, g->q + oD, a->q + oD, a->qrn + oH, N, H, d);
-    l2norm_backward_gpu(g->ks + oD, g->k + oD, a->k + oD, a->krn + oH, N, H, d);
-    silu_backward_gpu(g->qc + oD, g->qs + oD, a->qc + oD, N * D);
-    silu_backward_gpu(g->kc + oD, g->ks + oD, a->kc + oD, N * D);
+    // (the CPU's l2norm_backward into dqs, then silu_backward into dqc: one pass here, dqs never stored)
+    l2norm_silu_backward_gpu(g->qc + oD, g->q + oD, a->q + oD, a->qrn + oH, a->qc + oD, N, H, d);
+    l2norm_silu_backward_gpu(g->kc + oD, g->k + oD, a->k + oD, a->krn + oH, a->kc + oD, N, H, d);
     silu_backward_gpu(g->vc + oD, g->v + oD, a->vc + oD, N * D);
     conv_backward_gpu(g->qp + oD, dp->conv_q + ml * D * c->K, g->qc + oD, a->qp + oD, p->conv_q + ml * D * c->K, B, T,
-                      D, c->K);
+                      D, c->K, dqpb);
     conv_backward_gpu(g->kp + oD, dp->conv_k + ml * D * c->K, g->kc + oD, a->kp + oD, p->conv_k + ml * D * c->K, B, T,
-                      D, c->K);
+                      D, c->K, dkpb);
     conv_backward_gpu(g->vp + oD, dp->conv_v + ml * D * c->K, g->vc + oD, a->vp + oD, p->conv_v + ml * D * c->K, B, T,
-                      D, c->K);
-    matmul_backward_gpu(du, dp->wq + (size_t)l * D * D, NULL, g->qp + oD, u, p->wq + (size_t)l * D * D, N, D, D, ub);
-    matmul_backward_gpu(du, dp->wk + (size_t)l * D * D, NULL, g->kp + oD, u, p->wk + (size_t)l * D * D, N, D, D, ub);
-    matmul_backward_gpu(du, dp->wv + (size_t)l * D * D, NULL, g->vp + oD, u, p->wv + (size_t)l * D * D, N, D, D, ub);
+                      D, c->K, dvpb);
+    matmul_backward_gpu(du, dp->wq + (size_t)l * D * D, NULL, g->qp + oD, u, p->wq + (size_t)l * D * D, N, D, D, ub,
+                        dqpb);
+    matmul_backward_gpu(du, dp->wk + (size_t)l * D * D, NULL, g->kp + oD, u, p->wk + (size_t)l * D * D, N, D, D, ub,
+                        dkpb);
+    matmul_backward_gpu(du, dp->wv + (size_t)l * D * D, NULL, g->vp + oD, u, p->wv + (size_t)l * D * D, N, D, D, ub,
+                        dvpb);
 }
 
 // ----------------------------------------------------------------------------
@@ -8051,7 +8196,8 @@ static void model_forward_gpu(ModelGpu* M, const int* inputs, const int* targets
         // the bf16 copies of this layer's GEMM inputs (bf16 mode; all NULL otherwise)
         bf16 *ub = M->ln1b ? M->ln1b + oD : NULL, *zb = M->zb ? M->zb + oD : NULL,
              *ln2b = M->ln2b ? M->ln2b + oD : NULL, *hgb = M->hgb ? M->hgb + oF : NULL;
-        rmsnorm_forward_gpu(u, a->ln1_rstd + (size_t)l * N, x, p->rms1_w + (size_t)l * D, N, 1, D, ub);
+        if (l == 0)  // (the later layers' u came with the residual add that made their x, below)
+            rmsnorm_forward_gpu(u, a->ln1_rstd + (size_t)l * N, x, p->rms1_w + (size_t)l * D, N, 1, D, ub);
         if (c->arch)
             titans_layer_forward_gpu(M, l, x);  // MAL, MAG (section 4b): a->mo from x and u
         else if (c->pattern[l] != 'M') {
@@ -8067,17 +8213,22 @@ static void model_forward_gpu(ModelGpu* M, const int* inputs, const int* targets
             matmul_forward_gpu(a->mo + oD, a->z + oD, p->wo + (size_t)l * D * D, NULL, N, D, D);
         } else
             mixer_forward_gpu(M, l, ub, zb);
-        residual_forward_gpu(a->res2 + oD, x, a->mo + oD, N * D);
-        // x = x + SwiGLU(RMSNorm(x))
-        rmsnorm_forward_gpu(a->ln2 + oD, a->ln2_rstd + (size_t)l * N, a->res2 + oD, p->rms2_w + (size_t)l * D, N, 1, D,
-                            ln2b);
+        // res2 = x + mo, and its RMSNorm in the same pass; then x = res2 + SwiGLU(RMSNorm(res2))
+        residual_rmsnorm_forward_gpu(a->res2 + oD, a->ln2 + oD, a->ln2_rstd + (size_t)l * N, x, a->mo + oD,
+                                     p->rms2_w + (size_t)l * D, N, D, ln2b, true);
         matmul_forward_gpu(a->h1 + oF, a->ln2 + oD, p->mlp_w1 + (size_t)l * F * D, NULL, N, D, F, ln2b);
         matmul_forward_gpu(a->h3 + oF, a->ln2 + oD, p->mlp_w3 + (size_t)l * F * D, NULL, N, D, F, ln2b);
         swiglu_forward_gpu(a->hg + oF, a->h1 + oF, a->h3 + oF, N * F, hgb);
         matmul_forward_gpu(a->mlpo + oD, a->hg + oF, p->mlp_w2 + (size_t)l * D * F, NULL, N, F, D, hgb);
-        residual_forward_gpu(a->res3 + oD, a->res2 + oD, a->mlpo + oD, N * D);
+        // res3 = res2 + mlpo, the next layer's x, with its u = RMSNorm(x) in the same pass (after the last: the final norm)
+        if (l + 1 < L)
+            residual_rmsnorm_forward_gpu(a->res3 + oD, a->ln1 + oD + N * D, a->ln1_rstd + (size_t)(l + 1) * N,
+                                         a->res2 + oD, a->mlpo + oD, p->rms1_w + (size_t)(l + 1) * D, N, D,
+                                         M->ln1b ? M->ln1b + oD + N * D : NULL, false);  // (u: also the gates', MAL's)
+        else
+            residual_rmsnorm_forward_gpu(a->res3 + oD, a->lnf, a->lnf_rstd, a->res2 + oD, a->mlpo + oD, p->rmsf_w, N, D,
+                                         M->lnfb, true);
     }
-    rmsnorm_forward_gpu(a->lnf, a->lnf_rstd, a->res3 + (size_t)(L - 1) * N * D, p->rmsf_w, N, 1, D, M->lnfb);
     matmul_forward_gpu(a->logits, a->lnf, p->wte, NULL, N, D, Vp, M->lnfb);
     if (!targets) {
         M->mean_loss = -1;
@@ -8108,6 +8259,45 @@ static void model_zero_grad_gpu(ModelGpu* M) {
 }
 
 // The backward pass: accumulates d(mean loss * loss_scale)/d(params) into M->grads.
+// Zero the activation gradients that the backward accumulates (+=, GEMMs with beta 1) before its pass. Left out, as
+// every backward writes them before anything reads them (swiglu_backward, the RMSNorm backwards with dres or set,
+// the GEMMs with beta 0) or never uses them: dh1, dh3, dhg, dres2, dres3 (and dx of layer 0, dencoded), dln2, dz,
+// dmo, dmlpo; and in the models of memory layers only (no attention, no Titans layers), the mixer's (du, whose first
+// writer is the gate's GEMM with beta 0; the gate's dyn, dgp, the memory's output norm's dy, q's and k's conv
+// gradients, l2norm_silu_backward's; dqs, dks, which it never stores) and in bf16 mode the projections' dqp, dkp, dvp
+// (conv_backward's bf16 copies). Of a mixer layer's 29 (N, D)-sized gradients (F = 8 D / 3) that leaves 7 to zero (4
+// with -f 2: dvc and the memory's dq, dk, dv) instead of all 29.
+static void zero_grads_acts_gpu(ModelGpu* M) {
+    const Config* c = &M->cfg;
+    ActivationTensors* g = &M->grads_acts;
+    bool mixers = !c->arch;
+    for (int l = 0; l < c->L; l++) mixers = mixers && c->pattern[l] == 'M';
+    const real* skip[24];
+    int ns = 0;
+    const real* all[] = {g->encoded, g->h1, g->h3, g->hg, g->res2, g->ln2, g->z, g->mo, g->mlpo, g->res3};
+    for (int i = 0; i < 10; i++) skip[ns++] = all[i];
+    if (mixers) {
+        const real* m[] = {g->ln1, g->yn, g->gp, g->qc, g->kc, g->qs, g->ks, g->y};
+        for (int i = 0; i < 8; i++) skip[ns++] = m[i];
+        if (g_prec == PREC_BF16) {
+            skip[ns++] = g->qp;
+            skip[ns++] = g->kp;
+            skip[ns++] = g->vp;
+        }
+    }
+    real *p = M->grads_acts_memory, *run = p;  // run: where the range still to be zeroed starts
+    for (int i = 0; i < NUM_ACT_TENSORS; i++) {
+        bool left = false;
+        for (int j = 0; j < ns; j++) left = left || skip[j] == p;
+        if (left) {
+            if (p > run) cudaCheck(cudaMemset(run, 0, (size_t)(p - run) * sizeof(real)));
+            run = p + M->act_sizes[i];
+        }
+        p += M->act_sizes[i];
+    }
+    // (and the head's lnf: all but the (N, Vp) dlogits, which crossentropy_backward writes, and the unused dlosses)
+    if (g->logits > run) cudaCheck(cudaMemset(run, 0, (size_t)(g->logits - run) * sizeof(real)));
+}
 static void model_backward_gpu(ModelGpu* M, real loss_scale) {
     if (M->mean_loss == -1) DIE(NULL, "internal: backward called without a forward with targets");
     if (!M->grads_memory) model_zero_grad_gpu(M);
@@ -8116,9 +8306,7 @@ static void model_backward_gpu(ModelGpu* M, real loss_scale) {
     size_t N = (size_t)B * T;
     ParameterTensors *p = &M->params, *dp = &M->grads;
     ActivationTensors *a = &M->acts, *g = &M->grads_acts;
-    // zero the activation gradients that are accumulated (+=), i.e. all but the head's (N, Vp) dlogits (and the
-    // unused dlosses): crossentropy_backward writes every dlogit
-    cudaCheck(cudaMemset(M->grads_acts_memory, 0, (size_t)(g->logits - M->grads_acts_memory) * sizeof(real)));
+    zero_grads_acts_gpu(M);
     size_t cnt = N;
     if (M->has_mask) {
         cnt = 0;
@@ -8129,8 +8317,12 @@ static void model_backward_gpu(ModelGpu* M, real loss_scale) {
     crossentropy_backward_gpu(g->logits, dlogitsb, a->logits, M->ce_stats, M->targets, M->has_mask ? M->mask : NULL,
                               cnt ? loss_scale / cnt : 0, N, c->V, Vp);
     matmul_backward_gpu(g->lnf, dp->wte, NULL, g->logits, a->lnf, p->wte, N, D, Vp, M->lnfb, dlogitsb);
+    // bf16 mode: the residual stream's gradient (dres3, then dres2, then dres3 of the layer below, ...) also as bf16,
+    // for the GEMM that reads it next (W2's, Wo's), written by the RMSNorm backward that makes it, in lnfb's storage
+    // (free once the head's backward has read it)
+    bf16* drb = M->lnfb;
     rmsnorm_backward_gpu(g->res3 + (size_t)(L - 1) * N * D, dp->rmsf_w, g->lnf, a->res3 + (size_t)(L - 1) * N * D,
-                         p->rmsf_w, a->lnf_rstd, N, 1, D);
+                         p->rmsf_w, a->lnf_rstd, N, 1, D, NULL, drb, true);
     for (int l = L - 1; l >= 0; l--) {
         size_t oD = (size_t)l * N * D, oH = (size_t)l * N * H, oF = (size_t)l * N * F;
         real* x = l == 0 ? a->encoded : a->res3 + oD - N * D;
@@ -8139,22 +8331,24 @@ static void model_backward_gpu(ModelGpu* M, real loss_scale) {
         bf16 *ub = M->ln1b ? M->ln1b + oD : NULL, *zb = M->zb ? M->zb + oD : NULL,
              *ln2b = M->ln2b ? M->ln2b + oD : NULL, *hgb = M->hgb ? M->hgb + oF : NULL;
         // x = res2 + SwiGLU(RMSNorm(res2))
-        residual_forward_gpu(g->res2 + oD, g->res2 + oD, g->res3 + oD, N * D);
         matmul_backward_gpu(g->hg + oF, dp->mlp_w2 + (size_t)l * D * F, NULL, g->res3 + oD, a->hg + oF,
-                            p->mlp_w2 + (size_t)l * D * F, N, F, D, hgb);
-        swiglu_backward_gpu(g->h1 + oF, g->h3 + oF, g->hg + oF, a->h1 + oF, a->h3 + oF, N * F);
+                            p->mlp_w2 + (size_t)l * D * F, N, F, D, hgb, drb, false);  // (dhg's only writer)
+        // (bf16 mode: dh1, dh3 only as bf16 copies, in their fp32 storage)
+        bf16 *dh1b = g_prec == PREC_BF16 ? (bf16*)(g->h1 + oF) : NULL, *dh3b = dh1b ? (bf16*)(g->h3 + oF) : NULL;
+        swiglu_backward_gpu(g->h1 + oF, g->h3 + oF, g->hg + oF, a->h1 + oF, a->h3 + oF, N * F, dh1b, dh3b);
         matmul_backward_gpu(g->ln2 + oD, dp->mlp_w1 + (size_t)l * F * D, NULL, g->h1 + oF, a->ln2 + oD,
-                            p->mlp_w1 + (size_t)l * F * D, N, D, F, ln2b);
+                            p->mlp_w1 + (size_t)l * F * D, N, D, F, ln2b, dh1b, false);  // (dln2's first)
         matmul_backward_gpu(g->ln2 + oD, dp->mlp_w3 + (size_t)l * F * D, NULL, g->h3 + oF, a->ln2 + oD,
-                            p->mlp_w3 + (size_t)l * F * D, N, D, F, ln2b);
+                            p->mlp_w3 + (size_t)l * F * D, N, D, F, ln2b, dh3b);
+        // dres2 = dres3 + RMSNorm's way (the residual x = res2 + ..., added in the norm's backward pass)
         rmsnorm_backward_gpu(g->res2 + oD, dp->rms2_w + (size_t)l * D, g->ln2 + oD, a->res2 + oD,
-                             p->rms2_w + (size_t)l * D, a->ln2_rstd + (size_t)l * N, N, 1, D);
-        residual_forward_gpu(dx, dx, g->res2 + oD, N * D);
+                             p->rms2_w + (size_t)l * D, a->ln2_rstd + (size_t)l * N, N, 1, D, g->res3 + oD, drb);
+        if (c->arch) d2d(dx, g->res2 + oD, N * D * sizeof(real));  // dx = dres2 (the Titans layers add x's paths to it)
         if (c->arch)
             titans_layer_backward_gpu(M, l, dx, du);  // MAL, MAG (section 4b)
         else if (c->pattern[l] != 'M') {  // attention (SPEC §9.1): back through Wo, attn (Di in g->qrn), RoPE, q k v
             matmul_backward_gpu(g->z + oD, dp->wo + (size_t)l * D * D, NULL, g->res2 + oD, a->z + oD,
-                                p->wo + (size_t)l * D * D, N, D, D);
+                                p->wo + (size_t)l * D * D, N, D, D, NULL, drb, false);
             attention_backward_gpu(g->q + oD, g->k + oD, g->vp + oD, g->qrn + oH, g->z + oD, a->q + oD, a->k + oD,
                                    a->vp + oD, a->z + oD, a->qrn + oH, B, T, H, d,
                                    c->pattern[l] == 'S' ? c->window : 0);
@@ -8167,9 +8361,11 @@ static void model_backward_gpu(ModelGpu* M, real loss_scale) {
             matmul_backward_gpu(du, dp->wv + (size_t)l * D * D, NULL, g->vp + oD, u, p->wv + (size_t)l * D * D, N, D, D,
                                 ub);
         } else
-            mixer_backward_gpu(M, l, g->res2 + oD, ub, zb);  // res2 = x + (RMSNorm_head(y) * SiLU(u Wg^T)) Wo^T
+            mixer_backward_gpu(M, l, g->res2 + oD, ub, zb, drb,
+                               true);  // res2 = x + (RMSNorm_head(y) * SiLU(u Wg^T)) Wo^T
+        // dx = dres2 + RMSNorm's way (res2 = x + ...; Titans layers: dx += it, after their own paths)
         rmsnorm_backward_gpu(dx, dp->rms1_w + (size_t)l * D, du, x, p->rms1_w + (size_t)l * D,
-                             a->ln1_rstd + (size_t)l * N, N, 1, D);
+                             a->ln1_rstd + (size_t)l * N, N, 1, D, c->arch ? NULL : g->res2 + oD, l ? drb : NULL);
     }
     encoder_backward_gpu(M, dp->wte, g->encoded, N, D);
 }

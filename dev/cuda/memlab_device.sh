@@ -134,6 +134,11 @@ say "titans (one pass): ${r:-no result (see bench_par.log)}"
 if [ -x build/train_miras_cu_base ]; then  # (device_prep.sh's CU_BASE: the same step by an earlier commit's trainer)
     r=$(CU=build/train_miras_cu_base PRESET=titans REF=0 step 60 bash dev/bench_gpu.sh 4 4096 4 2 2>&1 | tee -a "$W/bench_par.log" | grep -E "^train_miras_cu|failed")
     say "titans (one pass), build/train_miras_cu_base: ${r:-no result (see bench_par.log)}"
+    # (2026-12-04, dev/notes/gpu.md "The backbone's passes over memory") the backbone's fused passes: gated_deltanet,
+    # whose step is a third memory kernels, against the base trainer (which has none of them)
+    for cu in ./train_miras_cu build/train_miras_cu_base; do
+        r=$(CU=$cu PRESET=gated_deltanet REF=0 step 60 bash dev/bench_gpu.sh 4 4096 4 2 2>&1 | tee -a "$W/bench_par.log" | grep -E "^train_miras_cu|failed")
+        say "gated_deltanet, $cu: ${r:-no result (see bench_par.log)}"; done
 fi
 # the reads apart at their defaults first (lever 1 of memlab_notes' plan, the largest predicted gain), the rest of
 # their variants after the local-memory sections below
