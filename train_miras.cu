@@ -697,10 +697,11 @@ static void conv_l2norm_forward_gpu(real* out, real* y, real* rn, const real* x,
                                                                                           d);
     KCHECK("conv_l2norm_forward");
 }
-// dx_tt[i] += sum_j w[i][j] dout_{tt+K-1-j}[i]  (a gather: each dx element owned by one thread); dxb (bf16 mode,
-// the mixer's q, k, v projections, whose only writer this is): instead, only bf16(0 + that), the GEMMs' operand
+// dx_tt[i] += sum_j w[i][j] dout_{tt+K-1-j}[i]  (a gather: each dx element owned by one thread); set: dx = that
+// (dx's first writer, the mixer's q, k, v projections), and dxb (bf16 mode, also set): only bf16(that), the GEMMs'
+// operand
 __global__ void conv_backward_dx_kernel(real* dx, bf16* dxb, const real* dout, const real* w, int B, int T, int C,
-                                        int K) {
+                                        int K, int set) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i < C) CONV_ROWS_FOR(bt, B * T) {
             int tt = bt % T;
@@ -713,7 +714,7 @@ __global__ void conv_backward_dx_kernel(real* dx, bf16* dxb, const real* dout, c
             if (dxb)
                 dxb[e] = __float2bfloat16(s);
             else
-                dx[e] += s;
+                dx[e] = set ? s : dx[e] + s;
         }
 }
 // dw[i][j] += sum over the N = B T rows n (position t) of dout_n[i] x_{n-K+1+j}[i] (t-K+1+j >= 0), all K taps
@@ -757,8 +758,8 @@ __global__ void conv_dw_sum_kernel(real* dw, const real* part, int S, int C, int
     }
 }
 static void conv_backward_gpu(real* dx, real* dw, const real* dout, const real* x, const real* w, int B, int T, int C,
-                              int K, bf16* dxb = NULL) {
-    conv_backward_dx_kernel<<<conv_grid(B, T, C), NT, 0, g_stream>>>(dx, dxb, dout, w, B, T, C, K);
+                              int K, bf16* dxb = NULL, bool set = false) {
+    conv_backward_dx_kernel<<<conv_grid(B, T, C), NT, 0, g_stream>>>(dx, dxb, dout, w, B, T, C, K, set);
     KCHECK("conv_backward_dx");
     if (K > CONV_KMAX) DIE("the GPU trainer's causal conv has at most 8 taps", "conv width %d", K);
     // segments: ~1024 blocks in all, at least 64 rows each; S depends on the shapes only (deterministic)
@@ -772,15 +773,21 @@ static void conv_backward_gpu(real* dx, real* dw, const real* dout, const real* 
 }
 
 __global__ void silu_forward_kernel(real* out, const real* x, size_t n) { GRID_FOR(i, n) out[i] = silur_gpu(x[i]); }
-__global__ void silu_backward_kernel(real* dx, const real* dout, const real* x, size_t n) {
-    GRID_FOR(i, n) dx[i] += dout[i] * silu_grad_gpu(x[i]);
+__global__ void silu_backward_kernel(real* dx, const real* dout, const real* x, size_t n, int set) {
+    GRID_FOR(i, n) {
+        if (set)
+            dx[i] = dout[i] * silu_grad_gpu(x[i]);
+        else
+            dx[i] += dout[i] * silu_grad_gpu(x[i]);
+    }
 }
 static void silu_forward_gpu(real* out, const real* x, size_t n) {
     silu_forward_kernel<<<nblocks(n), NT, 0, g_stream>>>(out, x, n);
     KCHECK("silu_forward");
 }
-static void silu_backward_gpu(real* dx, const real* dout, const real* x, size_t n) {
-    silu_backward_kernel<<<nblocks(n), NT, 0, g_stream>>>(dx, dout, x, n);
+// set: dx = that (dx's first writer: 0 + that, without reading the zeros), else dx += that
+static void silu_backward_gpu(real* dx, const real* dout, const real* x, size_t n, bool set = false) {
+    silu_backward_kernel<<<nblocks(n), NT, 0, g_stream>>>(dx, dout, x, n, set);
     KCHECK("silu_backward");
 }
 
@@ -7279,13 +7286,13 @@ static void mixer_backward_gpu(ModelGpu* M, int l, const real* dmo, bf16* ub, bf
     // (the CPU's l2norm_backward into dqs, then silu_backward into dqc: one pass here, dqs never stored)
     l2norm_silu_backward_gpu(g->qc + oD, g->q + oD, a->q + oD, a->qrn + oH, a->qc + oD, N, H, d);
     l2norm_silu_backward_gpu(g->kc + oD, g->k + oD, a->k + oD, a->krn + oH, a->kc + oD, N, H, d);
-    silu_backward_gpu(g->vc + oD, g->v + oD, a->vc + oD, N * D);
+    silu_backward_gpu(g->vc + oD, g->v + oD, a->vc + oD, N * D, true);  // (the mixer is the only writer of these)
     conv_backward_gpu(g->qp + oD, dp->conv_q + ml * D * c->K, g->qc + oD, a->qp + oD, p->conv_q + ml * D * c->K, B, T,
-                      D, c->K, dqpb);
+                      D, c->K, dqpb, true);
     conv_backward_gpu(g->kp + oD, dp->conv_k + ml * D * c->K, g->kc + oD, a->kp + oD, p->conv_k + ml * D * c->K, B, T,
-                      D, c->K, dkpb);
+                      D, c->K, dkpb, true);
     conv_backward_gpu(g->vp + oD, dp->conv_v + ml * D * c->K, g->vc + oD, a->vp + oD, p->conv_v + ml * D * c->K, B, T,
-                      D, c->K, dvpb);
+                      D, c->K, dvpb, true);
     matmul_backward_gpu(du, dp->wq + (size_t)l * D * D, NULL, g->qp + oD, u, p->wq + (size_t)l * D * D, N, D, D, ub,
                         dqpb);
     matmul_backward_gpu(du, dp->wk + (size_t)l * D * D, NULL, g->kp + oD, u, p->wk + (size_t)l * D * D, N, D, D, ub,
@@ -8263,10 +8270,10 @@ static void model_zero_grad_gpu(ModelGpu* M) {
 // every backward writes them before anything reads them (swiglu_backward, the RMSNorm backwards with dres or set,
 // the GEMMs with beta 0) or never uses them: dh1, dh3, dhg, dres2, dres3 (and dx of layer 0, dencoded), dln2, dz,
 // dmo, dmlpo; and in the models of memory layers only (no attention, no Titans layers), the mixer's (du, whose first
-// writer is the gate's GEMM with beta 0; the gate's dyn, dgp, the memory's output norm's dy, q's and k's conv
-// gradients, l2norm_silu_backward's; dqs, dks, which it never stores) and in bf16 mode the projections' dqp, dkp, dvp
-// (conv_backward's bf16 copies). Of a mixer layer's 29 (N, D)-sized gradients (F = 8 D / 3) that leaves 7 to zero (4
-// with -f 2: dvc and the memory's dq, dk, dv) instead of all 29.
+// writer is the gate's GEMM with beta 0; the gate's dyn, dgp, the memory's output norm's dy, the convs' gradients
+// dqc, dkc, dvc and dqp, dkp, dvp, written by l2norm_silu_backward, silu_backward and conv_backward with set; dqs,
+// dks, which it never stores). Of a mixer layer's 29 (N, D)-sized gradients (F = 8 D / 3) that leaves 3 to zero (the
+// memory's dq, dk, dv, which some memory kernels add to) instead of all 29.
 static void zero_grads_acts_gpu(ModelGpu* M) {
     const Config* c = &M->cfg;
     ActivationTensors* g = &M->grads_acts;
@@ -8277,13 +8284,8 @@ static void zero_grads_acts_gpu(ModelGpu* M) {
     const real* all[] = {g->encoded, g->h1, g->h3, g->hg, g->res2, g->ln2, g->z, g->mo, g->mlpo, g->res3};
     for (int i = 0; i < 10; i++) skip[ns++] = all[i];
     if (mixers) {
-        const real* m[] = {g->ln1, g->yn, g->gp, g->qc, g->kc, g->qs, g->ks, g->y};
-        for (int i = 0; i < 8; i++) skip[ns++] = m[i];
-        if (g_prec == PREC_BF16) {
-            skip[ns++] = g->qp;
-            skip[ns++] = g->kp;
-            skip[ns++] = g->vp;
-        }
+        const real* m[] = {g->ln1, g->yn, g->gp, g->qc, g->kc, g->vc, g->qs, g->ks, g->y, g->qp, g->kp, g->vp};
+        for (int i = 0; i < 12; i++) skip[ns++] = m[i];
     }
     real *p = M->grads_acts_memory, *run = p;  // run: where the range still to be zeroed starts
     for (int i = 0; i < NUM_ACT_TENSORS; i++) {
