@@ -7248,7 +7248,8 @@ static void mixer_forward_gpu(ModelGpu* M, int l, bf16* ub, bf16* zb) {
     gate_mul_forward_gpu(a->z + oD, a->yn + oD, a->gp + oD, N * D, zb);
     matmul_forward_gpu(a->mo + oD, a->z + oD, p->wo + (size_t)l * D * D, NULL, N, D, D, zb);
 }
-// its backward: from dmo = dL/d mo to M->grads_acts.ln1 (accumulated) and the parameters' gradients
+// its backward: from dmo = dL/d mo to M->grads_acts.ln1 (accumulated, or written with du_first) and the parameters'
+// gradients
 // dmob: dmo's bf16 copy (bf16 mode; NULL: the Wo GEMM rounds dmo itself); du_first: nothing has added to du yet (the
 // model's own layers; not MAG's stream, whose attention has), so its first GEMM writes it (beta 0)
 static void mixer_backward_gpu(ModelGpu* M, int l, const real* dmo, bf16* ub, bf16* zb, const bf16* dmob = NULL,
@@ -8265,7 +8266,6 @@ static void model_zero_grad_gpu(ModelGpu* M) {
     cudaCheck(cudaMemset(M->grads_memory, 0, M->num_params * sizeof(real)));
 }
 
-// The backward pass: accumulates d(mean loss * loss_scale)/d(params) into M->grads.
 // Zero the activation gradients that the backward accumulates (+=, GEMMs with beta 1) before its pass. Left out, as
 // every backward writes them before anything reads them (swiglu_backward, the RMSNorm backwards with dres or set,
 // the GEMMs with beta 0) or never uses them: dh1, dh3, dhg, dres2, dres3 (and dx of layer 0, dencoded), dln2, dz,
@@ -8279,18 +8279,14 @@ static void zero_grads_acts_gpu(ModelGpu* M) {
     ActivationTensors* g = &M->grads_acts;
     bool mixers = !c->arch;
     for (int l = 0; l < c->L; l++) mixers = mixers && c->pattern[l] == 'M';
-    const real* skip[24];
-    int ns = 0;
-    const real* all[] = {g->encoded, g->h1, g->h3, g->hg, g->res2, g->ln2, g->z, g->mo, g->mlpo, g->res3};
-    for (int i = 0; i < 10; i++) skip[ns++] = all[i];
-    if (mixers) {
-        const real* m[] = {g->ln1, g->yn, g->gp, g->qc, g->kc, g->vc, g->qs, g->ks, g->y, g->qp, g->kp, g->vp};
-        for (int i = 0; i < 12; i++) skip[ns++] = m[i];
-    }
+    const real* always[] = {g->encoded, g->h1, g->h3, g->hg, g->res2, g->ln2, g->z, g->mo, g->mlpo, g->res3};
+    const real* mixer[] = {g->ln1, g->yn, g->gp, g->qc, g->kc, g->vc, g->qs, g->ks, g->y, g->qp, g->kp, g->vp};
     real *p = M->grads_acts_memory, *run = p;  // run: where the range still to be zeroed starts
     for (int i = 0; i < NUM_ACT_TENSORS; i++) {
         bool left = false;
-        for (int j = 0; j < ns; j++) left = left || skip[j] == p;
+        for (const real* q : always) left = left || q == p;
+        if (mixers)
+            for (const real* q : mixer) left = left || q == p;
         if (left) {
             if (p > run) cudaCheck(cudaMemset(run, 0, (size_t)(p - run) * sizeof(real)));
             run = p + M->act_sizes[i];
@@ -8300,6 +8296,7 @@ static void zero_grads_acts_gpu(ModelGpu* M) {
     // (and the head's lnf: all but the (N, Vp) dlogits, which crossentropy_backward writes, and the unused dlosses)
     if (g->logits > run) cudaCheck(cudaMemset(run, 0, (size_t)(g->logits - run) * sizeof(real)));
 }
+// The backward pass: accumulates d(mean loss * loss_scale)/d(params) into M->grads.
 static void model_backward_gpu(ModelGpu* M, real loss_scale) {
     if (M->mean_loss == -1) DIE(NULL, "internal: backward called without a forward with targets");
     if (!M->grads_memory) model_zero_grad_gpu(M);
@@ -8345,10 +8342,10 @@ static void model_backward_gpu(ModelGpu* M, real loss_scale) {
         // dres2 = dres3 + RMSNorm's way (the residual x = res2 + ..., added in the norm's backward pass)
         rmsnorm_backward_gpu(g->res2 + oD, dp->rms2_w + (size_t)l * D, g->ln2 + oD, a->res2 + oD,
                              p->rms2_w + (size_t)l * D, a->ln2_rstd + (size_t)l * N, N, 1, D, g->res3 + oD, drb);
-        if (c->arch) d2d(dx, g->res2 + oD, N * D * sizeof(real));  // dx = dres2 (the Titans layers add x's paths to it)
-        if (c->arch)
-            titans_layer_backward_gpu(M, l, dx, du);  // MAL, MAG (section 4b)
-        else if (c->pattern[l] != 'M') {  // attention (SPEC §9.1): back through Wo, attn (Di in g->qrn), RoPE, q k v
+        if (c->arch) {  // MAL, MAG (section 4b): dx = dres2, to which the layer adds x's own paths
+            d2d(dx, g->res2 + oD, N * D * sizeof(real));
+            titans_layer_backward_gpu(M, l, dx, du);
+        } else if (c->pattern[l] != 'M') {  // attention (SPEC §9.1): back through Wo, attn (Di in g->qrn), RoPE, q k v
             matmul_backward_gpu(g->z + oD, dp->wo + (size_t)l * D * D, NULL, g->res2 + oD, a->z + oD,
                                 p->wo + (size_t)l * D * D, N, D, D, NULL, drb, false);
             attention_backward_gpu(g->q + oD, g->k + oD, g->vp + oD, g->qrn + oH, g->z + oD, a->q + oD, a->k + oD,
