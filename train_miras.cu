@@ -3605,6 +3605,18 @@ MEMFN void muonc_chunk_backward_gpu(const MemCfg* m, MemChunkGpu* c, int n, cons
     __syncthreads();
 }
 
+// Memora's lag token (SPEC §5.4) runs the chunk functions over one row at W_s, for Z_1 only: the chunk's n-row pass
+// reads token 0 again, at W_1 (its gates made a = 1, eta = 0 by kl_gates), and the backward's one-row pass has
+// dy = 0. So those one-row passes skip the reads and their backward (MemChunkGpu.noread; the reads' terms were
+// overwritten, or zeros added: the same sums). At the 100M's head shape (d 64, d_m 256, b 16, split over 2; the
+// emulator's count per chunk and CTA) memora's forward takes 54.5 barriers instead of 63.5, its backward 157.5
+// instead of 197.5 (titans: 34.5, 91.5). Thread 0 sets the flag before the first softmax, whose barriers publish
+// it, and puts the caller's value (returned here, thread 0's) back before the n-row pass.
+__device__ __forceinline__ int mem_lag_noread(MemChunkGpu* c) {
+    int nr = c->noread;
+    if (threadIdx.x == 0) c->noread = 1;  // (the other threads read it only after the softmax's barriers)
+    return nr;
+}
 // The chunk as the model runs it: carried state St (and momentum S) in; y; the next carried state if Stn.
 MEMFN void mem_step_forward_gpu(const MemCfg* m, MemChunkGpu* c, int n, const real* St, const real* S, real* Stn,
                                 real* Sn, const real* lng, const real* lnb) {
@@ -3627,8 +3639,10 @@ MEMFN void mem_step_forward_gpu(const MemCfg* m, MemChunkGpu* c, int n, const re
         return;
     }
     real* keep = c->keep;
+    int nr = mem_lag_noread(c);  // (the lag token's one-row pass without reads)
     softmax_rows_gpu(m, c, St, c->Wa);  // W_s
     mem_chunk_forward_gpu(m, c, 1, c->Wa, NULL, c->Wb, NULL, lng, lnb, St, NULL);  // Z_1
+    if (threadIdx.x == 0) c->noread = nr;  // (published by the softmax's barriers)
     softmax_rows_gpu(m, c, c->Wb, c->Wc);  // W_1
     kl_gates_gpu(m, c, 1, keep);
     mem_chunk_forward_gpu(m, c, n, c->Wc, NULL, Stn, NULL, lng, lnb, c->Wb, NULL);
@@ -3663,23 +3677,31 @@ MEMFN void mem_step_backward_gpu(const MemCfg* m, MemChunkGpu* c, int n, const r
         return;
     }
     real* keep = c->keep;
+    int nr = mem_lag_noread(c);  // (the lag token's one-row passes without reads)
     softmax_rows_gpu(m, c, St, c->Wa);
     mem_chunk_forward_gpu(m, c, 1, c->Wa, NULL, c->Wb, NULL, lng, lnb, St, NULL);
+    if (threadIdx.x == 0) c->noread = nr;  // (published by the softmax's barriers)
     softmax_rows_gpu(m, c, c->Wb, c->Wc);
     kl_gates_gpu(m, c, 1, keep);
     mem_chunk_forward_gpu(m, c, n, c->Wc, NULL, NULL, NULL, lng, lnb, c->Wb, NULL);
     mem_chunk_backward_gpu(m, c, n, dy, c->Wc, NULL, dStn, NULL, c->dWa, NULL, lng, c->Wb, c->dWb, NULL);  // dW_1, dZ_1
     kl_gates_gpu(m, c, 0, keep);
-    if (threadIdx.x == 0) c->da[0] = c->deta[0] = 0;  // token 0's gates were constants here
+    if (threadIdx.x == 0) {
+        c->da[0] = c->deta[0] = 0;  // token 0's gates were constants here
+        c->noread = 1;  // (the one-row pass below: dy = 0)
+    }
     if (m->cw) FOR(i, m->d) c->detac[i] = 0;
     __syncthreads();
     block_copy(c->save, c->grad0, c->ngrad);
     softmax_rows_backward_gpu(m, c, c->Wc, c->dWa, c->dWb);  // dZ_1 += through W_1 = softmax(Z_1)
-    mem_chunk_forward_gpu(m, c, 1, c->Wa, NULL, c->Wb, NULL, lng, lnb, St, NULL);
+    // (the one-row pass again for its rows' values, which the n-row pass overwrote; Z_1 is still in Wb, so not its
+    // update: two state-sized writes fewer)
+    mem_chunk_forward_gpu(m, c, 1, c->Wa, NULL, NULL, NULL, lng, lnb, St, NULL);
     mem_chunk_backward_gpu(m, c, 1, c->zero, c->Wa, NULL, c->dWb, NULL, c->dWa, NULL, lng, St, dSt,
                            NULL);  // dW_s, dZ_s
     softmax_rows_backward_gpu(m, c, c->Wa, c->dWa, dSt);
     for (size_t i = threadIdx.x; i < c->ngrad; i += blockDim.x) c->grad0[i] += c->save[i];
+    if (threadIdx.x == 0) c->noread = nr;
     __syncthreads();
 }
 
