@@ -4,7 +4,9 @@
 # usage: [PRESET=titans] [REF=1] dev/bench_gpu.sh [B=4] [T=4096] [steps=6] [prec=0] [REF_T=256] [REF_B=1]
 # PRESET: any preset at the same sizes (the README's GPU table: every preset with prec 2); REF=0 skips the reference,
 # DECODE=0 the decode latency (B = 1, next to its floor); CU=PATH times another build of the GPU trainer (e.g.
-# build/train_miras_cu_base, an earlier commit's: dev/cuda/device_prep.sh's CU_BASE) in place of ./train_miras_cu
+# build/train_miras_cu_base, an earlier commit's: dev/cuda/device_prep.sh's CU_BASE) in place of ./train_miras_cu;
+# FLAGS="..." adds trainer flags after the preset's (e.g. FLAGS="-k 64": the memory chunk size; the model line says so;
+# the PyTorch reference runs without them)
 # prec: the -f of train_miras_cu, the precision of the dense products: 0 fp32, 1 TF32, 2 bf16 (fp32 master weights)
 # (B=4 needs about 64 GB; if that run fails, B=2 (about 33 GB) is tried.)
 #
@@ -49,7 +51,8 @@ with open(path, "wb") as f:
 EOF
 log=$out/train.txt
 PRESET=${PRESET:-titans}
-run() { $CU -p $PRESET -V $V -D $D -L $L -H $H -E $E -b $1 -t $T -x $steps -u 1 -v 0 -g 0 -n 0 -f $prec \
+FLAGS=${FLAGS:-}
+run() { $CU -p $PRESET -V $V -D $D -L $L -H $H -E $E -b $1 -t $T -x $steps -u 1 -v 0 -g 0 -n 0 -f $prec $FLAGS \
             -i "$out/rand_train_*.bin" -j none -z none -o $out >$log 2>&1; }
 if ! run $B; then
     echo "B=$B failed: $(grep -m1 error $log)"; [ "$B" -gt 2 ] || { cat $log; exit 1; }
@@ -69,7 +72,7 @@ mf=66; case $PRESET in deltanet|gated_deltanet|linear_attn) mf=18; dm=$d ;; esac
 mfu=$(awk -v p="$params" -v t="$tps" -v pk="$peak" -v d=$d -v dm=$dm -v H=$H -v L=$L -v mf=$mf \
       'BEGIN { f = 6 * p + mf * d * dm * H * L; if (pk > 0) printf "%.2f%% (%.1f TFLOP/s of %d, %.0f MFLOP/token)", 100 * f * t / (pk * 1e12), f * t / 1e12, pk, f / 1e6; else printf "n/a (set PEAK_TFLOPS)" }')
 echo "device: $dev"
-echo "model: $PRESET V=$V D=$D L=$L H=$H E=$E $params params; B=$B T=$T, $plabel dense products"
+echo "model: $PRESET${FLAGS:+ $FLAGS} V=$V D=$D L=$L H=$H E=$E $params params; B=$B T=$T, $plabel dense products"
 echo "train_miras_cu: $tps tok/s ($ms ms/step, median of steps 2..$steps, incl. AdamW), MFU $mfu"
 grep -E "^memory" $log | sort -u   # (how the memory kernels ran: the split, the reads apart, the kept states)
 # decode latency (DECODE=0 skips): the same model at B = 1 after one training step at T = 64, 256 sampled tokens;
@@ -81,7 +84,7 @@ grep -E "^memory" $log | sort -u   # (how the memory kernels ran: the split, the
 if [ "${DECODE:-1}" = 1 ]; then
     for e in "MIRAS_DECODE_GRAPH=0" "MIRAS_DECODE_GRAPH=1" "MIRAS_DECODE_GRAPH=0 MIRAS_DECODE_CHUNK=1"; do
         if env $e $CU -p $PRESET -V $V -D $D -L $L -H $H -E $E -b 1 -t 64 -x 1 -u 1 -v 0 \
-               -g 257 -n 0 -f $prec -i "$out/rand_train_*.bin" -j none -z none -o $out/decode >$out/decode.txt 2>&1; then
+               -g 257 -n 0 -f $prec $FLAGS -i "$out/rand_train_*.bin" -j none -z none -o $out/decode >$out/decode.txt 2>&1; then
             echo "decode, B=1, $plabel, $e: $(grep -m1 '^decode:' $out/decode.txt | sed 's/^decode: //')"
         else echo "decode ($e): failed: $(tail -n 1 $out/decode.txt)"; fi
         rm -rf $out/decode

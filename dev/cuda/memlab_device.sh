@@ -144,6 +144,11 @@ fi
 # their variants after the local-memory sections below
 r=$(export MIRAS_MEM_PAR=1; PRESET=titans REF=0 step 60 bash dev/bench_gpu.sh 4 4096 4 2 2>&1 | tee -a "$W/bench_par.log" | grep -E "^train_miras_cu|^memory: the reads|failed")
 say "titans MIRAS_MEM_PAR=1: $(echo ${r:-no result (see bench_par.log)})"
+# (2026-12-04, second session) the chunk size: b = 64 (-k 64, a quarter of the chunks, each with 4x the rows) at the
+# one-pass defaults. If a chunk's time is its chain of phases (runs 7, 8: the split's 1.2x, not 2x), it grows far
+# less than 4x and the step runs ~2-3x faster; if it is the work, the step stays where b = 16's is
+r=$(FLAGS="-k 64" PRESET=titans REF=0 step 60 bash dev/bench_gpu.sh 4 4096 4 2 2>&1 | tee -a "$W/bench_par.log" | grep -E "^train_miras_cu|failed")
+say "titans -k 64 (one pass): ${r:-no result (see bench_par.log)}"
 # (2026-12-02, memlab_notes "The gradient block; the plan's slots") one pass split over 4, and the chunk-start state
 # copied into shared memory in every chain (MIRAS_MEM_STATE=2: where room is left, split 4: the forward's; 3: ahead
 # of the rows' arrays, split 4: both chains', split 2: the forward's)
