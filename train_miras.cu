@@ -2632,8 +2632,10 @@ MEMFN void ln_forward_gpu(real* o, real* rstd, int n, int d) {
     __syncthreads();
 }
 // do += rstd (dx^ - mean(dx^) - x^ mean(dx^ x^)) - drstd rstd^2 x^ / d   (drstd may be NULL)
+// (set: do = instead of +=; then dox may be dxh itself: a row's sums are taken before any of its elements is written,
+// each element by the lane that reads it)
 MEMFN void ln_backward_gpu(real* dox, const real* dxh, const real* drstd, const real* xh, const real* rstd, int n,
-                           int d) {
+                           int d, int set = 0) {
     WARP_FOR(t, n) {
         const real* g = dxh + (size_t)t * d;
         const real* x = xh + (size_t)t * d;
@@ -2644,8 +2646,10 @@ MEMFN void ln_backward_gpu(real* dox, const real* dxh, const real* drstd, const 
         }
         m1 = warp_sum(m1) / d;
         m2 = warp_sum(m2) / d;
-        for (int i = LANE; i < d; i += 32)
-            dox[(size_t)t * d + i] += r * (g[i] - m1 - x[i] * m2) - (drstd ? drstd[t] * r * r * x[i] / d : 0);
+        for (int i = LANE; i < d; i += 32) {
+            real v = r * (g[i] - m1 - x[i] * m2) - (drstd ? drstd[t] * r * r * x[i] / d : 0);
+            dox[(size_t)t * d + i] = set ? v : dox[(size_t)t * d + i] + v;
+        }
     }
     __syncthreads();
 }
@@ -2942,7 +2946,7 @@ MEMFN void mem_chunk_backward_gpu(const MemCfg* m, MemChunkGpu* c, int n, const 
                                   const real* dPn, const real* dSn, real* dPs, real* dSs, const real* lng,
                                   const real* base, real* dBase, const real* cs) {
     int d = m->d, dm = m->dm, din = m->din;
-    size_t nd = (size_t)n * d, nm = (size_t)n * dm;
+    size_t nm = (size_t)n * dm;
     const real* Sx = m->momentum ? S : NULL;
     const real* B0 = base ? base : P;
     real cs0 = cs ? cs[0] : 1, cs1 = cs ? cs[1] : 1;
@@ -2996,12 +3000,8 @@ MEMFN void mem_chunk_backward_gpu(const MemCfg* m, MemChunkGpu* c, int n, const 
     // reads: y = q + LN(o_q) g + beta, o_q = read(W1, hq), hq = GELU(zq) (gated: * zq3, zq3 = read(W3, q)), zq = read(W2, q)
     if (!c->noread) {
         mem_out_backward_gpu(c->dqr, c->doq, c->dlng, c->dlnb, dy, c->nq, lng, m, n);  // (dqr is dq without poly)
-        if (m->ln) {
-            block_copy(c->dnk, c->doq, nd);
-            block_zero(c->doq, nd);
-            ln_backward_gpu(c->doq, c->dnk, NULL, c->nq, c->rq, n, d);
-            block_zero(c->dnk, nd);
-        }
+        if (m->ln)  // doq through the LN, in place (the CPU goes through dnk, which it zeroes again: 3 barriers here)
+            ln_backward_gpu(c->doq, c->doq, NULL, c->nq, c->rq, n, d, 1);
         mem_read_backward_gpu(c->dhq, c->dhk, c->dg1, dW1, dS1, dA1, &c->dcs[0], c, c->doq, c->hq, c->hk, c->g1, W1, S1,
                               A1, cs0, c->xw2, c->xs2, c->xx2, c->xa2, n, d, dm, SPLIT_P);
         if (m->gated) {  // hq = hq2 zq3: dzq3 = dhq hq2, and dL/dGELU(zq) = dhq zq3 (in place)
