@@ -2617,16 +2617,20 @@ __device__ __forceinline__ void mem_update_backward2_gpu(const UpdBwd* u, int nu
 
 // LayerNorm of the deep memory, without its affine (applied by the caller), rows of d:
 // x^ = (o - mean) * rstd, rstd = 1/sqrt(var + 1e-5), biased variance; in place. A warp per row.
+// one row x (d) normalised in place by a warp, lane i taking elements i, i + 32, ...; returns rstd
+__device__ __forceinline__ real ln_row_gpu(real* x, int d) {
+    real mu = 0, var = 0;
+    for (int i = LANE; i < d; i += 32) mu += x[i];
+    mu = warp_sum(mu) / d;
+    for (int i = LANE; i < d; i += 32) var += (x[i] - mu) * (x[i] - mu);
+    var = warp_sum(var);
+    real r = (real)(1 / sqrt((double)(var / d) + 1e-5));
+    for (int i = LANE; i < d; i += 32) x[i] = (x[i] - mu) * r;
+    return r;
+}
 MEMFN void ln_forward_gpu(real* o, real* rstd, int n, int d) {
     WARP_FOR(t, n) {
-        real* x = o + (size_t)t * d;
-        real mu = 0, var = 0;
-        for (int i = LANE; i < d; i += 32) mu += x[i];
-        mu = warp_sum(mu) / d;
-        for (int i = LANE; i < d; i += 32) var += (x[i] - mu) * (x[i] - mu);
-        var = warp_sum(var);
-        real r = (real)(1 / sqrt((double)(var / d) + 1e-5));
-        for (int i = LANE; i < d; i += 32) x[i] = (x[i] - mu) * r;
+        real r = ln_row_gpu(o + (size_t)t * d, d);
         if (LANE == 0) rstd[t] = r;
     }
     __syncthreads();
@@ -2678,13 +2682,26 @@ MEMFN void ln_backward_backward_gpu(real* du, real* dxh, real* drstd, const real
 }
 
 // out = (resid ? x : 0) + (ln ? x^ g + beta : o)   -- the deep memory's output from its normalised MLP output
+__device__ __forceinline__ real mem_out_el(const MemCfg* m, const real* x, const real* nx, const real* g,
+                                           const real* bt, size_t e, int i) {
+    return (m->resid ? x[e] : 0) + (m->ln ? nx[e] * g[i] + bt[i] : nx[e]);
+}
 MEMFN void mem_out_forward_gpu(real* out, const real* x, const real* nx, const real* g, const real* bt, const MemCfg* m,
                                int n, int sync = 1) {
-    FOR(e, n * m->d) {
-        int i = e % m->d;
-        out[e] = (m->resid ? x[e] : 0) + (m->ln ? nx[e] * g[i] + bt[i] : nx[e]);
-    }
+    FOR(e, n * m->d) out[e] = mem_out_el(m, x, nx, g, bt, e, e % m->d);
     if (sync) __syncthreads();
+}
+// With the LN: ln_forward_gpu of o (n rows) and then mem_out_forward_gpu, a row by one warp (each element by the lane
+// that normalised it: no barrier between them, one after)
+MEMFN void ln_out_forward_gpu(real* out, const real* x, real* o, real* rstd, const real* g, const real* bt,
+                              const MemCfg* m, int n) {
+    int d = m->d;
+    WARP_FOR(t, n) {
+        real r = ln_row_gpu(o + (size_t)t * d, d);
+        if (LANE == 0) rstd[t] = r;
+        for (int i = LANE; i < d; i += 32) out[(size_t)t * d + i] = mem_out_el(m, x, o, g, bt, (size_t)t * d + i, i);
+    }
+    __syncthreads();
 }
 // from dout to dx (resid), dg, dbeta and d(nx) (the normalised output, or o without LN); a thread per channel
 MEMFN void mem_out_backward_gpu(real* dx, real* dnx, real* dg, real* dbt, const real* dout, const real* nx,
@@ -2705,19 +2722,20 @@ MEMFN void mem_out_backward_gpu(real* dx, real* dnx, real* dg, real* dbt, const 
 // The attentional bias (SPEC §4): from e = M(k) - v to r = dloss/dM(k). Moneta's lp (p = 3) is smoothed as
 // 3 tanh(10 e)(e^2 + 1e-6); Yaad's Huber gives clamp(e, -delta, delta). With channel-wise gates the error is
 // then scaled per output channel by eta (and the scalar eta of the recurrences is 1). In: c->r holds M(k).
-MEMFN void mem_bias_forward_gpu(const MemCfg* m, MemChunkGpu* c, int n, int sync = 1) {
-    FOR(j, n * m->d) {
-        real e = c->r[j] - c->v[j], ps;
-        switch (m->bias) {
-            case BIAS_L2: ps = e; break;
-            case BIAS_DOT: ps = -c->v[j]; break;
-            case BIAS_LP: ps = psi_lp_gpu(e); break;
-            default: /* BIAS_HUBER */ ps = e < -c->delta[j] ? -c->delta[j] : (e > c->delta[j] ? c->delta[j] : e);
-        }
-        c->e[j] = e;
-        c->psi[j] = ps;
-        c->r[j] = m->cw ? c->etac[j] * ps : ps;
+__device__ __forceinline__ void mem_bias_el(const MemCfg* m, MemChunkGpu* c, int j) {  // element j (c->r: M(k))
+    real e = c->r[j] - c->v[j], ps;
+    switch (m->bias) {
+        case BIAS_L2: ps = e; break;
+        case BIAS_DOT: ps = -c->v[j]; break;
+        case BIAS_LP: ps = psi_lp_gpu(e); break;
+        default: /* BIAS_HUBER */ ps = e < -c->delta[j] ? -c->delta[j] : (e > c->delta[j] ? c->delta[j] : e);
     }
+    c->e[j] = e;
+    c->psi[j] = ps;
+    c->r[j] = m->cw ? c->etac[j] * ps : ps;
+}
+MEMFN void mem_bias_forward_gpu(const MemCfg* m, MemChunkGpu* c, int n, int sync = 1) {
+    FOR(j, n * m->d) mem_bias_el(m, c, j);
     if (sync) __syncthreads();
 }
 // from dr to dmk = dloss/dM(k) (overwritten), and dv, detac, ddelta (accumulated)
@@ -2748,6 +2766,31 @@ MEMFN void mem_bias_backward_gpu(const MemCfg* m, MemChunkGpu* c, int n, int syn
 // (train_miras.c's mem_grad_forward): linear g_i = r_i k_i^T; deep g_i = (g1_i hk_i^T, g2_i k_i^T) with zk = W2 k,
 // hk = GELU(zk) (gated: GELU(zk) * W3 k), o = W1 hk, M(k) = k + LN(o) g + beta, r = dloss/dM(k), g1 = dloss/do (r
 // back through the LN), g2 = (W1^T g1) * GELU'(zk). Fills c->r (and zk, tk, hk, nk, rk, u, g1, gk, g2 when deep).
+// The deep memory's inner gradient past o = W1 h, with the LN: per row, x^ = LN(o) (ln_forward_gpu), M(k) = k + x^ g
+// + beta (mem_out_forward_gpu), r = dloss/dM(k) (mem_bias_forward_gpu), u = r g and g1 = the LN's backward of u
+// (ln_backward_gpu): a row by one warp, each element by the lane that wrote it, the row's sums by warp_sum, so no
+// barrier between them (as four functions: three). The same formulas in the same order (g1 = v, not 0 + v).
+MEMFN void mem_grad_ln_rows_gpu(const MemCfg* m, MemChunkGpu* c, int n, const real* lng, const real* lnb) {
+    int d = m->d;
+    WARP_FOR(t, n) {
+        real* x = c->nk + (size_t)t * d;
+        real r = ln_row_gpu(x, d), m1 = 0, m2 = 0;
+        if (LANE == 0) c->rk[t] = r;
+        for (int i = LANE; i < d; i += 32) {
+            size_t e = (size_t)t * d + i;
+            c->r[e] = mem_out_el(m, c->kr, c->nk, lng, lnb, e, i);
+            mem_bias_el(m, c, (int)e);
+            real u = c->r[e] * lng[i];
+            c->u[e] = u;
+            m1 += u;
+            m2 += u * x[i];
+        }
+        m1 = warp_sum(m1) / d;
+        m2 = warp_sum(m2) / d;
+        for (int i = LANE; i < d; i += 32) c->g1[(size_t)t * d + i] = r * (c->u[(size_t)t * d + i] - m1 - x[i] * m2);
+    }
+    __syncthreads();
+}
 MEMFN void mem_grad_forward_gpu(const MemCfg* m, MemChunkGpu* c, int n, const real* P, const real* lng,
                                 const real* lnb) {
     int d = m->d, dm = m->dm, din = m->din;
@@ -2778,16 +2821,14 @@ MEMFN void mem_grad_forward_gpu(const MemCfg* m, MemChunkGpu* c, int n, const re
         ClPart pt[1] = {{c->nk, 0, n * d, 0}};
         cl_reduce(c, pt, 1);
     }
-    if (m->ln) ln_forward_gpu(c->nk, c->rk, n, d);  // x^ = LN(o)
-    // (mem_out_forward, mem_bias_forward and u: element e by the same thread in each, so no barriers between)
-    mem_out_forward_gpu(c->r, c->kr, c->nk, lng, lnb, m, n, 0);  // M(k) (the residual adds the raw k)
-    mem_bias_forward_gpu(m, c, n, !m->ln);  // r = dloss/dM(k)
-    if (m->ln) {  // g1 = dloss/do: r back through the LN affine and norm
-        FOR(e, nd) c->u[e] = c->r[e] * lng[e % d];
-        block_zero(c->g1, nd);
-        ln_backward_gpu(c->g1, c->u, NULL, c->nk, c->rk, n, d);
-    } else
-        block_copy(c->g1, c->r, nd);
+    if (m->ln)  // x^ = LN(o), M(k), r = dloss/dM(k), g1 = dloss/do (r back through the LN affine and norm)
+        mem_grad_ln_rows_gpu(m, c, n, lng, lnb);
+    else {  // M(k) (the residual adds the raw k), r = dloss/dM(k) = g1: element e by the same thread in each
+        mem_out_forward_gpu(c->r, c->kr, c->nk, lng, lnb, m, n, 0);
+        mem_bias_forward_gpu(m, c, n, 0);
+        FOR(e, nd) c->g1[e] = c->r[e];
+        __syncthreads();
+    }
     mm_nn_gpu(c->gk, c->g1, W1, n, dm, d, 1, 0);  // dloss/dh = W1^T g1
     FOR(e, n * dm) {
         c->g2[e] = c->gk[e] * gelu_d1_gpu(c->zk[e], c->tk[e]);  // g2 = dloss/dz
@@ -2919,8 +2960,10 @@ MEMFN void mem_chunk_forward_gpu(const MemCfg* m, MemChunkGpu* c, int n, const r
         }
         mem_read_forward_gpu(c->nq, c->xw2, c->xs2, c->xx2, c->xa2, c->hq, c->hk, c->g1, W1, S1, A1, cs0, c, n, d, dm,
                              SPLIT_P);
-        if (m->ln) ln_forward_gpu(c->nq, c->rq, n, d);
-        mem_out_forward_gpu(c->y, c->qr, c->nq, lng, lnb, m, n);
+        if (m->ln)
+            ln_out_forward_gpu(c->y, c->qr, c->nq, c->rq, lng, lnb, m, n);
+        else
+            mem_out_forward_gpu(c->y, c->qr, c->nq, lng, lnb, m, n);
     }
     if (Pn) {  // (the updates are independent: one barrier)
         mem_update_forward_gpu(Pn, B0, c->alpha[n - 1], A1, S1, c->beta[n - 1], c->g1, c->hk, crow, n, d, dm, 0);
@@ -3354,8 +3397,11 @@ MEMFN void muon_read_forward_gpu(const MemCfg* m, MemChunkGpu* c, int j, const r
         __syncthreads();
     }
     mm_nt_gpu(c->nq + (size_t)j * d, hq, Pj, 1, d, dm, 1, 0);  // o = W1 h
-    if (m->ln) ln_forward_gpu(c->nq + (size_t)j * d, c->rq + j, 1, d);
-    mem_out_forward_gpu(c->y + (size_t)j * d, c->qr + (size_t)j * d, c->nq + (size_t)j * d, lng, lnb, m, 1);
+    if (m->ln)
+        ln_out_forward_gpu(c->y + (size_t)j * d, c->qr + (size_t)j * d, c->nq + (size_t)j * d, c->rq + j, lng, lnb, m,
+                           1);
+    else
+        mem_out_forward_gpu(c->y + (size_t)j * d, c->qr + (size_t)j * d, c->nq + (size_t)j * d, lng, lnb, m, 1);
 }
 // its backward from dy_j: dq_j (the features; the residual's raw row into dqr), dlng, dlnb and dPj += dL/dPj
 MEMFN void muon_read_backward_gpu(const MemCfg* m, MemChunkGpu* c, int j, const real* dyj, const real* Pj, real* dPj,
@@ -8801,8 +8847,10 @@ __device__ void mem_decode_read_gpu(const MemCfg* m, MemChunkGpu* c, const real*
         ClPart pt[1] = {{c->nq, 0, d, 0}};
         cl_reduce(c, pt, 1);
     }
-    if (m->ln) ln_forward_gpu(c->nq, c->rq, 1, d);
-    mem_out_forward_gpu(c->y, c->qr, c->nq, lng, lnb, m, 1);
+    if (m->ln)
+        ln_out_forward_gpu(c->y, c->qr, c->nq, c->rq, lng, lnb, m, 1);
+    else
+        mem_out_forward_gpu(c->y, c->qr, c->nq, lng, lnb, m, 1);
 }
 // The recurrent step (train_miras.c's mem_decode_step, for the memories mem_decode_recurrent takes): the token's
 // inner gradient g_t at the chunk-start state P (mem_grad_forward_gpu, one row) into its slot of the window (omega's
