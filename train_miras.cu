@@ -2639,7 +2639,7 @@ MEMFN void ln_forward_gpu(real* o, real* rstd, int n, int d) {
 // (set: do = instead of +=; then dox may be dxh itself: a row's sums are taken before any of its elements is written,
 // each element by the lane that reads it)
 MEMFN void ln_backward_gpu(real* dox, const real* dxh, const real* drstd, const real* xh, const real* rstd, int n,
-                           int d, int set = 0) {
+                           int d, int set = 0, int sync = 1) {
     WARP_FOR(t, n) {
         const real* g = dxh + (size_t)t * d;
         const real* x = xh + (size_t)t * d;
@@ -2655,14 +2655,14 @@ MEMFN void ln_backward_gpu(real* dox, const real* dxh, const real* drstd, const 
             dox[(size_t)t * d + i] = set ? v : dox[(size_t)t * d + i] + v;
         }
     }
-    __syncthreads();
+    if (sync) __syncthreads();
 }
 // The memory's inner gradient passes r back through the LN: g1 = rstd (u - mean(u) - x^ mean(u x^)),
 // u = r * g (done with ln_backward). Training through g1 needs its backward (the LN double-backward):
 //   du = rstd (G - mean(G) - x^ mean(G x^)),  dx^ += -rstd (G mean(u x^) + u mean(G x^)),  drstd += <G, g1>/rstd
 MEMFN void ln_backward_backward_gpu(real* du, real* dxh, real* drstd, const real* G, const real* u, const real* xh,
                                     const real* rstd, const real* g1, int n, int d) {
-    ln_backward_gpu(du, G, NULL, xh, rstd, n, d);
+    ln_backward_gpu(du, G, NULL, xh, rstd, n, d, 0, 0);  // (the rows below do not read du: no barrier between)
     WARP_FOR(t, n) {
         const real *g = G + (size_t)t * d, *uu = u + (size_t)t * d, *x = xh + (size_t)t * d;
         real r = rstd[t];
