@@ -2762,10 +2762,6 @@ MEMFN void mem_bias_backward_gpu(const MemCfg* m, MemChunkGpu* c, int n, int syn
     if (sync) __syncthreads();
 }
 
-// The inner gradients at the state P (SPEC §4) of the chunk's n key rows, g_i = dloss(M(k_i; P), v_i)/dP by backprop
-// (train_miras.c's mem_grad_forward): linear g_i = r_i k_i^T; deep g_i = (g1_i hk_i^T, g2_i k_i^T) with zk = W2 k,
-// hk = GELU(zk) (gated: GELU(zk) * W3 k), o = W1 hk, M(k) = k + LN(o) g + beta, r = dloss/dM(k), g1 = dloss/do (r
-// back through the LN), g2 = (W1^T g1) * GELU'(zk). Fills c->r (and zk, tk, hk, nk, rk, u, g1, gk, g2 when deep).
 // The deep memory's inner gradient past o = W1 h, with the LN: per row, x^ = LN(o) (ln_forward_gpu), M(k) = k + x^ g
 // + beta (mem_out_forward_gpu), r = dloss/dM(k) (mem_bias_forward_gpu), u = r g and g1 = the LN's backward of u
 // (ln_backward_gpu): a row by one warp, each element by the lane that wrote it, the row's sums by warp_sum, so no
@@ -2791,6 +2787,11 @@ MEMFN void mem_grad_ln_rows_gpu(const MemCfg* m, MemChunkGpu* c, int n, const re
     }
     __syncthreads();
 }
+
+// The inner gradients at the state P (SPEC §4) of the chunk's n key rows, g_i = dloss(M(k_i; P), v_i)/dP by backprop
+// (train_miras.c's mem_grad_forward): linear g_i = r_i k_i^T; deep g_i = (g1_i hk_i^T, g2_i k_i^T) with zk = W2 k,
+// hk = GELU(zk) (gated: GELU(zk) * W3 k), o = W1 hk, M(k) = k + LN(o) g + beta, r = dloss/dM(k), g1 = dloss/do (r
+// back through the LN), g2 = (W1^T g1) * GELU'(zk). Fills c->r (and zk, tk, hk, nk, rk, u, g1, gk, g2 when deep).
 MEMFN void mem_grad_forward_gpu(const MemCfg* m, MemChunkGpu* c, int n, const real* P, const real* lng,
                                 const real* lnb) {
     int d = m->d, dm = m->dm, din = m->din;
@@ -3655,9 +3656,10 @@ MEMFN void muonc_chunk_backward_gpu(const MemCfg* m, MemChunkGpu* c, int n, cons
 // reads token 0 again, at W_1 (its gates made a = 1, eta = 0 by kl_gates), and the backward's one-row pass has
 // dy = 0. So those one-row passes skip the reads and their backward (MemChunkGpu.noread; the reads' terms were
 // overwritten, or zeros added: the same sums). At the 100M's head shape (d 64, d_m 256, b 16, split over 2; the
-// emulator's count per chunk and CTA) memora's forward takes 54.5 barriers instead of 63.5, its backward 157.5
-// instead of 197.5 (titans: 34.5, 91.5). Thread 0 sets the flag before the first softmax, whose barriers publish
-// it, and puts the caller's value (returned here, thread 0's) back before the n-row pass.
+// emulator's count per chunk and CTA) this took memora's forward from 63.5 barriers to 54.5, its backward from 197.5
+// to 157.5 (dev/cuda/memlab_notes.md, "Memora's lag token, the LN rows"). Thread 0 sets the flag before the first
+// softmax, whose barriers publish it, and puts the caller's value (returned here, thread 0's) back before the n-row
+// pass.
 __device__ __forceinline__ int mem_lag_noread(MemChunkGpu* c) {
     int nr = c->noread;
     if (threadIdx.x == 0) c->noread = 1;  // (the other threads read it only after the softmax's barriers)
