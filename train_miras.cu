@@ -2691,10 +2691,14 @@ MEMFN void mem_out_forward_gpu(real* out, const real* x, const real* nx, const r
     FOR(e, n * m->d) out[e] = mem_out_el(m, x, nx, g, bt, e, e % m->d);
     if (sync) __syncthreads();
 }
-// With the LN: ln_forward_gpu of o (n rows) and then mem_out_forward_gpu, a row by one warp (each element by the lane
-// that normalised it: no barrier between them, one after)
+// The read's output from o (n rows): with the LN, ln_forward_gpu of o and then mem_out_forward_gpu, a row by one warp
+// (each element by the lane that normalised it: no barrier between them, one after); without, mem_out_forward_gpu
 MEMFN void ln_out_forward_gpu(real* out, const real* x, real* o, real* rstd, const real* g, const real* bt,
                               const MemCfg* m, int n) {
+    if (!m->ln) {
+        mem_out_forward_gpu(out, x, o, g, bt, m, n);
+        return;
+    }
     int d = m->d;
     WARP_FOR(t, n) {
         real r = ln_row_gpu(o + (size_t)t * d, d);
@@ -2961,10 +2965,7 @@ MEMFN void mem_chunk_forward_gpu(const MemCfg* m, MemChunkGpu* c, int n, const r
         }
         mem_read_forward_gpu(c->nq, c->xw2, c->xs2, c->xx2, c->xa2, c->hq, c->hk, c->g1, W1, S1, A1, cs0, c, n, d, dm,
                              SPLIT_P);
-        if (m->ln)
-            ln_out_forward_gpu(c->y, c->qr, c->nq, c->rq, lng, lnb, m, n);
-        else
-            mem_out_forward_gpu(c->y, c->qr, c->nq, lng, lnb, m, n);
+        ln_out_forward_gpu(c->y, c->qr, c->nq, c->rq, lng, lnb, m, n);
     }
     if (Pn) {  // (the updates are independent: one barrier)
         mem_update_forward_gpu(Pn, B0, c->alpha[n - 1], A1, S1, c->beta[n - 1], c->g1, c->hk, crow, n, d, dm, 0);
@@ -3398,11 +3399,7 @@ MEMFN void muon_read_forward_gpu(const MemCfg* m, MemChunkGpu* c, int j, const r
         __syncthreads();
     }
     mm_nt_gpu(c->nq + (size_t)j * d, hq, Pj, 1, d, dm, 1, 0);  // o = W1 h
-    if (m->ln)
-        ln_out_forward_gpu(c->y + (size_t)j * d, c->qr + (size_t)j * d, c->nq + (size_t)j * d, c->rq + j, lng, lnb, m,
-                           1);
-    else
-        mem_out_forward_gpu(c->y + (size_t)j * d, c->qr + (size_t)j * d, c->nq + (size_t)j * d, lng, lnb, m, 1);
+    ln_out_forward_gpu(c->y + (size_t)j * d, c->qr + (size_t)j * d, c->nq + (size_t)j * d, c->rq + j, lng, lnb, m, 1);
 }
 // its backward from dy_j: dq_j (the features; the residual's raw row into dqr), dlng, dlnb and dPj += dL/dPj
 MEMFN void muon_read_backward_gpu(const MemCfg* m, MemChunkGpu* c, int j, const real* dyj, const real* Pj, real* dPj,
@@ -8849,10 +8846,7 @@ __device__ void mem_decode_read_gpu(const MemCfg* m, MemChunkGpu* c, const real*
         ClPart pt[1] = {{c->nq, 0, d, 0}};
         cl_reduce(c, pt, 1);
     }
-    if (m->ln)
-        ln_out_forward_gpu(c->y, c->qr, c->nq, c->rq, lng, lnb, m, 1);
-    else
-        mem_out_forward_gpu(c->y, c->qr, c->nq, lng, lnb, m, 1);
+    ln_out_forward_gpu(c->y, c->qr, c->nq, c->rq, lng, lnb, m, 1);
 }
 // The recurrent step (train_miras.c's mem_decode_step, for the memories mem_decode_recurrent takes): the token's
 // inner gradient g_t at the chunk-start state P (mem_grad_forward_gpu, one row) into its slot of the window (omega's
