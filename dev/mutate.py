@@ -30,19 +30,66 @@
 # tokenizer mutant can survive for that reason alone). ~5 s per mutant. main() is drawn from too (the tools'
 # flag parsing lives there).
 # ~40 s per mutant on two cores (compile 25 s, tests 15 s); --trainer adds ~25 s.
+# --source train_miras.cu mutates the GPU trainer's functions (kernels, __device__ and MEMFN functions, host code):
+# each mutant is built for the CUDA emulator (dev/cuda/emu_build.sh with EMU_SRC, ~30 s) and dev/test_gpu.sh (what
+# `make test_gpu` runs: dumps against the CPU trainer in fp32 and bf16, decoding against the GPU's parallel forward,
+# the switches' runs) checks it input by input (--inputs, in order, the ones whose names share a word with the
+# mutated function's first), stopping at the first input with a FAIL line; a survivor has passed every input listed.
+# ~1-2 min per caught mutant, ~15 min per survivor on two cores.
 import argparse, os, random, re, shutil, subprocess, sys, tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def function_lines(src, funcs):
-    """indices of the statement lines inside the functions whose name matches the regex funcs."""
-    out, inside = [], False
+# a function's first line in train_miras.cu: static host code, kernels, __device__ and MEMFN functions
+CU_HEADER = re.compile(r"^(?:static|MEMFN|__global__|__device__|__host__)\b[^(=;]*?\b(\w+)\(")
+
+
+# dev/test_gpu.sh's inputs for train_miras.cu's mutants, in the order tried (a mutant is caught at its first input
+# with a FAIL line): the fixture of each kind of model (every memory and algorithm, the three Titans layers,
+# attention, ATLAS, Lattice, phi*) and the synthetic inputs at the real head shape (d 64, d_m 256, b 16: whole
+# tensor-core tiles), the b = 1 delta rule at T 150 (with the WY chunks) and the gated memory split over 2 CTAs with
+# d_m / 2 < d; fastest first (seconds of one core of the 2-core machine, 2026-12-07: lattice 2 ... syn_titans_d64
+# 150; ~15 min for all). Left out for time: atlas (241 s) and atlas_pp (410 s), whose token-level muon muon_deep
+# takes, and syn_titans_n2048 (over 12 min).
+CU_INPUTS = ",".join([
+    "lattice", "lattice_enc", "lattice_mu", "lattice_sim", "mac_lattice", "linear_attn", "transformer", "deltanet",
+    "deep_transformer", "gated_deltanet", "deep_nores_gd", "hybrid_asm", "dot", "mac", "syn_deltanet", "deep_noln",
+    "mag_dt", "yaad_cw", "poly_mom", "omeganet", "mac_dot", "syn_split", "mal", "omega_mom", "titans_anchor", "ttt_mlp",
+    "mag", "gated_mom", "memora", "titans", "memora_cw", "syn_gdn_t150", "atlas_chunk", "moneta_cw", "muon_deep",
+    "syn_titans_d64"])
+# the inputs tried first for a function whose name has the word (beside the inputs whose names have it)
+CU_WORDS = {"lat": "lattice", "phi": "dot,deep_transformer,mac_dot,mag_dt", "attn": "transformer,hybrid_asm,mal,mag",
+            "attention": "transformer,hybrid_asm,mal,mag", "tx": "transformer,hybrid_asm", "muon": "atlas_chunk,muon_deep",
+            "muonc": "atlas_chunk", "ns5": "atlas_chunk,muon_deep", "lq": "moneta_cw", "kl": "memora,memora_cw",
+            "softmax": "memora,memora_cw", "tok": "deltanet,gated_deltanet,linear_attn", "token": "deltanet,gated_deltanet",
+            "wy": "syn_deltanet,syn_gdn_t150", "gate": "gated_mom", "split": "syn_split", "cl": "syn_split",
+            "omega": "omega_mom,omeganet", "poly": "poly_mom,omeganet", "titans": "mal,mag,mac", "ln": "titans,ttt_mlp",
+            "conv": "titans", "update": "titans,ttt_mlp", "grad": "titans,ttt_mlp", "coef": "titans,yaad_cw"}
+
+
+def function_lines(src, funcs, cu=False):
+    """indices of the statement lines inside the functions whose name matches the regex funcs (with cu, the
+    function headers of train_miras.cu; a header that ends in ';' before any '{' is a declaration, skipped)."""
+    out, inside, body = [], False, 0
     for i, line in enumerate(src):
-        m = re.match(r"^static [^(=]*?\b(\w+)\(", line) or re.match(r"^int (main)\(", line)
+        if i < body:  # (the rest of a train_miras.cu header: its parameters)
+            continue
+        if cu:
+            m = CU_HEADER.match(re.sub(r"__launch_bounds__\([^)]*\)", "", line)) or re.match(r"^int (main)\(", line)
+            j = i  # the header runs to its '{' (a definition) or its ';' (a declaration)
+            while m and j < len(src) and "{" not in src[j] and ";" not in src[j]:
+                j += 1
+            if m and (j == len(src) or "{" not in src[j] or -1 < src[j].find(";") < src[j].find("{")
+                      or src[j].rstrip().endswith("}")):  # (nor a function whose body closes on its header's line)
+                m = None
+            body = j + 1 if m else 0
+        else:
+            m = re.match(r"^static [^(=]*?\b(\w+)\(", line) or re.match(r"^int (main)\(", line)
         if m and not line.rstrip().endswith(";") and re.search(funcs, m.group(1)):
             inside = True
             continue
+        body = 0
         if inside and line.startswith("}"):
             inside = False
             continue
@@ -84,10 +131,16 @@ def cflags(target):
 
 
 def run(cmd, cwd, timeout, env=None):
+    """(exit code, output), or (None, "") past timeout seconds, the command's whole process group killed (a script's
+    hung children too, not the script alone)"""
+    p = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
+                         start_new_session=True)
     try:
-        p = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout, env=env)
-        return p.returncode, p.stdout + p.stderr
+        out, _ = p.communicate(timeout=timeout)
+        return p.returncode, out
     except subprocess.TimeoutExpired:
+        os.killpg(p.pid, 9)
+        p.communicate()
         return None, ""
 
 
@@ -116,15 +169,17 @@ def main():
     ap.add_argument("--funcs", default="backward", help="regex on the function names whose lines are mutated")
     ap.add_argument("--trainer", action="store_true", help="test_miras runs a train_miras built from the mutant too")
     ap.add_argument("--mpi", action="store_true", help="and dev/test_mpi.sh runs a train_miras_mpi built from it")
-    ap.add_argument("--source", default="train_miras.c", help="the file to mutate: train_miras.c or data_prep/FILE")
+    ap.add_argument("--source", default="train_miras.c", help="the file to mutate: train_miras.c, train_miras.cu or data_prep/FILE")
+    ap.add_argument("--inputs", default=CU_INPUTS, help="train_miras.cu: dev/test_gpu.sh's inputs, in order")
     a = ap.parse_args()
     a.trainer = a.trainer or a.mpi
     dp = a.source.startswith("data_prep/")
-    if not dp and a.source != "train_miras.c":
-        sys.exit("--source: train_miras.c or a file of data_prep/")
+    cu = a.source == "train_miras.cu"
+    if not dp and not cu and a.source != "train_miras.c":
+        sys.exit("--source: train_miras.c, train_miras.cu or a file of data_prep/")
     src = open(os.path.join(ROOT, a.source)).read().split("\n")
     ops = a.ops.split(",")
-    lines = [i for i in function_lines(src, a.funcs) if not a.acc or re.search(r"[+-]=", src[i].partition("//")[0])]
+    lines = [i for i in function_lines(src, a.funcs, cu) if not a.acc or re.search(r"[+-]=", src[i].partition("//")[0])]
     cands = [(i, op) for i in lines for op in ops if mutate(src[i], op)]
     rng = random.Random(a.s)
     rng.shuffle(cands)
@@ -169,6 +224,51 @@ def main():
         rc, out = run(["bash", os.path.join(ROOT, "data_prep/test_data_prep.sh")], os.path.join(priv, "scratch"), 600, env)
         return script_failures("test_data_prep.sh", rc, out)
 
+    def owner(i):
+        """the name of the train_miras.cu function that line i is in"""
+        while i >= 0:
+            m = CU_HEADER.match(re.sub(r"__launch_bounds__\([^)]*\)", "", src[i]))
+            if m:
+                return m.group(1)
+            i -= 1
+        return ""
+
+    def build_and_test_cuda(lines, fn=None):
+        """None if the emulator build fails, else the failures of dev/test_gpu.sh on the inputs ([]: none), input by
+        input: those whose names share a word with the mutated function fn first, stopping at the first failure"""
+        cu_src = os.path.join(work, "train_miras.cu")
+        open(cu_src, "w").write("\n".join(lines))
+        name = "mutant_%d" % os.getpid()
+        if run(["bash", "dev/cuda/emu_build.sh"], ROOT, 900, dict(os.environ, EMU_SRC=cu_src, EMU_NAME=name))[0] != 0:
+            return None
+        words = set((fn or "").split("_")) - {"gpu", "kernel", "backward", "forward", "mem", "chunk", "step"}
+        names = a.inputs.split(",")
+        first = [n for w in sorted(words) for n in CU_WORDS.get(w, "").split(",") if n in names]
+        first += [n for n in names if words & set(n.split("_"))]
+        names = list(dict.fromkeys(first + names))
+        # (the unmutated source, fn None: every input in one run, two at once)
+        runs = [(n, "1") for n in names] if fn is not None else [("|".join(names), "2")]
+        try:
+            for n, jobs in runs:
+                e = dict(os.environ, GPU_BIN=os.path.join(ROOT, "build/emu", name), ONLY="^(%s)$" % n, JOBS=jobs,
+                         SYNTH="1" if "syn_" in n else "0")
+                # (an input takes at most 150 s unmutated: a mutant that runs 400 s has hung, in a loop or a barrier)
+                rc, out = run(["bash", "dev/test_gpu.sh"], ROOT, 400 if fn is not None else 3600, e)
+                if rc is None:
+                    return ["test_gpu.sh %s: timeout" % n]
+                last = out.strip().splitlines()[-1:] or [""]
+                m = re.match(r"(\d+) passed, (\d+) failed", last[0])
+                fails = [l for l in out.splitlines() if l.startswith("FAIL")]
+                if fails:
+                    return ["test_gpu.sh %s: %d FAIL, first: %s" % (n, len(fails), fails[0][7:110])]
+                if rc != 0 or not m or m.group(2) != "0" or m.group(1) == "0":
+                    return ["test_gpu.sh %s: exit %s, last line '%s'" % (n, rc, last[0][:80])]
+            return []
+        finally:
+            for f in (name, name + ".cpp"):
+                if os.path.exists(os.path.join(ROOT, "build/emu", f)):
+                    os.remove(os.path.join(ROOT, "build/emu", f))
+
     def build_and_test(lines):
         """None if the source does not compile, else the failures of its test runs ([]: it passes them all).
         The tests run in the repository root, as make test runs them (they read test_miras.c and dev/ there)."""
@@ -201,7 +301,8 @@ def main():
 
     # the unmutated source first: a failure there (a test that depends on the machine, the folder, a stale
     # fixture) would count every mutant as caught
-    tags = (build_and_test_data_prep if dp else build_and_test)(src)
+    test = build_and_test_data_prep if dp else build_and_test_cuda if cu else build_and_test
+    tags = test(src)
     if tags is None or tags:
         why = "does not build" if tags is None else "fails its tests (%s)" % tags[0]
         sys.exit("the unmutated %s %s: fix that before mutating it" % (a.source, why))
@@ -214,7 +315,7 @@ def main():
             break
         mut = src[:]
         mut[i] = mutate(src[i], op)
-        tags = (build_and_test_data_prep if dp else build_and_test)(mut)
+        tags = build_and_test_cuda(mut, owner(i)) if cu else test(mut)
         if tags is None:
             continue  # does not compile: not a mutant
         k += 1
