@@ -8209,7 +8209,6 @@ static void titans_layer_backward_gpu(ModelGpu* M, int l, real* dx, real* du) {
     size_t N = (size_t)B * T, Ns = (size_t)B * Tn;
     size_t oD = (size_t)l * N * D, oS = (size_t)l * Ns * D;
     X->grads = M->grads;
-    X->grads_memory = M->grads_memory;
     cudaCheck(cudaMemset(X->grads_acts_memory, 0, X->num_acts * sizeof(real)));
     cudaCheck(cudaMemset(t->gmem, 0, t->n * sizeof(real)));
     const real* dres = M->grads_acts.res2 + oD;
