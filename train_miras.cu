@@ -3525,7 +3525,8 @@ MEMFN void muon_chunk_backward_gpu(const MemCfg* m, MemChunkGpu* c, int n, const
             if (w > 1 && threadIdx.x == 0) c->dgam[(size_t)j * w + o] += dw;
         }
         if (threadIdx.x == 0) c->dtheta[j] += dth;
-        __syncthreads();
+        // (no barrier before gS changes: the loop above runs at least once, o = 0, and its last read of gS is in
+        // outer_add_backward_gpu, before that function's block_sum)
         FOR(e, nP) {
             gP[e] *= c->a[j];
             gS[e] *= c->theta[j];
@@ -5199,8 +5200,7 @@ __global__ void __launch_bounds__(MEM_THREADS) mem_wy_backward_kernel(const __gr
         mm_tn_rs(dW, dY, Q, Pt, d, d, n, 1, 1);
         mm_tn_rs(dW, X, K, Pp, d, d, n, 1, 1);
     }
-    FOR(e, d * d) A.dbh[(size_t)bh * (nP + 2 * d) + e] = dW[e];  // dL/dP_0 (no LN)
-    FOR(e, 2 * d) A.dbh[(size_t)bh * (nP + 2 * d) + nP + e] = 0;
+    FOR(e, d * d) A.dbh[(size_t)bh * (nP + 2 * d) + e] = dW[e];  // dL/dP_0 (no LN part: none is read)
 }
 // ---- the same in five kernels (fla's split): only the state recurrences run one block per (sequence, head) over
 // the chunks in order; everything that is local to a chunk runs one block per (sequence, head, chunk), all chunks at
@@ -5385,8 +5385,7 @@ __global__ void __launch_bounds__(MEM_THREADS) wy_bwd_serial_kernel(const __grid
         __syncthreads();
         mm_tn_rs(dW, dR, K, Pp, d, d, n, 1, 1);
     }
-    FOR(e, d * d) A.dbh[(size_t)bh * (nP + 2 * d) + e] = dW[e];  // dL/dP_0 (no LN)
-    FOR(e, 2 * d) A.dbh[(size_t)bh * (nP + 2 * d) + nP + e] = 0;
+    FOR(e, d * d) A.dbh[(size_t)bh * (nP + 2 * d) + e] = dW[e];  // dL/dP_0 (no LN part: none is read)
 }
 // every chunk's input gradients at once (wy_chunk_grads) from its W_0, dW_n, E, dR
 __global__ void __launch_bounds__(MEM_THREADS) wy_bwd_grads_kernel(const __grid_constant__ MemArgs A) {
