@@ -3,7 +3,7 @@
 # built for dev/cuda/emu, for the SIMT products (v4), the tensor-core TF32 products (v7) and 3xTF32 (v8), at shapes
 # with whole and partial 16 x 8 tiles; and the WY chunk kernels of the b = 1 delta rule (v9 the single kernels, v10 the
 # split ones, 3xTF32; v11 the split in TF32, v12 with T = (I + L)^-1) over two whole chunks of 64 tokens and a partial
-# one; v15, v16 (k in quads) at the first two shapes, v17, v18 (split K) at the first; v13-v20 at titans' width; v19,
+# one; v4's per-token kernels of the delta rule at d = 64; v15, v16 (k in quads) at the first two shapes, v17, v18 (split K) at the first; v13-v20 at titans' width; v19,
 # v20 (the cluster split) at 5 more shapes and settings. One check per (shape, version): the norm-relative error of y and every
 # gradient against the CPU's chunk functions within memlab's tolerance (1e-3; v7 5e-2); a NaN or an unwritten output
 # fails (memlab poisons the outputs). Then thread block clusters (dev/cuda/cluster_check.cu): the emulator's clusters
@@ -15,7 +15,7 @@ set -u
 cd "$(dirname "$0")/../.."
 pass=0; fail=0
 for t in g++ python3; do
-    command -v $t >/dev/null || { echo "# 49 check(s) skipped: no $t (the emulator build needs g++ and python3)"; echo "0 passed, 0 failed"; exit 0; }
+    command -v $t >/dev/null || { echo "# 50 check(s) skipped: no $t (the emulator build needs g++ and python3)"; echo "0 passed, 0 failed"; exit 0; }
 done
 configs=(
   "-p titans -d 16 -E 4 -k 16 -T 48"        # whole tiles: n = 16, d = 16, dm = 64
@@ -28,6 +28,9 @@ for c in "${configs[@]}"; do for v in 4 7 8; do runs+=("$v|$c"); done; done
 for c in "${configs[@]:0:2}"; do for v in 15 16; do runs+=("$v|$c"); done; done   # k in quads (K = 16), and not (d = 12)
 for v in 17 18; do runs+=("$v|${configs[0]}"); done   # and K split (the 16 x 64 products over K = 64)
 for v in 9 10 11 12; do runs+=("$v|-p gated_deltanet -d 64 -k 1 -T 150"); done   # (d = 64: the only head width they take)
+# v4's per-token kernels of the b = 1 delta rule (mem_token_*_kernel, d = 64): the trainer takes v6's for every
+# configuration they take, so this is their only check (a mutant in their backward passed all of dev/test_gpu.sh)
+runs+=("4|-p gated_deltanet -d 64 -k 1 -T 40")
 for r in "${runs[@]}"; do
     v=${r%%|*}; c=${r#*|}
     out=$(bash dev/cuda/memlab_emu.sh $c -B 1 -H 2 -r 1 -v $v 2>&1); rc=$?
