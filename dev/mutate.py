@@ -45,6 +45,11 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CU_HEADER = re.compile(r"^(?:static|MEMFN|__global__|__device__|__host__)\b[^(=;]*?\b(\w+)\(")
 
 
+def cu_header(line):
+    """the match of CU_HEADER on line (a kernel's __launch_bounds__(...) set aside), or None"""
+    return CU_HEADER.match(re.sub(r"__launch_bounds__\([^)]*\)", "", line))
+
+
 # dev/test_gpu.sh's inputs for train_miras.cu's mutants, in the order tried (a mutant is caught at its first input
 # with a FAIL line): the fixture of each kind of model (every memory and algorithm, the three Titans layers,
 # attention, ATLAS, Lattice, phi*) and the synthetic inputs at the real head shape (d 64, d_m 256, b 16: whole
@@ -76,7 +81,7 @@ def function_lines(src, funcs, cu=False):
         if i < body:  # (the rest of a train_miras.cu header: its parameters)
             continue
         if cu:
-            m = CU_HEADER.match(re.sub(r"__launch_bounds__\([^)]*\)", "", line)) or re.match(r"^int (main)\(", line)
+            m = cu_header(line) or re.match(r"^int (main)\(", line)
             j = i  # the header runs to its '{' (a definition) or its ';' (a declaration)
             while m and j < len(src) and "{" not in src[j] and ";" not in src[j]:
                 j += 1
@@ -227,7 +232,7 @@ def main():
     def owner(i):
         """the name of the train_miras.cu function that line i is in"""
         while i >= 0:
-            m = CU_HEADER.match(re.sub(r"__launch_bounds__\([^)]*\)", "", src[i]))
+            m = cu_header(src[i])
             if m:
                 return m.group(1)
             i -= 1
