@@ -3464,8 +3464,9 @@ MEMFN void muon_chunk_forward_gpu(const MemCfg* m, MemChunkGpu* c, int n, const 
         size_t t = j - nh;
         real *Pj = c->mP + t * nP, *Sj = c->mS + t * nP, *Xj = c->mX + t * nP;
         const real *Pp = t ? Pj - nP : P, *Sp = t ? Sj - nP : S;
-        FOR(e, nP) Sj[e] = c->theta[j] * Sp[e];  // S_j = theta_j S_{j-1} + G_j
-        __syncthreads();
+        // S_j = theta_j S_{j-1} + G_j (no barrier between: the first outer_add_gpu of G_j adds to Sj[e] in the
+        // thread that wrote it, from offset 0, and its barrier publishes Sj before the next product's offset)
+        FOR(e, nP) Sj[e] = c->theta[j] * Sp[e];
         for (int o = 0; o < w && o <= j; o++) muon_add_grad_gpu(m, c, Sj, j - o, w > 1 ? c->gam[(size_t)j * w + o] : 1);
         for (int k = 0; k < nm; k++)  // X_j = NS5(S_j), per matrix
             ns5_forward_gpu(Xj + off[k], c->msv + t * c->nsv + svo[k], c->mtmp, Sj + off[k], rows[k], cols[k]);
