@@ -3451,15 +3451,14 @@ MEMFN int muon_layout_gpu(const MemCfg* m, size_t* off, int* rows, int* cols, si
     for (int k = 1; k < nm; k++) svo[k] = svo[k - 1] + ns5_saved_gpu(rows[k - 1], cols[k - 1]);
     return nm;
 }
-// One chunk of n rows (nh = c->nh halo rows first) from (P, S) = (P_s, S_s); y of the own rows (halo rows 0); the
-// chunk-end (P, S) into Pn, Sn if Pn.
+// One chunk of n rows (nh = c->nh halo rows first) from (P, S) = (P_s, S_s); y of the own rows (the halo rows' y is
+// neither written nor read); the chunk-end (P, S) into Pn, Sn if Pn.
 MEMFN void muon_chunk_forward_gpu(const MemCfg* m, MemChunkGpu* c, int n, const real* P, const real* S, real* Pn,
                                   real* Sn, const real* lng, const real* lnb) {
-    int nh = c->nh, w = c->wc, d = m->d, rows[3], cols[3];
+    int nh = c->nh, w = c->wc, rows[3], cols[3];
     size_t nP = m->nP, off[3], svo[3];
     int nm = muon_layout_gpu(m, off, rows, cols, svo);
     mem_grad_forward_gpu(m, c, n, P, lng, lnb);  // every g_i at P_s, the halo rows' too
-    block_zero(c->y, (size_t)nh * d);
     for (int j = nh; j < n; j++) {
         size_t t = j - nh;
         real *Pj = c->mP + t * nP, *Sj = c->mS + t * nP, *Xj = c->mX + t * nP;
