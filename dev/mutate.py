@@ -54,15 +54,18 @@ def cu_header(line):
 # with a FAIL line): the fixture of each kind of model (every memory and algorithm, the three Titans layers,
 # attention, ATLAS, Lattice, phi*) and the synthetic inputs at the real head shape (d 64, d_m 256, b 16: whole
 # tensor-core tiles), the b = 1 delta rule at T 150 (with the WY chunks) and the gated memory split over 2 CTAs with
-# d_m / 2 < d; fastest first (seconds of one core of the 2-core machine, 2026-12-07: lattice 2 ... syn_titans_d64
-# 150; ~15 min for all). Left out for time: atlas (241 s) and atlas_pp (410 s), whose token-level muon muon_deep
+# d_m / 2 < d; the inputs at head width 15 (14 for attention), where the kernels take their scalar paths, not the
+# float4 ones; fastest first (seconds of one core of the 2-core machine, 2026-12-07: lattice 2 ... syn_titans_d64
+# 150; ~17 min for all). Left out for time: atlas (241 s) and atlas_pp (410 s), whose token-level muon muon_deep
 # takes, and syn_titans_n2048 (over 12 min).
 CU_INPUTS = ",".join([
-    "lattice", "lattice_enc", "lattice_mu", "lattice_sim", "mac_lattice", "linear_attn", "transformer", "deltanet",
+    "lattice", "lattice_enc", "lattice_mu", "lattice_sim", "mac_lattice", "linear_attn", "syn_la_d15", "syn_gdn_d15",
+    "syn_tx_d14", "syn_yaad_d15", "syn_ttt_d15", "syn_moneta_d15", "syn_lattice_d15", "syn_titans_d15",
+    "syn_memora_d15", "syn_dn_d15", "syn_omeganet_d15", "syn_gated_d15", "syn_mac_d14", "transformer", "deltanet",
     "deep_transformer", "gated_deltanet", "deep_nores_gd", "hybrid_asm", "dot", "mac", "syn_deltanet", "deep_noln",
     "mag_dt", "yaad_cw", "poly_mom", "omeganet", "mac_dot", "syn_split", "mal", "omega_mom", "titans_anchor", "ttt_mlp",
-    "mag", "gated_mom", "memora", "titans", "memora_cw", "syn_gdn_t150", "atlas_chunk", "moneta_cw", "muon_deep",
-    "syn_titans_d64"])
+    "mag", "gated_mom", "memora", "titans", "memora_cw", "syn_gdn_t150", "atlas_chunk", "syn_dot_d15", "syn_atlasc_d15",
+    "syn_atlas_d15", "moneta_cw", "muon_deep", "syn_titans_d64"])
 # the inputs tried first for a function whose name has the word (beside the inputs whose names have it)
 CU_WORDS = {"lat": "lattice", "phi": "dot,deep_transformer,mac_dot,mag_dt", "attn": "transformer,hybrid_asm,mal,mag",
             "attention": "transformer,hybrid_asm,mal,mag", "tx": "transformer,hybrid_asm", "muon": "atlas_chunk,muon_deep",

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The GPU trainer against the CPU trainer (`make test_gpu`; needs a GPU). For every dev/fixtures/*.bin and for
 # synthetic inputs at larger shapes (head width 64, memory width 256, partial chunks, channel-wise gates, every
-# preset): train_miras -J and train_miras_cu -J dump logits, loss, gradients and 3-10 AdamW steps, and
+# preset; and head width 15, the kernels' scalar paths): train_miras -J and train_miras_cu -J dump logits, loss, gradients and 3-10 AdamW steps, and
 # `test_miras --compare` diffs them (3 checks each); then `train_miras_cu --decode-test` checks token-by-token
 # decoding against the parallel forward on the GPU (1 check each). The last line is "N passed, N failed".
 #
@@ -70,6 +70,25 @@ pass=0; fail=0
 # fp64, and any two float implementations then differ by that much.)
 synth=(
   "syn_titans_d64   -p titans -V 256 -D 128 -L 2 -H 2 -E 4 -k 16 -b 2 -t 40"
+  # head width 15 (14 where attention's RoPE needs it even): no row of a state is a whole number of 16-byte words,
+  # so the kernels take their scalar paths instead of the float4 ones (a mutant in mem_update_backward_ew's scalar
+  # dS term passed every other input; each of these runs in seconds on the emulator)
+  "syn_titans_d15   -p titans -V 256 -D 30 -L 1 -H 2 -E 2 -k 5 -b 2 -t 17"
+  "syn_ttt_d15      -p ttt_mlp -V 256 -D 30 -L 1 -H 2 -E 2 -k 5 -b 2 -t 17"
+  "syn_yaad_d15     -p yaad -R 4 -V 256 -D 30 -L 1 -H 2 -E 2 -k 5 -b 2 -t 17"
+  "syn_moneta_d15   -p moneta -V 256 -D 30 -L 1 -H 2 -E 2 -k 5 -b 2 -t 17"
+  "syn_memora_d15   -p memora -V 256 -D 30 -L 1 -H 2 -E 2 -k 5 -b 2 -t 17"
+  "syn_gated_d15    -p titans -T 1 -V 256 -D 30 -L 1 -H 2 -E 2 -k 5 -b 2 -t 17"
+  "syn_omeganet_d15 -p omeganet -V 256 -D 30 -L 1 -H 2 -E 2 -k 5 -b 2 -t 17"
+  "syn_atlas_d15    -p atlas -G 3 -V 256 -D 30 -L 1 -H 2 -E 2 -k 4 -b 1 -t 10"
+  "syn_atlasc_d15   -p atlas_chunk -V 256 -D 30 -L 1 -H 2 -E 2 -k 5 -b 2 -t 17"
+  "syn_dn_d15       -p deltanet -V 256 -D 30 -L 1 -H 2 -b 2 -t 17"
+  "syn_gdn_d15      -p gated_deltanet -V 256 -D 30 -L 1 -H 2 -b 2 -t 17"
+  "syn_la_d15       -p linear_attn -V 256 -D 30 -L 1 -H 2 -k 5 -b 2 -t 17"
+  "syn_lattice_d15  -p lattice -V 256 -D 30 -L 1 -H 2 -b 2 -t 17 -w 4"
+  "syn_dot_d15      -p dot -V 256 -D 30 -L 1 -H 2 -E 2 -k 3 -b 2 -t 23"
+  "syn_tx_d14       -p transformer -V 256 -D 28 -L 1 -H 2 -b 2 -t 17"
+  "syn_mac_d14      -p mac -M 3 -C 10 -V 256 -D 28 -L 1 -H 2 -E 2 -k 5 -b 2 -t 27"
   "syn_titans_d48w  -p titans -V 256 -D 96 -L 1 -H 2 -E 4 -k 16 -b 2 -t 40"
   "syn_titans_d48   -p titans -V 300 -D 96 -L 3 -H 2 -E 2 -k 7 -b 3 -t 19"
   "syn_ttt_d96      -p ttt_mlp -V 256 -D 96 -L 1 -H 1 -E 3 -k 5 -b 2 -t 23"

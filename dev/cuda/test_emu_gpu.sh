@@ -17,7 +17,7 @@
 set -u
 cd "$(dirname "$0")/../.."
 for t in g++ python3; do
-    command -v $t >/dev/null || { echo "# 218 check(s) skipped: no $t (the emulator build needs g++ and python3)"; echo "0 passed, 0 failed"; exit 0; }
+    command -v $t >/dev/null || { echo "# 282 check(s) skipped: no $t (the emulator build needs g++ and python3)"; echo "0 passed, 0 failed"; exit 0; }
 done
 if ! bash dev/cuda/emu_build.sh >build/emu_build.log 2>&1; then
     echo "not ok - the emulator build of train_miras.cu failed: $(tail -n 3 build/emu_build.log)"; echo "0 passed, 1 failed"; exit 1
@@ -53,11 +53,12 @@ log2=build/test_emu_gpu_2.log
 # at once on the two halves of the warps (mm_*_rs's wg, tc_splits_k) are taken: dumps and both decodings), and
 # syn_titans_d48w (d 48 in whole 16-row chunks: the products' k in quads over K = 48, the last batch of loads partial:
 # dumps and the recurrent decoding), syn_titans_d64 also with the chunk-start state copied into shared memory in
-# both chains (MIRAS_MEM_STATE=3: 3 checks; gated_mom and omega_mom, in the fixtures' run, unsplit: 6). Small
-# inputs on one core: they run beside the fixtures' checks below (which take the
-# other cores), not after them
+# both chains (MIRAS_MEM_STATE=3: 3 checks; gated_mom and omega_mom, in the fixtures' run, unsplit: 6); and the 16
+# inputs at head width 15 (14 for attention; dev/test_gpu.sh: the kernels' scalar paths, not the float4 ones; too
+# narrow to split, so they run on the one-block kernels: dumps and decoding, 4 checks each). Small inputs on one
+# core: they run beside the fixtures' checks below (which take the other cores), not after them
 rm -f build/gpu_test/{log,dec,decc}_syn_split{,_omega}.txt
-MIRAS_MEM_SPLIT=4 GPU_BIN=build/emu/train_miras_emu SYNTH=1 JOBS=1 OMP_NUM_THREADS=1 ONLY='^(syn_split|syn_split_omega|syn_titans_d64|syn_titans_d48w)$' \
+MIRAS_MEM_SPLIT=4 GPU_BIN=build/emu/train_miras_emu SYNTH=1 JOBS=1 OMP_NUM_THREADS=1 ONLY='^(syn_split|syn_split_omega|syn_titans_d64|syn_titans_d48w|syn_.*_d1[45])$' \
     BF16='^$' CKPT='^syn_split$' CKPT_ENVS="MIRAS_MEM_CKPT=2" PAR='^syn_split$' STATE='^syn_titans_d64$' \
     bash dev/test_gpu.sh > $log2 2>&1 &
 split_pid=$!
