@@ -152,16 +152,19 @@ def run(cmd, cwd, timeout, env=None):
         return None, ""
 
 
-def script_failures(name, rc, out, skip_fails=False):
-    """[] when a test script ("ok" / "not ok" lines) passed, else one line saying how it failed; with skip_fails a
-    "# SKIP" line counts as a failure too (a script that cannot run its checks must not pass a mutant)"""
+def script_failures(name, rc, out, skip_fails=False, fail="not ok", summary=False):
+    """[] when a test script ("ok" / fail lines) passed, else one line saying how it failed; with skip_fails a
+    "# SKIP" line counts as a failure too (a script that cannot run its checks must not pass a mutant); with summary
+    its last line must be "N passed, 0 failed" with N > 0 (dev/test_gpu.sh's: a run that checked nothing fails)"""
     if rc is None:
         return ["%s: timeout" % name]
-    fails = [l for l in out.splitlines() if l.startswith("not ok") or (skip_fails and l.startswith("# SKIP"))]
+    fails = [l for l in out.splitlines() if l.startswith(fail) or (skip_fails and l.startswith("# SKIP"))]
     if fails:
-        return ["%s: %d not ok, first: %s" % (name, len(fails), fails[0][:110])]
-    if rc != 0:
-        return ["%s: exit %d without a 'not ok' line" % (name, rc)]
+        return ["%s: %d %s, first: %s" % (name, len(fails), fail, fails[0][:110])]
+    last = (out.strip().splitlines()[-1:] or [""])[0]
+    m = re.match(r"(\d+) passed, (\d+) failed", last)
+    if rc != 0 or (summary and (not m or m.group(2) != "0" or m.group(1) == "0")):
+        return ["%s: exit %d without a '%s' line, last line '%s'" % (name, rc, fail, last[:80])]
     return []
 
 
@@ -262,15 +265,9 @@ def main():
                          SYNTH="1" if "syn_" in n else "0")
                 # (an input takes at most 150 s unmutated: a mutant that runs 400 s has hung, in a loop or a barrier)
                 rc, out = run(["bash", "dev/test_gpu.sh"], ROOT, 400 if fn is not None else 3600, e)
-                if rc is None:
-                    return ["test_gpu.sh %s: timeout" % n]
-                last = out.strip().splitlines()[-1:] or [""]
-                m = re.match(r"(\d+) passed, (\d+) failed", last[0])
-                fails = [l for l in out.splitlines() if l.startswith("FAIL")]
-                if fails:
-                    return ["test_gpu.sh %s: %d FAIL, first: %s" % (n, len(fails), fails[0][7:110])]
-                if rc != 0 or not m or m.group(2) != "0" or m.group(1) == "0":
-                    return ["test_gpu.sh %s: exit %s, last line '%s'" % (n, rc, last[0][:80])]
+                tags = script_failures("test_gpu.sh " + n, rc, out, fail="FAIL", summary=True)
+                if tags:
+                    return tags
             return []
         finally:
             for f in (name, name + ".cpp"):

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The GPU trainer against the CPU trainer (`make test_gpu`; needs a GPU). For every dev/fixtures/*.bin and for
 # synthetic inputs at larger shapes (head width 64, memory width 256, partial chunks, channel-wise gates, every
-# preset; and head width 15, the kernels' scalar paths): train_miras -J and train_miras_cu -J dump logits, loss, gradients and 3-10 AdamW steps, and
-# `test_miras --compare` diffs them (3 checks each); then `train_miras_cu --decode-test` checks token-by-token
-# decoding against the parallel forward on the GPU (1 check each). The last line is "N passed, N failed".
+# preset; and head width 15, the kernels' scalar paths): train_miras -J and train_miras_cu -J dump logits, loss,
+# gradients and 3-10 AdamW steps, and `test_miras --compare` diffs them (3 checks each); then
+# `train_miras_cu --decode-test` checks token-by-token decoding against the parallel forward on the GPU (1 check
+# each). The last line is "N passed, N failed".
 #
 # GPU_BIN=build/emu/train_miras_emu dev/test_gpu.sh runs the same checks on the CPU emulator of dev/cuda/emu
 # (build it with dev/cuda/emu_build.sh; slow: SYNTH=0 skips the synthetic inputs; ONLY=REGEX keeps the inputs

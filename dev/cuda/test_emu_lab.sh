@@ -3,12 +3,13 @@
 # built for dev/cuda/emu, for the SIMT products (v4), the tensor-core TF32 products (v7) and 3xTF32 (v8), at shapes
 # with whole and partial 16 x 8 tiles; and the WY chunk kernels of the b = 1 delta rule (v9 the single kernels, v10 the
 # split ones, 3xTF32; v11 the split in TF32, v12 with T = (I + L)^-1) over two whole chunks of 64 tokens and a partial
-# one; v4's per-token kernels of the delta rule at d = 64; v15, v16 (k in quads) at the first two shapes, v17, v18 (split K) at the first; v13-v20 at titans' width; v19,
-# v20 (the cluster split) at 5 more shapes and settings. One check per (shape, version): the norm-relative error of y and every
-# gradient against the CPU's chunk functions within memlab's tolerance (1e-3; v7 5e-2); a NaN or an unwritten output
-# fails (memlab poisons the outputs). Then thread block clusters (dev/cuda/cluster_check.cu): the emulator's clusters
-# give the right sums through distributed shared memory at 4 shapes, and both planted mistakes fail (a missing
-# cluster.sync before the reads: NaN; a missing one before the exit: the exited CTA's memory is refused).
+# one; v4's per-token kernels of the delta rule at d = 64; v15, v16 (k in quads) at the first two shapes, v17, v18
+# (split K) at the first; v13-v20 at titans' width; v19, v20 (the cluster split) at 5 more shapes and settings. One
+# check per (shape, version): the norm-relative error of y and every gradient against the CPU's chunk functions
+# within memlab's tolerance (1e-3; v7 5e-2); a NaN or an unwritten output fails (memlab poisons the outputs).
+# Then thread block clusters (dev/cuda/cluster_check.cu): the emulator's clusters give the right sums through
+# distributed shared memory at 4 shapes, and both planted mistakes fail (a missing cluster.sync before the reads:
+# NaN; a missing one before the exit: the exited CTA's memory is refused).
 # And the barrier-timing build of memlab (-P 1) runs and prints its table. Part of `make ci`; the last line is
 # "N passed, N failed".
 set -u
