@@ -2483,10 +2483,10 @@ static void write_elements(const char* path, int magic, const void* x, int n, si
     fwrite(x, el, (size_t)n, f);
     fclose(f);
 }
-// run a command; returns its exit status and the number of lines it wrote to stderr (copied into err)
-static int run(const char* args, int* err_lines, char* err, size_t cap) {
+// run program prog with args; returns its exit status and the number of lines it wrote to stderr (copied into err)
+static int run_prog(const char* prog, const char* args, int* err_lines, char* err, size_t cap) {
     char cmd[4096];
-    snprintf(cmd, sizeof cmd, "%s %s >%s/out.txt 2>%s/err.txt", BIN, args, TMP, TMP);
+    snprintf(cmd, sizeof cmd, "%s %s >%s/out.txt 2>%s/err.txt", prog, args, TMP, TMP);
     int st = system(cmd);
     int code = WIFEXITED(st) ? WEXITSTATUS(st) : 128;
     char p[512];
@@ -2508,6 +2508,9 @@ static int run(const char* args, int* err_lines, char* err, size_t cap) {
     }
     if (err_lines) *err_lines = lines;
     return code;
+}
+static int run(const char* args, int* err_lines, char* err, size_t cap) {  // the trainer
+    return run_prog(BIN, args, err_lines, err, cap);
 }
 // appends the "sample:" lines of the last run()'s stdout to buf (the text the trainer generated, -g / -s)
 static void append_samples(char* buf, size_t cap) {
@@ -2918,6 +2921,22 @@ static void test_binary(void) {
     test_sampler();
     test_dataloader();
     test_tokenizer_load();
+    // this driver's own arguments: an option it does not know, or too many, is one usage line and exit 2; a fixtures
+    // folder that is not there is one error line with a hint and exit 1 (not a FAIL per fixture)
+    {
+        const char* cases[3][3] = {{"--help", "2", "usage: test_miras [FIXTURES_DIR]"},
+                                   {"a b", "2", "usage: test_miras [FIXTURES_DIR]"},
+                                   {"/nonexistent/fixtures", "1", "error: test_miras: no fixtures folder"}};
+        for (int i = 0; i < 3; i++) {
+            int code = run_prog(SELF, cases[i][0], &lines, err, sizeof err);
+            int ok = code == atoi(cases[i][1]) && lines == 1 && !strncmp(err, cases[i][2], strlen(cases[i][2])) &&
+                     strstr(err, "(hint: ");
+            char* nl = strchr(err, '\n');
+            if (nl) *nl = 0;
+            check(ok, "test_miras %s: exit %d (want %s), %d line(s): '%.120s'", cases[i][0], code, cases[i][1], lines,
+                  err);
+        }
+    }
     const char* model = "-p titans -D 32 -L 2 -H 2 -k 4 -b 2 -t 16 -d 64 -v 3 -m 2 -g 0 -u 2";
     // 5. resume: 6 steps straight vs 3 steps, stop, resume for 3 more: checkpoints must be byte-identical, and so
     // must the text sampled every 2 steps and at the end (the sampler's RNG is in the checkpoint). Two training
@@ -3901,7 +3920,19 @@ int main(int argc, char** argv) {
         snprintf(opts, sizeof opts, "%s:detect_leaks=0", asan);
         setenv("ASAN_OPTIONS", opts, 1);
     }
+    // test_miras [FIXTURES_DIR]: any other option, or more arguments, is one usage line and exit 2 (not 200 FAILs
+    // for a folder named "--help")
+    if (argc > 2 || (argc == 2 && argv[1][0] == '-')) {
+        fprintf(stderr,
+                "usage: test_miras [FIXTURES_DIR] | --compare NAME CPU.bin GPU.bin [INPUT.bin [CPU64.bin]] | "
+                "--compare-bf16 NAME INPUT.bin CPU.bin GPU.bin | --sweep-list (hint: make test runs it)\n");
+        return 2;
+    }
     const char* dir = FIXDIR = argc > 1 ? argv[1] : "dev/fixtures";
+    struct stat fst;
+    if (stat(dir, &fst) != 0 || !S_ISDIR(fst.st_mode))
+        die("test_miras: no fixtures folder at the path given",
+            "run it from the repository root with no argument (dev/fixtures), or give the folder of the .bin fixtures");
     // the long checks read this file's bytes as text: a run from elsewhere would test other inputs
     if (access("test_miras.c", R_OK) != 0)
         die("test_miras reads test_miras.c from the current folder", "run it from the repository root: make test");
