@@ -9707,31 +9707,46 @@ static void dump_run_gpu(const char* in, const char* out) {
 
 // --decode-test IN: token-by-token logits on the GPU against the GPU's parallel forward, for prompt lengths
 // 1, b-1, b+1, 2b+3 and T (the rows of the file's first sequence, repeated). Exit code 1 if any error > 1e-5 (1e-4 with
-// muon).
+// muon). One decoding of the longest length serves them all: the decoder is causal, so its first T steps are a T-token
+// decoding's, and each length's parallel forward (whose chunks end differently) is compared with those T rows.
 static int decode_test(const char* in) {
     int h[256];
     Config cfg;
     Model HM;
     int *inp, *tgt;
     read_dump_input(in, &HM, &cfg, h, &inp, &tgt);
-    int T0 = h[101], b = cfg.b, Vp = cfg.Vp, lens[5] = {1, b - 1, b + 1, 2 * b + 3, T0};
+    int T0 = h[101], b = cfg.b, Vp = cfg.Vp, lens[5] = {1, b - 1, b + 1, 2 * b + 3, T0}, Tmax = 0;
+    for (int li = 0; li < 5; li++) Tmax = lens[li] > Tmax ? lens[li] : Tmax;
     ModelGpu M;
     model_build_gpu(&M, &HM);
+    // (long enough for the CUDA graphs' check below too, whose plain decoder it is)
+    int graphs = decoder_graphable(&M), Tg = 3 * b + M.mem.omega;
+    if (graphs && Tg > Tmax) Tmax = Tg;
+    int* tok = (int*)xmalloc(Tmax * sizeof(int));
+    for (int t = 0; t < Tmax; t++) tok[t] = t < T0 ? inp[t] : inp[t % T0];
+    // the plain decoder and, stepped beside it on the same tokens (two decoders alive at once), the one with CUDA
+    // graphs (checked below)
+    DecoderGpu dec, graph;
+    decoder_init_gpu(&dec, &M);
+    if (graphs) {
+        decoder_init_gpu(&graph, &M);
+        decoder_use_graphs(&graph);
+    }
+    real* seq = (real*)xmalloc((size_t)Tmax * Vp * sizeof(real));
+    real* l1 = graphs ? (real*)xmalloc((size_t)Tg * Vp * sizeof(real)) : NULL;
+    for (int t = 0; t < Tmax; t++) {
+        memcpy(seq + (size_t)t * Vp, decoder_step_gpu(&dec, tok[t]), Vp * sizeof(real));
+        if (graphs && t < Tg) memcpy(l1 + (size_t)t * Vp, decoder_step_gpu(&graph, tok[t]), Vp * sizeof(real));
+    }
     double worst = -1;
     int worst_T = 0, checked = 0;  // (worst -1 until a length is checked: none checked fails)
     for (int li = 0; li < 5; li++) {
         int T = lens[li];
         if (T < 1) continue;
         checked++;
-        int* tok = (int*)xmalloc(T * sizeof(int));
-        for (int t = 0; t < T; t++) tok[t] = t < T0 ? inp[t] : inp[t % T0];
         model_forward_gpu(&M, tok, NULL, 1, T);
         real* par = (real*)xmalloc((size_t)T * Vp * sizeof(real));
         d2h(par, M.acts.logits, (size_t)T * Vp * sizeof(real));
-        DecoderGpu dec;
-        decoder_init_gpu(&dec, &M);
-        real* seq = (real*)xmalloc((size_t)T * Vp * sizeof(real));
-        for (int t = 0; t < T; t++) memcpy(seq + (size_t)t * Vp, decoder_step_gpu(&dec, tok[t]), Vp * sizeof(real));
         double err = relerr_rr(seq, par, (size_t)T * Vp);
         printf("  decode T=%d: err %.2e%s%s\n", T, err, dec.Pt ? " (the recurrent step)" : "",
                dec.R > 1 ? " (the memory split over clusters: MIRAS_MEM_SPLIT)" : "");
@@ -9739,31 +9754,19 @@ static int decode_test(const char* in) {
             worst = err == err ? err : INFINITY;
             worst_T = T;
         }
-        decoder_free_gpu(&dec);
-        free(seq);
         free(par);
-        free(tok);
     }
+    decoder_free_gpu(&dec);
+    free(tok);
     // (muon: 10x, test_miras.c's NS5_SLACK: five Newton-Schulz iterations per token amplify float rounding)
     double tol = cfg.algo >= ALGO_MUON ? 1e-4 : 1e-5;
     int ok = checked > 0 && worst >= 0 && worst <= tol;
     // decoding with CUDA graphs (decoder_use_graphs) against the plain decoder, token by token over 3b + c tokens:
     // b + c plain steps, then every phase captured and replayed, and replayed again; the same kernels on the same
     // inputs, so the logits agree to rounding at most (bit for bit on the emulator)
-    if (decoder_graphable(&M)) {
-        int Tg = 3 * b + M.mem.omega, want = Tg - b - M.mem.omega;
-        DecoderGpu plain, graph;
-        decoder_init_gpu(&plain, &M);
-        decoder_init_gpu(&graph, &M);
-        decoder_use_graphs(&graph);
-        real* l0 = (real*)xmalloc((size_t)Tg * Vp * sizeof(real));
-        real* l1 = (real*)xmalloc((size_t)Tg * Vp * sizeof(real));
-        for (int t = 0; t < Tg; t++) {
-            memcpy(l0 + (size_t)t * Vp, decoder_step_gpu(&plain, inp[t % T0]), Vp * sizeof(real));
-            memcpy(l1 + (size_t)t * Vp, decoder_step_gpu(&graph, inp[t % T0]), Vp * sizeof(real));
-        }
-        double err = relerr_rr(l1, l0, (size_t)Tg * Vp);
-        free(l0);
+    if (graphs) {
+        int want = Tg - b - M.mem.omega;
+        double err = relerr_rr(l1, seq, (size_t)Tg * Vp);
         free(l1);
         int gok = graph.replays == want && err <= 1e-6;  // (NaN fails)
         printf(
@@ -9771,12 +9774,12 @@ static int decode_test(const char* in) {
             Tg, graph.replays, want, err);
         ok = ok && gok;
         decoder_free_gpu(&graph);
-        decoder_free_gpu(&plain);
     } else
         printf("  (this model decodes without CUDA graphs: attention, Titans layers or phi* memory)\n");
     printf(
         "%s - %s: GPU decode equals the GPU parallel forward for prompt lengths 1, b-1, b+1, 2b+3, T (%d checked): worst err %.2e at T=%d (tol %.0e)\n",
         ok ? "ok" : "FAIL", in, checked, worst, worst_T, tol);
+    free(seq);
     model_free_gpu(&M);
     model_free(&HM);
     free(inp);
