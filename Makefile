@@ -38,7 +38,7 @@ else
   TRAIN_CC = $(CC)
 endif
 
-.PHONY: all test test_asan fuzz fuzz_build ci ci_build test_emu_lab test_gpu_emu train data clean format
+.PHONY: all test test_asan asan_build fuzz fuzz_build ci ci_build test_emu_lab test_gpu_emu train data clean format
 all: train_miras data_prep  # (test_miras and test_miras_fp64 compile ~20 s each: built by make test / make ci)
 
 train_miras: train_miras.c build/use_mpi
@@ -101,6 +101,7 @@ build/asan/data_prep/%: data_prep/%.c data_prep/common.h data_prep/gpt2_bpe.h
 	@mkdir -p build/asan/data_prep
 	$(ASAN_CC) $(ASAN_CFLAGS) -o $@ $<
 ASAN_BINS = build/asan/train_miras build/asan/test_miras build/asan/test_miras_fp64 $(DATA_PREP_BINS:data_prep/%=build/asan/data_prep/%)
+asan_build: $(ASAN_BINS)
 test_asan: $(ASAN_BINS)
 	@MIRAS_BIN_DIR=build/asan bash dev/test_all.sh
 
