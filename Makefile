@@ -101,7 +101,7 @@ build/asan/data_prep/%: data_prep/%.c data_prep/common.h data_prep/gpt2_bpe.h
 	@mkdir -p build/asan/data_prep
 	$(ASAN_CC) $(ASAN_CFLAGS) -o $@ $<
 ASAN_BINS = build/asan/train_miras build/asan/test_miras build/asan/test_miras_fp64 $(DATA_PREP_BINS:data_prep/%=build/asan/data_prep/%)
-asan_build: $(ASAN_BINS)
+asan_build: $(ASAN_BINS)  # (the ASan binaries alone: .ci/run builds them beside the nvcc builds)
 test_asan: $(ASAN_BINS)
 	@MIRAS_BIN_DIR=build/asan bash dev/test_all.sh
 
