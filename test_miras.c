@@ -2924,17 +2924,20 @@ static void test_binary(void) {
     // this driver's own arguments: an option it does not know, or too many, is one usage line and exit 2; a fixtures
     // folder that is not there is one error line with a hint and exit 1 (not a FAIL per fixture)
     {
-        const char* cases[3][3] = {{"--help", "2", "usage: test_miras [FIXTURES_DIR]"},
-                                   {"a b", "2", "usage: test_miras [FIXTURES_DIR]"},
-                                   {"/nonexistent/fixtures", "1", "error: test_miras: no fixtures folder"}};
+        struct {
+            const char *args, *start;
+            int code;
+        } cases[3] = {{"--help", "usage: test_miras [FIXTURES_DIR]", 2},
+                      {"a b", "usage: test_miras [FIXTURES_DIR]", 2},
+                      {"/nonexistent/fixtures", "error: test_miras: no fixtures folder", 1}};
         for (int i = 0; i < 3; i++) {
-            int code = run_prog(SELF, cases[i][0], &lines, err, sizeof err);
-            int ok = code == atoi(cases[i][1]) && lines == 1 && !strncmp(err, cases[i][2], strlen(cases[i][2])) &&
+            int code = run_prog(SELF, cases[i].args, &lines, err, sizeof err);
+            int ok = code == cases[i].code && lines == 1 && !strncmp(err, cases[i].start, strlen(cases[i].start)) &&
                      strstr(err, "(hint: ");
             char* nl = strchr(err, '\n');
             if (nl) *nl = 0;
-            check(ok, "test_miras %s: exit %d (want %s), %d line(s): '%.120s'", cases[i][0], code, cases[i][1], lines,
-                  err);
+            check(ok, "test_miras %s: exit %d (want %d), %d line(s): '%.120s'", cases[i].args, code, cases[i].code,
+                  lines, err);
         }
     }
     const char* model = "-p titans -D 32 -L 2 -H 2 -k 4 -b 2 -t 16 -d 64 -v 3 -m 2 -g 0 -u 2";

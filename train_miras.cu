@@ -9723,7 +9723,7 @@ static int decode_test(const char* in) {
     int graphs = decoder_graphable(&M), Tg = 3 * b + M.mem.omega;
     if (graphs && Tg > Tmax) Tmax = Tg;
     int* tok = (int*)xmalloc(Tmax * sizeof(int));
-    for (int t = 0; t < Tmax; t++) tok[t] = t < T0 ? inp[t] : inp[t % T0];
+    for (int t = 0; t < Tmax; t++) tok[t] = inp[t % T0];
     // the plain decoder and, stepped beside it on the same tokens (two decoders alive at once), the one with CUDA
     // graphs (checked below)
     DecoderGpu dec, graph;
